@@ -1,0 +1,117 @@
+"""The one table of Nsight Compute metrics profkit asks for and reads.
+
+Analyses ask for a short name ("dram_pct"); this table maps it to the ncu metric names
+that carry it, newest spelling first, because names differ between architectures and
+ncu versions. Nothing else in profkit spells a raw ncu metric name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    short: str
+    names: tuple[str, ...]  # candidates, first one present in a report wins
+    meaning: str
+    sets: frozenset[str]  # metric sets that collect it: lean, roofline
+
+
+def _m(short: str, names: str | tuple[str, ...], meaning: str, sets: str = "lean roofline") -> Metric:
+    if isinstance(names, str):
+        names = (names,)
+    return Metric(short, tuple(names), meaning, frozenset(sets.split()))
+
+
+METRICS: tuple[Metric, ...] = (
+    # time and clocks
+    _m("duration", "gpu__time_duration.sum", "kernel duration"),
+    _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran"),
+    _m("dram_clock", "dram__cycles_elapsed.avg.per_second", "DRAM clock while the kernel ran"),
+    # speed of light (ncu SpeedOfLight section)
+    _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak"),
+    _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)"),
+    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak"),
+    _m("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 throughput, % of peak", "roofline"),
+    _m("l1_pct", "l1tex__throughput.avg.pct_of_peak_sustained_active", "L1/TEX throughput, % of peak", "roofline"),
+    # pipes
+    _m(
+        "tensor_pct",
+        (
+            "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        ),
+        "tensor pipe (HMMA/HGMMA) active cycles, % of peak",
+    ),
+    _m(
+        "tensor_gmma_pct",
+        "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
+        "warpgroup MMA (HGMMA/QGMMA) instructions issued, % of peak",
+    ),
+    _m("fma_pct", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "FMA pipe active cycles, % of peak"),
+    _m("alu_pct", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "ALU pipe active cycles, % of peak"),
+    _m("issue_pct", "sm__inst_issued.avg.pct_of_peak_sustained_active", "instructions issued, % of peak", "roofline"),
+    # occupancy and launch
+    _m("achieved_occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy, % of max warps"),
+    _m("theoretical_occupancy", "sm__maximum_warps_per_active_cycle_pct", "theoretical occupancy, % of max warps"),
+    _m("limit_registers", "launch__occupancy_limit_registers", "blocks per SM allowed by registers"),
+    _m("limit_shared_mem", "launch__occupancy_limit_shared_mem", "blocks per SM allowed by shared memory"),
+    _m("limit_warps", "launch__occupancy_limit_warps", "blocks per SM allowed by warps"),
+    _m("limit_blocks", "launch__occupancy_limit_blocks", "blocks per SM allowed by the block limit"),
+    _m("grid_size", "launch__grid_size", "blocks in the grid"),
+    _m("block_size", "launch__block_size", "threads per block"),
+    _m("registers_per_thread", "launch__registers_per_thread", "registers per thread"),
+    _m("shared_mem_per_block", "launch__shared_mem_per_block", "shared memory per block (static + dynamic)"),
+    _m("waves_per_sm", "launch__waves_per_multiprocessor", "waves per SM"),
+    _m("sm_count", "device__attribute_multiprocessor_count", "SMs on the device"),
+    # bytes (roofline x axis)
+    _m("dram_bytes", "dram__bytes.sum", "bytes moved to and from DRAM"),
+    _m("dram_bytes_peak", "dram__bytes.sum.peak_sustained", "DRAM bytes per DRAM cycle at peak"),
+    _m("l2_bytes", "lts__t_bytes.sum", "bytes through L2", "roofline"),
+    _m("l1_bytes", "l1tex__t_bytes.sum", "bytes through L1/TEX", "roofline"),
+    _m("l2_bytes_peak", "lts__t_bytes.sum.peak_sustained", "L2 bytes per cycle at peak", "roofline"),
+    _m("l1_bytes_peak", "l1tex__t_bytes.sum.peak_sustained", "L1 bytes per cycle at peak", "roofline"),
+    # FLOPs (roofline y axis): SASS thread instructions for CUDA cores, op paths for tensor cores
+    _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds"),
+    _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies"),
+    _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)"),
+    _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level)", "roofline"),
+    _m("tensor_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor FLOPs, bf16 inputs"),
+    _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16_dst_fp32.sum",), "tensor FLOPs, fp16 inputs, fp32 accumulate"),
+    _m("tensor_ops_fp16_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum", "tensor FLOPs, fp16 inputs, fp16 accumulate", "roofline"),
+    _m("tensor_ops_fp8", "sm__ops_path_tensor_src_fp8.sum", "tensor FLOPs, fp8 inputs"),
+    _m("tensor_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "tensor FLOPs, tf32 inputs", "roofline"),
+    _m("tensor_ops_bf16_peak", "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained", "bf16 tensor FLOPs per cycle at peak"),
+    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at peak", "roofline"),
+)
+
+BY_SHORT: dict[str, Metric] = {m.short: m for m in METRICS}
+SETS = ("lean", "roofline", "full")
+
+
+def metric_names(metric_set: str) -> list[str]:
+    """ncu --metrics list for a set; 'full' means ncu's own `--set full` and returns []."""
+    if metric_set not in SETS:
+        raise ValueError(f"unknown metric set {metric_set!r}; choose one of {', '.join(SETS)}")
+    if metric_set == "full":
+        return []
+    out: list[str] = []
+    for m in METRICS:
+        if metric_set in m.sets:
+            out.extend(m.names)
+    return out
+
+
+def lookup(values: dict[str, float], short: str) -> float | None:
+    """Value of a short name in a {ncu metric name: value} mapping, or None."""
+    for name in BY_SHORT[short].names:
+        if name in values and values[name] is not None:
+            return values[name]
+    return None
+
+
+if __name__ == "__main__":  # `python -m profkit.metrics lean` prints the ncu --metrics argument
+    import sys
+
+    print(",".join(metric_names(sys.argv[1] if len(sys.argv) > 1 else "lean")))
