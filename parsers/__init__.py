@@ -1,0 +1,1 @@
+"""Report parsers: one file per format, each yields plain rows in normalised units."""
