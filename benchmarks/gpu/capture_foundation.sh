@@ -4,11 +4,13 @@
 # Run from the repo root on the GPU host; everything lands in $OUT/foundation.tar.xz.
 set -u
 source .gpu-libs/env.sh
+R=$PWD
 CUPTI_INJ=$NVTX_INJECTION64_PATH
 unset NVTX_INJECTION64_PATH   # nsys and ncu inject their own
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site . || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+cd /tmp  # the repo's own profkit/ would shadow the installed package (kernels/ and parsers/ map into it)
 C=/tmp/cap; mkdir -p $C
 {
   date -u +%FT%TZ; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem --format=csv
@@ -44,9 +46,9 @@ for r in rmsnorm_triton gemm_cublas/bf16_4096; do
   tag=$(echo $r | tr / _)
   for set in full lean; do
     if [ $set = full ]; then M="--set full"; else M="--metrics $(head -1 $C/metrics_lean.txt)"; fi
-    echo "== passes $set $r"; s=$(date +%s.%N)
+    echo "== passes $set $r"; s=$(date +%s)
     $NCU --clock-control none --nvtx --nvtx-include "known/$r/" -c 1 $M -f -o /tmp/p_${set}_$tag $W > $C/passes_${set}_$tag.log 2>&1
-    e=$(date +%s.%N); echo "wall_s $(echo "$e - $s" | bc)" >> $C/passes_${set}_$tag.log
+    e=$(date +%s); echo "wall_s $((e - s))" >> $C/passes_${set}_$tag.log
     grep -E "passes|wall_s" $C/passes_${set}_$tag.log; ls -la /tmp/p_${set}_$tag.ncu-rep
   done
   $NCU --import /tmp/p_full_$tag.ncu-rep --csv --page raw > $C/full_$tag.raw.csv
