@@ -1,6 +1,10 @@
-"""RMSNorm: y = x / sqrt(mean(x^2) + eps) * w  (Gemma: * (1 + w)).
+"""RMSNorm: y = x / sqrt(mean(x^2) + eps) * w  (Gemma: * (1 + w)), forward and backward.
 
-Memory-bound: one read of x, one write of y, w read once per program (cached in L2).
+Memory-bound: one read of x, one write of y; w is read once per program (it stays in L2).
+Forward: a program normalises BLOCK_M rows held whole in registers (BLOCK_M > 1 for small
+hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~4-16 KB);
+the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
+fp16). Backward: dx row by row, dw as fp32 per-program partial sums reduced afterwards.
 """
 from __future__ import annotations
 
@@ -8,48 +12,151 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
 
 
 @triton.jit
-def _rmsnorm_fwd(X, W, Y, RSTD, stride_x, stride_y, N, eps, offset,
-                 BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)  # int64: rows * stride can pass 2^31
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    # square in fp32: fp16 inputs of a few hundred overflow when squared in fp16
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    y = x * rstd * (w + offset)
-    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(RSTD + row, rstd)
+def _rmsnorm_fwd(X, W, Y, RSTD, stride_x, stride_y, M, N, eps, offset,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_RSTD: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)  # int64: rows * stride can pass 2^31
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    rmask = rows < M
+    cmask = cols < N
+    mask = rmask[:, None] & cmask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / N + eps)
+    w = tl.load(W + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32) + offset
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    if STORE_RSTD:
+        tl.store(RSTD + rows, rstd, mask=rmask)
 
 
-def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False):
-    import torch
+@triton.jit
+def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
+                 rows_per_prog, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    row0 = pid * rows_per_prog
+    for i in range(0, rows_per_prog):
+        row = row0 + i
+        m = cols < tl.where(row < M, N, 0)  # rows past M (last program) load nothing
+        x = tl.load(X + row * stride_x + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(DY + row * stride_dy + cols, mask=m, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + tl.minimum(row, M - 1))
+        xhat = x * rstd
+        wdy = w * dy
+        c = tl.sum(xhat * wdy, axis=0) / N
+        dx = (wdy - xhat * c) * rstd
+        tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=m)
+        dw += dy * xhat
+    tl.store(DWP + pid * N + cols, dw, mask=cmask)
 
-    shape = x.shape
-    x2 = x.reshape(-1, shape[-1])
+
+def _rows(x):
+    x2 = x.reshape(-1, x.shape[-1])
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
+    return x2
+
+
+def fwd_config(N: int):
+    """(BLOCK_M, BLOCK_N, num_warps) for hidden size N."""
+    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_M = max(1, min(16, 2048 // BLOCK_N))
+    return BLOCK_M, BLOCK_N, warps_for(BLOCK_M * BLOCK_N)
+
+
+def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
+                block_m: int | None = None, num_warps: int | None = None):
+    """Forward launcher. out: optional preallocated y (shape of x); rstd: optional fp32 [rows]
+    to keep for the backward. Returns y."""
+    import torch
+
+    x2 = _rows(x)
     M, N = x2.shape
-    y = torch.empty_like(x2)
-    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    BLOCK = triton.next_power_of_2(N)
-    num_warps = min(max(BLOCK // 256, 1), 16)
-    _rmsnorm_fwd[(M,)](x2, w, y, rstd, x2.stride(0), y.stride(0), N, eps, 1.0 if gemma else 0.0,
-                       BLOCK=BLOCK, num_warps=num_warps)
-    return y.reshape(shape)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    y2 = y.view(M, N)
+    BLOCK_M, BLOCK_N, nw = fwd_config(N)
+    BLOCK_M = block_m or BLOCK_M
+    nw = num_warps or nw
+    grid = (triton.cdiv(M, BLOCK_M),)
+    _rmsnorm_fwd[grid](x2, w, y2, rstd if rstd is not None else x2, x2.stride(0), y2.stride(0), M, N,
+                       eps, 1.0 if gemma else 0.0, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                       STORE_RSTD=rstd is not None, num_warps=nw)
+    return y
+
+
+def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None):
+    """Backward launcher: returns (dx, dw); dw accumulated in fp32 per program, then summed."""
+    import torch
+
+    x2, dy2 = _rows(x), _rows(dy)
+    M, N = x2.shape
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
+    dx2 = dx.view(M, N)
+    BLOCK_N = triton.next_power_of_2(N)
+    P = max(1, min(M, 2 * num_sms(x.device)))
+    rows_per_prog = triton.cdiv(M, P)
+    P = triton.cdiv(M, rows_per_prog)
+    dwp = torch.empty(P, N, dtype=torch.float32, device=x.device)
+    _rmsnorm_bwd[(P,)](dy2, x2, w, rstd, dx2, dwp, dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
+                       1.0 if gemma else 0.0, rows_per_prog, BLOCK_N=BLOCK_N,
+                       num_warps=warps_for(BLOCK_N))
+    return dx, dwp.sum(0).to(w.dtype)
+
+
+def _autograd():
+    import torch
+
+    class RMSNormFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, eps, gemma, out):
+            rstd = torch.empty(x.numel() // x.shape[-1], dtype=torch.float32, device=x.device)
+            y = rmsnorm_fwd(x, w, eps, gemma, out=out, rstd=rstd)
+            ctx.save_for_backward(x, w, rstd)
+            ctx.gemma = gemma
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w, rstd = ctx.saved_tensors
+            dx, dw = rmsnorm_bwd(dy, x, w, rstd, ctx.gemma)
+            return dx, dw, None, None, None
+
+    return RMSNormFunction
+
+
+_FN = None
+
+
+def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None):
+    """Triton RMSNorm over the last dim; differentiable in x and w."""
+    global _FN
+    import torch
+
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+        if _FN is None:
+            _FN = _autograd()
+        return _FN.apply(x, w, eps, gemma, out)
+    return rmsnorm_fwd(x, w, eps, gemma, out=out)
 
 
 def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
-    """As models write it (Llama's LlamaRMSNorm)."""
+    """As models write it: Llama's LlamaRMSNorm, or GemmaRMSNorm with gemma=True."""
     import torch
 
     dtype = x.dtype
     xf = x.to(torch.float32)
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return (xf.to(dtype) * ((1 + w) if gemma else w)).to(dtype)
+    if gemma:
+        return (xf * (1.0 + w.float())).type_as(x)
+    return w * xf.to(dtype)
 
 
 def rmsnorm_reference(x, w, eps: float = 1e-6, gemma: bool = False):
@@ -59,9 +166,22 @@ def rmsnorm_reference(x, w, eps: float = 1e-6, gemma: bool = False):
 
 
 def model(p: dict, dtype: str) -> dict:
-    esize = {"fp16": 2, "bf16": 2, "fp32": 4}[dtype]
+    e = ESIZE[dtype]
     m, n = p["tokens"], p["hidden"]
-    return {"bytes": 2 * m * n * esize + n * esize, "flops": 4 * m * n}
+    return {"bytes": 2 * m * n * e + n * e, "flops": 4 * m * n}
+
+
+def model_bwd(p: dict, dtype: str) -> dict:
+    """Backward: read dy, x, rstd; write dx; w read, dw written (partials stay in L2)."""
+    e = ESIZE[dtype]
+    m, n = p["tokens"], p["hidden"]
+    return {"bytes": 3 * m * n * e + 4 * m + 2 * n * e, "flops": 8 * m * n}
+
+
+def _liger(x, w, eps=1e-6, gemma=False):
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+    return LigerRMSNormFunction.apply(x, w, eps, 1.0 if gemma else 0.0, "gemma" if gemma else "llama")
 
 
 def _setup(p: dict, dtype: str, device: str):
@@ -69,23 +189,31 @@ def _setup(p: dict, dtype: str, device: str):
 
     dt = torch_dtype(dtype)
     x = torch.randn(p["tokens"], p["hidden"], dtype=dt, device=device)
-    w = torch.randn(p["hidden"], dtype=dt, device=device)
+    w = 1 + 0.1 * torch.randn(p["hidden"], dtype=dt, device=device)
     return {"x": x, "w": w}
 
+
+_VARIANTS = {
+    "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
+    "compile": lambda s: compiled("rmsnorm", rmsnorm_eager)(s["x"], s["w"]),
+    "triton": lambda s: rmsnorm(s["x"], s["w"]),
+}
+if has_module("liger_kernel"):
+    _VARIANTS["liger"] = lambda s: _liger(s["x"], s["w"])
 
 WORKLOAD = Workload(
     op="rmsnorm",
     setup=_setup,
-    variants={
-        "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
-        "triton": lambda s: rmsnorm(s["x"], s["w"]),
-    },
+    variants=_VARIANTS,
     shapes={
+        "llama8b-t1": {"tokens": 1, "hidden": 4096},
         "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
         "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
         "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
+        "qwen7b-t32768": {"tokens": 32768, "hidden": 3584},
     },
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RMSNorm forward (Llama / Qwen hidden sizes)",
+    requires={"liger": "liger_kernel"},
 )
