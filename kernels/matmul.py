@@ -1,0 +1,327 @@
+"""bf16 / fp16 matmul C = A @ B, A (M, K), B (K, N), C (M, N): a ladder of Triton versions.
+
+    naive           tl.dot on 32x32x32 tiles, one program per tile in row-major order,
+                    no software pipelining (num_stages=1)
+    tiled           128x256x64 tiles (8 warps, 3 stages), grouped ("swizzled") program order so
+                    GROUP_M row-panels of A stay in L2 while B's column panels stream
+    autotuned       triton.autotune over tile sizes, warps, stages and GROUP_M, keyed on (M, N, K);
+                    ``autotune_choices()`` returns the config chosen for every key
+    persistent_tma  one program per SM looping over tiles, operands loaded through tensor
+                    descriptors (TMA on Hopper); warp-specialized when the installed Triton
+                    accepts tl.range(..., warp_specialize=True) and the compile succeeds
+    cublas          torch.matmul (the baseline)
+
+float64 reference: ``matmul_reference``. Accumulation is fp32 in every Triton version.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload, torch_dtype
+from ._gemm_common import (LLM_PROJ, autotune_cache, ensure_tma_allocator, gemm_model,
+                           has_tensor_descriptors, has_warp_specialize, interpreting, num_sms)
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M consecutive tiles walk down a column of tiles before moving
+    right, so a band of A (GROUP_M row-panels) is reused from L2 across many B panels."""
+    num_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_in_group
+    first_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((tile_id % num_in_group) % group_size_m)
+    pid_n = (tile_id % num_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_kernel(A, B, C, M, N, K,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
+    """Pointer-based tile kernel; GROUP_M=1 is plain row-major program order."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if GROUP_M == 1:
+        pid_m = pid // num_pid_n
+        pid_n = pid % num_pid_n
+    else:
+        pid_m, pid_n = _tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak
+    b_ptr = B + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        if UPCAST:  # interpreter only, see UPCAST_NOTE
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptr += BLOCK_K * stride_ak
+        b_ptr += BLOCK_K * stride_bk
+    c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptr, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _autotune_configs():
+    if interpreting():  # one config: the interpreter cannot time, and is slow on big tiles
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                              num_warps=4, num_stages=1)]
+    cfg = []
+    # big tiles for large M, narrow-M tiles for decode-like shapes; kept small: the GPU
+    # sweep must stay within its time budget (each config compiles once, times per shape)
+    for bm, bn, bk, w, s, g in [
+        (128, 256, 64, 8, 3, 8),
+        (256, 128, 64, 8, 3, 8),
+        (128, 128, 64, 4, 4, 8),
+        (128, 128, 128, 8, 3, 16),
+        (64, 128, 64, 4, 4, 8),
+        (64, 256, 64, 4, 4, 8),
+        (16, 128, 128, 4, 4, 1),
+        (16, 64, 256, 4, 3, 1),
+    ]:
+        cfg.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g},
+                                 num_warps=w, num_stages=s))
+    return cfg
+
+
+def _prune(configs, named_args, **kw):
+    """Drop tile heights far above M (a 256-row tile for M=16 only wastes MMA work)."""
+    m = named_args["M"]
+    keep = [c for c in configs if c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(m)) * 2
+            or c.kwargs["BLOCK_M"] <= 64]
+    return keep or configs
+
+
+_matmul_autotuned = triton.autotune(configs=_autotune_configs(), key=["M", "N", "K"],
+                                    prune_configs_by={"early_config_prune": _prune})(_matmul_kernel)
+
+
+def _prep(a, b, out):
+    import torch
+
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: shapes {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"matmul: dtypes {a.dtype} vs {b.dtype}")
+    M, K = a.shape
+    N = b.shape[1]
+    if out is None:
+        out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+        raise ValueError(f"matmul: out {tuple(out.shape)} {out.dtype}, want {(M, N)} {a.dtype}")
+    return M, N, K, out
+
+
+def _launch(kernel, a, b, out, grid, **meta):
+    M, N, K, out = _prep(a, b, out)
+    kernel[grid(M, N)](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                       out.stride(0), out.stride(1), UPCAST=interpreting(), **meta)
+    return out
+
+
+def matmul_naive(a, b, out=None):
+    return _launch(_matmul_kernel, a, b, out,
+                   lambda M, N: (triton.cdiv(M, 32) * triton.cdiv(N, 32),),
+                   BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=1)
+
+
+TILED_CONFIG = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+
+
+def matmul_tiled(a, b, out=None):
+    c = TILED_CONFIG
+    return _launch(_matmul_kernel, a, b, out,
+                   lambda M, N: (triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]),), **c)
+
+
+def matmul_autotuned(a, b, out=None):
+    return _launch(_matmul_autotuned, a, b, out,
+                   lambda M, N: lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),))
+
+
+def autotune_choices() -> dict[str, dict[str, str]]:
+    """Config chosen per autotune key (M x N x K x dtypes...) for each autotuned kernel."""
+    return {"matmul.autotuned": autotune_cache(_matmul_autotuned),
+            "matmul.persistent_tma": autotune_cache(_matmul_tma_autotuned)}
+
+
+# ---- persistent + tensor descriptors (TMA) --------------------------------------------
+
+@triton.jit
+def _matmul_tma_persistent(A, B, C, M, N, K,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                           WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                           UPCAST: tl.constexpr):
+    # A (M, K), B (K, N), C (M, N), all row-major; out-of-bounds boxes read zeros and the
+    # TMA store clips, so no masks.
+    a_desc = tl.make_tensor_descriptor(A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(B, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(C, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        om = pid_m * BLOCK_M
+        on = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            ok = ki * BLOCK_K
+            a = a_desc.load([om, ok])
+            b = b_desc.load([ok, on])
+            if UPCAST:  # interpreter only, see UPCAST_NOTE
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        c_desc.store([om, on], acc.to(C.dtype.element_ty))
+
+
+def _tma_configs():
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                              num_warps=4, num_stages=1)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+                          num_warps=w, num_stages=s)
+            for bm, bn, bk, w, s in [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4),
+                                     (64, 128, 128, 4, 4), (64, 256, 64, 4, 4)]]
+
+
+_matmul_tma_autotuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "WARP_SPECIALIZE"])(
+    _matmul_tma_persistent)
+
+# None: not tried yet; True/False once a warp-specialized launch compiled or failed
+_WS_STATE: dict[str, object] = {"ok": None, "error": None}
+
+
+def tma_supported(a, b) -> str | None:
+    """None when persistent_tma can run on these operands, else the reason it cannot."""
+    if not has_tensor_descriptors():
+        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
+    if not interpreting():
+        import torch
+
+        if not a.is_cuda or torch.cuda.get_device_capability(a.device)[0] < 9:
+            return "tensor descriptors (TMA) need a Hopper-or-newer GPU (compute capability >= 9.0)"
+    es = a.element_size()
+    for name, t in (("A", a), ("B", b)):
+        if not t.is_contiguous():
+            return f"TMA: {name} must be row-major contiguous"
+        if t.data_ptr() % 16:
+            return f"TMA: {name}'s base address must be 16-byte aligned"
+    if (a.shape[1] * es) % 16 or (b.shape[1] * es) % 16:
+        return (f"TMA: row strides must be multiples of 16 bytes (K={a.shape[1]}, N={b.shape[1]} "
+                f"x {es} B)")
+    return None
+
+
+def matmul_persistent_tma(a, b, out=None, warp_specialize: bool | None = None):
+    """Persistent TMA matmul. warp_specialize=None: try it once where the installed Triton
+    has it (on a GPU), fall back to the plain software-pipelined loop if the compile fails."""
+    why = tma_supported(a, b)
+    M, N, K, out = _prep(a, b, out)
+    if why is None and (out.data_ptr() % 16 or not out.is_contiguous()):
+        why = "TMA: out must be contiguous and 16-byte aligned"
+    if why:
+        raise NotImplementedError(f"persistent_tma: {why}")
+    ensure_tma_allocator()
+    sms = num_sms(a.device)
+    grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+    ws = warp_specialize
+    if ws is None:
+        ws = has_warp_specialize() and not interpreting() and _WS_STATE["ok"] is not False
+    upcast = interpreting()
+    if ws:
+        try:
+            # FLATTEN with warp specialization is Blackwell-only; keep the nest on Hopper
+            _matmul_tma_autotuned[grid](a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=True,
+                                        FLATTEN=False, UPCAST=upcast)
+            _WS_STATE["ok"] = True
+            return out
+        except Exception as e:  # compile error on this Triton / GPU: remember, fall back
+            if warp_specialize:
+                raise
+            _WS_STATE["ok"] = False
+            _WS_STATE["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    _matmul_tma_autotuned[grid](a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=False,
+                                FLATTEN=not interpreting(), UPCAST=upcast)
+    return out
+
+
+def warp_specialize_status() -> dict:
+    return {"available": has_warp_specialize(), "used": _WS_STATE["ok"], "error": _WS_STATE["error"]}
+
+
+# ---- baseline, reference, workload ---------------------------------------------------
+
+def matmul_cublas(a, b, out=None):
+    import torch
+
+    return torch.matmul(a, b, out=out)
+
+
+def matmul_reference(a, b):
+    return a.double() @ b.double()
+
+
+VARIANTS = {
+    "naive": matmul_naive,
+    "tiled": matmul_tiled,
+    "autotuned": matmul_autotuned,
+    "persistent_tma": matmul_persistent_tma,
+    "cublas": matmul_cublas,
+}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    dt = torch_dtype(dtype)
+    # scaled so that C has O(1) entries whatever K
+    a = torch.randn(p["M"], p["K"], device=device, dtype=torch.float32).div_(p["K"] ** 0.25).to(dt)
+    b = torch.randn(p["K"], p["N"], device=device, dtype=torch.float32).div_(p["K"] ** 0.25).to(dt)
+    return {"a": a, "b": b, "dtype": dtype}
+
+
+def reference(state):
+    return matmul_reference(state["a"], state["b"])
+
+
+def _shape(proj: str, m: int) -> tuple[str, dict]:
+    k, n = LLM_PROJ[proj]
+    return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
+
+
+SHAPES = dict([
+    _shape("llama8b-qkv", 1),
+    _shape("llama8b-qkv", 16),
+    _shape("qwen7b-qkv", 64),
+    _shape("llama8b-o", 256),
+    _shape("llama8b-gateup", 1024),
+    _shape("qwen7b-down", 1024),
+    _shape("llama8b-qkv", 4096),
+    _shape("llama8b-down", 4096),
+    _shape("qwen7b-gateup", 8192),
+    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
+])
+
+WORKLOAD = Workload(
+    op="matmul",
+    setup=_setup,
+    variants={name: (lambda fn: (lambda s: fn(s["a"], s["b"])))(fn) for name, fn in VARIANTS.items()},
+    shapes=SHAPES,
+    model=gemm_model,
+    dtypes=("bf16", "fp16"),
+    default_dtype="bf16",
+    description="bf16/fp16 GEMM ladder: naive -> tiled+grouped -> autotuned -> persistent TMA, vs cuBLAS",
+)
