@@ -1,0 +1,128 @@
+"""Fused residual add + RMSNorm, as at every pre-norm decoder block boundary:
+
+    residual = x + residual          (kept, in the model dtype)
+    normed   = rmsnorm(residual) * w (Gemma: * (1 + w))
+
+Unfused that is 3 reads + 1 write (add) + 1 read + 1 write (norm); fused it is 2 reads and
+2 writes. The sum is formed in fp32 and normalised from fp32 (vLLM's fused_add_rms_norm
+normalises the same fp32 sum); the stored residual is that sum rounded to the dtype.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload, torch_dtype
+from ._numerics import ESIZE, compiled, has_module
+from .rmsnorm import fwd_config, rmsnorm_reference
+
+
+@triton.jit
+def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M, N, eps, offset,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    mask = (rows < M)[:, None] & cmask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    s = x + r
+    tl.store(RO + rows[:, None] * stride_ro + cols[None, :], s.to(RO.dtype.element_ty), mask=mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=1) / N + eps)
+    w = tl.load(W + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32) + offset
+    y = s * rstd[:, None] * w[None, :]
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None, residual_out=None):
+    """Returns (normed, new_residual). out / residual_out: optional preallocated outputs;
+    residual_out=residual updates the residual in place (each element is read before it is
+    written by the same program)."""
+    import torch
+
+    N = x.shape[-1]
+    assert residual.shape == x.shape
+    x2 = x.reshape(-1, N)
+    r2 = residual.reshape(-1, N)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    if r2.stride(-1) != 1:
+        r2 = r2.contiguous()
+    M = x2.shape[0]
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    ro = torch.empty(x.shape, dtype=residual.dtype, device=x.device) if residual_out is None else residual_out
+    y2, ro2 = y.view(M, N), ro.view(M, N)
+    BLOCK_M, BLOCK_N, nw = fwd_config(N)
+    _add_rmsnorm_fwd[(triton.cdiv(M, BLOCK_M),)](
+        x2, r2, w, y2, ro2, x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
+        1.0 if gemma else 0.0, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=nw)
+    return y, ro
+
+
+def add_rmsnorm_eager(x, residual, w, eps: float = 1e-6, gemma: bool = False):
+    """As HF decoder layers write it: residual add in the model dtype, then LlamaRMSNorm."""
+    import torch
+
+    residual = residual + x
+    dtype = residual.dtype
+    xf = residual.to(torch.float32)
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if gemma:
+        return (xf * (1.0 + w.float())).type_as(residual), residual
+    return w * xf.to(dtype), residual
+
+
+def add_rmsnorm_reference(x, residual, w, eps: float = 1e-6, gemma: bool = False):
+    s = x.double() + residual.double()
+    return rmsnorm_reference(s, w, eps, gemma), s
+
+
+def model(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    m, n = p["tokens"], p["hidden"]
+    return {"bytes": 4 * m * n * e + n * e, "flops": 5 * m * n}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    dt = torch_dtype(dtype)
+    x = torch.randn(p["tokens"], p["hidden"], dtype=dt, device=device)
+    r = torch.randn(p["tokens"], p["hidden"], dtype=dt, device=device)
+    w = 1 + 0.1 * torch.randn(p["hidden"], dtype=dt, device=device)
+    return {"x": x, "r": r, "w": w}
+
+
+def _liger(x, r, w, eps=1e-6):
+    # liger_kernel >= 0.6 ships a fused add+RMSNorm; older versions raise ImportError here
+    from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+
+    return LigerFusedAddRMSNormFunction.apply(x, r, w, eps, 0.0, "llama", False)
+
+
+_VARIANTS = {
+    "eager": lambda s: add_rmsnorm_eager(s["x"], s["r"], s["w"]),
+    "compile": lambda s: compiled("add_rmsnorm", add_rmsnorm_eager)(s["x"], s["r"], s["w"]),
+    "triton": lambda s: add_rmsnorm(s["x"], s["r"], s["w"]),
+}
+if has_module("liger_kernel"):
+    _VARIANTS["liger"] = lambda s: _liger(s["x"], s["r"], s["w"])
+
+WORKLOAD = Workload(
+    op="add_rmsnorm",
+    setup=_setup,
+    variants=_VARIANTS,
+    shapes={
+        "llama8b-t1": {"tokens": 1, "hidden": 4096},
+        "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
+        "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
+        "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
+    },
+    model=model,
+    dtypes=("bf16", "fp16", "fp32"),
+    description="Fused residual add + RMSNorm -> (normed, new residual)",
+    requires={"liger": "liger_kernel"},
+)

@@ -1,0 +1,167 @@
+"""Fused per-head q/k RMSNorm + RoPE (Qwen3 / Gemma3 qk-norm), one pass over q and k.
+
+    q [tokens, n_q_heads, head_dim], k [tokens, n_kv_heads, head_dim]
+    q_w, k_w [head_dim]: q_norm / k_norm weights (gemma=True: scale by 1 + w)
+    cos, sin: fp32 tables [max_pos, rotary_dim // 2] (rope.rope_cache), positions [tokens]
+
+Each head row is loaded once as its two rotary halves (plus the pass-through tail), the
+sum of squares over the whole head_dim is formed in fp32, and the normalised values are
+rotated and stored: 1 read + 1 write of q and k instead of 2 + 2 unfused.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload, torch_dtype
+from ._numerics import ESIZE, compiled, warps_for
+from .rmsnorm import rmsnorm_eager, rmsnorm_reference
+from .rope import full_cos_sin, rope_cache, rope_eager
+
+
+@triton.jit
+def _norm_rotate_heads(X, XO, W, sx_h, sxo_h, H, D, eps, offset, ia, ib, dmask, cos, sin,
+                       start, P, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr):
+    h = tl.arange(0, BLOCK_H)
+    hm = h < H
+    m = hm[:, None] & dmask[None, :]
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0).to(tl.float32)
+    p = tl.arange(0, BLOCK_P)
+    pm = p < P
+    mp = hm[:, None] & pm[None, :]
+    xp = tl.load(X + h[:, None] * sx_h + start + p[None, :], mask=mp, other=0.0).to(tl.float32)
+    ss = tl.sum(xa * xa, axis=1) + tl.sum(xb * xb, axis=1) + tl.sum(xp * xp, axis=1)
+    rstd = (1.0 / tl.sqrt(ss / D + eps))[:, None]
+    wa = tl.load(W + ia, mask=dmask, other=0.0).to(tl.float32) + offset
+    wb = tl.load(W + ib, mask=dmask, other=0.0).to(tl.float32) + offset
+    wp = tl.load(W + start + p, mask=pm, other=0.0).to(tl.float32) + offset
+    ya = xa * rstd * wa[None, :]
+    yb = xb * rstd * wb[None, :]
+    c = cos[None, :]
+    s = sin[None, :]
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (ya * c - yb * s).to(XO.dtype.element_ty), mask=m)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (yb * c + ya * s).to(XO.dtype.element_ty), mask=m)
+    yp = xp * rstd * wp[None, :]
+    tl.store(XO + h[:, None] * sxo_h + start + p[None, :], yp.to(XO.dtype.element_ty), mask=mp)
+
+
+@triton.jit
+def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
+                      sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
+                      HQ, HK, D, HALF, PASS, eps, offset,
+                      INTERLEAVED: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                      BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    pos = tl.load(POS + t).to(tl.int64)
+    d = tl.arange(0, BLOCK_HALF)
+    dmask = d < HALF
+    cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
+    sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
+    if INTERLEAVED:
+        ia = 2 * d
+        ib = 2 * d + 1
+    else:
+        ia = d
+        ib = d + HALF
+    _norm_rotate_heads(Q + t * sq_t, QO + t * sqo_t, QW, sq_h, sqo_h, HQ, D, eps, offset, ia, ib, dmask,
+                       cos, sin, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
+    _norm_rotate_heads(K + t * sk_t, KO + t * sko_t, KW, sk_h, sko_h, HK, D, eps, offset, ia, ib, dmask,
+                       cos, sin, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
+
+
+def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_dim: int | None = None,
+                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None):
+    """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place)."""
+    import torch
+
+    T, HQ, D = q.shape
+    HK = k.shape[1]
+    rd = rotary_dim or D
+    assert rd % 2 == 0 and rd <= D and cos.shape[-1] == rd // 2 and k.shape[0] == T and k.shape[2] == D
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    assert cos.stride(-1) == 1 and sin.stride(-1) == 1 and cos.stride(0) == sin.stride(0)
+    qo = torch.empty(q.shape, dtype=q.dtype, device=q.device) if q_out is None else q_out
+    ko = torch.empty(k.shape, dtype=k.dtype, device=k.device) if k_out is None else k_out
+    if T == 0:
+        return qo, ko
+    half, P = rd // 2, D - rd
+    BHQ, BHK, BH = triton.next_power_of_2(HQ), triton.next_power_of_2(HK), triton.next_power_of_2(half)
+    _rmsnorm_rope_fwd[(T,)](q, k, qo, ko, q_w, k_w, cos, sin, positions,
+                            q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                            qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
+                            HQ, HK, D, half, P, eps, 1.0 if gemma else 0.0,
+                            INTERLEAVED=interleaved, BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
+                            BLOCK_PASS=triton.next_power_of_2(max(P, 1)),
+                            num_warps=warps_for(2 * BHQ * BH))
+    return qo, ko
+
+
+def rmsnorm_rope_eager(q, k, q_w, k_w, cos_full, sin_full, eps: float = 1e-6, interleaved: bool = False,
+                       gemma: bool = False):
+    """As Qwen3Attention writes it: q_norm / k_norm on [.., heads, head_dim], then apply_rotary_pos_emb."""
+    return rope_eager(rmsnorm_eager(q, q_w, eps, gemma), rmsnorm_eager(k, k_w, eps, gemma),
+                      cos_full, sin_full, interleaved)
+
+
+def rmsnorm_rope_reference(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6,
+                           rotary_dim: int | None = None, interleaved: bool = False, gemma: bool = False):
+    c, s = full_cos_sin(cos.double(), sin.double(), positions, interleaved)
+    return rope_eager(rmsnorm_reference(q, q_w, eps, gemma), rmsnorm_reference(k, k_w, eps, gemma),
+                      c, s, interleaved)
+
+
+def model(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
+    rd = p.get("rotary_dim", d)
+    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2) + 2 * d * e,
+            "flops": t * (hq + hk) * (4 * d + 3 * rd)}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    dt = torch_dtype(dtype)
+    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
+    rd = p.get("rotary_dim", d)
+    q = torch.randn(t, hq, d, dtype=dt, device=device)
+    k = torch.randn(t, hk, d, dtype=dt, device=device)
+    qw = 1 + 0.1 * torch.randn(d, dtype=dt, device=device)
+    kw = 1 + 0.1 * torch.randn(d, dtype=dt, device=device)
+    cos, sin = rope_cache(max(t, 4096), rd, p.get("base", 1e6), device)
+    pos = torch.arange(t, device=device)
+    cf, sf = full_cos_sin(cos, sin, pos, False, dt)
+    return {"q": q, "k": k, "qw": qw, "kw": kw, "cos": cos, "sin": sin, "pos": pos, "cos_full": cf,
+            "sin_full": sf, "rotary_dim": rd}
+
+
+def reference_from_state(s):
+    return rmsnorm_rope_reference(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
+                                  rotary_dim=s["rotary_dim"])
+
+
+WORKLOAD = Workload(
+    op="rmsnorm_rope",
+    setup=_setup,
+    variants={
+        "eager": lambda s: rmsnorm_rope_eager(s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
+        "compile": lambda s: compiled("rmsnorm_rope", rmsnorm_rope_eager)(
+            s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
+        "triton": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
+                                         rotary_dim=s["rotary_dim"]),
+    },
+    shapes={
+        # Qwen3-8B: 32 q / 8 kv heads; Qwen2.5-7B geometry (28 / 4) as if it had qk-norm
+        "qwen3-8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+        "qwen3-8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128},
+        "qwen3-8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+    },
+    model=model,
+    dtypes=("bf16", "fp16", "fp32"),
+    description="Fused per-head q/k RMSNorm + RoPE (Qwen3 qk-norm)",
+)

@@ -1,0 +1,231 @@
+"""Rotary position embedding on q and k, one program per token (all q and k heads).
+
+    q [tokens, n_q_heads, head_dim], k [tokens, n_kv_heads, head_dim] (any token/head
+    strides, unit stride on head_dim: views into a fused qkv buffer work)
+    cos, sin: precomputed fp32 tables [max_pos, rotary_dim // 2] (see rope_cache)
+    positions: int [tokens]
+
+Layouts, on the first rotary_dim dims of each head (the rest pass through unchanged):
+    NeoX (rotate_half, Llama/Qwen HF):  pairs (d, d + rotary_dim/2)
+    GPT-J (interleaved):                pairs (2d, 2d + 1)
+The cos/sin row of a token is loaded once and reused for every q and k head.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload, torch_dtype
+from ._numerics import ESIZE, compiled, has_module, warps_for
+
+
+@triton.jit
+def _rotate_heads(X, XO, sx_h, sxo_h, H, ia, ib, dmask, cos, sin, BLOCK_H: tl.constexpr):
+    h = tl.arange(0, BLOCK_H)
+    m = (h < H)[:, None] & dmask[None, :]
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0).to(tl.float32)
+    c = cos[None, :]
+    s = sin[None, :]
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _copy_heads(X, XO, sx_h, sxo_h, H, start, P, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr):
+    h = tl.arange(0, BLOCK_H)
+    p = tl.arange(0, BLOCK_P)
+    m = (h < H)[:, None] & (p < P)[None, :]
+    x = tl.load(X + h[:, None] * sx_h + start + p[None, :], mask=m, other=0.0)
+    tl.store(XO + h[:, None] * sxo_h + start + p[None, :], x, mask=m)
+
+
+@triton.jit
+def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
+              sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
+              HQ, HK, HALF, PASS,
+              INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
+              BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
+              BLOCK_PASS: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
+    pos = tl.load(POS + t).to(tl.int64)
+    d = tl.arange(0, BLOCK_HALF)
+    dmask = d < HALF
+    cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
+    sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
+    if INTERLEAVED:
+        ia = 2 * d
+        ib = 2 * d + 1
+    else:
+        ia = d
+        ib = d + HALF
+    _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
+    _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
+    if COPY_PASS:
+        _copy_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
+        _copy_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
+
+
+def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu"):
+    """(cos, sin) fp32 tables [max_pos, rotary_dim // 2], computed in float64."""
+    import torch
+
+    inv = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+    f = torch.outer(torch.arange(max_pos, dtype=torch.float64), inv)
+    return f.cos().float().to(device), f.sin().float().to(device)
+
+
+def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
+         q_out=None, k_out=None):
+    """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place."""
+    import torch
+
+    T, HQ, D = q.shape
+    HK = k.shape[1]
+    rd = rotary_dim or D
+    assert rd % 2 == 0 and rd <= D and cos.shape[-1] == rd // 2 and k.shape[0] == T and k.shape[2] == D
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    cos = cos if cos.stride(-1) == 1 else cos.contiguous()
+    sin = sin if sin.stride(-1) == 1 else sin.contiguous()
+    assert cos.stride(0) == sin.stride(0)
+    qo = torch.empty(q.shape, dtype=q.dtype, device=q.device) if q_out is None else q_out
+    ko = torch.empty(k.shape, dtype=k.dtype, device=k.device) if k_out is None else k_out
+    half, P = rd // 2, D - rd
+    copy_pass = P > 0 and not (qo.data_ptr() == q.data_ptr() and ko.data_ptr() == k.data_ptr())
+    BHQ, BHK = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)
+    BH = triton.next_power_of_2(half)
+    if T == 0:
+        return qo, ko
+    _rope_fwd[(T,)](q, k, qo, ko, cos, sin, positions,
+                    q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                    qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
+                    HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
+                    BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
+                    BLOCK_PASS=triton.next_power_of_2(max(P, 1)),
+                    num_warps=warps_for(BHQ * BH))
+    return qo, ko
+
+
+# --- eager, as HF writes it: cos/sin [tokens, rotary_dim] gathered once per forward ---------
+
+def full_cos_sin(cos, sin, positions, interleaved: bool = False, dtype=None):
+    """Expand the half tables to HF's [tokens, rotary_dim] cos/sin (shared by all layers)."""
+    import torch
+
+    c, s = cos[positions], sin[positions]
+    if interleaved:
+        c, s = c.repeat_interleave(2, -1), s.repeat_interleave(2, -1)
+    else:
+        c, s = torch.cat((c, c), -1), torch.cat((s, s), -1)
+    return (c.to(dtype), s.to(dtype)) if dtype is not None else (c, s)
+
+
+def rotate_half(x):
+    import torch
+
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x):
+    import torch
+
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def rope_eager(q, k, cos_full, sin_full, interleaved: bool = False):
+    """HF apply_rotary_pos_emb (partial rotary as in GPT-NeoX/Phi); q, k [T, H, D]."""
+    import torch
+
+    rd = cos_full.shape[-1]
+    c, s = cos_full.unsqueeze(1), sin_full.unsqueeze(1)
+    rot = rotate_every_two if interleaved else rotate_half
+
+    def one(x):
+        if rd == x.shape[-1]:
+            return x * c + rot(x) * s
+        xr, xp = x[..., :rd], x[..., rd:]
+        return torch.cat((xr * c + rot(xr) * s, xp), dim=-1)
+
+    return one(q), one(k)
+
+
+def rope_reference(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False):
+    c, s = full_cos_sin(cos.double(), sin.double(), positions, interleaved)
+    return rope_eager(q.double(), k.double(), c, s, interleaved)
+
+
+def model(p: dict, dtype: str) -> dict:
+    """q and k read and written once, positions, and one cos+sin row (fp32) per token."""
+    e = ESIZE[dtype]
+    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
+    rd = p.get("rotary_dim", d)
+    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2),
+            "flops": 3 * t * (hq + hk) * rd}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    dt = torch_dtype(dtype)
+    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
+    rd = p.get("rotary_dim", d)
+    inter = p.get("interleaved", False)
+    q = torch.randn(t, hq, d, dtype=dt, device=device)
+    k = torch.randn(t, hk, d, dtype=dt, device=device)
+    cos, sin = rope_cache(max(t, 4096), rd, p.get("base", 500000.0), device)
+    pos = torch.arange(t, device=device)
+    cf, sf = full_cos_sin(cos, sin, pos, inter, dt)
+    s = {"q": q, "k": k, "cos": cos, "sin": sin, "pos": pos, "cos_full": cf, "sin_full": sf,
+         "rotary_dim": rd, "interleaved": inter}
+    return s
+
+
+def reference_from_state(s):
+    return rope_reference(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"])
+
+
+def _liger(s):
+    from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+    T, HQ, D = s["q"].shape
+    if s["interleaved"] or s["rotary_dim"] != D:
+        raise NotImplementedError("liger RoPE: NeoX layout, full rotary only")
+    # liger wants [batch, heads, seq, head_dim] and rotates in place (fresh copies each call
+    # would add traffic; rotation keeps values bounded, so repeated calls are harmless)
+    qb = s["q"].view(1, T, HQ, D).transpose(1, 2)
+    kb = s["k"].view(1, T, -1, D).transpose(1, 2)
+    qo, ko = liger_rotary_pos_emb(qb, kb, s["cos_full"].unsqueeze(0), s["sin_full"].unsqueeze(0))
+    return qo.transpose(1, 2).reshape(T, HQ, D), ko.transpose(1, 2).reshape(T, -1, D)
+
+
+_VARIANTS = {
+    "eager": lambda s: rope_eager(s["q"], s["k"], s["cos_full"], s["sin_full"], s["interleaved"]),
+    "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"],
+                                                      s["interleaved"]),
+    "triton": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]),
+}
+if has_module("liger_kernel"):
+    _VARIANTS["liger"] = _liger
+
+WORKLOAD = Workload(
+    op="rope",
+    setup=_setup,
+    variants=_VARIANTS,
+    shapes={
+        "llama8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+        "llama8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "base": 1e6},
+        "llama8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
+        "phi2partial-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 32, "head_dim": 80,
+                              "rotary_dim": 32},
+    },
+    model=model,
+    dtypes=("bf16", "fp16", "fp32"),
+    description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",
+    requires={"liger": "liger_kernel"},
+)

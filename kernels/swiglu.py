@@ -1,0 +1,170 @@
+"""SwiGLU activation y = silu(gate) * up (Llama / Qwen MLP), forward and backward.
+
+Elementwise and memory-bound: forward reads gate and up and writes y (3 tensors of
+[tokens, ffn]); backward reads dy, gate, up and writes dgate, dup (5 tensors), recomputing
+sigmoid(gate) rather than storing it. All math in fp32; sigmoid(-1000) = 0 in fp32, so fp16
+inputs of large magnitude give 0 / the right limit instead of NaN.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload, torch_dtype
+from ._numerics import ESIZE, compiled, has_module
+
+BLOCK = 4096
+NUM_WARPS = 8
+
+
+@triton.jit
+def _swiglu_fwd(G, U, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    y = g * tl.sigmoid(g) * u
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _swiglu_bwd(DY, G, U, DG, DU, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    dy = tl.load(DY + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    sig = tl.sigmoid(g)
+    silu = g * sig
+    tl.store(DU + offs, (dy * silu).to(DU.dtype.element_ty), mask=m)
+    dg = dy * u * sig * (1.0 + g * (1.0 - sig))
+    tl.store(DG + offs, dg.to(DG.dtype.element_ty), mask=m)
+
+
+def _c(t):
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def swiglu_fwd(gate, up, out=None):
+    import torch
+
+    assert gate.shape == up.shape
+    gate, up = _c(gate), _c(up)
+    y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if out is None else out
+    n = gate.numel()
+    if n:
+        _swiglu_fwd[(triton.cdiv(n, BLOCK),)](gate, up, y, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+    return y
+
+
+def swiglu_bwd(dy, gate, up, dgate=None, dup=None):
+    import torch
+
+    dy, gate, up = _c(dy), _c(gate), _c(up)
+    dg = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if dgate is None else dgate
+    du = torch.empty(up.shape, dtype=up.dtype, device=up.device) if dup is None else dup
+    n = gate.numel()
+    if n:
+        _swiglu_bwd[(triton.cdiv(n, BLOCK),)](dy, gate, up, dg, du, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+    return dg, du
+
+
+def _autograd():
+    import torch
+
+    class SwiGLUFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, gate, up, out):
+            ctx.save_for_backward(gate, up)
+            return swiglu_fwd(gate, up, out)
+
+        @staticmethod
+        def backward(ctx, dy):
+            gate, up = ctx.saved_tensors
+            dg, du = swiglu_bwd(dy, gate, up)
+            return dg, du, None
+
+    return SwiGLUFunction
+
+
+_FN = None
+
+
+def swiglu(gate, up, out=None):
+    """Triton silu(gate) * up; differentiable in gate and up."""
+    global _FN
+    import torch
+
+    if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+        if _FN is None:
+            _FN = _autograd()
+        return _FN.apply(gate, up, out)
+    return swiglu_fwd(gate, up, out)
+
+
+def swiglu_eager(gate, up):
+    """LlamaMLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = SiLU."""
+    import torch.nn.functional as F
+
+    return F.silu(gate) * up
+
+
+def swiglu_reference(gate, up):
+    g = gate.double()
+    return g * g.sigmoid() * up.double()
+
+
+def model(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    n = p["tokens"] * p["ffn"]
+    return {"bytes": 3 * n * e, "flops": 5 * n}
+
+
+def model_bwd(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    n = p["tokens"] * p["ffn"]
+    return {"bytes": 5 * n * e, "flops": 10 * n}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    dt = torch_dtype(dtype)
+    g = torch.randn(p["tokens"], p["ffn"], dtype=dt, device=device)
+    u = torch.randn(p["tokens"], p["ffn"], dtype=dt, device=device)
+    return {"gate": g, "up": u}
+
+
+def reference_from_state(s):
+    return swiglu_reference(s["gate"], s["up"])
+
+
+def _liger(s):
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+    return LigerSiLUMulFunction.apply(s["gate"], s["up"])
+
+
+_VARIANTS = {
+    "eager": lambda s: swiglu_eager(s["gate"], s["up"]),
+    "compile": lambda s: compiled("swiglu", swiglu_eager)(s["gate"], s["up"]),
+    "triton": lambda s: swiglu(s["gate"], s["up"]),
+}
+if has_module("liger_kernel"):
+    _VARIANTS["liger"] = _liger
+
+WORKLOAD = Workload(
+    op="swiglu",
+    setup=_setup,
+    variants=_VARIANTS,
+    shapes={
+        "llama8b-t1": {"tokens": 1, "ffn": 14336},
+        "llama8b-t4096": {"tokens": 4096, "ffn": 14336},
+        "qwen7b-t4096": {"tokens": 4096, "ffn": 18944},
+        "llama8b-t32768": {"tokens": 32768, "ffn": 14336},
+    },
+    model=model,
+    dtypes=("bf16", "fp16", "fp32"),
+    description="SwiGLU silu(gate) * up forward (backward via autograd)",
+    requires={"liger": "liger_kernel"},
+)
