@@ -1,0 +1,98 @@
+"""profkit's CUPTI trace (JSON lines written by profkit.cupti_tracer): the fallback timeline.
+
+Kernels, their launching runtime/driver calls (by correlation id) and NVTX markers, loaded
+into the same rows as an nsys export.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from profkit.cupti_tracer import FORMAT as TRACE_FORMAT
+from profkit.errors import BadInput
+from profkit.names import demangle, short_name
+from profkit.nvtx import project, range_paths
+from profkit.report import Report
+
+FORMAT = "cupti-trace"
+_START, _END = 1 << 1, 1 << 2  # CUPTI_ACTIVITY_FLAG_MARKER_START / _END
+
+
+def recognise(path: Path, head: bytes) -> bool:
+    return head.lstrip().startswith(b"{") and TRACE_FORMAT.encode() in head[:400]
+
+
+def parse(path: Path) -> Report:
+    kernels_raw, calls, markers = [], {}, []
+    header = None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise BadInput(path, f"line {n}: not JSON ({e.msg}); is the trace truncated?") from None
+                if not isinstance(r, dict):
+                    raise BadInput(path, f"line {n}: not a trace record")
+                t = r.get("type")
+                if t == "meta":
+                    header = r
+                elif t == "kernel":
+                    kernels_raw.append(r)
+                elif t in ("runtime", "driver"):
+                    calls[r.get("correlation_id")] = r
+                elif t == "marker":
+                    markers.append(r)
+    except UnicodeDecodeError as e:
+        raise BadInput(path, f"not UTF-8 text ({e.reason})") from None
+    if header is None or header.get("format") != TRACE_FORMAT:
+        raise BadInput(path, "not a profkit CUPTI trace (no meta record)")
+    try:
+        ranges = _ranges(markers)
+        kernels_raw.sort(key=lambda k: k["start"])
+        proj_calls = []
+        for i, k in enumerate(kernels_raw):
+            c = calls.get(k.get("correlation_id"))
+            if c:
+                proj_calls.append((i, c["pid"], c["tid"], c["start"]))
+        proj = project(ranges, proj_calls)
+        kernels = []
+        for i, k in enumerate(kernels_raw):
+            c = calls.get(k.get("correlation_id")) or {}
+            rng, p = proj.get(i, (None, None))
+            g, b = k.get("grid") or [None] * 3, k.get("block") or [None] * 3
+            name = demangle(k["name"])
+            kernels.append((i, name, short_name(name), rng, p, k["start"], k["end"], k["end"] - k["start"],
+                            g[0], g[1], g[2], b[0], b[1], b[2], k.get("registers_per_thread"),
+                            k.get("static_shared_memory"), k.get("dynamic_shared_memory"), k.get("stream"),
+                            k.get("device"), k.get("correlation_id"), c.get("name"), c.get("start"), c.get("end"),
+                            c.get("pid"), c.get("tid")))
+    except (KeyError, TypeError) as e:
+        raise BadInput(path, f"a record lacks a required field ({e})") from None
+    paths = range_paths(ranges)
+    range_rows = [r + dp for r, dp in zip(ranges, paths)]
+    facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
+    return Report(str(path), FORMAT, "cupti", kernels, range_rows, [], {k: v for k, v in facts.items() if v})
+
+
+def _ranges(markers: list[dict]) -> list[tuple]:
+    """Pair START/END markers by id into (domain, text, kind, start, end, pid, tid).
+
+    CUPTI reports push/pop and start/end ranges alike as marker pairs; a pair whose end
+    came on the thread it started on, nested within the thread's stack, is a push/pop range.
+    """
+    open_: dict[int, dict] = {}
+    out = []
+    for m in sorted(markers, key=lambda m: m["timestamp"]):
+        flags = m.get("flags", 0)
+        if flags & _START:
+            open_[m["id"]] = m
+        elif flags & _END and m["id"] in open_:
+            s = open_.pop(m["id"])
+            kind = "push_pop" if s.get("tid") == m.get("tid") else "start_end"
+            out.append((s.get("domain"), s.get("name"), kind, s["timestamp"], m["timestamp"], s.get("pid"), s.get("tid")))
+    for s in open_.values():  # never closed
+        out.append((s.get("domain"), s.get("name"), "push_pop", s["timestamp"], None, s.get("pid"), s.get("tid")))
+    return out

@@ -1,0 +1,46 @@
+"""Nsight Systems report (`.nsys-rep`): exported to SQLite with `nsys export`, then read by
+parsers/nsys_sqlite.py. Needs nsys on PATH (or $NSYS)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from profkit.errors import BadInput, ToolMissing
+from profkit.report import Report
+
+from . import nsys_sqlite
+
+FORMAT = "nsys-rep"
+
+
+def recognise(path: Path, head: bytes) -> bool:
+    return path.suffix.lower() == ".nsys-rep"
+
+
+def find_nsys(explicit: str | None = None) -> str:
+    for cand in (explicit, os.environ.get("NSYS"), shutil.which("nsys")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise ToolMissing("Nsight Systems (nsys) is not installed: put it on PATH or set $NSYS; "
+                      "or export elsewhere with `nsys export --type sqlite` and ingest the .sqlite")
+
+
+def export(path: Path, out: Path, nsys: str | None = None) -> Path:
+    exe = find_nsys(nsys)
+    proc = subprocess.run([exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BadInput(path, f"nsys export failed: {tail[0]}")
+    return out
+
+
+def parse(path: Path) -> Report:
+    with tempfile.TemporaryDirectory() as d:
+        sqlite = export(path, Path(d) / (path.stem + ".sqlite"))
+        rep = nsys_sqlite.parse(sqlite)
+    rep.path, rep.format = str(path), FORMAT
+    return rep

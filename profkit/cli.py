@@ -1,0 +1,152 @@
+"""The profkit command line: each command parses arguments, calls one library function,
+and prints. Errors become one line on stderr and a non-zero exit code."""
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import sys
+from functools import wraps
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import ProfkitError
+from .store import default_db
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 1):
+    click.echo(f"profkit: {message}", err=True)
+    sys.exit(code)
+
+
+def handled(fn):
+    """Map profkit's typed errors (and a few OS/SQLite ones) to one line and an exit code."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ProfkitError as e:
+            _fail(str(e), e.exit_code)
+        except sqlite3.Error as e:
+            _fail(f"SQLite: {e}", 6)
+        except (OSError, MemoryError) as e:
+            _fail(f"{type(e).__name__}: {e}", 7)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+
+    return wrapper
+
+
+def db_option(fn):
+    return click.option("--db", default=None, metavar="DB",
+                        help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
+
+
+def _table(rows: list[dict], title: str | None = None, floats: str = "{:,.1f}") -> Table:
+    t = Table(title=title, show_lines=False, header_style="bold")
+    cols = list(rows[0]) if rows else []
+    for c in cols:
+        t.add_column(c, overflow="fold", justify="right" if rows and isinstance(rows[0][c], (int, float)) else "left")
+    for r in rows:
+        t.add_row(*["" if r[c] is None else floats.format(r[c]) if isinstance(r[c], float) else str(r[c]) for c in cols])
+    return t
+
+
+@click.group()
+@click.version_option(__version__, prog_name="profkit")
+def cli():
+    """profkit: profile first, name the bottleneck, change one thing, re-profile."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option("--run", default=None, help="Run to load into (default: the first file's name).")
+@handled
+def ingest(paths, db, run):
+    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace)."""
+    from .ingest import ingest as do_ingest
+
+    for r in do_ingest(db or default_db(), list(paths), run):
+        if r.skipped:
+            out.print(f"{r.path}: already loaded{' as ' + r.loaded_as if r.loaded_as else ''} (run {r.run}), nothing added")
+        else:
+            out.print(f"{r.path}: {r.format} -> run {r.run}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
+                      f"{r.counters} counters")
+
+
+@cli.command()
+@click.argument("query")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+@handled
+def sql(query, db, as_json, as_csv):
+    """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications)."""
+    from .store import open_readonly
+
+    conn = open_readonly(db or default_db())
+    try:
+        cur = conn.execute(query)
+        cols = [d[0] for d in cur.description or []]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+    except sqlite3.DatabaseError as e:
+        _fail(f"query failed: {e}", 6)
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+    elif as_csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        out.print(_table(rows, floats="{:g}"))
+
+
+@cli.command()
+@db_option
+@handled
+def runs(db):
+    """Summary of the runs in the database."""
+    from . import summary
+    from .store import Store
+
+    s = Store(db)
+    try:
+        out.print(_table(summary.runs(s), "runs"))
+    finally:
+        s.close()
+
+
+@cli.command()
+@db_option
+@click.option("--run", default=None, help="Run (default: the newest).")
+@click.option("--top", default=20, show_default=True, help="How many rows.")
+@handled
+def kernels(db, run, top):
+    """Where a run's GPU time went: kernels by NVTX range, most total time first."""
+    from . import summary
+    from .store import Store
+
+    s = Store(db)
+    try:
+        run = s.require_run(run)
+        out.print(_table(summary.kernels(s, run, top), f"kernels of run {run}"))
+    finally:
+        s.close()
+
+
+def main():
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Kernel names: the short (base function) name of a demangled C++ kernel name."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
+
+
+@lru_cache(maxsize=None)
+def _cxa_demangle():
+    lib = ctypes.util.find_library("stdc++")
+    if not lib:
+        return None
+    try:
+        f = ctypes.CDLL(lib).__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    f.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+    f.restype = ctypes.c_void_p
+    return f
+
+
+@lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """Itanium C++ demangling through libstdc++ (as CUPTI hands out mangled names)."""
+    if not name.startswith("_Z"):
+        return name
+    f = _cxa_demangle()
+    if f is None:
+        return name
+    status = ctypes.c_int()
+    ptr = f(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not ptr:
+        return name
+    try:
+        return ctypes.string_at(ptr).decode(errors="replace")
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(ptr))
+
+
+def short_name(demangled: str) -> str:
+    """'void at::native::foo<int, 4>(float*, int)' -> 'foo'; plain names pass through."""
+    s = demangled.strip()
+    # drop the parameter list: the last top-level '(...)'
+    depth, cut = 0, len(s)
+    for i in range(len(s) - 1, -1, -1):
+        ch = s[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+            if depth == 0:
+                cut = i
+                break
+    s = s[:cut]
+    # drop trailing template arguments
+    if s.endswith(">"):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            if s[i] == ">":
+                depth += 1
+            elif s[i] == "<":
+                depth -= 1
+                if depth == 0:
+                    s = s[:i]
+                    break
+    # the name is the last token after spaces (return type) and '::' (namespaces)
+    s = s.split(" ")[-1] if " " in s else s
+    return s.split("::")[-1] or demangled

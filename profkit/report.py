@@ -1,0 +1,38 @@
+"""Plain rows a parser yields: no SQL, no files. The store is their only reader.
+
+Rows are tuples (not dicts) in the field order below: a million kernels must fit in a few
+hundred MB.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# one kernel launch
+KERNEL_FIELDS = (
+    "seq", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns", "end_ns", "duration_ns",
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+    "shared_mem_static", "shared_mem_dynamic", "stream", "device", "correlation_id",
+    "api_name", "api_start_ns", "api_end_ns", "pid", "tid",
+)
+# one NVTX range (push/pop or start/end)
+RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
+# one counter of one kernel: (kernel seq, metric, unit, value)
+COUNTER_FIELDS = ("seq", "metric", "unit", "value")
+
+
+@dataclass
+class Report:
+    path: str
+    format: str  # nsys-sqlite | ncu-rep | ncu-csv | cupti-trace
+    source: str  # nsys | ncu | cupti: what produced the launches
+    kernels: list[tuple] = field(default_factory=list)
+    ranges: list[tuple] = field(default_factory=list)
+    counters: list[tuple] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
+
+    def summary(self) -> dict:
+        return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters)}
+
+
+def kernel_row(**kw) -> tuple:
+    return tuple(kw.get(f) for f in KERNEL_FIELDS)

@@ -1,0 +1,129 @@
+"""The SQLite schema, in one place, as numbered migrations.
+
+Tables are profkit's own; the views `runs`, `kernels`, `counters` (and `classifications`)
+are the stable interface for notebooks and SQL users. docs/schema.md documents both and a
+test checks that every view column there exists here.
+"""
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "runs, files, launches, ranges, counters", """
+CREATE TABLE run (
+    run         TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    gpu_name    TEXT,
+    meta        TEXT NOT NULL DEFAULT '{}'      -- JSON: GPU UUID, driver, clocks, tool versions, command...
+);
+CREATE TABLE source_file (
+    id          INTEGER PRIMARY KEY,
+    run         TEXT NOT NULL REFERENCES run(run),
+    path        TEXT NOT NULL,
+    sha256      TEXT NOT NULL UNIQUE,           -- the same bytes are loaded once per database
+    format      TEXT NOT NULL,
+    loaded_at   TEXT NOT NULL,
+    kernels     INTEGER NOT NULL,
+    ranges      INTEGER NOT NULL,
+    counters    INTEGER NOT NULL,
+    facts       TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE launch (
+    id                   INTEGER PRIMARY KEY,
+    run                  TEXT NOT NULL REFERENCES run(run),
+    file_id              INTEGER NOT NULL REFERENCES source_file(id),
+    source               TEXT NOT NULL,         -- nsys | ncu | cupti
+    seq                  INTEGER NOT NULL,      -- order within its file
+    kernel_name          TEXT NOT NULL,
+    short_name           TEXT,
+    nvtx_range           TEXT,
+    nvtx_path            TEXT,
+    start_ns             INTEGER,
+    end_ns               INTEGER,
+    duration_ns          INTEGER,
+    grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+    block_x INTEGER, block_y INTEGER, block_z INTEGER,
+    registers_per_thread INTEGER,
+    shared_mem_static    INTEGER,
+    shared_mem_dynamic   INTEGER,
+    stream               INTEGER,
+    device               INTEGER,
+    correlation_id       INTEGER,
+    api_name             TEXT,                  -- the runtime/driver call that launched it
+    api_start_ns         INTEGER,
+    api_end_ns           INTEGER,
+    pid                  INTEGER,
+    tid                  INTEGER,
+    timeline_id          INTEGER                -- ncu launches: the timeline launch they profiled
+);
+CREATE INDEX launch_run ON launch(run, source);
+CREATE INDEX launch_file ON launch(file_id);
+CREATE TABLE nvtx_range (
+    id        INTEGER PRIMARY KEY,
+    run       TEXT NOT NULL REFERENCES run(run),
+    file_id   INTEGER NOT NULL REFERENCES source_file(id),
+    domain    TEXT,
+    text      TEXT,
+    kind      TEXT NOT NULL,                    -- push_pop | start_end
+    start_ns  INTEGER,
+    end_ns    INTEGER,
+    pid       INTEGER,
+    tid       INTEGER,
+    depth     INTEGER,
+    path      TEXT
+);
+CREATE INDEX nvtx_range_file ON nvtx_range(file_id);
+CREATE TABLE counter (
+    launch_id INTEGER NOT NULL REFERENCES launch(id),
+    metric    TEXT NOT NULL,
+    unit      TEXT NOT NULL,
+    value     REAL NOT NULL,
+    PRIMARY KEY (launch_id, metric)
+) WITHOUT ROWID;
+CREATE INDEX counter_metric ON counter(metric);
+
+CREATE VIEW runs AS
+SELECT r.run, r.created_at, r.gpu_name,
+       (SELECT json_group_array(f.path) FROM source_file f WHERE f.run = r.run) AS source_files,
+       r.meta
+FROM run r;
+
+-- One row per launch. ncu launches that profiled a timeline launch are shown through it
+-- (their counters attach to it); unmatched ncu launches appear with source 'ncu'.
+CREATE VIEW kernels AS
+SELECT run, id AS kernel_id, kernel_name, short_name, nvtx_range, nvtx_path,
+       start_ns, end_ns, duration_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+       registers_per_thread, stream, device, source,
+       shared_mem_static, shared_mem_dynamic, api_name, api_start_ns, api_end_ns, pid, tid
+FROM launch
+WHERE timeline_id IS NULL;
+
+CREATE VIEW counters AS
+SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l.nvtx_range,
+       c.metric, c.unit, c.value
+FROM counter c JOIN launch l ON l.id = c.launch_id;
+"""),
+    (2, "classification labels", """
+CREATE TABLE label (
+    kernel_id INTEGER PRIMARY KEY REFERENCES launch(id),
+    run       TEXT NOT NULL,
+    label     TEXT NOT NULL,
+    reason    TEXT NOT NULL,
+    evidence  TEXT NOT NULL                     -- JSON: values, thresholds, rule, source
+);
+CREATE INDEX label_run ON label(run);
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""),
+]
+
+LATEST = MIGRATIONS[-1][0]
+
+# The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
+VIEWS = {
+    "runs": ("run", "created_at", "gpu_name", "source_files"),
+    "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
+                "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                "registers_per_thread", "stream", "device", "source"),
+    "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value"),
+    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence"),
+}

@@ -1,0 +1,223 @@
+"""The store: the only writer of the database. Each report loads in one transaction.
+
+WAL and a busy timeout let several ingests share one database; a failed or killed load
+leaves no trace, because nothing is visible until COMMIT.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlite_utils
+
+from .errors import NoSuchRun, ProfkitError
+from .report import KERNEL_FIELDS, Report
+from .schema import LATEST, MIGRATIONS
+
+BUSY_TIMEOUT_MS = 60_000
+
+
+def default_db() -> str:
+    return os.environ.get("PROFKIT_DB") or "profkit.db"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def connect(path: str | os.PathLike) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return row[0] or 0
+    except sqlite3.OperationalError:
+        return 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply pending migrations, each in its own transaction. Returns the version reached."""
+    if schema_version(conn) >= LATEST:
+        return LATEST
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+        have = schema_version(conn)
+        for version, name, sql in MIGRATIONS:
+            if version > have:
+                for stmt in _statements(sql):
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return LATEST
+
+
+def _statements(sql: str):
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = str(path or default_db())
+        try:
+            self.conn = connect(self.path)
+            migrate(self.conn)
+        except sqlite3.DatabaseError as e:
+            raise ProfkitError(f"{self.path}: not a usable profkit database ({e})") from None
+        self.db = sqlite_utils.Database(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- reading -------------------------------------------------------------------------
+    def has_file(self, sha256: str) -> tuple[str, str] | None:
+        row = self.conn.execute("SELECT run, path FROM source_file WHERE sha256 = ?", (sha256,)).fetchone()
+        return tuple(row) if row else None
+
+    def runs(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run FROM run ORDER BY created_at, run")]
+
+    def require_run(self, run: str | None) -> str:
+        runs = self.runs()
+        if not runs:
+            raise NoSuchRun(f"{self.path}: no runs loaded yet (profkit ingest FILE...)")
+        if run is None:
+            return runs[-1]
+        if run not in runs:
+            raise NoSuchRun(f"{self.path}: no run named {run!r}; runs: {', '.join(runs)}")
+        return run
+
+    def query(self, sql: str, params=()) -> list[dict]:
+        return list(self.db.query(sql, params))
+
+    # --- writing -------------------------------------------------------------------------
+    def add_report(self, run: str, report: Report, sha256: str) -> dict:
+        """Load one parsed report into `run` in a single transaction."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            if c.execute("SELECT 1 FROM source_file WHERE sha256 = ?", (sha256,)).fetchone():
+                c.execute("ROLLBACK")
+                return {"skipped": True}
+            facts = report.facts or {}
+            if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
+                c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
+                          (run, _now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
+            else:
+                self._merge_meta(run, facts)
+            cur = c.execute(
+                "INSERT INTO source_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run, report.path, sha256, report.format, _now(), len(report.kernels), len(report.ranges),
+                 len(report.counters), json.dumps(facts, sort_keys=True, default=str)))
+            file_id = cur.lastrowid
+            base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
+            cols = ("id", "run", "file_id", "source") + KERNEL_FIELDS
+            sql = f"INSERT INTO launch ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            c.executemany(sql, ((base + i, run, file_id, report.source) + k for i, k in enumerate(report.kernels)))
+            seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
+            c.executemany(
+                "INSERT INTO nvtx_range (run, file_id, domain, text, kind, start_ns, end_ns, pid, tid, depth, path)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run, file_id) + r for r in report.ranges))
+            c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
+                          ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
+            self._link(run)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return {"skipped": False, "file_id": file_id, **report.summary()}
+
+    def _merge_meta(self, run: str, facts: dict) -> None:
+        row = self.conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
+        meta = json.loads(row[0] or "{}")
+        for k, v in facts.items():
+            meta.setdefault(k, v)
+        self.conn.execute("UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
+                          (json.dumps(meta, sort_keys=True, default=str), facts.get("gpu_name"), run))
+
+    def set_run_meta(self, run: str, facts: dict) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._merge_meta(run, facts)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _link(self, run: str) -> None:
+        """Tie each ncu launch to the timeline launch it profiled.
+
+        The k-th ncu launch of kernel S in innermost range R is the k-th timeline launch of
+        S in R (ncu and the timeline ran the same deterministic workload). nsys wins over
+        the CUPTI tracer when a run has both.
+        """
+        c = self.conn
+        c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
+        timeline = c.execute(
+            "SELECT source FROM launch WHERE run = ? AND source IN ('nsys', 'cupti')"
+            " ORDER BY source = 'nsys' DESC LIMIT 1", (run,)).fetchone()
+        if not timeline:
+            return
+        c.execute("""
+            WITH t AS (SELECT id, nvtx_range, short_name,
+                              row_number() OVER (PARTITION BY nvtx_range, short_name ORDER BY start_ns, seq) AS k
+                       FROM launch WHERE run = :run AND source = :tl),
+                 n AS (SELECT id, nvtx_range, short_name,
+                              row_number() OVER (PARTITION BY nvtx_range, short_name ORDER BY file_id, seq) AS k
+                       FROM launch WHERE run = :run AND source = 'ncu'),
+                 m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
+                       ON t.short_name = n.short_name AND t.nvtx_range IS n.nvtx_range AND t.k = n.k)
+            UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
+            WHERE run = :run AND source = 'ncu'""", {"run": run, "tl": timeline[0]})
+
+
+def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """A connection that cannot change the database, whatever SQL it is given.
+
+    Three locks: the file is opened read-only, query_only is set, and an authorizer
+    denies every write, ATTACH, PRAGMA change, and extension loading.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ProfkitError(f"{path}: no such database")
+    conn = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA query_only = 1")
+    conn.set_authorizer(_read_only_authorizer)
+    return conn
+
+
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list", "database_list",
+                 "compile_options", "function_list", "pragma_list", "table_list"}
+
+
+def _read_only_authorizer(action, arg1, arg2, dbname, source):
+    if action in _ALLOWED:
+        if action == sqlite3.SQLITE_FUNCTION and arg2 and arg2.lower() in ("load_extension", "readfile", "writefile"):
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS and arg2 is None:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY

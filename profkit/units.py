@@ -1,0 +1,62 @@
+"""Unit normalisation, done once, here: every counter leaves a parser in these units.
+
+time -> ns, sizes -> byte, throughput -> byte/s, frequency -> Hz, percentages stay %,
+counts are unitless (''). Rates per cycle keep their unit (e.g. byte/cycle), scaled to the
+base size. Values from ncu's raw CSV come with display units (Mbyte, ms, Tbyte/s, Ghz) and
+thousands separators; values from ncu_report come in base units. Both pass through here.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+_SIZE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "pbyte": 1e15,
+         "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3, "tibyte": 1024**4}
+_TIME = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+         "second": 1e9, "s": 1e9, "sec": 1e9}
+_FREQ = {"hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "thz": 1e12}
+_PER_TIME = {"second": 1, "s": 1, "msecond": 1e3, "ms": 1e3, "usecond": 1e6, "us": 1e6, "nsecond": 1e9, "ns": 1e9}
+# count-like units ncu attaches to plain counts: they carry no scale
+_COUNTS = {"", "inst", "warp", "block", "thread", "register/thread", "sm", "pass", "cluster", "cycle",
+           "request", "sector", "wavefront", "transaction", "instance", "tpc", "gpc", "byte/block"}
+_NUM = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_number(text) -> float | None:
+    """'65,536' -> 65536.0; 'n/a', '' and words -> None."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        return None if isinstance(text, float) and math.isnan(text) else float(text)
+    s = str(text).strip().replace(",", "")
+    if not s or not _NUM.match(s):
+        return None
+    v = float(s)
+    return None if math.isnan(v) else v
+
+
+def normalise(value: float, unit: str | None) -> tuple[float, str]:
+    """Return (value, unit) in profkit's normalised units."""
+    u = (unit or "").strip()
+    lu = u.lower()
+    if lu in _COUNTS:
+        return value, "" if lu in ("", "inst", "warp", "thread", "pass", "sm", "cluster") else u
+    if lu == "%":
+        return value, "%"
+    if lu in _SIZE:
+        return value * _SIZE[lu], "byte"
+    if lu in _TIME:
+        return value * _TIME[lu], "ns"
+    if lu in _FREQ:
+        return value * _FREQ[lu], "Hz"
+    if "/" in lu:
+        num, den = lu.split("/", 1)
+        if num in _SIZE and den in _PER_TIME:
+            return value * _SIZE[num] * _PER_TIME[den], "byte/s"
+        if num in _SIZE:  # byte/cycle, Kbyte/block ...
+            return value * _SIZE[num], f"byte/{den}"
+        if num in ("cycle", "inst", "warp") and den in _PER_TIME:
+            return value * _PER_TIME[den], f"{num}/s"
+        if num in ("cycle", "inst", "warp") and den in ("nsecond", "usecond", "msecond"):
+            return value * _PER_TIME[den], f"{num}/s"
+    return value, u
