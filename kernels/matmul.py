@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._gemm_common import (LLM_PROJ, autotune_cache, ensure_tma_allocator, gemm_model,
+from ._gemm_common import (LLM_PROJ, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
                            has_tensor_descriptors, has_warp_specialize, interpreting, num_sms)
 
 
@@ -67,7 +67,7 @@ def _matmul_kernel(A, B, C, M, N, K,
         a_ptr += BLOCK_K * stride_ak
         b_ptr += BLOCK_K * stride_bk
     c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
-    tl.store(c_ptr, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 def _autotune_configs():
@@ -184,7 +184,7 @@ def _matmul_tma_persistent(A, B, C, M, N, K,
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-        c_desc.store([om, on], acc.to(C.dtype.element_ty))
+        c_desc.store([om, on], cast_out(acc, C.dtype.element_ty, UPCAST))
 
 
 def _tma_configs():

@@ -1,0 +1,204 @@
+"""fp8 (e4m3) GEMM with scales, bf16 output: y = (A_q @ B_q^T) * sa * sb.
+
+A (M, K) activations, B (N, K) weights (nn.Linear layout, i.e. K-major for the MMA), both
+float8_e4m3fn. Two scaling schemes:
+    per-tensor  sa, sb are scalars (one amax each)
+    per-row     sa (M,) per token, sb (N,) per output channel; applied to the fp32
+                accumulator in the epilogue, so the K loop is a plain fp8 MMA
+
+Variants: "triton" (per-row), "triton_tensor"; baselines "scaled_mm" (torch._scaled_mm,
+row-wise scales) and "scaled_mm_tensor". Reference: the dequantized operands in float64.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import Workload
+from ._gemm_common import LLM_PROJ, autotune_cache, cast_out, gemm_model, interpreting
+
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+@triton.jit
+def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
+                     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+                     ROW_SCALES: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_in_group = GROUP_M * num_pid_n
+    first_m = (pid // num_in_group) * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % num_in_group) % group_size_m)
+    pid_n = (pid % num_in_group) // group_size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak
+    b_ptr = B + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn  # (BK, BN) tile of B^T
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptr += BLOCK_K * stride_ak
+        b_ptr += BLOCK_K * stride_bk
+    if ROW_SCALES:
+        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+    else:
+        acc = acc * (tl.load(SA) * tl.load(SB))
+    c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _configs():
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                              num_warps=4, num_stages=1)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g},
+                          num_warps=w, num_stages=s)
+            for bm, bn, bk, w, s, g in [
+                (128, 256, 128, 8, 3, 8),
+                (128, 128, 128, 8, 4, 8),
+                (256, 128, 128, 8, 3, 8),
+                (64, 128, 128, 4, 4, 8),
+                (64, 256, 128, 4, 3, 8),
+                (16, 128, 256, 4, 4, 1),
+                (16, 64, 256, 4, 3, 1),
+            ]]
+
+
+def _prune(configs, named_args, **kw):
+    m = named_args["M"]
+    keep = [c for c in configs if c.kwargs["BLOCK_M"] <= 64 or m >= 2 * c.kwargs["BLOCK_M"]]
+    return keep or configs
+
+
+_fp8_autotuned = triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES"],
+                                 prune_configs_by={"early_config_prune": _prune})(_fp8_gemm_kernel)
+
+
+def fp8_gemm(a, b, sa, sb, out=None):
+    """a (M, K) fp8, b (N, K) fp8, sa/sb fp32: scalars (per-tensor) or (M,)/(N,) (per-row)."""
+    import torch
+
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"fp8_gemm: a {tuple(a.shape)}, b {tuple(b.shape)} (b is (N, K))")
+    M, K = a.shape
+    N = b.shape[0]
+    row = sa.numel() != 1 or sb.numel() != 1
+    if row and (sa.numel() != M or sb.numel() != N):
+        raise ValueError(f"fp8_gemm: per-row scales need sa ({M},) and sb ({N},), got "
+                         f"{tuple(sa.shape)}, {tuple(sb.shape)}")
+    sa = sa.reshape(-1).to(torch.float32)
+    sb = sb.reshape(-1).to(torch.float32)
+    if out is None:
+        out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    _fp8_autotuned[grid](a, b, out, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         out.stride(0), out.stride(1), ROW_SCALES=row, UPCAST=interpreting())
+    return out
+
+
+def quantize(x, per_row: bool):
+    """x (R, K) -> (x_fp8, scale) with x ~= x_fp8 * scale; scale fp32, () or (R,)."""
+    import torch
+
+    xf = x.float()
+    amax = xf.abs().amax(dim=1) if per_row else xf.abs().amax()
+    scale = (amax / FP8_MAX).clamp(min=1e-12)
+    q = (xf / (scale[:, None] if per_row else scale)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, scale.to(torch.float32)
+
+
+def dequantize(q, scale):
+    s = scale.double()
+    return q.double() * (s[:, None] if s.ndim == 1 else s)
+
+
+def fp8_reference(a, b, sa, sb):
+    """float64 y from the dequantized operands."""
+    return dequantize(a, sa) @ dequantize(b, sb).T
+
+
+def scaled_mm(a, b, sa, sb, out=None):
+    """torch._scaled_mm baseline (cuBLASLt fp8; row-wise scales through CUTLASS)."""
+    import torch
+
+    if sa.numel() == 1 and sb.numel() == 1:
+        sa2, sb2 = sa.reshape(()).float(), sb.reshape(()).float()
+    else:
+        sa2, sb2 = sa.reshape(-1, 1).float(), sb.reshape(1, -1).float()
+    y = torch._scaled_mm(a, b.t(), scale_a=sa2, scale_b=sb2, out_dtype=torch.bfloat16)
+    if out is not None:
+        out.copy_(y)
+        return out
+    return y
+
+
+def autotune_choices() -> dict[str, dict[str, str]]:
+    return {"fp8_gemm.triton": autotune_cache(_fp8_autotuned)}
+
+
+def _setup(p: dict, dtype: str, device: str):
+    import torch
+
+    a = torch.randn(p["M"], p["K"], device=device, dtype=torch.bfloat16)
+    b = torch.randn(p["N"], p["K"], device=device, dtype=torch.bfloat16) * 0.02
+    s = {}
+    for mode, per_row in (("row", True), ("tensor", False)):
+        aq, sa = quantize(a, per_row)
+        bq, sb = quantize(b, per_row)
+        s[mode] = (aq, bq, sa, sb)
+    return s
+
+
+def reference(state, mode: str = "row"):
+    return fp8_reference(*state[mode])
+
+
+VARIANTS = {  # variant -> (scale mode, fn)
+    "triton": ("row", fp8_gemm),
+    "triton_tensor": ("tensor", fp8_gemm),
+    "scaled_mm": ("row", scaled_mm),
+    "scaled_mm_tensor": ("tensor", scaled_mm),
+}
+
+
+def _shape(proj: str, m: int) -> tuple[str, dict]:
+    k, n = LLM_PROJ[proj]
+    return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
+
+
+SHAPES = dict([
+    _shape("llama8b-qkv", 16),
+    _shape("llama8b-gateup", 1024),
+    _shape("qwen7b-down", 1024),
+    _shape("llama8b-qkv", 4096),
+    _shape("llama8b-down", 4096),
+    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
+])
+
+
+def model(p: dict, dtype: str = "fp8") -> dict:
+    d = gemm_model(p, "fp8")
+    d["bytes"] += 4 * (p["M"] + p["N"])  # per-row scales (upper bound; per-tensor: 8 bytes)
+    return d
+
+
+WORKLOAD = Workload(
+    op="fp8_gemm",
+    setup=_setup,
+    variants={name: (lambda mode, fn: (lambda s: fn(*s[mode])))(mode, fn) for name, (mode, fn) in VARIANTS.items()},
+    shapes=SHAPES,
+    model=model,
+    dtypes=("fp8",),
+    default_dtype="fp8",
+    description="fp8 e4m3 GEMM, per-tensor and per-row (token x channel) scales, bf16 out, vs torch._scaled_mm",
+)
