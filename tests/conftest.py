@@ -1,0 +1,18 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "t.db")
+
+
+@pytest.fixture
+def copy(tmp_path):
+    def _copy(src: Path, name: str | None = None) -> Path:
+        dst = tmp_path / (name or src.name)
+        shutil.copy(src, dst)
+        return dst
+    return _copy

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import torch
+
+from profkit.kernels._numerics import check, poison  # noqa: F401
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def randn(*shape, dtype="fp32", scale=1.0):
+    return (torch.randn(*shape, dtype=torch.float64) * scale).to(DTYPES[dtype])
+
+
+def nan_like(t):
+    return poison(torch.empty_like(t))
+
+
+def grads64(ref_fn, inputs, dy):
+    """float64 autograd of the reference: inputs are the (rounded) test inputs."""
+    xs = [x.detach().double().requires_grad_() for x in inputs]
+    out = ref_fn(*xs)
+    out.backward(dy.double())
+    return [x.grad for x in xs]

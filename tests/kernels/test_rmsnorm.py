@@ -1,0 +1,51 @@
+import pytest
+import torch
+
+from _kernel_helpers import check, grads64, nan_like, randn
+from profkit.kernels import rmsnorm as K
+
+
+@pytest.mark.parametrize("n", [128, 200, 3584])
+@pytest.mark.parametrize("gemma", [False, True])
+def test_forward(dtype, n, gemma):
+    # rows not a multiple of BLOCK_M; |x| up to ~1000 (fp16 x^2 would overflow)
+    x = randn(19, n, dtype=dtype, scale=400.0)
+    w = randn(n, dtype=dtype, scale=0.1) + (0 if gemma else 1)
+    out = nan_like(x)
+    y = K.rmsnorm(x, w, 1e-6, gemma, out=out)
+    assert y is out
+    ref = K.rmsnorm_reference(x, w, 1e-6, gemma)
+    check(y, ref, dtype, "triton")
+    check(K.rmsnorm_eager(x, w, 1e-6, gemma), ref, dtype, "eager")
+
+
+def test_forward_3d_strided_rows():
+    base = randn(3, 4, 96, dtype="bf16")
+    x = base[:, :, :80]  # row stride 96, unit column stride
+    w = randn(80, dtype="bf16")
+    check(K.rmsnorm(x, w), K.rmsnorm_reference(x, w), "bf16")
+
+
+@pytest.mark.parametrize("n,rows", [(200, 23), (3584, 9)])
+@pytest.mark.parametrize("gemma", [False, True])
+def test_backward(dtype, n, rows, gemma):
+    x = randn(rows, n, dtype=dtype, scale=300.0)
+    w = randn(n, dtype=dtype, scale=0.1) + (0 if gemma else 1)
+    dy = randn(rows, n, dtype=dtype)
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    K.rmsnorm(xr, wr, 1e-6, gemma).backward(dy)
+    gx, gw = grads64(lambda a, b: K.rmsnorm_reference(a, b, 1e-6, gemma), [x, w], dy)
+    check(xr.grad, gx, dtype, "dx", grad=True)
+    check(wr.grad, gw, dtype, "dw", grad=True)
+    assert wr.grad.dtype == w.dtype
+
+
+def test_backward_poisoned_dx():
+    x, w, dy = randn(10, 64), randn(64), randn(10, 64)
+    rstd = torch.full((10,), float("nan"))
+    y = K.rmsnorm_fwd(x, w, rstd=rstd)
+    assert torch.isfinite(rstd).all() and torch.isfinite(y).all()
+    dx, dw = K.rmsnorm_bwd(dy, x, w, rstd, dx=nan_like(x))
+    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    check(dx, gx, "fp32", "dx", grad=True)
+    check(dw, gw, "fp32", "dw", grad=True)

@@ -1,0 +1,12 @@
+"""Paths of the real captured reports the tests read."""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ROOT / "profiles"
+DATA = ROOT / "tests" / "data"
+KNOWN_NSYS = PROFILES / "known" / "known.nsys.sqlite"
+KNOWN_NCU = PROFILES / "known" / "known.ncu-rep.xz"  # roofline metric set
+KNOWN_NCU_LEAN = DATA / "known" / "known_lean.ncu-rep.xz"
+KNOWN_CSV_LEAN = DATA / "known" / "known_lean.raw.csv"  # ncu --import known_lean.ncu-rep --csv --page raw
+KNOWN_CUPTI = DATA / "known" / "known.cupti.jsonl"
+KNOWN_NSYS_REP = DATA / "known" / "known.nsys-rep"

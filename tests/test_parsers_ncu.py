@@ -1,0 +1,76 @@
+"""ncu reports from the same H200 capture: .ncu-rep (through ncu_report) and its raw CSV."""
+import math
+
+import pytest
+
+from profkit.parsers import ncu_csv, ncu_rep
+from profkit.report import KERNEL_FIELDS
+
+from profdata import KNOWN_CSV_LEAN, KNOWN_NCU, KNOWN_NCU_LEAN
+
+F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
+
+
+@pytest.fixture(scope="module")
+def lean_rep():
+    return ncu_rep.parse(KNOWN_NCU_LEAN)
+
+
+@pytest.fixture(scope="module")
+def lean_csv():
+    return ncu_csv.parse(KNOWN_CSV_LEAN)
+
+
+def counters(rep):
+    return {(s, m): (u, v) for s, m, u, v in rep.counters}
+
+
+def test_rep_kernels_and_ranges(lean_rep):
+    assert len(lean_rep.kernels) == 133
+    paths = [k[F["nvtx_path"]] for k in lean_rep.kernels]
+    assert paths.count("known/tiny_launches/burst") == 100
+    assert paths.count("gemm_window/known/gemm_cublas/bf16_4096") == 3
+    assert lean_rep.facts["gpu_name"] == "NVIDIA H200"
+
+
+def test_one_counter_normalised(lean_rep):
+    c = counters(lean_rep)
+    tri = next(k[0] for k in lean_rep.kernels if k[F["short_name"]] == "_rmsnorm_fwd")
+    assert c[(tri, "dram__bytes.sum")] == ("byte", 247369472.0)
+    assert c[(tri, "gpu__time_duration.sum")] == ("ns", 71936.0)
+    assert c[(tri, "launch__grid_size")] == ("", 16384.0)
+    u, v = c[(tri, "sm__cycles_elapsed.avg.per_second")]
+    assert u == "Hz" and v == pytest.approx(1.948040514e9, rel=1e-9)
+
+
+def test_occupancy_limiter_is_shared_memory(lean_rep):
+    c = counters(lean_rep)
+    occ = next(k[0] for k in lean_rep.kernels if k[F["short_name"]] == "occupancy_limited_copy")
+    assert c[(occ, "launch__occupancy_limit_shared_mem")][1] == 1.0
+    assert c[(occ, "sm__maximum_warps_per_active_cycle_pct")] == ("%", 3.125)
+
+
+def test_csv_gives_the_same_rows_as_the_report(lean_rep, lean_csv):
+    """The raw CSV of known_lean.ncu-rep, exported by ncu on the GPU host, against the report."""
+    assert len(lean_csv.kernels) == len(lean_rep.kernels)
+    for a, b in zip(lean_rep.kernels, lean_csv.kernels):
+        assert (a[F["short_name"]], a[F["nvtx_range"]], a[F["nvtx_path"]]) == \
+               (b[F["short_name"]], b[F["nvtx_range"]], b[F["nvtx_path"]])
+        # the CSV prints ncu's display name (templates abbreviated), the report the full demangled one
+        assert a[F["duration_ns"]] == b[F["duration_ns"]] and a[F["grid_x"]] == b[F["grid_x"]]
+    cr, cc = counters(lean_rep), counters(lean_csv)
+    assert set(cr) == set(cc)
+    for key, (u, v) in cr.items():
+        u2, v2 = cc[key]
+        assert u == u2, key
+        # the CSV prints 6 decimals in display units (Ghz, Mbyte): 1e-6 relative at worst
+        assert math.isclose(v, v2, rel_tol=2e-6, abs_tol=1e-6), (key, v, v2)
+
+
+def test_roofline_report_has_tensor_ops_for_the_gemm():
+    rep = ncu_rep.parse(KNOWN_NCU)
+    c = counters(rep)
+    gemm = [k[0] for k in rep.kernels if k[F["nvtx_range"]] == "bf16_4096"]
+    assert len(gemm) == 3
+    # a cuBLAS bf16 GEMM executes exactly 2*M*N*K tensor FLOPs
+    assert c[(gemm[0], "sm__ops_path_tensor_src_bf16_dst_fp32.sum")][1] == 2 * 4096**3

@@ -1,0 +1,89 @@
+"""nsys SQLite export from a real H200 capture of profkit.kernels.known (profiles/known).
+
+Expected values were cross-checked with a plain SQL containment join over the export
+(runtime call of each kernel inside each push/pop range on the same thread)."""
+import sqlite3
+
+import pytest
+
+from profkit.parsers import nsys_rep, nsys_sqlite
+from profkit.errors import BadInput, ToolMissing
+from profkit.report import KERNEL_FIELDS
+
+from profdata import KNOWN_NSYS, KNOWN_NSYS_REP
+
+F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return nsys_sqlite.parse(KNOWN_NSYS)
+
+
+def per_path(rep):
+    out = {}
+    for k in rep.kernels:
+        n, t = out.get(k[F["nvtx_path"]], (0, 0))
+        out[k[F["nvtx_path"]]] = (n + 1, t + k[F["duration_ns"]])
+    return out
+
+
+def test_kernel_count_and_time_per_range(rep):
+    assert len(rep.kernels) == 166
+    p = per_path(rep)
+    assert p["known/rmsnorm_eager"] == (24, 2595606)
+    assert p["known/rmsnorm_triton"] == (3, 229343)
+    assert p["known/gemm_window/gemm_cublas/bf16_4096"] == (3, 517278)
+    assert p["known/tiny_launches/burst"] == (100, 94784)
+    assert p["known/occupancy_limited"] == (3, 3107604)
+    assert p[None][0] == 33  # warm-up launches run before any range opens
+
+
+def test_nested_path_domains_and_start_end(rep):
+    burst = [k for k in rep.kernels if k[F["nvtx_range"]] == "burst"]
+    assert {k[F["nvtx_path"]] for k in burst} == {"known/tiny_launches/burst"}
+    domains = {(r[0], r[1], r[2]) for r in rep.ranges}
+    assert ("profkit", "burst", "push_pop") in domains       # push/pop in a named domain, registered string
+    assert ("profkit", "gemm_window", "start_end") in domains  # start/end range
+    depth = {r[1]: (r[7], r[8]) for r in rep.ranges}
+    assert depth["bf16_4096"] == (2, "known/gemm_cublas/bf16_4096")
+
+
+def test_kernel_fields_and_launch_call(rep):
+    occ = next(k for k in rep.kernels if k[F["short_name"]] == "occupancy_limited_copy" and k[F["nvtx_range"]])
+    assert (occ[F["block_x"]], occ[F["grid_x"]], occ[F["shared_mem_dynamic"]]) == (64, 528, 204800)
+    assert occ[F["api_name"]] == "cuLaunchKernel"
+    tri = next(k for k in rep.kernels if k[F["short_name"]] == "_rmsnorm_fwd")
+    assert tri[F["grid_x"]] == 16384 and tri[F["api_start_ns"]] < tri[F["start_ns"]]
+
+
+def test_gpu_facts(rep):
+    assert rep.facts["gpu_name"] == "NVIDIA H200"
+    assert rep.facts["sm_count"] == 132
+    assert rep.facts["gpu_uuid"].startswith("9c8a04ee")
+
+
+def test_versioned_table_names(copy):
+    """Newer exports suffix table names (_V2): found by prefix."""
+    f = copy(KNOWN_NSYS, "v2.sqlite")
+    with sqlite3.connect(f) as c:
+        c.execute("ALTER TABLE NVTX_EVENTS RENAME TO NVTX_EVENTS_V2")
+        c.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO CUPTI_ACTIVITY_KIND_KERNEL_V3")
+    r = nsys_sqlite.parse(f)
+    assert per_path(r)["known/tiny_launches/burst"] == (100, 94784)
+
+
+def test_missing_kernel_table(copy):
+    f = copy(KNOWN_NSYS, "nokern.sqlite")
+    with sqlite3.connect(f) as c:
+        c.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    with pytest.raises(BadInput, match="CUPTI_ACTIVITY_KIND_KERNEL"):
+        nsys_sqlite.parse(f)
+
+
+def test_nsys_rep_without_nsys(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("NSYS", raising=False)
+    assert nsys_rep.recognise(KNOWN_NSYS_REP, b"")
+    with pytest.raises(ToolMissing, match="nsys"):
+        nsys_rep.parse(KNOWN_NSYS_REP)
