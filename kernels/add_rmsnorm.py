@@ -96,6 +96,10 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "r": r, "w": w}
 
 
+def reference_from_state(s):
+    return add_rmsnorm_reference(s["x"], s["r"], s["w"])
+
+
 def _liger(x, r, w, eps=1e-6):
     # liger_kernel >= 0.6 ships a fused add+RMSNorm; older versions raise ImportError here
     from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction

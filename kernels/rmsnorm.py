@@ -193,6 +193,10 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "w": w}
 
 
+def reference_from_state(s):
+    return rmsnorm_reference(s["x"], s["w"])
+
+
 _VARIANTS = {
     "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
     "compile": lambda s: compiled("rmsnorm", rmsnorm_eager)(s["x"], s["w"]),

@@ -79,7 +79,7 @@ def parse(path: Path) -> Report:
                 values[header[i]] = normalise(v, units[i])
 
         def num(k):
-            return int(values[k][0]) if k in values else None
+            return int(round(values[k][0])) if k in values else None
 
         inner, path_ = _nvtx(row[pp_i] if pp_i is not None else "", row[se_i] if se_i is not None else "")
         name = row[idx["Kernel Name"]]

@@ -102,7 +102,7 @@ def _parse(path: Path, ctx) -> Report:
             inner, path_ = nvtx_path(a.nvtx_state())
 
             def num(k):
-                return int(values[k][0]) if k in values else None
+                return int(round(values[k][0])) if k in values else None
 
             kernels.append((
                 seq, a.name(a.NameBase_DEMANGLED), a.name(), inner, path_, None, None,
