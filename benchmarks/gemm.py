@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""GEMM family benchmark: the matmul ladder, fp8 GEMM and fused RMSNorm + linear.
+
+    python3 benchmarks/gemm.py --out DIR [--quick | --full]
+    python3 benchmarks/gemm.py --selftest [--out DIR]      # CPU, TRITON_INTERPRET=1, tiny shapes
+
+On the GPU: measures the bf16 peak (cuBLAS 8192^3, random data) and the fp8 peak
+(torch._scaled_mm 8192^3, per-tensor scales); then for every workload x variant x shape
+checks the output against the float64 reference (computed on the GPU), times it with
+triton.testing.do_bench (median), and reports TFLOP/s, GB/s (minimum HBM bytes of the
+model), % of the baseline in the same run (cuBLAS / _scaled_mm / eager) and % of the measured
+peak. The fused RMSNorm + linear rows also give, per projection, the crossover M: the
+smallest M at which eager (norm + cuBLAS) beats the fused kernel.
+
+Writes DIR/gemm.json (rows, GPU, driver, torch/triton versions, date, autotune choices) and
+prints a markdown table. The registered shapes keep the default run within ~4 minutes;
+--quick runs a few shapes, --full every LLM projection x M in (1..8192) (much longer).
+Import path: profkit.kernels (run from any cwd with the package installed).
+"""
+from __future__ import annotations
+
+import sys
+import os
+
+if "--selftest" in sys.argv:  # before triton is imported anywhere
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+BASELINE = {"matmul": "cublas", "fp8_gemm": None, "rmsnorm_linear": "eager"}
+FP8_BASELINE = {"triton": "scaled_mm", "triton_tensor": "scaled_mm_tensor",
+                "scaled_mm": "scaled_mm", "scaled_mm_tensor": "scaled_mm_tensor"}
+
+QUICK = {
+    "matmul": ["llama8b-qkv-m16", "llama8b-gateup-m1024", "llama8b-qkv-m4096", "m8192-n8192-k8192"],
+    "fp8_gemm": ["llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"],
+    "rmsnorm_linear": ["llama8b-qkv-m1", "llama8b-qkv-m16", "llama8b-qkv-m64",
+                       "qwen7b-gate-m1", "qwen7b-gate-m64"],
+}
+SELFTEST_SHAPES = {
+    "matmul": {"t-m33-n24-k40": {"M": 33, "N": 24, "K": 40}, "t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}},
+    "fp8_gemm": {"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},
+    "rmsnorm_linear": {"t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}, "t-m16-n48-k64": {"M": 16, "N": 48, "K": 64}},
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def timer(device: str, quick: bool):
+    if device == "cuda":
+        import triton.testing
+
+        warm, rep = (5, 25) if quick else (10, 60)
+
+        def bench(fn):
+            return float(triton.testing.do_bench(fn, warmup=warm, rep=rep, return_mode="median"))
+        return bench
+
+    def bench_cpu(fn):  # interpreter: one call is slow; the number only checks the plumbing
+        ts = []
+        for _ in range(2):
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(ts)
+    return bench_cpu
+
+
+def measure_peaks(device: str, bench) -> dict:
+    import torch
+
+    out = {}
+    n = 8192 if device == "cuda" else 64
+    flops = 2 * n ** 3
+    torch.manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    ms = bench(lambda: a @ b)
+    out["bf16_tflops"] = flops / ms / 1e9
+    out["bf16_how"] = f"cuBLAS torch.matmul bf16 {n}^3 random, median"
+    try:
+        af = a.to(torch.float8_e4m3fn)
+        bf = b.to(torch.float8_e4m3fn).t().contiguous().t()  # column-major, as _scaled_mm wants
+        one = torch.ones((), device=device, dtype=torch.float32)
+        ms = bench(lambda: torch._scaled_mm(af, bf, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        out["fp8_tflops"] = flops / ms / 1e9
+        out["fp8_how"] = f"torch._scaled_mm e4m3 {n}^3 per-tensor scales, bf16 out, median"
+    except Exception as e:  # CPU builds without fp8 _scaled_mm
+        out["fp8_tflops"] = None
+        out["fp8_how"] = f"unavailable: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    del a, b
+    return out
+
+
+def env_info(device: str) -> dict:
+    import torch
+    import triton
+
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+            "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0")}
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, sms=p.multi_processor_count, capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+                    cuda=torch.version.cuda)
+        try:
+            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                            capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        except Exception as e:
+            info["driver"] = f"unknown ({type(e).__name__})"
+    else:
+        info.update(gpu=None, driver=None)
+    return info
+
+
+def run_workload(mod, shapes: dict, dtype: str, device: str, bench, peak: float | None, rows: list,
+                 ref_fn, quick: bool):
+    import torch
+
+    from profkit.kernels._gemm_common import check
+
+    w = mod.WORKLOAD
+    for sname, p in shapes.items():
+        t0 = time.perf_counter()
+        torch.manual_seed(0)
+        state = w.setup(p, dtype, device)
+        refs = {}
+        model = w.model(p, dtype)
+        shape_rows = []
+        for vname, fn in w.variants.items():
+            row = {"op": w.op, "variant": vname, "shape": sname, "dtype": dtype, **{k: p[k] for k in ("M", "N", "K")},
+                   "flops": model["flops"], "bytes": model["bytes"]}
+            try:
+                out = fn(state)  # first call: compile / autotune, outside the timing
+                rkey = ref_fn(vname)
+                if rkey not in refs:
+                    refs[rkey] = mod.reference(state, rkey) if rkey is not None else mod.reference(state)
+                ok, err = check(out, refs[rkey], dtype)
+                row.update(ok=ok, rel_fro=err["rel_fro"], max_rel=err["max_rel"], tol_rel_fro=err["tol_rel_fro"])
+                del out
+                ms = bench(lambda: fn(state))
+                row.update(ms=ms, tflops=model["flops"] / ms / 1e9, gbps=model["bytes"] / ms / 1e6,
+                           pct_peak=(100 * model["flops"] / ms / 1e9 / peak) if peak else None)
+            except Exception as e:
+                msg = str(e).strip().splitlines()
+                row.update(ok=None, error=f"{type(e).__name__}: {msg[0][:240] if msg else ''}")
+                if not isinstance(e, NotImplementedError):
+                    log(traceback.format_exc(limit=3))
+            shape_rows.append(row)
+        for row in shape_rows:  # % of the baseline measured in this run, same shape
+            base = BASELINE.get(w.op) or FP8_BASELINE.get(row["variant"])
+            b = next((r for r in shape_rows if r["variant"] == base and r.get("ms")), None)
+            row["baseline"] = base
+            row["pct_baseline"] = 100 * b["ms"] / row["ms"] if (b and row.get("ms")) else None
+        rows.extend(shape_rows)
+        del state, refs
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        log(f"{w.op} {sname}: " + ", ".join(
+            f"{r['variant']}={r['ms']:.4g}ms{'' if r['ok'] else ' WRONG'}" if r.get("ms") else f"{r['variant']}=ERR"
+            for r in shape_rows) + f"  ({time.perf_counter() - t0:.1f}s)")
+
+
+def crossovers(rows: list) -> list[dict]:
+    """Per rmsnorm_linear projection: fused vs eager over M, and the first M where eager wins."""
+    out = {}
+    for r in rows:
+        if r["op"] != "rmsnorm_linear" or not r.get("ms"):
+            continue
+        proj = r["shape"].rsplit("-m", 1)[0]
+        out.setdefault(proj, {}).setdefault(r["M"], {})[r["variant"]] = r["ms"]
+    res = []
+    for proj, by_m in out.items():
+        ms = sorted(m for m in by_m if {"triton", "eager"} <= set(by_m[m]))
+        speed = {m: by_m[m]["eager"] / by_m[m]["triton"] for m in ms}
+        eager_wins = [m for m in ms if speed[m] < 1.0]
+        res.append({"proj": proj, "M": ms, "fused_speedup": [round(speed[m], 3) for m in ms],
+                    "crossover_M": eager_wins[0] if eager_wins else None,
+                    "note": ("eager faster from M=%d" % eager_wins[0]) if eager_wins
+                    else f"fused faster at every M measured (up to {ms[-1] if ms else '-'})"})
+    return res
+
+
+def fmt(v, spec):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def markdown(rows: list, peaks: dict, info: dict, xo: list) -> str:
+    lines = [f"GPU: {info.get('gpu')} (driver {info.get('driver')}), torch {info['torch']}, triton {info['triton']}, {info['date']}",
+             f"peak bf16 {fmt(peaks.get('bf16_tflops'), '.0f')} TFLOP/s, fp8 {fmt(peaks.get('fp8_tflops'), '.0f')} TFLOP/s (measured)",
+             "",
+             "| op | variant | shape | ms | TFLOP/s | GB/s | % baseline | % peak | rel err | ok |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r.get("error"):
+            lines.append(f"| {r['op']} | {r['variant']} | {r['shape']} | - | - | - | - | - | - | {r['error'][:60]} |")
+            continue
+        lines.append(f"| {r['op']} | {r['variant']} | {r['shape']} | {fmt(r['ms'], '.4f')} | {fmt(r['tflops'], '.1f')} | "
+                     f"{fmt(r['gbps'], '.0f')} | {fmt(r.get('pct_baseline'), '.0f')} | {fmt(r.get('pct_peak'), '.0f')} | "
+                     f"{fmt(r['rel_fro'], '.1e')} | {'yes' if r['ok'] else 'NO'} |")
+    if xo:
+        lines += ["", "fused rmsnorm+linear vs eager (speedup = eager ms / fused ms):"]
+        for x in xo:
+            lines.append(f"- {x['proj']}: " + ", ".join(f"M={m}: {s}x" for m, s in zip(x["M"], x["fused_speedup"]))
+                         + f" -> {x['note']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="directory for gemm.json")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
+    g.add_argument("--full", action="store_true", help="every LLM projection x M (long)")
+    ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
+    ap.add_argument("--only", action="append", choices=list(BASELINE), help="run only these workloads")
+    a = ap.parse_args(argv)
+    if not a.out and not a.selftest:
+        ap.error("--out DIR is required (except with --selftest)")
+
+    import torch
+
+    from profkit.kernels import fp8_gemm, matmul, rmsnorm_linear
+    from profkit.kernels._gemm_common import all_gemm_shapes
+
+    device = "cpu" if a.selftest else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        log("no CUDA device: use --selftest for the CPU smoke run")
+        return 2
+    t_start = time.perf_counter()
+    bench = timer(device, a.quick)
+    info = env_info(device)
+    log(f"{info.get('gpu') or 'CPU (interpreter)'} torch {info['torch']} triton {info['triton']}")
+    peaks = measure_peaks(device, bench)
+    log(f"peaks: bf16 {peaks['bf16_tflops']:.1f} TFLOP/s, fp8 {fmt(peaks['fp8_tflops'], '.1f')} TFLOP/s")
+
+    def pick(mod, full_shapes=None):
+        if a.selftest:
+            return SELFTEST_SHAPES[mod.WORKLOAD.op]
+        if a.full and full_shapes is not None:
+            return full_shapes
+        if a.quick:
+            return {k: mod.WORKLOAD.shapes[k] for k in QUICK[mod.WORKLOAD.op]}
+        return dict(mod.WORKLOAD.shapes)
+
+    rows: list = []
+    plan = [
+        ("matmul", matmul, "bf16", peaks["bf16_tflops"], lambda v: None, all_gemm_shapes()),
+        ("fp8_gemm", fp8_gemm, "fp8", peaks["fp8_tflops"],
+         lambda v: "tensor" if v.endswith("_tensor") else "row",
+         {k: v for k, v in all_gemm_shapes().items() if v["M"] >= 16}),
+        ("rmsnorm_linear", rmsnorm_linear, "bf16", peaks["bf16_tflops"], lambda v: None, rmsnorm_linear.all_shapes()),
+    ]
+    for op, mod, dtype, peak, ref_fn, full in plan:
+        if a.only and op not in a.only:
+            continue
+        t = time.perf_counter()
+        run_workload(mod, pick(mod, full), dtype, device, bench, peak, rows, ref_fn, a.quick)
+        log(f"== {op}: {time.perf_counter() - t:.1f}s")
+
+    xo = crossovers(rows)
+    choices = {**matmul.autotune_choices(), **fp8_gemm.autotune_choices(), **rmsnorm_linear.autotune_choices()}
+    result = {"env": info, "peaks": peaks, "rows": rows, "rmsnorm_linear_crossover": xo,
+              "autotune_configs": choices, "warp_specialize": matmul.warp_specialize_status(),
+              "tiled_config": matmul.TILED_CONFIG, "mode": "selftest" if a.selftest else "quick" if a.quick else "full" if a.full else "default",
+              "wall_s": round(time.perf_counter() - t_start, 1)}
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        path = os.path.join(a.out, "gemm.json")
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+        log(f"wrote {path}")
+    print(markdown(rows, peaks, info, xo))
+    bad = [r for r in rows if r.get("ok") is False]
+    if bad:
+        log(f"{len(bad)} WRONG results: " + ", ".join(f"{r['op']}/{r['variant']}/{r['shape']}" for r in bad))
+    log(f"total {result['wall_s']}s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
