@@ -63,8 +63,8 @@ def test_csv_gives_the_same_rows_as_the_report(lean_rep, lean_csv):
     for key, (u, v) in cr.items():
         u2, v2 = cc[key]
         assert u == u2, key
-        # the CSV prints 6 decimals in display units (Ghz, Mbyte): 1e-6 relative at worst
-        assert math.isclose(v, v2, rel_tol=2e-6, abs_tol=1e-6), (key, v, v2)
+        # the CSV prints rounded display values (6 decimals in Ghz/Mbyte, 2 for waves per SM)
+        assert math.isclose(v, v2, rel_tol=1e-4, abs_tol=1e-6), (key, v, v2)
 
 
 def test_roofline_report_has_tensor_ops_for_the_gemm():
