@@ -92,9 +92,12 @@ def rel_errors(out, ref) -> dict[str, float]:
 
 def check(out, ref, dtype: str) -> tuple[bool, dict]:
     """(ok, {"rel_fro", "max_rel", "tol_rel_fro", "tol_max_rel"}). NaN fails."""
-    e = rel_errors(out, ref)
     tol = TOLERANCES[dtype]
-    ok = tuple(out.shape) == tuple(ref.shape) and all(e[k] <= tol[k] for k in tol)  # NaN <= x is False
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, {"rel_fro": float("nan"), "max_rel": float("nan"), "shape": tuple(out.shape),
+                       "ref_shape": tuple(ref.shape), **{f"tol_{k}": v for k, v in tol.items()}}
+    e = rel_errors(out, ref)
+    ok = all(e[k] <= tol[k] for k in tol)  # NaN <= x is False
     return ok, {**e, **{f"tol_{k}": v for k, v in tol.items()}}
 
 
