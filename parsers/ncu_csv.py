@@ -56,9 +56,9 @@ def parse(path: Path) -> Report:
     if not rows or not any(rows[0]):
         raise BadInput(path, "empty CSV")
     header = rows[0]
+    if "Metric Name" in header or "Section Name" in header or "Rule Name" in header:
+        raise BadInput(path, "an ncu CSV of another page: export with --page raw")
     if header[:1] != ["ID"] or "Kernel Name" not in header:
-        if header[:2] == ["ID", "Process ID"] or "Metric Name" in header or "Section Name" in header:
-            raise BadInput(path, "an ncu CSV of another page: export with --page raw")
         raise BadInput(path, "not an ncu raw CSV (first column is not 'ID')")
     if len(rows) < 2 or len(rows[1]) != len(header):
         raise BadInput(path, "no units row: expected ncu --page raw output (row 2 holds units)")

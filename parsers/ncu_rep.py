@@ -120,5 +120,5 @@ def _parse(path: Path, ctx) -> Report:
                 facts["sm_count"] = num("device__attribute_multiprocessor_count")
             seq += 1
     if not kernels:
-        raise BadInput(path, "the report holds no profiled kernel")
+        raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")
     return Report(str(path), FORMAT, "ncu", kernels, [], counters, {k: v for k, v in facts.items() if v})

@@ -17,7 +17,8 @@ from . import __version__
 from .errors import ProfkitError
 from .store import default_db
 
-out = Console(highlight=False, soft_wrap=True)
+# wide when piped or captured, so tables stay one row per line
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _fail(message: str, code: int = 1):
