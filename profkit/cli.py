@@ -145,6 +145,30 @@ def kernels(db, run, top):
         s.close()
 
 
+@cli.command()
+@click.argument("profiles", default="profiles", type=click.Path(path_type=Path))
+@db_option
+@click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
+@handled
+def analyse(profiles, db, top):
+    """The main job: load every run under PROFILES (one folder per run) and summarise it."""
+    from . import summary
+    from .analyse import load_profiles
+    from .store import Store
+
+    db = db or default_db()
+    for r in load_profiles(profiles, db):
+        state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
+        out.print(f"{r.path} -> run {r.run}: {state}")
+    s = Store(db)
+    try:
+        out.print(_table(summary.runs(s), "runs"))
+        for run in s.runs():
+            out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
+    finally:
+        s.close()
+
+
 def main():
     cli()
 

@@ -1,0 +1,42 @@
+"""The main job: load every run shipped under profiles/ (one folder per run) and report.
+
+Each folder's report files go into one run named after the folder; a file already loaded
+is skipped, so running it twice changes nothing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import parsers
+from .errors import BadInput, ProfkitError
+from .ingest import Loaded, ingest
+
+# one file per format per run is enough: the nsys export beats its .nsys-rep (no nsys needed)
+_PREFERENCE = ("nsys-sqlite", "nsys-rep", "cupti-trace", "ncu-rep", "ncu-csv")
+
+
+def report_files(folder: Path) -> list[Path]:
+    found: dict[str, Path] = {}
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        try:
+            fmt = parsers.detect(f).FORMAT
+        except BadInput:
+            continue  # notes, logs, metric lists
+        found.setdefault(fmt, f)
+    timeline = next((found[f] for f in _PREFERENCE[:3] if f in found), None)
+    counters = next((found[f] for f in _PREFERENCE[3:] if f in found), None)
+    return [f for f in (timeline, counters) if f]
+
+
+def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
+    root = Path(root)
+    if not root.is_dir():
+        raise ProfkitError(f"{root}: no such folder of profiles")
+    out: list[Loaded] = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = report_files(folder)
+        if files:
+            out.extend(ingest(db, files, run=folder.name, on_file=on_file))
+    if not out:
+        raise ProfkitError(f"{root}: no report files found (expected one folder per run)")
+    return out

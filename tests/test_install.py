@@ -1,0 +1,36 @@
+"""kernels/ and parsers/ ship inside profkit (profkit.kernels, profkit.parsers) for a normal
+and an editable install; no top-level `kernels` or `parsers` package is installed (Hugging
+Face's `kernels` exists and transformers imports it)."""
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from profdata import ROOT
+
+CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite;"
+         "print(profkit.kernels.__name__, profkit.parsers.__name__);"
+         "print(importlib.util.find_spec('kernels') is None or 'site-packages/kernels' not in "
+         "str(importlib.util.find_spec('kernels').origin), importlib.util.find_spec('parsers') is None)")
+
+
+def _pip(python, *args):
+    # build isolation fetches a current setuptools: a new venv's bundled one is too old
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", *args], check=True, cwd=ROOT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editable", [False, True])
+def test_install_imports_subpackages(tmp_path, editable):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    _pip(py, *(["-e", str(ROOT)] if editable else [str(ROOT)]))
+    out = subprocess.run([str(py), "-c", CHECK], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["profkit.kernels", "profkit.parsers", "True", "True"]
+    site = next((env_dir / "lib").glob("python*/site-packages"))
+    if not editable:
+        assert (site / "profkit" / "kernels" / "rmsnorm.py").exists()
+        assert not (site / "kernels").exists() and not (site / "parsers").exists()
