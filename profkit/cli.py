@@ -169,6 +169,59 @@ def analyse(profiles, db, top):
         s.close()
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("target", nargs=-1, required=True)
+@db_option
+@click.option("--run", default=None, help="Run name (default: the workload or command name).")
+@click.option("--out", default="profiles", show_default=True, type=click.Path(path_type=Path),
+              help="Raw reports go to OUT/<run>/.")
+@click.option("--nsys/--no-nsys", "use_nsys", default=True, help="Record a timeline.")
+@click.option("--ncu/--no-ncu", "use_ncu", default=True, help="Collect counters.")
+@click.option("--metrics", type=click.Choice(["lean", "roofline", "full"]), default="lean", show_default=True)
+@click.option("--nvtx-include", multiple=True, help="ncu NVTX filter (repeatable); default: the workload's ranges.")
+@click.option("--variant", multiple=True, help="Workload variant (repeatable).")
+@click.option("--shape", multiple=True, help="Workload shape (repeatable).")
+@click.option("--tracer", type=click.Choice(["auto", "nsys", "cupti"]), default="auto", show_default=True)
+@click.option("--clock-control", default="none", show_default=True, help="ncu --clock-control.")
+@click.option("--nsys-path", "nsys_path", default=None, help="Path to nsys (else $NSYS, else PATH).")
+@click.option("--ncu-path", "ncu_path", default=None, help="Path to ncu (else $NCU, else PATH).")
+@handled
+def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, variant, shape, tracer,
+            clock_control, nsys_path, ncu_path):
+    """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports."""
+    from rich.progress import Progress
+
+    from . import kernels as registry
+    from .capture import capture as do_capture
+    from .ingest import ingest as do_ingest
+    from .store import Store
+
+    workload = target[0] if len(target) == 1 and target[0] in registry.workloads() else None
+    command = None if workload else list(target)
+    run = run or (workload or Path(command[0]).stem)
+    with Progress(transient=True) as bar:
+        task = bar.add_task("ncu replay", total=None)
+
+        def progress(line, expected):
+            if line.startswith("==PROF== Profiling"):
+                bar.advance(task)
+                parts = line.split('"')
+                bar.update(task, description="ncu: " + (parts[1] if len(parts) > 2 else "kernel"))
+
+        got = do_capture(workload, command, run, out, variants=variant, shapes=shape, use_nsys=use_nsys,
+                         use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
+                         clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress)
+    db = db or default_db()
+    for r in do_ingest(db, got.files, run=run):
+        out_line = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
+        click.echo(f"{r.path} -> run {r.run}: {out_line}")
+    s = Store(db)
+    try:
+        s.set_run_meta(run, got.meta)
+    finally:
+        s.close()
+
+
 def main():
     cli()
 

@@ -1,0 +1,215 @@
+"""profkit capture: run a workload under Nsight Systems and Nsight Compute (or the CUPTI
+tracer), keep the raw reports under OUT/<run>/, and load them into the database.
+
+Every subprocess gets an argument list; nothing goes through a shell.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ProfkitError, ToolFailed, ToolMissing
+from .metrics import metric_names
+
+# environment variables that change what a profile shows
+RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
+              "TRITON_INTERPRET", "TORCHINDUCTOR_MAX_AUTOTUNE", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF",
+              "NCCL_NVLS_ENABLE", "OMP_NUM_THREADS")
+PERM_HELP = ("no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run as root, or set "
+             "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' for the nvidia module and reload it")
+
+
+def find_tool(name: str, explicit: str | None = None) -> str:
+    env = {"nsys": "NSYS", "ncu": "NCU"}[name]
+    for cand in (explicit, os.environ.get(env), shutil.which(name)):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    if explicit:
+        raise ToolMissing(f"{explicit}: not an executable {name}")
+    raise ToolMissing(f"{name} is not installed: put it on PATH, set ${env}, or pass --{name}-path PATH")
+
+
+def workload_command(workload: str, variants=(), shapes=(), python: str | None = None) -> list[str]:
+    cmd = [python or sys.executable, "-m", "profkit.kernels.run", workload]
+    for v in variants:
+        cmd += ["--variant", v]
+    for s in shapes:
+        cmd += ["--shape", s]
+    return cmd
+
+
+def nvtx_filters(workload: str | None, variants=(), shapes=(), include=()) -> list[str]:
+    """ncu --nvtx-include expressions. ncu reads '/' as nesting and a trailing '/' as a
+    push/pop range, so a range named op/variant/shape is matched with a regex."""
+    if include:
+        return list(include)
+    if not workload:
+        return []
+    if workload == "known":
+        return ["known/"]
+    vs = variants or [".*"]
+    ss = shapes or [".*"]
+    return [f"regex:{re.escape(workload)}/{v}/{s}/" for v in vs for s in ss]
+
+
+def nsys_args(nsys: str, out: Path, cmd: list[str], sample: bool = False) -> list[str]:
+    return [nsys, "profile", "-t", "cuda,nvtx", "--sample=" + ("cpu" if sample else "none"),
+            "--cpuctxsw=" + ("process-tree" if sample else "none"), "--force-overwrite", "true",
+            "-o", str(out), *cmd]
+
+
+def ncu_args(ncu: str, out: Path, cmd: list[str], metrics: str = "lean", filters=(),
+             clock_control: str = "none") -> list[str]:
+    args = [ncu, "--clock-control", clock_control, "--target-processes", "all", "-f", "-o", str(out)]
+    if filters:
+        args.append("--nvtx")
+        for f in filters:
+            args += ["--nvtx-include", f]
+    if metrics == "full":
+        args += ["--set", "full"]
+    else:
+        args += ["--metrics", ",".join(dict.fromkeys(metric_names(metrics)))]
+    return args + cmd
+
+
+@dataclass
+class Captured:
+    run: str
+    folder: Path
+    files: list[Path] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+
+def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
+    meta: dict = {"command": cmd, "host": socket.gethostname(), "python": platform.python_version(),
+                  "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "env": {k: os.environ[k] for k in RESULT_ENV if k in os.environ}}
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        if q.returncode == 0 and q.stdout.strip():
+            name, uuid, driver, sm, mem = [x.strip() for x in q.stdout.splitlines()[0].split(",")]
+            meta.update(gpu_name=name, gpu_uuid=uuid, driver=driver, sm_clock_mhz_at_start=float(sm),
+                        mem_clock_mhz_at_start=float(mem))
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        pass
+    for name, exe in tools.items():
+        try:
+            v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+            meta[f"{name}_version"] = v.splitlines()[-1] if v else None
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for mod in ("torch", "triton"):
+        try:
+            m = __import__(mod)
+            meta[f"{mod}_version"] = m.__version__
+            if mod == "torch":
+                meta["cuda"] = m.version.cuda
+        except Exception:
+            pass
+    try:
+        meta["git_revision"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                              timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
+    except OSError:
+        pass
+    return meta
+
+
+def _run(args: list[str], what: str, progress=None, expected: int | None = None) -> str:
+    """Run a profiler; stream its output to `progress`; map failures to one clear error."""
+    lines: list[str] = []
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        for line in p.stdout:  # type: ignore[union-attr]
+            lines.append(line.rstrip("\n"))
+            if progress:
+                progress(line, expected)
+        rc = p.wait()
+    text = "\n".join(lines)
+    if "ERR_NVGPUCTRPERM" in text:
+        raise ToolFailed(PERM_HELP)
+    if rc != 0 or "The application returned an error code" in text:
+        tail = [l for l in lines if l.strip() and not l.startswith("==PROF==")][-5:]
+        raise ToolFailed(f"{what}: the workload failed (exit {rc}): " + " | ".join(tail))
+    if "No kernels were profiled" in text:
+        raise ToolFailed(f"{what}: no kernel matched the NVTX filter")
+    return text
+
+
+def capture(workload: str | None, command: list[str] | None, run: str, out: Path, *, variants=(), shapes=(),
+            use_nsys: bool = True, use_ncu: bool = True, metrics: str = "lean", include=(), tracer: str = "auto",
+            clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None) -> Captured:
+    if bool(workload) == bool(command):
+        raise ProfkitError("give either a WORKLOAD name or -- COMMAND, not both")
+    cmd = command or workload_command(workload, variants, shapes)
+    folder = Path(out) / run
+    folder.mkdir(parents=True, exist_ok=True)
+    tools: dict[str, str] = {}
+    if use_nsys and tracer in ("nsys", "auto"):
+        try:
+            tools["nsys"] = find_tool("nsys", nsys)
+        except ToolMissing:
+            if tracer == "nsys":
+                raise
+            tracer = "cupti"
+    elif use_nsys:
+        tracer = "cupti"
+    if use_ncu:
+        tools["ncu"] = find_tool("ncu", ncu)
+    got = Captured(run, folder, meta=run_metadata(cmd, tools))
+    if use_nsys and tracer != "cupti":
+        base = folder / run
+        _run(nsys_args(tools["nsys"], base, cmd), "nsys")
+        sqlite = folder / f"{run}.nsys.sqlite"
+        _run([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+              str(base) + ".nsys-rep"], "nsys export")
+        if not sqlite.exists():
+            raise ToolFailed(f"nsys wrote no report ({sqlite} missing)")
+        got.files.append(sqlite)
+    elif use_nsys:
+        trace = folder / f"{run}.cupti.jsonl"
+        env = dict(os.environ)
+        inj = env.get("NVTX_INJECTION64_PATH") or _libcupti()
+        if not inj:
+            raise ToolMissing("CUPTI tracer: no libcupti found for NVTX_INJECTION64_PATH (pip install cupti-python)")
+        env["NVTX_INJECTION64_PATH"] = inj
+        args = [sys.executable, "-m", "profkit.cupti_tracer", "-o", str(trace), "--"]
+        args += (["-m", "profkit.kernels.run", *cmd[3:]] if not command else
+                 (cmd[1:] if Path(cmd[0]).name.startswith("python") else cmd))
+        p = subprocess.run(args, capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise ToolFailed("CUPTI tracer: the workload failed: " + " | ".join(p.stderr.strip().splitlines()[-3:]))
+        got.files.append(trace)
+    if use_ncu:
+        rep = folder / f"{run}.ncu-rep"
+        _run(ncu_args(tools["ncu"], folder / run, cmd, metrics, nvtx_filters(workload, variants, shapes, include),
+                      clock_control), "ncu", progress)
+        if not rep.exists():
+            raise ToolFailed(f"ncu wrote no report ({rep} missing)")
+        got.files.append(rep)
+    (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
+    return got
+
+
+def _libcupti() -> str | None:
+    import glob
+    import importlib.util
+
+    for mod in ("nvidia.cu13", "nvidia.cuda_cupti", "nvidia"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            continue
+        for p in (spec.submodule_search_locations or []) if spec else []:
+            hits = sorted(glob.glob(p + "/**/libcupti.so*", recursive=True))
+            if hits:
+                return hits[0]
+    return None
