@@ -13,9 +13,6 @@ import sys
 
 os.environ["TRITON_INTERPRET"] = "1"
 
-OPS = ("rmsnorm", "add_rmsnorm", "rope", "rmsnorm_rope", "swiglu", "softmax")
-
-
 def _interpreted(mod) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -25,9 +22,23 @@ def _interpreted(mod) -> bool:
 
 
 def _ensure_interpreted() -> None:
-    for op in OPS:  # dependency order: rmsnorm, rope before the fused ops importing them
-        mod = sys.modules.get(f"profkit.kernels.{op}")
-        if mod is not None and not _interpreted(mod):
+    """Make kernels imported before this conftest (without TRITON_INTERPRET) interpretable."""
+    if "triton" not in sys.modules:
+        return  # the normal case: everything imported from here on is interpreted
+    import triton.language as tl
+
+    # tl.sum, tl.max, tl.sigmoid, tl.zeros ... are themselves @triton.jit functions in
+    # triton.language.standard: rebuild them (and their re-exports in triton.language)
+    if not _interpreted(tl.standard):
+        std = importlib.reload(tl.standard)
+        for name, obj in vars(std).items():
+            if getattr(tl, name, None) is not None and callable(obj) and not name.startswith("__"):
+                if getattr(getattr(tl, name), "__module__", None) == std.__name__ or hasattr(obj, "fn"):
+                    setattr(tl, name, obj)
+    # then every already imported kernel module, in import order (dependencies first)
+    for name in list(sys.modules):
+        mod = sys.modules[name]
+        if name.startswith("profkit.kernels.") and mod is not None and not _interpreted(mod):
             importlib.reload(mod)
 
 
