@@ -61,6 +61,7 @@ SELFTEST_SHAPES = {
 }
 ROTATE_BYTES = 512 << 20  # rotate input copies until the working set is ~8x the L2
 COPY_BYTES = 2 << 30
+DEADLINE = [float("inf")]  # perf_counter() after which torch.compile variants are skipped
 
 
 def log(*a):
@@ -184,6 +185,8 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
             row = {"op": op, "shape": shape, "dtype": dtype, "variant": v, "params": p,
                    "model_bytes": mdl["bytes"], "model_flops": mdl["flops"]}
             why = _available(w, v) or (None if v in w.variants else "variant not registered")
+            if v == "compile" and time.perf_counter() > DEADLINE[0]:
+                why = "time budget (--budget-s) spent: compile skipped"
             if why:
                 row["skipped"] = why
                 rows.append(row)
@@ -250,7 +253,7 @@ def run_backward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbp
         del y0, x64
         mdl = model_bwd(p, dtype)
         for v, f in fns.items():
-            if v not in variants:
+            if v not in variants or (v == "compile" and time.perf_counter() > DEADLINE[0]):
                 continue
             row = {"op": op, "shape": shape, "dtype": dtype, "variant": v, "params": p,
                    "model_bytes": mdl["bytes"], "model_flops": mdl["flops"]}
@@ -364,6 +367,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
     ap.add_argument("--no-backward", action="store_true", help="skip the rmsnorm_bwd / swiglu_bwd rows")
     ap.add_argument("--tune", action="store_true", help="also sweep RMSNorm / softmax launch parameters")
+    ap.add_argument("--budget-s", type=float, default=240.0,
+                    help="after this many seconds, skip the (slow to compile) torch.compile variant")
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
     a = ap.parse_args(argv)
     if not a.out and not a.selftest:
@@ -375,6 +380,7 @@ def main(argv=None) -> int:
         log("no CUDA device: use --selftest for the CPU smoke run")
         return 2
     t_start = time.perf_counter()
+    DEADLINE[0] = t_start + a.budget_s
     info = env_info(device)
     bench = timer(device)
     ops = a.ops.split(",") if a.ops else list(OPS) + ([] if a.no_backward else list(BWD))
