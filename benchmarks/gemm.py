@@ -36,7 +36,9 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 BASELINE = {"matmul": "cublas", "fp8_gemm": None, "rmsnorm_linear": "eager"}
-FP8_BASELINE = {"triton": "scaled_mm", "triton_tensor": "scaled_mm_tensor",
+# known to trade accuracy for speed: reported, not counted in the exit status
+EXPECTED_INEXACT = {("fp8_gemm", "triton_fastacc")}
+FP8_BASELINE = {"triton": "scaled_mm", "triton_fastacc": "scaled_mm", "triton_tensor": "scaled_mm_tensor",
                 "scaled_mm": "scaled_mm", "scaled_mm_tensor": "scaled_mm_tensor"}
 
 QUICK = {
@@ -281,7 +283,7 @@ def main(argv=None) -> int:
             json.dump(result, f, indent=1, default=str)
         log(f"wrote {path}")
     print(markdown(rows, peaks, info, xo))
-    bad = [r for r in rows if r.get("ok") is False]
+    bad = [r for r in rows if r.get("ok") is False and (r["op"], r["variant"]) not in EXPECTED_INEXACT]
     if bad:
         log(f"{len(bad)} WRONG results: " + ", ".join(f"{r['op']}/{r['variant']}/{r['shape']}" for r in bad))
     log(f"total {result['wall_s']}s")

@@ -1,0 +1,108 @@
+"""CPU tests of the fp8 (e4m3) GEMM under TRITON_INTERPRET=1.
+
+Reference: the dequantized fp8 operands in float64 (fp8_reference), so what remains is fp32
+accumulation plus the bf16 output rounding; tolerance TOLERANCES["fp8"] (rel_fro 1e-2,
+max |err| / rms 5e-2). The interpreter runs fp8 tl.dot by converting the operands to fp16
+(exact for e4m3) and multiplying in fp32, so the K loop, masks and both scale epilogues are
+tested here; Hopper's fp8 wgmma (and its reduced-precision accumulation, which the kernel
+promotes every IMPRECISE_ACC elements) is only exercised on the GPU (benchmarks/gemm.py).
+"""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # tests/kernels/conftest.py does it too
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from profkit.kernels import fp8_gemm as F  # noqa: E402
+from profkit.kernels._gemm_common import check  # noqa: E402
+
+SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 64), (70, 40, 96)]
+
+
+def _operands(M, N, K, per_row):
+    a = torch.randn(M, K, dtype=torch.float32) * 3
+    b = torch.randn(N, K, dtype=torch.float32) * 0.05
+    aq, sa = F.quantize(a, per_row)
+    bq, sb = F.quantize(b, per_row)
+    return a, b, aq, bq, sa, sb
+
+
+def _poisoned(M, N):
+    return torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fp8_gemm_vs_dequantized_float64(shape, per_row):
+    M, N, K = shape
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    assert aq.dtype == torch.float8_e4m3fn and sa.shape == ((M,) if per_row else ())
+    out = _poisoned(M, N)
+    res = F.fp8_gemm(aq, bq, sa, sb, out=out)
+    assert res.data_ptr() == out.data_ptr()
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+
+
+def test_quantize_roundtrip():
+    x = torch.randn(16, 64) * torch.logspace(-2, 2, 16)[:, None]  # rows of very different range
+    for per_row, bound in ((True, 0.07), (False, 0.5)):
+        q, s = F.quantize(x, per_row)
+        assert q.abs().float().max() <= F.FP8_MAX
+        err = (F.dequantize(q, s) - x.double()).norm() / x.double().norm()
+        assert err < bound, (per_row, err)
+
+
+def test_scaled_mm_baseline_on_cpu():
+    M, N, K = 32, 48, 64
+    _, _, aq, bq, sa, sb = _operands(M, N, K, False)
+    try:
+        y = F.scaled_mm(aq, bq, sa, sb)
+    except (RuntimeError, NotImplementedError) as e:
+        pytest.skip(f"torch._scaled_mm has no CPU kernel in torch {torch.__version__}: "
+                    f"{str(e).splitlines()[0][:160]}")
+    ok, info = check(y, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+
+
+def test_known_wrong_unquantized_reference_fails():
+    """Checking against the unquantized product would blame the kernel for fp8 rounding:
+    the check must use the dequantized reference, and this one must fail."""
+    a, b, aq, bq, sa, sb = _operands(32, 48, 64, True)
+    out = F.fp8_gemm(aq, bq, sa, sb, out=_poisoned(32, 48))
+    assert check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")[0]
+    assert not check(out, a.double() @ b.double().T, "fp8")[0]
+
+
+def test_known_wrong_scales_fail():
+    _, _, aq, bq, sa, sb = _operands(33, 24, 64, True)
+    ref = F.fp8_reference(aq, bq, sa, sb)
+    wrong_sa = sa.clone()
+    wrong_sa[3] *= 1.5  # one token's scale off
+    out = F.fp8_gemm(aq, bq, wrong_sa, sb, out=_poisoned(33, 24))
+    assert not check(out, ref, "fp8")[0]
+    out = F.fp8_gemm(aq, bq, sa.max(), sb.max(), out=_poisoned(33, 24))  # per-tensor for per-row
+    assert not check(out, ref, "fp8")[0]
+
+
+def test_bad_scale_shapes_raise():
+    _, _, aq, bq, sa, sb = _operands(8, 16, 32, True)
+    with pytest.raises(ValueError, match="per-row"):
+        F.fp8_gemm(aq, bq, sa[:4], sb)
+
+
+def test_workload_registration():
+    w = F.WORKLOAD
+    assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
+    assert set(w.variants) == {"triton", "triton_tensor", "triton_fastacc", "scaled_mm", "scaled_mm_tensor"}
+    for name, p in w.shapes.items():
+        assert "/" not in name
+        m = w.model(p, "fp8")
+        assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
+        assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
+    state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
+    for name in ("triton", "triton_tensor", "triton_fastacc"):
+        mode = "tensor" if name.endswith("_tensor") else "row"
+        ok, info = check(w.variants[name](state), F.reference(state, mode), "fp8")
+        assert ok, (name, info)
