@@ -222,6 +222,33 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
         s.close()
 
 
+@cli.command()
+@db_option
+@click.option("--run", default=None, help="Run (default: the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
+@click.option("--table", "as_table", is_flag=True, help="Print a table (the default).")
+@handled
+def classify(db, run, as_json, as_table):
+    """Label each kernel: dram, launch_overhead, occupancy, tensor_core (compute, latency, unknown)."""
+    from .classify import classify as do_classify
+    from .store import Store
+
+    s = Store(db)
+    try:
+        rows = do_classify(s, run)
+    finally:
+        s.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    summary: dict = {}
+    for r in rows:
+        key = (r["nvtx_range"], r["label"])
+        summary.setdefault(key, [0, r["reason"]])[0] += 1
+    out.print(_table([{"nvtx_range": k[0], "label": k[1], "launches": v[0], "example reason": v[1]}
+                      for k, v in summary.items()], f"classification of run {rows[0]['run'] if rows else run}"))
+
+
 def main():
     cli()
 

@@ -148,6 +148,19 @@ class Store:
             raise
         return {"skipped": False, "file_id": file_id, **report.summary()}
 
+    def replace_labels(self, run: str, rows: list[dict]) -> None:
+        """Replace a run's classification labels in one transaction."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("DELETE FROM label WHERE run = ?", (run,))
+            c.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
+                          [(r["kernel_id"], run, r["label"], r["reason"], r["evidence"]) for r in rows])
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
     def _merge_meta(self, run: str, facts: dict) -> None:
         row = self.conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
         meta = json.loads(row[0] or "{}")

@@ -1,0 +1,165 @@
+"""Label each kernel launch with what bounds it, and keep the evidence beside the label.
+
+Rules run in order; the first that fires names the label. Each rule's thresholds and source
+are in RULES (docs/classification.md is written from the same table). Works with counters
+only, timeline only, or both.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from .metrics import lookup
+from .store import Store
+
+LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "compute", "latency", "unknown")
+
+RULES = {
+    "tensor_core": {
+        "threshold": {"tensor_pipe_pct": 60.0},
+        "source": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
+                  "bottleneck. Occupancy is deliberately not consulted: Hopper GEMMs run one CTA per SM by design.",
+    },
+    "launch_overhead": {
+        "threshold": {"duration_ns": 10_000, "tiny_duration_ns": 5_000},
+        "source": "nsys-ai launch-overhead rule (mean kernel < 10 us over many launches) and HolisticTraceAnalysis "
+                  "'short kernel' (GPU time shorter than its CPU launch call, or than the idle gap before it); "
+                  "from counters alone: Nsight Compute LaunchStatistics (grid smaller than the SM count) with a "
+                  "kernel under 5 us.",
+    },
+    "dram": {
+        "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0, "deep_below_ridge": 0.1},
+        "source": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
+                  "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
+                  "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
+    },
+    "occupancy": {
+        "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0},
+        "source": "Nsight Compute Theoretical/AchievedOccupancy: theoretical warps well under the maximum name the "
+                  "limiter (registers, shared memory, warps, blocks); with SM and memory throughput both low the "
+                  "kernel cannot hide latency.",
+    },
+    "dram_roofline": {
+        "threshold": {"below_ridge_factor": 0.1},
+        "source": "Roofline: arithmetic intensity under a tenth of the ridge point (peak FLOP/s / peak DRAM B/s) "
+                  "with idle tensor pipes: no FLOP ceiling is near, DRAM bandwidth is the roof even when the "
+                  "kernel reaches only part of it (the gap is then an efficiency problem, shown in the reason).",
+    },
+    "compute": {
+        "threshold": {"sm_pct": 60.0},
+        "source": "Nsight Compute SpeedOfLight: SM throughput >= 60 % and above memory; tensor pipes idle.",
+    },
+    "latency": {
+        "threshold": {"busy_pct": 60.0},
+        "source": "Nsight Compute SpeedOfLight: SM and memory throughput both < 60 % of peak: latency-bound.",
+    },
+}
+
+
+def _timeline(store: Store, run: str) -> dict[int, dict]:
+    """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
+    rows = store.query("""
+        SELECT kernel_id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+               start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
+        FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+    return {r["kernel_id"]: r for r in rows}
+
+
+def _counters(store: Store, run: str) -> dict[int, dict[str, float]]:
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    for r in store.conn.execute("SELECT kernel_id, metric, value FROM counters WHERE run = ?", (run,)):
+        out[r[0]][r[1]] = r[2]
+    return out
+
+
+def _values(c: dict[str, float]) -> dict:
+    v = {k: lookup(c, k) for k in ("duration", "sm_pct", "mem_pct", "dram_pct", "tensor_pct", "tensor_gmma_pct",
+                                   "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
+                                   "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
+                                   "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
+                                   "tensor_ops_fp8")}
+    flops = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
+        sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
+    if v["dram_bytes"]:
+        v["arithmetic_intensity"] = flops / v["dram_bytes"]
+    return {k: x for k, x in v.items() if x is not None}
+
+
+def _limiter(v: dict) -> str | None:
+    lims = {k[6:]: v[k] for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks") if k in v}
+    return min(lims, key=lims.get) if lims else None
+
+
+def classify_one(v: dict, t: dict | None, ridge: float | None = None) -> tuple[str, str, str]:
+    """(label, reason, rule) for one launch from counter values v and timeline facts t."""
+    R = {k: r["threshold"] for k, r in RULES.items()}
+    dur = v.get("duration") or (t or {}).get("duration_ns")
+    tensor = max(v.get("tensor_pct", 0), v.get("tensor_gmma_pct", 0))
+    if tensor >= R["tensor_core"]["tensor_pipe_pct"]:
+        return "tensor_core", f"tensor pipe {tensor:.0f} % of peak (>= {R['tensor_core']['tensor_pipe_pct']:.0f})", "tensor_core"
+    if dur is not None and dur < R["launch_overhead"]["duration_ns"]:
+        if t and t.get("api_ns") is not None and t["api_ns"] >= dur:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel, shorter than its {t['api_ns'] / 1e3:.1f} us launch call", "launch_overhead"
+        if t and t.get("gap_ns") is not None and t["gap_ns"] >= dur:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel after a {t['gap_ns'] / 1e3:.1f} us idle gap on its stream", "launch_overhead"
+        grid, sms = v.get("grid_size"), v.get("sm_count")
+        if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)", "launch_overhead"
+    if "dram_pct" not in v and "sm_pct" not in v:
+        return "unknown", "no counters for this launch and the timeline shows no launch overhead", "none"
+    sm, mem, dram = v.get("sm_pct", 0.0), v.get("mem_pct", v.get("dram_pct", 0.0)), v.get("dram_pct", 0.0)
+    ai = v.get("arithmetic_intensity")
+    below_ridge = ai is None or ridge is None or ai < ridge
+    Rd = R["dram"]
+    if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge):
+        extra = f", intensity {ai:.2f} FLOP/B below ridge {ridge:.0f}" if ai is not None and ridge else ""
+        return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {sm:.0f} %{extra}", "dram"
+    theo = v.get("theoretical_occupancy")
+    if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
+        lim = _limiter(v)
+        return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
+                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {mem:.0f} %"), "occupancy"
+    if ai is not None and ridge and ai < ridge * R["dram"]["deep_below_ridge"] and tensor < 1:
+        return "dram", (f"intensity {ai:.2f} FLOP/B, far below the ridge at {ridge:.0f}: memory-bound on the "
+                        f"roofline though DRAM runs at only {dram:.0f} % (SM {sm:.0f} %)"), "dram_roofline"
+    if sm >= R["compute"]["sm_pct"] and sm >= mem:
+        return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
+    if max(sm, mem) < R["latency"]["busy_pct"]:
+        return "latency", f"SM {sm:.0f} % and memory {mem:.0f} % both under 60 % of peak", "latency"
+    return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
+
+
+def ridge_point(store: Store, run: str) -> float | None:
+    """bf16 tensor peak FLOP/s over DRAM peak byte/s, from the report's own peak metrics."""
+    rows = store.query("""
+        SELECT metric, avg(value) AS v FROM counters WHERE run = ? AND metric IN
+          ('sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained', 'sm__cycles_elapsed.avg.per_second',
+           'dram__bytes.sum.peak_sustained', 'dram__cycles_elapsed.avg.per_second') GROUP BY metric""", (run,))
+    m = {r["metric"]: r["v"] for r in rows}
+    try:
+        flops = m["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] * m["sm__cycles_elapsed.avg.per_second"]
+        bw = m["dram__bytes.sum.peak_sustained"] * m["dram__cycles_elapsed.avg.per_second"]
+        return flops / bw
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
+def classify(store: Store, run: str | None = None) -> list[dict]:
+    run = store.require_run(run)
+    timeline = _timeline(store, run)
+    counters = _counters(store, run)
+    ridge = ridge_point(store, run)
+    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range FROM kernels WHERE run = ? ORDER BY kernel_id", (run,))
+    out = []
+    for k in kernels:
+        v = _values(counters.get(k["kernel_id"], {}))
+        t = timeline.get(k["kernel_id"])
+        label, reason, rule = classify_one(v, t, ridge)
+        evidence = {"rule": rule, "values": v, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
+                    "thresholds": RULES.get(rule, {}).get("threshold"), "source": RULES.get(rule, {}).get("source"),
+                    "ridge_flop_per_byte": ridge}
+        out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
+                    "nvtx_range": k["nvtx_range"], "label": label, "reason": reason,
+                    "evidence": json.dumps(evidence, sort_keys=True)})
+    store.replace_labels(run, out)
+    return out
