@@ -239,7 +239,15 @@ def matmul_persistent_tma(a, b, out=None, warp_specialize: bool | None = None):
     grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     ws = warp_specialize
     if ws is None:
-        ws = has_warp_specialize() and not interpreting() and _WS_STATE["ok"] is not False
+        # Seen on an H200 with Triton 3.6: the warp-specialized version of this kernel fails in
+        # ConvertTritonGPUToLLVM ("PassManager::run failed", with a long MLIR dump on stderr), so
+        # by default it is tried on Blackwell (cc >= 10) only; warp_specialize=True forces it.
+        import torch
+
+        ws = (has_warp_specialize() and not interpreting() and _WS_STATE["ok"] is not False
+              and torch.cuda.get_device_capability(a.device)[0] >= 10)
+        if not ws and _WS_STATE["error"] is None and not interpreting():
+            _WS_STATE["error"] = "not tried: default is cc >= 10 (on H200 + Triton 3.6 the compile failed)"
     upcast = interpreting()
     if ws:
         try:
