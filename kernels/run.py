@@ -1,4 +1,4 @@
-"""Run a registered workload by name, each (variant, shape) inside one NVTX range.
+"""Run a registered workload by name, each (variant, shape) inside the NVTX path op/variant/shape.
 
     python -m profkit.kernels.run rmsnorm --variant eager --variant triton --shape llama8b-4k
 
@@ -33,10 +33,14 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
             if device == "cuda":
                 torch.cuda.synchronize()
             name = range_name(op, variant, shape)
-            torch.cuda.nvtx.range_push(name)
+            # nested push/pop ranges op > variant > shape: the NVTX path reads op/variant/shape,
+            # and ncu's --nvtx-include "op/variant/shape/" (which reads '/' as nesting) matches it
+            for part in name.split("/"):
+                torch.cuda.nvtx.range_push(part)
             for _ in range(iters):
                 fn(state)
-            torch.cuda.nvtx.range_pop()
+            for _ in range(3):
+                torch.cuda.nvtx.range_pop()
             if device == "cuda":
                 torch.cuda.synchronize()
             ran.append(name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
@@ -48,17 +47,18 @@ def workload_command(workload: str, variants=(), shapes=(), python: str | None =
 
 
 def nvtx_filters(workload: str | None, variants=(), shapes=(), include=()) -> list[str]:
-    """ncu --nvtx-include expressions. ncu reads '/' as nesting and a trailing '/' as a
-    push/pop range, so a range named op/variant/shape is matched with a regex."""
+    """ncu --nvtx-include expressions. The lab pushes nested ranges op > variant > shape, and
+    ncu reads '/' as nesting with a trailing '/' for push/pop ranges: 'op/variant/shape/'.
+    (A single range whose name holds '/' matched no filter form on ncu 2025.3.)"""
     if include:
         return list(include)
     if not workload:
         return []
-    if workload == "known":
-        return ["known/"]
-    vs = variants or [".*"]
-    ss = shapes or [".*"]
-    return [f"regex:{re.escape(workload)}/{v}/{s}/" for v in vs for s in ss]
+    if not variants:
+        return [f"{workload}/"]
+    if not shapes:
+        return [f"{workload}/{v}/" for v in variants]
+    return [f"{workload}/{v}/{s}/" for v in variants for s in shapes]
 
 
 def nsys_args(nsys: str, out: Path, cmd: list[str], sample: bool = False) -> list[str]:
