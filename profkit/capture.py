@@ -29,11 +29,13 @@ PERM_HELP = ("no permission to read GPU performance counters (ERR_NVGPUCTRPERM):
 
 def find_tool(name: str, explicit: str | None = None) -> str:
     env = {"nsys": "NSYS", "ncu": "NCU"}[name]
-    for cand in (explicit, os.environ.get(env), shutil.which(name)):
+    if explicit:  # an explicit path is used or refused, never silently replaced
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise ToolMissing(f"{explicit}: not an executable {name}")
+    for cand in (os.environ.get(env), shutil.which(name)):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    if explicit:
-        raise ToolMissing(f"{explicit}: not an executable {name}")
     raise ToolMissing(f"{name} is not installed: put it on PATH, set ${env}, or pass --{name}-path PATH")
 
 

@@ -15,15 +15,15 @@ def runs(store: Store) -> list[dict]:
 
 
 def kernels(store: Store, run: str | None = None, top: int = 20) -> list[dict]:
-    """Kernels grouped by innermost NVTX range and name, most total GPU time first."""
+    """Kernels grouped by NVTX path and name, most total GPU time first."""
     run = store.require_run(run)
     return store.query("""
         WITH k AS (SELECT * FROM kernels WHERE run = :run),
              total AS (SELECT sum(duration_ns) AS t FROM k)
-        SELECT nvtx_range, short_name, count(*) AS launches,
+        SELECT nvtx_path, short_name, count(*) AS launches,
                sum(duration_ns) / 1e3 AS total_us, avg(duration_ns) / 1e3 AS mean_us,
                100.0 * sum(duration_ns) / (SELECT t FROM total) AS pct, min(source) AS source
-        FROM k GROUP BY nvtx_range, short_name
+        FROM k GROUP BY nvtx_path, short_name
         ORDER BY total_us DESC LIMIT :top""", {"run": run, "top": top})
 
 

@@ -1,0 +1,82 @@
+"""The shipped lab dataset: captured on an H200 with `profkit capture` (nsys + ncu roofline
+set), one folder per run under profiles/. Before (eager) and after (triton) sit in one run."""
+import json
+
+import pytest
+
+from profkit.analyse import load_profiles
+from profkit.classify import classify
+from profkit.parsers import cupti_trace, nsys_sqlite
+from profkit.store import Store
+from profdata import DATA, PROFILES
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("lab") / "lab.db")
+    load_profiles(PROFILES, db)
+    s = Store(db)
+    yield s
+    s.close()
+
+
+def by_path(store, run):
+    return {r["nvtx_path"]: r for r in store.query(
+        "SELECT nvtx_path, count(*) n, sum(duration_ns) t FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL "
+        "GROUP BY nvtx_path", (run,))}
+
+
+def test_every_folder_is_a_run_with_timeline_and_counters(store):
+    runs = {r["run"]: r for r in store.query("SELECT run, gpu_name FROM runs")}
+    assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096",
+                         "swiglu-llama8b-t4096"}
+    assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200"}
+    unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
+    assert unlinked == []  # every ncu launch found the timeline launch it profiled
+
+
+def test_rmsnorm_before_after(store):
+    p = by_path(store, "rmsnorm-llama8b-t32768")
+    assert p["rmsnorm/eager/llama8b-t32768"]["n"] == 24 and p["rmsnorm/triton/llama8b-t32768"]["n"] == 3
+    speedup = p["rmsnorm/eager/llama8b-t32768"]["t"] / p["rmsnorm/triton/llama8b-t32768"]["t"]
+    assert 10 < speedup < 15  # 5108 us of eager kernels against 417 us of Triton (3 calls each)
+
+
+def test_lab_labels(store):
+    for run in ("rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096"):
+        classify(store, run)
+    rows = store.query("SELECT k.nvtx_path, c.label, k.duration_ns FROM classifications c JOIN kernels k USING (kernel_id) "
+                       "WHERE k.nvtx_path IS NOT NULL AND c.run != 'known'")
+    labels = {}
+    for r in rows:
+        labels.setdefault(r["nvtx_path"], set()).add(r["label"])
+    for v in ("cublas", "tiled", "autotuned", "persistent_tma"):
+        assert labels[f"matmul/{v}/llama8b-qkv-m4096"] == {"tensor_core"}
+    for op in ("rmsnorm/triton/llama8b-t32768", "softmax/triton/scores-r32768-n4096", "swiglu/triton/llama8b-t4096",
+               "softmax/eager/scores-r32768-n4096", "swiglu/eager/llama8b-t4096"):
+        assert labels[op] == {"dram"}, op
+    assert labels["rmsnorm/eager/llama8b-t32768"] == {"dram", "launch_overhead"}  # tiny weight casts
+
+
+def test_capture_metadata_is_kept():
+    meta = json.loads((PROFILES / "rmsnorm-llama8b-t32768" / "capture.json").read_text())
+    assert meta["gpu_name"] == "NVIDIA H200" and meta["driver"] == "580.159.04"
+    assert meta["torch_version"].startswith("2.11") and meta["triton_version"] == "3.6.0"
+    assert "ncu_version" in meta and "nsys_version" in meta and "rmsnorm" in meta["command"]
+
+
+def test_cupti_tracer_sees_the_same_kernels_as_nsys():
+    """The same workload captured by the CUPTI tracer and by nsys on the H200."""
+    c = cupti_trace.parse(DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl")
+    n = nsys_sqlite.parse(DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite")
+
+    def count(rep):
+        out = {}
+        for k in rep.kernels:
+            out[k[2]] = out.get(k[2], 0) + 1
+        return out
+
+    assert count(c) == count(n)
+    assert sum(count(c).values()) == 49
+    # NVTX markers did not reach the tracer on this host (0 marker records): known gap
+    assert c.ranges == []
