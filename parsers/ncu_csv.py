@@ -15,7 +15,7 @@ from pathlib import Path
 
 from profkit.errors import BadInput
 from profkit.names import short_name
-from profkit.report import Report
+from profkit.report import Report, ncu_kernel_row
 from profkit.units import normalise, parse_number
 
 FORMAT = "ncu-csv"
@@ -77,24 +77,13 @@ def parse(path: Path) -> Report:
             v = parse_number(row[i])
             if v is not None:
                 values[header[i]] = normalise(v, units[i])
-
-        def num(k):
-            return int(round(values[k][0])) if k in values else None
-
         inner, path_ = _nvtx(row[pp_i] if pp_i is not None else "", row[se_i] if se_i is not None else "")
         name = row[idx["Kernel Name"]]
-        kernels.append((
-            seq, name, short_name(name), inner, path_, None, None, num("gpu__time_duration.sum"),
-            num("launch__grid_dim_x"), num("launch__grid_dim_y"), num("launch__grid_dim_z"),
-            num("launch__block_dim_x"), num("launch__block_dim_y"), num("launch__block_dim_z"),
-            num("launch__registers_per_thread"), num("launch__shared_mem_per_block_static"),
-            num("launch__shared_mem_per_block_dynamic"), num("launch__stream_id"), num("launch__device_id"),
-            None, None, None, None, None, None,
-        ))
+        kernels.append(ncu_kernel_row(seq, name, short_name(name), inner, path_, values))
         counters.extend((seq, k, u, v) for k, (v, u) in values.items())
         if not facts and "device__attribute_display_name" in idx:
-            facts = {"gpu_name": row[idx["device__attribute_display_name"]] or None,
-                     "sm_count": num("device__attribute_multiprocessor_count")}
+            sms = values.get("device__attribute_multiprocessor_count")
+            facts = {"gpu_name": row[idx["device__attribute_display_name"]] or None, "sm_count": sms and int(sms[0])}
     if not kernels:
         raise BadInput(path, "the CSV holds no profiled kernel")
     return Report(str(path), FORMAT, "ncu", kernels, [], counters, {k: v for k, v in facts.items() if v})

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
-from profkit.report import Report
+from profkit.report import Report, ncu_kernel_row
 from profkit.units import normalise
 
 FORMAT = "ncu-rep"
@@ -100,24 +100,12 @@ def _parse(path: Path, ctx) -> Report:
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())
-
-            def num(k):
-                return int(round(values[k][0])) if k in values else None
-
-            kernels.append((
-                seq, a.name(a.NameBase_DEMANGLED), a.name(), inner, path_, None, None,
-                num("gpu__time_duration.sum"),
-                num("launch__grid_dim_x"), num("launch__grid_dim_y"), num("launch__grid_dim_z"),
-                num("launch__block_dim_x"), num("launch__block_dim_y"), num("launch__block_dim_z"),
-                num("launch__registers_per_thread"), num("launch__shared_mem_per_block_static"),
-                num("launch__shared_mem_per_block_dynamic"), num("launch__stream_id"), num("launch__device_id"),
-                None, None, None, None, None, None,
-            ))
+            kernels.append(ncu_kernel_row(seq, a.name(a.NameBase_DEMANGLED), a.name(), inner, path_, values))
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
-                facts["gpu_name"] = dn.as_string() if dn is not None else None
-                facts["sm_count"] = num("device__attribute_multiprocessor_count")
+                sms = values.get("device__attribute_multiprocessor_count")
+                facts = {"gpu_name": dn.as_string() if dn is not None else None, "sm_count": sms and int(sms[0])}
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")

@@ -87,6 +87,17 @@ METRICS: tuple[Metric, ...] = (
 )
 
 BY_SHORT: dict[str, Metric] = {m.short: m for m in METRICS}
+
+# kernels-view column -> the ncu metric that carries it in every report
+LAUNCH_FIELDS = {
+    "duration_ns": "gpu__time_duration.sum",
+    "grid_x": "launch__grid_dim_x", "grid_y": "launch__grid_dim_y", "grid_z": "launch__grid_dim_z",
+    "block_x": "launch__block_dim_x", "block_y": "launch__block_dim_y", "block_z": "launch__block_dim_z",
+    "registers_per_thread": "launch__registers_per_thread",
+    "shared_mem_static": "launch__shared_mem_per_block_static",
+    "shared_mem_dynamic": "launch__shared_mem_per_block_dynamic",
+    "stream": "launch__stream_id", "device": "launch__device_id",
+}
 SETS = ("lean", "roofline", "full")
 
 

@@ -36,3 +36,15 @@ class Report:
 
 def kernel_row(**kw) -> tuple:
     return tuple(kw.get(f) for f in KERNEL_FIELDS)
+
+
+def ncu_kernel_row(seq: int, name: str, short: str, nvtx_range, nvtx_path, values: dict) -> tuple:
+    """A kernel row from one ncu launch: launch facts come from its normalised counters
+    (values: metric -> (value, unit))."""
+    from .metrics import LAUNCH_FIELDS
+
+    kw = {"seq": seq, "kernel_name": name, "short_name": short, "nvtx_range": nvtx_range, "nvtx_path": nvtx_path}
+    for col, metric in LAUNCH_FIELDS.items():
+        if metric in values:
+            kw[col] = int(round(values[metric][0]))
+    return kernel_row(**kw)
