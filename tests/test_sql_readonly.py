@@ -1,0 +1,19 @@
+import pytest
+from click.testing import CliRunner
+
+from profkit.cli import cli
+from profkit.ingest import ingest
+from profdata import KNOWN_CUPTI
+
+
+@pytest.mark.parametrize("query", [
+    "DELETE FROM launch", "INSERT INTO run VALUES ('x', 'now', NULL, '{}')", "DROP VIEW kernels",
+    "ATTACH DATABASE '/tmp/evil.db' AS evil", "PRAGMA journal_mode = DELETE", "CREATE TABLE t (a)",
+    "SELECT load_extension('/tmp/x.so')", "UPDATE launch SET duration_ns = 0",
+])
+def test_sql_cannot_write(db, query):
+    ingest(db, [KNOWN_CUPTI], run="r")
+    r = CliRunner().invoke(cli, ["sql", "--db", db, query])
+    assert r.exit_code != 0 and r.output.startswith("profkit: ") and "Traceback" not in r.output
+    ok = CliRunner().invoke(cli, ["sql", "--db", db, "--csv", "SELECT count(*) AS n FROM kernels"])
+    assert ok.output.splitlines() == ["n", "166"]
