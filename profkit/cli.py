@@ -151,7 +151,7 @@ def kernels(db, run, top):
 @click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
 @handled
 def analyse(profiles, db, top):
-    """The main job: load every run under PROFILES (one folder per run) and summarise it."""
+    """The main job: load every run under PROFILES (one folder per run), summarise and classify it."""
     from . import summary
     from .analyse import load_profiles
     from .store import Store
@@ -160,11 +160,19 @@ def analyse(profiles, db, top):
     for r in load_profiles(profiles, db):
         state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
         out.print(f"{r.path} -> run {r.run}: {state}")
+    from .classify import classify as do_classify
+
     s = Store(db)
     try:
         out.print(_table(summary.runs(s), "runs"))
         for run in s.runs():
             out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
+            do_classify(s, run)
+            out.print(_table(s.query("""
+                SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
+                FROM classifications c JOIN kernels k USING (kernel_id)
+                WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
+                f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
     finally:
         s.close()
 
