@@ -31,7 +31,6 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
@@ -105,23 +104,21 @@ def measure_peaks(device: str, bench) -> dict:
 
 
 def env_info(device: str) -> dict:
+    """Result header: date, versions, and on a GPU its name, driver and SM count (profkit.environment)."""
     import torch
-    import triton
+
+    from profkit import environment
 
     info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-            "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0")}
+            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
+            **environment.versions()}
+    info.update(gpu=None, driver=None)
     if device == "cuda":
         p = torch.cuda.get_device_properties(0)
-        info.update(gpu=p.name, sms=p.multi_processor_count, capability=".".join(map(str, torch.cuda.get_device_capability(0))),
-                    cuda=torch.version.cuda)
-        try:
-            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                            capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-        except Exception as e:
-            info["driver"] = f"unknown ({type(e).__name__})"
-    else:
-        info.update(gpu=None, driver=None)
+        smi = environment.gpu()
+        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
+                    memory_gib=round(p.total_memory / 2**30, 1),
+                    capability=".".join(map(str, torch.cuda.get_device_capability(0))))
     return info
 
 

@@ -33,7 +33,6 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
@@ -86,23 +85,21 @@ def timer(device: str):
 
 
 def env_info(device: str) -> dict:
+    """Result header: date, versions, and on a GPU its name, driver and SM count (profkit.environment)."""
     import torch
-    import triton
 
-    info = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "device": device}
+    from profkit import environment
+
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
+            **environment.versions()}
+    info.update(gpu=None, driver=None)
     if device == "cuda":
-        info["gpu"] = torch.cuda.get_device_name()
         p = torch.cuda.get_device_properties(0)
-        info["sms"] = p.multi_processor_count
-        info["memory_gib"] = round(p.total_memory / 2**30, 1)
-        try:
-            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                            capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-        except Exception as e:  # noqa: BLE001
-            info["driver"] = f"unknown ({e.__class__.__name__})"
-        info["cuda"] = torch.version.cuda
+        smi = environment.gpu()
+        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
+                    memory_gib=round(p.total_memory / 2**30, 1),
+                    capability=".".join(map(str, torch.cuda.get_device_capability(0))))
     return info
 
 

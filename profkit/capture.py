@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import environment
 from .errors import ProfkitError, ToolFailed, ToolMissing
 from .metrics import metric_names
 
@@ -92,31 +92,17 @@ class Captured:
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
-    meta: dict = {"command": cmd, "host": socket.gethostname(), "python": platform.python_version(),
+    meta: dict = {"command": cmd, "host": socket.gethostname(),
                   "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "env": {k: os.environ[k] for k in RESULT_ENV if k in os.environ}}
-    try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
-        if q.returncode == 0 and q.stdout.strip():
-            name, uuid, driver, sm, mem = [x.strip() for x in q.stdout.splitlines()[0].split(",")]
-            meta.update(gpu_name=name, gpu_uuid=uuid, driver=driver, sm_clock_mhz_at_start=float(sm),
-                        mem_clock_mhz_at_start=float(mem))
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        pass
+    meta.update(environment.gpu())
+    v = environment.versions()
+    meta.update(python=v.pop("python"), cuda=v.pop("cuda", None), **{f"{k}_version": x for k, x in v.items()})
     for name, exe in tools.items():
         try:
             v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
             meta[f"{name}_version"] = v.splitlines()[-1] if v else None
         except (OSError, subprocess.TimeoutExpired):
-            pass
-    for mod in ("torch", "triton"):
-        try:
-            m = __import__(mod)
-            meta[f"{mod}_version"] = m.__version__
-            if mod == "torch":
-                meta["cuda"] = m.version.cuda
-        except Exception:
             pass
     try:
         meta["git_revision"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -126,14 +112,14 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
     return meta
 
 
-def _run(args: list[str], what: str, progress=None, expected: int | None = None) -> str:
+def _run(args: list[str], what: str, progress=None) -> str:
     """Run a profiler; stream its output to `progress`; map failures to one clear error."""
     lines: list[str] = []
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
         for line in p.stdout:  # type: ignore[union-attr]
             lines.append(line.rstrip("\n"))
             if progress:
-                progress(line, expected)
+                progress(line)
         rc = p.wait()
     text = "\n".join(lines)
     if "ERR_NVGPUCTRPERM" in text:

@@ -210,7 +210,7 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
     with Progress(transient=True) as bar:
         task = bar.add_task("ncu replay", total=None)
 
-        def progress(line, expected):
+        def progress(line):
             if line.startswith("==PROF== Profiling"):
                 bar.advance(task)
                 parts = line.split('"')

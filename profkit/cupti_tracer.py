@@ -126,7 +126,7 @@ def trace(out: str, target: list[str]) -> int:
         sys.argv = old_argv
         tracer.stop()
         header.update(_device_facts())
-        header["dropped_records"] = tracer.errors
+        header["unreadable_records"] = tracer.errors  # records CUPTI delivered that could not be converted
         tmp = out + ".tmp"
         with open(tmp, "w") as f:
             f.write(json.dumps(header) + "\n")

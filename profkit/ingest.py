@@ -38,25 +38,17 @@ def run_name_for(path: Path) -> str:
     return _SUFFIXES.sub("", Path(path).name) or Path(path).stem
 
 
-def ingest_file(store: Store, path: Path, run: str | None = None) -> Loaded:
-    path = Path(path)
-    parser = parsers.detect(path)
-    digest = sha256_of(path)
-    seen = store.has_file(digest)
-    if seen:
-        return Loaded(str(path), seen[0], parser.FORMAT, True, loaded_as=seen[1])
-    return _load(store, path, parser.parse(path), digest, run or run_name_for(path))
-
-
 def _load(store: Store, path: Path, report, digest: str, run: str) -> Loaded:
     out = store.add_report(run, report, digest)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
-        return Loaded(str(path), run, parser.FORMAT, True)
+        return Loaded(str(path), run, report.format, True)
     return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"])
 
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None) -> list[Loaded]:
-    """Ingest files in order; a file that fails raises and leaves the earlier ones loaded.
+    """Ingest files in order. Every file is detected and parsed before any is written, so a
+    bad file raises and leaves the database as it was; each file then loads in its own
+    transaction.
 
     All files of one call go to one run: `run`, or the name of the first file.
     """

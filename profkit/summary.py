@@ -26,10 +26,3 @@ def kernels(store: Store, run: str | None = None, top: int = 20) -> list[dict]:
         FROM k GROUP BY nvtx_path, short_name
         ORDER BY total_us DESC LIMIT :top""", {"run": run, "top": top})
 
-
-def ranges(store: Store, run: str | None = None) -> list[dict]:
-    """Per innermost NVTX range: launches and summed kernel time."""
-    run = store.require_run(run)
-    return store.query("""
-        SELECT nvtx_path, count(*) AS launches, sum(duration_ns) AS total_ns
-        FROM kernels WHERE run = ? GROUP BY nvtx_path ORDER BY nvtx_path""", (run,))

@@ -2,7 +2,6 @@
 and an editable install; no top-level `kernels` or `parsers` package is installed (Hugging
 Face's `kernels` exists and transformers imports it)."""
 import subprocess
-import sys
 import venv
 
 import pytest

@@ -1,0 +1,36 @@
+"""What a measurement ran on: GPU, driver and clocks (nvidia-smi) and software versions.
+
+One place for capture metadata and the benchmark scripts' result headers.
+"""
+from __future__ import annotations
+
+import platform
+import subprocess
+
+
+def gpu() -> dict:
+    """First GPU as nvidia-smi reports it; {} where there is none."""
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        if q.returncode != 0 or not q.stdout.strip():
+            return {}
+        name, uuid, driver, sm, mem = [x.strip() for x in q.stdout.splitlines()[0].split(",")]
+        return {"gpu_name": name, "gpu_uuid": uuid, "driver": driver,
+                "sm_clock_mhz_at_start": float(sm), "mem_clock_mhz_at_start": float(mem)}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return {}
+
+
+def versions() -> dict:
+    """python, torch, triton and CUDA (as torch was built) versions; absent packages left out."""
+    out = {"python": platform.python_version()}
+    for mod in ("torch", "triton"):
+        try:
+            m = __import__(mod)
+        except Exception:
+            continue
+        out[mod] = m.__version__
+        if mod == "torch":
+            out["cuda"] = m.version.cuda
+    return out
