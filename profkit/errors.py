@@ -25,3 +25,9 @@ class ToolFailed(ProfkitError):
 
 class NoSuchRun(ProfkitError):
     exit_code = 5
+
+
+class BadArgument(ProfkitError):
+    """An argument that names nothing usable (a selector, a range, a metric set)."""
+
+    exit_code = 2

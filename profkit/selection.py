@@ -1,0 +1,110 @@
+"""Which kernels a before/after comparison is about, and how before meets after.
+
+A selector is ``RUN`` or ``RUN:COMPONENT``. ``RUN`` takes every kernel of the run under an
+NVTX range, grouped by its NVTX path. ``RUN:COMPONENT`` takes only the paths that hold
+COMPONENT as one '/'-separated part (a variant such as ``eager`` or ``triton``) and groups
+them by the path with that part removed, so that ``rmsnorm/eager/llama8b-t32768`` and
+``rmsnorm/triton/llama8b-t32768`` meet on the key ``rmsnorm/llama8b-t32768``.
+
+Both ``profkit compare`` and ``profkit roofline --compare`` pair ranges this way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import BadArgument, NoSuchRun
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Selector:
+    run: str
+    component: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.run}:{self.component}" if self.component else self.run
+
+
+@dataclass
+class Group:
+    """The kernels of one NVTX path in one selection, in launch order."""
+
+    key: str
+    path: str
+    kernels: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Pair:
+    key: str
+    before: Group
+    after: Group
+
+
+def parse(text: str) -> Selector:
+    run, sep, component = text.partition(":")
+    if not run or (sep and not component) or "/" in component:
+        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:COMPONENT (one part of an NVTX path, e.g. triton)")
+    return Selector(run, component or None)
+
+
+def key_of(path: str, component: str | None) -> str | None:
+    """The pairing key of an NVTX path under a selector's component (None: not selected)."""
+    if component is None:
+        return path
+    parts = path.split("/")
+    if component not in parts:
+        return None
+    parts.remove(component)  # the first occurrence: the variant level
+    return "/".join(parts)
+
+
+_KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
+                   "duration_ns, stream, source, api_start_ns, api_end_ns")
+
+
+def groups(store: Store, sel: Selector) -> dict[str, Group]:
+    """The selector's kernels grouped by pairing key (timeline launches; ncu-only runs too)."""
+    if sel.run not in store.runs():
+        raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
+    rows = store.query(
+        f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL AND nvtx_path != '' "
+        "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
+    out: dict[str, Group] = {}
+    for r in rows:
+        key = key_of(r["nvtx_path"], sel.component)
+        if key is None:
+            continue
+        g = out.setdefault(key, Group(key, r["nvtx_path"]))
+        g.kernels.append(r)
+    if not out:
+        what = f"with component {sel.component!r}" if sel.component else "under an NVTX range"
+        raise BadArgument(f"{sel}: no kernels {what}")
+    return out
+
+
+def pair(store: Store, before: Selector, after: Selector) -> list[Pair]:
+    """Ranges present on both sides, in the before side's order."""
+    if before == after:
+        raise BadArgument(f"{before} compared with itself: name two runs, or RUN:BEFORE RUN:AFTER")
+    a, b = groups(store, before), groups(store, after)
+    pairs = [Pair(k, a[k], b[k]) for k in a if k in b]
+    if not pairs:
+        raise BadArgument(f"{before} and {after} share no NVTX range "
+                       f"(before: {', '.join(sorted(a)[:3])}; after: {', '.join(sorted(b)[:3])})")
+    return pairs
+
+
+def iterations(kernels: list[dict]) -> list[list[dict]]:
+    """Split a range's launches into repeated calls of the same sequence of kernels.
+
+    The lab runs each variant ``iters`` times inside its range; the smallest period of the
+    kernel-name sequence that repeats exactly gives one call. A sequence that does not
+    repeat is one call.
+    """
+    names = [k["kernel_name"] for k in kernels]
+    n = len(names)
+    for period in range(1, n // 2 + 1):
+        if n % period == 0 and all(names[i] == names[i % period] for i in range(n)):
+            return [kernels[i:i + period] for i in range(0, n, period)]
+    return [kernels] if kernels else []
