@@ -70,16 +70,19 @@ def cli():
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--run", default=None, help="Run to load into (default: the first file's name).")
+@click.option("--rank", type=click.IntRange(min=0), default=None,
+              help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
 @handled
-def ingest(paths, db, run):
+def ingest(paths, db, run, rank):
     """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace)."""
     from .ingest import ingest as do_ingest
 
-    for r in do_ingest(db or default_db(), list(paths), run):
+    for r in do_ingest(db or default_db(), list(paths), run, rank=rank):
         if r.skipped:
             out.print(f"{r.path}: already loaded{' as ' + r.loaded_as if r.loaded_as else ''} (run {r.run}), nothing added")
         else:
-            out.print(f"{r.path}: {r.format} -> run {r.run}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
+            where = f"run {r.run}" + ("" if r.rank is None else f" rank {r.rank}")
+            out.print(f"{r.path}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
                       f"{r.counters} counters")
 
 
@@ -255,6 +258,45 @@ def classify(db, run, as_json, as_table):
         summary.setdefault(key, [0, r["reason"]])[0] += 1
     out.print(_table([{"nvtx_range": k[0], "label": k[1], "launches": v[0], "example reason": v[1]}
                       for k, v in summary.items()], f"classification of run {rows[0]['run'] if rows else run}"))
+
+
+@cli.command()
+@click.argument("before")
+@click.argument("after")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
+@handled
+def compare(before, after, db, as_json):
+    """Per NVTX range, BEFORE vs AFTER (RUN or RUN:COMPONENT): time, speed-up, labels, verdict."""
+    from .compare import rows as compare_rows
+    from .store import Store
+
+    s = Store(db)
+    try:
+        got = compare_rows(s, before, after)
+    finally:
+        s.close()
+    if as_json:
+        click.echo(json.dumps(got, indent=2))
+        return
+
+    def pct(x):
+        return "-" if x is None else f"{x:.0f} %"
+
+    t = Table(title=f"compare {before} -> {after}", header_style="bold")
+    for c, j in (("range", "left"), ("before us/call", "right"), ("after us/call", "right"),
+                 ("speed-up [band]", "right"), ("label", "left"), ("% of roofline", "right"),
+                 ("verdict", "left"), ("why", "left")):
+        t.add_column(c, justify=j, overflow="fold")
+    for r in got:
+        t.add_row(r["range"], f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
+                  f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
+                  f"{r['label_before']} -> {r['label_after']}",
+                  f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}",
+                  r["verdict"], r["why"])
+    out.print(t)
+    methods = dict.fromkeys(r["band_method"] for r in got)
+    out.print("band: " + "; ".join(methods) + ". Method: docs/compare.md")
 
 
 def main():

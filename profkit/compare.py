@@ -1,0 +1,245 @@
+"""Before/after per NVTX range: time per call, speed-up with its noise band, labels, % of
+roofline, and a verdict in a kernel lab's terms (supported / caveated / rejected).
+
+Method (docs/compare.md says the same for readers):
+- A range's launches split into repeated calls (selection.iterations); a call's GPU time is
+  the sum of its kernels' durations, its span runs from its first kernel's start to its last
+  kernel's end (idle gaps included; timeline runs only).
+- Speed-up = median(before GPU time per call) / median(after). Noise band: with fewer than
+  BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
+  max(before)/min(after) -- every pairing of calls, no distribution assumed; from
+  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
+- Label of a side: the classify label holding most of its GPU time (classify runs first if
+  the run has no labels).
+- % of roofline of a side: sum over its kernels of the roofline's lower-bound time (the
+  slowest of DRAM bytes / DRAM peak and FLOPs / the peak of their precision) over the sum of
+  their measured times (ncu's own duration, the one its counters were taken over).
+- Verdict: `rejected` when the median speed-up is <= 1 or the after side failed its
+  reference check; else `supported` when nothing is missing; else `caveated`, with each
+  missing thing named: a band that reaches 1, a side with one call, no correctness record for
+  the after side (run meta `correctness`, written by `profkit capture`), no counters.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from . import selection
+from .metrics import lookup
+from .store import Store
+
+BOOTSTRAP_MIN_CALLS = 10
+BOOTSTRAP_SAMPLES = 2000
+BAND_PERCENTILES = (2.5, 97.5)
+
+
+@dataclass
+class Side:
+    run: str
+    path: str
+    calls: int
+    kernels_per_call: int
+    gpu_us: list[float]  # GPU time of each call
+    span_us: list[float] | None  # first start to last end of each call (None: no timestamps)
+    label: str | None  # dominant label by GPU time
+    label_share: float | None  # its share of the side's GPU time
+    labels: dict[str, float] = field(default_factory=dict)  # label -> GPU us (all calls)
+    roofline_pct: float | None = None
+    roof: str | None = None  # the ceiling that binds most of the time: dram, fp32, bf16_tensor, ...
+    counters: bool = False  # every kernel of the side has counters
+    dram_pct: float | None = None  # ncu DRAM throughput, % of peak, weighted by kernel time
+    dram_bytes_per_call: float | None = None
+    correctness: dict | None = None
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.gpu_us)
+
+
+@dataclass
+class Comparison:
+    key: str
+    before: Side
+    after: Side
+    speedup: float
+    band: tuple[float, float]
+    band_method: str
+    verdict: str
+    why: str
+    caveats: list[str] = field(default_factory=list)
+
+    def row(self) -> dict:
+        """Flat JSON row (`profkit compare --json`)."""
+        b, a = self.before, self.after
+        out = {"range": self.key, "before": f"{b.run}:{b.path}", "after": f"{a.run}:{a.path}",
+               "before_us": b.median_us, "after_us": a.median_us,
+               "before_span_us": statistics.median(b.span_us) if b.span_us else None,
+               "after_span_us": statistics.median(a.span_us) if a.span_us else None,
+               "speedup": self.speedup, "speedup_low": self.band[0], "speedup_high": self.band[1],
+               "band_method": self.band_method,
+               "label_before": b.label, "label_after": a.label,
+               "roofline_pct_before": b.roofline_pct, "roofline_pct_after": a.roofline_pct,
+               "verdict": self.verdict, "why": self.why, "caveats": self.caveats}
+        for name, side in (("before_detail", b), ("after_detail", a)):
+            d = asdict(side)
+            d.pop("run"), d.pop("path")
+            out[name] = d
+        return out
+
+
+def compare(store: Store, before: str, after: str) -> list[Comparison]:
+    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:COMPONENT``) range by range."""
+    sb, sa = selection.parse(before), selection.parse(after)
+    pairs = selection.pair(store, sb, sa)
+    for run in dict.fromkeys((sb.run, sa.run)):
+        if not store.query("SELECT 1 FROM classifications WHERE run = ? LIMIT 1", (run,)):
+            from .classify import classify
+
+            classify(store, run)
+    ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
+    return [_compare_pair(p, ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)) for p in pairs]
+
+
+def rows(store: Store, before: str, after: str) -> list[dict]:
+    return [c.row() for c in compare(store, before, after)]
+
+
+# --- one side ------------------------------------------------------------------------------
+
+class _RunContext:
+    """A run's labels, counters and correctness record, read once."""
+
+    def __init__(self, store: Store, run: str):
+        self.run = run
+        self.labels = {r["kernel_id"]: r["label"] for r in store.query(
+            "SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))}
+        self.counters: dict[int, dict[str, float]] = {}
+        for kid, metric, value in store.conn.execute(
+                "SELECT kernel_id, metric, value FROM counters WHERE run = ?", (run,)):
+            self.counters.setdefault(kid, {})[metric] = value
+        meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
+        self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
+
+    def side(self, group: selection.Group) -> Side:
+        calls = selection.iterations(group.kernels)
+        gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
+        spans = None
+        if all(k["start_ns"] is not None and k["end_ns"] is not None for k in group.kernels):
+            spans = [(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c)) / 1e3 for c in calls]
+        labels: dict[str, float] = {}
+        for k in group.kernels:
+            lab = self.labels.get(k["kernel_id"], "unknown")
+            labels[lab] = labels.get(lab, 0.0) + (k["duration_ns"] or 0) / 1e3
+        total = sum(labels.values())
+        label = max(labels, key=labels.get) if labels else None
+        s = Side(self.run, group.path, len(calls), len(calls[0]) if calls else 0, gpu, spans, label,
+                 labels[label] / total if label and total else None, labels,
+                 correctness=self.correctness.get(group.path))
+        _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
+        return s
+
+
+def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
+    """% of roofline, binding roof, DRAM % and bytes of a side from its kernels' counters."""
+    have = [c for c in per_kernel if lookup(c, "duration")]
+    side.counters = bool(per_kernel) and len(have) == len(per_kernel)
+    if not have:
+        return
+    t_total = sum(lookup(c, "duration") for c in have)
+    roofs: dict[str, float] = {}
+    t_roof = 0.0
+    for c in have:
+        r = roof_time_ns(c)
+        if r is None:
+            return  # a kernel without peaks: no honest % for the side
+        t_roof += r[0]
+        roofs[r[1]] = roofs.get(r[1], 0.0) + r[0]
+    side.roofline_pct = 100.0 * t_roof / t_total if t_total else None
+    side.roof = max(roofs, key=roofs.get) if roofs else None
+    dram = [(lookup(c, "dram_pct"), lookup(c, "duration")) for c in have if lookup(c, "dram_pct") is not None]
+    if dram:
+        side.dram_pct = sum(p * t for p, t in dram) / sum(t for _, t in dram)
+    byts = [lookup(c, "dram_bytes") for c in have]
+    if all(b is not None for b in byts) and side.calls:
+        side.dram_bytes_per_call = sum(byts) / side.calls
+
+
+# Stopgap until profkit.roofline lands: the same lower bound the roofline draws. Swap this
+# for roofline's per-kernel numbers (one definition of the ceilings, not two).
+def roof_time_ns(c: dict[str, float]) -> tuple[float, str] | None:
+    """(lower-bound time in ns, binding ceiling) of one kernel from its counters and peaks."""
+    sm_hz, dram_hz = lookup(c, "sm_clock"), lookup(c, "dram_clock")
+    bytes_, bytes_peak = lookup(c, "dram_bytes"), lookup(c, "dram_bytes_peak")
+    if not (sm_hz and dram_hz and bytes_ is not None and bytes_peak):
+        return None
+    bounds = {"dram": bytes_ / (bytes_peak * dram_hz) * 1e9}
+    fp32 = sum(lookup(c, k) or 0 for k in ("fadd", "fmul")) + 2 * (lookup(c, "ffma") or 0)
+    fma_peak = lookup(c, "ffma_peak")
+    if fp32 and fma_peak:  # warp FMA instructions per cycle x 32 threads x 2 FLOPs
+        bounds["fp32"] = fp32 / (fma_peak * 32 * 2 * sm_hz) * 1e9
+    for ops, peak, name in (("tensor_ops_bf16", "tensor_ops_bf16_peak", "bf16_tensor"),
+                            ("tensor_ops_fp16", "tensor_ops_bf16_peak", "fp16_tensor"),
+                            ("tensor_ops_fp8", "tensor_ops_fp8_peak", "fp8_tensor")):
+        n, p = lookup(c, ops), lookup(c, peak)
+        if n and p:
+            bounds[name] = n / (p * sm_hz) * 1e9
+    name = max(bounds, key=bounds.get)
+    return bounds[name], name
+
+
+# --- the pair ------------------------------------------------------------------------------
+
+def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, float], str]:
+    """Band of the speed-up median(before)/median(after) from the spread of the calls."""
+    n = min(len(before), len(after))
+    if n < BOOTSTRAP_MIN_CALLS:
+        return ((min(before) / max(after), max(before) / min(after)),
+                f"min..max over all pairings of {len(before)} x {len(after)} calls "
+                f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)")
+    rng = random.Random(0)
+    ratios = sorted(statistics.median(rng.choices(before, k=len(before))) /
+                    statistics.median(rng.choices(after, k=len(after))) for _ in range(BOOTSTRAP_SAMPLES))
+    lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
+    return (lo, hi), (f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
+                      f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls")
+
+
+def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side) -> tuple[str, str, list[str]]:
+    """(verdict, one-line why, caveats)."""
+    ok = (after.correctness or {}).get("ok")
+    if ok is False:
+        return "rejected", f"{after.path} failed its reference check ({_check_text(after.correctness)})", []
+    if speedup <= 1:
+        return "rejected", f"not faster: {speedup:.2f}x (band {band[0]:.2f}-{band[1]:.2f})", []
+    caveats = []
+    if min(before.calls, after.calls) < 2:
+        caveats.append(f"one call on a side ({before.calls} before, {after.calls} after): no noise estimate")
+    elif band[0] <= 1:
+        caveats.append(f"noise band {band[0]:.2f}-{band[1]:.2f} reaches 1 "
+                       f"({before.calls} calls before, {after.calls} after)")
+    if ok is None:
+        caveats.append(f"no correctness record for {after.path}")
+    missing = [s.path for s in (before, after) if not s.counters]
+    if missing:
+        caveats.append("no counters for " + ", ".join(missing) + " (label and % of roofline from the timeline only)")
+    if caveats:
+        return "caveated", f"{speedup:.2f}x faster, but " + "; ".join(caveats), caveats
+    return "supported", (f"{speedup:.2f}x faster beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
+                         f"reference check passed ({_check_text(after.correctness)})"), []
+
+
+def _check_text(rec: dict | None) -> str:
+    if not rec:
+        return "no record"
+    parts = [f"{k} {rec[k]:.2e}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
+             for k in ("rel_err", "tol") if k in rec]
+    return ", ".join(parts) or ("passed" if rec.get("ok") else "failed")
+
+
+def _compare_pair(p: selection.Pair, before: Side, after: Side) -> Comparison:
+    speedup = before.median_us / after.median_us if after.median_us else float("inf")
+    band, method = noise_band(before.gpu_us, after.gpu_us)
+    v, why, caveats = verdict(speedup, band, before, after)
+    return Comparison(p.key, before, after, speedup, band, method, v, why, caveats)

@@ -1,0 +1,139 @@
+"""profkit compare on the shipped H200 profiles: before/after variants of one run."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from profkit import compare
+from profkit.analyse import load_profiles
+from profkit.cli import cli
+from profkit.compare import Side, noise_band, verdict
+from profkit.store import Store
+
+from profdata import PROFILES
+
+RMS = "rmsnorm-llama8b-t32768"
+MM = "matmul-llama8b-qkv-m4096"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cmp") / "p.db")
+    load_profiles(PROFILES, path)
+    return path
+
+
+def _json(db, *args):
+    r = CliRunner().invoke(cli, ["compare", *args, "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_rmsnorm_eager_to_triton(db):
+    (row,) = _json(db, f"{RMS}:eager", f"{RMS}:triton")
+    assert row["range"] == "rmsnorm/llama8b-t32768"
+    # per-call GPU time: eager 8 kernels x 3 calls (1703.2, 1705.7, 1706.1 us), triton 1 x 3 (139.8, 138.1, 138.9)
+    assert row["before_detail"]["calls"] == 3 and row["before_detail"]["kernels_per_call"] == 8
+    assert row["after_detail"]["calls"] == 3 and row["after_detail"]["kernels_per_call"] == 1
+    assert row["before_us"] == pytest.approx(1705.69, abs=0.01)
+    assert row["after_us"] == pytest.approx(138.88, abs=0.01)
+    assert row["before_span_us"] == pytest.approx(1715.36, abs=0.01)  # idle gaps between the 8 kernels
+    assert row["speedup"] == pytest.approx(12.28, abs=0.01)
+    assert (row["speedup_low"], row["speedup_high"]) == (pytest.approx(12.19, abs=0.01), pytest.approx(12.36, abs=0.01))
+    assert "3 x 3 calls" in row["band_method"] and "not a confidence interval" in row["band_method"]
+    assert (row["label_before"], row["label_after"]) == ("dram", "dram")
+    assert row["before_detail"]["labels"]["launch_overhead"] == pytest.approx(7.4, abs=0.1)  # tiny eager kernels
+    # DRAM roof binds both sides; the Triton kernel moves 510 MB a call against eager's 4.73 GB
+    assert row["roofline_pct_before"] == pytest.approx(59.2, abs=0.1)
+    assert row["roofline_pct_after"] == pytest.approx(78.0, abs=0.1)
+    assert row["before_detail"]["roof"] == row["after_detail"]["roof"] == "dram"
+    assert row["after_detail"]["dram_bytes_per_call"] == pytest.approx(510.2e6, rel=1e-3)
+    assert row["before_detail"]["dram_bytes_per_call"] == pytest.approx(4731.3e6, rel=1e-3)
+    # the shipped captures predate the correctness record: faster beyond noise, but caveated
+    assert row["verdict"] == "caveated"
+    assert row["caveats"] == ["no correctness record for rmsnorm/triton/llama8b-t32768"]
+
+
+@pytest.mark.parametrize("run,before,after,speedup,label", [
+    ("softmax-r32768-n4096", "eager", "triton", 7.23, "dram"),
+    ("swiglu-llama8b-t4096", "eager", "triton", 1.58, "dram"),
+])
+def test_other_memory_bound_pairs(db, run, before, after, speedup, label):
+    (row,) = _json(db, f"{run}:{before}", f"{run}:{after}")
+    assert row["speedup"] == pytest.approx(speedup, abs=0.01)
+    assert row["speedup_low"] > 1
+    assert row["label_before"] == row["label_after"] == label
+    assert row["verdict"] == "caveated"
+
+
+def test_matmul_ladder_is_rejected_against_cublas(db):
+    for after, speedup in (("tiled", 0.836), ("persistent_tma", 0.837)):
+        (row,) = _json(db, f"{MM}:cublas", f"{MM}:{after}")
+        assert row["speedup"] == pytest.approx(speedup, abs=0.001)
+        assert row["speedup_high"] < 1
+        assert row["label_before"] == row["label_after"] == "tensor_core"
+        assert row["before_detail"]["roof"] == "bf16_tensor"
+        assert row["verdict"] == "rejected" and row["why"].startswith("not faster")
+
+
+def test_compare_classifies_a_run_without_labels(db):
+    s = Store(db)
+    try:
+        s.replace_labels(RMS, [])
+        assert not s.query("SELECT 1 FROM classifications WHERE run = ?", (RMS,))
+        (c,) = compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")
+        assert c.after.label == "dram"
+        assert s.query("SELECT count(*) AS n FROM classifications WHERE run = ?", (RMS,))[0]["n"] > 0
+    finally:
+        s.close()
+
+
+def test_table_output(db):
+    r = CliRunner().invoke(cli, ["compare", f"{RMS}:eager", f"{RMS}:triton", "--db", db])
+    assert r.exit_code == 0, r.output
+    for text in ("rmsnorm/llama8b-t32768", "12.28x [12.19-12.36]", "dram -> dram", "59 % -> 78 %", "caveated",
+                 "not a confidence interval"):
+        assert text in r.output
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["nope:eager", f"{RMS}:triton"], 5, "no run 'nope'"),
+    ([f"{RMS}:", f"{RMS}:triton"], 2, "bad selector"),
+    ([f"{RMS}:nothing", f"{RMS}:triton"], 2, "no kernels with component 'nothing'"),
+    ([f"{RMS}:eager", f"{RMS}:eager"], 2, "compared with itself"),
+    (["known", "swiglu-llama8b-t4096"], 2, "share no NVTX range"),
+])
+def test_errors_are_one_line(db, args, code, text):
+    r = CliRunner().invoke(cli, ["compare", *args, "--db", db])
+    assert r.exit_code == code
+    assert text in r.output and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def _side(calls, correctness=None, counters=True):
+    return Side("r", "op/v/s", len(calls), 1, calls, None, "dram", 1.0, counters=counters, correctness=correctness)
+
+
+def test_verdict_rules():
+    ok = {"ok": True, "rel_err": 1.7e-3, "tol": 1e-2}
+    b, a = [10.0, 10.2, 9.9], [5.0, 5.1, 4.9]
+    band, _ = noise_band(b, a)
+    assert band == pytest.approx((9.9 / 5.1, 10.2 / 4.9))
+    assert verdict(2.0, band, _side(b), _side(a, ok))[0] == "supported"
+    # overlapping calls: faster on the median but the band reaches 1
+    b2, a2 = [10.0, 10.5, 9.0], [9.5, 9.8, 10.2]
+    band2, _ = noise_band(b2, a2)
+    v, why, cav = verdict(10.0 / 9.8, band2, _side(b2), _side(a2, ok))
+    assert v == "caveated" and "reaches 1" in cav[0] and "3 calls before" in cav[0]
+    assert verdict(2.0, band, _side(b, counters=False), _side(a, ok))[2][0].startswith("no counters for")
+    assert verdict(2.0, band, _side(b), _side(a, {"ok": False, "rel_err": 0.5, "tol": 1e-2}))[0] == "rejected"
+    assert verdict(0.9, (0.8, 0.95), _side(b), _side(a, ok))[0] == "rejected"
+    assert "one call" in verdict(2.0, (2.0, 2.0), _side([10.0]), _side([5.0], ok))[2][0]
+
+
+def test_bootstrap_band_from_ten_calls():
+    b = [10.0 + 0.1 * i for i in range(12)]
+    a = [5.0 + 0.05 * i for i in range(12)]
+    (lo, hi), method = noise_band(b, a)
+    assert "bootstrap" in method
+    assert min(b) / max(a) < lo < 10.55 / 5.275 < hi < max(b) / min(a)
+    assert noise_band(b, a) == ((lo, hi), method)  # fixed seed: the same band every time
