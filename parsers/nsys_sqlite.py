@@ -149,6 +149,33 @@ def _ranges(conn, t: dict, strings: dict) -> list[tuple]:
     return out
 
 
+# (rank, size) variables of the launchers: torchrun, Open MPI, MPICH/PMI, Slurm
+_RANK_ENV = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
+             ("SLURM_PROCID", "SLURM_NTASKS"))
+
+
+def _rank(conn, t: dict) -> int | None:
+    """The process rank nsys recorded in the launched process's environment
+    (META_DATA_CAPTURE rows `PROCESS_n:ENVIRONMENT_VARIABLE` = `NAME="value"`); None
+    unless the job had more than one process."""
+    if "META_DATA_CAPTURE" not in t:
+        return None
+    env: dict[str, str] = {}
+    try:
+        for (v,) in conn.execute(f'SELECT value FROM "{t["META_DATA_CAPTURE"]}" WHERE name LIKE \'%:ENVIRONMENT_VARIABLE\''):
+            k, _, val = str(v).partition("=")
+            env.setdefault(k, val.strip('"'))
+    except sqlite3.DatabaseError:
+        return None
+    for rank, size in _RANK_ENV:
+        try:
+            if rank in env and int(env.get(size, "0")) > 1:
+                return int(env[rank])
+        except ValueError:
+            continue
+    return None
+
+
 def _facts(conn, t: dict) -> dict:
     facts: dict = {}
     gt = t.get("TARGET_INFO_GPU")
@@ -170,4 +197,7 @@ def _facts(conn, t: dict) -> dict:
                 facts[key] = {k: v for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')}
             except sqlite3.DatabaseError:
                 pass
+    rank = _rank(conn, t)
+    if rank is not None:
+        facts["rank"] = rank
     return {k: v for k, v in facts.items() if v is not None}

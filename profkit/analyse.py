@@ -1,7 +1,8 @@
 """The main job: load every run shipped under profiles/ (one folder per run) and report.
 
 Each folder's report files go into one run named after the folder; a file already loaded
-is skipped, so running it twice changes nothing.
+is skipped, so running it twice changes nothing. A folder of a multi-process run holds one
+report per rank (run.rank0.nsys.sqlite, run.rank1.nsys.sqlite, ...): each rank keeps its own.
 """
 from __future__ import annotations
 
@@ -9,23 +10,28 @@ from pathlib import Path
 
 from . import parsers
 from .errors import BadInput, ProfkitError
-from .ingest import Loaded, ingest
+from .ingest import Loaded, ingest, rank_in_name
 
 # one file per format per run is enough: the nsys export beats its .nsys-rep (no nsys needed)
 _PREFERENCE = ("nsys-sqlite", "nsys-rep", "cupti-trace", "ncu-rep", "ncu-csv")
 
 
 def report_files(folder: Path) -> list[Path]:
-    found: dict[str, Path] = {}
+    """One timeline and one counter file per rank (a single-process run has one rank: None)."""
+    found: dict[int | None, dict[str, Path]] = {}
     for f in sorted(p for p in folder.iterdir() if p.is_file()):
         try:
             fmt = parsers.detect(f).FORMAT
         except BadInput:
             continue  # notes, logs, metric lists
-        found.setdefault(fmt, f)
-    timeline = next((found[f] for f in _PREFERENCE[:3] if f in found), None)
-    counters = next((found[f] for f in _PREFERENCE[3:] if f in found), None)
-    return [f for f in (timeline, counters) if f]
+        found.setdefault(rank_in_name(f), {}).setdefault(fmt, f)
+    out: list[Path] = []
+    for rank in sorted(found, key=lambda r: -1 if r is None else r):
+        have = found[rank]
+        timeline = next((have[f] for f in _PREFERENCE[:3] if f in have), None)
+        counters = next((have[f] for f in _PREFERENCE[3:] if f in have), None)
+        out += [f for f in (timeline, counters) if f]
+    return out
 
 
 def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:

@@ -12,6 +12,8 @@ from profkit import parsers
 from .store import Store
 
 _SUFFIXES = re.compile(r"(\.(nsys|ncu|cupti|raw|lean|roofline|full))*\.(sqlite|nsys-rep|ncu-rep|csv|jsonl)(\.xz)?$", re.I)
+# a rank in a file name: run.rank1.nsys.sqlite, rank0.ncu-rep, trace_rank_3.sqlite (the last one counts)
+_RANK = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.I)
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Loaded:
     ranges: int = 0
     counters: int = 0
     loaded_as: str | None = None  # the file that already holds these bytes
+    rank: int | None = None
 
 
 def sha256_of(path: Path) -> str:
@@ -34,23 +37,46 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def rank_in_name(path: Path) -> int | None:
+    found = _RANK.findall(_SUFFIXES.sub("", Path(path).name))
+    return int(found[-1]) if found else None
+
+
 def run_name_for(path: Path) -> str:
-    return _SUFFIXES.sub("", Path(path).name) or Path(path).stem
+    """The run a file loads into by default: its name without report suffixes and rank
+    (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
+    base = _SUFFIXES.sub("", Path(path).name)
+    m = list(_RANK.finditer(base))
+    if m:
+        base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
+    return base or Path(path).resolve().parent.name or Path(path).stem
 
 
-def _load(store: Store, path: Path, report, digest: str, run: str) -> Loaded:
-    out = store.add_report(run, report, digest)
+def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
+    """explicit (--rank) > the rank the report recorded (RANK in an nsys capture's
+    environment) > a rank in the file name > None (a single-process run)."""
+    if explicit is not None:
+        return explicit
+    recorded = (report.facts or {}).get("rank")
+    if recorded is not None:
+        return int(recorded)
+    return rank_in_name(path)
+
+
+def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | None) -> Loaded:
+    out = store.add_report(run, report, digest, rank)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
-        return Loaded(str(path), run, report.format, True)
-    return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"])
+        return Loaded(str(path), run, report.format, True, rank=rank)
+    return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank)
 
 
-def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None) -> list[Loaded]:
+def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
 
-    All files of one call go to one run: `run`, or the name of the first file.
+    All files of one call go to one run: `run`, or the name of the first file. Each file's
+    rank is `rank` if given, else found by rank_of (None for single-process runs).
     """
     paths = [Path(p) for p in paths]
     run = run or (run_name_for(paths[0]) if paths else None)
@@ -69,7 +95,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None) -> 
             else:
                 todo.append((p, parser.parse(p), digest))
         for p, report, digest in todo:
-            loaded = _load(store, p, report, digest, run)
+            loaded = _load(store, p, report, digest, run, rank_of(p, report, rank))
             out.append(loaded)
             if on_file:
                 on_file(loaded)

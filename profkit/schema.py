@@ -114,6 +114,30 @@ CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
 """),
+    # rank is appended last in each view so positional readers of the old views keep working;
+    # it is NULL for single-process runs
+    (3, "rank of multi-process runs", """
+ALTER TABLE source_file ADD COLUMN rank INTEGER;
+ALTER TABLE launch ADD COLUMN rank INTEGER;
+ALTER TABLE nvtx_range ADD COLUMN rank INTEGER;
+DROP VIEW classifications;
+DROP VIEW counters;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT run, id AS kernel_id, kernel_name, short_name, nvtx_range, nvtx_path,
+       start_ns, end_ns, duration_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+       registers_per_thread, stream, device, source,
+       shared_mem_static, shared_mem_dynamic, api_name, api_start_ns, api_end_ns, pid, tid, rank
+FROM launch
+WHERE timeline_id IS NULL;
+CREATE VIEW counters AS
+SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l.nvtx_range,
+       c.metric, c.unit, c.value, l.rank
+FROM counter c JOIN launch l ON l.id = c.launch_id;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""),
 ]
 
 LATEST = MIGRATIONS[-1][0]
@@ -123,7 +147,7 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source"),
-    "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value"),
-    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence"),
+                "registers_per_thread", "stream", "device", "source", "rank"),
+    "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
+    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank"),
 }

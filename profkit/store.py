@@ -110,8 +110,9 @@ class Store:
         return list(self.db.query(sql, params))
 
     # --- writing -------------------------------------------------------------------------
-    def add_report(self, run: str, report: Report, sha256: str) -> dict:
-        """Load one parsed report into `run` in a single transaction."""
+    def add_report(self, run: str, report: Report, sha256: str, rank: int | None = None) -> dict:
+        """Load one parsed report into `run` in a single transaction; `rank` is the process
+        rank of a multi-process run (None for a single process)."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -125,20 +126,21 @@ class Store:
             else:
                 self._merge_meta(run, facts)
             cur = c.execute(
-                "INSERT INTO source_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO source_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run, report.path, sha256, report.format, _now(), len(report.kernels), len(report.ranges),
-                 len(report.counters), json.dumps(facts, sort_keys=True, default=str)))
+                 len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
             file_id = cur.lastrowid
             base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
-            cols = ("id", "run", "file_id", "source") + KERNEL_FIELDS
+            cols = ("id", "run", "file_id", "rank", "source") + KERNEL_FIELDS
             sql = f"INSERT INTO launch ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            c.executemany(sql, ((base + i, run, file_id, report.source) + k for i, k in enumerate(report.kernels)))
+            c.executemany(sql, ((base + i, run, file_id, rank, report.source) + k
+                                for i, k in enumerate(report.kernels)))
             seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
             c.executemany(
-                "INSERT INTO nvtx_range (run, file_id, domain, text, kind, start_ns, end_ns, pid, tid, depth, path)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((run, file_id) + r for r in report.ranges))
+                "INSERT INTO nvtx_range (run, file_id, rank, domain, text, kind, start_ns, end_ns, pid, tid, depth, path)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run, file_id, rank) + r for r in report.ranges))
             c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
                           ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
             self._link(run)
@@ -182,8 +184,8 @@ class Store:
         """Tie each ncu launch to the timeline launch it profiled.
 
         The k-th ncu launch of kernel S in innermost range R is the k-th timeline launch of
-        S in R (ncu and the timeline ran the same deterministic workload). nsys wins over
-        the CUPTI tracer when a run has both.
+        S in R of the same rank (ncu and the timeline ran the same deterministic workload).
+        nsys wins over the CUPTI tracer when a run has both.
         """
         c = self.conn
         c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
@@ -193,14 +195,15 @@ class Store:
         if not timeline:
             return
         c.execute("""
-            WITH t AS (SELECT id, nvtx_range, short_name,
-                              row_number() OVER (PARTITION BY nvtx_range, short_name ORDER BY start_ns, seq) AS k
+            WITH t AS (SELECT id, rank, nvtx_range, short_name,
+                              row_number() OVER (PARTITION BY rank, nvtx_range, short_name ORDER BY start_ns, seq) AS k
                        FROM launch WHERE run = :run AND source = :tl),
-                 n AS (SELECT id, nvtx_range, short_name,
-                              row_number() OVER (PARTITION BY nvtx_range, short_name ORDER BY file_id, seq) AS k
+                 n AS (SELECT id, rank, nvtx_range, short_name,
+                              row_number() OVER (PARTITION BY rank, nvtx_range, short_name ORDER BY file_id, seq) AS k
                        FROM launch WHERE run = :run AND source = 'ncu'),
                  m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
-                       ON t.short_name = n.short_name AND t.nvtx_range IS n.nvtx_range AND t.k = n.k)
+                       ON t.short_name = n.short_name AND t.nvtx_range IS n.nvtx_range AND t.rank IS n.rank
+                          AND t.k = n.k)
             UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
             WHERE run = :run AND source = 'ncu'""", {"run": run, "tl": timeline[0]})
 

@@ -29,3 +29,39 @@ def test_migrations_are_idempotent(db):
     Store(db).close()
     with sqlite3.connect(db) as c:
         assert [r[0] for r in c.execute("SELECT version FROM schema_migrations")] == list(range(1, LATEST + 1))
+
+
+def test_a_version_2_database_migrates_to_ranks(db):
+    """A database written before ranks existed (migrations 1-2, one real report loaded)
+    gains `rank` (NULL) in every view and keeps its rows."""
+    from profkit.ingest import sha256_of
+    from profkit.parsers import nsys_sqlite
+    from profkit.schema import MIGRATIONS
+    from profkit.store import _statements, connect
+    from profdata import KNOWN_NSYS
+
+    c = connect(db)
+    c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+    for version, name, sql in MIGRATIONS[:2]:
+        for stmt in _statements(sql):
+            c.execute(stmt)
+        c.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (version, name))
+    rep = nsys_sqlite.parse(KNOWN_NSYS)
+    c.execute("INSERT INTO run (run, created_at) VALUES ('old', 'then')")
+    c.execute("INSERT INTO source_file (run, path, sha256, format, loaded_at, kernels, ranges, counters)"
+              " VALUES ('old', 'k', ?, 'nsys-sqlite', 'then', 166, 0, 0)", (sha256_of(KNOWN_NSYS),))
+    c.executemany("INSERT INTO launch (run, file_id, source, seq, kernel_name, duration_ns) VALUES ('old', 1, 'nsys', ?, ?, ?)",
+                  [(k[0], k[1], k[7]) for k in rep.kernels])
+    before = c.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
+    c.close()
+
+    s = Store(db)
+    try:
+        assert s.query("SELECT max(version) v FROM schema_migrations")[0]["v"] == LATEST == 3
+        after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
+        assert [r[:-1] for r in after] == before and {r[-1] for r in after} == {None}  # rank appended, NULL
+        assert s.query("SELECT count(*) n, count(rank) r FROM kernels") == [{"n": 166, "r": 0}]
+        for view in ("counters", "classifications"):
+            assert "rank" in [r[1] for r in s.conn.execute(f"PRAGMA table_info({view})")]
+    finally:
+        s.close()
