@@ -13,8 +13,43 @@ import sys
 from . import get, range_name
 
 
+def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
+    """Check one output against the operator's float64 reference; None when it has none.
+
+    Memory-bound ops follow kernels/_numerics.py (relative L2 error, baseline tolerance for
+    variants we do not own); GEMMs follow kernels/_gemm_common.py. A reference that needs
+    more than the state (fp8's scale mode) is not guessed at: no record.
+    """
+    import inspect
+
+    mod = sys.modules.get(w.setup.__module__)
+    outs = out if isinstance(out, tuple) else (out,)
+    if hasattr(mod, "reference_from_state"):
+        from ._numerics import rel_err, tolerance
+
+        ref = mod.reference_from_state(state)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        err = max(rel_err(o, r) for o, r in zip(outs, refs))
+        tol = tolerance(dtype, baseline=variant != "triton")
+        how = f"{mod.__name__}.reference_from_state, kernels/_numerics.py"
+    elif callable(getattr(mod, "reference", None)) and len(inspect.signature(mod.reference).parameters) == 1:
+        from ._gemm_common import check
+
+        ok, info = check(outs[0], mod.reference(state), dtype)
+        err, tol = info["rel_fro"], info["tol_rel_fro"]
+        how = f"{mod.__name__}.reference, kernels/_gemm_common.py"
+    else:
+        return None
+    return {"ok": bool(err <= tol), "rel_err": float(err), "tol": float(tol), "dtype": dtype,
+            "reference": f"float64 {how}"}
+
+
 def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = None,
-        dtype: str | None = None, iters: int = 3, warmup: int = 2, device: str = "cuda") -> list[str]:
+        dtype: str | None = None, iters: int = 3, warmup: int = 2, device: str = "cuda",
+        checks: dict | None = None) -> list[str]:
+    """Run each (variant, shape) in its NVTX range; with `checks`, record each range's
+    reference check there (range name -> record), computed after the range closes so the
+    profile holds none of its launches."""
     import torch
 
     w = get(op)
@@ -37,12 +72,18 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
             # and ncu's --nvtx-include "op/variant/shape/" (which reads '/' as nesting) matches it
             for part in name.split("/"):
                 torch.cuda.nvtx.range_push(part)
+            out = None
             for _ in range(iters):
-                fn(state)
+                out = fn(state)
             for _ in range(3):
                 torch.cuda.nvtx.range_pop()
             if device == "cuda":
                 torch.cuda.synchronize()
+            if checks is not None and out is not None:
+                rec = reference_check(w, state, variant, out, dtype)
+                if rec is not None:
+                    checks[name] = rec
+            del out
             ran.append(name)
         del state
     return ran
@@ -56,12 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype")
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--check-out", metavar="PATH",
+                   help="Check each variant's last output against the reference; write {range: record} JSON here.")
     a, rest = p.parse_known_args(argv)
     w = get(a.op)
     if getattr(w, "main", None) is not None:
         return w.main(rest) or 0
-    for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup):
+    checks: dict | None = {} if a.check_out else None
+    for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks):
         print(name, file=sys.stderr)
+    if a.check_out:
+        import json
+
+        with open(a.check_out, "w") as f:
+            json.dump(checks, f, indent=2, sort_keys=True)
     return 0
 
 

@@ -6,11 +6,13 @@ report per rank (run.rank0.nsys.sqlite, run.rank1.nsys.sqlite, ...): each rank k
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from . import parsers
 from .errors import BadInput, ProfkitError
 from .ingest import Loaded, ingest, rank_in_name
+from .store import Store
 
 # one file per format per run is enough: the nsys export beats its .nsys-rep (no nsys needed)
 _PREFERENCE = ("nsys-sqlite", "nsys-rep", "cupti-trace", "ncu-rep", "ncu-csv")
@@ -34,6 +36,21 @@ def report_files(folder: Path) -> list[Path]:
     return out
 
 
+def capture_meta(folder: Path) -> dict | None:
+    """What `profkit capture` recorded beside the reports (GPU, versions, command, the
+    workload's reference checks under `correctness`); merged into the run's meta."""
+    path = folder / "capture.json"
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text())
+    except ValueError as e:
+        raise BadInput(path, f"not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise BadInput(path, "not a JSON object")
+    return meta
+
+
 def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
     root = Path(root)
     if not root.is_dir():
@@ -42,7 +59,14 @@ def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         files = report_files(folder)
         if files:
+            meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
             out.extend(ingest(db, files, run=folder.name, on_file=on_file))
+            if meta:
+                s = Store(db)
+                try:
+                    s.set_run_meta(folder.name, meta)
+                finally:
+                    s.close()
     if not out:
         raise ProfkitError(f"{root}: no report files found (expected one folder per run)")
     return out

@@ -39,13 +39,25 @@ def find_tool(name: str, explicit: str | None = None) -> str:
     raise ToolMissing(f"{name} is not installed: put it on PATH, set ${env}, or pass --{name}-path PATH")
 
 
-def workload_command(workload: str, variants=(), shapes=(), python: str | None = None) -> list[str]:
+def workload_command(workload: str, variants=(), shapes=(), python: str | None = None,
+                     check_out: Path | None = None) -> list[str]:
     cmd = [python or sys.executable, "-m", "profkit.kernels.run", workload]
     for v in variants:
         cmd += ["--variant", v]
     for s in shapes:
         cmd += ["--shape", s]
+    if check_out:
+        cmd += ["--check-out", str(check_out)]
     return cmd
+
+
+def read_correctness(path: Path) -> dict | None:
+    """The workload's reference checks ({range: {ok, rel_err, tol, ...}}), None if it wrote none."""
+    try:
+        got = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) and got else None
 
 
 def nvtx_filters(workload: str | None, variants=(), shapes=(), include=()) -> list[str]:
@@ -137,9 +149,14 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
             clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None) -> Captured:
     if bool(workload) == bool(command):
         raise ProfkitError("give either a WORKLOAD name or -- COMMAND, not both")
-    cmd = command or workload_command(workload, variants, shapes)
     folder = Path(out) / run
     folder.mkdir(parents=True, exist_ok=True)
+    # a lab workload checks each variant against its float64 reference after its range
+    # closes; the record goes into the run meta as `correctness` (profkit compare reads it)
+    checks = folder.resolve() / "correctness.json" if workload else None
+    if checks:
+        checks.unlink(missing_ok=True)
+    cmd = command or workload_command(workload, variants, shapes, check_out=checks)
     tools: dict[str, str] = {}
     if use_nsys and tracer in ("nsys", "auto"):
         try:
@@ -183,6 +200,9 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         if not rep.exists():
             raise ToolFailed(f"ncu wrote no report ({rep} missing)")
         got.files.append(rep)
+    if checks and (record := read_correctness(checks)):
+        got.meta["correctness"] = record
+        checks.unlink()  # kept in capture.json
     (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
     return got
 

@@ -1,0 +1,51 @@
+"""The lab runner's reference check (what `profkit capture` records as `correctness`), on CPU."""
+import json
+
+import pytest
+import torch
+
+from profkit.kernels import get, run as runner
+
+
+def _state(op, shape, dtype="fp32"):
+    w = get(op)
+    p = dict(w.shapes[shape])
+    for key in ("tokens", "rows", "M"):
+        if key in p:
+            p[key] = 2
+    return w, w.setup(p, dtype, "cpu")
+
+
+@pytest.mark.parametrize("variant", ["eager", "triton"])
+def test_rmsnorm_outputs_pass(variant):
+    w, s = _state("rmsnorm", "llama8b-t4096")
+    rec = runner.reference_check(w, s, variant, w.variants[variant](s), "fp32")
+    assert rec["ok"] is True and rec["rel_err"] < 1e-5
+    assert rec["tol"] == (1e-5 if variant == "triton" else 1e-4)  # baselines get _numerics.BASELINE_TOL
+    assert "reference_from_state" in rec["reference"] and rec["dtype"] == "fp32"
+
+
+def test_a_wrong_output_fails():
+    w, s = _state("softmax", "scores-r32768-n4096")
+    out = w.variants["triton"](s)
+    out[0, :8] = 0.0  # a kernel that skipped a few elements
+    rec = runner.reference_check(w, s, "triton", out, "fp32")
+    assert rec["ok"] is False and rec["rel_err"] > rec["tol"]
+
+
+def test_gemm_uses_the_gemm_policy():
+    w, s = _state("matmul", "llama8b-qkv-m16", "fp32")
+    rec = runner.reference_check(w, s, "cublas", w.variants["cublas"](s), "fp32")
+    assert rec["ok"] is True and "_gemm_common" in rec["reference"]
+
+
+def test_run_records_each_range_after_it_closes(monkeypatch, tmp_path):
+    pushed = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: pushed.append(name))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: pushed.append(None))
+    checks = {}
+    ran = runner.run("swiglu", ["eager", "triton"], ["llama8b-t1"], "fp32", iters=2, warmup=0,
+                     device="cpu", checks=checks)
+    assert ran == ["swiglu/eager/llama8b-t1", "swiglu/triton/llama8b-t1"]
+    assert set(checks) == set(ran) and all(r["ok"] for r in checks.values())
+    assert pushed.count(None) == 6
