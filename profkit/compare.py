@@ -93,11 +93,6 @@ def compare(store: Store, before: str, after: str) -> list[Comparison]:
     """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:COMPONENT``) range by range."""
     sb, sa = selection.parse(before), selection.parse(after)
     pairs = selection.pair(store, sb, sa)
-    for run in dict.fromkeys((sb.run, sa.run)):
-        if not store.query("SELECT 1 FROM classifications WHERE run = ? LIMIT 1", (run,)):
-            from .classify import classify
-
-            classify(store, run)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
     return [_compare_pair(p, ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)) for p in pairs]
 
@@ -106,15 +101,46 @@ def rows(store: Store, before: str, after: str) -> list[dict]:
     return [c.row() for c in compare(store, before, after)]
 
 
+def timeline(store: Store, selector: str) -> list[dict]:
+    """Every launch of a selection, call by call: where in its call it started, how long it
+    ran, the idle gap before it on the GPU, and its label (the rows behind a side's time)."""
+    sel = selection.parse(selector)
+    groups = selection.groups(store, sel)
+    labels = _labels(store, sel.run)
+    out = []
+    for g in groups.values():
+        prev_end = None
+        for i, call in enumerate(selection.iterations(g.kernels)):
+            t0 = call[0]["start_ns"]
+            for k in call:
+                start = k["start_ns"]
+                out.append({"range": g.path, "call": i, "kernel": k["short_name"] or k["kernel_name"],
+                            "start_us": None if start is None or t0 is None else (start - t0) / 1e3,
+                            "duration_us": (k["duration_ns"] or 0) / 1e3,
+                            "gap_us": None if start is None or prev_end is None else (start - prev_end) / 1e3,
+                            "label": labels.get(k["kernel_id"]), "kernel_id": k["kernel_id"]})
+                prev_end = k["end_ns"]
+    return out
+
+
 # --- one side ------------------------------------------------------------------------------
+
+def _labels(store: Store, run: str) -> dict[int, str]:
+    """{kernel_id: label} of a run, classifying it first when it has no labels."""
+    rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
+    if not rows:
+        from .classify import classify
+
+        rows = classify(store, run)
+    return {r["kernel_id"]: r["label"] for r in rows}
+
 
 class _RunContext:
     """A run's labels, counters and correctness record, read once."""
 
     def __init__(self, store: Store, run: str):
         self.run = run
-        self.labels = {r["kernel_id"]: r["label"] for r in store.query(
-            "SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))}
+        self.labels = _labels(store, run)
         self.counters: dict[int, dict[str, float]] = {}
         for kid, metric, value in store.conn.execute(
                 "SELECT kernel_id, metric, value FROM counters WHERE run = ?", (run,)):

@@ -137,3 +137,19 @@ def test_bootstrap_band_from_ten_calls():
     assert "bootstrap" in method
     assert min(b) / max(a) < lo < 10.55 / 5.275 < hi < max(b) / min(a)
     assert noise_band(b, a) == ((lo, hi), method)  # fixed seed: the same band every time
+
+
+def test_timeline_of_a_side(db):
+    s = Store(db)
+    try:
+        rows = compare.timeline(s, f"{RMS}:eager")
+    finally:
+        s.close()
+    assert len(rows) == 24 and [r["call"] for r in rows[::8]] == [0, 1, 2]
+    first = rows[:8]
+    assert first[0]["kernel"] == "unrolled_elementwise_kernel" and first[0]["start_us"] == 0.0
+    assert first[0]["duration_us"] == pytest.approx(390.623)
+    assert first[1]["gap_us"] == pytest.approx(1.152)  # idle GPU between two eager kernels
+    # two tiny kernels per call (~1 us each) are launch overhead; the rest move DRAM
+    assert [r["label"] for r in first].count("launch_overhead") == 2
+    assert sum(r["duration_us"] for r in first) == pytest.approx(1703.2, abs=0.1)
