@@ -22,9 +22,17 @@ from .metrics import metric_names
 # environment variables that change what a profile shows
 RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
               "TRITON_INTERPRET", "TORCHINDUCTOR_MAX_AUTOTUNE", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF",
-              "NCCL_NVLS_ENABLE", "OMP_NUM_THREADS")
+              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
+# NVLink multicast stays off in everything capture launches: a program using it can take a
+# shared host's GPUs out of service. Forced, not defaulted.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 PERM_HELP = ("no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run as root, or set "
              "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' for the nvidia module and reload it")
+
+
+def launch_env(base: dict | None = None) -> dict:
+    """The environment of a launched profiler or workload: `base` (default ours) with SAFE_ENV."""
+    return {**(os.environ if base is None else base), **SAFE_ENV}
 
 
 def find_tool(name: str, explicit: str | None = None) -> str:
@@ -106,7 +114,7 @@ class Captured:
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
     meta: dict = {"command": cmd, "host": socket.gethostname(),
                   "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "env": {k: os.environ[k] for k in RESULT_ENV if k in os.environ}}
+                  "env": {k: v for k, v in launch_env().items() if k in RESULT_ENV}}
     meta.update(environment.gpu())
     v = environment.versions()
     meta.update(python=v.pop("python"), cuda=v.pop("cuda", None), **{f"{k}_version": x for k, x in v.items()})
@@ -127,7 +135,7 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
 def _run(args: list[str], what: str, progress=None) -> str:
     """Run a profiler; stream its output to `progress`; map failures to one clear error."""
     lines: list[str] = []
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launch_env()) as p:
         for line in p.stdout:  # type: ignore[union-attr]
             lines.append(line.rstrip("\n"))
             if progress:
@@ -181,7 +189,7 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         got.files.append(sqlite)
     elif use_nsys:
         trace = folder / f"{run}.cupti.jsonl"
-        env = dict(os.environ)
+        env = launch_env()
         inj = env.get("NVTX_INJECTION64_PATH") or _libcupti()
         if not inj:
             raise ToolMissing("CUPTI tracer: no libcupti found for NVTX_INJECTION64_PATH (pip install cupti-python)")

@@ -152,9 +152,11 @@ def kernels(db, run, top):
 @click.argument("profiles", default="profiles", type=click.Path(path_type=Path))
 @db_option
 @click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
+@click.option("--html", "html", default=".", show_default=True, type=click.Path(path_type=Path),
+              help="Folder for the roofline of each run (roofline-RUN.html).")
 @handled
-def analyse(profiles, db, top):
-    """The main job: load every run under PROFILES (one folder per run), summarise and classify it."""
+def analyse(profiles, db, top, html):
+    """The main job: load every run under PROFILES (one folder per run), summarise, classify it, draw its roofline."""
     from . import summary
     from .analyse import load_profiles
     from .store import Store
@@ -176,6 +178,10 @@ def analyse(profiles, db, top):
                 FROM classifications c JOIN kernels k USING (kernel_id)
                 WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
                 f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
+        from .roofline import write_all
+
+        out.print(_table([{"run": w["run"], "roofline": w["path"] or "-", "note": w["why"]} for w in write_all(s, html)],
+                         "rooflines (open in a browser; profkit roofline --help for before/after arrows)"))
     finally:
         s.close()
 
@@ -196,9 +202,12 @@ def analyse(profiles, db, top):
 @click.option("--clock-control", default="none", show_default=True, help="ncu --clock-control.")
 @click.option("--nsys-path", "nsys_path", default=None, help="Path to nsys (else $NSYS, else PATH).")
 @click.option("--ncu-path", "ncu_path", default=None, help="Path to ncu (else $NCU, else PATH).")
+@click.option("--ranks", "ranks", is_flag=True,
+              help="COMMAND is a torchrun job: one nsys report per rank, loaded with its rank; ncu only on --ncu-ranks.")
+@click.option("--ncu-ranks", default="", metavar="0,1", help="With --ranks: ranks to run ncu on (NCCL kernels skipped).")
 @handled
 def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, variant, shape, tracer,
-            clock_control, nsys_path, ncu_path):
+            clock_control, nsys_path, ncu_path, ranks, ncu_ranks):
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports."""
     from rich.progress import Progress
 
@@ -207,8 +216,15 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
     from .ingest import ingest as do_ingest
     from .store import Store
 
-    workload = target[0] if len(target) == 1 and target[0] in registry.workloads() else None
+    workload = target[0] if len(target) == 1 and target[0] in registry.workloads() and not ranks else None
     command = None if workload else list(target)
+    if ranks:
+        from .capture_ranks import capture_ranks, parse_ranks, split_launcher, worker_name
+
+        run = run or worker_name(split_launcher(command)[1])
+        on_ranks = parse_ranks(ncu_ranks)
+    elif ncu_ranks:
+        raise ProfkitError("--ncu-ranks needs --ranks")
     run = run or (workload or Path(command[0]).stem)
     with Progress(transient=True) as bar:
         task = bar.add_task("ncu replay", total=None)
@@ -219,13 +235,18 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
                 parts = line.split('"')
                 bar.update(task, description="ncu: " + (parts[1] if len(parts) > 2 else "kernel"))
 
-        got = do_capture(workload, command, run, out, variants=variant, shapes=shape, use_nsys=use_nsys,
-                         use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
-                         clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress)
+        if ranks:
+            got = capture_ranks(command, run, out, ncu_ranks=on_ranks, use_nsys=use_nsys, metrics=metrics,
+                                include=nvtx_include, clock_control=clock_control, nsys=nsys_path, ncu=ncu_path,
+                                progress=progress)
+        else:
+            got = do_capture(workload, command, run, out, variants=variant, shapes=shape, use_nsys=use_nsys,
+                             use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
+                             clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress)
     db = db or default_db()
     for r in do_ingest(db, got.files, run=run):
         out_line = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
-        click.echo(f"{r.path} -> run {r.run}: {out_line}")
+        click.echo(f"{r.path} -> run {r.run}{'' if r.rank is None else ' rank ' + str(r.rank)}: {out_line}")
     s = Store(db)
     try:
         s.set_run_meta(run, got.meta)

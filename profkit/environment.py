@@ -34,3 +34,21 @@ def versions() -> dict:
         if mod == "torch":
             out["cuda"] = m.version.cuda
     return out
+
+
+def gpus() -> dict:
+    """Every GPU (index, name, UUID, PCI bus) and their links (`nvidia-smi topo -m`): where
+    the ranks of a multi-process run ran. {} where there is no nvidia-smi."""
+    out: dict = {}
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        if q.returncode == 0 and q.stdout.strip():
+            out["gpus"] = [dict(zip(("index", "name", "uuid", "pci_bus_id"), [x.strip() for x in line.split(",")]))
+                           for line in q.stdout.strip().splitlines()]
+        t = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
+        if t.returncode == 0 and t.stdout.strip():
+            out["topology"] = t.stdout.rstrip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return out
