@@ -52,6 +52,8 @@ def _discover() -> None:
         w = getattr(mod, "WORKLOAD", None)
         if isinstance(w, Workload):
             register(w)
+        for w in getattr(mod, "WORKLOADS", ()):  # a module holding several scenarios (e2e)
+            register(w)
 
 
 def workloads() -> dict[str, Workload]:

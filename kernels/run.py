@@ -70,12 +70,13 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
             name = range_name(op, variant, shape)
             # nested push/pop ranges op > variant > shape: the NVTX path reads op/variant/shape,
             # and ncu's --nvtx-include "op/variant/shape/" (which reads '/' as nesting) matches it
-            for part in name.split("/"):
+            parts = name.split("/")  # op names may nest too (e2e/prefill)
+            for part in parts:
                 torch.cuda.nvtx.range_push(part)
             out = None
             for _ in range(iters):
                 out = fn(state)
-            for _ in range(3):
+            for _ in parts:
                 torch.cuda.nvtx.range_pop()
             if device == "cuda":
                 torch.cuda.synchronize()
