@@ -152,8 +152,8 @@ def kernels(db, run, top):
 @click.argument("profiles", default="profiles", type=click.Path(path_type=Path))
 @db_option
 @click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
-@click.option("--html", "html", default=".", show_default=True, type=click.Path(path_type=Path),
-              help="Folder for the roofline of each run (roofline-RUN.html).")
+@click.option("--html", "html", default="roofline.html", show_default=True, type=click.Path(path_type=Path),
+              help="HTML file for the rooflines of all runs (one figure per run).")
 @handled
 def analyse(profiles, db, top, html):
     """The main job: load every run under PROFILES (one folder per run), summarise, classify it, draw its roofline."""
@@ -178,10 +178,11 @@ def analyse(profiles, db, top, html):
                 FROM classifications c JOIN kernels k USING (kernel_id)
                 WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
                 f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
-        from .roofline import write_all
+        from .roofline import write_runs
 
-        out.print(_table([{"run": w["run"], "roofline": w["path"] or "-", "note": w["why"]} for w in write_all(s, html)],
-                         "rooflines (open in a browser; profkit roofline --help for before/after arrows)"))
+        drawn = write_runs(s, html)
+        out.print(_table([{"run": w["run"], "points": w["points"], "note": w["why"]} for w in drawn],
+                         f"rooflines in {html} (open it in a browser; `profkit roofline --help` for before/after arrows)"))
     finally:
         s.close()
 
@@ -318,6 +319,92 @@ def compare(before, after, db, as_json):
     out.print(t)
     methods = dict.fromkeys(r["band_method"] for r in got)
     out.print("band: " + "; ".join(methods) + ". Method: docs/compare.md")
+
+
+@cli.command()
+@db_option
+@click.option("--run", default=None, metavar="A", help="Run, or RUN:COMPONENT (e.g. myrun:eager); default: the newest run.")
+@click.option("--compare", default=None, metavar="B", help="Draw an arrow from each NVTX range of A to the same range of B.")
+@click.option("--by", type=click.Choice(["kernel", "range"]), default="kernel", show_default=True,
+              help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).")
+@click.option("--chain", default=None, metavar="auto|P1,P2,...",
+              help="Join ranges in order with arrows: 'auto' (capture order) or NVTX paths / variant names.")
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
+@handled
+def roofline(db, run, compare, by, chain, output):
+    """Hierarchical roofline (DRAM, L2, L1) of a run as one self-contained HTML file."""
+    from . import roofline as rl
+    from .errors import BadArgument
+    from .store import Store
+
+    if compare and chain:
+        raise BadArgument("--compare and --chain draw different arrows: choose one")
+    steps = None if chain is None else ("auto" if chain == "auto" else [c for c in chain.split(",") if c])
+    s = Store(db)
+    try:
+        r = rl.collect(s, run, compare, by, steps)
+    finally:
+        s.close()
+    path = rl.write_html(rl.figure(r), output)
+    click.echo(f"{path}: {sum(1 for _ in rl._drawn(r))} points, {len(r.arrows)} arrows")
+    for note in r.notes:
+        click.echo(f"  {note}")
+
+
+@cli.command()
+@db_option
+@click.option("--run", default=None, help="Run (default: the newest).")
+@click.option("--steps", "step_pattern", default=None, metavar="REGEX",
+              help="NVTX ranges that are steps (default: '^step[ _#:-]*\\d+$', e.g. 'step 3').")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole analysis as JSON.")
+@click.option("--html", default=None, type=click.Path(path_type=Path),
+              help="Also write per-rank stacked bars per step to this self-contained HTML file.")
+@handled
+def ranks(db, run, step_pattern, as_json, html):
+    """Per rank and step: compute, NCCL communication, hidden communication, idle; stragglers."""
+    from . import ranks as rk
+    from .store import Store
+
+    s = Store(db)
+    try:
+        r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
+    finally:
+        s.close()
+    if html:
+        rk.write_html(rk.figure(r), html)
+    if as_json:
+        click.echo(json.dumps(r.as_dict(), indent=2))
+        return
+    out.print(_table(rk.table_rows(r), f"run {r.run}: GPU time per step and rank (us)"))
+    if len(r.ranks) > 1:
+        out.print(_table([{k: (v / 1e3 if k.endswith("_ns") and v is not None else v) for k, v in p.items()}
+                          for p in r.per_step], "stragglers per step (_ns columns in us)"))
+    for p in r.per_rank:
+        hidden = "" if p["hidden_comm_pct"] is None else f", {p['hidden_comm_pct']:.0f} % of NCCL hidden under compute"
+        out.print(f"rank {p['rank']}: compute {p['compute_ns'] / 1e6:.3f} ms, NCCL {p['comm_ns'] / 1e6:.3f} ms{hidden}, "
+                  f"idle {p['idle_ns'] / 1e6:.3f} ms, waited {p['wait_ns'] / 1e6:.3f} ms for other ranks "
+                  f"over {p['steps']} steps")
+    if r.slowest_rank is not None:
+        n = next(p["slowest_in_steps"] for p in r.per_rank if p["rank"] == r.slowest_rank)
+        out.print(f"slowest rank: {r.slowest_rank} (the others waited for it in {n} of {len(r.per_step)} steps)")
+    for note in r.notes:
+        out.print(f"note: {note}")
+    if html:
+        out.print(f"{html}: per-rank bars per step")
+
+
+@cli.command()
+@db_option
+@click.option("--parquet", "directory", required=True, type=click.Path(path_type=Path),
+              help="Folder to write VIEW/run=R/rank=N/part-0.parquet into.")
+@click.option("--run", default=None, help="Only this run (default: every run).")
+@handled
+def export(db, directory, run):
+    """Write the views runs, kernels, counters, classifications as Parquet partitioned by run and rank."""
+    from .export import export_parquet
+
+    for view, n in export_parquet(db or default_db(), directory, run).items():
+        click.echo(f"{directory / view}: {n} rows")
 
 
 def main():

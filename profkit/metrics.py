@@ -28,6 +28,9 @@ METRICS: tuple[Metric, ...] = (
     _m("duration", "gpu__time_duration.sum", "kernel duration"),
     _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran"),
     _m("dram_clock", "dram__cycles_elapsed.avg.per_second", "DRAM clock while the kernel ran"),
+    # the L2 and L1 roofline ceilings need their own clocks (ncu's hierarchical roofline uses these)
+    _m("l2_clock", "lts__cycles_elapsed.avg.per_second", "L2 clock while the kernel ran", "roofline"),
+    _m("l1_clock", "l1tex__cycles_elapsed.avg.per_second", "L1/TEX clock while the kernel ran", "roofline"),
     # speed of light (ncu SpeedOfLight section)
     _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak"),
     _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)"),
@@ -82,8 +85,14 @@ METRICS: tuple[Metric, ...] = (
     _m("tensor_ops_fp16_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum", "tensor FLOPs, fp16 inputs, fp16 accumulate", "roofline"),
     _m("tensor_ops_fp8", "sm__ops_path_tensor_src_fp8.sum", "tensor FLOPs, fp8 inputs"),
     _m("tensor_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "tensor FLOPs, tf32 inputs", "roofline"),
-    _m("tensor_ops_bf16_peak", "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained", "bf16 tensor FLOPs per cycle at peak"),
-    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at peak", "roofline"),
+    _m("tensor_ops_bf16_peak", "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained", "bf16 tensor FLOPs per cycle at the 2:4-sparse peak (dense: half; docs/roofline.md)"),
+    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)", "roofline"),
+    _m("tensor_ops_fp16_peak", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained", "fp16 tensor FLOPs per cycle at peak", "roofline"),
+    _m("tensor_ops_tf32_peak", "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained", "tf32 tensor FLOPs per cycle at peak", "roofline"),
+    _m("dadd", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "FP64 adds", "roofline"),
+    _m("dmul", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "FP64 multiplies", "roofline"),
+    _m("dfma", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "FP64 fused multiply-adds (2 FLOPs)", "roofline"),
+    _m("dfma_peak", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", "FP64 FMA thread instructions per cycle at peak", "roofline"),
 )
 
 BY_SHORT: dict[str, Metric] = {m.short: m for m in METRICS}

@@ -1,0 +1,240 @@
+"""The roofline on the real H200 captures shipped in profiles/ (ncu roofline metric set)."""
+import importlib
+import lzma
+import re
+import shutil
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from profkit import roofline as rl
+from profkit.analyse import load_profiles
+from profkit.cli import cli
+from profkit.ingest import ingest
+from profkit.metrics import lookup
+from profkit.store import Store
+from profdata import DATA, PROFILES
+
+MATMUL = "matmul-llama8b-qkv-m4096"
+RMSNORM = "rmsnorm-llama8b-t32768"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("roof") / "p.db")
+    load_profiles(PROFILES, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(db):
+    s = Store(db)
+    yield s
+    s.close()
+
+
+def _model(op, shape):
+    w = importlib.import_module(f"profkit.kernels.{op}").WORKLOAD
+    return w.model(w.shapes[shape], "bf16")
+
+
+def _point(points, path, kind="kernel"):
+    return next(p for p in points if p.path == path and p.kind == kind)
+
+
+def test_tensor_flops_of_the_cublas_gemm_match_the_model(store):
+    # ops_path counts FLOPs (an HMMA FMA is 2): the 4096x6144x4096 qkv GEMM is exactly 2*M*N*K
+    model = _model("matmul", "llama8b-qkv-m4096")
+    assert model["flops"] == 2 * 4096 * 6144 * 4096
+    r = rl.collect(store, MATMUL)
+    gemm = _point(r.points, "matmul/cublas/llama8b-qkv-m4096")
+    assert gemm.flops == {"bf16_tensor": pytest.approx(model["flops"], rel=0.01)}
+    assert gemm.calls == 3 and gemm.precision == "bf16_tensor"
+    # every variant of the ladder does the same work
+    for v in ("tiled", "autotuned", "persistent_tma"):
+        assert _point(r.points, f"matmul/{v}/llama8b-qkv-m4096").total_flops == pytest.approx(model["flops"], rel=0.01)
+
+
+def test_dram_bytes_of_triton_rmsnorm_are_the_model_minimum(store):
+    # minimum HBM traffic: read x, write y, read w = 536.9 MB. ncu flushes the caches before
+    # each pass, so reads are cold; the last ~27 MB of y can still sit dirty in the 60 MB L2
+    # when the kernel ends, so the counter reads up to 6 % under the model, never above +2 %
+    model = _model("rmsnorm", "llama8b-t32768")
+    p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/llama8b-t32768")
+    ratio = p.bytes["dram"] / model["bytes"]
+    assert 0.94 <= ratio <= 1.02, ratio
+    assert p.label == "dram"
+
+
+def test_ceilings_come_from_the_reports_peaks(store):
+    r = rl.collect(store, MATMUL, results=DATA / "none")  # no measured ceilings
+    c = {x.key: x.value for x in r.ceilings}
+    counters = rl._counters(store, MATMUL)
+    sm = sorted(lookup(v, "sm_clock") for v in counters.values())
+    dram_hz = sorted(lookup(v, "dram_clock") for v in counters.values())
+    med = lambda xs: (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if len(xs) % 2 == 0 else xs[len(xs) // 2]  # noqa: E731
+    # H200 report: per-cycle peaks x the clock the kernels ran at (median over the run's 12 launches)
+    assert c["dram"] == pytest.approx(1504 * med(dram_hz))                 # dram__bytes.sum.peak_sustained
+    assert c["dram"] == pytest.approx(4.81e12, rel=0.01)                   # the datasheet's 4.8 TB/s
+    assert c["bf16_tensor"] == pytest.approx(1081344 / 2 * med(sm))        # ops_path peak is the sparse rate
+    assert c["fp8_tensor"] == pytest.approx(2162688 / 2 * med(sm))
+    assert c["fp32"] == pytest.approx(528 * 32 * 2 * med(sm))              # FMA pipe warp inst/cycle
+    assert c["l1"] == pytest.approx(67584 * med(sm))                       # L1 in the SM: SM clock
+    assert "l2" not in c  # no lts__cycles_elapsed in these reports: no L2 ceiling, and the figure says so
+    assert any("no L2 ceiling" in n for n in r.notes)
+    assert not any(x.measured for x in r.ceilings)
+
+
+def test_dense_tensor_peak_is_half_the_ncu_peak_metric(store):
+    # achieved tensor FLOP/s over (peak_sustained x clock), times two, is ncu's tensor-pipe
+    # utilisation on every GEMM launch shipped: the dense pipe does half the metric's rate
+    counters = rl._counters(store, MATMUL)
+    full = {k: dict(v) for k, v in counters.items()}
+    rows = store.query("SELECT kernel_id, value FROM counters WHERE run = ? AND metric = "
+                       "'sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg."
+                       "pct_of_peak_sustained_elapsed'", (MATMUL,))
+    assert len(rows) == 12
+    for row in rows:
+        c = full[row["kernel_id"]]
+        achieved = rl.work(c)["bf16_tensor"] / (lookup(c, "duration") * 1e-9)
+        dense = rl.rates(c)["bf16_tensor"][0]
+        assert 100 * achieved / dense == pytest.approx(row["value"], abs=0.3)
+
+
+def test_measured_peaks_only_for_the_same_gpu(store, tmp_path):
+    r = rl.collect(store, MATMUL)
+    measured = {c.key: c.value for c in r.ceilings if c.measured}
+    # benchmarks/results: copy 4249 GB/s, cuBLAS bf16 808 TFLOP/s, _scaled_mm fp8 1355 TFLOP/s (H200)
+    assert measured["dram"] == pytest.approx(4249e9, rel=0.001)
+    assert measured["bf16_tensor"] == pytest.approx(808.4e12, rel=0.001)
+    assert measured["fp8_tensor"] == pytest.approx(1354.6e12, rel=0.001)
+    assert rl.measured_peaks("NVIDIA H100 80GB HBM3") == []
+
+
+def test_percent_of_roofline_of_the_gemm_is_its_tensor_pipe_share(store):
+    p = _point(rl.collect(store, MATMUL).points, "matmul/cublas/llama8b-qkv-m4096")
+    assert p.binding == "bf16_tensor"
+    assert p.roofline_pct == pytest.approx(91.4, abs=0.3)
+
+
+def test_html_is_self_contained(store, tmp_path):
+    path = rl.write_html(rl.build(store, RMSNORM), tmp_path / "r.html")
+    text = path.read_text()
+    assert len(text) > 3_000_000  # plotly.js (several MB) is inline
+    assert re.search(r"\* plotly\.js v\d", text) and "Plotly.newPlot" in text  # the bundle's own header
+    assert not re.search(r"<script[^>]*\ssrc=", text)  # nothing loaded from a CDN or a file beside it
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_compare_draws_one_arrow_per_paired_range(store):
+    for by in ("kernel", "range"):
+        r = rl.collect(store, f"{RMSNORM}:eager", f"{RMSNORM}:triton", by=by)
+        assert [a.key for a, _ in r.arrows] == ["rmsnorm/llama8b-t32768"]
+        before, after = r.arrows[0]
+        assert (before.side, after.side) == ("before", "after")
+        # eager: 8 kernels a call, 1.66 ms; Triton: one kernel, 0.136 ms
+        assert before.time_ns / after.time_ns == pytest.approx(12.2, rel=0.05)
+        assert after.intensity("dram") > before.intensity("dram")
+        fig = rl.figure(r)
+        arrows = [a for a in fig.layout.annotations if a.showarrow]
+        assert len(arrows) == 1
+        # annotations on log axes take log10 coordinates
+        assert arrows[0].x == pytest.approx(__import__("math").log10(after.intensity("dram")))
+        assert arrows[0].axref == "x" and arrows[0].ayref == "y"
+
+
+def _second_copy(tmp_path, folder):
+    """The same capture under different bytes (recompressed, another header): a second run."""
+    out = tmp_path / "copy"
+    out.mkdir()
+    for f in folder.iterdir():
+        if f.name.endswith(".ncu-rep.xz"):
+            (out / f.name).write_bytes(lzma.compress(lzma.decompress(f.read_bytes()), preset=1))
+        elif f.name.endswith(".nsys.sqlite"):
+            shutil.copy(f, out / f.name)
+            conn = sqlite3.connect(out / f.name)
+            conn.execute("PRAGMA user_version = 7")
+            conn.close()
+    return sorted(out.iterdir())
+
+
+def test_compare_two_runs(tmp_path):
+    path = str(tmp_path / "two.db")
+    ingest(path, sorted(p for p in (PROFILES / RMSNORM).iterdir() if "nsys" in p.name or "ncu" in p.name), run="a")
+    ingest(path, _second_copy(tmp_path, PROFILES / RMSNORM), run="b")
+    s = Store(path)
+    try:
+        assert len(rl.collect(s, "a", "b", by="range").arrows) == 2
+        assert len(rl.collect(s, "a:eager", "b:triton").arrows) == 1
+    finally:
+        s.close()
+
+
+def test_chain_joins_steps_in_order(store):
+    r = rl.collect(store, MATMUL, chain="auto")
+    order = [p.path.split("/")[1] for p in r.points]
+    assert order == ["cublas", "tiled", "autotuned", "persistent_tma"]  # capture order
+    assert len(r.arrows) == 3 and all(a.kind == "range" for a, _ in r.arrows)
+    r = rl.collect(store, MATMUL, chain=["tiled", "matmul/persistent_tma/llama8b-qkv-m4096"])
+    assert [p.path.split("/")[1] for p in r.points] == ["tiled", "persistent_tma"]
+    fig = rl.build(store.path, MATMUL, chain=["tiled", "persistent_tma"])
+    assert len([a for a in fig.layout.annotations if a.showarrow]) == 1
+    # a plain sqlite3 connection works too (notebooks, other tools)
+    conn = sqlite3.connect(store.path)
+    try:
+        assert rl.build(conn, MATMUL, chain="auto").layout.meta["arrows"] == 3
+    finally:
+        conn.close()
+
+
+def test_by_range_aggregates_time_weighted(store):
+    kernels = rl.collect(store, f"{RMSNORM}:eager").points
+    (rng,) = rl.collect(store, f"{RMSNORM}:eager", by="range").points
+    assert rng.time_ns == pytest.approx(sum(p.time_ns for p in kernels))
+    assert rng.bytes["dram"] == pytest.approx(sum(p.bytes["dram"] for p in kernels))
+    assert rng.flop_rate == pytest.approx(sum(p.total_flops for p in kernels) / (rng.time_ns * 1e-9))
+    assert len(kernels) == 8 and rng.calls == 3
+
+
+def test_cli_roofline_writes_html(db, tmp_path):
+    out = tmp_path / "x.html"
+    r = CliRunner().invoke(cli, ["roofline", "--db", db, "--run", f"{RMSNORM}:eager",
+                                 "--compare", f"{RMSNORM}:triton", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "1 arrows" in r.output and out.stat().st_size > 3_000_000
+    r = CliRunner().invoke(cli, ["roofline", "--db", db, "--run", MATMUL, "--chain", "auto", "-o", str(out)])
+    assert r.exit_code == 0 and "3 arrows" in r.output, r.output
+
+
+@pytest.mark.parametrize("args, code, text", [
+    (["--run", "nope"], 5, "no run 'nope'"),
+    (["--run", f"{RMSNORM}:nope"], 2, "no profiled kernels"),
+    (["--run", RMSNORM, "--compare", "softmax-r32768-n4096"], 2, "share no NVTX range"),
+    (["--run", MATMUL, "--chain", "bogus"], 2, "chain step 'bogus'"),
+    (["--run", MATMUL, "--chain", "auto", "--compare", MATMUL], 2, "choose one"),
+])
+def test_cli_errors_are_one_line(db, tmp_path, args, code, text):
+    r = CliRunner().invoke(cli, ["roofline", "--db", db, *args, "-o", str(tmp_path / "e.html")])
+    assert r.exit_code == code, r.output
+    assert text in r.output and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+    assert not (tmp_path / "e.html").exists()
+
+
+def test_run_without_counters_is_one_clear_line(tmp_path):
+    path = str(tmp_path / "t.db")
+    ingest(path, [DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"], run="timeline")
+    r = CliRunner().invoke(cli, ["roofline", "--db", path, "--run", "timeline", "-o", str(tmp_path / "e.html")])
+    assert r.exit_code == 2
+    assert r.output.strip() == ("profkit: run 'timeline' has no Nsight Compute counters: load its .ncu-rep "
+                                "(profkit ingest) or capture with `profkit capture --metrics roofline`")
+    assert not (tmp_path / "e.html").exists()
+
+
+def test_write_runs_one_file_for_all_runs(store, tmp_path):
+    rows = rl.write_runs(store, tmp_path / "roofline.html")
+    assert {r["run"] for r in rows} == set(store.runs())
+    assert all(r["points"] for r in rows)
+    text = (tmp_path / "roofline.html").read_text()
+    assert text.count("Plotly.newPlot") == len(rows)
+    assert not re.search(r"<script[^>]*\ssrc=", text)
