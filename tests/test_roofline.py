@@ -89,17 +89,19 @@ def test_ceilings_come_from_the_reports_peaks(store):
 def test_dense_tensor_peak_is_half_the_ncu_peak_metric(store):
     # achieved tensor FLOP/s over (peak_sustained x clock), times two, is ncu's tensor-pipe
     # utilisation on every GEMM launch shipped: the dense pipe does half the metric's rate
-    counters = rl._counters(store, MATMUL)
-    full = {k: dict(v) for k, v in counters.items()}
-    rows = store.query("SELECT kernel_id, value FROM counters WHERE run = ? AND metric = "
-                       "'sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg."
-                       "pct_of_peak_sustained_elapsed'", (MATMUL,))
-    assert len(rows) == 12
-    for row in rows:
-        c = full[row["kernel_id"]]
-        achieved = rl.work(c)["bf16_tensor"] / (lookup(c, "duration") * 1e-9)
-        dense = rl.rates(c)["bf16_tensor"][0]
-        assert 100 * achieved / dense == pytest.approx(row["value"], abs=0.3)
+    checked = 0
+    for run in (MATMUL, "known"):
+        counters = rl._counters(store, run)
+        rows = store.query("SELECT kernel_id, value FROM counters WHERE run = ? AND metric = "
+                           "'sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg."
+                           "pct_of_peak_sustained_elapsed' AND value > 50", (run,))
+        for row in rows:
+            c = counters[row["kernel_id"]]
+            achieved = rl.work(c)["bf16_tensor"] / (lookup(c, "duration") * 1e-9)
+            dense = rl.rates(c)["bf16_tensor"][0]
+            assert 100 * achieved / dense == pytest.approx(row["value"], abs=0.01)
+            checked += 1
+    assert checked == 15  # 12 lab GEMM launches + 3 cuBLAS launches of profiles/known
 
 
 def test_measured_peaks_only_for_the_same_gpu(store, tmp_path):
