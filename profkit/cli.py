@@ -407,6 +407,39 @@ def export(db, directory, run):
         click.echo(f"{directory / view}: {n} rows")
 
 
+@cli.command()
+@db_option
+@click.option("--run", default=None, help="Run (default: the newest).")
+@click.option("--range", "prefix", default=None, metavar="PATH", help="Only NVTX paths equal to or under PATH.")
+@click.option("--ops", "scopes", multiple=True, metavar="PATH",
+              help="Operator shares of the kernel time under PATH, by innermost range (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print {ranges: [...], operators: {PATH: [...]}} as JSON.")
+@handled
+def timeline(db, run, prefix, scopes, as_json):
+    """Per NVTX range: GPU window, busy, idle (launch overhead) per instance; operator shares."""
+    from . import timeline as tl
+    from .store import Store
+
+    s = Store(db)
+    try:
+        run = s.require_run(run)
+        rows = tl.ranges(s, run, prefix)
+        ops = {scope: tl.operators(s, run, scope) for scope in scopes}
+    finally:
+        s.close()
+    if as_json:
+        click.echo(json.dumps({"run": run, "ranges": rows, "operators": ops}, indent=2))
+        return
+    out.print(_table([{"range": r["path"], "instances": r["instances"], "kernels/inst": r["kernels_per_instance"],
+                       "launch calls/inst": r["launch_calls_per_instance"], "window us/inst": r["window_us_per_instance"],
+                       "busy us/inst": r["busy_us_per_instance"], "idle us/inst": r["idle_us_per_instance"],
+                       "idle %": r["idle_pct"]} for r in rows], f"GPU time per NVTX range, run {run}"))
+    for scope, got in ops.items():
+        out.print(_table([{"operator": o["operator"], "kernels": o["kernels"], "kernel us": o["kernel_ns"] / 1e3,
+                           "share %": o["share_pct"], "top kernel": o["top_kernel"]} for o in got],
+                         f"operator shares under {scope}"))
+
+
 def main():
     cli()
 
