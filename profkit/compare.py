@@ -11,9 +11,10 @@ Method (docs/compare.md says the same for readers):
   BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
 - Label of a side: the classify label holding most of its GPU time (classify runs first if
   the run has no labels).
-- % of roofline of a side: sum over its kernels of the roofline's lower-bound time (the
-  slowest of DRAM bytes / DRAM peak and FLOPs / the peak of their precision) over the sum of
-  their measured times (ncu's own duration, the one its counters were taken over).
+- % of roofline of a side: sum over its kernels of the roofline's lower-bound time
+  (profkit.roofline.roof_time_ns: the slowest of each memory level's bytes at its peak and
+  each precision's FLOPs at its peak) over the sum of their measured times (ncu's own
+  duration, the one its counters were taken over).
 - Verdict: `rejected` when the median speed-up is <= 1 or the after side failed its
   reference check; else `supported` when nothing is missing; else `caveated`, with each
   missing thing named: a band that reaches 1, a side with one call, no correctness record for
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import selection
 from .metrics import lookup
+from .roofline import roof_time_ns  # one definition of the ceilings: the roofline's
 from .store import Store
 
 BOOTSTRAP_MIN_CALLS = 10
@@ -190,29 +192,6 @@ def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
     byts = [lookup(c, "dram_bytes") for c in have]
     if all(b is not None for b in byts) and side.calls:
         side.dram_bytes_per_call = sum(byts) / side.calls
-
-
-# Stopgap until profkit.roofline lands: the same lower bound the roofline draws. Swap this
-# for roofline's per-kernel numbers (one definition of the ceilings, not two).
-def roof_time_ns(c: dict[str, float]) -> tuple[float, str] | None:
-    """(lower-bound time in ns, binding ceiling) of one kernel from its counters and peaks."""
-    sm_hz, dram_hz = lookup(c, "sm_clock"), lookup(c, "dram_clock")
-    bytes_, bytes_peak = lookup(c, "dram_bytes"), lookup(c, "dram_bytes_peak")
-    if not (sm_hz and dram_hz and bytes_ is not None and bytes_peak):
-        return None
-    bounds = {"dram": bytes_ / (bytes_peak * dram_hz) * 1e9}
-    fp32 = sum(lookup(c, k) or 0 for k in ("fadd", "fmul")) + 2 * (lookup(c, "ffma") or 0)
-    fma_peak = lookup(c, "ffma_peak")
-    if fp32 and fma_peak:  # warp FMA instructions per cycle x 32 threads x 2 FLOPs
-        bounds["fp32"] = fp32 / (fma_peak * 32 * 2 * sm_hz) * 1e9
-    for ops, peak, name in (("tensor_ops_bf16", "tensor_ops_bf16_peak", "bf16_tensor"),
-                            ("tensor_ops_fp16", "tensor_ops_bf16_peak", "fp16_tensor"),
-                            ("tensor_ops_fp8", "tensor_ops_fp8_peak", "fp8_tensor")):
-        n, p = lookup(c, ops), lookup(c, peak)
-        if n and p:
-            bounds[name] = n / (p * sm_hz) * 1e9
-    name = max(bounds, key=bounds.get)
-    return bounds[name], name
 
 
 # --- the pair ------------------------------------------------------------------------------

@@ -67,9 +67,12 @@ def test_other_memory_bound_pairs(db, run, before, after, speedup, label):
 
 
 def test_matmul_ladder_is_rejected_against_cublas(db):
-    for after, speedup in (("tiled", 0.836), ("persistent_tma", 0.837)):
+    for after, speedup, pct in (("tiled", 0.836, 72.6), ("persistent_tma", 0.837, 88.5)):
         (row,) = _json(db, f"{MM}:cublas", f"{MM}:{after}")
         assert row["speedup"] == pytest.approx(speedup, abs=0.001)
+        # % of the dense bf16 tensor roof (profkit.roofline): equals ncu's tensor-pipe utilisation
+        assert row["roofline_pct_before"] == pytest.approx(91.4, abs=0.1)
+        assert row["roofline_pct_after"] == pytest.approx(pct, abs=0.1)
         assert row["speedup_high"] < 1
         assert row["label_before"] == row["label_after"] == "tensor_core"
         assert row["before_detail"]["roof"] == "bf16_tensor"
