@@ -27,10 +27,9 @@ def test_rmsnorm_outputs_pass(variant):
 
 def test_a_wrong_output_fails():
     w, s = _state("softmax", "scores-r32768-n4096")
-    out = w.variants["triton"](s)
-    out[0, :8] = 0.0  # a kernel that skipped a few elements
+    out = w.variants["triton"](s) * 1.001  # off by 0.1 %: a hundred times the fp32 tolerance
     rec = runner.reference_check(w, s, "triton", out, "fp32")
-    assert rec["ok"] is False and rec["rel_err"] > rec["tol"]
+    assert rec["ok"] is False and rec["rel_err"] == pytest.approx(1e-3, rel=1e-2) and rec["tol"] == 1e-5
 
 
 def test_gemm_uses_the_gemm_policy():
