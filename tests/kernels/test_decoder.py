@@ -235,3 +235,24 @@ def test_e2e_workloads_run_on_cpu_at_tiny_size():
     assert rel_err(outs["eager"][2], outs["eager"][0]) < 1e-6  # wrapped to the context: same step again
     assert e2e._runner(s, "graph_lab").graph and e2e._runner(s, "graph_lab").lab == D.LAB
     assert e2e._runner(s, "graph").lab == D.EAGER
+
+
+def test_benchmark_selftest(tmp_path):
+    """benchmarks/e2e.py --selftest: the device script's Python on the CPU (tiny config, fp32)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "e2e.py"
+    r = subprocess.run([sys.executable, str(script), "--selftest", "--out", str(tmp_path)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path / "e2e.json").read_text())
+    (m,) = d["models"]
+    assert all(c["ok"] for c in m["checks"]) and len(m["checks"]) == 6
+    assert [p["tokens"] for p in m["prefill"]] == [8]
+    assert [x["variant"] for x in m["decode"]] == ["eager", "lab", "lab_fused_linear"]
+    assert m["decode"][0]["buckets"] == [8, 16]
+    assert set(m["decode_skipped"]) == {"graph", "graph_lab", "graph_lab_fused_linear"}
+    assert "| tiny | 2 | 8 |" in (tmp_path / "e2e.md").read_text()
