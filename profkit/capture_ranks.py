@@ -95,7 +95,9 @@ def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_
         raise ProfkitError("nothing to capture: --no-nsys and no --ncu-ranks")
     folder = Path(out) / run
     folder.mkdir(parents=True, exist_ok=True)
-    for suffix in (".nsys-rep", ".nsys.sqlite", ".ncu-rep"):  # an earlier capture's ranks must not mix in
+    # an earlier capture's reports of the passes run now must not mix in (the other pass's stay:
+    # `--no-nsys --ncu-ranks 0` adds counters to a run whose timelines were captured before)
+    for suffix in (".nsys-rep", ".nsys.sqlite") * use_nsys + (".ncu-rep",) * bool(ncu_ranks):
         for f in _rank_files(folder, run, suffix).values():
             f.unlink()
     tools: dict[str, str] = {}

@@ -381,7 +381,8 @@ def ranks(db, run, step_pattern, as_json, html):
                           for p in r.per_step], "stragglers per step (_ns columns in us)"))
     for p in r.per_rank:
         hidden = "" if p["hidden_comm_pct"] is None else f", {p['hidden_comm_pct']:.0f} % of NCCL hidden under compute"
-        out.print(f"rank {p['rank']}: compute {p['compute_ns'] / 1e6:.3f} ms, NCCL {p['comm_ns'] / 1e6:.3f} ms{hidden}, "
+        who = "single process" if p["rank"] is None else f"rank {p['rank']}"
+        out.print(f"{who}: compute {p['compute_ns'] / 1e6:.3f} ms, NCCL {p['comm_ns'] / 1e6:.3f} ms{hidden}, "
                   f"idle {p['idle_ns'] / 1e6:.3f} ms, waited {p['wait_ns'] / 1e6:.3f} ms for other ranks "
                   f"over {p['steps']} steps")
     if r.slowest_rank is not None:

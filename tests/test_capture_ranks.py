@@ -81,7 +81,7 @@ if argv[:1] == ["export"]:  # nsys export ... -o OUT REP: a real export, made un
                                         (argv[-1],)); c.commit(); c.close()
     sys.exit(0)
 out = argv[argv.index("-o") + 1]
-cmd = argv[argv.index({python!r}):]  # the worker command starts with the python that runs it
+cmd = argv[next(i for i, a in enumerate(argv) if os.path.basename(a).startswith("python")):]  # the worker
 rc = subprocess.call(cmd)
 if "{tool}" == "nsys":
     open(out + ".nsys-rep", "wb").write(b"fake")

@@ -1,0 +1,245 @@
+"""Per-rank analysis of a multi-process run: communication against compute, and stragglers.
+
+NCCL kernels are communication (COMM_PREFIXES), every other kernel compute. For each rank and
+each step (an NVTX range whose text matches STEP_PATTERN, `step 3`), on the GPU timeline:
+
+- window: from the first start to the last end of the kernels the step launched (a kernel
+  belongs to the step whose range holds its launch call, whatever thread launched it);
+- compute_ns / comm_ns: length of the union of compute / communication kernel intervals
+  (all streams of the rank merged, so concurrent kernels count once);
+- overlap_ns: communication hidden under compute (intersection of the two unions);
+  exposed_comm_ns = comm_ns - overlap_ns;
+- idle_ns: window minus the union of all kernels (the GPU ran nothing of this step);
+- wait_ns: comm_ns minus the smallest comm_ns of any rank in that step. A collective lasts
+  until the last rank arrives, so a rank's extra communication time over the quickest rank's
+  is time spent waiting for the others. It needs no common clock.
+
+Stragglers: the slowest rank of a step is the one that waited least (the others waited for
+it); `wait_skew_ns` is the largest wait in the step. Where ranks share a host clock (one node:
+nsys stamps every process with the same system clock), `end_skew_ns` is the spread of the
+step's last kernel end and `arrival_skew_ns` the largest spread of the start of the k-th
+collective between ranks. The run's slowest rank is the one slowest in most steps.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import ProfkitError
+from .store import Store
+
+COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), case-insensitive
+STEP_PATTERN = r"^step[ _#:-]*\d+$"
+
+
+def is_comm(name: str | None) -> bool:
+    return bool(name) and name.lower().startswith(COMM_PREFIXES)
+
+
+def union(intervals) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def length(merged) -> int:
+    return sum(e - s for s, e in merged)
+
+
+def intersection(a, b) -> int:
+    """Total length of the intersection of two merged interval lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+@dataclass
+class RankStep:
+    rank: int | None
+    step: str
+    kernels: int
+    comm_kernels: int
+    start_ns: int
+    end_ns: int
+    window_ns: int
+    compute_ns: int
+    comm_ns: int
+    overlap_ns: int
+    exposed_comm_ns: int
+    idle_ns: int
+    wait_ns: int = 0
+    collectives: list = field(default_factory=list, repr=False)  # (start, end) of each comm kernel
+
+
+@dataclass
+class Ranks:
+    run: str
+    ranks: list
+    steps: list[str]
+    per_rank_step: list[RankStep]
+    per_step: list[dict]
+    per_rank: list[dict]
+    slowest_rank: int | None
+    notes: list[str]
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        for r in d["per_rank_step"]:
+            r.pop("collectives")
+        return d
+
+
+def _steps(store: Store, run: str, pattern: str) -> dict:
+    """rank -> sorted [(start, end, name)] of the step ranges."""
+    rx = re.compile(pattern, re.I)
+    out: dict = defaultdict(list)
+    seen: Counter = Counter()
+    for rank, text, start, end in store.conn.execute(
+            "SELECT rank, text, start_ns, end_ns FROM nvtx_range WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
+            " ORDER BY rank, start_ns", (run,)):
+        if rx.search(text):
+            seen[(rank, text)] += 1
+            name = text if seen[(rank, text)] == 1 else f"{text} #{seen[(rank, text)]}"
+            out[rank].append((start, end, name))
+    return out
+
+
+def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTERN) -> Ranks:
+    run = store.require_run(run)
+    try:
+        steps = _steps(store, run, step_pattern)
+    except re.error as e:
+        raise ProfkitError(f"--steps: not a regular expression ({e})") from None
+    rows = store.conn.execute(
+        "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns) FROM kernels"
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY rank, start_ns", (run,)).fetchall()
+    if not rows:
+        raise ProfkitError(f"run {run!r} has no timeline (nsys or CUPTI) kernels: nothing to split by rank")
+    notes = []
+    groups: dict = defaultdict(list)  # (rank, step) -> kernels
+    starts = {rank: [s[0] for s in rs] for rank, rs in steps.items()}
+    for rank, short, name, start, end, launched in rows:
+        rs = steps.get(rank)
+        if not rs:
+            step = "all"
+        else:
+            i = bisect.bisect_right(starts[rank], launched) - 1
+            if i < 0 or launched > rs[i][1]:
+                continue  # launched outside every step (set-up, warm-up)
+            step = rs[i][2]
+        groups[(rank, step)].append((start, end, is_comm(short) or is_comm(name)))
+    if not steps:
+        notes.append(f"no NVTX range matches {step_pattern!r}: each rank's whole timeline is one step 'all'")
+    ranks = sorted({k[0] for k in groups}, key=lambda r: -1 if r is None else r)
+    step_names = _ordered_steps(groups, steps)
+
+    per = {}
+    for (rank, step), ks in groups.items():
+        comp = union((s, e) for s, e, c in ks if not c)
+        comm = union((s, e) for s, e, c in ks if c)
+        start, end = min(k[0] for k in ks), max(k[1] for k in ks)
+        ov = intersection(comp, comm)
+        busy = length(comp) + length(comm) - ov
+        per[(rank, step)] = RankStep(rank, step, len(ks), sum(1 for k in ks if k[2]), start, end, end - start,
+                                     length(comp), length(comm), ov, length(comm) - ov, end - start - busy,
+                                     collectives=sorted((s, e) for s, e, c in ks if c))
+
+    per_step = []
+    for step in step_names:
+        here = [per[(r, step)] for r in ranks if (r, step) in per]
+        quickest = min(x.comm_ns for x in here)
+        for x in here:
+            x.wait_ns = x.comm_ns - quickest
+        row = {"step": step, "ranks": len(here), "slowest_rank": None, "wait_skew_ns": max(x.wait_ns for x in here),
+               "end_skew_ns": max(x.end_ns for x in here) - min(x.end_ns for x in here),
+               "arrival_skew_ns": None}
+        if len(here) > 1 and any(x.comm_ns for x in here):
+            row["slowest_rank"] = min(here, key=lambda x: (x.wait_ns, -x.compute_ns - x.idle_ns)).rank
+            counts = {len(x.collectives) for x in here}
+            if len(counts) == 1 and counts != {0}:
+                row["arrival_skew_ns"] = max(max(x.collectives[k][0] for x in here) - min(x.collectives[k][0] for x in here)
+                                             for k in range(counts.pop()))
+        per_step.append(row)
+
+    per_rank = []
+    slow_counts = Counter(r["slowest_rank"] for r in per_step if r["slowest_rank"] is not None)
+    for rank in ranks:
+        mine = [per[(rank, s)] for s in step_names if (rank, s) in per]
+        tot = {k: sum(getattr(x, k) for x in mine) for k in ("kernels", "comm_kernels", "window_ns", "compute_ns",
+                                                            "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns",
+                                                            "wait_ns")}
+        tot["hidden_comm_pct"] = 100.0 * tot["overlap_ns"] / tot["comm_ns"] if tot["comm_ns"] else None
+        per_rank.append({"rank": rank, "steps": len(mine), **tot, "slowest_in_steps": slow_counts.get(rank, 0)})
+    slowest = None
+    if slow_counts:
+        wait = {r["rank"]: r["wait_ns"] for r in per_rank}
+        slowest = max(slow_counts, key=lambda r: (slow_counts[r], -wait[r]))
+    if len(ranks) == 1:
+        notes.append("one rank only: no straggler to find")
+    return Ranks(run, ranks, step_names, [per[(r, s)] for s in step_names for r in ranks if (r, s) in per],
+                 per_step, per_rank, slowest, notes)
+
+
+def _ordered_steps(groups, steps) -> list[str]:
+    """Step names in time order of their first rank's range (numbers sort as numbers)."""
+    first: dict = {}
+    for rs in steps.values():
+        for start, _, name in rs:
+            first.setdefault(name, start)
+    names = {k[1] for k in groups}
+    return sorted(names, key=lambda n: (first.get(n, 0), n))
+
+
+# --- output (reads the result only) -------------------------------------------------------------
+
+def table_rows(r: Ranks) -> list[dict]:
+    return [{"step": x.step, "rank": x.rank, "kernels": x.kernels, "nccl": x.comm_kernels,
+             "window_us": x.window_ns / 1e3, "compute_us": x.compute_ns / 1e3, "comm_us": x.comm_ns / 1e3,
+             "hidden_us": x.overlap_ns / 1e3, "exposed_us": x.exposed_comm_ns / 1e3, "idle_us": x.idle_ns / 1e3,
+             "wait_us": x.wait_ns / 1e3} for x in r.per_rank_step]
+
+
+def figure(r: Ranks):
+    """Per step, one stacked bar per rank: compute alone, communication hidden under compute,
+    exposed communication, idle (the bar is the step's GPU window)."""
+    import plotly.graph_objects as go
+
+    xs = [[x.step for x in r.per_rank_step], [f"rank {x.rank}" for x in r.per_rank_step]]
+    parts = (("compute only", lambda x: x.compute_ns - x.overlap_ns, "#4C78A8"),
+             ("NCCL hidden under compute", lambda x: x.overlap_ns, "#72B7B2"),
+             ("NCCL exposed", lambda x: x.exposed_comm_ns, "#F58518"),
+             ("idle", lambda x: x.idle_ns, "#BAB0AC"))
+    fig = go.Figure()
+    for name, f, color in parts:
+        ys = [f(x) / 1e3 for x in r.per_rank_step]
+        fig.add_bar(x=xs, y=ys, name=name, marker_color=color,
+                    customdata=[[x.wait_ns / 1e3] for x in r.per_rank_step],
+                    hovertemplate="%{x}<br>" + name + ": %{y:.1f} us<br>waiting for other ranks: %{customdata[0]:.1f} us"
+                                  "<extra></extra>")
+    title = f"run {r.run}: GPU time per step and rank"
+    if r.slowest_rank is not None:
+        n = next(p["slowest_in_steps"] for p in r.per_rank if p["rank"] == r.slowest_rank)
+        title += f" (slowest rank: {r.slowest_rank}, in {n} of {len(r.per_step)} steps)"
+    fig.update_layout(barmode="stack", title=title, yaxis_title="microseconds (GPU window of the step)",
+                      legend_orientation="h", template="plotly_white")
+    return fig
+
+
+def write_html(fig, path) -> Path:
+    from .roofline import write_html as _write
+
+    return _write(fig, path)
