@@ -33,6 +33,7 @@ class Workload:
     default_dtype: str = "bf16"
     description: str = ""
     requires: dict[str, str] = field(default_factory=dict)  # variant -> python module it needs
+    gpu_only: tuple[str, ...] = ()  # variants that run on a CUDA GPU only (CUDA C++ built with nvcc)
     main: Callable[[list[str]], int] | None = None  # scenarios with their own NVTX layout
 
 

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._cuda_ops import rmsnorm_cuda
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
 
 
@@ -201,6 +202,7 @@ _VARIANTS = {
     "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
     "compile": lambda s: compiled("rmsnorm", rmsnorm_eager)(s["x"], s["w"]),
     "triton": lambda s: rmsnorm(s["x"], s["w"]),
+    "cuda": lambda s: rmsnorm_cuda(s["x"], s["w"]),  # kernels/cuda/rmsnorm.cu
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = lambda s: _liger(s["x"], s["w"])
@@ -220,4 +222,5 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16", "fp32"),
     description="RMSNorm forward (Llama / Qwen hidden sizes)",
     requires={"liger": "liger_kernel"},
+    gpu_only=("cuda",),
 )

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._cuda_ops import rope_cuda
 from ._numerics import ESIZE, compiled, has_module, warps_for
 
 
@@ -208,6 +209,8 @@ _VARIANTS = {
     "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"],
                                                       s["interleaved"]),
     "triton": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]),
+    "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
+                                s["interleaved"]),
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = _liger
@@ -228,4 +231,5 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16", "fp32"),
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",
     requires={"liger": "liger_kernel"},
+    gpu_only=("cuda",),
 )

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._cuda_ops import swiglu_cuda
 from ._numerics import ESIZE, compiled, has_module
 
 BLOCK = 4096
@@ -149,6 +150,7 @@ _VARIANTS = {
     "eager": lambda s: swiglu_eager(s["gate"], s["up"]),
     "compile": lambda s: compiled("swiglu", swiglu_eager)(s["gate"], s["up"]),
     "triton": lambda s: swiglu(s["gate"], s["up"]),
+    "cuda": lambda s: swiglu_cuda(s["gate"], s["up"]),  # kernels/cuda/swiglu.cu
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = _liger
@@ -167,4 +169,5 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16", "fp32"),
     description="SwiGLU silu(gate) * up forward (backward via autograd)",
     requires={"liger": "liger_kernel"},
+    gpu_only=("cuda",),
 )

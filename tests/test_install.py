@@ -30,6 +30,12 @@ def test_install_imports_subpackages(tmp_path, editable):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["profkit.kernels", "profkit.parsers", "True", "True"]
     site = next((env_dir / "lib").glob("python*/site-packages"))
+    # the CUDA C++ sources travel with the package (built with nvcc at first use)
+    cu = subprocess.run([str(py), "-c", "from profkit.kernels import _cuda_build as b; "
+                         "print(all(b.source(n).exists() for n in b.NAMES), (b.SOURCES / 'common.cuh').exists())"],
+                        cwd=tmp_path, capture_output=True, text=True)
+    assert cu.stdout.split() == ["True", "True"], cu.stderr
     if not editable:
         assert (site / "profkit" / "kernels" / "rmsnorm.py").exists()
+        assert (site / "profkit" / "kernels" / "cuda" / "sgemm.cu").exists()
         assert not (site / "kernels").exists() and not (site / "parsers").exists()
