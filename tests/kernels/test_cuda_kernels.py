@@ -230,3 +230,27 @@ def test_cuda_variants_are_registered_gpu_only():
     for mod in (rmsnorm, rope, swiglu):
         w = mod.WORKLOAD
         assert "cuda" in w.variants and w.gpu_only == ("cuda",), w.op
+
+
+def test_benchmark_script_on_the_emulated_build(emulated, tmp_path):
+    """benchmarks/cuda_lab.py end to end on the CPU (Triton interpreted, CUDA C++ emulated,
+    tiny shapes): every row checked and timed, the JSON and the tables written."""
+    import importlib.util
+    import json
+
+    from profdata import ROOT
+
+    spec = importlib.util.spec_from_file_location("cuda_lab_bench", ROOT / "benchmarks" / "cuda_lab.py")
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    rc = lab.main(["--out", str(tmp_path), "--device", "cpu", "--quick", "--sgemm-shapes", "128x128x32"])
+    res = json.loads((tmp_path / "cuda.json").read_text())
+    assert rc == 0, [r for r in res["rows"] + res["checks"] + res["sgemm"] if not r.get("ok", True)]
+    assert {(r["op"], r["variant"]) for r in res["rows"] if "ms" in r} == {
+        (op, v) for op in ("rmsnorm", "rope", "swiglu") for v in ("triton", "cuda")}
+    assert all("speedup_vs_triton" in r for r in res["rows"] if r["variant"] == "cuda")
+    assert len(res["checks"]) == 33 and all(c["ok"] for c in res["checks"])
+    assert [r["variant"] for r in res["sgemm"]] == [*sgemm.STEPS, "cublas"]
+    assert all(r["ok"] and r["pct_cublas"] > 0 for r in res["sgemm"])
+    md = lab.markdown(res)
+    assert "| sgemm" not in md and "| 128x128x32 | warptile |" in md and "CUDA vs Triton" in md
