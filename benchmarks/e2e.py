@@ -13,11 +13,12 @@ Per model (bf16, random seeded weights, `--layers` decoder layers + final norm):
    tolerance decoder.tolerance(dtype, layers);
 2. prefill latency for each token count: eager vs lab, interleaved repetitions, CUDA events
    around each forward with a synchronize after it; median (and min) ms;
-3. decode: the cache filled by a `--context` prefill, then `--steps` steps from that
-   position for each variant (eager, lab, lab_fused_linear, graph, graph_lab,
-   graph_lab_fused_linear); each step is synchronized, timed by CUDA events (start recorded
-   before the step's first launch, end after its last) and by the host clock (to the end of
-   the synchronize); p50 / p95 / mean per variant. Graphs are captured before timing.
+3. decode: the cache filled by a `--context` prefill, then `--rounds` rounds of `--steps`
+   steps from that position, the variants (eager, lab, lab_fused_linear, graph, graph_lab,
+   graph_lab_fused_linear) taking turns within a round; each step is synchronized, timed by
+   CUDA events (start recorded before the step's first launch, end after its last) and by
+   the host clock (until the launches returned, and to the end of the synchronize);
+   p50 / p95 / mean over all steps, and each round's p50. Graphs are captured before timing.
    NVTX operator ranges are off while timing (the capture runs turn them on).
 --full-depth repeats decode (and prefill at 1024 / 4096 tokens) with all 32 / 28 layers.
 
@@ -67,8 +68,10 @@ def env_info(device: str) -> dict:
 
 def pct(xs, q):
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    import math
+
     s = sorted(xs)
-    return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
+    return s[min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))]
 
 
 class Clock:
@@ -77,8 +80,10 @@ class Clock:
     def __init__(self, device: str):
         self.cuda = device == "cuda"
 
-    def time(self, fn) -> tuple[float, float]:
-        """(event ms, host ms) of fn() followed by a synchronize."""
+    def time(self, fn) -> tuple[float, float, float]:
+        """(event ms, host ms, issue ms) of fn() followed by a synchronize: events around the
+        launches, host clock to the end of the synchronize, and host clock until fn returned
+        (the CPU time to issue the work)."""
         import torch
 
         if self.cuda:
@@ -88,13 +93,14 @@ class Clock:
             a.record()
             fn()
             b.record()
+            issue = (time.perf_counter() - t0) * 1e3
             torch.cuda.synchronize()
             host = (time.perf_counter() - t0) * 1e3
-            return a.elapsed_time(b), host
+            return a.elapsed_time(b), host, issue
         t0 = time.perf_counter()
         fn()
         host = (time.perf_counter() - t0) * 1e3
-        return host, host
+        return host, host, host
 
 
 # --- one model -------------------------------------------------------------------------------
@@ -132,7 +138,7 @@ def check_rows(D, m, x_pre, x_ctx, x1, runners) -> list[dict]:
 
 def bench_model(name: str, layers: int, tokens: list[int], steps: int, context: int, device: str, dtype: str,
                 variants=DECODE_VARIANTS, check_tokens: int = 128, min_reps: int = 5, max_reps: int = 30,
-                target_s: float = 0.4, max_seq: int | None = None) -> dict:
+                target_s: float = 0.4, max_seq: int | None = None, rounds: int = 3) -> dict:
     import torch
 
     from profkit.kernels import decoder as D
@@ -182,9 +188,10 @@ def bench_model(name: str, layers: int, tokens: list[int], steps: int, context: 
             f"({row['lab_gain_pct']:+.1f} %)")
         del x
 
-    # 3. decode
+    # 3. decode: `rounds` rounds, the variants in turn within each round, each round from the context
     m.prefill(_inputs(cfg, context, dtype, device, 1))
     positions = [context + i for i in range(steps)]
+    samples: dict[str, dict[str, list]] = {}
     for v, r in runners.items():
         r.x.copy_(_inputs(cfg, 1, dtype, device, 2))
         try:
@@ -192,22 +199,32 @@ def bench_model(name: str, layers: int, tokens: list[int], steps: int, context: 
                 r.capture_all(positions)
             for p in positions[:5]:  # warm-up
                 clock.time(lambda: r.step(None, p))
-            ev, host = [], []
-            for p in positions:
-                e, h = clock.time(lambda: r.step(None, p))
-                ev.append(e)
-                host.append(h)
         except Exception as exc:  # one variant failing (say a capture) must not cost the others
             out.setdefault("decode_skipped", {})[v] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
             log(f"{name} l{layers} decode {v}: {out['decode_skipped'][v]}")
             continue
-        row = {"variant": v, "steps": steps, "first_position": context, "buckets": sorted(r.bucket(p) for p in
-                                                                                        {positions[0], positions[-1]}),
+        samples[v] = {"ev": [], "host": [], "issue": [], "round_p50": []}
+    for _ in range(rounds):
+        for v, smp in samples.items():
+            r = runners[v]
+            ev = []
+            for p in positions:
+                e, h, i = clock.time(lambda: r.step(None, p))
+                ev.append(e)
+                smp["host"].append(h)
+                smp["issue"].append(i)
+            smp["ev"] += ev
+            smp["round_p50"].append(pct(ev, 50))
+    for v, smp in samples.items():
+        r, ev = runners[v], smp["ev"]
+        row = {"variant": v, "steps": steps, "rounds": rounds, "first_position": context,
+               "buckets": sorted({r.bucket(p) for p in (positions[0], positions[-1])}),
                "p50_ms": pct(ev, 50), "p95_ms": pct(ev, 95), "mean_ms": statistics.fmean(ev), "max_ms": max(ev),
-               "host_p50_ms": pct(host, 50), "host_p95_ms": pct(host, 95)}
+               "round_p50_ms": smp["round_p50"], "host_p50_ms": pct(smp["host"], 50),
+               "host_p95_ms": pct(smp["host"], 95), "issue_p50_ms": pct(smp["issue"], 50)}
         out["decode"].append(row)
         log(f"{name} l{layers} decode {v}: p50 {row['p50_ms']:.3f} ms p95 {row['p95_ms']:.3f} ms "
-            f"(host p50 {row['host_p50_ms']:.3f})")
+            f"(rounds {[round(x, 3) for x in row['round_p50_ms']]}, issue p50 {row['issue_p50_ms']:.3f})")
     eager = next((d for d in out["decode"] if d["variant"] == "eager"), None)
     for d in out["decode"]:
         d["speedup_p50_vs_eager"] = eager["p50_ms"] / d["p50_ms"] if eager else None
@@ -276,18 +293,23 @@ def render(res: dict, tl: dict | None = None) -> str:
                          f"{p['lab_gain_pct']:+.1f} % | {p['tokens'] / p['eager_ms'] * 1e3:,.0f} | "
                          f"{p['tokens'] / p['lab_ms'] * 1e3:,.0f} |")
     lines += ["", "## Decode step latency (batch 1, one token)", "",
-              "Each step synchronized; `p50`/`p95` from CUDA events around the step, `host` from the host clock to the"
-              " end of the synchronize.", "",
-              "| model | layers | variant | steps | positions (buckets) | p50 ms | p95 ms | mean ms | host p50 ms | "
-              "host p95 ms | p50 speed-up vs eager |", "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+              "Each step synchronized; `p50`/`p95` over all steps of all rounds from CUDA events around the step "
+              "(rounds: the variants take turns, each round restarting at the context); `round p50s`: the p50 of "
+              "each round (the noise band); `issue`: host time until the step's launches returned; `host`: host "
+              "time to the end of the synchronize.", "",
+              "| model | layers | variant | steps x rounds | positions (buckets) | p50 ms | p95 ms | round p50s ms | "
+              "issue p50 ms | host p50 ms | host p95 ms | p50 speed-up vs eager |",
+              "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|---:|"]
     for m in models:
         for d in m["decode"]:
-            lines.append(f"| {m['model']} | {m['layers']} | {d['variant']} | {d['steps']} | {d['first_position']}.."
-                         f"{d['first_position'] + d['steps'] - 1} ({', '.join(map(str, d['buckets']))}) | "
-                         f"{d['p50_ms']:.3f} | {d['p95_ms']:.3f} | {d['mean_ms']:.3f} | {d['host_p50_ms']:.3f} | "
+            rp = d.get("round_p50_ms", [d["p50_ms"]])
+            lines.append(f"| {m['model']} | {m['layers']} | {d['variant']} | {d['steps']} x {d.get('rounds', 1)} | "
+                         f"{d['first_position']}..{d['first_position'] + d['steps'] - 1} "
+                         f"({', '.join(map(str, d['buckets']))}) | {d['p50_ms']:.3f} | {d['p95_ms']:.3f} | "
+                         f"{min(rp):.3f}-{max(rp):.3f} | {_f(d.get('issue_p50_ms'))} | {d['host_p50_ms']:.3f} | "
                          f"{d['host_p95_ms']:.3f} | {_f(d['speedup_p50_vs_eager'], 2)}x |")
         for v, why in m.get("decode_skipped", {}).items():
-            lines.append(f"| {m['model']} | {m['layers']} | {v} | - | - | - | - | - | - | - | skipped: {why} |")
+            lines.append(f"| {m['model']} | {m['layers']} | {v} | - | - | - | - | - | - | - | - | skipped: {why} |")
     for why in res.get("skipped", []):
         lines.append(f"\nNot run: {why}.")
     if tl:
@@ -319,6 +341,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", default="128,256,512,1024,2048,4096")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--context", type=int, default=448)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--full-depth", action="store_true", help="also decode (and prefill 1024/4096) at full depth")
     ap.add_argument("--budget-s", type=float, default=None, help="skip the full-depth runs once this much time is spent")
     ap.add_argument("--timeline", metavar="DB", help="only: timeline report of nsys captures loaded into DB")
@@ -349,11 +372,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     if a.selftest:
         res["models"].append(bench_model("tiny", 2, [8], steps=4, context=6, device=device, dtype="fp32",
-                                         check_tokens=8, min_reps=1, max_reps=1, max_seq=32))
+                                         check_tokens=8, min_reps=1, max_reps=1, max_seq=32, rounds=2))
     else:
         for name in a.models.split(","):
             res["models"].append(bench_model(name, a.layers, [int(t) for t in a.tokens.split(",")], a.steps,
-                                             a.context, device, "bf16"))
+                                             a.context, device, "bf16", rounds=a.rounds))
             (out / "e2e.json").write_text(json.dumps(res, indent=2) + "\n")  # partial results survive a timeout
         if a.full_depth:
             from profkit.kernels.decoder import config
@@ -365,7 +388,7 @@ def main(argv=None) -> int:
                     continue
                 res["models"].append(bench_model(name, config(name).layers, [1024, 4096], a.steps // 2, a.context,
                                                  device, "bf16", variants=("eager", "lab", "graph", "graph_lab"),
-                                                 max_reps=8))
+                                                 max_reps=8, rounds=2))
                 (out / "e2e.json").write_text(json.dumps(res, indent=2) + "\n")
     res["wall_s"] = time.time() - t0
     (out / "e2e.json").write_text(json.dumps(res, indent=2) + "\n")

@@ -28,7 +28,7 @@ echo "benchmark rc=$?"; grep -v "^|" $O/bench.log | tail -40
 # nsys: CUDA + NVTX only; graph kernels traced one by one (node) so replays show their kernels
 GT=""; $NSYS profile --help 2>&1 | grep -q -- "--cuda-graph-trace" && GT="--cuda-graph-trace=node"
 NS=($NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite true)
-PRE=(python3 -m profkit.kernels.run e2e/prefill --variant eager --variant lab --shape llama3-8b-l4-t1024 --shape qwen2.5-7b-l4-t1024 --iters 3 --warmup 2)
+PRE=(python3 -m profkit.kernels.run e2e/prefill --variant eager --variant lab --shape llama3-8b-l4-t1024 --shape qwen2.5-7b-l4-t1024 --shape llama3-8b-l4-t4096 --iters 3 --warmup 2)
 DEC=(python3 -m profkit.kernels.run e2e/decode --variant eager --variant lab --variant graph --variant graph_lab --shape llama3-8b-l4-ctx448 --iters 12 --warmup 2)
 { echo; echo "captured with benchmarks/gpu/e2e.sh"
   echo "prefill: ${NS[*]} -o e2e-prefill ${PRE[*]}"
