@@ -318,6 +318,12 @@ def main(argv=None) -> int:
     if not a.no_sgemm:
         shapes = a.sgemm_shapes.split(",") if a.sgemm_shapes else (QUICK_SGEMM if a.quick else SGEMM_SHAPES)
         res["autotune"] = sgemm_rows(shapes, device, gemm_bench, res["sgemm"], save)
+        # cuBLAS fp32 at the largest shape: a measured FP32 ceiling for profkit roofline
+        top = max((r for r in res["sgemm"] if r["variant"] == "cublas" and "ms" in r), key=lambda r: r["flops"],
+                  default=None)
+        if top and device == "cuda":
+            res["peaks"] = {"fp32_tflops": top["gflops"] / 1e3,
+                            "fp32_how": f"cuBLAS SGEMM {top['shape']} fp32, TF32 off, do_bench median"}
     save()
     print(markdown(res))
     bad = [r for r in res["rows"] if r["variant"] == "cuda" and not r.get("ok")]

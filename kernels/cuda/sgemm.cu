@@ -208,8 +208,9 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN))
 // WMITER x WNITER steps of (WM/WMITER) x (WN/WNITER) sub-tiles, each thread a TM x TN piece of
 // each sub-tile. A thread's float4 reads of a k-slice are then 4 apart within a warp (no bank
 // conflicts), and a warp's operands come from a small window of shared memory.
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT>
-__global__ void __launch_bounds__(NT)
+// MINB: blocks per SM asked of the register allocator (__launch_bounds__'s second argument).
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
     sgemm_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                    float* __restrict__ C) {
   constexpr int WARPS = NT / 32;
@@ -357,16 +358,17 @@ template <int BM, int BN, int BK, int TM, int TN>
 void run_vec(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
   pk::launch(sgemm_vectorized<BM, BN, BK, TM, TN>, dim3(N / BN, M / BM), dim3(BM * BN / (TM * TN)), s, M, N, K, A, B, C);
 }
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT>
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int MINB>
 void run_wt(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
-  pk::launch(sgemm_warptile<BM, BN, BK, WM, WN, WNITER, TM, TN, NT>, dim3((M / BM) * (N / BN)), dim3(NT), s, M, N, K, A, B, C);
+  pk::launch(sgemm_warptile<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, MINB>, dim3((M / BM) * (N / BN)), dim3(NT), s, M, N, K, A, B, C);
 }
 
 #define VEC(BM, BN, BK, TM, TN) \
   {"bm" #BM "_bn" #BN "_bk" #BK "_tm" #TM "_tn" #TN, BM, BN, BK, run_vec<BM, BN, BK, TM, TN>}
-#define WT(BM, BN, BK, WM, WN, WNITER, TM, TN, NT)                                                  \
-  {"bm" #BM "_bn" #BN "_bk" #BK "_wm" #WM "_wn" #WN "_wniter" #WNITER "_tm" #TM "_tn" #TN "_nt" #NT, \
-   BM, BN, BK, run_wt<BM, BN, BK, WM, WN, WNITER, TM, TN, NT>}
+#define WT(BM, BN, BK, WM, WN, WNITER, TM, TN, NT, MINB)                                            \
+  {"bm" #BM "_bn" #BN "_bk" #BK "_wm" #WM "_wn" #WN "_wniter" #WNITER "_tm" #TM "_tn" #TN "_nt" #NT  \
+   "_minb" #MINB,                                                                                   \
+   BM, BN, BK, run_wt<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, MINB>}
 
 const Config NAIVE[] = {{"bs32", 1, 1, 1, run_naive}};
 const Config COALESCED[] = {{"bs32", 1, 1, 1, run_coalesced}};
@@ -380,10 +382,10 @@ const Config TUNED[] = {
     VEC(64, 128, 8, 8, 8),
 };
 const Config WARPTILE[] = {
-    WT(128, 128, 8, 64, 32, 2, 4, 4, 256),  WT(128, 128, 16, 64, 32, 2, 4, 4, 256),
-    WT(128, 128, 16, 32, 64, 2, 4, 4, 256), WT(128, 256, 8, 64, 64, 4, 4, 4, 256),
-    WT(256, 128, 8, 64, 64, 4, 4, 4, 256),  WT(64, 128, 16, 32, 64, 2, 4, 4, 128),
-    WT(128, 64, 16, 64, 32, 2, 4, 4, 128),
+    WT(128, 128, 8, 64, 32, 2, 4, 4, 256, 2),  WT(128, 128, 16, 64, 32, 2, 4, 4, 256, 1),
+    WT(128, 128, 16, 64, 32, 2, 4, 4, 256, 2), WT(128, 128, 16, 32, 64, 2, 4, 4, 256, 1),
+    WT(128, 256, 8, 64, 64, 4, 4, 4, 256, 1),  WT(256, 128, 8, 64, 64, 4, 4, 4, 256, 1),
+    WT(64, 128, 16, 32, 64, 2, 4, 4, 128, 2),  WT(128, 64, 16, 64, 32, 2, 4, 4, 128, 2),
 };
 
 struct Step {
