@@ -7,6 +7,7 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 
 from .metrics import lookup
@@ -77,7 +78,16 @@ def _values(c: dict[str, float]) -> dict:
                                    "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
                                    "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
                                    "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
-                                   "tensor_ops_fp8")}
+                                   "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct")}
+    # The lean metric set skips ncu's SM and memory speed-of-light breakdowns (9 and 6 replay
+    # passes on their own): SM busy is then the issue-slot utilisation, memory busy the
+    # busiest of DRAM, L2 and L1 by bytes over peak. The evidence says which was used.
+    if v["sm_pct"] is None and v["issue_pct"] is not None:
+        v["sm_pct"], v["sm_pct_from"] = v["issue_pct"], "issue_pct"
+    if v["mem_pct"] is None:
+        levels = [x for x in (v["dram_pct"], v["l2_bytes_pct"], v["l1_bytes_pct"]) if x is not None]
+        if levels:
+            v["mem_pct"], v["mem_pct_from"] = max(levels), "max(dram_pct, l2_bytes_pct, l1_bytes_pct)"
     flops = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
         sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
     if v["dram_bytes"]:
@@ -130,18 +140,16 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None) -> tuple[s
 
 
 def ridge_point(store: Store, run: str) -> float | None:
-    """bf16 tensor peak FLOP/s over DRAM peak byte/s, from the report's own peak metrics."""
-    rows = store.query("""
-        SELECT metric, avg(value) AS v FROM counters WHERE run = ? AND metric IN
-          ('sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained', 'sm__cycles_elapsed.avg.per_second',
-           'dram__bytes.sum.peak_sustained', 'dram__cycles_elapsed.avg.per_second') GROUP BY metric""", (run,))
-    m = {r["metric"]: r["v"] for r in rows}
-    try:
-        flops = m["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] * m["sm__cycles_elapsed.avg.per_second"]
-        bw = m["dram__bytes.sum.peak_sustained"] * m["dram__cycles_elapsed.avg.per_second"]
-        return flops / bw
-    except (KeyError, TypeError, ZeroDivisionError):
-        return None
+    """Dense bf16 tensor peak FLOP/s over DRAM peak byte/s, from the report's own peaks at the
+    run's median clocks (profkit.roofline.rates: ncu's tensor peak metric is the sparse rate)."""
+    from .roofline import rates  # roofline labels its points with classify: import late
+
+    ratios = []
+    for c in _counters(store, run).values():
+        r = rates(c)
+        if "bf16_tensor" in r and "dram" in r:
+            ratios.append(r["bf16_tensor"][0] / r["dram"][0])
+    return statistics.median(ratios) if ratios else None
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:

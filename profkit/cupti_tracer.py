@@ -4,8 +4,11 @@
     python -m profkit.cupti_tracer -o trace.cupti.jsonl -- my_script.py --arg
 
 Records kernels, CUDA runtime and driver API calls, and NVTX ranges. NVTX reaches CUPTI only
-when the process starts with NVTX_INJECTION64_PATH pointing at libcupti (`profkit capture
---tracer cupti` sets it). Writes one JSON object per line; parsers/cupti_trace.py loads it.
+through NVTX_INJECTION64_PATH, read once at the first NVTX call, and only when it names the very
+libcupti this process loaded: a second copy of the library (another wheel, the CUDA toolkit's)
+gets the NVTX calls but has no activity buffers, so no marker ever arrives. The tracer therefore
+points the variable at the library it loaded, before the workload makes its first NVTX call.
+Writes one JSON object per line; parsers/cupti_trace.py loads it.
 """
 from __future__ import annotations
 
@@ -92,6 +95,26 @@ class Tracer:
         c.finalize()
 
 
+def loaded_libcupti(maps: str = "/proc/self/maps") -> list[str]:
+    """Paths of the libcupti copies mapped into this process."""
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[-1].strip() for line in f if "libcupti" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/"))
+
+
+def point_nvtx_at(loaded: list[str], environ=os.environ) -> dict:
+    """Aim NVTX injection at the libcupti in use; returns what was found and done, for the header."""
+    before = environ.get("NVTX_INJECTION64_PATH")
+    facts = {"nvtx_injection_before": before, "libcupti_loaded": loaded}
+    if len(loaded) == 1 and (not before or os.path.realpath(before) != os.path.realpath(loaded[0])):
+        environ["NVTX_INJECTION64_PATH"] = loaded[0]
+    facts["nvtx_injection"] = environ.get("NVTX_INJECTION64_PATH")
+    return facts
+
+
 def _device_facts() -> dict:
     try:
         import torch
@@ -108,9 +131,9 @@ def _device_facts() -> dict:
 def trace(out: str, target: list[str]) -> int:
     tracer = Tracer()
     header = {"type": "meta", "format": FORMAT, "version": FORMAT_VERSION, "pid": os.getpid(),
-              "host": socket.gethostname(), "argv": target, "started_at": time.time(),
-              "nvtx_injection": os.environ.get("NVTX_INJECTION64_PATH")}
+              "host": socket.gethostname(), "argv": target, "started_at": time.time()}
     tracer.start()
+    header.update(point_nvtx_at(loaded_libcupti()))
     code = 0
     old_argv = sys.argv
     try:

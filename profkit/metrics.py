@@ -29,12 +29,12 @@ METRICS: tuple[Metric, ...] = (
     _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran"),
     _m("dram_clock", "dram__cycles_elapsed.avg.per_second", "DRAM clock while the kernel ran"),
     # the L2 and L1 roofline ceilings need their own clocks (ncu's hierarchical roofline uses these)
-    _m("l2_clock", "lts__cycles_elapsed.avg.per_second", "L2 clock while the kernel ran", "roofline"),
-    _m("l1_clock", "l1tex__cycles_elapsed.avg.per_second", "L1/TEX clock while the kernel ran", "roofline"),
+    _m("l2_clock", "lts__cycles_elapsed.avg.per_second", "L2 clock while the kernel ran", "lean roofline"),
+    _m("l1_clock", "l1tex__cycles_elapsed.avg.per_second", "L1/TEX clock while the kernel ran", "lean roofline"),
     # speed of light (ncu SpeedOfLight section)
-    _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak"),
-    _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)"),
-    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak"),
+    _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak", "roofline"),
+    _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)", "roofline"),
+    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak (derived from DRAM bytes where absent)", "roofline"),
     _m("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 throughput, % of peak", "roofline"),
     _m("l1_pct", "l1tex__throughput.avg.pct_of_peak_sustained_active", "L1/TEX throughput, % of peak", "roofline"),
     # pipes
@@ -51,10 +51,11 @@ METRICS: tuple[Metric, ...] = (
         "tensor_gmma_pct",
         "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
         "warpgroup MMA (HGMMA/QGMMA) instructions issued, % of peak",
+        "roofline",
     ),
-    _m("fma_pct", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "FMA pipe active cycles, % of peak"),
-    _m("alu_pct", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "ALU pipe active cycles, % of peak"),
-    _m("issue_pct", "sm__inst_issued.avg.pct_of_peak_sustained_active", "instructions issued, % of peak", "roofline"),
+    _m("fma_pct", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "FMA pipe active cycles, % of peak", "roofline"),
+    _m("alu_pct", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "ALU pipe active cycles, % of peak", "roofline"),
+    _m("issue_pct", "sm__inst_issued.avg.pct_of_peak_sustained_active", "instructions issued, % of peak (the lean set's SM-busy measure)", "lean roofline"),
     # occupancy and launch
     _m("achieved_occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy, % of max warps"),
     _m("theoretical_occupancy", "sm__maximum_warps_per_active_cycle_pct", "theoretical occupancy, % of max warps"),
@@ -69,25 +70,27 @@ METRICS: tuple[Metric, ...] = (
     _m("waves_per_sm", "launch__waves_per_multiprocessor", "waves per SM"),
     _m("sm_count", "device__attribute_multiprocessor_count", "SMs on the device"),
     # bytes (roofline x axis)
-    _m("dram_bytes", "dram__bytes.sum", "bytes moved to and from DRAM"),
+    _m("dram_bytes", "dram__bytes.sum", "bytes moved to and from DRAM (derived: read + write)", "roofline"),
+    _m("dram_read_bytes", "dram__bytes_read.sum", "bytes read from DRAM"),
+    _m("dram_write_bytes", "dram__bytes_write.sum", "bytes written to DRAM"),
     _m("dram_bytes_peak", "dram__bytes.sum.peak_sustained", "DRAM bytes per DRAM cycle at peak"),
-    _m("l2_bytes", "lts__t_bytes.sum", "bytes through L2", "roofline"),
-    _m("l1_bytes", "l1tex__t_bytes.sum", "bytes through L1/TEX", "roofline"),
-    _m("l2_bytes_peak", "lts__t_bytes.sum.peak_sustained", "L2 bytes per cycle at peak", "roofline"),
-    _m("l1_bytes_peak", "l1tex__t_bytes.sum.peak_sustained", "L1 bytes per cycle at peak", "roofline"),
+    _m("l2_bytes", "lts__t_bytes.sum", "bytes through L2", "lean roofline"),
+    _m("l1_bytes", "l1tex__t_bytes.sum", "bytes through L1/TEX", "lean roofline"),
+    _m("l2_bytes_peak", "lts__t_bytes.sum.peak_sustained", "L2 bytes per cycle at peak", "lean roofline"),
+    _m("l1_bytes_peak", "l1tex__t_bytes.sum.peak_sustained", "L1 bytes per cycle at peak", "lean roofline"),
     # FLOPs (roofline y axis): SASS thread instructions for CUDA cores, op paths for tensor cores
     _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds"),
     _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies"),
     _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)"),
     _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level)", "roofline"),
     _m("tensor_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor FLOPs, bf16 inputs"),
-    _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16_dst_fp32.sum",), "tensor FLOPs, fp16 inputs, fp32 accumulate"),
+    _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"), "tensor FLOPs, fp16 inputs (3 passes on its own: roofline set only)", "roofline"),
     _m("tensor_ops_fp16_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum", "tensor FLOPs, fp16 inputs, fp16 accumulate", "roofline"),
     _m("tensor_ops_fp8", "sm__ops_path_tensor_src_fp8.sum", "tensor FLOPs, fp8 inputs"),
     _m("tensor_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "tensor FLOPs, tf32 inputs", "roofline"),
     _m("tensor_ops_bf16_peak", "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained", "bf16 tensor FLOPs per cycle at the 2:4-sparse peak (dense: half; docs/roofline.md)"),
-    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)", "roofline"),
-    _m("tensor_ops_fp16_peak", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained", "fp16 tensor FLOPs per cycle at peak", "roofline"),
+    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)", "lean roofline"),
+    _m("tensor_ops_fp16_peak", ("sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained"), "fp16 tensor FLOPs per cycle at peak", "roofline"),
     _m("tensor_ops_tf32_peak", "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained", "tf32 tensor FLOPs per cycle at peak", "roofline"),
     _m("dadd", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "FP64 adds", "roofline"),
     _m("dmul", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "FP64 multiplies", "roofline"),
@@ -111,7 +114,12 @@ SETS = ("lean", "roofline", "full")
 
 
 def metric_names(metric_set: str) -> list[str]:
-    """ncu --metrics list for a set; 'full' means ncu's own `--set full` and returns []."""
+    """ncu --metrics list for a set; 'full' means ncu's own `--set full` and returns [].
+
+    'lean' asks for each metric's first (current) spelling only: on Hopper the older
+    spellings still exist and each costs its own counters, hence replay passes. 'roofline'
+    asks for every spelling, so one list serves older GPUs and ncu versions too.
+    """
     if metric_set not in SETS:
         raise ValueError(f"unknown metric set {metric_set!r}; choose one of {', '.join(SETS)}")
     if metric_set == "full":
@@ -119,16 +127,41 @@ def metric_names(metric_set: str) -> list[str]:
     out: list[str] = []
     for m in METRICS:
         if metric_set in m.sets:
-            out.extend(m.names)
-    return out
+            out.extend(m.names[:1] if metric_set == "lean" else m.names)
+    return list(dict.fromkeys(out))
+
+
+def _bytes_pct(values: dict[str, float], what: str, peak: str, clock: str) -> float | None:
+    """Bytes moved as % of (peak bytes/cycle x clock x duration): the throughput ncu's
+    breakdown metrics report, from single counters that cost one pass instead of 5 to 9."""
+    b, p, hz, t = (lookup(values, k) for k in (what, peak, clock, "duration"))
+    if b is None or not p or not hz or not t:
+        return None
+    return 100.0 * b / (p * hz * t * 1e-9)
+
+
+def _dram_bytes(values: dict[str, float]) -> float | None:
+    r, w = lookup(values, "dram_read_bytes"), lookup(values, "dram_write_bytes")
+    return None if r is None or w is None else r + w
+
+
+# short name -> how to compute it where no report metric carries it
+DERIVED = {
+    "dram_bytes": _dram_bytes,
+    "dram_pct": lambda v: _bytes_pct(v, "dram_bytes", "dram_bytes_peak", "dram_clock"),
+    "l2_bytes_pct": lambda v: _bytes_pct(v, "l2_bytes", "l2_bytes_peak", "l2_clock"),
+    "l1_bytes_pct": lambda v: _bytes_pct(v, "l1_bytes", "l1_bytes_peak", "l1_clock"),
+}
 
 
 def lookup(values: dict[str, float], short: str) -> float | None:
-    """Value of a short name in a {ncu metric name: value} mapping, or None."""
-    for name in BY_SHORT[short].names:
+    """Value of a short name in a {ncu metric name: value} mapping, else derived from the
+    metrics it is made of (DERIVED), else None."""
+    for name in BY_SHORT[short].names if short in BY_SHORT else ():
         if name in values and values[name] is not None:
             return values[name]
-    return None
+    f = DERIVED.get(short)
+    return f(values) if f else None
 
 
 if __name__ == "__main__":  # `python -m profkit.metrics lean` prints the ncu --metrics argument
