@@ -18,6 +18,7 @@ from pathlib import Path
 from . import environment
 from .errors import ProfkitError, ToolFailed, ToolMissing
 from .metrics import metric_names
+from .report import KERNEL_FIELDS
 
 # environment variables that change what a profile shows
 RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
@@ -154,7 +155,10 @@ def _run(args: list[str], what: str, progress=None) -> str:
 
 def capture(workload: str | None, command: list[str] | None, run: str, out: Path, *, variants=(), shapes=(),
             use_nsys: bool = True, use_ncu: bool = True, metrics: str = "lean", include=(), tracer: str = "auto",
-            clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None) -> Captured:
+            clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None,
+            expect=None) -> Captured:
+    """Profile a lab workload or a command. `progress(line)` receives ncu's output lines;
+    `expect(n)` learns how many launches ncu will profile, counted on the timeline first taken."""
     if bool(workload) == bool(command):
         raise ProfkitError("give either a WORKLOAD name or -- COMMAND, not both")
     folder = Path(out) / run
@@ -203,8 +207,12 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         got.files.append(trace)
     if use_ncu:
         rep = folder / f"{run}.ncu-rep"
-        _run(ncu_args(tools["ncu"], folder / run, cmd, metrics, nvtx_filters(workload, variants, shapes, include),
-                      clock_control), "ncu", progress)
+        filters = nvtx_filters(workload, variants, shapes, include)
+        if expect and got.files:
+            n = expected_launches(got.files[0], filters)
+            if n:
+                expect(n)
+        _run(ncu_args(tools["ncu"], folder / run, cmd, metrics, filters, clock_control), "ncu", progress)
         if not rep.exists():
             raise ToolFailed(f"ncu wrote no report ({rep} missing)")
         got.files.append(rep)
@@ -213,6 +221,27 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         checks.unlink()  # kept in capture.json
     (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
     return got
+
+
+def expected_launches(timeline: Path, filters) -> int | None:
+    """Launches on a captured timeline that ncu's NVTX filters select (None: cannot tell, e.g.
+    regex or domain filters, or an unreadable timeline). Feeds the progress bar's total."""
+    from profkit import parsers
+
+    prefixes = []
+    for f in filters:
+        if f.startswith("regex:") or "@" in f:
+            return None
+        prefixes.append(f.rstrip("/"))
+    try:
+        report = parsers.detect(Path(timeline)).parse(Path(timeline))
+    except Exception:  # a progress total is a nicety: never fail a capture over it
+        return None
+    at = KERNEL_FIELDS.index("nvtx_path")
+    paths = [k[at] for k in report.kernels]
+    if not prefixes:
+        return len(paths)
+    return sum(1 for p in paths if p and any(p == x or p.startswith(x + "/") for x in prefixes))
 
 
 def _libcupti() -> str | None:

@@ -158,6 +158,7 @@ def kernels(db, run, top):
 def analyse(profiles, db, top, html):
     """The main job: load every run under PROFILES (one folder per run), summarise, classify it, draw its roofline."""
     from . import summary
+    from . import timeline as tl
     from .analyse import load_profiles
     from .store import Store
 
@@ -178,6 +179,13 @@ def analyse(profiles, db, top, html):
                 FROM classifications c JOIN kernels k USING (kernel_id)
                 WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
                 f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
+            per_call = tl.calls(tl.ranges(s, run))
+            if per_call:
+                out.print(_table([{"range": r["path"], "calls": r["instances"], "kernels/call": r["kernels_per_instance"],
+                                   "launch calls/call": r["launch_calls_per_instance"],
+                                   "window us/call": r["window_us_per_instance"], "busy us/call": r["busy_us_per_instance"],
+                                   "idle %": r["idle_pct"]} for r in per_call],
+                                 f"GPU busy and idle per call of run {run} (idle: launch overhead; profkit timeline)"))
         from .roofline import write_runs
 
         drawn = write_runs(s, html)
@@ -210,7 +218,7 @@ def analyse(profiles, db, top, html):
 def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, variant, shape, tracer,
             clock_control, nsys_path, ncu_path, ranks, ncu_ranks):
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports."""
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import kernels as registry
     from .capture import capture as do_capture
@@ -227,8 +235,13 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
     elif ncu_ranks:
         raise ProfkitError("--ncu-ranks needs --ranks")
     run = run or (workload or Path(command[0]).stem)
-    with Progress(transient=True) as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("kernels"),
+               TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
         task = bar.add_task("ncu replay", total=None)
+
+        def expect(n):
+            bar.update(task, total=n)
 
         def progress(line):
             if line.startswith("==PROF== Profiling"):
@@ -243,7 +256,8 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
         else:
             got = do_capture(workload, command, run, out, variants=variant, shapes=shape, use_nsys=use_nsys,
                              use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
-                             clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress)
+                             clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress,
+                             expect=expect)
     db = db or default_db()
     for r in do_ingest(db, got.files, run=run):
         out_line = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"

@@ -61,3 +61,18 @@ def test_profiler_errors_are_one_line(tmp_path, output, code, words, monkeypatch
     lines = r.output.strip().splitlines()
     assert words in lines[-1] and "Traceback (most recent" not in r.output
     assert not os.path.exists(tmp_path / "d.db")
+
+
+def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
+    """The progress bar's total: launches under the NVTX filters, counted on the nsys capture."""
+    from profkit.capture import expected_launches
+    from profdata import DATA
+
+    t = DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"
+    assert expected_launches(t, ["rmsnorm/eager/llama8b-t4096/"]) == 24
+    assert expected_launches(t, ["rmsnorm/"]) == 27
+    assert expected_launches(t, ["rmsnorm/triton/", "rmsnorm/eager/"]) == 27
+    assert expected_launches(t, []) == 49
+    assert expected_launches(t, ["regex:rms.*/"]) is None
+    assert expected_launches(DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl", ["rmsnorm/triton/"]) == 3
+    assert expected_launches(DATA / "nope.sqlite", []) is None
