@@ -250,7 +250,7 @@ def timeline_report(db: str) -> dict:
     try:
         for run in s.runs():
             rows = timeline.ranges(s, run, prefix="e2e")
-            calls = [r for r in rows if r["path"].rsplit("/", 1)[-1] in ("forward", "step")]
+            calls = timeline.calls(rows)  # the `forward` / `step` ranges
             ops = {}
             for r in calls:
                 scope = r["path"].rsplit("/", 1)[0]
@@ -314,6 +314,10 @@ def render(res: dict, tl: dict | None = None) -> str:
         lines.append(f"\nNot run: {why}.")
     if tl:
         lines += ["", "## From the timeline (nsys, `profkit timeline`)", "",
+                  "nsys 2025.3 captures of `python -m profkit.kernels.run e2e/prefill|e2e/decode` by "
+                  "`benchmarks/gpu/e2e.sh` (decode with `--cuda-graph-trace=node`), committed as "
+                  "`profiles/e2e-prefill` and `profiles/e2e-decode`; tracing adds CPU time to every launch, so "
+                  "eager idle shares here are higher than in the untraced timings above.", "",
                   "Per call range (`forward` = one prefill, `step` = one decode step): GPU window from its first "
                   "kernel start to its last kernel end, busy = union of its kernels, idle = window - busy (the GPU "
                   "waiting for launches: launch overhead).", "",

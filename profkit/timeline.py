@@ -14,7 +14,8 @@ range around its cudaGraphLaunch (capture nsys with --cuda-graph-trace=node to s
             next kernel: launch overhead. idle_pct = idle / window
     launch_calls  distinct launching API calls (a graph replay is one call for all its kernels)
 
-A path's row sums its instances. Memory copies and memsets are not in the store, so time a
+A path's row sums its instances; `calls` picks the repeated unit (a decode `step`, a prefill
+`forward`) whose idle share is the launch overhead of one call. Memory copies and memsets are not in the store, so time a
 range spends in them counts as idle.
 
 Operator shares: inside a scope path, each kernel counts toward its innermost range (the
@@ -115,6 +116,14 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> l
         a["launch_calls_per_instance"] = a["launch_calls"] / n
         out.append(a)
     return sorted(out, key=lambda a: a["path"])
+
+
+def calls(rows: list[dict]) -> list[dict]:
+    """The repeated unit of each workload: rows of `ranges` pushed more than once inside a
+    parent range pushed once (a `step` or `forward` inside its variant/shape range)."""
+    n = {r["path"]: r["instances"] for r in rows}
+    return [r for r in rows if r["instances"] > 1 and "/" in r["path"]
+            and n.get(r["path"].rsplit("/", 1)[0]) == 1]
 
 
 def operators(store: Store, run: str | None, scope: str) -> list[dict]:

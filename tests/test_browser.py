@@ -120,7 +120,8 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
         plots = page.evaluate(_PLOTS)
         assert [p["dom_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
         assert [p["data_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
-        assert len(plots) == len(store.runs()) == 5
+        assert len(plots) == 5 and len(store.runs()) == 7
+        assert {r["run"] for r in rows if not r["points"]} == {"e2e-decode", "e2e-prefill"}  # timeline only: no counters
         assert problems == []
     finally:
         page.close()
