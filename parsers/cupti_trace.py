@@ -22,6 +22,63 @@ def recognise(path: Path, head: bytes) -> bool:
     return head.lstrip().startswith(b"{") and TRACE_FORMAT.encode() in head[:400]
 
 
+_I64 = 1 << 63
+
+
+def _int(v) -> bool:
+    return type(v) is int and -_I64 <= v < _I64  # what an SQLite INTEGER holds (bool is no count)
+
+
+def _dim3(v) -> bool:
+    return isinstance(v, list) and len(v) == 3 and all(x is None or _int(x) for x in v)
+
+
+def _str(v) -> bool:
+    if not isinstance(v, str):
+        return False
+    if v.isascii():
+        return True
+    try:  # a JSON "\ud800" escape decodes to a lone surrogate, which SQLite cannot store
+        v.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+_I, _S = (_int, "a 64-bit integer"), (_str, "a string")
+
+# record type -> field -> (required, check, what it must be): the fields the parser reads, as
+# profkit.cupti_tracer writes them. Anything else in a record is ignored.
+_FIELDS = {
+    "meta": {"format": (True, *_S), "gpu_name": (False, *_S), "sm_count": (False, *_I), "memory_bytes": (False, *_I),
+             "cc": (False, *_S), "host": (False, *_S), "argv": (False, lambda v: isinstance(v, list), "a list")},
+    "kernel": {"name": (True, *_S), "start": (True, *_I), "end": (True, *_I), "correlation_id": (False, *_I),
+               "device": (False, *_I), "stream": (False, *_I), "registers_per_thread": (False, *_I),
+               "static_shared_memory": (False, *_I), "dynamic_shared_memory": (False, *_I),
+               "grid": (False, _dim3, "3 integers"), "block": (False, _dim3, "3 integers")},
+    "marker": {"id": (True, *_I), "timestamp": (True, *_I), "flags": (False, *_I), "name": (False, *_S),
+               "domain": (False, *_S), "pid": (False, *_I), "tid": (False, *_I)},
+}
+_FIELDS["runtime"] = _FIELDS["driver"] = {
+    "name": (False, *_S), "start": (True, *_I), "end": (True, *_I), "pid": (True, *_I), "tid": (True, *_I),
+    "correlation_id": (False, *_I)}
+
+
+def _check(r: dict, fields: dict) -> str | None:
+    """Why record r cannot be loaded, or None. Checked on reading, so nothing odd reaches the
+    sort, the NVTX projection or SQLite (found by benchmarks/fuzz.py)."""
+    for name, (required, ok, what) in fields.items():
+        v = r.get(name)
+        if v is None:
+            if required:
+                return f"no {name!r}"
+        elif not ok(v):
+            return f"{name!r} is not {what} ({str(v)[:40]!r})"
+    if "start" in fields and "end" in fields and not _int(r["end"] - r["start"]):
+        return "its duration does not fit 64 bits"
+    return None
+
+
 def parse(path: Path) -> Report:
     kernels_raw, calls, markers = [], {}, []
     header = None
@@ -34,9 +91,14 @@ def parse(path: Path) -> Report:
                     r = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise BadInput(path, f"line {n}: not JSON ({e.msg}); is the trace truncated?") from None
+                except (ValueError, RecursionError) as e:  # a number of 1M digits, nesting 100k deep
+                    raise BadInput(path, f"line {n}: unreadable JSON ({str(e)[:80]})") from None
                 if not isinstance(r, dict):
                     raise BadInput(path, f"line {n}: not a trace record")
                 t = r.get("type")
+                bad = _check(r, _FIELDS.get(t, {}) if isinstance(t, str) else {})
+                if bad:
+                    raise BadInput(path, f"line {n}: {t} record: {bad}")
                 if t == "meta":
                     header = r
                 elif t == "kernel":

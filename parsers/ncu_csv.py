@@ -15,7 +15,7 @@ from pathlib import Path
 
 from profkit.errors import BadInput
 from profkit.names import short_name
-from profkit.report import Report, ncu_kernel_row
+from profkit.report import Report, count, ncu_kernel_row
 from profkit.units import normalise, parse_number
 
 FORMAT = "ncu-csv"
@@ -49,10 +49,13 @@ def _nvtx(pp_cell: str, se_cell: str) -> tuple[str | None, str | None]:
 
 def parse(path: Path) -> Report:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (a spreadsheet saved it) is fine
     except UnicodeDecodeError as e:
         raise BadInput(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as e:  # e.g. a field over the csv module's limit (131072 characters)
+        raise BadInput(path, f"malformed CSV ({e})") from None
     if not rows or not any(rows[0]):
         raise BadInput(path, "empty CSV")
     header = rows[0]
@@ -83,7 +86,7 @@ def parse(path: Path) -> Report:
         counters.extend((seq, k, u, v) for k, (v, u) in values.items())
         if not facts and "device__attribute_display_name" in idx:
             sms = values.get("device__attribute_multiprocessor_count")
-            facts = {"gpu_name": row[idx["device__attribute_display_name"]] or None, "sm_count": sms and int(sms[0])}
+            facts = {"gpu_name": row[idx["device__attribute_display_name"]] or None, "sm_count": sms and count(sms[0])}
     if not kernels:
         raise BadInput(path, "the CSV holds no profiled kernel")
     return Report(str(path), FORMAT, "ncu", kernels, [], counters, {k: v for k, v in facts.items() if v})

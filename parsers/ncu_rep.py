@@ -3,17 +3,25 @@
 Every profiled launch with all its numeric metrics (normalised in profkit.units) and its
 NVTX state. `.ncu-rep.xz` is accepted: reports over PyTorch kernels embed their module
 (~50 MB) and compress ~40x.
+
+The report is read in a child process: on some corrupt reports NVIDIA's reader aborts the
+whole process (a failed protobuf CHECK, found by benchmarks/fuzz.py), which must end as one
+line of error, not a dead profkit.
 """
 from __future__ import annotations
 
+import importlib.util
 import lzma
 import os
+import pickle
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
-from profkit.report import Report, ncu_kernel_row
+from profkit.report import Report, count, ncu_kernel_row
 from profkit.units import normalise
 
 FORMAT = "ncu-rep"
@@ -28,29 +36,16 @@ def recognise(path: Path, head: bytes) -> bool:
 
 
 def _load(path: Path):
+    """ncu_report's context for an uncompressed report (in the child process)."""
     try:
         import ncu_report
     except ImportError:
         raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report") from None
-    tmp = None
-    src = path
-    if path.name.lower().endswith(".xz"):
-        fd, tmp = tempfile.mkstemp(suffix=".ncu-rep")
-        os.close(fd)
-        try:
-            with lzma.open(path) as fin, open(tmp, "wb") as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
-        except (lzma.LZMAError, EOFError) as e:
-            os.unlink(tmp)
-            raise BadInput(path, f"broken xz stream ({e})") from None
-        src = Path(tmp)
     try:
-        ctx = ncu_report.load_report(str(src))
+        return ncu_report.load_report(str(path))
     except Exception as e:  # ncu_report raises plain exceptions for truncated or foreign files
-        if tmp:
-            os.unlink(tmp)
-        raise BadInput(path, f"Nsight Compute could not read the report ({str(e).strip() or type(e).__name__})") from None
-    return ctx, tmp  # ncu_report reads lazily: the caller removes tmp when done
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise BadInput(path, f"Nsight Compute could not read the report ({msg})") from None
 
 
 def nvtx_path(state) -> tuple[str | None, str | None]:
@@ -62,19 +57,78 @@ def nvtx_path(state) -> tuple[str | None, str | None]:
         dom = state.domain_by_id(d)
         se.extend(dom.start_end_ranges())
         pp.extend(dom.push_pop_ranges())
-    names = [n for n in se + pp if n is not None]
+    names = [_text(n) for n in se + pp if n is not None]
     if not names:
         return None, None
     return names[-1], "/".join(names)
 
 
 def parse(path: Path) -> Report:
-    ctx, tmp = _load(path)
+    if importlib.util.find_spec("ncu_report") is None:
+        raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report")
+    with tempfile.TemporaryDirectory(prefix="profkit-ncu-") as d:
+        src = path
+        if path.name.lower().endswith(".xz"):
+            src = Path(d) / "report.ncu-rep"
+            try:
+                with lzma.open(path) as fin, open(src, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            except (lzma.LZMAError, EOFError) as e:
+                raise BadInput(path, f"broken xz stream ({e})") from None
+        proc = subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
+                               str(src.resolve())], capture_output=True)
     try:
-        return _parse(path, ctx)
-    finally:
-        if tmp:
-            os.unlink(tmp)
+        kind, *payload = pickle.loads(proc.stdout)
+    except Exception:  # no answer: the reader killed its process
+        raise BadInput(path, f"Nsight Compute's reader crashed on this report ({_why(proc)}): corrupt, truncated, "
+                             "or from an unsupported ncu version") from None
+    if kind == "ok":
+        rep = payload[0]
+        rep.path = str(path)
+        return rep
+    if kind == "bad":
+        raise BadInput(path, payload[0])
+    if kind == "missing":
+        raise ToolMissing(payload[0])
+    raise RuntimeError(f"{path}: reading the report failed:\n{payload[0]}")  # a profkit bug: keep the traceback
+
+
+def _why(proc: subprocess.CompletedProcess) -> str:
+    lines = [x.strip() for x in proc.stderr.decode(errors="replace").splitlines() if x.strip()]
+    detail = next((x[x.index("Check failed"):] for x in lines if "Check failed" in x), lines[-1] if lines else "")
+    code = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+    return f"{code}: {detail[:160]}" if detail else code
+
+
+def _child() -> None:
+    """In the child: read argv[1], answer with a pickled ("ok", Report) | ("bad", problem) |
+    ("missing", message) | ("error", traceback) on the original stdout."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever the reader prints goes to stderr
+    path = Path(sys.argv[1])
+    try:
+        answer = ("ok", _parse(path, _load(path)))
+    except BadInput as e:
+        answer = ("bad", e.problem)
+    except ToolMissing as e:
+        answer = ("missing", str(e))
+    except Exception:
+        import traceback
+        answer = ("error", traceback.format_exc())
+    pickle.dump(answer, out)
+    out.flush()
+
+
+def _text(s):
+    """ncu_report hands out undecodable bytes of a corrupt report as lone surrogates, which
+    SQLite cannot store: they become '?'."""
+    if not isinstance(s, str):
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode("utf-8")
 
 
 def _parse(path: Path, ctx) -> Report:
@@ -96,16 +150,16 @@ def _parse(path: Path, ctx) -> Report:
                     continue
                 if v != v:  # NaN
                     continue
-                values[name] = normalise(v, m.unit())
+                values[_text(name)] = normalise(v, _text(m.unit()))
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())
-            kernels.append(ncu_kernel_row(seq, a.name(a.NameBase_DEMANGLED), a.name(), inner, path_, values))
+            kernels.append(ncu_kernel_row(seq, _text(a.name(a.NameBase_DEMANGLED)), _text(a.name()), inner, path_, values))
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
                 sms = values.get("device__attribute_multiprocessor_count")
-                facts = {"gpu_name": dn.as_string() if dn is not None else None, "sm_count": sms and int(sms[0])}
+                facts = {"gpu_name": _text(dn.as_string()) if dn is not None else None, "sm_count": sms and count(sms[0])}
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")

@@ -22,7 +22,8 @@ _PID = 1 << 24
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True)
+    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     conn.execute("PRAGMA query_only = 1")
     return conn
 
@@ -46,7 +47,7 @@ def recognise(path: Path, head: bytes) -> bool:
             t = _tables(conn)
         finally:
             conn.close()
-    except sqlite3.DatabaseError:
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
         return True  # an SQLite header but unreadable: ours to reject with a clear reason
     return "StringIds" in t and any(k.startswith(("CUPTI_ACTIVITY_KIND", "NVTX_EVENTS", "TARGET_INFO")) for k in t)
 
@@ -64,6 +65,8 @@ def parse(path: Path) -> Report:
             conn.close()
     except sqlite3.DatabaseError as e:
         raise BadInput(path, f"unreadable SQLite export ({e}); is the file truncated?") from None
+    except UnicodeDecodeError as e:  # a table name that is not UTF-8 (sqlite3 raises it bare)
+        raise BadInput(path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?") from None
 
 
 def _parse(path: Path, conn) -> Report:
@@ -77,6 +80,11 @@ def _parse(path: Path, conn) -> Report:
     need = {"start", "end", "correlationId", "gridX", "blockX"}
     if not need <= kc or not ({"shortName", "demangledName"} & kc):
         raise BadInput(path, f"{kt} lacks columns {sorted(need - kc) or ['shortName/demangledName']}")
+    # times and ids are used as numbers: a corrupt row must stop here, not in the sweep or SQLite
+    bad = _count(conn, kt, "typeof(start) != 'integer' OR typeof(\"end\") != 'integer' OR typeof(\"end\" - start) != 'integer'"
+                 + (" OR typeof(globalPid) NOT IN ('integer', 'null')" if "globalPid" in kc else ""))
+    if bad:
+        raise BadInput(path, f"{kt}: {bad} rows whose start, end or process id is not a 64-bit integer")
 
     def col(name: str, default: str = "NULL") -> str:
         return f"k.{name}" if name in kc else default
@@ -84,7 +92,7 @@ def _parse(path: Path, conn) -> Report:
     name_col = "demangledName" if "demangledName" in kc else "shortName"
     short_col = "shortName" if "shortName" in kc else "demangledName"
     rt = t.get("CUPTI_ACTIVITY_KIND_RUNTIME")
-    if rt and {"correlationId", "globalTid", "start", "end", "nameId"} <= _columns(conn, rt):
+    if rt and "globalPid" in kc and {"correlationId", "globalTid", "start", "end", "nameId"} <= _columns(conn, rt):
         api_join = f"LEFT JOIN \"{rt}\" r ON r.correlationId = k.correlationId AND (r.globalTid / {_PID}) = (k.globalPid / {_PID})"
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
@@ -96,12 +104,14 @@ def _parse(path: Path, conn) -> Report:
                k.correlationId, {col('globalPid')}, {api_cols}
         FROM "{kt}" k {api_join}
         ORDER BY k.start"""
-    strings = dict(conn.execute('SELECT id, value FROM "StringIds"'))
+    strings = {k: _text(v) for k, v in conn.execute('SELECT id, value FROM "StringIds"')}
     rows = conn.execute(sql).fetchall()
 
-    ranges = _ranges(conn, t, strings)
+    ranges = _ranges(path, conn, t, strings)
     calls = []
     for i, r in enumerate(rows):
+        if type(r[18]) not in _INT_OR_NULL or type(r[20]) not in _INT_OR_NULL:
+            raise BadInput(path, f"{rt}: a launch call whose start or thread id is not an integer")
         gtid = r[20] if r[20] is not None else r[16]
         if r[18] is not None and gtid is not None:
             calls.append((i, gtid // _PID, gtid % _PID, r[18]))
@@ -111,7 +121,7 @@ def _parse(path: Path, conn) -> Report:
         rng, path_ = proj.get(i, (None, None))
         gtid = r[20]
         kernels.append((
-            i, strings.get(r[2], str(r[2])), strings.get(r[3], str(r[3])), rng, path_, r[0], r[1], r[1] - r[0],
+            i, strings.get(r[2]) or str(r[2]), strings.get(r[3]) or str(r[3]), rng, path_, r[0], r[1], r[1] - r[0],
             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
             strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
             (gtid // _PID) % _PID if gtid is not None else None, gtid % _PID if gtid is not None else None,
@@ -123,12 +133,19 @@ def _parse(path: Path, conn) -> Report:
     return rep
 
 
-def _ranges(conn, t: dict, strings: dict) -> list[tuple]:
+def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:
     """(domain, text, kind, start, end, pid, tid) with pid/tid as nsys global ids."""
     nt = t.get("NVTX_EVENTS")
     if not nt:
         return []
     cols = _columns(conn, nt)
+    if not {"start", "end", "eventType"} <= cols:
+        raise BadInput(path, f"{nt} lacks columns {sorted({'start', 'end', 'eventType'} - cols)}")
+    gcond = " OR typeof(globalTid) NOT IN ('integer', 'null')" if "globalTid" in cols else ""
+    bad = _count(conn, nt, f"eventType IN ({PUSH_POP}, {START_END}) AND (typeof(start) != 'integer'"
+                           f" OR typeof(\"end\") NOT IN ('integer', 'null'){gcond})")
+    if bad:
+        raise BadInput(path, f"{nt}: {bad} ranges whose start, end or thread id is not a 64-bit integer")
     text = "text" if "text" in cols else "NULL"
     text_id = "textId" if "textId" in cols else "NULL"
     domain = "domainId" if "domainId" in cols else "0"
@@ -138,7 +155,7 @@ def _ranges(conn, t: dict, strings: dict) -> list[tuple]:
     for start, end, etype, txt, tid_, dom, g in conn.execute(
             f'SELECT start, end, eventType, {text}, {text_id}, {domain}, {gtid} FROM "{nt}"'
             f" WHERE eventType IN ({PUSH_POP}, {START_END}, {DOMAIN_CREATE}) ORDER BY eventType DESC, start"):
-        name = txt if txt is not None else strings.get(tid_)
+        name = _text(txt) if txt is not None else strings.get(tid_)
         if etype == DOMAIN_CREATE:
             domains[dom] = name
             continue
@@ -176,6 +193,20 @@ def _rank(conn, t: dict) -> int | None:
     return None
 
 
+def _text(v) -> str | None:
+    """Text as str: a corrupt row may hold a blob or a number where nsys writes text."""
+    if v is None or isinstance(v, str):
+        return v
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+_INT_OR_NULL = (int, type(None))
+
+
+def _count(conn, table: str, where: str) -> int:
+    return conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}').fetchone()[0]
+
+
 def _facts(conn, t: dict) -> dict:
     facts: dict = {}
     gt = t.get("TARGET_INFO_GPU")
@@ -194,7 +225,8 @@ def _facts(conn, t: dict) -> dict:
     for table, key in (("META_DATA_EXPORT", "nsys_export"), ("META_DATA_CAPTURE", "nsys_capture")):
         if table in t:
             try:
-                facts[key] = {k: v for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')}
+                # keys as text: a corrupt row may hold a blob or NULL name (JSON needs str keys)
+                facts[key] = {str(_text(k)): v for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')}
             except sqlite3.DatabaseError:
                 pass
     rank = _rank(conn, t)

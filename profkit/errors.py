@@ -11,6 +11,7 @@ class BadInput(ProfkitError):
     exit_code = 2
 
     def __init__(self, path, problem: str):
+        problem = " ".join(str(problem).split())  # one line, even when a library's message has several
         self.path, self.problem = str(path), problem
         super().__init__(f"{path}: {problem}")
 

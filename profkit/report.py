@@ -5,6 +5,7 @@ hundred MB.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 # one kernel launch
@@ -46,5 +47,11 @@ def ncu_kernel_row(seq: int, name: str, short: str, nvtx_range, nvtx_path, value
     kw = {"seq": seq, "kernel_name": name, "short_name": short, "nvtx_range": nvtx_range, "nvtx_path": nvtx_path}
     for col, metric in LAUNCH_FIELDS.items():
         if metric in values:
-            kw[col] = int(round(values[metric][0]))
+            kw[col] = count(values[metric][0])
     return kernel_row(**kw)
+
+
+def count(v: float) -> int | None:
+    """A counter value as an integer fact (grid size, SM count); inf or beyond 64 bits (a
+    corrupt report) cannot be one and is left unknown."""
+    return int(round(v)) if math.isfinite(v) and abs(v) < 2**63 else None
