@@ -18,6 +18,10 @@ One process, in this order, writing DIR/cuda.json after each part (a crash keeps
    (kernels/_gemm_common.check, fp32), timed with do_bench median as benchmarks/gemm.py
    (warmup 10 ms, rep 60 ms), GFLOP/s and % of cuBLAS of the same shape in the same run;
    the tile shapes the tuned / warptile steps picked, with the times they were picked on.
+With --graph, every timed row is also timed as CUDA-graph replays (triton.testing.
+do_bench_cudagraph, median): do_bench times one call between two events after an L2 flush,
+so where a launcher's host time outlasts the flush (Triton's Python launcher at a few tens of
+microseconds) its number holds host time too; the replay holds only GPU time.
 Exit status 1 if any CUDA variant fails its check.
 """
 from __future__ import annotations
@@ -78,6 +82,43 @@ def add_cuda_vs_triton(rows: list) -> None:
         t = ms.get((r["op"], r["shape"], r["dtype"], "triton"))
         if r["variant"] == "cuda" and "ms" in r and t:
             r["speedup_vs_triton"] = t / r["ms"]
+
+
+def graph_ms(fn) -> float:
+    """Median ms per call over CUDA-graph replays of many calls (no host time in it)."""
+    from triton.testing import do_bench_cudagraph
+
+    return float(do_bench_cudagraph(fn, rep=100, return_mode="median"))
+
+
+def add_graph_times(kb, op: str, names: list[str], rows: list, copy_gbps: float) -> None:
+    """graph_ms / graph_gbps / graph_pct_copy on the timed rows of `op`, same rotated inputs."""
+    import torch
+
+    w = importlib.import_module(f"profkit.kernels.{op}").WORKLOAD
+    for shape in names:
+        p = w.shapes[shape]
+        state = w.setup(p, "bf16", "cuda")
+        states = [state] + [w.setup(p, "bf16", "cuda") for _ in range(kb._n_copies(state, "cuda") - 1)]
+        nbytes = w.model(p, "bf16")["bytes"]
+        for r in rows:
+            if (r["op"], r["shape"]) != (op, shape) or "ms" not in r:
+                continue
+            try:
+                r["graph_ms"] = ms = graph_ms(kb._rotating(w.variants[r["variant"]], states))
+                r["graph_gbps"] = nbytes / ms / 1e6
+                r["graph_pct_copy"] = 100 * r["graph_gbps"] / copy_gbps
+                log(f"{op}/{r['variant']}/{shape} graph: {ms:.4f} ms ({r['graph_pct_copy']:.0f}% copy)")
+            except Exception as e:  # noqa: BLE001
+                r["graph_error"] = repr(e)[:300]
+                log(f"{op}/{r['variant']}/{shape} graph: {e!r}")
+        del state, states
+        torch.cuda.empty_cache()
+    ms = {(r["shape"], r["variant"]): r["graph_ms"] for r in rows if r["op"] == op and "graph_ms" in r}
+    for r in rows:
+        t = ms.get((r["shape"], "triton"))
+        if r["op"] == op and r["variant"] == "cuda" and "graph_ms" in r and t:
+            r["graph_speedup_vs_triton"] = t / r["graph_ms"]
 
 
 # ---- correctness of the paths the timed shapes do not take ------------------------------------
@@ -158,7 +199,7 @@ def path_checks(device: str) -> list[dict]:
 
 # ---- the SGEMM ladder -------------------------------------------------------------------------
 
-def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save) -> dict:
+def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save, graph: bool = False) -> dict:
     import torch
 
     from profkit.kernels import sgemm
@@ -179,6 +220,9 @@ def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save) -> dict:
                 del out
                 row["ms"] = ms = bench(lambda: w.variants[v](s))
                 row["gflops"] = flops / ms / 1e6
+                if graph:
+                    row["graph_ms"] = gms = graph_ms(lambda: w.variants[v](s))
+                    row["graph_gflops"] = flops / gms / 1e6
             except Exception as e:  # noqa: BLE001
                 row["ok"] = False
                 row["error"] = repr(e)[:300]
@@ -188,9 +232,13 @@ def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save) -> dict:
             log(f"sgemm/{v}/{shape}: " + (f"{row['ms']:.3f} ms {row['gflops']:.0f} GFLOP/s err {row['rel_fro']:.1e}"
                                           if "ms" in row else row.get("error", "")))
         base = next((r["ms"] for r in rows if r["shape"] == shape and r["variant"] == "cublas" and "ms" in r), None)
+        gbase = next((r["graph_ms"] for r in rows if r["shape"] == shape and r["variant"] == "cublas"
+                      and "graph_ms" in r), None)
         for r in rows:
             if r["shape"] == shape and "ms" in r and base:
                 r["pct_cublas"] = 100 * base / r["ms"]
+            if r["shape"] == shape and "graph_ms" in r and gbase:
+                r["graph_pct_cublas"] = 100 * gbase / r["graph_ms"]
         del s, ref
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -218,16 +266,20 @@ def markdown(res: dict) -> str:
              f"triton {info.get('triton')}  {info.get('date')}",
              f"copy bandwidth (d2d torch copy_, read+write): {fmt(copy.get('gbps'), '.0f')} GB/s", "",
              "### Triton vs CUDA C++", "",
-             "| op | shape | dtype | variant | ms | GB/s | % copy | CUDA vs Triton | rel err | ok |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "do_bench: one call after an L2 flush (host time included where it outlasts the flush); "
+             "graph: CUDA-graph replay, GPU time only", "",
+             "| op | shape | dtype | variant | ms | GB/s | % copy | CUDA vs Triton | graph ms | graph % copy | "
+             "CUDA vs Triton (graph) | rel err | ok |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in res.get("rows", []):
         if "ms" not in r:
-            lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | | | | | | "
+            lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | | | | | | | | | "
                          f"{'skip: ' + r['skipped'] if 'skipped' in r else 'ERROR: ' + r.get('error', '')[:60]} |")
             continue
         lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | {r['ms']:.4f} | {r['gbps']:.0f} | "
-                     f"{r['pct_copy']:.0f} | {fmt(r.get('speedup_vs_triton'), '.2f')} | {fmt(r.get('rel_err'), '.1e')} | "
-                     f"{'yes' if r.get('ok') else 'NO'} |")
+                     f"{r['pct_copy']:.0f} | {fmt(r.get('speedup_vs_triton'), '.2f')} | {fmt(r.get('graph_ms'), '.4f')} | "
+                     f"{fmt(r.get('graph_pct_copy'), '.0f')} | {fmt(r.get('graph_speedup_vs_triton'), '.2f')} | "
+                     f"{fmt(r.get('rel_err'), '.1e')} | {'yes' if r.get('ok') else 'NO'} |")
     checks = res.get("checks", [])
     if checks:
         bad = [c for c in checks if not c["ok"]]
@@ -237,13 +289,15 @@ def markdown(res: dict) -> str:
     sg = res.get("sgemm", [])
     if sg:
         lines += ["", "### SGEMM ladder (fp32, CUDA C++) vs cuBLAS (TF32 off)", "",
-                  "| shape | step | ms | GFLOP/s | % of cuBLAS | rel err | ok |", "|---|---|---:|---:|---:|---:|---|"]
+                  "| shape | step | ms | GFLOP/s | % of cuBLAS | graph GFLOP/s | graph % of cuBLAS | rel err | ok |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in sg:
             if "ms" not in r:
-                lines.append(f"| {r['shape']} | {r['variant']} | | | | | ERROR: {r.get('error', '')[:60]} |")
+                lines.append(f"| {r['shape']} | {r['variant']} | | | | | | | ERROR: {r.get('error', '')[:60]} |")
                 continue
             lines.append(f"| {r['shape']} | {r['variant']} | {r['ms']:.3f} | {r['gflops']:.0f} | "
-                         f"{fmt(r.get('pct_cublas'), '.1f')} | {fmt(r.get('rel_fro'), '.1e')} | "
+                         f"{fmt(r.get('pct_cublas'), '.1f')} | {fmt(r.get('graph_gflops'), '.0f')} | "
+                         f"{fmt(r.get('graph_pct_cublas'), '.1f')} | {fmt(r.get('rel_fro'), '.1e')} | "
                          f"{'yes' if r.get('ok') else 'NO'} |")
     tuned = res.get("autotune") or {}
     if tuned:
@@ -262,6 +316,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sgemm-shapes", help="comma list (registry names or MxNxK)")
     ap.add_argument("--no-ops", action="store_true", help="skip the RMSNorm / RoPE / SwiGLU part")
     ap.add_argument("--no-sgemm", action="store_true", help="skip the SGEMM ladder")
+    ap.add_argument("--graph", action="store_true", help="also time every row as CUDA-graph replays")
     ap.add_argument("--markdown", metavar="JSON", help="print the tables of an earlier run and exit")
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: tests, emulated build
     a = ap.parse_args(argv)
@@ -281,6 +336,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     kb = bench_kernels()
     info = kb.env_info(device)
+    info["timing"] = "do_bench median" + (" and do_bench_cudagraph median" if a.graph else "")
     res: dict = {"info": info, "rows": [], "checks": [], "sgemm": []}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -311,13 +367,15 @@ def main(argv=None) -> int:
             shapes = {n: w.shapes[n] for n in names} if device == "cuda" else {
                 n: dict(w.shapes[n], tokens=2) for n in names}
             kb.run_forward(op, shapes, "bf16", device, bench, copy["gbps"], {"triton", "cuda"}, res["rows"])
+            if a.graph and device == "cuda":
+                add_graph_times(kb, op, names, res["rows"], copy["gbps"])
             save()
         add_cuda_vs_triton(res["rows"])
         res["checks"] = path_checks(device)
         save()
     if not a.no_sgemm:
         shapes = a.sgemm_shapes.split(",") if a.sgemm_shapes else (QUICK_SGEMM if a.quick else SGEMM_SHAPES)
-        res["autotune"] = sgemm_rows(shapes, device, gemm_bench, res["sgemm"], save)
+        res["autotune"] = sgemm_rows(shapes, device, gemm_bench, res["sgemm"], save, a.graph and device == "cuda")
         # cuBLAS fp32 at the largest shape: a measured FP32 ceiling for profkit roofline
         top = max((r for r in res["sgemm"] if r["variant"] == "cublas" and "ms" in r), key=lambda r: r["flops"],
                   default=None)

@@ -8,7 +8,9 @@
 #   3. profkit capture of CUDA vs Triton for RMSNorm, RoPE and SwiGLU at llama8b-t4096
 #      -> $OUT/cuda-vs-triton.tar.xz
 #   and the labels from profkit classify, the kernels' register / shared-memory use, the log.
+# `--no-capture`: step 1 only.
 set -u
+CAPTURE=1; [ "${1:-}" = "--no-capture" ] && CAPTURE=0
 T0=$(date +%s)
 REPO=$PWD
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -24,10 +26,11 @@ nvcc --version | tail -2
 el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 
 el "== 1. build, check, time"
-python3 "$REPO/benchmarks/cuda_lab.py" --out "$OUT" > $O/cuda_tables.md; echo "cuda_lab rc=$?"
+python3 "$REPO/benchmarks/cuda_lab.py" --graph --out "$OUT" > $O/cuda_tables.md; echo "cuda_lab rc=$?"
 cat $O/cuda_tables.md
 for f in $PROFKIT_CACHE/cuda/*.so; do echo "## $(basename $f)"; cuobjdump --dump-resource-usage "$f" | grep -E "Function|REG"; done > $O/resource_usage.txt 2>&1
 cat $PROFKIT_CACHE/cuda/autotune.json > $O/autotune.json 2>/dev/null
+if [ $CAPTURE = 0 ]; then tar -cJf "$OUT/extras.tar.xz" -C $O resource_usage.txt autotune.json cuda_tables.md; el "done"; exit 0; fi
 
 cap() {  # profkit capture, its tail, and the folder tarred into $OUT at once (a timeout keeps it)
   local run=$1; shift
