@@ -165,7 +165,7 @@ def analyse(profiles, db, top, html):
     db = db or default_db()
     for r in load_profiles(profiles, db):
         state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
-        out.print(f"{r.path} -> run {r.run}: {state}")
+        out.print(f"{r.path} -> run {r.run}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
     from .classify import classify as do_classify
 
     s = Store(db)
@@ -186,6 +186,15 @@ def analyse(profiles, db, top, html):
                                    "window us/call": r["window_us_per_instance"], "busy us/call": r["busy_us_per_instance"],
                                    "idle %": r["idle_pct"]} for r in per_call],
                                  f"GPU busy and idle per call of run {run} (idle: launch overhead; profkit timeline)"))
+            if len(s.query("SELECT DISTINCT rank FROM kernels WHERE run = ? AND rank IS NOT NULL", (run,))) > 1:
+                from . import ranks as rk
+
+                rr = rk.analyse(s, run)
+                out.print(_table([{"rank": p["rank"], "steps": p["steps"], "compute_ms": p["compute_ns"] / 1e6,
+                                   "nccl_ms": p["comm_ns"] / 1e6, "hidden_%": p["hidden_comm_pct"],
+                                   "idle_ms": p["idle_ns"] / 1e6, "waited_ms": p["wait_ns"] / 1e6,
+                                   "slowest_in_steps": p["slowest_in_steps"]} for p in rr.per_rank],
+                                 f"ranks of run {run}: slowest rank {rr.slowest_rank} (profkit ranks)", floats="{:,.3f}"))
         from .roofline import write_runs
 
         drawn = write_runs(s, html)

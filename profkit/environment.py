@@ -5,6 +5,7 @@ One place for capture metadata and the benchmark scripts' result headers.
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 
 
@@ -48,7 +49,7 @@ def gpus() -> dict:
                            for line in q.stdout.strip().splitlines()]
         t = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
         if t.returncode == 0 and t.stdout.strip():
-            out["topology"] = t.stdout.rstrip()
+            out["topology"] = re.sub(r"\x1b\[[0-9;]*m", "", t.stdout).rstrip()  # nvidia-smi underlines the header
     except (OSError, subprocess.TimeoutExpired):
         pass
     return out

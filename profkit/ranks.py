@@ -15,10 +15,18 @@ each step (an NVTX range whose text matches STEP_PATTERN, `step 3`), on the GPU 
   is time spent waiting for the others. It needs no common clock.
 
 Stragglers: the slowest rank of a step is the one that waited least (the others waited for
-it); `wait_skew_ns` is the largest wait in the step. Where ranks share a host clock (one node:
-nsys stamps every process with the same system clock), `end_skew_ns` is the spread of the
+it); `wait_skew_ns` is the largest wait in the step. The run's slowest rank is the one slowest
+in most steps.
+
+Clocks: each rank's report has its own time base (two nsys sessions on one H200 host were
+19.8 ms and 37.8 ms apart, constant to a few microseconds), so timestamps are aligned before
+they are compared across ranks. A collective ends on every rank at once (each waits for the
+last), so a rank's clock offset is the median, over all its collectives, of the difference
+between its end and the first rank's end of the same (k-th) collective; `residual_ns` is the
+largest disagreement left after that. With offsets applied, `end_skew_ns` is the spread of the
 step's last kernel end and `arrival_skew_ns` the largest spread of the start of the k-th
-collective between ranks. The run's slowest rank is the one slowest in most steps.
+collective of the step (the latest arrival is `latest_rank`). Without the same collectives on
+every rank, no offset is applied and those columns are left empty.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import ProfkitError
+from .errors import ProfkitError, ToolMissing
 from .store import Store
 
 COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), case-insensitive
@@ -158,6 +166,9 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
                                      length(comp), length(comm), ov, length(comm) - ov, end - start - busy,
                                      collectives=sorted((s, e) for s, e, c in ks if c))
 
+    offsets, residual = _clock_offsets(per, ranks, step_names)
+    if offsets is None and len(ranks) > 1:
+        notes.append("ranks ran different collectives: clocks not aligned, end/arrival skew left empty")
     per_step = []
     for step in step_names:
         here = [per[(r, step)] for r in ranks if (r, step) in per]
@@ -165,14 +176,22 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
         for x in here:
             x.wait_ns = x.comm_ns - quickest
         row = {"step": step, "ranks": len(here), "slowest_rank": None, "wait_skew_ns": max(x.wait_ns for x in here),
-               "end_skew_ns": max(x.end_ns for x in here) - min(x.end_ns for x in here),
-               "arrival_skew_ns": None}
+               "end_skew_ns": None, "arrival_skew_ns": None, "latest_rank": None}
         if len(here) > 1 and any(x.comm_ns for x in here):
             row["slowest_rank"] = min(here, key=lambda x: (x.wait_ns, -x.compute_ns - x.idle_ns)).rank
-            counts = {len(x.collectives) for x in here}
-            if len(counts) == 1 and counts != {0}:
-                row["arrival_skew_ns"] = max(max(x.collectives[k][0] for x in here) - min(x.collectives[k][0] for x in here)
-                                             for k in range(counts.pop()))
+        if offsets is not None and len(here) > 1:
+            ends = [x.end_ns - offsets[x.rank] for x in here]
+            row["end_skew_ns"] = max(ends) - min(ends)
+            n = len(here[0].collectives)
+            if n:
+                late = Counter()
+                spreads = []
+                for k in range(n):
+                    starts = [(x.collectives[k][0] - offsets[x.rank], x.rank) for x in here]
+                    spreads.append(max(starts)[0] - min(starts)[0])
+                    late[max(starts)[1]] += 1
+                row["arrival_skew_ns"] = max(spreads)
+                row["latest_rank"] = late.most_common(1)[0][0]
         per_step.append(row)
 
     per_rank = []
@@ -183,15 +202,41 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
                                                             "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns",
                                                             "wait_ns")}
         tot["hidden_comm_pct"] = 100.0 * tot["overlap_ns"] / tot["comm_ns"] if tot["comm_ns"] else None
-        per_rank.append({"rank": rank, "steps": len(mine), **tot, "slowest_in_steps": slow_counts.get(rank, 0)})
+        per_rank.append({"rank": rank, "steps": len(mine), **tot, "slowest_in_steps": slow_counts.get(rank, 0),
+                         "clock_offset_ns": None if offsets is None else offsets[rank]})
     slowest = None
     if slow_counts:
         wait = {r["rank"]: r["wait_ns"] for r in per_rank}
         slowest = max(slow_counts, key=lambda r: (slow_counts[r], -wait[r]))
     if len(ranks) == 1:
         notes.append("one rank only: no straggler to find")
+    elif offsets is not None:
+        notes.append(f"clocks aligned on the ends of {residual[1]} collectives per rank; largest residual "
+                     f"{residual[0] / 1e3:.1f} us")
     return Ranks(run, ranks, step_names, [per[(r, s)] for s in step_names for r in ranks if (r, s) in per],
                  per_step, per_rank, slowest, notes)
+
+
+def _clock_offsets(per, ranks, step_names):
+    """({rank: offset_ns}, (residual_ns, collectives)) from the ends of the same collectives,
+    or (None, None) where the ranks did not run the same collectives."""
+    if len(ranks) < 2:
+        return ({r: 0 for r in ranks}, (0, 0)) if ranks else (None, None)
+    seqs = {}
+    for r in ranks:
+        if any((r, s) not in per for s in step_names):
+            return None, None
+        seqs[r] = [c for s in step_names for c in per[(r, s)].collectives]
+    n = {len(v) for v in seqs.values()}
+    if len(n) != 1 or n == {0}:
+        return None, None
+    ref = seqs[ranks[0]]
+    offsets, residual = {}, 0
+    for r in ranks:
+        diffs = sorted(c[1] - c0[1] for c, c0 in zip(seqs[r], ref))
+        offsets[r] = diffs[len(diffs) // 2]
+        residual = max(residual, max(abs(d - offsets[r]) for d in diffs))
+    return offsets, (residual, len(ref))
 
 
 def _ordered_steps(groups, steps) -> list[str]:
@@ -216,7 +261,10 @@ def table_rows(r: Ranks) -> list[dict]:
 def figure(r: Ranks):
     """Per step, one stacked bar per rank: compute alone, communication hidden under compute,
     exposed communication, idle (the bar is the step's GPU window)."""
-    import plotly.graph_objects as go
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise ToolMissing("the ranks chart needs plotly: pip install plotly") from None
 
     xs = [[x.step for x in r.per_rank_step], [f"rank {x.rank}" for x in r.per_rank_step]]
     parts = (("compute only", lambda x: x.compute_ns - x.overlap_ns, "#4C78A8"),

@@ -181,11 +181,16 @@ class Store:
             raise
 
     def _link(self, run: str) -> None:
-        """Tie each ncu launch to the timeline launch it profiled.
+        """Tie each ncu launch to the timeline launch it profiled, within its rank.
 
-        The k-th ncu launch of kernel S in innermost range R is the k-th timeline launch of
-        S in R of the same rank (ncu and the timeline ran the same deterministic workload).
-        nsys wins over the CUPTI tracer when a run has both.
+        The k-th ncu launch of kernel S under NVTX path P is the k-th timeline launch of S
+        under P (ncu and the timeline ran the same deterministic workload); the path keeps
+        a step's kernels apart from the same kernels in other steps. Launches left over
+        then pair by innermost range alone (the tools may order a path's start/end and
+        push/pop ranges differently), then by the longest path prefix the timeline has:
+        ncu can report a range that nsys saw closed (NCCL's ncclCommInitRankConfig stayed
+        open on the main thread in ncu 2025.3, seen on an H200 pair), one extra innermost
+        range. nsys wins over the CUPTI tracer when a run has both.
         """
         c = self.conn
         c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
@@ -194,18 +199,42 @@ class Store:
             " ORDER BY source = 'nsys' DESC LIMIT 1", (run,)).fetchone()
         if not timeline:
             return
-        c.execute("""
-            WITH t AS (SELECT id, rank, nvtx_range, short_name,
-                              row_number() OVER (PARTITION BY rank, nvtx_range, short_name ORDER BY start_ns, seq) AS k
-                       FROM launch WHERE run = :run AND source = :tl),
-                 n AS (SELECT id, rank, nvtx_range, short_name,
-                              row_number() OVER (PARTITION BY rank, nvtx_range, short_name ORDER BY file_id, seq) AS k
-                       FROM launch WHERE run = :run AND source = 'ncu'),
-                 m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
-                       ON t.short_name = n.short_name AND t.nvtx_range IS n.nvtx_range AND t.rank IS n.rank
-                          AND t.k = n.k)
-            UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
-            WHERE run = :run AND source = 'ncu'""", {"run": run, "tl": timeline[0]})
+        for key in ("nvtx_path", "nvtx_range"):
+            c.execute(f"""
+                WITH t AS (SELECT id, rank, {key} AS r, short_name,
+                                  row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY start_ns, seq) AS k
+                           FROM launch l WHERE run = :run AND source = :tl AND NOT EXISTS
+                               (SELECT 1 FROM launch x WHERE x.run = :run AND x.source = 'ncu' AND x.timeline_id = l.id)),
+                     n AS (SELECT id, rank, {key} AS r, short_name,
+                                  row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY file_id, seq) AS k
+                           FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL),
+                     m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
+                           ON t.short_name = n.short_name AND t.r IS n.r AND t.rank IS n.rank AND t.k = n.k)
+                UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
+                WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL""", {"run": run, "tl": timeline[0]})
+        self._link_by_prefix(run, timeline[0])
+
+    def _link_by_prefix(self, run: str, tl: str) -> None:
+        c = self.conn
+        left = c.execute("SELECT id, rank, nvtx_path, short_name FROM launch WHERE run = ? AND source = 'ncu'"
+                         " AND timeline_id IS NULL AND nvtx_path LIKE '%/%' ORDER BY file_id, seq", (run,)).fetchall()
+        if not left:
+            return
+        free: dict = {}
+        for tid, rank, path, short in c.execute(
+                "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND NOT EXISTS"
+                " (SELECT 1 FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id = l.id)"
+                " ORDER BY start_ns, seq", (run, tl)):
+            free.setdefault((rank, path, short), []).append(tid)
+        pairs = []
+        for nid, rank, path, short in left:
+            while "/" in path:
+                path = path.rsplit("/", 1)[0]
+                todo = free.get((rank, path, short))
+                if todo:
+                    pairs.append((todo.pop(0), nid))
+                    break
+        c.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?", pairs)
 
 
 def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
@@ -217,7 +246,8 @@ def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     p = Path(path)
     if not p.exists():
         raise ProfkitError(f"{path}: no such database")
-    conn = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
+    conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA query_only = 1")
     conn.set_authorizer(_read_only_authorizer)
