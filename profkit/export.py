@@ -8,7 +8,9 @@ Hive-style partitions: the partition columns live in the folder names, not in th
 (readers rebuild them: DuckDB `hive_partitioning = true`, Spark by default). A NULL rank
 (single-process run) is written as `rank=__HIVE_DEFAULT_PARTITION__`, which Hive, Spark and
 DuckDB read back as NULL. Values are escaped as URIs (a run named `a/b` becomes `run=a%2Fb`).
-Exporting a run again replaces its partitions and leaves the other runs' files alone.
+Exporting a run again replaces its partitions and leaves the other runs' files alone. A view
+with no rows (counters of a timeline-only database, classifications before `profkit classify`)
+writes no files.
 Rows stream out of SQLite in batches, so a million-kernel run needs no million-row table in memory.
 """
 from __future__ import annotations
