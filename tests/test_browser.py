@@ -120,8 +120,9 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
         plots = page.evaluate(_PLOTS)
         assert [p["dom_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
         assert [p["data_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
-        assert len(plots) == 5 and len(store.runs()) == 7
-        assert {r["run"] for r in rows if not r["points"]} == {"e2e-decode", "e2e-prefill"}  # timeline only: no counters
+        assert len(plots) == len([r for r in rows if r["points"]]) >= 5  # one plot per run with counters
+        assert {r["run"] for r in rows} == set(store.runs())
+        assert {"e2e-decode", "e2e-prefill"} <= {r["run"] for r in rows if not r["points"]}  # timeline only
         assert problems == []
     finally:
         page.close()
