@@ -122,13 +122,21 @@ def _autotune_file():
 
 
 def _autotune_key(step: str, M: int, N: int, K: int, device) -> str:
-    import torch
-
     if _cuda_build.EMULATED:
         return f"emulated|{step}|{M}x{N}x{K}"
-    gpu = torch.cuda.get_device_name(device)
-    lib = _cuda_build.library_path("sgemm").stem  # the hash: a rebuilt library tunes again
-    return f"{gpu}|{lib}|{step}|{M}x{N}x{K}"
+    return f"{_device_name(str(device))}|{_lib_stem()}|{step}|{M}x{N}x{K}"
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device)
+
+
+@functools.lru_cache(maxsize=None)  # once per process: hashing the sources on every call cost ~40 us
+def _lib_stem() -> str:
+    return _cuda_build.library_path("sgemm").stem  # the hash: a rebuilt library tunes again
 
 
 def _read_disk() -> dict:

@@ -31,7 +31,8 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
     assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096",
                          "swiglu-llama8b-t4096",
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
-                         "ddp-2gpu", "ddp-2gpu-slow"}  # two ranks each (tests/test_ranks.py)
+                         "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
+                         "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096"}  # tests/test_cuda_lab_profiles.py
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200"}
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
     assert unlinked == []  # every ncu launch found the timeline launch it profiled
