@@ -141,6 +141,8 @@ def _parse(path: Path, ctx) -> Report:
             a = rng.action_by_idx(ai)
             values = {}
             for name in a.metric_names():
+                if _text(name) is not name:  # a corrupt name: the reader cannot look it up again
+                    continue
                 m = a.metric_by_name(name)
                 if m is None or not m.has_value() or m.kind() == m.ValueKind_STRING:
                     continue
