@@ -1,0 +1,113 @@
+"""Several processes ingest different real reports into one new database at once; a reader
+polls through `profkit sql`'s read-only connection meanwhile.
+
+All ingests must land (no "database is locked"), and every snapshot the reader sees must hold
+whole runs only: each file's launch/range/counter rows match its source_file counts, no
+orphan rows, no run without its files.
+"""
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+
+from dbcheck import WHOLE_RUNS, PROBLEMS
+from profdata import KNOWN_CUPTI, PROFILES
+
+# one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
+RUNS = ("known", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096")
+WRITERS = [[PROFILES / r / f"{r}.nsys.sqlite", PROFILES / r / f"{r}.ncu-rep.xz"] for r in RUNS] + [[KNOWN_CUPTI]]
+
+READER = r"""
+import json, sqlite3, sys, time
+from pathlib import Path
+from profkit.store import open_readonly
+db, stop, query = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+problems = sys.argv[4].split(",")
+polls, bad, errors, seen, last = 0, [], [], set(), None
+while True:
+    done = stop.exists()  # one last poll after the writers finish
+    try:
+        conn = open_readonly(db)
+        try:
+            cur = conn.execute(query)
+            state = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+        finally:
+            conn.close()
+        polls += 1
+        seen.add((state["runs"], state["files"]))
+        if any(state[k] for k in problems):
+            bad.append(state)
+        if last and (state["files"] < last["files"] or state["launches"] < last["launches"]):
+            bad.append({"went_back": [last, state]})
+        last = state
+    except Exception as e:  # before the first writer created the schema there is nothing to read
+        if last is not None or not any(w in str(e) for w in ("no such database", "no such table")):
+            errors.append(f"{type(e).__name__}: {e}")
+    if done:
+        break
+    time.sleep(0.005)
+print(json.dumps({"polls": polls, "bad": bad[:5], "errors": errors[:5], "seen": sorted(seen), "last": last}))
+"""
+
+
+def test_parallel_ingests_all_land_and_readers_see_whole_runs(tmp_path):
+    assert len(WRITERS) >= 3
+    db, stop = tmp_path / "shared.db", tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(db), str(stop), WHOLE_RUNS, ",".join(PROBLEMS)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # all writers start on a fresh database: they race on creating it and on every write
+    go = time.time() + 2.0
+    start = f"import time, sys; time.sleep(max(0, {go} - time.time())); from profkit.cli import cli; cli()"
+    writers = [subprocess.Popen([sys.executable, "-c", start, "ingest", "--db", str(db), *map(str, files),
+                                 "--run", f"w{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for i, files in enumerate(WRITERS)]
+    outs = [w.communicate(timeout=300) for w in writers]
+    stop.touch()
+    seen = json.loads(reader.communicate(timeout=120)[0])
+
+    for w, (out, err) in zip(writers, outs):
+        assert w.returncode == 0, err
+        assert "locked" not in out + err and "Traceback" not in err
+    # every writer's files landed, with the counts it printed
+    printed = {}
+    for i, (out, _) in enumerate(outs):
+        for m in re.finditer(r"-> run (w\d+): (\d+) kernels, (\d+) NVTX ranges, (\d+) counters", out):
+            printed.setdefault(m[1], []).append(tuple(map(int, m.groups()[1:])))
+        assert len(printed[f"w{i}"]) == len(WRITERS[i])
+    c = sqlite3.connect(db)
+    got = {}
+    for run, k, n, m in c.execute("SELECT run, kernels, ranges, counters FROM source_file ORDER BY id"):
+        got.setdefault(run, []).append((k, n, m))
+    assert {r: sorted(v) for r, v in got.items()} == {r: sorted(v) for r, v in printed.items()}
+    state = dict(zip([d[0] for d in c.execute(WHOLE_RUNS).description], c.execute(WHOLE_RUNS).fetchone()))
+    assert {k: state[k] for k in PROBLEMS} == dict.fromkeys(PROBLEMS, 0)
+    assert state["runs"] == len(WRITERS) and state["files"] == sum(map(len, WRITERS))
+    c.close()
+
+    # the reader polled throughout, never failed, and never saw a partial run
+    assert seen["errors"] == [] and seen["bad"] == [], seen
+    assert seen["polls"] >= 2 and seen["last"]["files"] == state["files"]
+    # and it read while the writers wrote: it saw states between the empty and the full database
+    assert any(0 < files < state["files"] for _, files in seen["seen"]), seen["seen"]
+
+
+def test_the_same_file_from_several_processes_lands_once(tmp_path):
+    db = tmp_path / "same.db"
+    files = WRITERS[3]
+    go = time.time() + 1.5
+    start = f"import time; time.sleep(max(0, {go} - time.time())); from profkit.cli import cli; cli()"
+    procs = [subprocess.Popen([sys.executable, "-c", start, "ingest", "--db", str(db), *map(str, files)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    text = "".join(o for o, _ in outs)
+    # each file loaded by exactly one process; the others found it loaded (before or inside
+    # their write transaction: the content hash is checked again there)
+    assert text.count("nsys-sqlite -> run") == 1 and text.count("ncu-rep -> run") == 1, text
+    assert text.count("already loaded") == 4, text
+    c = sqlite3.connect(db)
+    state = dict(zip([d[0] for d in c.execute(WHOLE_RUNS).description], c.execute(WHOLE_RUNS).fetchone()))
+    c.close()
+    assert state["files"] == 2 and state["runs"] == 1 and {k: state[k] for k in PROBLEMS} == dict.fromkeys(PROBLEMS, 0)

@@ -1,0 +1,118 @@
+"""SIGKILL an ingest of a large real-derived file at many moments: the database must open,
+pass integrity_check, hold no partial run, and take the same file afterwards.
+
+The large file is the real H200 export grown by replication (benchmarks/ingest.py's grow:
+kernels, their launch calls and NVTX ranges copied with shifted times), ~33 k kernels and
+~35 k ranges, so one ingest spends a second or two inside its write transaction. Kills come
+at random delays (startup, parse, write) and, to be sure some land mid-transaction, the
+moment the write-ahead log starts to grow.
+"""
+import importlib.util
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dbcheck import dump, problems, whole_runs
+from profdata import KNOWN_CUPTI, ROOT
+
+REPLICAS = 200  # x 166 kernels of profiles/known
+
+
+def _grow():
+    spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "benchmarks" / "ingest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.grow
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "grown.nsys.sqlite"
+    counts = _grow()(path, REPLICAS)
+    assert counts["CUPTI_ACTIVITY_KIND_KERNEL"] == 166 * REPLICAS
+    return path
+
+
+def _ingest(db, path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(db), str(path), "--run", "big"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wal(db) -> int:
+    try:
+        return os.path.getsize(f"{db}-wal")
+    except OSError:
+        return 0
+
+
+def _state(db) -> tuple[str, dict]:
+    """Open as a user would, check, and return (dump, whole-run state)."""
+    c = sqlite3.connect(db)
+    try:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert c.execute("PRAGMA foreign_key_check").fetchall() == []
+        state = whole_runs(c)
+    finally:
+        c.close()
+    assert problems(state) == {}, state
+    return dump(db), state
+
+
+def _kill_at(db, big, kind: str, value: float) -> float:
+    """Start an ingest, SIGKILL it after `value` seconds ("delay") or once the WAL has grown by
+    `value` bytes ("wal"); returns the seconds it ran."""
+    wal0 = _wal(db)
+    proc = _ingest(db, big)
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        if (kind == "delay" and time.monotonic() - t0 >= value) or (kind == "wal" and _wal(db) - wal0 >= value):
+            break
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return time.monotonic() - t0
+
+
+def test_sigkill_during_ingest_leaves_no_partial_run(big, db):
+    from profkit.ingest import ingest
+
+    ingest(db, [KNOWN_CUPTI], run="before")  # the database already holds a run
+    before, state0 = _state(db)
+    whole = dict(state0, files=state0["files"] + 1, runs=state0["runs"] + 1,
+                 launches=state0["launches"] + 166 * REPLICAS)
+    rng = random.Random(20261122)
+    # the first kill finds when the write transaction starts (t_w); the delays are spread
+    # around it: startup and imports, parsing, writing
+    t_w = _kill_at(db, big, "wal", 64 << 10)
+    plan = [("wal", 2 << 20), ("delay", rng.uniform(0.05, 0.5) * t_w), ("delay", rng.uniform(0.5, 1.0) * t_w),
+            ("wal", 6 << 20), ("wal", 10 << 20), ("delay", rng.uniform(1.0, 1.3) * t_w)]
+    outcomes = [("wal", _outcome(db, before, whole))]
+    for kind, value in plan:
+        _kill_at(db, big, kind, value)
+        outcomes.append((kind, _outcome(db, before, whole)))
+    print(f"t_w={t_w:.2f}s", outcomes)
+    assert len(outcomes) == 7
+    # kills inside the write transaction really happened (the WAL had grown, nothing landed)
+    assert [o for o in outcomes if o[0] == "wal"] == [("wal", "nothing")] * 4, outcomes
+
+    # a later ingest of the same file succeeds (or finds it already whole)
+    proc = _ingest(db, big)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert _outcome(db, before, whole) == "whole"
+
+
+def _outcome(db, before: str, whole: dict) -> str:
+    """'nothing' (database as before) or 'whole' (the file wholly loaded, nothing else): a
+    kill after COMMIT is fine. Anything else fails."""
+    after, state = _state(db)
+    if after == before:
+        return "nothing"
+    assert {k: state[k] for k in whole} == whole
+    return "whole"
