@@ -61,7 +61,8 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
         raise ProfkitError(f"{db}: no such database")
     # our own fixed queries: a read-only file handle is lock enough (open_readonly's
     # authorizer, there for user SQL, also refuses the table_info pragma used here)
-    conn = sqlite3.connect(f"file:{Path(db).resolve().as_posix()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
+    conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                            check_same_thread=False)  # write_dataset pulls batches from its own thread
     try:
         runs = [r[0] for r in conn.execute("SELECT run FROM runs ORDER BY run")]
