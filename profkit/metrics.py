@@ -82,7 +82,7 @@ METRICS: tuple[Metric, ...] = (
     _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds"),
     _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies"),
     _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)"),
-    _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level)", "roofline"),
+    _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level; the FP32 roof)", "lean roofline"),
     _m("tensor_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor FLOPs, bf16 inputs"),
     _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"), "tensor FLOPs, fp16 inputs (3 passes on its own: roofline set only)", "roofline"),
     _m("tensor_ops_fp16_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum", "tensor FLOPs, fp16 inputs, fp16 accumulate", "roofline"),

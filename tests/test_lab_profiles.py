@@ -26,13 +26,48 @@ def by_path(store, run):
         "GROUP BY nvtx_path", (run,))}
 
 
+# the second capture round (H200, 2026-11-22, roofline set, reference checks recorded):
+# run -> (before, after, verdict, label before, label after)
+LAB_VERDICTS = {
+    "add_rmsnorm-llama8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
+    "rope-llama8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
+    "rmsnorm_rope-qwen3-8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
+    "rmsnorm-qwen7b-t4096": ("eager", "triton", "supported", "dram", "dram"),
+    "rmsnorm_linear-llama8b-qkv-m16": ("eager", "triton", "supported", "dram", "occupancy"),
+    "fp8_gemm-llama8b-qkv-m4096": ("scaled_mm", "triton", "rejected", "tensor_core", "occupancy"),
+}
+
+
+@pytest.mark.parametrize("run", sorted(LAB_VERDICTS))
+def test_lab_dataset_verdicts(store, run):
+    """profkit compare on every before/after pair of the second capture round."""
+    from profkit.compare import rows
+
+    before, after, verdict, lb, la = LAB_VERDICTS[run]
+    got = rows(store, f"{run}:{before}", f"{run}:{after}")
+    assert len(got) == 1
+    r = got[0]
+    assert (r["verdict"], r["label_before"], r["label_after"]) == (verdict, lb, la)
+    meta = json.loads(store.query("SELECT meta FROM runs WHERE run = ?", (run,))[0]["meta"])
+    if verdict == "supported":
+        assert all(c["ok"] for c in meta["correctness"].values())
+
+
+def test_liger_and_triton_rmsnorm_are_within_noise(store):
+    from profkit.compare import rows
+
+    r = rows(store, "rmsnorm-qwen7b-t4096:liger", "rmsnorm-qwen7b-t4096:triton")[0]
+    assert r["verdict"] == "caveated" and r["speedup_low"] < 1 < r["speedup_high"]
+
+
 def test_every_folder_is_a_run_with_timeline_and_counters(store):
     runs = {r["run"]: r for r in store.query("SELECT run, gpu_name FROM runs")}
     assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096",
                          "swiglu-llama8b-t4096",
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
-                         "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096"}  # tests/test_cuda_lab_profiles.py
+                         "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
+                         *LAB_VERDICTS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200"}
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
     assert unlinked == []  # every ncu launch found the timeline launch it profiled
