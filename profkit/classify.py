@@ -13,9 +13,15 @@ from collections import defaultdict
 from .metrics import lookup
 from .store import Store
 
-LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "compute", "latency", "unknown")
+LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
 
 RULES = {
+    "communication": {
+        "threshold": {"name_prefix": "nccl"},
+        "source": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
+                  "an NCCL kernel's time is set by the other ranks and the links, not by its own counters, "
+                  "so the single-GPU rules below do not apply (profkit ranks reports its overlap and waits).",
+    },
     "tensor_core": {
         "threshold": {"tensor_pipe_pct": 60.0},
         "source": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
@@ -29,7 +35,7 @@ RULES = {
                   "kernel under 5 us.",
     },
     "dram": {
-        "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0, "deep_below_ridge": 0.1},
+        "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0},
         "source": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
                   "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
                   "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
@@ -41,10 +47,11 @@ RULES = {
                   "kernel cannot hide latency.",
     },
     "dram_roofline": {
-        "threshold": {"below_ridge_factor": 0.1},
-        "source": "Roofline: arithmetic intensity under a tenth of the ridge point (peak FLOP/s / peak DRAM B/s) "
-                  "with idle tensor pipes: no FLOP ceiling is near, DRAM bandwidth is the roof even when the "
-                  "kernel reaches only part of it (the gap is then an efficiency problem, shown in the reason).",
+        "threshold": {"below_ridge_factor": 1.0, "other_level_busy_pct": 60.0, "dram_quiet_pct": 40.0},
+        "source": "Roofline (Williams et al. 2009): arithmetic intensity below the ridge point of the precision the "
+                  "kernel computes in (peak FLOP/s / peak DRAM B/s) with idle tensor pipes: DRAM bandwidth is its "
+                  "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
+                  "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
     },
     "compute": {
         "threshold": {"sm_pct": 60.0},
@@ -100,9 +107,15 @@ def _limiter(v: dict) -> str | None:
     return min(lims, key=lims.get) if lims else None
 
 
-def classify_one(v: dict, t: dict | None, ridge: float | None = None) -> tuple[str, str, str]:
-    """(label, reason, rule) for one launch from counter values v and timeline facts t."""
+def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str | None = None,
+                 ridge_of: str = "bf16_tensor") -> tuple[str, str, str]:
+    """(label, reason, rule) for one launch from counter values v, timeline facts t, and the
+    ridge point (FLOP/B) of the precision it computes in (ridge_of)."""
+    from .ranks import is_comm
+
     R = {k: r["threshold"] for k, r in RULES.items()}
+    if is_comm(name):
+        return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
     dur = v.get("duration") or (t or {}).get("duration_ns")
     tensor = max(v.get("tensor_pct", 0), v.get("tensor_gmma_pct", 0))
     if tensor >= R["tensor_core"]["tensor_pipe_pct"]:
@@ -122,15 +135,17 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None) -> tuple[s
     below_ridge = ai is None or ridge is None or ai < ridge
     Rd = R["dram"]
     if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge):
-        extra = f", intensity {ai:.2f} FLOP/B below ridge {ridge:.0f}" if ai is not None and ridge else ""
+        extra = f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}" if ai is not None and ridge else ""
         return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {sm:.0f} %{extra}", "dram"
     theo = v.get("theoretical_occupancy")
     if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
         lim = _limiter(v)
         return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
                              f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {mem:.0f} %"), "occupancy"
-    if ai is not None and ridge and ai < ridge * R["dram"]["deep_below_ridge"] and tensor < 1:
-        return "dram", (f"intensity {ai:.2f} FLOP/B, far below the ridge at {ridge:.0f}: memory-bound on the "
+    Rr = R["dram_roofline"]
+    l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
+    if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
+        return "dram", (f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}: memory-bound on the "
                         f"roofline though DRAM runs at only {dram:.0f} % (SM {sm:.0f} %)"), "dram_roofline"
     if sm >= R["compute"]["sm_pct"] and sm >= mem:
         return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
@@ -152,6 +167,19 @@ def ridge_point(store: Store, run: str) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+def kernel_ridge(c: dict[str, float], fallback: float | None) -> tuple[float | None, str]:
+    """Ridge point of the precision a launch does most of its FLOPs in (an FP32 kernel meets
+    the FP32 roof at ~14 FLOP/B on the H200, a bf16 tensor kernel at ~221), from the report's
+    peaks; else the run's bf16 tensor ridge."""
+    from .roofline import rates, work
+
+    w, r = work(c), rates(c)
+    prec = max(w, key=w.get) if w else None
+    if prec and prec in r and "dram" in r:
+        return r[prec][0] / r["dram"][0], prec
+    return fallback, "bf16_tensor"
+
+
 def classify(store: Store, run: str | None = None) -> list[dict]:
     run = store.require_run(run)
     timeline = _timeline(store, run)
@@ -160,12 +188,14 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range FROM kernels WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:
-        v = _values(counters.get(k["kernel_id"], {}))
+        c = counters.get(k["kernel_id"], {})
+        v = _values(c)
         t = timeline.get(k["kernel_id"])
-        label, reason, rule = classify_one(v, t, ridge)
+        kr, ridge_of = kernel_ridge(c, ridge)
+        label, reason, rule = classify_one(v, t, kr, k["kernel_name"], ridge_of)
         evidence = {"rule": rule, "values": v, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
                     "thresholds": RULES.get(rule, {}).get("threshold"), "source": RULES.get(rule, {}).get("source"),
-                    "ridge_flop_per_byte": ridge}
+                    "ridge_flop_per_byte": kr, "ridge_of": ridge_of}
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "label": label, "reason": reason,
                     "evidence": json.dumps(evidence, sort_keys=True)})

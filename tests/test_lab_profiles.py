@@ -125,3 +125,14 @@ def test_cupti_tracer_sees_the_same_kernels_per_nvtx_range_as_nsys(tmp_path):
         s.close()
     c = cupti_trace.parse(DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl")
     assert len(c.ranges) == 6  # op > variant > shape, twice: the markers reached the tracer
+
+
+def test_nccl_kernels_are_communication(store):
+    """The 2-GPU DDP captures: every NCCL kernel is labelled communication, nothing else is."""
+    from profkit.classify import classify
+
+    for run in ("ddp-2gpu", "ddp-2gpu-slow"):
+        got = classify(store, run)
+        nccl = [r for r in got if r["kernel_name"].lower().startswith("nccl")]
+        assert len(nccl) == 74 and {r["label"] for r in nccl} == {"communication"}
+        assert not [r for r in got if r["label"] == "communication" and r not in nccl]
