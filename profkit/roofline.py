@@ -54,7 +54,8 @@ _MEASURED_FLOPS = {"bf16_tflops": "bf16_tensor", "fp16_tflops": "fp16_tensor", "
                    "tf32_tflops": "tf32_tensor", "fp32_tflops": "fp32", "fp64_tflops": "fp64"}
 
 LABEL_COLOURS = {"dram": "#1f77b4", "tensor_core": "#d62728", "compute": "#ff7f0e", "occupancy": "#9467bd",
-                 "launch_overhead": "#8c564b", "latency": "#2ca02c", "unknown": "#7f7f7f", None: "#7f7f7f"}
+                 "launch_overhead": "#8c564b", "latency": "#2ca02c", "communication": "#17becf", "unknown": "#7f7f7f",
+                 None: "#7f7f7f"}
 LEVEL_SYMBOLS = {"dram": "circle", "l2": "square", "l1": "diamond"}
 CEILING_COLOURS = {"dram": "#000000", "l2": "#555555", "l1": "#999999", "bf16_tensor": "#b2182b",
                    "fp16_tensor": "#e7298a", "fp8_tensor": "#6a3d9a", "tf32_tensor": "#e6550d", "fp32": "#d95f02",
