@@ -16,7 +16,7 @@ import triton.language as tl
 from . import Workload, torch_dtype
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import full_cos_sin, rope_cache, rope_eager
+from .rope import full_cos_sin, rope_angles, rope_cache, rope_eager
 
 
 @triton.jit
@@ -53,17 +53,7 @@ def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
                       INTERLEAVED: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
                       BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
-    pos = tl.load(POS + t).to(tl.int64)
-    d = tl.arange(0, BLOCK_HALF)
-    dmask = d < HALF
-    cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
-    sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
-    if INTERLEAVED:
-        ia = 2 * d
-        ib = 2 * d + 1
-    else:
-        ia = d
-        ib = d + HALF
+    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
     _norm_rotate_heads(Q + t * sq_t, QO + t * sqo_t, QW, sq_h, sqo_h, HQ, D, eps, offset, ia, ib, dmask,
                        cos, sin, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
     _norm_rotate_heads(K + t * sk_t, KO + t * sko_t, KW, sk_h, sko_h, HK, D, eps, offset, ia, ib, dmask,

@@ -42,13 +42,9 @@ def _copy_heads(X, XO, sx_h, sxo_h, H, start, P, BLOCK_H: tl.constexpr, BLOCK_P:
 
 
 @triton.jit
-def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
-              sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-              HQ, HK, HALF, PASS,
-              INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
-              BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr):
-    t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
+def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """cos/sin of token t's position and the two halves' lane indices (NeoX: d, d + HALF;
+    GPT-J interleaved: 2d, 2d + 1). Shared with the fused RMSNorm + RoPE kernel."""
     pos = tl.load(POS + t).to(tl.int64)
     d = tl.arange(0, BLOCK_HALF)
     dmask = d < HALF
@@ -60,6 +56,18 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
     else:
         ia = d
         ib = d + HALF
+    return cos, sin, ia, ib, dmask
+
+
+@triton.jit
+def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
+              sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
+              HQ, HK, HALF, PASS,
+              INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
+              BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
+              BLOCK_PASS: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
+    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
     _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
     _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
     if COPY_PASS:
