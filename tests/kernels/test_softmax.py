@@ -33,3 +33,13 @@ def test_fp32_out_for_bf16_input():
     out = torch.full((4, 300), float("nan"), dtype=torch.float32)
     K.softmax(x, out=out)
     check(out, K.softmax_reference(x), "fp32")
+
+
+def test_liger_variant_refuses_rows_wider_than_liger_supports():
+    import pytest
+    import torch
+
+    from profkit.kernels import softmax as sm
+
+    with pytest.raises(ValueError, match="at most 65536"):
+        sm._liger({"x": torch.zeros(1, sm.LIGER_MAX_N + 1)})
