@@ -108,12 +108,12 @@ LIGER_MAX_N = 65536  # Liger 0.8.5 refuses wider rows (one block per row); seen 
 
 
 def _liger(s):
-    from liger_kernel.ops.softmax import LigerSoftmaxFunction  # liger_kernel >= 0.6
-
     n = s["x"].shape[-1]
     if n > LIGER_MAX_N:  # say so in one line rather than through Liger's traceback
         raise ValueError(f"liger softmax takes rows of at most {LIGER_MAX_N} (this shape: {n}); "
                          "use a vocab-free shape such as scores-r32768-n4096")
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction  # liger_kernel >= 0.6
+
     return LigerSoftmaxFunction.apply(s["x"])
 
 
