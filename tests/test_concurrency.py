@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from dbcheck import WHOLE_RUNS, PROBLEMS
+from dbcheck import PROBLEMS, WHOLE_RUNS, whole_runs
 from profdata import KNOWN_CUPTI, PROFILES
 
 # one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
@@ -81,13 +81,14 @@ def test_parallel_ingests_all_land_and_readers_see_whole_runs(tmp_path):
     for run, k, n, m in c.execute("SELECT run, kernels, ranges, counters FROM source_file ORDER BY id"):
         got.setdefault(run, []).append((k, n, m))
     assert {r: sorted(v) for r, v in got.items()} == {r: sorted(v) for r, v in printed.items()}
-    state = dict(zip([d[0] for d in c.execute(WHOLE_RUNS).description], c.execute(WHOLE_RUNS).fetchone()))
+    state = whole_runs(c)
     assert {k: state[k] for k in PROBLEMS} == dict.fromkeys(PROBLEMS, 0)
     assert state["runs"] == len(WRITERS) and state["files"] == sum(map(len, WRITERS))
     c.close()
 
     # the reader polled throughout, never failed, and never saw a partial run
     assert seen["errors"] == [] and seen["bad"] == [], seen
+    print(f"reader: {seen['polls']} polls, (runs, files) seen: {seen['seen']}")
     assert seen["polls"] >= 2 and seen["last"]["files"] == state["files"]
     # and it read while the writers wrote: it saw states between the empty and the full database
     assert any(0 < files < state["files"] for _, files in seen["seen"]), seen["seen"]
@@ -108,6 +109,6 @@ def test_the_same_file_from_several_processes_lands_once(tmp_path):
     assert text.count("nsys-sqlite -> run") == 1 and text.count("ncu-rep -> run") == 1, text
     assert text.count("already loaded") == 4, text
     c = sqlite3.connect(db)
-    state = dict(zip([d[0] for d in c.execute(WHOLE_RUNS).description], c.execute(WHOLE_RUNS).fetchone()))
+    state = whole_runs(c)
     c.close()
     assert state["files"] == 2 and state["runs"] == 1 and {k: state[k] for k in PROBLEMS} == dict.fromkeys(PROBLEMS, 0)

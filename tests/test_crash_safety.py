@@ -39,9 +39,10 @@ def big(tmp_path_factory):
     return path
 
 
-def _ingest(db, path) -> subprocess.Popen:
+def _ingest(db, path, quiet=False) -> subprocess.Popen:
+    out = subprocess.DEVNULL if quiet else subprocess.PIPE
     return subprocess.Popen([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(db), str(path), "--run", "big"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=out, stderr=out, text=True)
 
 
 def _wal(db) -> int:
@@ -53,6 +54,9 @@ def _wal(db) -> int:
 
 def _state(db) -> tuple[str, dict]:
     """Open as a user would, check, and return (dump, whole-run state)."""
+    from profkit.store import Store
+
+    Store(db).close()  # profkit opens it (and finds its schema complete)
     c = sqlite3.connect(db)
     try:
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -68,7 +72,7 @@ def _kill_at(db, big, kind: str, value: float) -> float:
     """Start an ingest, SIGKILL it after `value` seconds ("delay") or once the WAL has grown by
     `value` bytes ("wal"); returns the seconds it ran."""
     wal0 = _wal(db)
-    proc = _ingest(db, big)
+    proc = _ingest(db, big, quiet=True)
     t0 = time.monotonic()
     while proc.poll() is None:
         if (kind == "delay" and time.monotonic() - t0 >= value) or (kind == "wal" and _wal(db) - wal0 >= value):

@@ -10,6 +10,7 @@ from profdata import KNOWN_CUPTI
     "DELETE FROM launch", "INSERT INTO run VALUES ('x', 'now', NULL, '{}')", "DROP VIEW kernels",
     "ATTACH DATABASE '/tmp/evil.db' AS evil", "PRAGMA journal_mode = DELETE", "CREATE TABLE t (a)",
     "SELECT load_extension('/tmp/x.so')", "UPDATE launch SET duration_ns = 0",
+    "VACUUM INTO '/tmp/copy.db'", "CREATE TEMP TABLE t (a)", "SAVEPOINT s", "REINDEX", "ANALYZE",
 ])
 def test_sql_cannot_write(db, query):
     ingest(db, [KNOWN_CUPTI], run="r")
