@@ -147,8 +147,11 @@ def main(argv=None) -> int:
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
     in_sync = bool(torch.equal(lo, hi))
-    print(f"rank {rank}/{world} {device} {a.comm} slow={slow} steps={a.steps} "
-          f"mean_step_ms={1e3 * sum(times) / max(len(times), 1):.3f} params_in_sync={in_sync}", flush=True)
+    # one write per line: ranks share the launcher's stdout, and print's separate "\n" write
+    # let two ranks' lines run together
+    sys.stdout.write(f"rank {rank}/{world} {device} {a.comm} slow={slow} steps={a.steps} "
+                     f"mean_step_ms={1e3 * sum(times) / max(len(times), 1):.3f} params_in_sync={in_sync}\n")
+    sys.stdout.flush()
     dist.destroy_process_group()
     return 0 if in_sync else 1
 
