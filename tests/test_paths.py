@@ -10,7 +10,6 @@ import json
 import lzma
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
