@@ -75,8 +75,12 @@ def parse(path: Path) -> Report:
                     shutil.copyfileobj(fin, fout, 1 << 20)
             except (lzma.LZMAError, EOFError) as e:
                 raise BadInput(path, f"broken xz stream ({e})") from None
+        # The child sees the parent's import path and runs in the empty temp folder: run from a
+        # checkout, `-c` would put the working directory first, and its profkit/ (which has no
+        # parsers/: they ship from the top-level folder) would shadow the installed package.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         proc = subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
-                               str(src.resolve())], capture_output=True)
+                               str(src.resolve())], capture_output=True, cwd=d, env=env)
     try:
         kind, *payload = pickle.loads(proc.stdout)
     except Exception:  # no answer: the reader killed its process

@@ -36,6 +36,15 @@ def test_install_imports_subpackages(tmp_path, editable):
                         cwd=tmp_path, capture_output=True, text=True)
     assert cu.stdout.split() == ["True", "True"], cu.stderr
     if not editable:
+        # The README's main job runs `profkit` from the checkout, whose profkit/ holds no
+        # parsers/: the .ncu-rep reader's child process must still import the installed package.
+        # (Dependencies come from this interpreter's site-packages, after the venv's own.)
+        import sysconfig
+
+        (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        ing = subprocess.run([str(env_dir / "bin" / "profkit"), "ingest", "--db", str(tmp_path / "x.db"),
+                              "tests/data/known/known_lean.ncu-rep.xz"], cwd=ROOT, capture_output=True, text=True)
+        assert ing.returncode == 0 and "133 kernels" in ing.stdout, ing.stdout + ing.stderr
         assert (site / "profkit" / "kernels" / "rmsnorm.py").exists()
         assert (site / "profkit" / "kernels" / "cuda" / "sgemm.cu").exists()
         assert not (site / "kernels").exists() and not (site / "parsers").exists()
