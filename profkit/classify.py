@@ -201,3 +201,9 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
                     "evidence": json.dumps(evidence, sort_keys=True)})
     store.replace_labels(run, out)
     return out
+
+
+def labels(store: Store, run: str) -> dict[int, str]:
+    """{kernel_id: label} of a run, classifying it first when it has no labels yet."""
+    rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
+    return {r["kernel_id"]: r["label"] for r in (rows or classify(store, run))}

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import selection
 from .metrics import lookup
+from .classify import labels as _labels
 from .roofline import roof_time_ns  # one definition of the ceilings: the roofline's
 from .store import Store
 
@@ -126,16 +127,6 @@ def timeline(store: Store, selector: str) -> list[dict]:
 
 
 # --- one side ------------------------------------------------------------------------------
-
-def _labels(store: Store, run: str) -> dict[int, str]:
-    """{kernel_id: label} of a run, classifying it first when it has no labels."""
-    rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
-    if not rows:
-        from .classify import classify
-
-        rows = classify(store, run)
-    return {r["kernel_id"]: r["label"] for r in rows}
-
 
 class _RunContext:
     """A run's labels, counters and correctness record, read once."""

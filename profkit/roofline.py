@@ -24,6 +24,7 @@ from pathlib import Path
 from . import selection
 from .errors import BadArgument, NoSuchRun
 from .metrics import BY_SHORT, lookup
+from .classify import labels as _labels
 from .store import Store
 
 # memory levels, outermost first: (key, label, bytes, bytes per cycle at peak, clock, clock fallback)
@@ -201,15 +202,6 @@ def _counters(store: Store, run: str) -> dict[int, dict[str, float]]:
     for kid, metric, value in store.conn.execute(q, (run, *_WANTED)):
         out.setdefault(kid, {})[metric] = value
     return out
-
-
-def _labels(store: Store, run: str) -> dict[int, str]:
-    rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
-    if not rows:
-        from .classify import classify
-
-        rows = classify(store, run)
-    return {r["kernel_id"]: r["label"] for r in rows}
 
 
 def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
