@@ -34,9 +34,7 @@ if "--selftest" in sys.argv:  # before triton is imported anywhere
     os.environ["TRITON_INTERPRET"] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -50,20 +48,9 @@ def log(*a):
 
 
 def env_info(device: str) -> dict:
-    import torch
+    from profkit.environment import result_header
 
-    from profkit import environment
-
-    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
-            **environment.versions(), "gpu": None, "driver": None}
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(0)
-        smi = environment.gpu()
-        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
-                    memory_gib=round(p.total_memory / 2**30, 1),
-                    sm_clock_mhz_at_start=smi.get("sm_clock_mhz_at_start"))
-    return info
+    return result_header(device)
 
 
 def pct(xs, q):

@@ -26,10 +26,8 @@ if "--selftest" in sys.argv:  # before triton is imported anywhere
     os.environ["TRITON_INTERPRET"] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -104,22 +102,9 @@ def measure_peaks(device: str, bench) -> dict:
 
 
 def env_info(device: str) -> dict:
-    """Result header: date, versions, and on a GPU its name, driver and SM count (profkit.environment)."""
-    import torch
+    from profkit.environment import result_header
 
-    from profkit import environment
-
-    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
-            **environment.versions()}
-    info.update(gpu=None, driver=None)
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(0)
-        smi = environment.gpu()
-        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
-                    memory_gib=round(p.total_memory / 2**30, 1),
-                    capability=".".join(map(str, torch.cuda.get_device_capability(0))))
-    return info
+    return result_header(device)
 
 
 def run_workload(mod, shapes: dict, dtype: str, device: str, bench, peak: float | None, rows: list,

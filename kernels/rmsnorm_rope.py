@@ -16,7 +16,7 @@ import triton.language as tl
 from . import Workload, torch_dtype
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import full_cos_sin, rope_angles, rope_cache, rope_eager
+from .rope import full_cos_sin, qk_inputs, rope_angles, rope_cache, rope_eager
 
 
 @triton.jit
@@ -63,19 +63,9 @@ def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
 def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_dim: int | None = None,
                  interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None):
     """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place)."""
-    import torch
-
+    q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
-    rd = rotary_dim or D
-    assert rd % 2 == 0 and rd <= D and cos.shape[-1] == rd // 2 and k.shape[0] == T and k.shape[2] == D
-    if q.stride(-1) != 1:
-        q = q.contiguous()
-    if k.stride(-1) != 1:
-        k = k.contiguous()
-    assert cos.stride(-1) == 1 and sin.stride(-1) == 1 and cos.stride(0) == sin.stride(0)
-    qo = torch.empty(q.shape, dtype=q.dtype, device=q.device) if q_out is None else q_out
-    ko = torch.empty(k.shape, dtype=k.dtype, device=k.device) if k_out is None else k_out
     if T == 0:
         return qo, ko
     half, P = rd // 2, D - rd

@@ -84,24 +84,27 @@ def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu
     return f.cos().float().to(device), f.sin().float().to(device)
 
 
-def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None):
-    """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place."""
+def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
+    """Checked, last-dim-contiguous q/k/cos/sin, the outputs, and the rotary width: the launchers
+    of RoPE and of the fused RMSNorm + RoPE take the same inputs."""
     import torch
 
-    T, HQ, D = q.shape
-    HK = k.shape[1]
+    T, _, D = q.shape
     rd = rotary_dim or D
     assert rd % 2 == 0 and rd <= D and cos.shape[-1] == rd // 2 and k.shape[0] == T and k.shape[2] == D
-    if q.stride(-1) != 1:
-        q = q.contiguous()
-    if k.stride(-1) != 1:
-        k = k.contiguous()
-    cos = cos if cos.stride(-1) == 1 else cos.contiguous()
-    sin = sin if sin.stride(-1) == 1 else sin.contiguous()
+    q, k, cos, sin = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, cos, sin))
     assert cos.stride(0) == sin.stride(0)
     qo = torch.empty(q.shape, dtype=q.dtype, device=q.device) if q_out is None else q_out
     ko = torch.empty(k.shape, dtype=k.dtype, device=k.device) if k_out is None else k_out
+    return q, k, cos, sin, qo, ko, rd
+
+
+def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
+         q_out=None, k_out=None):
+    """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place."""
+    q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
+    T, HQ, D = q.shape
+    HK = k.shape[1]
     half, P = rd // 2, D - rd
     copy_pass = P > 0 and not (qo.data_ptr() == q.data_ptr() and ko.data_ptr() == k.data_ptr())
     BHQ, BHK = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)

@@ -110,6 +110,7 @@ class Captured:
     folder: Path
     files: list[Path] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)  # file -> Report already parsed here (ingest reuses it)
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
@@ -209,7 +210,14 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         rep = folder / f"{run}.ncu-rep"
         filters = nvtx_filters(workload, variants, shapes, include)
         if expect and got.files:
-            n = expected_launches(got.files[0], filters)
+            from profkit import parsers
+
+            timeline = got.files[0]
+            try:  # parsed once: ingest takes it from got.reports
+                got.reports[timeline] = parsers.detect(timeline).parse(timeline)
+            except Exception:  # a progress total is a nicety: ingest will report a bad file
+                pass
+            n = expected_launches(got.reports[timeline], filters) if timeline in got.reports else None
             if n:
                 expect(n)
         _run(ncu_args(tools["ncu"], folder / run, cmd, metrics, filters, clock_control), "ncu", progress)
@@ -223,20 +231,14 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     return got
 
 
-def expected_launches(timeline: Path, filters) -> int | None:
-    """Launches on a captured timeline that ncu's NVTX filters select (None: cannot tell, e.g.
-    regex or domain filters, or an unreadable timeline). Feeds the progress bar's total."""
-    from profkit import parsers
-
+def expected_launches(report, filters) -> int | None:
+    """Launches on a parsed timeline that ncu's NVTX filters select (None: cannot tell, e.g.
+    regex or domain filters). Feeds the progress bar's total."""
     prefixes = []
     for f in filters:
         if f.startswith("regex:") or "@" in f:
             return None
         prefixes.append(f.rstrip("/"))
-    try:
-        report = parsers.detect(Path(timeline)).parse(Path(timeline))
-    except Exception:  # a progress total is a nicety: never fail a capture over it
-        return None
     at = KERNEL_FIELDS.index("nvtx_path")
     paths = [k[at] for k in report.kernels]
     if not prefixes:

@@ -154,13 +154,13 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
 
 
-def ridge_point(store: Store, run: str) -> float | None:
+def ridge_point(store: Store, run: str, counters: dict[int, dict[str, float]] | None = None) -> float | None:
     """Dense bf16 tensor peak FLOP/s over DRAM peak byte/s, from the report's own peaks at the
     run's median clocks (profkit.roofline.rates: ncu's tensor peak metric is the sparse rate)."""
     from .roofline import rates  # roofline labels its points with classify: import late
 
     ratios = []
-    for c in _counters(store, run).values():
+    for c in (counters if counters is not None else _counters(store, run)).values():
         r = rates(c)
         if "bf16_tensor" in r and "dram" in r:
             ratios.append(r["bf16_tensor"][0] / r["dram"][0])
@@ -184,7 +184,7 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     run = store.require_run(run)
     timeline = _timeline(store, run)
     counters = _counters(store, run)
-    ridge = ridge_point(store, run)
+    ridge = ridge_point(store, run, counters)
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range FROM kernels WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:

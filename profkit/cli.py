@@ -268,7 +268,7 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
                              clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress,
                              expect=expect)
     db = db or default_db()
-    for r in do_ingest(db, got.files, run=run):
+    for r in do_ingest(db, got.files, run=run, parsed_reports=got.reports):
         out_line = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
         click.echo(f"{r.path} -> run {r.run}{'' if r.rank is None else ' rank ' + str(r.rank)}: {out_line}")
     s = Store(db)

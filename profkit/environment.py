@@ -53,3 +53,24 @@ def gpus() -> dict:
     except (OSError, subprocess.TimeoutExpired):
         pass
     return out
+
+
+def result_header(device: str) -> dict:
+    """What every benchmark result file starts with: date, host, versions, and on a GPU its
+    name, UUID, driver, SM count, memory, capability and SM clock at start."""
+    import datetime
+    import os
+
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
+            **versions(), "gpu": None, "driver": None}
+    if device == "cuda":
+        import torch
+
+        p = torch.cuda.get_device_properties(0)
+        smi = gpu()
+        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
+                    memory_gib=round(p.total_memory / 2**30, 1),
+                    capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+                    sm_clock_mhz_at_start=smi.get("sm_clock_mhz_at_start"))
+    return info

@@ -70,13 +70,15 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
     return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank)
 
 
-def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None) -> list[Loaded]:
+def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
+           parsed_reports: dict | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
 
     All files of one call go to one run: `run`, or the name of the first file. Each file's
     rank is `rank` if given, else found by rank_of (None for single-process runs).
+    `parsed_reports` ({path: Report}) holds files a caller already parsed (capture does).
     """
     paths = [Path(p) for p in paths]
     run = run or (run_name_for(paths[0]) if paths else None)
@@ -93,7 +95,8 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             if seen:
                 out.append(Loaded(str(p), seen[0], parser.FORMAT, True, loaded_as=seen[1]))
             else:
-                todo.append((p, parser.parse(p), digest))
+                known = (parsed_reports or {}).get(p)
+                todo.append((p, known if known is not None else parser.parse(p), digest))
         for p, report, digest in todo:
             loaded = _load(store, p, report, digest, run, rank_of(p, report, rank))
             out.append(loaded)

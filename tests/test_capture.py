@@ -66,13 +66,26 @@ def test_profiler_errors_are_one_line(tmp_path, output, code, words, monkeypatch
 def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
     """The progress bar's total: launches under the NVTX filters, counted on the nsys capture."""
     from profkit.capture import expected_launches
+    from profkit.parsers import cupti_trace, nsys_sqlite
     from profdata import DATA
 
-    t = DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"
+    t = nsys_sqlite.parse(DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite")
     assert expected_launches(t, ["rmsnorm/eager/llama8b-t4096/"]) == 24
     assert expected_launches(t, ["rmsnorm/"]) == 27
     assert expected_launches(t, ["rmsnorm/triton/", "rmsnorm/eager/"]) == 27
     assert expected_launches(t, []) == 49
     assert expected_launches(t, ["regex:rms.*/"]) is None
-    assert expected_launches(DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl", ["rmsnorm/triton/"]) == 3
-    assert expected_launches(DATA / "nope.sqlite", []) is None
+    c = cupti_trace.parse(DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl")
+    assert expected_launches(c, ["rmsnorm/triton/"]) == 3
+
+
+def test_ingest_reuses_a_report_capture_already_parsed(tmp_path, monkeypatch):
+    from profkit.ingest import ingest
+    from profkit.parsers import nsys_sqlite
+    from profdata import DATA
+
+    f = DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"
+    rep = nsys_sqlite.parse(f)
+    monkeypatch.setattr(nsys_sqlite, "parse", lambda p: (_ for _ in ()).throw(AssertionError("parsed twice")))
+    got = ingest(str(tmp_path / "x.db"), [f], run="r", parsed_reports={f: rep})
+    assert got[0].kernels == 49
