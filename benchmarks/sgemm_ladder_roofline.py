@@ -27,8 +27,8 @@ def chain_paths(shape: str = "4096") -> list[str]:
 
 
 def draw(profile: Path, out: Path, db: str | None = None) -> dict:
-    from profkit import roofline
-    from profkit.analyse import load_profiles
+    from profkit.outputs import roofline_plot as roofline
+    from profkit.profiles import load_profiles
     from profkit.classify import classify
     from profkit.store import Store
 

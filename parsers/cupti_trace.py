@@ -12,13 +12,19 @@ from profkit.cupti_tracer import FORMAT as TRACE_FORMAT
 from profkit.errors import BadInput
 from profkit.names import demangle, short_name
 from profkit.nvtx import project, range_paths
-from profkit.report import Report
+from profkit.rows import Parsed
 
 FORMAT = "cupti-trace"
+SUFFIXES = ('.cupti.jsonl', '.jsonl')  # file name endings it reads (lower case)
+ROLE = "timeline"  # timeline | counters
+SOURCE = "cupti"  # the tool whose launches it yields (launch.source)
+PREFERENCE = 30  # among parsers of one role, lower is taken first (analyse: one file per role)
+SNIFF_ORDER = 40  # lower is asked first: the most specific recognisers first
+DESCRIPTION = "profkit CUPTI trace (.cupti.jsonl)"
 _START, _END = 1 << 1, 1 << 2  # CUPTI_ACTIVITY_FLAG_MARKER_START / _END
 
 
-def recognise(path: Path, head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     return head.lstrip().startswith(b"{") and TRACE_FORMAT.encode() in head[:400]
 
 
@@ -79,7 +85,7 @@ def _check(r: dict, fields: dict) -> str | None:
     return None
 
 
-def parse(path: Path) -> Report:
+def parse(path: Path) -> Parsed:
     kernels_raw, calls, markers = [], {}, []
     header = None
     try:
@@ -136,7 +142,7 @@ def parse(path: Path) -> Report:
     paths = range_paths(ranges)
     range_rows = [r + dp for r, dp in zip(ranges, paths)]
     facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
-    return Report(str(path), FORMAT, "cupti", kernels, range_rows, [], {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v})
 
 
 def _ranges(markers: list[dict]) -> list[tuple]:

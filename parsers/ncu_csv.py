@@ -15,10 +15,16 @@ from pathlib import Path
 
 from profkit.errors import BadInput
 from profkit.names import short_name
-from profkit.report import Report, count, ncu_kernel_row
+from profkit.rows import Parsed, count, ncu_kernel_row
 from profkit.units import normalise, parse_number
 
 FORMAT = "ncu-csv"
+SUFFIXES = ('.csv',)  # file name endings it reads (lower case)
+ROLE = "counters"  # timeline | counters
+SOURCE = "ncu"  # the tool whose launches it yields (launch.source)
+PREFERENCE = 20  # among parsers of one role, lower is taken first (analyse: one file per role)
+SNIFF_ORDER = 90  # lower is asked first: the most specific recognisers first
+DESCRIPTION = "Nsight Compute CSV (ncu --csv --page raw)"
 _ID_COLS = ("ID", "Kernel Name")
 _PP_PREFIX = "thread Domain:Push/Pop_Range"
 _SE_PREFIX = "Id:Domain:Start/Stop_Range"
@@ -27,7 +33,7 @@ _NON_METRIC = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "
                "Block Size", "Grid Size", "Device", "CC"}
 
 
-def recognise(path: Path, head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     first = head.split(b"\n", 1)[0]
     return path.suffix.lower() == ".csv" or first.startswith(b'"ID","Process ID"')
 
@@ -47,7 +53,7 @@ def _nvtx(pp_cell: str, se_cell: str) -> tuple[str | None, str | None]:
     return (names[-1], "/".join(names)) if names else (None, None)
 
 
-def parse(path: Path) -> Report:
+def parse(path: Path) -> Parsed:
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (a spreadsheet saved it) is fine
     except UnicodeDecodeError as e:
@@ -89,4 +95,4 @@ def parse(path: Path) -> Report:
             facts = {"gpu_name": row[idx["device__attribute_display_name"]] or None, "sm_count": sms and count(sms[0])}
     if not kernels:
         raise BadInput(path, "the CSV holds no profiled kernel")
-    return Report(str(path), FORMAT, "ncu", kernels, [], counters, {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v})

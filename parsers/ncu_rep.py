@@ -21,14 +21,20 @@ import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
-from profkit.report import Report, count, ncu_kernel_row
+from profkit.rows import Parsed, count, ncu_kernel_row
 from profkit.units import normalise
 
 FORMAT = "ncu-rep"
+SUFFIXES = ('.ncu-rep', '.ncu-rep.xz')  # file name endings it reads (lower case)
+ROLE = "counters"  # timeline | counters
+SOURCE = "ncu"  # the tool whose launches it yields (launch.source)
+PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
+SNIFF_ORDER = 20  # lower is asked first: the most specific recognisers first
+DESCRIPTION = "Nsight Compute report .ncu-rep[.xz]"
 NCU_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep seen (ncu 2025.3)
 
 
-def recognise(path: Path, head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     name = path.name.lower()
     if name.endswith((".ncu-rep", ".ncu-rep.xz")):
         return True
@@ -63,7 +69,7 @@ def nvtx_path(state) -> tuple[str | None, str | None]:
     return names[-1], "/".join(names)
 
 
-def parse(path: Path) -> Report:
+def parse(path: Path) -> Parsed:
     if importlib.util.find_spec("ncu_report") is None:
         raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report")
     with tempfile.TemporaryDirectory(prefix="profkit-ncu-") as d:
@@ -105,7 +111,7 @@ def _why(proc: subprocess.CompletedProcess) -> str:
 
 
 def _child() -> None:
-    """In the child: read argv[1], answer with a pickled ("ok", Report) | ("bad", problem) |
+    """In the child: read argv[1], answer with a pickled ("ok", Parsed) | ("bad", problem) |
     ("missing", message) | ("error", traceback) on the original stdout."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever the reader prints goes to stderr
@@ -135,7 +141,7 @@ def _text(s):
         return s.encode("utf-8", "replace").decode("utf-8")
 
 
-def _parse(path: Path, ctx) -> Report:
+def _parse(path: Path, ctx) -> Parsed:
     kernels, counters = [], []
     facts: dict = {}
     seq = 0
@@ -169,4 +175,4 @@ def _parse(path: Path, ctx) -> Report:
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")
-    return Report(str(path), FORMAT, "ncu", kernels, [], counters, {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v})

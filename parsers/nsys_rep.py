@@ -9,14 +9,20 @@ import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
-from profkit.report import Report
+from profkit.rows import Parsed
 
 from . import nsys_sqlite
 
 FORMAT = "nsys-rep"
+SUFFIXES = ('.nsys-rep',)  # file name endings it reads (lower case)
+ROLE = "timeline"  # timeline | counters
+SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
+PREFERENCE = 20  # among parsers of one role, lower is taken first (analyse: one file per role)
+SNIFF_ORDER = 10  # lower is asked first: the most specific recognisers first
+DESCRIPTION = "Nsight Systems report .nsys-rep (needs nsys)"
 
 
-def recognise(path: Path, head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     return path.suffix.lower() == ".nsys-rep"
 
 
@@ -38,7 +44,7 @@ def export(path: Path, out: Path, nsys: str | None = None) -> Path:
     return out
 
 
-def parse(path: Path) -> Report:
+def parse(path: Path) -> Parsed:
     with tempfile.TemporaryDirectory() as d:
         sqlite = export(path, Path(d) / (path.stem + ".sqlite"))
         rep = nsys_sqlite.parse(sqlite)

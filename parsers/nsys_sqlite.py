@@ -11,21 +11,25 @@ import re
 import sqlite3
 from pathlib import Path
 
+from profkit.dbfile import open_readonly
 from profkit.errors import BadInput
 from profkit.nvtx import project, range_paths
-from profkit.report import Report
+from profkit.rows import Parsed
 
 FORMAT = "nsys-sqlite"
+SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
+ROLE = "timeline"  # timeline | counters
+SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
+PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
+SNIFF_ORDER = 50  # lower is asked first: the most specific recognisers first
+DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite)"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PUSH_POP, START_END, DOMAIN_CREATE = 59, 60, 75
 _PID = 1 << 24
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    conn.execute("PRAGMA query_only = 1")
-    return conn
+    return open_readonly(path, timeout_ms=5000)
 
 
 def _tables(conn) -> dict[str, str]:
@@ -38,7 +42,7 @@ def _tables(conn) -> dict[str, str]:
     return out
 
 
-def recognise(path: Path, head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     if not head.startswith(SQLITE_MAGIC):
         return False
     try:
@@ -56,7 +60,7 @@ def _columns(conn, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
-def parse(path: Path) -> Report:
+def parse(path: Path) -> Parsed:
     try:
         conn = _open(path)
         try:
@@ -69,7 +73,7 @@ def parse(path: Path) -> Report:
         raise BadInput(path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?") from None
 
 
-def _parse(path: Path, conn) -> Report:
+def _parse(path: Path, conn) -> Parsed:
     t = _tables(conn)
     if "StringIds" not in t:
         raise BadInput(path, "not an Nsight Systems export: no StringIds table")
@@ -129,7 +133,7 @@ def _parse(path: Path, conn) -> Report:
     paths = range_paths(ranges)
     range_rows = [(r[0], r[1], r[2], r[3], r[4], r[5] % _PID if r[5] is not None else None, r[6], d, p)
                   for r, (d, p) in zip(ranges, paths)]
-    rep = Report(str(path), FORMAT, "nsys", kernels, range_rows, [], _facts(conn, t))
+    rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t))
     return rep
 
 

@@ -1,5 +1,6 @@
 """profkit capture: run a workload under Nsight Systems and Nsight Compute (or the CUPTI
-tracer), keep the raw reports under OUT/<run>/, and load them into the database.
+tracer) and keep the raw reports under OUT/<run>/ with what was captured (capture.json).
+Loading them is ingest's job (the CLI hands the reports over, parsed once).
 
 Every subprocess gets an argument list; nothing goes through a shell.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from . import environment
 from .errors import ProfkitError, ToolFailed, ToolMissing
 from .metrics import metric_names
-from .report import KERNEL_FIELDS
+from .rows import KERNEL_FIELDS
 
 # environment variables that change what a profile shows
 RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
@@ -110,7 +111,7 @@ class Captured:
     folder: Path
     files: list[Path] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
-    reports: dict = field(default_factory=dict)  # file -> Report already parsed here (ingest reuses it)
+    reports: dict = field(default_factory=dict)  # file -> Parsed already parsed here (ingest reuses it)
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
@@ -134,7 +135,7 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
     return meta
 
 
-def _run(args: list[str], what: str, progress=None) -> str:
+def _profile(args: list[str], what: str, progress=None) -> str:
     """Run a profiler; stream its output to `progress`; map failures to one clear error."""
     lines: list[str] = []
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launch_env()) as p:
@@ -185,9 +186,9 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     got = Captured(run, folder, meta=run_metadata(cmd, tools))
     if use_nsys and tracer != "cupti":
         base = folder / run
-        _run(nsys_args(tools["nsys"], base, cmd), "nsys")
+        _profile(nsys_args(tools["nsys"], base, cmd), "nsys")
         sqlite = folder / f"{run}.nsys.sqlite"
-        _run([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+        _profile([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
               str(base) + ".nsys-rep"], "nsys export")
         if not sqlite.exists():
             raise ToolFailed(f"nsys wrote no report ({sqlite} missing)")
@@ -220,7 +221,7 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
             n = expected_launches(got.reports[timeline], filters) if timeline in got.reports else None
             if n:
                 expect(n)
-        _run(ncu_args(tools["ncu"], folder / run, cmd, metrics, filters, clock_control), "ncu", progress)
+        _profile(ncu_args(tools["ncu"], folder / run, cmd, metrics, filters, clock_control), "ncu", progress)
         if not rep.exists():
             raise ToolFailed(f"ncu wrote no report ({rep} missing)")
         got.files.append(rep)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from . import environment
-from .capture import Captured, _run, find_tool, ncu_args, nsys_args, run_metadata
+from .capture import Captured, _profile, find_tool, ncu_args, nsys_args, run_metadata
 from .errors import ProfkitError, ToolFailed
 from .ingest import rank_in_name
 
@@ -110,13 +110,13 @@ def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_
     got.meta.update(environment.gpus())
     base = str(folder / f"{run}.rank{{rank}}")
     if use_nsys:
-        _run(wrapped(launcher, worker, nsys_args(tools["nsys"], Path(base), []), python=python), "nsys (every rank)")
+        _profile(wrapped(launcher, worker, nsys_args(tools["nsys"], Path(base), []), python=python), "nsys (every rank)")
         reps = _rank_files(folder, run, ".nsys-rep")
         if not reps:
             raise ToolFailed(f"nsys wrote no per-rank report ({run}.rank<N>.nsys-rep missing in {folder})")
         for r, rep in reps.items():
             sqlite = folder / f"{run}.rank{r}.nsys.sqlite"
-            _run([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+            _profile([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
                   str(rep)], f"nsys export rank {r}")
             if not sqlite.exists():
                 raise ToolFailed(f"nsys wrote no export for rank {r} ({sqlite} missing)")
@@ -124,7 +124,7 @@ def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_
     if ncu_ranks:
         prefix = ncu_args(tools["ncu"], Path(base), [], metrics, list(include), clock_control)
         prefix += ["--kernel-name", NOT_NCCL]
-        _run(wrapped(launcher, worker, prefix, set(ncu_ranks), python=python), "ncu", progress)
+        _profile(wrapped(launcher, worker, prefix, set(ncu_ranks), python=python), "ncu", progress)
         reps = _rank_files(folder, run, ".ncu-rep")
         missing = sorted(set(ncu_ranks) - set(reps))
         if missing:

@@ -7,10 +7,10 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
-import statistics
-from collections import defaultdict
 
 from .metrics import lookup
+from .model import kernel_ridge, run_ridge
+from .names import is_comm
 from .store import Store
 
 LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
@@ -18,48 +18,48 @@ LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication"
 RULES = {
     "communication": {
         "threshold": {"name_prefix": "nccl"},
-        "source": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
+        "citation": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
                   "an NCCL kernel's time is set by the other ranks and the links, not by its own counters, "
                   "so the single-GPU rules below do not apply (profkit ranks reports its overlap and waits).",
     },
     "tensor_core": {
         "threshold": {"tensor_pipe_pct": 60.0},
-        "source": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
+        "citation": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
                   "bottleneck. Occupancy is deliberately not consulted: Hopper GEMMs run one CTA per SM by design.",
     },
     "launch_overhead": {
         "threshold": {"duration_ns": 10_000, "tiny_duration_ns": 5_000},
-        "source": "nsys-ai launch-overhead rule (mean kernel < 10 us over many launches) and HolisticTraceAnalysis "
+        "citation": "nsys-ai launch-overhead rule (mean kernel < 10 us over many launches) and HolisticTraceAnalysis "
                   "'short kernel' (GPU time shorter than its CPU launch call, or than the idle gap before it); "
                   "from counters alone: Nsight Compute LaunchStatistics (grid smaller than the SM count) with a "
                   "kernel under 5 us.",
     },
     "dram": {
         "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0},
-        "source": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
+        "citation": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
                   "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
                   "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
     },
     "occupancy": {
         "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0},
-        "source": "Nsight Compute Theoretical/AchievedOccupancy: theoretical warps well under the maximum name the "
+        "citation": "Nsight Compute Theoretical/AchievedOccupancy: theoretical warps well under the maximum name the "
                   "limiter (registers, shared memory, warps, blocks); with SM and memory throughput both low the "
                   "kernel cannot hide latency.",
     },
     "dram_roofline": {
         "threshold": {"below_ridge_factor": 1.0, "other_level_busy_pct": 60.0, "dram_quiet_pct": 40.0},
-        "source": "Roofline (Williams et al. 2009): arithmetic intensity below the ridge point of the precision the "
+        "citation": "Roofline (Williams et al. 2009): arithmetic intensity below the ridge point of the precision the "
                   "kernel computes in (peak FLOP/s / peak DRAM B/s) with idle tensor pipes: DRAM bandwidth is its "
                   "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
                   "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
     },
     "compute": {
         "threshold": {"sm_pct": 60.0},
-        "source": "Nsight Compute SpeedOfLight: SM throughput >= 60 % and above memory; tensor pipes idle.",
+        "citation": "Nsight Compute SpeedOfLight: SM throughput >= 60 % and above memory; tensor pipes idle.",
     },
     "latency": {
         "threshold": {"busy_pct": 60.0},
-        "source": "Nsight Compute SpeedOfLight: SM and memory throughput both < 60 % of peak: latency-bound.",
+        "citation": "Nsight Compute SpeedOfLight: SM and memory throughput both < 60 % of peak: latency-bound.",
     },
 }
 
@@ -71,13 +71,6 @@ def _timeline(store: Store, run: str) -> dict[int, dict]:
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
         FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
     return {r["kernel_id"]: r for r in rows}
-
-
-def _counters(store: Store, run: str) -> dict[int, dict[str, float]]:
-    out: dict[int, dict[str, float]] = defaultdict(dict)
-    for r in store.conn.execute("SELECT kernel_id, metric, value FROM counters WHERE run = ?", (run,)):
-        out[r[0]][r[1]] = r[2]
-    return out
 
 
 def _values(c: dict[str, float]) -> dict:
@@ -111,8 +104,6 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
                  ridge_of: str = "bf16_tensor") -> tuple[str, str, str]:
     """(label, reason, rule) for one launch from counter values v, timeline facts t, and the
     ridge point (FLOP/B) of the precision it computes in (ridge_of)."""
-    from .ranks import is_comm
-
     R = {k: r["threshold"] for k, r in RULES.items()}
     if is_comm(name):
         return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
@@ -154,37 +145,12 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
 
 
-def ridge_point(store: Store, run: str, counters: dict[int, dict[str, float]] | None = None) -> float | None:
-    """Dense bf16 tensor peak FLOP/s over DRAM peak byte/s, from the report's own peaks at the
-    run's median clocks (profkit.roofline.rates: ncu's tensor peak metric is the sparse rate)."""
-    from .roofline import rates  # roofline labels its points with classify: import late
-
-    ratios = []
-    for c in (counters if counters is not None else _counters(store, run)).values():
-        r = rates(c)
-        if "bf16_tensor" in r and "dram" in r:
-            ratios.append(r["bf16_tensor"][0] / r["dram"][0])
-    return statistics.median(ratios) if ratios else None
-
-
-def kernel_ridge(c: dict[str, float], fallback: float | None) -> tuple[float | None, str]:
-    """Ridge point of the precision a launch does most of its FLOPs in (an FP32 kernel meets
-    the FP32 roof at ~14 FLOP/B on the H200, a bf16 tensor kernel at ~221), from the report's
-    peaks; else the run's bf16 tensor ridge."""
-    from .roofline import rates, work
-
-    w, r = work(c), rates(c)
-    prec = max(w, key=w.get) if w else None
-    if prec and prec in r and "dram" in r:
-        return r[prec][0] / r["dram"][0], prec
-    return fallback, "bf16_tensor"
-
-
-def classify(store: Store, run: str | None = None) -> list[dict]:
+def label_rows(store: Store, run: str | None = None) -> list[dict]:
+    """The label of every launch of a run, with its reason and evidence; writes nothing."""
     run = store.require_run(run)
     timeline = _timeline(store, run)
-    counters = _counters(store, run)
-    ridge = ridge_point(store, run, counters)
+    counters = store.counters(run)
+    ridge = run_ridge(counters.values())
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range FROM kernels WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:
@@ -194,16 +160,23 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
         kr, ridge_of = kernel_ridge(c, ridge)
         label, reason, rule = classify_one(v, t, kr, k["kernel_name"], ridge_of)
         evidence = {"rule": rule, "values": v, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
-                    "thresholds": RULES.get(rule, {}).get("threshold"), "source": RULES.get(rule, {}).get("source"),
+                    "thresholds": RULES.get(rule, {}).get("threshold"), "citation": RULES.get(rule, {}).get("citation"),
                     "ridge_flop_per_byte": kr, "ridge_of": ridge_of}
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "label": label, "reason": reason,
                     "evidence": json.dumps(evidence, sort_keys=True)})
-    store.replace_labels(run, out)
     return out
 
 
+def classify(store: Store, run: str | None = None) -> list[dict]:
+    """Label a run and store the labels (the `classifications` view): the explicit step."""
+    rows = label_rows(store, run)
+    if rows:
+        store.replace_labels(rows[0]["run"], rows)
+    return rows
+
+
 def labels(store: Store, run: str) -> dict[int, str]:
-    """{kernel_id: label} of a run, classifying it first when it has no labels yet."""
+    """{kernel_id: label} of a run: the stored labels, else computed here without storing them."""
     rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
-    return {r["kernel_id"]: r["label"] for r in (rows or classify(store, run))}
+    return {r["kernel_id"]: r["label"] for r in (rows or label_rows(store, run))}

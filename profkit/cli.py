@@ -1,5 +1,5 @@
-"""The profkit command line: each command parses arguments, calls one library function,
-and prints. Errors become one line on stderr and a non-zero exit code."""
+"""The profkit command line: each command parses its arguments, calls the library, and
+prints through profkit.outputs. Errors become one line on stderr and a non-zero exit code."""
 from __future__ import annotations
 
 import csv
@@ -10,19 +10,19 @@ from functools import wraps
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from . import __version__
 from .errors import ProfkitError
-from .store import default_db
+from .outputs.tables import console, plain
+from .outputs.tables import table as _table
+from .store import Store, default_db
 
-# wide when piped or captured, so tables stay one row per line
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+out = console()
 
 
 def _fail(message: str, code: int = 1):
-    click.echo(f"profkit: {message}", err=True)
+    click.echo(f"profkit: {plain(message)}", err=True)
     sys.exit(code)
 
 
@@ -46,18 +46,9 @@ def handled(fn):
 
 
 def db_option(fn):
-    return click.option("--db", default=None, metavar="DB",
+    """--db, resolved here and only here: the library always takes a path."""
+    return click.option("--db", default=None, metavar="DB", callback=lambda ctx, param, v: v or default_db(),
                         help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
-
-
-def _table(rows: list[dict], title: str | None = None, floats: str = "{:,.1f}") -> Table:
-    t = Table(title=title, show_lines=False, header_style="bold")
-    cols = list(rows[0]) if rows else []
-    for c in cols:
-        t.add_column(c, overflow="fold", justify="right" if rows and isinstance(rows[0][c], (int, float)) else "left")
-    for r in rows:
-        t.add_row(*["" if r[c] is None else floats.format(r[c]) if isinstance(r[c], float) else str(r[c]) for c in cols])
-    return t
 
 
 @click.group()
@@ -77,12 +68,12 @@ def ingest(paths, db, run, rank):
     """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace)."""
     from .ingest import ingest as do_ingest
 
-    for r in do_ingest(db or default_db(), list(paths), run, rank=rank):
+    for r in do_ingest(db, list(paths), run, rank=rank):
         if r.skipped:
-            out.print(f"{r.path}: already loaded{' as ' + r.loaded_as if r.loaded_as else ''} (run {r.run}), nothing added")
+            out.print(f"{plain(r.path)}: already loaded{' as ' + plain(r.loaded_as) if r.loaded_as else ''} (run {plain(r.run)}), nothing added")
         else:
-            where = f"run {r.run}" + ("" if r.rank is None else f" rank {r.rank}")
-            out.print(f"{r.path}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
+            where = f"run {plain(r.run)}" + ("" if r.rank is None else f" rank {r.rank}")
+            out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
                       f"{r.counters} counters")
 
 
@@ -96,7 +87,7 @@ def sql(query, db, as_json, as_csv):
     """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications)."""
     from .store import open_readonly
 
-    conn = open_readonly(db or default_db())
+    conn = open_readonly(db)
     try:
         cur = conn.execute(query)
         cols = [d[0] for d in cur.description or []]
@@ -121,13 +112,9 @@ def sql(query, db, as_json, as_csv):
 def runs(db):
     """Summary of the runs in the database."""
     from . import summary
-    from .store import Store
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         out.print(_table(summary.runs(s), "runs"))
-    finally:
-        s.close()
 
 
 @cli.command()
@@ -138,14 +125,10 @@ def runs(db):
 def kernels(db, run, top):
     """Where a run's GPU time went: kernels by NVTX range, most total time first."""
     from . import summary
-    from .store import Store
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         run = s.require_run(run)
         out.print(_table(summary.kernels(s, run, top), f"kernels of run {run}"))
-    finally:
-        s.close()
 
 
 @cli.command()
@@ -154,22 +137,24 @@ def kernels(db, run, top):
 @click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
 @click.option("--html", "html", default="roofline.html", show_default=True, type=click.Path(path_type=Path),
               help="HTML file for the rooflines of all runs (one figure per run).")
+@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+              help="Measured peaks to draw dashed (default: PROFILES/peaks.json when present).")
 @handled
-def analyse(profiles, db, top, html):
+def analyse(profiles, db, top, html, peaks_file):
     """The main job: load every run under PROFILES (one folder per run), summarise, classify it, draw its roofline."""
-    from . import summary
+    from . import peaks, summary
     from . import timeline as tl
-    from .analyse import load_profiles
-    from .store import Store
+    from .outputs.roofline_plot import write_runs
+    from .profiles import load_profiles
 
-    db = db or default_db()
+    peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
+    measured = peaks.read(peaks_file) if peaks_file else None
     for r in load_profiles(profiles, db):
         state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
-        out.print(f"{r.path} -> run {r.run}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
+        out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
     from .classify import classify as do_classify
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         out.print(_table(summary.runs(s), "runs"))
         for run in s.runs():
             out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
@@ -195,20 +180,16 @@ def analyse(profiles, db, top, html):
                                    "idle_ms": p["idle_ns"] / 1e6, "waited_ms": p["wait_ns"] / 1e6,
                                    "slowest_in_steps": p["slowest_in_steps"]} for p in rr.per_rank],
                                  f"ranks of run {run}: slowest rank {rr.slowest_rank} (profkit ranks)", floats="{:,.3f}"))
-        from .roofline import write_runs
-
-        drawn = write_runs(s, html)
+        drawn = write_runs(s, html, measured)
         out.print(_table([{"run": w["run"], "points": w["points"], "note": w["why"]} for w in drawn],
                          f"rooflines in {html} (open it in a browser; `profkit roofline --help` for before/after arrows)"))
-    finally:
-        s.close()
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("target", nargs=-1, required=True)
 @db_option
 @click.option("--run", default=None, help="Run name (default: the workload or command name).")
-@click.option("--out", default="profiles", show_default=True, type=click.Path(path_type=Path),
+@click.option("--out", "out_dir", default="profiles", show_default=True, type=click.Path(path_type=Path),
               help="Raw reports go to OUT/<run>/.")
 @click.option("--nsys/--no-nsys", "use_nsys", default=True, help="Record a timeline.")
 @click.option("--ncu/--no-ncu", "use_ncu", default=True, help="Collect counters.")
@@ -224,7 +205,7 @@ def analyse(profiles, db, top, html):
               help="COMMAND is a torchrun job: one nsys report per rank, loaded with its rank; ncu only on --ncu-ranks.")
 @click.option("--ncu-ranks", default="", metavar="0,1", help="With --ranks: ranks to run ncu on (NCCL kernels skipped).")
 @handled
-def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, variant, shape, tracer,
+def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, nvtx_include, variant, shape, tracer,
             clock_control, nsys_path, ncu_path, ranks, ncu_ranks):
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -232,7 +213,6 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
     from . import kernels as registry
     from .capture import capture as do_capture
     from .ingest import ingest as do_ingest
-    from .store import Store
 
     workload = target[0] if len(target) == 1 and target[0] in registry.workloads() and not ranks else None
     command = None if workload else list(target)
@@ -259,23 +239,19 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
                 bar.update(task, description="ncu: " + (parts[1] if len(parts) > 2 else "kernel"))
 
         if ranks:
-            got = capture_ranks(command, run, out, ncu_ranks=on_ranks, use_nsys=use_nsys, metrics=metrics,
+            got = capture_ranks(command, run, out_dir, ncu_ranks=on_ranks, use_nsys=use_nsys, metrics=metrics,
                                 include=nvtx_include, clock_control=clock_control, nsys=nsys_path, ncu=ncu_path,
                                 progress=progress)
         else:
-            got = do_capture(workload, command, run, out, variants=variant, shapes=shape, use_nsys=use_nsys,
+            got = do_capture(workload, command, run, out_dir, variants=variant, shapes=shape, use_nsys=use_nsys,
                              use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
                              clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress,
                              expect=expect)
-    db = db or default_db()
     for r in do_ingest(db, got.files, run=run, parsed_reports=got.reports):
         out_line = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
-        click.echo(f"{r.path} -> run {r.run}{'' if r.rank is None else ' rank ' + str(r.rank)}: {out_line}")
-    s = Store(db)
-    try:
+        out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {out_line}")
+    with Store(db) as s:
         s.set_run_meta(run, got.meta)
-    finally:
-        s.close()
 
 
 @cli.command()
@@ -287,13 +263,9 @@ def capture(target, db, run, out, use_nsys, use_ncu, metrics, nvtx_include, vari
 def classify(db, run, as_json, as_table):
     """Label each kernel: dram, launch_overhead, occupancy, tensor_core (compute, latency, unknown)."""
     from .classify import classify as do_classify
-    from .store import Store
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         rows = do_classify(s, run)
-    finally:
-        s.close()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -314,13 +286,9 @@ def classify(db, run, as_json, as_table):
 def compare(before, after, db, as_json):
     """Per NVTX range, BEFORE vs AFTER (RUN or RUN:COMPONENT): time, speed-up, labels, verdict."""
     from .compare import rows as compare_rows
-    from .store import Store
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         got = compare_rows(s, before, after)
-    finally:
-        s.close()
     if as_json:
         click.echo(json.dumps(got, indent=2))
         return
@@ -334,7 +302,7 @@ def compare(before, after, db, as_json):
                  ("verdict", "left"), ("why", "left")):
         t.add_column(c, justify=j, overflow="fold")
     for r in got:
-        t.add_row(r["range"], f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
+        t.add_row(plain(r["range"]), f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
                   f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
                   f"{r['label_before']} -> {r['label_after']}",
                   f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}",
@@ -352,26 +320,27 @@ def compare(before, after, db, as_json):
               help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).")
 @click.option("--chain", default=None, metavar="auto|P1,P2,...",
               help="Join ranges in order with arrows: 'auto' (capture order) or NVTX paths / variant names.")
+@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+              help="Measured peaks to draw dashed beside the report's own (a peaks.json, e.g. profiles/peaks.json).")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
 @handled
-def roofline(db, run, compare, by, chain, output):
+def roofline(db, run, compare, by, chain, peaks_file, output):
     """Hierarchical roofline (DRAM, L2, L1) of a run as one self-contained HTML file."""
+    from . import peaks
     from . import roofline as rl
     from .errors import BadArgument
-    from .store import Store
+    from .outputs import roofline_plot
 
     if compare and chain:
         raise BadArgument("--compare and --chain draw different arrows: choose one")
     steps = None if chain is None else ("auto" if chain == "auto" else [c for c in chain.split(",") if c])
-    s = Store(db)
-    try:
-        r = rl.collect(s, run, compare, by, steps)
-    finally:
-        s.close()
-    path = rl.write_html(rl.figure(r), output)
-    click.echo(f"{path}: {sum(1 for _ in rl._drawn(r))} points, {len(r.arrows)} arrows")
+    measured = peaks.read(peaks_file) if peaks_file else None
+    with Store(db) as s:
+        r = rl.collect(s, run, compare, by, steps, measured)
+    path = roofline_plot.write_html(roofline_plot.figure(r), output)
+    out.print(f"{plain(path)}: {sum(1 for _ in roofline_plot.drawn(r))} points, {len(r.arrows)} arrows")
     for note in r.notes:
-        click.echo(f"  {note}")
+        out.print(f"  {plain(note)}")
 
 
 @cli.command()
@@ -386,15 +355,12 @@ def roofline(db, run, compare, by, chain, output):
 def ranks(db, run, step_pattern, as_json, html):
     """Per rank and step: compute, NCCL communication, hidden communication, idle; stragglers."""
     from . import ranks as rk
-    from .store import Store
+    from .outputs import ranks_plot
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
-    finally:
-        s.close()
     if html:
-        rk.write_html(rk.figure(r), html)
+        ranks_plot.write_html(ranks_plot.figure(r), html)
     if as_json:
         click.echo(json.dumps(r.as_dict(), indent=2))
         return
@@ -412,9 +378,9 @@ def ranks(db, run, step_pattern, as_json, html):
         n = next(p["slowest_in_steps"] for p in r.per_rank if p["rank"] == r.slowest_rank)
         out.print(f"slowest rank: {r.slowest_rank} (the others waited for it in {n} of {len(r.per_step)} steps)")
     for note in r.notes:
-        out.print(f"note: {note}")
+        out.print(f"note: {plain(note)}")
     if html:
-        out.print(f"{html}: per-rank bars per step")
+        out.print(f"{plain(html)}: per-rank bars per step")
 
 
 @cli.command()
@@ -427,8 +393,8 @@ def export(db, directory, run):
     """Write the views runs, kernels, counters, classifications as Parquet partitioned by run and rank."""
     from .export import export_parquet
 
-    for view, n in export_parquet(db or default_db(), directory, run).items():
-        click.echo(f"{directory / view}: {n} rows")
+    for view, n in export_parquet(db, directory, run).items():
+        out.print(f"{plain(directory / view)}: {n} rows")
 
 
 @cli.command()
@@ -442,15 +408,11 @@ def export(db, directory, run):
 def timeline(db, run, prefix, scopes, as_json):
     """Per NVTX range: GPU window, busy, idle (launch overhead) per instance; operator shares."""
     from . import timeline as tl
-    from .store import Store
 
-    s = Store(db)
-    try:
+    with Store(db) as s:
         run = s.require_run(run)
         rows = tl.ranges(s, run, prefix)
         ops = {scope: tl.operators(s, run, scope) for scope in scopes}
-    finally:
-        s.close()
     if as_json:
         click.echo(json.dumps({"run": run, "ranges": rows, "operators": ops}, indent=2))
         return

@@ -9,10 +9,10 @@ Method (docs/compare.md says the same for readers):
   BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
   max(before)/min(after) -- every pairing of calls, no distribution assumed; from
   BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
-- Label of a side: the classify label holding most of its GPU time (classify runs first if
-  the run has no labels).
+- Label of a side: the classify label holding most of its GPU time (computed, not stored,
+  when the run has no labels yet).
 - % of roofline of a side: sum over its kernels of the roofline's lower-bound time
-  (profkit.roofline.roof_time_ns: the slowest of each memory level's bytes at its peak and
+  (profkit.model.roof_time_ns: the slowest of each memory level's bytes at its peak and
   each precision's FLOPs at its peak) over the sum of their measured times (ncu's own
   duration, the one its counters were taken over).
 - Verdict: `rejected` when the median speed-up is <= 1 or the after side failed its
@@ -28,9 +28,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from . import selection
-from .metrics import lookup
 from .classify import labels as _labels
-from .roofline import roof_time_ns  # one definition of the ceilings: the roofline's
+from .metrics import lookup
+from .model import roof_time_ns
 from .store import Store
 
 BOOTSTRAP_MIN_CALLS = 10
@@ -134,10 +134,7 @@ class _RunContext:
     def __init__(self, store: Store, run: str):
         self.run = run
         self.labels = _labels(store, run)
-        self.counters: dict[int, dict[str, float]] = {}
-        for kid, metric, value in store.conn.execute(
-                "SELECT kernel_id, metric, value FROM counters WHERE run = ?", (run,)):
-            self.counters.setdefault(kid, {})[metric] = value
+        self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
         self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
 

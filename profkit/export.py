@@ -15,12 +15,11 @@ Rows stream out of SQLite in batches, so a million-kernel run needs no million-r
 """
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from .errors import ProfkitError, ToolMissing
 from .schema import VIEWS
-from .store import BUSY_TIMEOUT_MS
+from .dbfile import open_readonly
 
 BATCH_ROWS = 100_000
 PARTITIONS = {"runs": ("run",), "kernels": ("run", "rank"), "counters": ("run", "rank"),
@@ -61,9 +60,7 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
         raise ProfkitError(f"{db}: no such database")
     # our own fixed queries: a read-only file handle is lock enough (open_readonly's
     # authorizer, there for user SQL, also refuses the table_info pragma used here)
-    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
-    conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                           check_same_thread=False)  # write_dataset pulls batches from its own thread
+    conn = open_readonly(db, check_same_thread=False)  # write_dataset pulls batches from its own thread
     try:
         runs = [r[0] for r in conn.execute("SELECT run FROM runs ORDER BY run")]
         if run is not None and run not in runs:

@@ -11,7 +11,6 @@ from profkit import parsers
 
 from .store import Store
 
-_SUFFIXES = re.compile(r"(\.(nsys|ncu|cupti|raw|lean|roofline|full))*\.(sqlite|nsys-rep|ncu-rep|csv|jsonl)(\.xz)?$", re.I)
 # a rank in a file name: run.rank1.nsys.sqlite, rank0.ncu-rep, trace_rank_3.sqlite (the last one counts)
 _RANK = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.I)
 
@@ -38,14 +37,14 @@ def sha256_of(path: Path) -> str:
 
 
 def rank_in_name(path: Path) -> int | None:
-    found = _RANK.findall(_SUFFIXES.sub("", Path(path).name))
+    found = _RANK.findall(parsers.suffix_pattern().sub("", Path(path).name))
     return int(found[-1]) if found else None
 
 
 def run_name_for(path: Path) -> str:
     """The run a file loads into by default: its name without report suffixes and rank
     (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
-    base = _SUFFIXES.sub("", Path(path).name)
+    base = parsers.suffix_pattern().sub("", Path(path).name)
     m = list(_RANK.finditer(base))
     if m:
         base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
@@ -78,7 +77,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
 
     All files of one call go to one run: `run`, or the name of the first file. Each file's
     rank is `rank` if given, else found by rank_of (None for single-process runs).
-    `parsed_reports` ({path: Report}) holds files a caller already parsed (capture does).
+    `parsed_reports` ({path: Parsed}) holds files a caller already parsed (capture does).
     """
     paths = [Path(p) for p in paths]
     run = run or (run_name_for(paths[0]) if paths else None)
@@ -87,8 +86,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     for p in paths:
         parser = parsers.detect(p)
         parsed.append((p, parser, sha256_of(p)))
-    store = Store(db)
-    try:
+    with Store(db) as store:
         out, todo = [], []
         for p, parser, digest in parsed:
             seen = store.has_file(digest)
@@ -103,5 +101,3 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             if on_file:
                 on_file(loaded)
         return out
-    finally:
-        store.close()

@@ -1,4 +1,5 @@
-"""Kernel names: the short (base function) name of a demangled C++ kernel name."""
+"""Kernel names: the short (base function) name of a demangled C++ kernel name, and what a
+name says about the kernel (an NCCL collective is communication, not computation)."""
 from __future__ import annotations
 
 import ctypes
@@ -67,3 +68,11 @@ def short_name(demangled: str) -> str:
     # the name is the last token after spaces (return type) and '::' (namespaces)
     s = s.split(" ")[-1] if " " in s else s
     return s.split("::")[-1] or demangled
+
+
+COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), case-insensitive
+
+
+def is_comm(name: str | None) -> bool:
+    """An NCCL collective: its time is set by the other ranks and the links (HTA's split)."""
+    return bool(name) and name.lower().startswith(COMM_PREFIXES)

@@ -1,6 +1,6 @@
 """Per-rank analysis of a multi-process run: communication against compute, and stragglers.
 
-NCCL kernels are communication (COMM_PREFIXES), every other kernel compute. For each rank and
+NCCL kernels are communication (profkit.names.is_comm), every other kernel compute. For each rank and
 each step (an NVTX range whose text matches STEP_PATTERN, `step 3`), on the GPU timeline:
 
 - window: from the first start to the last end of the kernels the step launched (a kernel
@@ -34,45 +34,13 @@ import bisect
 import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from .errors import ProfkitError, ToolMissing
+from .errors import ProfkitError
+from .intervals import intersection, length, union
+from .names import is_comm
 from .store import Store
 
-COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), case-insensitive
 STEP_PATTERN = r"^step[ _#:-]*\d+$"
-
-
-def is_comm(name: str | None) -> bool:
-    return bool(name) and name.lower().startswith(COMM_PREFIXES)
-
-
-def union(intervals) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def length(merged) -> int:
-    return sum(e - s for s, e in merged)
-
-
-def intersection(a, b) -> int:
-    """Total length of the intersection of two merged interval lists."""
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 @dataclass
@@ -256,38 +224,3 @@ def table_rows(r: Ranks) -> list[dict]:
              "window_us": x.window_ns / 1e3, "compute_us": x.compute_ns / 1e3, "comm_us": x.comm_ns / 1e3,
              "hidden_us": x.overlap_ns / 1e3, "exposed_us": x.exposed_comm_ns / 1e3, "idle_us": x.idle_ns / 1e3,
              "wait_us": x.wait_ns / 1e3} for x in r.per_rank_step]
-
-
-def figure(r: Ranks):
-    """Per step, one stacked bar per rank: compute alone, communication hidden under compute,
-    exposed communication, idle (the bar is the step's GPU window)."""
-    try:
-        import plotly.graph_objects as go
-    except ImportError:
-        raise ToolMissing("the ranks chart needs plotly: pip install plotly") from None
-
-    xs = [[x.step for x in r.per_rank_step], [f"rank {x.rank}" for x in r.per_rank_step]]
-    parts = (("compute only", lambda x: x.compute_ns - x.overlap_ns, "#4C78A8"),
-             ("NCCL hidden under compute", lambda x: x.overlap_ns, "#72B7B2"),
-             ("NCCL exposed", lambda x: x.exposed_comm_ns, "#F58518"),
-             ("idle", lambda x: x.idle_ns, "#BAB0AC"))
-    fig = go.Figure()
-    for name, f, color in parts:
-        ys = [f(x) / 1e3 for x in r.per_rank_step]
-        fig.add_bar(x=xs, y=ys, name=name, marker_color=color,
-                    customdata=[[x.wait_ns / 1e3] for x in r.per_rank_step],
-                    hovertemplate="%{x}<br>" + name + ": %{y:.1f} us<br>waiting for other ranks: %{customdata[0]:.1f} us"
-                                  "<extra></extra>")
-    title = f"run {r.run}: GPU time per step and rank"
-    if r.slowest_rank is not None:
-        n = next(p["slowest_in_steps"] for p in r.per_rank if p["rank"] == r.slowest_rank)
-        title += f" (slowest rank: {r.slowest_rank}, in {n} of {len(r.per_step)} steps)"
-    fig.update_layout(barmode="stack", title=title, yaxis_title="microseconds (GPU window of the step)",
-                      legend_orientation="h", template="plotly_white")
-    return fig
-
-
-def write_html(fig, path) -> Path:
-    from .roofline import write_html as _write
-
-    return _write(fig, path)

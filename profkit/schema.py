@@ -140,6 +140,11 @@ FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
 """),
 ]
 
+# Vocabulary (docs/schema.md): a *report* is a file a profiler wrote; its table is report_file.
+MIGRATIONS.append((4, "report_file: one row per loaded report file (was source_file)", """
+ALTER TABLE source_file RENAME TO report_file;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).

@@ -8,19 +8,22 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 import sqlite_utils
 
+from .dbfile import BUSY_TIMEOUT_MS, open_readonly as _open_file_readonly
 from .errors import NoSuchRun, ProfkitError
-from .report import KERNEL_FIELDS, Report
+from .parsers import timeline_sources
+from .rows import KERNEL_FIELDS, Parsed
 from .schema import LATEST, MIGRATIONS
-
-BUSY_TIMEOUT_MS = 60_000
 
 
 def default_db() -> str:
+    """The database a command uses when none is named: $PROFKIT_DB, else profkit.db here.
+    Resolved once, at the command line's edge; the library always takes a path."""
     return os.environ.get("PROFKIT_DB") or "profkit.db"
 
 
@@ -76,8 +79,11 @@ def _statements(sql: str):
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.path = str(path or default_db())
+    """The database, open for reading and writing. Use as a context manager:
+    ``with Store(path) as s: ...`` closes it on every exit."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
         try:
             self.conn = connect(self.path)
             migrate(self.conn)
@@ -88,9 +94,15 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # --- reading -------------------------------------------------------------------------
     def has_file(self, sha256: str) -> tuple[str, str] | None:
-        row = self.conn.execute("SELECT run, path FROM source_file WHERE sha256 = ?", (sha256,)).fetchone()
+        row = self.conn.execute("SELECT run, path FROM report_file WHERE sha256 = ?", (sha256,)).fetchone()
         return tuple(row) if row else None
 
     def runs(self) -> list[str]:
@@ -109,14 +121,33 @@ class Store:
     def query(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
+    def counters(self, run: str, metrics=None) -> dict[int, dict[str, float]]:
+        """{kernel_id: {ncu metric: value}} of a run (only `metrics` when given): the one
+        counters reader of classify, roofline, compare and advise."""
+        q, params = "SELECT kernel_id, metric, value FROM counters WHERE run = ?", [run]
+        if metrics is not None:
+            metrics = list(metrics)
+            q += f" AND metric IN ({','.join('?' * len(metrics))})"
+            params += metrics
+        out: dict[int, dict[str, float]] = {}
+        for kid, metric, value in self.conn.execute(q, params):
+            out.setdefault(kid, {})[metric] = value
+        return out
+
+    def timeline_source(self, run: str) -> str | None:
+        """The tool whose launches are the run's timeline: the most preferred one it has
+        (nsys over the CUPTI tracer, ...); None for a counters-only run."""
+        have = {r[0] for r in self.conn.execute("SELECT DISTINCT source FROM launch WHERE run = ?", (run,))}
+        return next((s for s in timeline_sources() if s in have), None)
+
     # --- writing -------------------------------------------------------------------------
-    def add_report(self, run: str, report: Report, sha256: str, rank: int | None = None) -> dict:
+    def add_report(self, run: str, report: Parsed, sha256: str, rank: int | None = None) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process)."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            if c.execute("SELECT 1 FROM source_file WHERE sha256 = ?", (sha256,)).fetchone():
+            if c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
                 c.execute("ROLLBACK")
                 return {"skipped": True}
             facts = report.facts or {}
@@ -126,7 +157,7 @@ class Store:
             else:
                 self._merge_meta(run, facts)
             cur = c.execute(
-                "INSERT INTO source_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
+                "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run, report.path, sha256, report.format, _now(), len(report.kernels), len(report.ranges),
                  len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
@@ -194,11 +225,10 @@ class Store:
         """
         c = self.conn
         c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
-        timeline = c.execute(
-            "SELECT source FROM launch WHERE run = ? AND source IN ('nsys', 'cupti')"
-            " ORDER BY source = 'nsys' DESC LIMIT 1", (run,)).fetchone()
-        if not timeline:
+        tl = self.timeline_source(run)
+        if not tl:
             return
+        timeline = (tl,)
         for key in ("nvtx_path", "nvtx_range"):
             c.execute(f"""
                 WITH t AS (SELECT id, rank, {key} AS r, short_name,
@@ -237,19 +267,30 @@ class Store:
         c.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?", pairs)
 
 
+@contextmanager
+def opened(db):
+    """A Store from a Store (left open), a database path, or an sqlite3 connection to a
+    database file (notebooks pass any of them); closed on exit when opened here."""
+    if isinstance(db, Store):
+        yield db
+        return
+    if isinstance(db, sqlite3.Connection):
+        db = db.execute("PRAGMA database_list").fetchone()[2]
+        if not db:
+            raise ProfkitError("an in-memory connection: profkit needs a database file")
+    with Store(db) as s:
+        yield s
+
+
 def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     """A connection that cannot change the database, whatever SQL it is given.
 
     Three locks: the file is opened read-only, query_only is set, and an authorizer
     denies every write, ATTACH, PRAGMA change, and extension loading.
     """
-    p = Path(path)
-    if not p.exists():
+    if not Path(path).exists():
         raise ProfkitError(f"{path}: no such database")
-    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
-    conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA query_only = 1")
+    conn = _open_file_readonly(path)
     conn.set_authorizer(_read_only_authorizer)
     return conn
 

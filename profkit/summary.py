@@ -7,7 +7,7 @@ from .store import Store
 def runs(store: Store) -> list[dict]:
     return store.query("""
         SELECT r.run, r.gpu_name, r.created_at,
-               (SELECT count(*) FROM source_file f WHERE f.run = r.run) AS files,
+               (SELECT count(*) FROM report_file f WHERE f.run = r.run) AS files,
                (SELECT count(*) FROM kernels k WHERE k.run = r.run) AS kernels,
                (SELECT count(*) FROM nvtx_range n WHERE n.run = r.run) AS ranges,
                (SELECT count(*) FROM counter c JOIN launch l ON l.id = c.launch_id WHERE l.run = r.run) AS counters

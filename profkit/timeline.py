@@ -29,22 +29,8 @@ import bisect
 from collections import defaultdict
 
 from .errors import BadArgument
+from .intervals import covered
 from .store import Store
-
-
-def union_length(intervals) -> int:
-    """Total length covered by (start, end) intervals."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
 
 
 def _under(path: str | None, prefix: str | None) -> bool:
@@ -55,15 +41,14 @@ def _under(path: str | None, prefix: str | None) -> bool:
 
 def _launches(store: Store, run: str) -> list[dict]:
     """Timeline launches with their GPU interval and launching call (nsys wins over cupti)."""
-    src = store.query("SELECT source FROM launch WHERE run = ? AND source IN ('nsys', 'cupti') "
-                      "GROUP BY source ORDER BY source = 'nsys' DESC LIMIT 1", (run,))
+    src = store.timeline_source(run)
     if not src:
         return []
     return store.query("""
         SELECT id AS kernel_id, file_id, short_name, kernel_name, nvtx_range, nvtx_path, start_ns, end_ns,
                pid, tid, api_start_ns, correlation_id
         FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL
-          AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src[0]["source"]))
+          AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src))
 
 
 def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> list[dict]:
@@ -94,7 +79,7 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> l
         if not mine:
             continue
         window = max(k[2] for k in mine) - min(k[1] for k in mine)
-        busy = union_length((k[1], k[2]) for k in mine)
+        busy = covered((k[1], k[2]) for k in mine)
         a = agg.setdefault(r["path"], {"path": r["path"], "instances": 0, "kernels": 0, "launch_calls": 0,
                                         "cpu_ns": 0, "window_ns": 0, "busy_ns": 0, "kernel_ns": 0})
         a["instances"] += 1

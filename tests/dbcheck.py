@@ -7,17 +7,17 @@ import sqlite3
 
 WHOLE_RUNS = """
 SELECT
-  (SELECT count(*) FROM source_file f
+  (SELECT count(*) FROM report_file f
     WHERE f.kernels != (SELECT count(*) FROM launch l WHERE l.file_id = f.id)
        OR f.ranges != (SELECT count(*) FROM nvtx_range n WHERE n.file_id = f.id)
        OR f.counters != (SELECT count(*) FROM counter c JOIN launch l ON l.id = c.launch_id
                          WHERE l.file_id = f.id)) AS broken_files,
-  (SELECT count(*) FROM launch WHERE file_id NOT IN (SELECT id FROM source_file)) AS orphan_launches,
-  (SELECT count(*) FROM nvtx_range WHERE file_id NOT IN (SELECT id FROM source_file)) AS orphan_ranges,
+  (SELECT count(*) FROM launch WHERE file_id NOT IN (SELECT id FROM report_file)) AS orphan_launches,
+  (SELECT count(*) FROM nvtx_range WHERE file_id NOT IN (SELECT id FROM report_file)) AS orphan_ranges,
   (SELECT count(*) FROM counter WHERE launch_id NOT IN (SELECT id FROM launch)) AS orphan_counters,
-  (SELECT count(*) FROM run WHERE run NOT IN (SELECT run FROM source_file)) AS runs_without_files,
+  (SELECT count(*) FROM run WHERE run NOT IN (SELECT run FROM report_file)) AS runs_without_files,
   (SELECT count(*) FROM run) AS runs,
-  (SELECT count(*) FROM source_file) AS files,
+  (SELECT count(*) FROM report_file) AS files,
   (SELECT count(*) FROM launch) AS launches
 """
 PROBLEMS = ("broken_files", "orphan_launches", "orphan_ranges", "orphan_counters", "runs_without_files")

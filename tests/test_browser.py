@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 from profkit import roofline as rl
-from profkit.analyse import load_profiles
+from profkit.outputs import roofline_plot as rp
+from profkit.profiles import load_profiles
 from profkit.store import Store
 from profdata import PROFILES
 
@@ -84,9 +85,9 @@ _PLOTS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g
 
 def test_compare_roofline_renders_in_chromium(browser, store, tmp_path):
     r = rl.collect(store, f"{RMSNORM}:eager", f"{RMSNORM}:triton")
-    expected = sum(1 for _ in rl._drawn(r))
+    expected = sum(1 for _ in rp.drawn(r))
     assert expected == (5 + 1) * 3 + 2  # eager kernels with FLOPs + Triton, at 3 levels; 2 range stars
-    path = rl.write_html(rl.figure(r), tmp_path / "roofline.html")
+    path = rp.write_html(rp.figure(r), tmp_path / "roofline.html")
     page, problems = _open(browser, path)
     try:
         (plot,) = page.evaluate(_PLOTS)
@@ -114,7 +115,7 @@ def test_compare_roofline_renders_in_chromium(browser, store, tmp_path):
 
 
 def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
-    rows = rl.write_runs(store, tmp_path / "roofline.html")
+    rows = rp.write_runs(store, tmp_path / "roofline.html")
     page, problems = _open(browser, tmp_path / "roofline.html")
     try:
         plots = page.evaluate(_PLOTS)

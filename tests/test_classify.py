@@ -46,7 +46,7 @@ def test_known_answers_timeline_and_counters(both):
     gemm = next(r for r in rows if r["nvtx_range"] == "bf16_4096")
     ev = json.loads(gemm["evidence"])
     assert ev["rule"] == "tensor_core" and ev["values"]["tensor_pct"] > 90 and ev["values"]["achieved_occupancy"] < 20
-    assert "HighPipeUtilization" in ev["source"]
+    assert "HighPipeUtilization" in ev["citation"]
     occ = json.loads(next(r for r in rows if r["nvtx_range"] == "occupancy_limited")["evidence"])
     assert occ["values"]["limit_shared_mem"] == 1 and "shared_mem" in next(
         r for r in rows if r["nvtx_range"] == "occupancy_limited")["reason"]

@@ -2,7 +2,7 @@
 polls through `profkit sql`'s read-only connection meanwhile.
 
 All ingests must land (no "database is locked"), and every snapshot the reader sees must hold
-whole runs only: each file's launch/range/counter rows match its source_file counts, no
+whole runs only: each file's launch/range/counter rows match its report_file counts, no
 orphan rows, no run without its files.
 """
 import json
@@ -78,7 +78,7 @@ def test_parallel_ingests_all_land_and_readers_see_whole_runs(tmp_path):
         assert len(printed[f"w{i}"]) == len(WRITERS[i])
     c = sqlite3.connect(db)
     got = {}
-    for run, k, n, m in c.execute("SELECT run, kernels, ranges, counters FROM source_file ORDER BY id"):
+    for run, k, n, m in c.execute("SELECT run, kernels, ranges, counters FROM report_file ORDER BY id"):
         got.setdefault(run, []).append((k, n, m))
     assert {r: sorted(v) for r, v in got.items()} == {r: sorted(v) for r, v in printed.items()}
     state = whole_runs(c)

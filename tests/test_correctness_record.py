@@ -11,7 +11,7 @@ import pytest
 
 from profkit import capture as cap
 from profkit import compare
-from profkit.analyse import load_profiles
+from profkit.profiles import load_profiles
 from profkit.errors import BadInput
 from profkit.store import Store
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from profdata import PROFILES, ROOT
-from profkit import roofline
-from profkit.analyse import load_profiles
+from profkit.outputs import roofline_plot as roofline
+from profkit.profiles import load_profiles
 from profkit.classify import classify
 from profkit.store import Store
 

@@ -7,7 +7,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from profkit.analyse import load_profiles
+from profkit.profiles import load_profiles
 from profkit.classify import classify
 from profkit.cli import cli
 from profkit.store import Store

@@ -1,23 +1,20 @@
-"""A fixed sample of benchmarks/fuzz.py (600 cases, derandomized): every parser and
+"""A fixed sample of the fuzzer (tests/fuzzing; 600 cases, derandomized): every parser and
 every mutation, through the real ingest, with no crash, hang or partial write.
 
 The full run (10,000+ cases) is `python benchmarks/fuzz.py`; its numbers are in
 benchmarks/RESULTS.md.
 """
-import importlib.util
 import shutil
 
+import fuzzing
 import pytest
 
-from profdata import ROOT
+from profkit import parsers
 
 
 @pytest.fixture(scope="module")
 def fuzz():
-    spec = importlib.util.spec_from_file_location("bench_fuzz", ROOT / "benchmarks" / "fuzz.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return fuzzing
 
 
 def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
@@ -27,6 +24,7 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
     assert (s["multiline_errors"], s["temp_files_left"]) == (0, 0), s["examples"]
     # every format and every mutation of it ran; files were both loaded and rejected
     assert set(s["by_format"]) == set(fuzz.FORMATS)
+    assert set(parsers.formats()) <= set(s["by_format"])  # every parser the registry knows is fuzzed
     assert {k.split("/")[1] for k in s["by_mutation"]} >= set(fuzz.BYTE_MUTATIONS + fuzz.SQLITE_MUTATIONS
                                                                + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS)
     assert s["outcomes"]["loaded"] > 20 and s["outcomes"]["rejected"] > 100

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from profkit.analyse import load_profiles
+from profkit.profiles import load_profiles
 from profkit.classify import classify
 from profkit.parsers import cupti_trace, nsys_sqlite
 from profkit.store import Store

@@ -4,7 +4,7 @@ import csv
 import pytest
 
 from profkit.parsers import ncu_csv, ncu_rep
-from profkit.report import KERNEL_FIELDS
+from profkit.rows import KERNEL_FIELDS
 from profkit.units import normalise
 
 from profdata import KNOWN_CSV_LEAN, KNOWN_NCU, KNOWN_NCU_LEAN

@@ -8,7 +8,7 @@ import pytest
 
 from profkit.parsers import nsys_rep, nsys_sqlite
 from profkit.errors import BadInput, ToolMissing
-from profkit.report import KERNEL_FIELDS
+from profkit.rows import KERNEL_FIELDS
 
 from profdata import KNOWN_NSYS, KNOWN_NSYS_REP
 
@@ -84,6 +84,6 @@ def test_missing_kernel_table(copy):
 def test_nsys_rep_without_nsys(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("NSYS", raising=False)
-    assert nsys_rep.recognise(KNOWN_NSYS_REP, b"")
+    assert nsys_rep.sniff(KNOWN_NSYS_REP, b"")
     with pytest.raises(ToolMissing, match="nsys"):
         nsys_rep.parse(KNOWN_NSYS_REP)

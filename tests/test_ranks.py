@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from profkit import ranks as rk
-from profkit.analyse import load_profiles, report_files
+from profkit.profiles import load_profiles, report_files
 from profkit.cli import cli
 from profkit.ingest import ingest, rank_in_name, run_name_for
 from profkit.store import Store
@@ -45,7 +45,7 @@ def test_each_rank_keeps_its_reports(store):
         {"run": "ddp-2gpu-slow", "rank": 1, "source": "nsys", "n": 397, "nccl": 37},  # + 8 matmuls x 8 steps + 2
     ]
     # nsys recorded RANK in each process's environment, and the names agree
-    facts = store.query("SELECT path, rank, json_extract(facts, '$.rank') recorded FROM source_file"
+    facts = store.query("SELECT path, rank, json_extract(facts, '$.rank') recorded FROM report_file"
                         " WHERE format = 'nsys-sqlite'")
     assert all(f["rank"] == f["recorded"] == rank_in_name(f["path"]) for f in facts) and len(facts) == 4
 

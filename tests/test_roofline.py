@@ -8,8 +8,10 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
+from profkit import model, peaks
 from profkit import roofline as rl
-from profkit.analyse import load_profiles
+from profkit.outputs import roofline_plot as rp
+from profkit.profiles import load_profiles
 from profkit.cli import cli
 from profkit.ingest import ingest
 from profkit.metrics import lookup
@@ -68,9 +70,9 @@ def test_dram_bytes_of_triton_rmsnorm_are_the_model_minimum(store):
 
 
 def test_ceilings_come_from_the_reports_peaks(store):
-    r = rl.collect(store, MATMUL, results=DATA / "none")  # no measured ceilings
+    r = rl.collect(store, MATMUL)  # no measured ceilings given
     c = {x.key: x.value for x in r.ceilings}
-    counters = rl._counters(store, MATMUL)
+    counters = store.counters(MATMUL)
     sm = sorted(lookup(v, "sm_clock") for v in counters.values())
     dram_hz = sorted(lookup(v, "dram_clock") for v in counters.values())
     med = lambda xs: (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if len(xs) % 2 == 0 else xs[len(xs) // 2]  # noqa: E731
@@ -91,27 +93,28 @@ def test_dense_tensor_peak_is_half_the_ncu_peak_metric(store):
     # utilisation on every GEMM launch shipped: the dense pipe does half the metric's rate
     checked = 0
     for run in (MATMUL, "known"):
-        counters = rl._counters(store, run)
+        counters = store.counters(run)
         rows = store.query("SELECT kernel_id, value FROM counters WHERE run = ? AND metric = "
                            "'sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg."
                            "pct_of_peak_sustained_elapsed' AND value > 50", (run,))
         for row in rows:
             c = counters[row["kernel_id"]]
-            achieved = rl.work(c)["bf16_tensor"] / (lookup(c, "duration") * 1e-9)
-            dense = rl.rates(c)["bf16_tensor"][0]
+            achieved = model.work(c)["bf16_tensor"] / (lookup(c, "duration") * 1e-9)
+            dense = model.rates(c)["bf16_tensor"][0]
             assert 100 * achieved / dense == pytest.approx(row["value"], abs=0.01)
             checked += 1
     assert checked == 15  # 12 lab GEMM launches + 3 cuBLAS launches of profiles/known
 
 
 def test_measured_peaks_only_for_the_same_gpu(store, tmp_path):
-    r = rl.collect(store, MATMUL)
+    shipped = peaks.read(PROFILES / "peaks.json")
+    r = rl.collect(store, MATMUL, peaks=shipped)
     measured = {c.key: c.value for c in r.ceilings if c.measured}
     # benchmarks/results: copy 4249 GB/s, cuBLAS bf16 808 TFLOP/s, _scaled_mm fp8 1355 TFLOP/s (H200)
     assert measured["dram"] == pytest.approx(4249e9, rel=0.001)
     assert measured["bf16_tensor"] == pytest.approx(808.4e12, rel=0.001)
     assert measured["fp8_tensor"] == pytest.approx(1354.6e12, rel=0.001)
-    assert rl.measured_peaks("NVIDIA H100 80GB HBM3") == []
+    assert rl.measured_ceilings(shipped, "NVIDIA H100 80GB HBM3") == []
 
 
 def test_percent_of_roofline_of_the_gemm_is_its_tensor_pipe_share(store):
@@ -121,7 +124,7 @@ def test_percent_of_roofline_of_the_gemm_is_its_tensor_pipe_share(store):
 
 
 def test_html_is_self_contained(store, tmp_path):
-    path = rl.write_html(rl.build(store, RMSNORM), tmp_path / "r.html")
+    path = rp.write_html(rp.build(store, RMSNORM), tmp_path / "r.html")
     text = path.read_text()
     assert len(text) > 3_000_000  # plotly.js (several MB) is inline
     assert re.search(r"\* plotly\.js v\d", text) and "Plotly.newPlot" in text  # the bundle's own header
@@ -138,7 +141,7 @@ def test_compare_draws_one_arrow_per_paired_range(store):
         # eager: 8 kernels a call, 1.66 ms; Triton: one kernel, 0.136 ms
         assert before.time_ns / after.time_ns == pytest.approx(12.2, rel=0.05)
         assert after.intensity("dram") > before.intensity("dram")
-        fig = rl.figure(r)
+        fig = rp.figure(r)
         arrows = [a for a in fig.layout.annotations if a.showarrow]
         assert len(arrows) == 1
         # annotations on log axes take log10 coordinates
@@ -180,12 +183,12 @@ def test_chain_joins_steps_in_order(store):
     assert len(r.arrows) == 3 and all(a.kind == "range" for a, _ in r.arrows)
     r = rl.collect(store, MATMUL, chain=["tiled", "matmul/persistent_tma/llama8b-qkv-m4096"])
     assert [p.path.split("/")[1] for p in r.points] == ["tiled", "persistent_tma"]
-    fig = rl.build(store.path, MATMUL, chain=["tiled", "persistent_tma"])
+    fig = rp.build(store.path, MATMUL, chain=["tiled", "persistent_tma"])
     assert len([a for a in fig.layout.annotations if a.showarrow]) == 1
     # a plain sqlite3 connection works too (notebooks, other tools)
     conn = sqlite3.connect(store.path)
     try:
-        assert rl.build(conn, MATMUL, chain="auto").layout.meta["arrows"] == 3
+        assert rp.build(conn, MATMUL, chain="auto").layout.meta["arrows"] == 3
     finally:
         conn.close()
 
@@ -234,7 +237,7 @@ def test_run_without_counters_is_one_clear_line(tmp_path):
 
 
 def test_write_runs_one_file_for_all_runs(store, tmp_path):
-    rows = rl.write_runs(store, tmp_path / "roofline.html")
+    rows = rp.write_runs(store, tmp_path / "roofline.html")
     assert {r["run"] for r in rows} == set(store.runs())
     drawn = [r for r in rows if r["points"]]
     # runs without counters get a note, not a plot (profiles/e2e-*: timeline only)

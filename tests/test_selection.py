@@ -2,7 +2,7 @@
 import pytest
 
 from profkit import selection
-from profkit.analyse import load_profiles
+from profkit.profiles import load_profiles
 from profkit.errors import BadArgument, NoSuchRun
 from profkit.store import Store
 

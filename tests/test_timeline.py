@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from profdata import KNOWN_NSYS, PROFILES, ROOT
-from profkit import timeline
+from profkit import intervals, timeline
 from profkit.cli import cli
 from profkit.ingest import ingest
 from profkit.store import Store
@@ -46,9 +46,9 @@ def _row(rows, path):
 
 
 def test_union_length():
-    assert timeline.union_length([]) == 0
-    assert timeline.union_length([(0, 10), (5, 15), (20, 30), (30, 31), (2, 3)]) == 26
-    assert timeline.union_length([(5, 6), (0, 100)]) == 100
+    assert intervals.covered([]) == 0
+    assert intervals.covered([(0, 10), (5, 15), (20, 30), (30, 31), (2, 3)]) == 26
+    assert intervals.covered([(5, 6), (0, 100)]) == 100
 
 
 def test_tiny_launches_are_mostly_idle(known):

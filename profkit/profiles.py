@@ -1,4 +1,5 @@
-"""The main job: load every run shipped under profiles/ (one folder per run) and report.
+"""A folder of profiles (one sub-folder per run, as `profkit capture` writes them and as
+profiles/ ships them): which report files of each folder to load, and loading them.
 
 Each folder's report files go into one run named after the folder; a file already loaded
 is skipped, so running it twice changes nothing. A folder of a multi-process run holds one
@@ -14,10 +15,6 @@ from .errors import BadInput, ProfkitError
 from .ingest import Loaded, ingest, rank_in_name
 from .store import Store
 
-# one file per format per run is enough: the nsys export beats its .nsys-rep (no nsys needed)
-_PREFERENCE = ("nsys-sqlite", "nsys-rep", "cupti-trace", "ncu-rep", "ncu-csv")
-
-
 def report_files(folder: Path) -> list[Path]:
     """One timeline and one counter file per rank (a single-process run has one rank: None)."""
     found: dict[int | None, dict[str, Path]] = {}
@@ -30,9 +27,9 @@ def report_files(folder: Path) -> list[Path]:
     out: list[Path] = []
     for rank in sorted(found, key=lambda r: -1 if r is None else r):
         have = found[rank]
-        timeline = next((have[f] for f in _PREFERENCE[:3] if f in have), None)
-        counters = next((have[f] for f in _PREFERENCE[3:] if f in have), None)
-        out += [f for f in (timeline, counters) if f]
+        # one file per role is enough: the nsys export beats its .nsys-rep (no nsys needed)
+        for role in parsers.ROLES:
+            out += [have[f] for f in parsers.preference(role) if f in have][:1]
     return out
 
 
@@ -62,11 +59,8 @@ def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
             out.extend(ingest(db, files, run=folder.name, on_file=on_file))
             if meta:
-                s = Store(db)
-                try:
+                with Store(db) as s:
                     s.set_run_meta(folder.name, meta)
-                finally:
-                    s.close()
     if not out:
         raise ProfkitError(f"{root}: no report files found (expected one folder per run)")
     return out

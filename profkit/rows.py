@@ -22,7 +22,7 @@ COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 
 
 @dataclass
-class Report:
+class Parsed:
     path: str
     format: str  # nsys-sqlite | ncu-rep | ncu-csv | cupti-trace
     source: str  # nsys | ncu | cupti: what produced the launches

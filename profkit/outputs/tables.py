@@ -1,0 +1,49 @@
+"""Terminal output: tables and lines where every name is plain text.
+
+Run, file, kernel and range names are data: never rich markup (a kernel named
+``evil[/x]kernel`` prints as such), never terminal control (an escape code in a file name
+prints as ``\\x1b``). Every CLI line and table cell goes through here.
+"""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def plain(value) -> str:
+    """A value as one printable line: control characters (ESC, CR, BEL, ...) and undecodable
+    bytes shown escaped, so nothing a report holds can drive the terminal."""
+    s = "" if value is None else str(value)
+    if s.isprintable():
+        return s
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for ch in s)
+
+
+def console(stream=None) -> Console:
+    """A console that never parses markup; wide when piped or captured (one row per line).
+    Without `stream` it writes to whatever sys.stdout is at print time."""
+    tty = (stream or sys.stdout).isatty()
+    return Console(file=stream, highlight=False, markup=False, emoji=False, width=None if tty else 200)
+
+
+def cell(value, floats: str = "{:,.1f}") -> Text:
+    if value is None:
+        return Text("")
+    if isinstance(value, float):
+        return Text(floats.format(value))
+    return Text(plain(value))
+
+
+def table(rows: list[dict], title: str | None = None, floats: str = "{:,.1f}") -> Table:
+    t = Table(title=Text(plain(title)) if title else None, show_lines=False, header_style="bold")
+    cols = list(rows[0]) if rows else []
+    for c in cols:
+        numeric = bool(rows) and isinstance(rows[0][c], (int, float)) and not isinstance(rows[0][c], bool)
+        t.add_column(Text(plain(c)), overflow="fold", justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*[cell(r[c], floats) for c in cols])
+    return t

@@ -1,0 +1,110 @@
+"""Fuzz every report parser through the real ingest, and count crashes, hangs and partial writes.
+
+    python benchmarks/fuzz.py [--cases 10000] [--seed 1] [--workers 2] [--timeout 20]
+                              [--out benchmarks/results/fuzz.json]
+    python benchmarks/fuzz.py --replay '{"format": ..., "mutation": ..., ...}'   # one case, in-process
+
+Hypothesis draws each case: a real report from profiles/ or tests/data/ (the seed) and a
+mutation of it (truncation, bit flips, byte insert/delete, another format's bytes under this
+format's name, SQLite tables or columns dropped/renamed, NULL/huge/empty/mistyped values, text
+re-encoded as latin-1/UTF-16/invalid UTF-8, CSV without units row or with extra columns or
+enormous numbers, JSONL with bad lines or mistyped fields). Cases are drawn in this process and
+run in worker subprocesses, so a hang (over --timeout) or a dying worker is counted, not fatal.
+
+Each case runs `profkit.ingest.ingest` (what `profkit ingest` calls) on the mutated file into
+a copy of a database that already holds a run, then counts:
+- crash: any exception that is not a profkit ProfkitError, or the worker dying;
+- hang: no answer within --timeout seconds (the worker is killed and replaced);
+- partial write: a failed ingest changed any table, or a successful one added anything but one
+  whole file (its launch/range/counter rows = its report_file counts) or touched older rows.
+It also counts error messages over one line and temporary files left behind.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sqlite3
+import time
+from collections import Counter, defaultdict
+from datetime import date
+
+from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, JSONL_MUTATIONS,  # noqa: F401 (the tests read them)
+                    SQLITE_MUTATIONS, draw_cases)
+from .invariants import snapshot  # noqa: F401
+from .pool import make_template, run_case, run_cases  # noqa: F401
+
+
+def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict) -> dict:
+    by_id = {c["id"]: c for c in cases}
+    per_fmt: dict = defaultdict(Counter)
+    per_mut: dict = defaultdict(Counter)
+    crashes, hangs, partial, multiline, temp_left, not_built = [], [], [], [], [], []
+    outcomes = Counter()
+    errors = Counter()
+    for r in results:
+        c = by_id[r["id"]]
+        per_fmt[c["format"]][r["outcome"]] += 1
+        per_mut[f"{c['format']}/{c['mutation']}"][r["outcome"]] += 1
+        outcomes[r["outcome"]] += 1
+        if r["outcome"] == "crash":
+            crashes.append({"where": r.get("where"), "error": r.get("error"), "case": c,
+                            "traceback": r.get("traceback", "")[-1500:]})
+        if r["outcome"] == "hang":
+            hangs.append({"case": c})
+        if r.get("partial"):
+            partial.append({"problem": r["partial"], "case": c})
+        if r.get("multiline"):
+            multiline.append({"error": r.get("error"), "case": c})
+        if r.get("temp_left"):
+            temp_left.append({"files": r["temp_left"], "case": c})
+        if r["outcome"] == "not_built":
+            not_built.append({"error": r.get("error"), "case": c})
+        if r["outcome"] == "rejected":
+            errors[r["error"].split(":")[0]] += 1
+    sig = Counter(f"{x['where']} {x['error'].split(':')[0]}" for x in crashes)
+    built = len(results) - outcomes.get("not_built", 0)
+    return {
+        "date": date.today().isoformat(), "machine": f"{platform.machine()} VM, {os.cpu_count()} cores",
+        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+        "hypothesis": __import__("hypothesis").__version__, "ncu_report": _version("ncu-report"), "args": args,
+        "cases": built, "cases_drawn": len(results), "seconds": round(seconds, 1),
+        "crashes": len(crashes), "hangs": len(hangs), "partial_writes": len(partial),
+        "multiline_errors": len(multiline), "temp_files_left": len(temp_left),
+        "outcomes": dict(outcomes), "rejections_by_error": dict(errors),
+        "by_format": {k: dict(v) for k, v in sorted(per_fmt.items())},
+        "by_mutation": {k: dict(v) for k, v in sorted(per_mut.items())},
+        "crash_signatures": dict(sig.most_common()),
+        "examples": {"crashes": _per_signature(crashes, 3), "hangs": hangs[:10], "partial_writes": partial[:10],
+                     "multiline_errors": multiline[:10], "temp_files_left": temp_left[:10],
+                     "not_built": not_built[:10]},
+    }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _per_signature(crashes: list[dict], k: int) -> list[dict]:
+    """Up to k examples of each crash signature (where + exception type)."""
+    seen: Counter = Counter()
+    out = []
+    for x in crashes:
+        sig = f"{x['where']} {x['error'].split(':')[0]}"
+        if seen[sig] < k:
+            seen[sig] += 1
+            out.append(x)
+    return out
+
+
+def fuzz(total: int, seed: int = 1, workers: int = 2, timeout: float = 20.0, derandomize: bool = False,
+         progress=None) -> dict:
+    t0 = time.perf_counter()
+    cases = draw_cases(total, seed, derandomize)
+    results = run_cases(cases, workers, timeout, progress)
+    return summarise(cases, results, time.perf_counter() - t0,
+                     {"total": total, "seed": seed, "workers": workers, "timeout_s": timeout,
+                      "derandomize": derandomize})

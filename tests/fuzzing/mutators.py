@@ -1,0 +1,281 @@
+"""Turning a case into a file: the mutations of bytes, SQLite exports, CSV and JSONL (worker side)."""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import random
+import sqlite3
+from pathlib import Path
+
+from .cases import CSV_MUTATIONS, FORMATS, JSONL_MUTATIONS, SQLITE_MUTATIONS, seed_bytes
+
+# --- mutations (worker side) -------------------------------------------------------------------
+
+def _sql_value(tag: str):
+    return {"null": None, "empty": "", "huge_text": "x" * 2_000_000, "max_int": 2**63 - 1, "min_int": -2**63,
+            "zero": 0, "negative": -123456789, "float": 1.5, "inf": float("inf"), "nan": float("nan"),
+            "text": "abc", "blob": b"\x00\xff\xfe", "huge_blob": b"\xff" * 1_000_000,
+            "bad_utf8": b"\xff\xfe caf\xc3", "latin1": "café Prüfung".encode("latin-1")}[tag]
+
+
+def _json_value(tag: str):
+    return {"null": None, "empty": "", "huge_text": "x" * 2_000_000, "int70": 2**70, "neg_int70": -2**70,
+            "int63": 2**63, "negative": -5, "float": 1.5, "true": True, "list0": [], "list1": [1],
+            "list4": [1, 2, 3, 4], "dict": {"a": 1}, "nan": float("nan"), "inf": float("inf"), "str_num": "1234",
+            "nested": [[[[[]]]]], "surrogate": "k\udce1", "unicode": "報告 ñ"}[tag]
+
+
+def _rows_where(rows: str, rng: random.Random) -> str:
+    return {"all": "1", "one": "rowid = (SELECT min(rowid) FROM {t})", "half": f"(rowid + {rng.randrange(2)}) % 2 = 0"}[rows]
+
+
+def _rebuild_loose(c: sqlite3.Connection, t: str, cols: list[str] | None = None) -> None:
+    """Rebuild table t without constraints (so NULLs and wrong types can go in), keeping `cols`."""
+    have = [r[1] for r in c.execute(f'PRAGMA table_info("{t}")')]
+    keep = [x for x in have if cols is None or x in cols]
+    c.execute(f'CREATE TABLE "__tmp" AS SELECT {", ".join(chr(34) + x + chr(34) for x in keep) or "NULL AS x"} FROM "{t}"')
+    c.execute(f'DROP TABLE "{t}"')
+    c.execute(f'ALTER TABLE "__tmp" RENAME TO "{t}"')
+
+
+def _exists(c, t: str) -> bool:
+    return c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone() is not None
+
+
+def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
+    rng = random.Random(p.get("rng", 0))
+    if mutation == "utf16_db":
+        src = path.with_suffix(".orig")
+        path.rename(src)
+        c, o = sqlite3.connect(path), sqlite3.connect(src)  # (ATTACH needs one encoding: copy rows)
+        c.execute(f"PRAGMA encoding = '{p['enc']}'")
+        for (name, sql) in o.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall():
+            c.execute(sql)
+            rows = o.execute(f'SELECT * FROM "{name}"').fetchall()
+            if rows:
+                c.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
+        c.commit()
+        c.close()
+        o.close()
+        src.unlink()
+        return
+    c = sqlite3.connect(path)
+    c.execute("PRAGMA journal_mode = DELETE")
+    if mutation in ("drop_column", "rename_column", "set_value"):
+        t, col = p["col"]
+    else:
+        t, col = p.get("table"), None
+    if not _exists(c, t):
+        c.close()
+        return
+    if mutation == "drop_table":
+        c.execute(f'DROP TABLE "{t}"')
+    elif mutation == "rename_table":
+        new = {"_V2": t + "_V2", "_V3": t + "_V3", "_old": t + "_old", "lower": t.lower() + "_", "x": "x"}[p["to"]]
+        c.execute(f'ALTER TABLE "{t}" RENAME TO "{new}"')
+    elif mutation == "drop_column":
+        _rebuild_loose(c, t, [x[1] for x in c.execute(f'PRAGMA table_info("{t}")') if x[1] != col])
+    elif mutation == "rename_column":
+        c.execute(f'ALTER TABLE "{t}" RENAME COLUMN "{col}" TO "{col}_renamed"')
+    elif mutation == "set_value":
+        _rebuild_loose(c, t)
+        where = _rows_where(p["rows"], rng).format(t=f'"{t}"')
+        if p["value"].startswith("huge"):  # 1-2 MB in at most 3 rows: thousands would make a multi-GB file
+            where = f'rowid IN (SELECT rowid FROM "{t}" WHERE {where} ORDER BY rowid LIMIT 3)'
+        c.execute(f'UPDATE "{t}" SET "{col}" = ? WHERE {where}', (_sql_value(p["value"]),))
+    elif mutation == "delete_rows":
+        c.execute(f'DELETE FROM "{t}" WHERE ' + _rows_where(p["rows"], rng).format(t=f'"{t}"'))
+    elif mutation == "duplicate_rows":
+        _rebuild_loose(c, t)
+        c.execute(f'INSERT INTO "{t}" SELECT * FROM "{t}"')
+    c.commit()
+    c.close()
+
+
+def _reencode(text: str, enc: str, rng: random.Random) -> bytes:
+    if enc in ("latin-1", "cp1252", "invalid-utf8", "nul-bytes"):
+        # put non-ASCII (or NUL) characters into a few random places, then encode
+        chars = list(text)
+        for _ in range(5):
+            i = rng.randrange(len(chars) + 1)
+            chars.insert(i, {"latin-1": "é", "cp1252": "€", "invalid-utf8": "\udcff", "nul-bytes": "\x00"}[enc])
+        text = "".join(chars)
+        if enc == "invalid-utf8":
+            return text.encode("utf-8", "surrogateescape")
+        return text.encode("utf-8" if enc == "nul-bytes" else enc)
+    return text.encode(enc)
+
+
+def mutate_csv(data: bytes, mutation: str, p: dict) -> bytes:
+    import csv
+
+    rng = random.Random(p.get("rng", 0))
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    idx = lambda frac, n: min(int(frac * n), n - 1)  # noqa: E731
+    if mutation == "drop_units_row":
+        del rows[1]
+    elif mutation == "extra_columns":
+        for i, r in enumerate(rows):
+            if p["where"] == "all" or (p["where"], i) in (("header", 0), ("units", 1)) or (p["where"] == "data" and i >= 2):
+                r.extend(f"extra{rng.randrange(1000)}" if i == 0 else str(rng.random()) for _ in range(p["n"]))
+    elif mutation == "drop_column":
+        j = idx(p["col"], len(rows[0]))
+        for r in rows:
+            if j < len(r):
+                del r[j]
+    elif mutation in ("set_cell", "enormous_row"):
+        i = 2 + idx(p["row"], max(1, len(rows) - 2)) if len(rows) > 2 else len(rows) - 1
+        v = "1" * 200_000 if p["value"] == "HUGE_FIELD" else p["value"]
+        if mutation == "set_cell":
+            rows[i][idx(p["col"], len(rows[i]))] = v
+        else:
+            rows[i] = [c if k < 13 else v for k, c in enumerate(rows[i])]
+    elif mutation == "ragged_row":
+        i = 2 + idx(p["row"], max(1, len(rows) - 2)) if len(rows) > 2 else len(rows) - 1
+        rows[i] = rows[i][: max(0, len(rows[i]) - p["cut"])]
+    elif mutation == "header_only":
+        rows = rows[:2] if p["units"] else rows[:1]
+    elif mutation == "duplicate_header":
+        j = rng.randrange(len(rows[0]))
+        k = rng.randrange(len(rows[0]))
+        rows[0][k] = rows[0][j]
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    text = out.getvalue()
+    if mutation == "line_noise":
+        kind = p["kind"]
+        if kind == "crlf":
+            text = text.replace("\n", "\r\n")
+        elif kind == "bom":
+            text = "\ufeff" + text
+        elif kind == "unbalanced_quote":
+            i = rng.randrange(len(text))
+            text = text[:i] + '"' + text[i:]
+        elif kind == "blank_lines":
+            text = text.replace("\n", "\n\n")
+        elif kind == "cr_only":
+            text = text.replace("\n", "\r")
+        elif kind == "tabs":
+            text = text.replace('","', '"\t"')
+    return text.encode("utf-8")
+
+
+def _bad_line(kind: str) -> str:
+    return {"garbage": "}{ not json", "truncated": '{"type": "kernel", "name": "k", "start": 12',
+            "array": "[1, 2, 3]", "number": "42", "string": '"kernel"', "null": "null", "empty_obj": "{}",
+            "nan_literal": '{"type": "kernel", "start": NaN, "end": Infinity, "name": "k"}',
+            "deep": "[" * 100_000 + "]" * 100_000, "binary": "\x00\x01\x02\x7f",
+            "no_type": '{"name": "k", "start": 1, "end": 2}'}[kind]
+
+
+def mutate_jsonl(data: bytes, mutation: str, p: dict) -> bytes:
+    rng = random.Random(p.get("rng", 0))
+    lines = data.decode("utf-8").splitlines()
+    recs = [json.loads(x) for x in lines]
+    if mutation == "bad_line":
+        i = int(p["frac"] * len(lines))
+        lines.insert(i, _bad_line(p["kind"]))
+        return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+    if mutation == "drop_meta":
+        meta = recs.pop(0)
+        if p["how"] == "wrong_format":
+            recs.insert(0, dict(meta, format="something-else"))
+        elif p["how"] == "not_first":
+            recs.insert(len(recs) // 2, meta)
+        elif p["how"] == "twice":
+            recs.insert(0, meta)
+            recs.insert(len(recs) // 2, dict(meta, gpu_name=None))
+    elif mutation in ("field_type", "drop_field"):
+        of = [r for r in recs if r.get("type") == p["type"]]
+        if of:
+            r = of[min(int(p["which"] * len(of)), len(of) - 1)]
+            if mutation == "drop_field":
+                r.pop(p["field"], None)
+            else:
+                r[p["field"]] = _json_value(p["value"])
+    elif mutation == "add_markers":
+        calls = [r for r in recs if r.get("type") in ("runtime", "driver")] or [{"start": 0, "end": 1, "pid": 1, "tid": 1}]
+        for k in range(p["n"]):
+            c = rng.choice(calls)
+            s, e = c.get("start", 0) - rng.randrange(1, 1000), c.get("end", 0) + rng.randrange(1, 1000)
+            mid = 10_000 + k
+            start = {"type": "marker", "flags": 2, "id": mid, "timestamp": s, "name": f"range{k}", "domain": None,
+                     "pid": c.get("pid"), "tid": c.get("tid")}
+            end = {"type": "marker", "flags": 4, "id": mid, "timestamp": e, "pid": c.get("pid"), "tid": c.get("tid")}
+            kind = p["corrupt"]
+            if kind == "unpaired" and rng.random() < 0.5:
+                end = None
+            elif kind == "same_id":
+                start["id"] = end["id"] = 7
+            elif kind == "reversed":
+                start["timestamp"], end["timestamp"] = e, s
+            elif kind == "other_thread":
+                end["tid"] = (c.get("tid") or 0) + 1
+            elif kind == "huge_ts":
+                start["timestamp"] = 2**64 + rng.randrange(100)
+            elif kind == "bad_flags":
+                start["flags"] = rng.choice([-1, 0, 6, "2", None, 2.0])
+            recs += [x for x in (start, end) if x]
+    elif mutation == "shuffle_lines":
+        head = recs[:1]
+        rest = recs[1:]
+        rng.shuffle(rest)
+        if p["dup"]:
+            rest += rest[: len(rest) // 3]
+        recs = head + rest
+    return ("\n".join(json.dumps(r) for r in recs) + "\n").encode("utf-8")
+
+
+def _bytes_mutation(data: bytes, mutation: str, p: dict) -> bytes:
+    rng = random.Random(p.get("rng", 0))
+    n = len(data)
+    at = min(int(p.get("frac", 0) * n), n)
+    if mutation == "truncate":
+        return data[:at]
+    if mutation == "bitflip":
+        b = bytearray(data)
+        lo, hi = {"any": (0, n), "head": (0, min(n, 4096)), "tail": (max(0, n - 4096), n)}[p["zone"]]
+        for _ in range(p["n"]):
+            if hi > lo:
+                i = rng.randrange(lo, hi)
+                b[i] ^= 1 << rng.randrange(8)
+        return bytes(b)
+    if mutation == "insert":
+        return data[:at] + bytes.fromhex(p["data"]) + data[at:]
+    if mutation == "delete":
+        return data[:at] + data[at + p["len"]:]
+    if mutation == "huge_insert":
+        return data[:at] + bytes([p["byte"]]) * p["size"] + data[at:]
+    raise ValueError(mutation)
+
+
+def build_file(case: dict, folder: Path) -> Path:
+    """Write the mutated file of `case` into `folder`; returns its path."""
+    fmt, mut, p = case["format"], case["mutation"], case["p"]
+    path = folder / ("case" + FORMATS[fmt][0])
+    data = seed_bytes(case["seed"])
+    if mut == "empty":
+        data = p["fill"].encode()
+    elif mut == "wrong_format":
+        other = seed_bytes(p["other"])
+        data = other[: max(1, int(len(other) * p["frac"]))]
+    elif mut == "raw_then_xz":
+        inner = {"frac": p["frac"], "n": p["n"], "rng": p["rng"], "zone": "any", "len": 1 + p["n"] * 64,
+                 "data": bytes(random.Random(p["rng"]).randrange(256) for _ in range(p["n"])).hex()}
+        raw = _bytes_mutation(lzma.decompress(data), p["inner"], inner)
+        data = lzma.compress(raw, preset=0)
+    elif mut == "encoding":
+        data = _reencode(data.decode("utf-8"), p["enc"], random.Random(p["rng"]))
+    elif mut in CSV_MUTATIONS and fmt == "ncu-csv":
+        data = mutate_csv(data, mut, p)
+    elif mut in JSONL_MUTATIONS:
+        data = mutate_jsonl(data, mut, p)
+    elif mut in SQLITE_MUTATIONS:
+        path.write_bytes(data)
+        mutate_sqlite(path, mut, p)
+        return path
+    else:
+        data = _bytes_mutation(data, mut, p)
+    path.write_bytes(data)
+    return path

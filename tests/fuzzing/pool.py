@@ -1,0 +1,202 @@
+"""Running cases: one case in a worker (ingest, then the invariants), and a pool of worker
+processes with a per-case time limit, so a hang or a dying worker is counted, not fatal."""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .cases import BASE_FILES, BASE_RUN, ROOT
+from .invariants import check_whole_file, snapshot
+from .mutators import build_file
+
+# --- worker ----------------------------------------------------------------------------------------
+
+def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
+    """Build, ingest, check one case. Runs in a worker process (or in-process for --replay)."""
+    import profkit
+    from profkit.errors import ProfkitError
+    from profkit.ingest import ingest
+
+    folder = work / f"c{case['id']}"
+    folder.mkdir()
+    tmp = work / "tmp"
+    res = {"id": case["id"], "outcome": None}
+    t0 = time.perf_counter()
+    try:
+        try:
+            path = build_file(case, folder)
+        except Exception as e:  # a mutation that does not apply to this seed: not a profkit case
+            res.update(outcome="not_built", error=f"{type(e).__name__}: {e}"[:300])
+            return res
+        db = folder / "db.sqlite"
+        shutil.copy(template, db)
+        run = BASE_RUN if case["into_existing_run"] else None
+        try:
+            loaded = ingest(str(db), [path], run=run)
+            res["outcome"] = "skipped" if loaded[0].skipped else "loaded"
+            res["loaded"] = [loaded[0].kernels, loaded[0].ranges, loaded[0].counters]
+        except ProfkitError as e:
+            res["outcome"] = "rejected"
+            res["error"] = f"{type(e).__name__}: {e}"[:300]
+            res["multiline"] = "\n" in str(e).strip()
+        except BaseException as e:  # noqa: BLE001 - that is what we count
+            import profkit.parsers
+
+            ours = (Path(profkit.__file__).resolve().parent, Path(profkit.parsers.__file__).resolve().parent)
+            tb = traceback.extract_tb(e.__traceback__)  # the innermost frame in profkit's own code
+            where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
+                          if Path(f.filename).resolve().parent in ours), None)
+            res.update(outcome="crash", error=f"{type(e).__name__}: {e}"[:300], where=where,
+                       traceback="".join(traceback.format_exception(e))[-3000:])
+        res["ingest_s"] = round(time.perf_counter() - t0, 4)
+        # the database: unchanged after a failure, one whole new file after a success
+        if res["outcome"] == "loaded":
+            problem = check_whole_file(db, template, run or "case", existed=run is not None)
+        else:
+            problem = None if snapshot(db) == before else "database changed by a failed or skipped ingest"
+        if problem:
+            res["partial"] = problem
+        leftovers = os.listdir(tmp)
+        if leftovers:
+            res["temp_left"] = leftovers[:5]
+            for f in leftovers:
+                shutil.rmtree(tmp / f, ignore_errors=True) if (tmp / f).is_dir() else (tmp / f).unlink()
+        return res
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def make_template(work: Path) -> Path:
+    from profkit.ingest import ingest
+
+    db = work / "template.db"
+    ingest(str(db), [ROOT / f for f in BASE_FILES], run=BASE_RUN)
+    return db
+
+
+def worker_main(work: str) -> None:
+    work_p = Path(work)
+    (work_p / "tmp").mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(work_p / "tmp")
+    tempfile.tempdir = str(work_p / "tmp")
+    try:  # a mutation that makes a reader allocate without bound must fail, not take the machine
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+    except (ImportError, ValueError, OSError):
+        pass
+    template = work_p / "template.db"
+    before = snapshot(template)
+    # the protocol gets its own copy of stdout; whatever the libraries print (Python or
+    # native code) goes to stderr
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        case = json.loads(line)
+        res = run_case(case, work_p, template, before)
+        out.write(json.dumps(res) + "\n")
+        out.flush()
+
+
+# --- parent: pool of workers with a per-case time limit --------------------------------------------
+
+class Worker:
+    def __init__(self, work: Path, template: Path, n: int):
+        self.dir = work / f"w{n}"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        shutil.copy(template, self.dir / "template.db")
+        tests = str(Path(__file__).resolve().parents[1])  # the folder holding this package
+        env = dict(os.environ, PYTHONHASHSEED="0",
+                   PYTHONPATH=os.pathsep.join([tests] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "fuzzing", "--worker", str(self.dir)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1, env=env, cwd=str(self.dir))
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.case: dict | None = None
+        self.deadline = 0.0
+
+    def send(self, case: dict, timeout: float) -> None:
+        self.case, self.deadline = case, time.monotonic() + timeout
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None) -> list[dict]:
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="profkit-fuzz-") as d:
+        work = Path(d)
+        template = make_template(work)
+        pool = [Worker(work, template, i) for i in range(workers)]
+        spawned = workers
+        sel = selectors.DefaultSelector()
+        for w in pool:
+            sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        todo = list(reversed(cases))
+
+        def replace(w: Worker) -> Worker:
+            nonlocal spawned
+            sel.unregister(w.proc.stdout)
+            w.kill()
+            nw = Worker(work, template, spawned)
+            spawned += 1
+            sel.register(nw.proc.stdout, selectors.EVENT_READ, nw)
+            pool[pool.index(w)] = nw
+            return nw
+
+        for w in pool:
+            if todo:
+                w.send(todo.pop(), timeout)
+        while any(w.case for w in pool):
+            now = time.monotonic()
+            wait = max(0.05, min(w.deadline for w in pool if w.case) - now)
+            for key, _ in sel.select(wait):
+                w = key.data
+                line = w.proc.stdout.readline()
+                try:
+                    res = json.loads(line) if line else None
+                except ValueError:  # something wrote into the protocol: count it against the case
+                    res = {"id": w.case["id"], "outcome": "crash", "error": f"garbage from worker: {line[:200]!r}",
+                           "where": "worker"}
+                    w = replace(w)
+                if res is None:  # the worker died inside a case: a crash (signal or abort in native code)
+                    rc = w.proc.wait()
+                    res = {"id": w.case["id"], "outcome": "crash", "error": f"worker died (exit {rc})",
+                           "where": "worker"}
+                    w = replace(w)
+                w.case = None
+                results.append(res)
+                if progress:
+                    progress(len(results), len(cases))
+                if todo:
+                    w.send(todo.pop(), timeout)
+            now = time.monotonic()
+            for w in list(pool):
+                if w.case and now > w.deadline:
+                    results.append({"id": w.case["id"], "outcome": "hang", "error": f"no answer in {timeout} s"})
+                    nw = replace(w)
+                    if todo:
+                        nw.send(todo.pop(), timeout)
+        for w in pool:
+            sel.unregister(w.proc.stdout)
+            w.proc.stdin.close()
+            w.kill()
+    return results
