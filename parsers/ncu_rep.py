@@ -56,7 +56,10 @@ def _load(path: Path):
 
 def nvtx_path(state) -> tuple[str | None, str | None]:
     """(innermost, path): start/end ranges first (they are process-wide windows), then the
-    push/pop stack of the default domain, then those of other domains."""
+    push/pop stack of the default domain, then those of other domains. A report captured
+    without `--nvtx` (ncu's default) has no NVTX state: no range."""
+    if state is None:
+        return None, None
     se: list[str] = []
     pp: list[str] = []
     for d in sorted(state.domains()):
