@@ -183,6 +183,65 @@ def analyse(profiles, db, top, html, peaks_file):
         drawn = write_runs(s, html, measured)
         out.print(_table([{"run": w["run"], "points": w["points"], "note": w["why"]} for w in drawn],
                          f"rooflines in {html} (open it in a browser; `profkit roofline --help` for before/after arrows)"))
+        from . import advise as adv
+
+        for run in s.runs():
+            a = adv.advise(s, run, peaks=measured)
+            s.replace_advice(run, None, adv.rows(a))
+            out.print(_table([{"#": i.rank, "item": f"{i.nvtx_path or '(no range)'} [{i.kernel_name}]",
+                               "recoverable us": i.recoverable_ns / 1e3, "next step": i.action} for i in a.items[:3]],
+                             f"what to fix first in run {run} (profkit advise --run {run})"))
+
+
+@cli.command()
+@db_option
+@click.option("--run", default=None, help="Run (default: the newest).")
+@click.option("--range", "scope", default=None, metavar="PATH", help="Only the ranges under this NVTX path (e.g. one training step).")
+@click.option("--all", "include_unranged", is_flag=True, help="Also the launches outside any NVTX range (left out by default when the run has ranges).")
+@click.option("--top", default=10, show_default=True, help="Items shown.")
+@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+              help="Measured peaks (a peaks.json, e.g. profiles/peaks.json): floors at the measured copy bandwidth.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole advice as JSON.")
+@click.option("--html", default=None, type=click.Path(path_type=Path), help="Also write a one-page HTML report here.")
+@handled
+def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
+    """What to fix first: ranges and kernels ranked by the GPU time they could give back, each
+    with its label, the next step and how the figure was computed (stored in the `advice` view).
+
+    Example: profkit advise --run e2e-decode --range e2e/decode/eager --html advise.html
+    """
+    from . import advise as adv
+    from . import peaks
+
+    measured = peaks.read(peaks_file) if peaks_file else None
+    with Store(db) as s:
+        a = adv.advise(s, run, scope, measured, include_unranged)
+        s.replace_advice(a.run, scope, adv.rows(a))
+        if html:
+            from .outputs import advise_page
+
+            advise_page.write(s, a, html, top, measured)
+    if as_json:
+        click.echo(json.dumps(a.as_dict(), indent=2, default=str))
+        return
+    _print_advice(a, top)
+    if html:
+        out.print(f"{plain(html)}: where the time goes, the ranked list, the roofline of the top items")
+
+
+def _print_advice(a, top: int, title: str | None = None) -> None:
+    rows = []
+    for i in a.items[:top]:
+        sp = i.predicted_speedup
+        rows.append({"#": i.rank, "item": f"{i.nvtx_path or '(no range)'} [{i.kernel_name}]", "label": i.label,
+                     "GPU %": 100 * i.share_gpu, "recoverable us": i.recoverable_ns / 1e3,
+                     "speed-up": "" if sp is None else f"{sp:.2f}x", "next step": i.action})
+    out.print(_table(rows, title or f"what to fix first, run {a.run}" + (f", under {a.scope}" if a.scope else "")))
+    for i in a.items[:min(top, 3)]:
+        out.print(f"  {i.rank}. how: {plain(i.how)}")
+    out.print(f"  device gap between back-to-back kernels: {a.device_gap_ns / 1e3:.2f} us ({plain(a.device_gap_how)})")
+    for n in a.notes:
+        out.print(f"  note: {plain(n)}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

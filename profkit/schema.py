@@ -145,6 +145,28 @@ MIGRATIONS.append((4, "report_file: one row per loaded report file (was source_f
 ALTER TABLE source_file RENAME TO report_file;
 """))
 
+MIGRATIONS.append((5, "advice: what to fix first (profkit advise)", """
+CREATE TABLE advice_item (
+    run            TEXT NOT NULL REFERENCES run(run),
+    scope          TEXT NOT NULL DEFAULT '',     -- the NVTX path advised on ('' = the run)
+    rank           INTEGER NOT NULL,             -- 1 = fix first
+    kind           TEXT NOT NULL,                -- range | graph
+    nvtx_path      TEXT,
+    kernel_name    TEXT,
+    label          TEXT,
+    share          REAL,                         -- of the scope's GPU time
+    share_wall     REAL,                         -- of the scope's wall time (timeline runs)
+    recoverable_ns REAL NOT NULL,
+    action         TEXT NOT NULL,
+    how            TEXT NOT NULL,
+    evidence       TEXT NOT NULL,                -- JSON: rows behind the figure, floor, calls, ncu's estimate
+    PRIMARY KEY (run, scope, rank)
+);
+CREATE VIEW advice AS
+SELECT run, rank, scope, kind, nvtx_path, kernel_name, label, share, share_wall, recoverable_ns, action, how, evidence
+FROM advice_item;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
@@ -155,4 +177,6 @@ VIEWS = {
                 "registers_per_thread", "stream", "device", "source", "rank"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank"),
+    "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
+               "evidence"),
 }

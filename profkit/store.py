@@ -194,6 +194,21 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    def replace_advice(self, run: str, scope: str | None, rows: list[dict]) -> None:
+        """Replace a run's advice for one scope ('' or None: the whole run) in one transaction."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("DELETE FROM advice_item WHERE run = ? AND scope = ?", (run, scope or ""))
+            cols = ("run", "scope", "rank", "kind", "nvtx_path", "kernel_name", "label", "share", "share_wall",
+                    "recoverable_ns", "action", "how", "evidence")
+            c.executemany(f"INSERT INTO advice_item ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [tuple(r[k] for k in cols) for r in rows])
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
     def _merge_meta(self, run: str, facts: dict) -> None:
         row = self.conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
         meta = json.loads(row[0] or "{}")

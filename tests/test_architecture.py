@@ -111,7 +111,7 @@ LAYERS = [
     ("store", {"profkit.schema", "profkit.store"}),
     ("model", {"profkit.model"}),
     ("analyses", {"profkit.classify", "profkit.roofline", "profkit.compare", "profkit.timeline", "profkit.ranks",
-                  "profkit.selection", "profkit.summary"}),
+                  "profkit.selection", "profkit.summary", "profkit.advise", "profkit.calibration"}),
     ("outputs", {"profkit.outputs"}),
 ]
 

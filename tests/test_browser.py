@@ -127,3 +127,25 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
         assert problems == []
     finally:
         page.close()
+
+
+def test_advise_page_renders_in_chromium(browser, store, tmp_path):
+    """profkit advise --html: the time bars, the ranked table and the top items' roofline."""
+    from profkit import peaks
+    from profkit.advise import advise
+    from profkit.outputs import advise_page
+
+    measured = peaks.read(PROFILES / "peaks.json")
+    a = advise(store, RMSNORM, peaks=measured)
+    path = advise_page.write(store, a, tmp_path / "advise.html", peaks=measured)
+    page, problems = _open(browser, path)
+    try:
+        n = page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")
+        assert n == 2  # where the time goes; the roofline of the top items
+        bars = page.evaluate("() => document.querySelector('.js-plotly-plot').querySelectorAll('.bars path').length")
+        assert bars >= 2 * 2  # busy and idle of the eager and Triton ranges (at least)
+        first = page.evaluate("() => Array.from(document.querySelectorAll('#advice tr')[1].cells).map(c => c.textContent)")
+        assert first[0] == "1" and "rmsnorm/eager/llama8b-t32768" in first[1] and first[6].startswith("fuse the 8 kernels")
+        assert problems == []
+    finally:
+        page.close()

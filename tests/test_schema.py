@@ -57,7 +57,7 @@ def test_a_version_2_database_migrates_to_ranks(db):
 
     s = Store(db)
     try:
-        assert s.query("SELECT max(version) v FROM schema_migrations")[0]["v"] == LATEST == 4
+        assert s.query("SELECT max(version) v FROM schema_migrations")[0]["v"] == LATEST >= 4
         assert s.query("SELECT count(*) n FROM report_file") == [{"n": 1}]  # migration 4 renamed source_file
         after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
         assert [r[:-1] for r in after] == before and {r[-1] for r in after} == {None}  # rank appended, NULL

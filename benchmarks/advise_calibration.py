@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Was the advice right? For every before/after pair shipped in profiles/, the gain `profkit
+advise` predicted for the BEFORE side against the gain `profkit compare` measured.
+
+    python3 benchmarks/advise_calibration.py [--profiles profiles] [--out benchmarks/results]
+
+Loads profiles/ into a temporary database, labels every run, and writes advise.md and
+advise.json (method: profkit/calibration.py and docs/advise.md). CPU only: the pairs are the
+shipped H200 captures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from datetime import date
+from pathlib import Path
+
+from profkit import peaks
+from profkit.calibration import OFF_BY, calibrate
+from profkit.classify import classify
+from profkit.profiles import load_profiles
+from profkit.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (before, after, measure): the fixes the lab applied, each shipped as one run or two
+PAIRS = [(f"{r}:eager", f"{r}:triton", "gpu") for r in (
+    "rmsnorm-llama8b-t32768", "rmsnorm-qwen7b-t4096", "add_rmsnorm-llama8b-t4096", "rope-llama8b-t4096",
+    "rmsnorm_rope-qwen3-8b-t4096", "swiglu-llama8b-t4096", "softmax-r32768-n4096", "rmsnorm_linear-llama8b-qkv-m16")] + [
+    ("matmul-llama8b-qkv-m4096:tiled", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),
+    ("matmul-llama8b-qkv-m4096:autotuned", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),
+    ("fp8_gemm-llama8b-qkv-m4096:triton", "fp8_gemm-llama8b-qkv-m4096:scaled_mm", "gpu"),
+    ("sgemm-ladder-4096:naive", "sgemm-ladder-4096:warptile", "gpu"),
+    ("sgemm-ladder-4096:blocktile_2d", "sgemm-ladder-4096:warptile", "gpu"),
+    ("e2e-decode:eager", "e2e-decode:graph", "span"),
+    ("e2e-decode:lab", "e2e-decode:graph_lab", "span"),
+]
+# timeline-only pairs: no counters, so no operator floor; listed with why
+TIMELINE_ONLY = [("e2e-decode:eager", "e2e-decode:lab"), ("e2e-prefill:eager", "e2e-prefill:lab")]
+
+
+def run(profiles: Path) -> dict:
+    measured = peaks.read(profiles / "peaks.json") if (profiles / "peaks.json").is_file() else None
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "cal.db")
+        load_profiles(profiles, db)
+        rows = []
+        with Store(db) as s:
+            for r in s.runs():
+                classify(s, r)
+            for before, after, measure in PAIRS:
+                rows += [c.row() for c in calibrate(s, before, after, measure, measured)]
+    within = [r for r in rows if r["within_25pct"]]
+    return {"date": date.today().isoformat(), "pairs": rows, "within": len(within), "total": len(rows),
+            "timeline_only": TIMELINE_ONLY, "off_by": OFF_BY}
+
+
+def markdown(res: dict) -> str:
+    lines = [f"# Advise calibration ({res['date']})", "",
+             "The gain `profkit advise` predicted for the BEFORE side of each shipped before/after pair, against the "
+             "gain `profkit compare` measured (H200 captures in profiles/; method: docs/advise.md). "
+             f"ratio = predicted / measured; **{res['within']} of {res['total']}** within ±{100 * res['off_by']:.0f} %.",
+             "", "| before -> after | measure | predicted | measured | ratio | within 25 % | basis / why off |",
+             "|---|---|---|---|---|---|---|"]
+    for r in res["pairs"]:
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:.2f}x"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        note = r["why"] or r["basis"]
+        lines.append(f"| `{r['before']}` -> `{r['after']}` | {r['measure']} | {pred} | {r['measured']:.2f}x | {ratio} "
+                     f"| {'yes' if r['within_25pct'] else 'no'} | {note.replace('|', '/')} |")
+    lines += ["", "Timeline-only pairs (no Nsight Compute counters, so no operator floor; advise names only the idle "
+              "time a graph replay would remove, not the fusion gain): " +
+              ", ".join(f"`{b}` -> `{a}`" for b, a in res["timeline_only"]) + ".", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profiles", type=Path, default=ROOT / "profiles")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    a = ap.parse_args()
+    res = run(a.profiles)
+    (a.out / "advise.json").write_text(json.dumps(res, indent=2, default=str) + "\n")
+    (a.out / "advise.md").write_text(markdown(res))
+    print(markdown(res))
+    sys.exit(0)
