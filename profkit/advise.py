@@ -43,7 +43,7 @@ from .metrics import lookup
 from .intervals import covered
 from .model import rates, roof_time_ns, work
 from .names import is_comm
-from .store import Store
+from .store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
 GRAPHED_CALLS_PER_KERNEL = 0.5
@@ -202,7 +202,7 @@ def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) ->
 def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
     run came from a lab workload and the lab is installed (the `kernels` extra)."""
-    if not path or "profkit.kernels.run" not in " ".join(map(str, meta.get("command") or [])):
+    if not path or not lab_op(meta):
         return None, ""
     try:
         from profkit import kernels as lab

@@ -126,7 +126,8 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     below_ridge = ai is None or ridge is None or ai < ridge
     Rd = R["dram"]
     if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge):
-        extra = f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}" if ai is not None and ridge else ""
+        extra = ("" if ai is None or not ridge else ", no FLOPs counted (memory traffic only)" if ai == 0 else
+                 f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}")
         return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {sm:.0f} %{extra}", "dram"
     theo = v.get("theoretical_occupancy")
     if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
@@ -136,8 +137,10 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     Rr = R["dram_roofline"]
     l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
     if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
-        return "dram", (f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}: memory-bound on the "
-                        f"roofline though DRAM runs at only {dram:.0f} % (SM {sm:.0f} %)"), "dram_roofline"
+        why = ("no floating-point work counted (0 FLOP/B)" if ai == 0 else
+               f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}")
+        return "dram", (f"{why}: memory-bound on the roofline though DRAM runs at only {dram:.0f} % "
+                        f"(SM {sm:.0f} %)"), "dram_roofline"
     if sm >= R["compute"]["sm_pct"] and sm >= mem:
         return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
     if max(sm, mem) < R["latency"]["busy_pct"]:
@@ -151,7 +154,8 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     timeline = _timeline(store, run)
     counters = store.counters(run)
     ridge = run_ridge(counters.values())
-    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range FROM kernels WHERE run = ? ORDER BY kernel_id", (run,))
+    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path FROM kernels WHERE run = ? "
+                          "ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:
         c = counters.get(k["kernel_id"], {})
@@ -163,7 +167,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                     "thresholds": RULES.get(rule, {}).get("threshold"), "citation": RULES.get(rule, {}).get("citation"),
                     "ridge_flop_per_byte": kr, "ridge_of": ridge_of}
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
-                    "nvtx_range": k["nvtx_range"], "label": label, "reason": reason,
+                    "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
                     "evidence": json.dumps(evidence, sort_keys=True)})
     return out
 

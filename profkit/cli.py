@@ -16,9 +16,10 @@ from . import __version__
 from .errors import ProfkitError
 from .outputs.tables import console, plain
 from .outputs.tables import table as _table
-from .store import Store, default_db
+from .store import Store, default_db, lab_op
 
 out = console()
+NO_RANGE = "(outside any NVTX range)"
 
 
 def _fail(message: str, code: int = 1):
@@ -43,6 +44,20 @@ def handled(fn):
             _fail("interrupted", 130)
 
     return wrapper
+
+
+def _resolve_run(db: str, run: str | None) -> str:
+    """The run a command works on: --run, else the newest one, said on stderr when there are
+    several (a silent pick reads as 'the' run)."""
+    if run is not None:
+        return run
+    with Store(db) as s:
+        newest = s.require_run(None)
+        n = len(s.runs())
+    if n > 1:
+        click.echo(f"profkit: no --run given: using the newest run, {plain(newest)} (one of {n}; `profkit runs` "
+                   f"lists them)", err=True)
+    return newest
 
 
 def db_option(fn):
@@ -126,8 +141,8 @@ def kernels(db, run, top):
     """Where a run's GPU time went: kernels by NVTX range, most total time first."""
     from . import summary
 
+    run = _resolve_run(db, run)
     with Store(db) as s:
-        run = s.require_run(run)
         out.print(_table(summary.kernels(s, run, top), f"kernels of run {run}"))
 
 
@@ -214,6 +229,7 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
     from . import peaks
 
     measured = peaks.read(peaks_file) if peaks_file else None
+    run = _resolve_run(db, run)
     with Store(db) as s:
         a = adv.advise(s, run, scope, measured, include_unranged)
         s.replace_advice(a.run, scope, adv.rows(a))
@@ -317,23 +333,38 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, nvtx_include, 
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
-@click.option("--table", "as_table", is_flag=True, help="Print a table (the default).")
+@click.option("--per-launch", "per_launch", is_flag=True, help="One row per launch instead of per NVTX path and label.")
+@click.option("--table", "as_table", is_flag=True, hidden=True)  # the default; kept so old scripts still run
 @handled
-def classify(db, run, as_json, as_table):
-    """Label each kernel: dram, launch_overhead, occupancy, tensor_core (compute, latency, unknown)."""
+def classify(db, run, as_json, per_launch, as_table):
+    """Label each kernel launch: dram, launch_overhead, occupancy, tensor_core (communication,
+    compute, latency, unknown), with its evidence, and store the labels (the `classifications` view).
+    The table: one row per NVTX path and label (launches, GPU time, an example reason).
+
+    Example: profkit classify --run rmsnorm-llama8b-t32768
+    """
     from .classify import classify as do_classify
 
+    run = _resolve_run(db, run)
     with Store(db) as s:
         rows = do_classify(s, run)
+        dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in s.query(
+            "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    if per_launch:
+        out.print(_table([{"kernel_id": r["kernel_id"], "nvtx_path": r["nvtx_path"] or NO_RANGE, "kernel": r["kernel_name"],
+                           "label": r["label"], "reason": r["reason"]} for r in rows], f"classification of run {run}"))
+        return
     summary: dict = {}
     for r in rows:
-        key = (r["nvtx_range"], r["label"])
-        summary.setdefault(key, [0, r["reason"]])[0] += 1
-    out.print(_table([{"nvtx_range": k[0], "label": k[1], "launches": v[0], "example reason": v[1]}
-                      for k, v in summary.items()], f"classification of run {rows[0]['run'] if rows else run}"))
+        key = (r["nvtx_path"] or NO_RANGE, r["label"])
+        e = summary.setdefault(key, [0, 0.0, r["reason"]])
+        e[0] += 1
+        e[1] += dur.get(r["kernel_id"], 0) / 1e3
+    out.print(_table([{"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
+                      for k, v in summary.items()], f"classification of run {run} (--per-launch: every launch)"))
 
 
 @cli.command()
@@ -343,7 +374,12 @@ def classify(db, run, as_json, as_table):
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
 @handled
 def compare(before, after, db, as_json):
-    """Per NVTX range, BEFORE vs AFTER (RUN or RUN:COMPONENT): time, speed-up, labels, verdict."""
+    """Per NVTX range, BEFORE vs AFTER (each RUN or RUN:VARIANT, a variant being one part of the
+    NVTX path such as eager or triton): time per call, speed-up with its noise band, labels, % of
+    roofline, and a verdict (supported, caveated with what is missing, rejected).
+
+    Example: profkit compare rmsnorm-qwen7b-t4096:eager rmsnorm-qwen7b-t4096:triton
+    """
     from .compare import rows as compare_rows
 
     with Store(db) as s:
@@ -373,7 +409,7 @@ def compare(before, after, db, as_json):
 
 @cli.command()
 @db_option
-@click.option("--run", default=None, metavar="A", help="Run, or RUN:COMPONENT (e.g. myrun:eager); default: the newest run.")
+@click.option("--run", default=None, metavar="A", help="Run, or RUN:VARIANT (e.g. myrun:eager); default: the newest run.")
 @click.option("--compare", default=None, metavar="B", help="Draw an arrow from each NVTX range of A to the same range of B.")
 @click.option("--by", type=click.Choice(["kernel", "range"]), default="kernel", show_default=True,
               help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).")
@@ -416,6 +452,7 @@ def ranks(db, run, step_pattern, as_json, html):
     from . import ranks as rk
     from .outputs import ranks_plot
 
+    run = _resolve_run(db, run)
     with Store(db) as s:
         r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
     if html:
@@ -425,8 +462,8 @@ def ranks(db, run, step_pattern, as_json, html):
         return
     out.print(_table(rk.table_rows(r), f"run {r.run}: GPU time per step and rank (us)"))
     if len(r.ranks) > 1:
-        out.print(_table([{k: (v / 1e3 if k.endswith("_ns") and v is not None else v) for k, v in p.items()}
-                          for p in r.per_step], "stragglers per step (_ns columns in us)"))
+        out.print(_table([{(k[:-3] + "_us" if k.endswith("_ns") else k): (v / 1e3 if k.endswith("_ns") and v is not None else v)
+                           for k, v in p.items()} for p in r.per_step], "stragglers per step (us)"))
     for p in r.per_rank:
         hidden = "" if p["hidden_comm_pct"] is None else f", {p['hidden_comm_pct']:.0f} % of NCCL hidden under compute"
         who = "single process" if p["rank"] is None else f"rank {p['rank']}"
@@ -468,17 +505,29 @@ def timeline(db, run, prefix, scopes, as_json):
     """Per NVTX range: GPU window, busy, idle (launch overhead) per instance; operator shares."""
     from . import timeline as tl
 
+    run = _resolve_run(db, run)
     with Store(db) as s:
-        run = s.require_run(run)
         rows = tl.ranges(s, run, prefix)
         ops = {scope: tl.operators(s, run, scope) for scope in scopes}
+        op = lab_op(s.run_meta(run))
     if as_json:
         click.echo(json.dumps({"run": run, "ranges": rows, "operators": ops}, indent=2))
         return
-    out.print(_table([{"range": r["path"], "instances": r["instances"], "kernels/inst": r["kernels_per_instance"],
-                       "launch calls/inst": r["launch_calls_per_instance"], "window us/inst": r["window_us_per_instance"],
-                       "busy us/inst": r["busy_us_per_instance"], "idle us/inst": r["idle_us_per_instance"],
-                       "idle %": r["idle_pct"]} for r in rows], f"GPU time per NVTX range, run {run}"))
+
+    def table(rs, title):
+        out.print(_table([{"range": r["path"], "instances": r["instances"], "kernels/inst": r["kernels_per_instance"],
+                           "launch calls/inst": r["launch_calls_per_instance"],
+                           "window us/inst": r["window_us_per_instance"], "busy us/inst": r["busy_us_per_instance"],
+                           "idle us/inst": r["idle_us_per_instance"], "idle %": r["idle_pct"]} for r in rs], title))
+
+    # a lab workload's warm-up (compilation, autotuning, graph capture) runs outside its op/variant/shape
+    # ranges but pushes the same operator ranges: shown apart, so they are not read as the workload
+    inside = [r for r in rows if op is None or r["path"] == op or r["path"].startswith(op + "/")]
+    table(inside, f"GPU time per NVTX range, run {run}")
+    outside = [r for r in rows if r not in inside]
+    if outside:
+        table(outside, f"ranges outside the workload's {op}/VARIANT/SHAPE ranges: warm-up, compilation and "
+                       f"set-up before each timed range opened (their idle time is host work, not launch overhead)")
     for scope, got in ops.items():
         out.print(_table([{"operator": o["operator"], "kernels": o["kernels"], "kernel us": o["kernel_ns"] / 1e3,
                            "share %": o["share_pct"], "top kernel": o["top_kernel"]} for o in got],

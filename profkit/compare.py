@@ -93,7 +93,7 @@ class Comparison:
 
 
 def compare(store: Store, before: str, after: str) -> list[Comparison]:
-    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:COMPONENT``) range by range."""
+    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:VARIANT``) range by range."""
     sb, sa = selection.parse(before), selection.parse(after)
     pairs = selection.pair(store, sb, sa)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}

@@ -95,8 +95,8 @@ def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
         WHERE run = :run AND kernel_id IN (SELECT kernel_id FROM counters WHERE run = :run)
         ORDER BY coalesce(start_ns, 0), kernel_id""", {"run": sel.run})
     if not rows:
-        raise BadArgument(f"run {sel.run!r} has no Nsight Compute counters: load its .ncu-rep "
-                          f"(profkit ingest) or capture with `profkit capture --metrics roofline`")
+        raise BadArgument(f"run {sel.run!r} has no Nsight Compute counters (a timeline only): capture it with "
+                          f"`profkit capture --metrics roofline`, or ingest an .ncu-rep of the same workload into it")
     out: dict[str, list[dict]] = {}
     for r in rows:
         key = selection.key_of(r["nvtx_path"], sel.component) if r["nvtx_path"] else (

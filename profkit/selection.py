@@ -1,8 +1,8 @@
 """Which kernels a before/after comparison is about, and how before meets after.
 
-A selector is ``RUN`` or ``RUN:COMPONENT``. ``RUN`` takes every kernel of the run under an
-NVTX range, grouped by its NVTX path. ``RUN:COMPONENT`` takes only the paths that hold
-COMPONENT as one '/'-separated part (a variant such as ``eager`` or ``triton``) and groups
+A selector is ``RUN`` or ``RUN:VARIANT``. ``RUN`` takes every kernel of the run under an
+NVTX range, grouped by its NVTX path. ``RUN:VARIANT`` takes only the paths that hold
+VARIANT as one '/'-separated part (a variant such as ``eager`` or ``triton``) and groups
 them by the path with that part removed, so that ``rmsnorm/eager/llama8b-t32768`` and
 ``rmsnorm/triton/llama8b-t32768`` meet on the key ``rmsnorm/llama8b-t32768``.
 
@@ -44,7 +44,7 @@ class Pair:
 def parse(text: str) -> Selector:
     run, sep, component = text.partition(":")
     if not run or (sep and not component) or "/" in component:
-        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:COMPONENT (one part of an NVTX path, e.g. triton)")
+        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:VARIANT (one part of an NVTX path, e.g. triton)")
     return Selector(run, component or None)
 
 
@@ -78,9 +78,34 @@ def groups(store: Store, sel: Selector) -> dict[str, Group]:
         g = out.setdefault(key, Group(key, r["nvtx_path"]))
         g.kernels.append(r)
     if not out:
-        what = f"with component {sel.component!r}" if sel.component else "under an NVTX range"
-        raise BadArgument(f"{sel}: no kernels {what}")
+        if not sel.component:
+            raise BadArgument(f"{sel}: no kernels under an NVTX range")
+        known = variants([r["nvtx_path"] for r in rows])
+        import difflib
+
+        close = difflib.get_close_matches(sel.component, known, n=1)
+        hint = f"did you mean {sel.run}:{close[0]}? " if close else ""
+        raise BadArgument(f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
+                          f"variants of this run: {', '.join(known) or 'none'}")
     return out
+
+
+def variants(paths) -> list[str]:
+    """The parts that tell otherwise equal NVTX paths apart (a lab run's variants: eager,
+    triton ...): what RUN:VARIANT selects."""
+    parts = [p.split("/") for p in dict.fromkeys(p for p in paths if p)]
+    found: dict[str, None] = {}
+    by_len: dict[int, list] = {}
+    for p in parts:
+        by_len.setdefault(len(p), []).append(p)
+    for same in by_len.values():
+        for i, a in enumerate(same):
+            for b in same[i + 1:]:
+                diff = [k for k in range(len(a)) if a[k] != b[k]]
+                if len(diff) == 1:
+                    found[a[diff[0]]] = None
+                    found[b[diff[0]]] = None
+    return list(found)
 
 
 def pair(store: Store, before: Selector, after: Selector) -> list[Pair]:

@@ -121,6 +121,10 @@ class Store:
     def query(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
+    def run_meta(self, run: str) -> dict:
+        row = self.conn.execute("SELECT meta FROM run WHERE run = ?", (run,)).fetchone()
+        return json.loads(row[0] or "{}") if row else {}
+
     def counters(self, run: str, metrics=None) -> dict[int, dict[str, float]]:
         """{kernel_id: {ncu metric: value}} of a run (only `metrics` when given): the one
         counters reader of classify, roofline, compare and advise."""
@@ -280,6 +284,28 @@ class Store:
                     pairs.append((todo.pop(0), nid))
                     break
         c.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?", pairs)
+
+
+def command_of(meta: dict) -> list[str] | None:
+    """The command a run's workload ran: as `profkit capture` recorded it, else the launched
+    process's arguments an nsys capture recorded (PROCESS_0:COMMAND, PROCESS_0:ARGUMENT_n)."""
+    cmd = meta.get("command")
+    if isinstance(cmd, list):
+        return [str(c) for c in cmd]
+    cap = meta.get("nsys_capture")
+    if isinstance(cap, dict) and "PROCESS_0:COMMAND" in cap:
+        n = sum(1 for k in cap if str(k).startswith("PROCESS_0:ARGUMENT_"))
+        return [str(cap["PROCESS_0:COMMAND"])] + [str(cap.get(f"PROCESS_0:ARGUMENT_{i}", "")) for i in range(n)]
+    return None
+
+
+def lab_op(meta: dict) -> str | None:
+    """The lab workload a run was captured from (its command ran profkit.kernels.run OP)."""
+    cmd = command_of(meta) or []
+    if "profkit.kernels.run" in cmd:
+        i = cmd.index("profkit.kernels.run") + 1
+        return cmd[i] if i < len(cmd) else None
+    return None
 
 
 @contextmanager

@@ -231,8 +231,9 @@ def test_run_without_counters_is_one_clear_line(tmp_path):
     ingest(path, [DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"], run="timeline")
     r = CliRunner().invoke(cli, ["roofline", "--db", path, "--run", "timeline", "-o", str(tmp_path / "e.html")])
     assert r.exit_code == 2
-    assert r.output.strip() == ("profkit: run 'timeline' has no Nsight Compute counters: load its .ncu-rep "
-                                "(profkit ingest) or capture with `profkit capture --metrics roofline`")
+    assert r.output.strip() == ("profkit: run 'timeline' has no Nsight Compute counters (a timeline only): capture it "
+                                "with `profkit capture --metrics roofline`, or ingest an .ncu-rep of the same workload "
+                                "into it")
     assert not (tmp_path / "e.html").exists()
 
 

@@ -1,0 +1,77 @@
+"""What a newcomer trips over in the CLI output, each fixed on the shipped profiles
+(issue "the first ten minutes")."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from profdata import PROFILES
+from profkit.cli import cli
+from profkit.profiles import load_profiles
+
+RMS = "rmsnorm-llama8b-t32768"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("ten") / "p.db")
+    load_profiles(PROFILES, path)
+    return path
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_classify_table_keeps_variants_apart_and_names_unranged_launches(db):
+    r = _run("classify", "--db", db, "--run", RMS)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    eager = [x for x in lines if "rmsnorm/eager/llama8b-t32768" in x and " dram " in x]
+    triton = [x for x in lines if "rmsnorm/triton/llama8b-t32768" in x and " dram " in x]
+    assert len(eager) == 1 and len(triton) == 1  # was one merged 'llama8b-t32768' row of 21 launches
+    assert "│       18 │" in eager[0] and "│        3 │" in triton[0]
+    assert "(outside any NVTX range)" in r.stdout  # not a blank cell that reads as "same as above"
+    assert "--per-launch" in r.stdout
+    per = _run("classify", "--db", db, "--run", RMS, "--per-launch")
+    assert per.exit_code == 0 and per.stdout.count("│ dram ") >= 21
+
+
+def test_no_run_given_says_which_run_it_used(db):
+    for cmd in ("kernels", "classify", "timeline"):
+        r = _run(cmd, "--db", db)
+        assert r.exit_code == 0, r.output
+        assert "no --run given: using the newest run" in r.stderr and "`profkit runs` lists them" in r.stderr
+
+
+def test_compare_misspelt_variant_lists_the_variants(db):
+    r = _run("compare", "--db", db, f"{RMS}:eager", f"{RMS}:trition")
+    assert r.exit_code == 2
+    assert (f"no NVTX path of run '{RMS}' has a part 'trition'; did you mean {RMS}:triton? "
+            f"variants of this run: eager, triton") in r.stderr
+    assert "RUN:VARIANT" in _run("compare", "--help").stdout
+
+
+def test_zero_flop_kernels_are_not_held_against_a_tensor_ridge(db):
+    r = _run("sql", "--db", db, "--json", f"SELECT reason FROM classifications WHERE run = '{RMS}'")
+    _run("classify", "--db", db, "--run", RMS)
+    reasons = [x["reason"] for x in json.loads(_run("sql", "--db", db, "--json",
+                                                    f"SELECT reason FROM classifications WHERE run = '{RMS}'").stdout)]
+    assert reasons and not any("0.00 FLOP/B, far below the bf16_tensor ridge" in x for x in reasons), r.stdout
+    assert any("no floating-point work counted" in x or "no FLOPs counted" in x for x in reasons)
+
+
+def test_timeline_shows_warm_up_ranges_apart(db):
+    r = _run("timeline", "--db", db, "--run", "e2e-decode")
+    assert r.exit_code == 0, r.output
+    head, _, rest = r.stdout.partition("ranges outside the workload's e2e/decode/VARIANT/SHAPE ranges")
+    assert rest, r.stdout
+    assert "│ attn " not in head and "│ attn " in rest  # the warm-up's operator ranges, in their own table
+    assert "e2e/decode/eager/llama3-8b-l4-ctx448/step " in head
+
+
+def test_ranks_columns_say_their_unit(db):
+    r = _run("ranks", "--db", db, "--run", "ddp-2gpu-slow")
+    assert r.exit_code == 0, r.output
+    assert "_ns columns in us" not in r.stdout and "stragglers per step (us)" in r.stdout
+    assert "wait_skew_us" in r.stdout and "wait_skew_ns" not in r.stdout
