@@ -15,7 +15,7 @@ One process, in this order, writing DIR/cuda.json after each part (a crash keeps
    RMSNorm, element-by-element rows, GPT-J and partial RoPE, in-place RoPE on a fused qkv
    buffer, unaligned SwiGLU;
 5. the SGEMM ladder: every step and cuBLAS (TF32 off) per shape, checked against float64
-   (kernels/_gemm_common.check, fp32), timed with do_bench median as benchmarks/gemm.py
+   (kernels/_numerics.measure, policy gemm, fp32), timed with do_bench median as benchmarks/gemm.py
    (warmup 10 ms, rep 60 ms), GFLOP/s and % of cuBLAS of the same shape in the same run;
    the tile shapes the tuned / warptile steps picked, with the times they were picked on.
 With --graph, every timed row is also timed as CUDA-graph replays (triton.testing.
@@ -203,20 +203,20 @@ def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save, graph: b
     import torch
 
     from profkit.kernels import sgemm
-    from profkit.kernels._gemm_common import check
+    from profkit.kernels._numerics import measure
 
     w = sgemm.WORKLOAD
     for shape in shapes:
         p = w.shapes[shape] if shape in w.shapes else _shape(shape)
         s = w.setup(p, "fp32", device)
-        ref = sgemm.reference_from_state(s)
+        ref = w.reference(s, "cublas")
         flops = 2 * p["M"] * p["N"] * p["K"]
         for v in [*sgemm.STEPS, "cublas"]:
             row = {"op": "sgemm", "shape": shape, "variant": v, "params": p, "flops": flops}
             try:
                 out = w.variants[v](s)  # first call: autotunes tuned / warptile
-                ok, info = check(out, ref, "fp32")
-                row.update(ok=ok, **info)
+                r = measure(out, ref, "fp32", policy="gemm")
+                row.update(ok=r.ok, rel_fro=r.rel_err, max_rel=r.max_rel, tol_rel_fro=r.tol, tol_max_rel=r.tol_max_rel)
                 del out
                 row["ms"] = ms = bench(lambda: w.variants[v](s))
                 row["gflops"] = flops / ms / 1e6

@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
-"""GEMM family benchmark: the matmul ladder, fp8 GEMM and fused RMSNorm + linear.
+"""GEMM family benchmark: every workload the registry marks bench="gemm" (the matmul ladder, fp8
+GEMM, fused RMSNorm + linear, the fused gated MLP).
 
     python3 benchmarks/gemm.py --out DIR [--quick | --full]
     python3 benchmarks/gemm.py --selftest [--out DIR]      # CPU, TRITON_INTERPRET=1, tiny shapes
 
 On the GPU: measures the bf16 peak (cuBLAS 8192^3, random data) and the fp8 peak
 (torch._scaled_mm 8192^3, per-tensor scales); then for every workload x variant x shape
-checks the output against the float64 reference (computed on the GPU), times it with
-triton.testing.do_bench (median), and reports TFLOP/s, GB/s (minimum HBM bytes of the
-model), % of the baseline in the same run (cuBLAS / _scaled_mm / eager) and % of the measured
-peak. The fused RMSNorm + linear rows also give, per projection, the crossover M: the
+checks the output against the float64 reference (Workload.check, policy "gemm", computed on
+the GPU), times it with kernels/timing.timer (do_bench median), and reports TFLOP/s, GB/s (minimum HBM bytes of the
+model), % of the variant's peer in the same run (Workload.peers, else the workload's first baseline:
+cuBLAS / _scaled_mm / eager) and % of the measured peak. The fused RMSNorm + linear rows also give, per projection, the crossover M: the
 smallest M at which eager (norm + cuBLAS) beats the fused kernel.
 
-Writes DIR/gemm.json (rows, GPU, driver, torch/triton versions, date, autotune choices) and
+Writes DIR/gemm.json (rows, each stamped with GPU, driver, torch/triton and date; GPU, driver, torch/triton versions, date, autotune choices) and
 prints a markdown table. The registered shapes keep the default run within ~4 minutes;
---quick runs a few shapes, --full every LLM projection x M in (1..8192) (much longer).
+--quick runs each workload's quick shapes, --full a module's all_shapes() (every LLM
+projection x M in 1..8192; much longer).
 Import path: profkit.kernels (run from any cwd with the package installed).
 """
 from __future__ import annotations
@@ -28,27 +30,8 @@ if "--selftest" in sys.argv:  # before triton is imported anywhere
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-
-BASELINE = {"matmul": "cublas", "fp8_gemm": None, "rmsnorm_linear": "eager"}
-# known to trade accuracy for speed: reported, not counted in the exit status
-EXPECTED_INEXACT = {("fp8_gemm", "triton_fastacc")}
-FP8_BASELINE = {"triton": "scaled_mm", "triton_fastacc": "scaled_mm", "triton_tensor": "scaled_mm_tensor",
-                "scaled_mm": "scaled_mm", "scaled_mm_tensor": "scaled_mm_tensor"}
-
-QUICK = {
-    "matmul": ["llama8b-qkv-m16", "llama8b-gateup-m1024", "llama8b-qkv-m4096", "m8192-n8192-k8192"],
-    "fp8_gemm": ["llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"],
-    "rmsnorm_linear": ["llama8b-qkv-m1", "llama8b-qkv-m16", "llama8b-qkv-m64",
-                       "qwen7b-gate-m1", "qwen7b-gate-m64"],
-}
-SELFTEST_SHAPES = {
-    "matmul": {"t-m33-n24-k40": {"M": 33, "N": 24, "K": 40}, "t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}},
-    "fp8_gemm": {"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},
-    "rmsnorm_linear": {"t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}, "t-m16-n48-k64": {"M": 16, "N": 48, "K": 64}},
-}
 
 
 def log(*a):
@@ -56,23 +39,9 @@ def log(*a):
 
 
 def timer(device: str, quick: bool):
-    if device == "cuda":
-        import triton.testing
+    from profkit.kernels.timing import timer as mk_timer
 
-        warm, rep = (5, 25) if quick else (10, 60)
-
-        def bench(fn):
-            return float(triton.testing.do_bench(fn, warmup=warm, rep=rep, return_mode="median"))
-        return bench
-
-    def bench_cpu(fn):  # interpreter: one call is slow; the number only checks the plumbing
-        ts = []
-        for _ in range(2):
-            t = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t) * 1e3)
-        return statistics.median(ts)
-    return bench_cpu
+    return mk_timer(device, *((5, 25) if quick else (10, 60)))
 
 
 def measure_peaks(device: str, bench) -> dict:
@@ -101,36 +70,30 @@ def measure_peaks(device: str, bench) -> dict:
     return out
 
 
-def env_info(device: str) -> dict:
-    from profkit.environment import result_header
-
-    return result_header(device)
-
-
-def run_workload(mod, shapes: dict, dtype: str, device: str, bench, peak: float | None, rows: list,
-                 ref_fn, quick: bool):
+def run_workload(w, shapes: dict, dtype: str, device: str, bench, peak: float | None, rows: list,
+                 stamp: dict | None = None, variants=None):
+    """Every (shape, variant) of GEMM workload `w`: check (Workload.check, policy gemm), time,
+    TFLOP/s, GB/s, % of the variant's peer (Workload.peers, else the first baseline) of the same
+    shape in the same run, % of the measured peak."""
     import torch
 
-    from profkit.kernels._gemm_common import check
-
-    w = mod.WORKLOAD
     for sname, p in shapes.items():
         t0 = time.perf_counter()
         torch.manual_seed(0)
         state = w.setup(p, dtype, device)
-        refs = {}
         model = w.model(p, dtype)
         shape_rows = []
         for vname, fn in w.variants.items():
-            row = {"op": w.op, "variant": vname, "shape": sname, "dtype": dtype, **{k: p[k] for k in ("M", "N", "K")},
-                   "flops": model["flops"], "bytes": model["bytes"]}
+            if variants and vname not in variants:
+                continue
+            row = {**(stamp or {}), "op": w.op, "variant": vname, "shape": sname, "dtype": dtype,
+                   **{k: p[k] for k in ("M", "N", "K")}, "flops": model["flops"], "bytes": model["bytes"],
+                   "own": vname not in w.baselines}
             try:
                 out = fn(state)  # first call: compile / autotune, outside the timing
-                rkey = ref_fn(vname)
-                if rkey not in refs:
-                    refs[rkey] = mod.reference(state, rkey) if rkey is not None else mod.reference(state)
-                ok, err = check(out, refs[rkey], dtype)
-                row.update(ok=ok, rel_fro=err["rel_fro"], max_rel=err["max_rel"], tol_rel_fro=err["tol_rel_fro"])
+                r = w.check(state, vname, out, dtype)
+                row.update(ok=r.ok, rel_fro=r.rel_err, max_rel=r.max_rel, tol_rel_fro=r.tol,
+                           expected_inexact=vname in w.inexact)
                 del out
                 ms = bench(lambda: fn(state))
                 row.update(ms=ms, tflops=model["flops"] / ms / 1e9, gbps=model["bytes"] / ms / 1e6,
@@ -141,13 +104,13 @@ def run_workload(mod, shapes: dict, dtype: str, device: str, bench, peak: float 
                 if not isinstance(e, NotImplementedError):
                     log(traceback.format_exc(limit=3))
             shape_rows.append(row)
-        for row in shape_rows:  # % of the baseline measured in this run, same shape
-            base = BASELINE.get(w.op) or FP8_BASELINE.get(row["variant"])
+        for row in shape_rows:  # % of the peer measured in this run, same shape
+            base = w.peers.get(row["variant"]) or (w.baselines[0] if w.baselines else None)
             b = next((r for r in shape_rows if r["variant"] == base and r.get("ms")), None)
             row["baseline"] = base
             row["pct_baseline"] = 100 * b["ms"] / row["ms"] if (b and row.get("ms")) else None
         rows.extend(shape_rows)
-        del state, refs
+        del state
         if device == "cuda":
             torch.cuda.empty_cache()
         log(f"{w.op} {sname}: " + ", ".join(
@@ -204,18 +167,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="directory for gemm.json")
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
+    g.add_argument("--quick", action="store_true", help="each workload's quick shapes, shorter timing")
     g.add_argument("--full", action="store_true", help="every LLM projection x M (long)")
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
-    ap.add_argument("--only", action="append", choices=list(BASELINE), help="run only these workloads")
+    ap.add_argument("--only", action="append", help="run only these workloads (repeatable)")
+    ap.add_argument("--variants", help="comma list of variants (default: all)")
     a = ap.parse_args(argv)
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
 
+    import importlib
+
     import torch
 
-    from profkit.kernels import fp8_gemm, matmul, rmsnorm_linear
-    from profkit.kernels._gemm_common import all_gemm_shapes
+    from profkit.kernels import benched
+    from profkit.kernels.timing import header, stamp
 
     device = "cpu" if a.selftest else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -223,40 +189,49 @@ def main(argv=None) -> int:
         return 2
     t_start = time.perf_counter()
     bench = timer(device, a.quick)
-    info = env_info(device)
+    info = header(device)
+    row_stamp = stamp(info)
     log(f"{info.get('gpu') or 'CPU (interpreter)'} torch {info['torch']} triton {info['triton']}")
     peaks = measure_peaks(device, bench)
     log(f"peaks: bf16 {peaks['bf16_tflops']:.1f} TFLOP/s, fp8 {fmt(peaks['fp8_tflops'], '.1f')} TFLOP/s")
-
-    def pick(mod, full_shapes=None):
-        if a.selftest:
-            return SELFTEST_SHAPES[mod.WORKLOAD.op]
-        if a.full and full_shapes is not None:
-            return full_shapes
-        if a.quick:
-            return {k: mod.WORKLOAD.shapes[k] for k in QUICK[mod.WORKLOAD.op]}
-        return dict(mod.WORKLOAD.shapes)
+    registry = benched("gemm")
+    if a.only:
+        unknown = [op for op in a.only if op not in registry]
+        if unknown:
+            ap.error(f"not a gemm workload: {', '.join(unknown)}; known: {', '.join(registry)}")
+    variants = set(a.variants.split(",")) if a.variants else None
 
     rows: list = []
-    plan = [
-        ("matmul", matmul, "bf16", peaks["bf16_tflops"], lambda v: None, all_gemm_shapes()),
-        ("fp8_gemm", fp8_gemm, "fp8", peaks["fp8_tflops"],
-         lambda v: "tensor" if v.endswith("_tensor") else "row",
-         {k: v for k, v in all_gemm_shapes().items() if v["M"] >= 16}),
-        ("rmsnorm_linear", rmsnorm_linear, "bf16", peaks["bf16_tflops"], lambda v: None, rmsnorm_linear.all_shapes()),
-    ]
-    for op, mod, dtype, peak, ref_fn, full in plan:
+    choices: dict = {}
+    extra: dict = {}
+    for op, w in registry.items():
         if a.only and op not in a.only:
             continue
+        mod = importlib.import_module(w.setup.__module__)
+        if a.selftest:
+            shapes = dict(w.selftest)
+        elif a.full and hasattr(mod, "all_shapes"):
+            shapes = mod.all_shapes()
+        elif a.quick:
+            shapes = {k: w.shapes[k] for k in (w.quick or tuple(w.shapes)[:2])}
+        else:
+            shapes = dict(w.shapes)
+        peak = peaks["fp8_tflops"] if w.default_dtype == "fp8" else peaks["bf16_tflops"]
         t = time.perf_counter()
-        run_workload(mod, pick(mod, full), dtype, device, bench, peak, rows, ref_fn, a.quick)
+        run_workload(w, shapes, w.default_dtype, device, bench, peak, rows, row_stamp, variants)
         log(f"== {op}: {time.perf_counter() - t:.1f}s")
+        if hasattr(mod, "autotune_choices"):
+            choices.update(mod.autotune_choices())
+        if hasattr(mod, "warp_specialize_status"):
+            extra["warp_specialize"] = mod.warp_specialize_status()
+        if hasattr(mod, "TILED_CONFIG"):
+            extra["tiled_config"] = mod.TILED_CONFIG
 
     xo = crossovers(rows)
-    choices = {**matmul.autotune_choices(), **fp8_gemm.autotune_choices(), **rmsnorm_linear.autotune_choices()}
     result = {"env": info, "peaks": peaks, "rows": rows, "rmsnorm_linear_crossover": xo,
-              "autotune_configs": choices, "warp_specialize": matmul.warp_specialize_status(),
-              "tiled_config": matmul.TILED_CONFIG, "mode": "selftest" if a.selftest else "quick" if a.quick else "full" if a.full else "default",
+              "autotune_configs": choices, **extra,
+              "timing": "kernels/timing.timer: triton.testing.do_bench median",
+              "mode": "selftest" if a.selftest else "quick" if a.quick else "full" if a.full else "default",
               "wall_s": round(time.perf_counter() - t_start, 1)}
     if a.out:
         os.makedirs(a.out, exist_ok=True)
@@ -265,7 +240,7 @@ def main(argv=None) -> int:
             json.dump(result, f, indent=1, default=str)
         log(f"wrote {path}")
     print(markdown(rows, peaks, info, xo))
-    bad = [r for r in rows if r.get("ok") is False and (r["op"], r["variant"]) not in EXPECTED_INEXACT]
+    bad = [r for r in rows if r.get("ok") is False and not r.get("expected_inexact")]
     if bad:
         log(f"{len(bad)} WRONG results: " + ", ".join(f"{r['op']}/{r['variant']}/{r['shape']}" for r in bad))
     log(f"total {result['wall_s']}s")

@@ -1,38 +1,11 @@
-"""Shared pieces of the GEMM family (matmul ladder, fp8 GEMM, fused RMSNorm + linear):
-LLM projection shapes, the bytes/FLOPs model, the error metrics and their tolerances,
-and the Triton environment probes (interpreter, tensor descriptors, warp specialization).
-
-Error metric (one for every GEMM here): against a float64 reference ``ref``
-    rel_fro = ||out - ref||_F / ||ref||_F
-    max_rel = max|out - ref| / rms(ref)
-Both must be finite and under the tolerance of the output dtype (``TOLERANCES``); a NaN
-anywhere (a poisoned output the kernel never wrote) fails. rel_fro's tolerance is the lab's
-policy in kernels/_numerics.py (TOL: the relative L2 error); max_rel is this family's
-additional elementwise bound, and fp8 (not in _numerics) is set here.
+"""Shared pieces of the GEMM family (matmul ladder, fp8 GEMM, fused RMSNorm + linear, SGEMM):
+LLM projection shapes, the bytes/FLOPs model, and the Triton environment probes (tensor
+descriptors, warp specialization). The error check and its tolerances are the lab's one
+numerics module, kernels/_numerics.py (policy "gemm": rel_fro and max_rel, GEMM_TOL).
 """
 from __future__ import annotations
 
-import math
-import os
-
-# Output rounding alone gives rel_fro ~ 2^-9 / sqrt(3) ~ 1e-3 for bf16 and ~1.3e-4 for fp16;
-# fp32 accumulation over K <= 20k adds far less. max_rel allows elements a few times the
-# RMS. fp8: the reference is the dequantized fp8 operands in float64, so only the fp32
-# accumulation and the bf16 output rounding remain.
-TOLERANCES: dict[str, dict[str, float]] = {
-    "bf16": {"rel_fro": 1e-2, "max_rel": 5e-2},
-    "fp16": {"rel_fro": 2e-3, "max_rel": 1e-2},
-    "fp32": {"rel_fro": 1e-4, "max_rel": 1e-3},
-    "fp8": {"rel_fro": 1e-2, "max_rel": 5e-2},  # fp8 inputs, bf16 output
-}
-try:  # the lab-wide policy wins where it states a tolerance
-    from ._numerics import TOL as _LAB_TOL
-
-    for _k, _v in _LAB_TOL.items():
-        if _k in TOLERANCES:
-            TOLERANCES[_k]["rel_fro"] = _v
-except ImportError:
-    pass
+from ._numerics import ESIZE, interpreting, num_sms  # noqa: F401  (the family imports them from here)
 
 # (K, N) of the projections of one decoder layer, x @ W^T with W of shape (N, K)
 LLM_PROJ: dict[str, tuple[int, int]] = {
@@ -62,7 +35,6 @@ def all_gemm_shapes() -> dict[str, dict]:
     return out
 
 
-ESIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
 
 
 def gemm_model(p: dict, dtype: str) -> dict:
@@ -73,41 +45,6 @@ def gemm_model(p: dict, dtype: str) -> dict:
     return {"bytes": (m * k + k * n) * e + m * n * out_e, "flops": 2 * m * n * k}
 
 
-def rel_errors(out, ref) -> dict[str, float]:
-    """rel_fro and max_rel of ``out`` against the float64 ``ref`` (NaN if out has NaN/inf)."""
-    import torch
-
-    o = out.to(torch.float64)
-    r = ref.to(torch.float64)
-    d = o - r
-    rn = torch.linalg.vector_norm(r).item()
-    rms = rn / math.sqrt(max(r.numel(), 1))
-    finite = bool(torch.isfinite(o).all().item())
-    if not finite:
-        return {"rel_fro": float("nan"), "max_rel": float("nan")}
-    dn = torch.linalg.vector_norm(d).item()
-    mx = d.abs().max().item() if d.numel() else 0.0
-    return {"rel_fro": dn / rn if rn > 0 else dn, "max_rel": mx / rms if rms > 0 else mx}
-
-
-def check(out, ref, dtype: str) -> tuple[bool, dict]:
-    """(ok, {"rel_fro", "max_rel", "tol_rel_fro", "tol_max_rel"}). NaN fails."""
-    tol = TOLERANCES[dtype]
-    if tuple(out.shape) != tuple(ref.shape):
-        return False, {"rel_fro": float("nan"), "max_rel": float("nan"), "shape": tuple(out.shape),
-                       "ref_shape": tuple(ref.shape), **{f"tol_{k}": v for k, v in tol.items()}}
-    e = rel_errors(out, ref)
-    ok = all(e[k] <= tol[k] for k in tol)  # NaN <= x is False
-    return ok, {**e, **{f"tol_{k}": v for k, v in tol.items()}}
-
-
-def assert_close(out, ref, dtype: str, what: str = "") -> dict:
-    ok, info = check(out, ref, dtype)
-    if not ok:
-        raise AssertionError(f"{what} {dtype}: shape {tuple(out.shape)} vs {tuple(ref.shape)}, {info}")
-    return info
-
-
 # ---- environment probes -------------------------------------------------------------
 
 UPCAST_NOTE = (
@@ -116,10 +53,6 @@ UPCAST_NOTE = (
     "kernels cast their tiles to fp32 before tl.dot (constexpr UPCAST). bf16 x bf16 products "
     "are exact in fp32 and the accumulator is fp32 either way, so the numerics match the GPU "
     "path; on a GPU UPCAST is False and the tiles go to the tensor cores as bf16/fp16.")
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def has_tensor_descriptors() -> bool:
@@ -159,21 +92,6 @@ def ensure_tma_allocator() -> None:
 
     triton.set_allocator(alloc)
     _ALLOCATOR_SET = True
-
-
-_SMS: dict[str, int] = {}
-
-
-def num_sms(device) -> int:
-    import torch
-
-    key = str(device)
-    if key not in _SMS:
-        if interpreting() or not torch.cuda.is_available() or str(device).startswith("cpu"):
-            _SMS[key] = 4
-        else:
-            _SMS[key] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[key]
 
 
 def autotune_cache(kernel) -> dict[str, str]:

@@ -96,8 +96,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "r": r, "w": w}
 
 
-def reference_from_state(s):
-    return add_rmsnorm_reference(s["x"], s["r"], s["w"])
 
 
 def _liger(x, r, w, eps=1e-6):
@@ -129,4 +127,8 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused residual add + RMSNorm -> (normed, new residual)",
     requires={"liger": "liger_kernel"},
+    reference=lambda s, v: add_rmsnorm_reference(s["x"], s["r"], s["w"]),
+    quick=("llama8b-t4096", "llama8b-t32768"),
+    selftest={"t-3x200": {"tokens": 3, "hidden": 200}},
+    bench="kernels",
 )

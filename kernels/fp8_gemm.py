@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from . import Workload
-from ._gemm_common import LLM_PROJ, autotune_cache, cast_out, gemm_model, interpreting
+from ._gemm_common import LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
@@ -177,8 +177,9 @@ def _setup(p: dict, dtype: str, device: str):
     return s
 
 
-def reference(state, mode: str = "row"):
-    return fp8_reference(*state[mode])
+def reference(state, variant: str):
+    """float64 output of `variant` (its scale mode's dequantized operands)."""
+    return fp8_reference(*state[VARIANTS[variant][0]])
 
 
 VARIANTS = {  # variant -> (scale mode, fn)
@@ -193,6 +194,11 @@ VARIANTS = {  # variant -> (scale mode, fn)
 def _shape(proj: str, m: int) -> tuple[str, dict]:
     k, n = LLM_PROJ[proj]
     return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
+
+
+def all_shapes() -> dict[str, dict]:
+    """The full sweep (benchmarks/gemm.py --full): every LLM projection x M >= 16, and 8192^3."""
+    return {k: v for k, v in all_gemm_shapes().items() if v["M"] >= 16}
 
 
 SHAPES = dict([
@@ -220,4 +226,12 @@ WORKLOAD = Workload(
     dtypes=("fp8",),
     default_dtype="fp8",
     description="fp8 e4m3 GEMM, per-tensor and per-row (token x channel) scales, bf16 out, vs torch._scaled_mm",
+    reference=reference,
+    numerics="gemm",
+    baselines=("scaled_mm", "scaled_mm_tensor"),
+    peers={"triton": "scaled_mm", "triton_fastacc": "scaled_mm", "triton_tensor": "scaled_mm_tensor"},
+    inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
+    quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
+    selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},
+    bench="gemm",
 )

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._gemm_common import (LLM_PROJ, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
+from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
                            has_tensor_descriptors, has_warp_specialize, interpreting, num_sms)
 
 
@@ -301,13 +301,16 @@ def _setup(p: dict, dtype: str, device: str):
     return {"a": a, "b": b, "dtype": dtype}
 
 
-def reference(state):
-    return matmul_reference(state["a"], state["b"])
 
 
 def _shape(proj: str, m: int) -> tuple[str, dict]:
     k, n = LLM_PROJ[proj]
     return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
+
+
+def all_shapes() -> dict[str, dict]:
+    """The full sweep (benchmarks/gemm.py --full): every LLM projection x M, and 8192^3."""
+    return all_gemm_shapes()
 
 
 SHAPES = dict([
@@ -332,4 +335,10 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16"),
     default_dtype="bf16",
     description="bf16/fp16 GEMM ladder: naive -> tiled+grouped -> autotuned -> persistent TMA, vs cuBLAS",
+    reference=lambda s, v: matmul_reference(s["a"], s["b"]),
+    numerics="gemm",
+    baselines=("cublas",),
+    quick=("llama8b-qkv-m16", "llama8b-gateup-m1024", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
+    selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 40}, "t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}},
+    bench="gemm",
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import Workload, torch_dtype
+from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
 
@@ -194,8 +194,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "w": w}
 
 
-def reference_from_state(s):
-    return rmsnorm_reference(s["x"], s["w"])
 
 
 _VARIANTS = {
@@ -223,4 +221,14 @@ WORKLOAD = Workload(
     description="RMSNorm forward (Llama / Qwen hidden sizes)",
     requires={"liger": "liger_kernel"},
     gpu_only=("cuda",),
+    reference=lambda s, v: rmsnorm_reference(s["x"], s["w"]),
+    quick=("llama8b-t1", "llama8b-t4096", "qwen7b-t32768"),
+    selftest={"t-3x200": {"tokens": 3, "hidden": 200}},
+    backward=Backward(
+        inputs=("x", "w"),
+        forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
+                 "triton": rmsnorm, "liger": _liger},
+        reference=rmsnorm_reference, model=model_bwd,
+        shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",)),
+    bench="kernels",
 )

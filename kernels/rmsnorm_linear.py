@@ -131,8 +131,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "w_norm": w_norm, "weight": weight}
 
 
-def reference(state):
-    return rmsnorm_linear_reference(state["x"], state["w_norm"], state["weight"])
 
 
 VARIANTS = {"triton": rmsnorm_linear, "eager": rmsnorm_linear_eager}
@@ -162,4 +160,10 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16"),
     default_dtype="bf16",
     description="decode RMSNorm + linear fused in one Triton GEMM (rms inside the K loop) vs eager norm + cuBLAS",
+    reference=lambda s, v: rmsnorm_linear_reference(s["x"], s["w_norm"], s["weight"]),
+    numerics="gemm",
+    baselines=("eager",),
+    quick=("llama8b-qkv-m1", "llama8b-qkv-m16", "llama8b-qkv-m64", "qwen7b-gate-m1", "qwen7b-gate-m64"),
+    selftest={"t-m1-n48-k64": {"M": 1, "N": 48, "K": 64}, "t-m16-n48-k64": {"M": 16, "N": 48, "K": 64}},
+    bench="gemm",
 )

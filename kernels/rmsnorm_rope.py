@@ -119,9 +119,6 @@ def _setup(p: dict, dtype: str, device: str):
             "sin_full": sf, "rotary_dim": rd}
 
 
-def reference_from_state(s):
-    return rmsnorm_rope_reference(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                  rotary_dim=s["rotary_dim"])
 
 
 WORKLOAD = Workload(
@@ -144,4 +141,9 @@ WORKLOAD = Workload(
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused per-head q/k RMSNorm + RoPE (Qwen3 qk-norm)",
+    reference=lambda s, v: rmsnorm_rope_reference(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
+                                                  rotary_dim=s["rotary_dim"]),
+    quick=("qwen3-8b-t4096", "qwen3-8b-t32768"),
+    selftest={"t-3-gqa": {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16}},
+    bench="kernels",
 )

@@ -197,8 +197,6 @@ def _setup(p: dict, dtype: str, device: str):
     return s
 
 
-def reference_from_state(s):
-    return rope_reference(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"])
 
 
 def _liger(s):
@@ -243,4 +241,10 @@ WORKLOAD = Workload(
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",
     requires={"liger": "liger_kernel"},
     gpu_only=("cuda",),
+    reference=lambda s, v: rope_reference(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
+                                          s["interleaved"]),
+    quick=("llama8b-t4096", "qwen7b-t4096"),
+    selftest={"t-3-gqa": {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16},
+              "t-3-partial": {"tokens": 3, "q_heads": 3, "kv_heads": 3, "head_dim": 20, "rotary_dim": 8}},
+    bench="kernels",
 )

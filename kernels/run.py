@@ -14,34 +14,16 @@ from . import get, range_name
 
 
 def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
-    """Check one output against the operator's float64 reference; None when it has none.
-
-    Memory-bound ops follow kernels/_numerics.py (relative L2 error, baseline tolerance for
-    variants we do not own); GEMMs follow kernels/_gemm_common.py. A reference that needs
-    more than the state (fp8's scale mode) is not guessed at: no record.
-    """
-    import inspect
-
-    mod = sys.modules.get(w.setup.__module__)
-    outs = out if isinstance(out, tuple) else (out,)
-    if hasattr(mod, "reference_from_state"):
-        from ._numerics import rel_err, tolerance
-
-        ref = mod.reference_from_state(state)
-        refs = ref if isinstance(ref, tuple) else (ref,)
-        err = max(rel_err(o, r) for o, r in zip(outs, refs))
-        tol = tolerance(dtype, baseline=not (variant == "triton" or variant in w.gpu_only))  # gpu_only: the CUDA C++ ones
-        how = f"{mod.__name__}.reference_from_state, kernels/_numerics.py"
-    elif callable(getattr(mod, "reference", None)) and len(inspect.signature(mod.reference).parameters) == 1:
-        from ._gemm_common import check
-
-        ok, info = check(outs[0], mod.reference(state), dtype)
-        err, tol = info["rel_fro"], info["tol_rel_fro"]
-        how = f"{mod.__name__}.reference, kernels/_gemm_common.py"
-    else:
+    """Check one output against the workload's float64 reference (``Workload.reference``) under
+    its numerics policy (kernels/_numerics.py); None when the workload declares no reference."""
+    r = w.check(state, variant, out, dtype)
+    if r is None:
         return None
-    return {"ok": bool(err <= tol), "rel_err": float(err), "tol": float(tol), "dtype": dtype,
-            "reference": f"float64 {how}"}
+    rec = {"ok": r.ok, "rel_err": float(r.rel_err), "tol": float(r.tol), "dtype": dtype,
+           "reference": f"float64 {w.op} Workload.reference, kernels/_numerics.py ({r.policy})"}
+    if r.max_rel is not None:
+        rec.update(max_rel=float(r.max_rel), tol_max_rel=float(r.tol_max_rel))
+    return rec
 
 
 def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = None,

@@ -11,7 +11,7 @@ fastest, also on disk next to the built library (``autotune.json``), so a later 
 profiler run, say) uses the same choice without timing again. ``autotune_choices()`` returns
 what was picked and the times it was picked on.
 
-float64 reference: ``sgemm_reference``; the check is the GEMM family's (kernels/_gemm_common.py:
+float64 reference: ``sgemm_reference``; the check is the GEMM family's (kernels/_numerics.py, policy "gemm":
 relative Frobenius error <= 1e-5 and max error <= 1e-3 of the reference's RMS, for fp32).
 """
 from __future__ import annotations
@@ -221,8 +221,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"a": a, "b": b}
 
 
-def reference_from_state(s):
-    return sgemm_reference(s["a"], s["b"])
 
 
 def _step(name):
@@ -247,4 +245,7 @@ WORKLOAD = Workload(
     default_dtype="fp32",
     description="SGEMM ladder in CUDA C++ (naive -> warp tiling) against cuBLAS fp32",
     gpu_only=STEPS,
+    reference=lambda s, v: sgemm_reference(s["a"], s["b"]),
+    numerics="gemm",
+    baselines=("cublas",),
 )

@@ -100,8 +100,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x}
 
 
-def reference_from_state(s):
-    return softmax_reference(s["x"])
 
 
 LIGER_MAX_N = 65536  # Liger 0.8.5 refuses wider rows (one block per row); seen on the H200, 2026-11-22
@@ -140,4 +138,8 @@ WORKLOAD = Workload(
     dtypes=("bf16", "fp16", "fp32"),
     description="Row softmax (attention-score rows and vocabulary-size rows)",
     requires={"liger": "liger_kernel"},
+    reference=lambda s, v: softmax_reference(s["x"]),
+    quick=("scores-r32768-n4096", "llama3vocab-t2048"),
+    selftest={"t-2x300": {"rows": 2, "n": 300}, "t-1x20000": {"rows": 1, "n": 20000}},
+    bench="kernels",
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import Workload, torch_dtype
+from . import Backward, Workload, torch_dtype
 from ._cuda_ops import swiglu_cuda
 from ._numerics import ESIZE, compiled, has_module
 
@@ -136,8 +136,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"gate": g, "up": u}
 
 
-def reference_from_state(s):
-    return swiglu_reference(s["gate"], s["up"])
 
 
 def _liger(s):
@@ -167,7 +165,17 @@ WORKLOAD = Workload(
     },
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
-    description="SwiGLU silu(gate) * up forward (backward via autograd)",
+    description="SwiGLU silu(gate) * up forward (backward: workload swiglu_bwd)",
     requires={"liger": "liger_kernel"},
     gpu_only=("cuda",),
+    reference=lambda s, v: swiglu_reference(s["gate"], s["up"]),
+    quick=("llama8b-t4096", "qwen7b-t4096"),
+    selftest={"t-3x300": {"tokens": 3, "ffn": 300}},
+    backward=Backward(
+        inputs=("gate", "up"),
+        forward={"eager": swiglu_eager, "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
+                 "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
+        reference=swiglu_reference, model=model_bwd,
+        shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",)),
+    bench="kernels",
 )

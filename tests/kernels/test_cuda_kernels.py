@@ -11,7 +11,12 @@ import _cuda_emu
 from _kernel_helpers import check, nan_like, randn
 from profkit.kernels import _cuda_build, rmsnorm, rope, sgemm, swiglu
 from profkit.kernels._cuda_ops import rmsnorm_cuda, rope_cuda, swiglu_cuda
-from profkit.kernels._gemm_common import check as gemm_check
+from profkit.kernels._numerics import measure
+
+
+def gemm_check(out, ref, dtype):
+    r = measure(out, ref, dtype, policy="gemm")
+    return r.ok, r
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +64,7 @@ def test_rmsnorm_fp16_large_values_do_not_overflow(emulated):
 def test_rmsnorm_workload_variant(emulated):
     w = rmsnorm.WORKLOAD
     s = w.setup({"tokens": 2, "hidden": 4096}, "bf16", "cpu")
-    check(w.variants["cuda"](s), rmsnorm.reference_from_state(s), "bf16", "rmsnorm/cuda")
+    check(w.variants["cuda"](s), w.reference(s, "cuda"), "bf16", "rmsnorm/cuda")
 
 
 # ---- RoPE ----------------------------------------------------------------------------------
@@ -109,7 +114,7 @@ def test_rope_workload_variant(emulated):
     for name in ("llama8b-t4096", "phi2partial-t4096"):
         p = dict(w.shapes[name], tokens=2)
         s = w.setup(p, "fp32", "cpu")
-        out, ref = w.variants["cuda"](s), rope.reference_from_state(s)
+        out, ref = w.variants["cuda"](s), w.reference(s, "cuda")
         for o, r in zip(out, ref):
             check(o, r, "fp32", f"rope/cuda/{name}")
 
@@ -179,7 +184,7 @@ def test_sgemm_workload_runs_every_variant(emulated):
     assert list(w.variants) == [*sgemm.STEPS, "cublas"] and set(w.gpu_only) == set(sgemm.STEPS)
     s = w.setup({"M": 256, "N": 256, "K": 32}, "fp32", "cpu")
     for v, fn in w.variants.items():
-        ok, info = gemm_check(fn(s), sgemm.reference_from_state(s), "fp32")
+        ok, info = gemm_check(fn(s), sgemm.WORKLOAD.reference(s, "cublas"), "fp32")
         assert ok, (v, info)
     assert w.model(w.shapes["4096"], "fp32") == {"bytes": 3 * 4096 * 4096 * 4, "flops": 2 * 4096**3}
 

@@ -1,7 +1,7 @@
 """CPU tests of the fp8 (e4m3) GEMM under TRITON_INTERPRET=1.
 
 Reference: the dequantized fp8 operands in float64 (fp8_reference), so what remains is fp32
-accumulation plus the bf16 output rounding; tolerance TOLERANCES["fp8"] (rel_fro 1e-2,
+accumulation plus the bf16 output rounding; tolerance kernels/_numerics.GEMM_TOL["fp8"] (rel_fro 1e-2,
 max |err| / rms 5e-2). The interpreter runs fp8 tl.dot by converting the operands to fp16
 (exact for e4m3) and multiplying in fp32, so the K loop, masks and both scale epilogues are
 tested here; Hopper's fp8 wgmma (and its reduced-precision accumulation, which the kernel
@@ -15,7 +15,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from profkit.kernels import fp8_gemm as F  # noqa: E402
-from profkit.kernels._gemm_common import check  # noqa: E402
+from profkit.kernels._numerics import measure  # noqa: E402
+
+
+def check(out, ref, dtype):
+    r = measure(out, ref, dtype, policy="gemm")
+    return r.ok, r
 
 SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 64), (70, 40, 96)]
 
@@ -103,6 +108,5 @@ def test_workload_registration():
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
     for name in ("triton", "triton_tensor", "triton_fastacc"):
-        mode = "tensor" if name.endswith("_tensor") else "row"
-        ok, info = check(w.variants[name](state), F.reference(state, mode), "fp8")
+        ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)

@@ -1,6 +1,6 @@
 """CPU tests of the matmul ladder under TRITON_INTERPRET=1 against a float64 reference.
 
-Tolerances: kernels/_gemm_common.TOLERANCES (rel_fro from the lab policy kernels/_numerics.TOL,
+Tolerances: kernels/_numerics.GEMM_TOL (rel_fro from the lab policy kernels/_numerics.TOL,
 bf16 1e-2 / fp16 2e-3; max |err| / rms(ref): bf16 5e-2 / fp16 1e-2). Inputs are fresh random
 each run (conftest seeds from os.urandom and prints the seed); outputs are preallocated and
 NaN-poisoned before each launch, so an element the kernel skips fails the check.
@@ -18,8 +18,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from profkit.kernels import matmul as mm  # noqa: E402
-from profkit.kernels._gemm_common import (TOLERANCES, check, has_warp_specialize,  # noqa: E402
-                                          interpreting)
+from profkit.kernels._gemm_common import has_warp_specialize, interpreting  # noqa: E402
+from profkit.kernels._numerics import GEMM_TOL as TOLERANCES  # noqa: E402
+from profkit.kernels._numerics import measure  # noqa: E402
+
+
+def check(out, ref, dtype):
+    """(ok, numbers) under the GEMM policy of kernels/_numerics.py."""
+    r = measure(out, ref, dtype, policy="gemm")
+    return r.ok, {"rel_fro": r.rel_err, "max_rel": r.max_rel}
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 40), (65, 40, 72), (16, 64, 96)]
@@ -173,7 +180,7 @@ def test_workload_registration():
 def test_workload_variants_run_on_tiny_state():
     w = mm.WORKLOAD
     state = w.setup({"M": 17, "N": 32, "K": 48}, "fp16", "cpu")
-    ref = mm.reference(state)
+    ref = mm.WORKLOAD.reference(state, "cublas")
     for name, fn in w.variants.items():
         ok, info = check(fn(state), ref, "fp16")
         assert ok, (name, info)

@@ -1,7 +1,7 @@
 """CPU tests of the fused RMSNorm + linear (decode) under TRITON_INTERPRET=1.
 
 Reference: float64 RMSNorm (eps 1e-6) then float64 x @ W^T, from the same rounded inputs.
-Tolerances: TOLERANCES (rel_fro = lab policy _numerics.TOL: bf16 1e-2, fp16 2e-3; max |err|
+Tolerances: kernels/_numerics.GEMM_TOL (rel_fro = lab policy _numerics.TOL: bf16 1e-2, fp16 2e-3; max |err|
 / rms bf16 5e-2, fp16 1e-2). The fused kernel rounds x * w_norm to the input dtype once
 (before rstd is applied in fp32), eager rounds twice (after rstd, after * w): both must
 pass the same check.
@@ -14,7 +14,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from profkit.kernels import rmsnorm_linear as R  # noqa: E402
-from profkit.kernels._gemm_common import check  # noqa: E402
+from profkit.kernels._numerics import measure  # noqa: E402
+
+
+def check(out, ref, dtype):
+    r = measure(out, ref, dtype, policy="gemm")
+    return r.ok, r
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 SHAPES = [(1, 48, 64), (5, 17, 40), (16, 48, 64), (33, 40, 72), (64, 32, 96), (70, 24, 40)]
@@ -78,5 +83,5 @@ def test_workload_registration():
         assert m["bytes"] == 2 * (p["M"] * p["K"] + p["K"] + p["N"] * p["K"] + p["M"] * p["N"])
     state = w.setup({"M": 3, "N": 32, "K": 64}, "bf16", "cpu")
     for name, fn in w.variants.items():
-        ok, info = check(fn(state), R.reference(state), "bf16")
+        ok, info = check(fn(state), R.WORKLOAD.reference(state, "triton"), "bf16")
         assert ok, (name, info)

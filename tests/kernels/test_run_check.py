@@ -22,7 +22,7 @@ def test_rmsnorm_outputs_pass(variant):
     rec = runner.reference_check(w, s, variant, w.variants[variant](s), "fp32")
     assert rec["ok"] is True and rec["rel_err"] < 1e-5
     assert rec["tol"] == (1e-5 if variant == "triton" else 1e-4)  # baselines get _numerics.BASELINE_TOL
-    assert "reference_from_state" in rec["reference"] and rec["dtype"] == "fp32"
+    assert "Workload.reference" in rec["reference"] and "rel_l2" in rec["reference"] and rec["dtype"] == "fp32"
 
 
 def test_a_wrong_output_fails():
@@ -35,7 +35,16 @@ def test_a_wrong_output_fails():
 def test_gemm_uses_the_gemm_policy():
     w, s = _state("matmul", "llama8b-qkv-m16", "fp32")
     rec = runner.reference_check(w, s, "cublas", w.variants["cublas"](s), "fp32")
-    assert rec["ok"] is True and "_gemm_common" in rec["reference"]
+    assert rec["ok"] is True and "gemm" in rec["reference"] and rec["max_rel"] <= rec["tol_max_rel"]
+
+
+def test_backward_workload_checks_gradients():
+    w, s = _state("rmsnorm_bwd", "llama8b-t4096")
+    rec = runner.reference_check(w, s, "triton", w.variants["triton"](s), "fp32")
+    assert rec["ok"] is True and rec["tol"] == 1e-5
+    dx, dw = w.variants["triton"](s)
+    rec = runner.reference_check(w, s, "triton", (dx, dw * 1.001), "fp32")  # dw off by 0.1 %
+    assert rec["ok"] is False
 
 
 def test_run_records_each_range_after_it_closes(monkeypatch, tmp_path):

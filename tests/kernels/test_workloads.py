@@ -1,36 +1,59 @@
-"""Registry contract of the operator modules, and each registered shape run small."""
-import importlib
+"""Registry contract of the operator modules, and each registered shape run small.
 
+Every test here iterates the registry (profkit.kernels.workloads): a new operator file with a
+``WORKLOAD`` is picked up without editing this file.
+"""
 import pytest
 import torch
 
-from _kernel_helpers import check
-from profkit.kernels import Workload
+from profkit.kernels import Backward, Workload, benched, get, workloads
+from profkit.kernels._numerics import POLICIES, measure
 
-OPS = ("rmsnorm", "add_rmsnorm", "rope", "rmsnorm_rope", "swiglu", "softmax")
-
-
-def _mod(op):
-    return importlib.import_module(f"profkit.kernels.{op}")
+KERNELS = sorted(benched("kernels"))
+GEMMS = sorted(benched("gemm"))
+FORWARD = [op for op in KERNELS if not op.endswith("_bwd")]
 
 
-@pytest.mark.parametrize("op", OPS)
+def test_registry_finds_every_operator():
+    assert {"rmsnorm", "add_rmsnorm", "rope", "rmsnorm_rope", "swiglu", "softmax"} <= set(FORWARD)
+    assert {"rmsnorm_bwd", "swiglu_bwd"} <= set(KERNELS)
+    assert {"matmul", "fp8_gemm", "rmsnorm_linear"} <= set(GEMMS)
+
+
+@pytest.mark.parametrize("op", KERNELS + GEMMS)
 def test_contract(op):
-    m = _mod(op)
-    w = m.WORKLOAD
+    w = get(op)
     assert isinstance(w, Workload) and w.op == op
-    assert {"eager", "compile", "triton"} <= set(w.variants)
+    assert callable(w.reference) and w.numerics in POLICIES
+    assert set(w.baselines) & set(w.variants), "no baseline to compare with"
+    assert any(v not in w.baselines for v in w.variants), "no variant of the lab's own"
+    assert set(w.peers) <= set(w.variants) and set(w.peers.values()) <= set(w.baselines)
+    assert set(w.inexact) <= set(w.variants)
     for v, mod in w.requires.items():
-        assert v == "liger" and mod == "liger_kernel"
-    if "liger" in w.variants:
-        assert "liger" in w.requires
-    assert 1 <= len(w.shapes) <= 6
-    for name, p in w.shapes.items():
+        assert isinstance(mod, str) and mod
+    assert 1 <= len(w.shapes) <= 12
+    assert w.quick and set(w.quick) <= set(w.shapes)
+    assert w.selftest and not set(w.selftest) & set(w.shapes)
+    for name, p in {**w.shapes, **w.selftest}.items():
         assert "/" not in name
         for dt in w.dtypes:
             mdl = w.model(p, dt)
             assert mdl["bytes"] > 0 and mdl["flops"] > 0
-    assert callable(m.reference_from_state)
+    if w.bench == "kernels" and not w.grad:
+        assert {"eager", "compile"} <= set(w.variants)
+
+
+@pytest.mark.parametrize("op", FORWARD)
+def test_backward_is_its_own_workload(op):
+    w = get(op)
+    if w.backward is None:
+        assert f"{op}_bwd" not in workloads()
+        return
+    assert isinstance(w.backward, Backward)
+    b = get(f"{op}_bwd")
+    assert b.grad and set(b.variants) == {v for v in w.backward.forward if w.available(v) is None}
+    assert set(b.shapes) <= set(w.shapes)
+    assert b.selftest == w.selftest and set(b.quick) <= set(b.shapes)
 
 
 def _small(p):
@@ -41,19 +64,43 @@ def _small(p):
     return p
 
 
-@pytest.mark.parametrize("op", OPS)
+def _own(w):
+    return [v for v in w.variants if v not in w.baselines and v not in w.gpu_only and w.available(v) is None]
+
+
+@pytest.mark.parametrize("op", KERNELS)
 def test_shapes_run_small(op):
-    """Every registered geometry (tokens cut to 2), eager and triton vs the reference."""
-    m = _mod(op)
-    w = m.WORKLOAD
+    """Every registered geometry (tokens cut to 2), eager and the lab's own variants, against
+    the workload's reference through its own check (fp32: the tight tolerance)."""
+    w = get(op)
     for name, p in w.shapes.items():
-        s = w.setup(_small(p), "fp32", "cpu")
-        ref = m.reference_from_state(s)
-        for v in ("eager", "triton"):
+        for v in ["eager"] + _own(w):
+            s = w.setup(_small(p), "fp32", "cpu")
+            r = w.check(s, v, w.variants[v](s), "fp32")
+            assert r.ok, f"{op}/{v}/{name}: {r}"
+
+
+@pytest.mark.parametrize("op", KERNELS)
+def test_selftest_shapes_and_the_check_catches_a_wrong_output(op):
+    """The selftest shapes in bf16, and the same check fails on an output off by 3 %."""
+    w = get(op)
+    for name, p in w.selftest.items():
+        s = w.setup(p, "bf16", "cpu")
+        for v in _own(w):
             out = w.variants[v](s)
-            outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
-            for o, r in zip(outs, refs):
-                check(o, r, "fp32", f"{op}/{v}/{name}", baseline=v != "triton")
+            assert w.check(s, v, out, "bf16").ok
+            outs = out if isinstance(out, tuple) else (out,)
+            wrong = tuple(o.float() * 1.03 for o in outs)
+            r = w.check(s, v, wrong if isinstance(out, tuple) else wrong[0], "bf16")
+            assert not r.ok and r.rel_err > r.tol, f"{op}/{v}/{name}: a 3 % error passed ({r})"
+
+
+def test_a_nan_fails_every_policy():
+    ref = torch.randn(8, 8, dtype=torch.float64)
+    out = ref.float().clone()
+    out[3, 4] = float("nan")
+    for policy in POLICIES:
+        assert not measure(out, ref, "fp32", policy=policy).ok
 
 
 def test_reload_makes_interpreted():
@@ -106,7 +153,26 @@ def test_benchmark_selftest(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads((tmp_path / "kernels.json").read_text())
     ran = [x for x in d["rows"] if "ms" in x]
-    assert {x["op"] for x in ran} >= {"rmsnorm", "add_rmsnorm", "rope", "rmsnorm_rope", "swiglu", "softmax",
-                                       "rmsnorm_bwd", "swiglu_bwd"}
+    assert {x["op"] for x in ran} == set(KERNELS)  # the registry, not a list kept here
     assert all(x["ok"] for x in ran), [x for x in ran if not x["ok"]]
+    assert all(x["gpu"] == "cpu" and x["torch"] and x["triton"] and x["date"] for x in d["rows"])
     assert "| op | shape |" in r.stdout
+
+
+def test_gemm_benchmark_selftest(tmp_path):
+    """benchmarks/gemm.py --selftest: every bench='gemm' workload at its selftest shapes, on CPU."""
+    import json
+    import subprocess
+    import sys
+
+    script = _HERE.parents[1] / "benchmarks" / "gemm.py"
+    r = subprocess.run([sys.executable, str(script), "--selftest", "--out", str(tmp_path)], cwd=tmp_path,
+                       env=_env_without_interpret(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path / "gemm.json").read_text())
+    ran = [x for x in d["rows"] if "ms" in x]
+    assert {x["op"] for x in ran} == set(GEMMS)
+    assert all(x["ok"] for x in ran), [x for x in ran if not x["ok"]]
+    assert all(x["gpu"] == "cpu" and x["date"] for x in d["rows"])
+    fp8 = {x["variant"]: x for x in ran if x["op"] == "fp8_gemm"}
+    assert fp8["triton_tensor"]["baseline"] == "scaled_mm_tensor"  # Workload.peers

@@ -1,0 +1,108 @@
+"""The lab's timing harness, one copy for every benchmark (benchmarks/kernels.py, gemm.py, and
+later `profkit bench` / `profkit tune`).
+
+    bench = timer("cuda")                  # do_bench median, ms
+    ms = bench(rotating(fn, states))       # inputs rotated past the L2
+    copy = copy_bandwidth("cuda", bench)   # the memory ceiling of this run
+    row = {**stamp(header("cuda")), ...}   # GPU, driver, torch, triton, date on every row
+
+On a GPU: ``triton.testing.do_bench`` (CUDA events around each call, the L2 flushed before
+it, warm-up and repetitions in milliseconds), median. do_bench's flush (a 256 MB memset) runs
+before each call's start event, so a launcher's host time is hidden up to the flush time
+(tens of microseconds); ``graph_timer`` replays a CUDA graph of the calls instead, GPU time
+only. On the CPU (TRITON_INTERPRET=1 selftests) the host clock of one call: the number only
+checks the plumbing.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+ROTATE_BYTES = 512 << 20  # rotate input copies until the working set is ~8x an H100/H200 L2
+COPY_BYTES = 2 << 30
+
+
+def timer(device: str, warmup_ms: float = 25, rep_ms: float = 100):
+    """bench(fn) -> median ms of one call."""
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        def bench(fn):
+            return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+        return bench
+
+    def bench_cpu(fn):
+        ts = []
+        for _ in range(2):
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(ts)
+
+    return bench_cpu
+
+
+def graph_timer(rep_ms: float = 100):
+    """bench(fn) -> median ms of one call replayed in a CUDA graph (no launcher host time)."""
+    from triton.testing import do_bench_cudagraph
+
+    def bench(fn):
+        return float(do_bench_cudagraph(fn, rep=rep_ms, return_mode="median"))
+
+    return bench
+
+
+def state_bytes(state) -> int:
+    import torch
+
+    vals = state.values() if isinstance(state, dict) else state
+    return sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
+
+
+def n_copies(state, device: str, rotate_bytes: int = ROTATE_BYTES, most: int = 8) -> int:
+    """How many input sets to rotate over so that the working set passes `rotate_bytes`."""
+    if device != "cuda":
+        return 1
+    return max(1, min(most, math.ceil(rotate_bytes / max(1, state_bytes(state)))))
+
+
+def rotating(fn, states):
+    """fn over the states in turn, one per call."""
+    i = [0]
+
+    def call():
+        s = states[i[0] % len(states)]
+        i[0] += 1
+        return fn(s)
+
+    return call
+
+
+def copy_bandwidth(device: str, bench, nbytes: int = COPY_BYTES) -> dict:
+    """Device-to-device torch copy: (bytes read + bytes written) / median time."""
+    import torch
+
+    nbytes = nbytes if device == "cuda" else 1 << 20
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src))
+    del src, dst
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {"bytes": 2 * nbytes, "ms": ms, "gbps": 2 * nbytes / ms / 1e6,
+            "how": "torch copy_ of a bf16 buffer, (read + written bytes) / do_bench median"}
+
+
+def header(device: str) -> dict:
+    """The result header (profkit.environment.result_header): date, host, versions, GPU."""
+    from profkit.environment import result_header
+
+    return result_header(device)
+
+
+def stamp(info: dict) -> dict:
+    """The fields every result row carries: GPU, driver, torch, triton, date."""
+    return {"gpu": info.get("gpu") or "cpu", "driver": info.get("driver"), "torch": info.get("torch"),
+            "triton": info.get("triton"), "date": info.get("date")}
