@@ -4,7 +4,16 @@ Memory-bound: one read of x, one write of y; w is read once per program (it stay
 Forward: a program normalises BLOCK_M rows held whole in registers (BLOCK_M > 1 for small
 hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~4-16 KB);
 the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
-fp16). Backward: dx row by row, dw as fp32 per-program partial sums reduced afterwards.
+fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned).
+
+Backward (v2, the fused one): dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and
+dw = sum over rows of dy * xhat, in one pass over dy and x. A persistent grid of P programs
+(a few per SM) each walks a contiguous block of rows, BLOCK_M rows at a time, writing dx and
+keeping its share of dw in fp32 registers; the P partial rows of dw (P x N fp32, ~2 MB at
+N = 4096, L2-resident) are then summed and cast to w's dtype by a second, small kernel
+(a deterministic two-stage reduction: no atomics). v1 (``rmsnorm_bwd_v1``, kept as variant
+``triton_v1`` for before/after) launched 4 programs per SM with one row per step, and reduced
+dw with torch (``sum(0)`` then a cast: two more launches).
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ import triton.language as tl
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from .timing import tuned
 
 
 @triton.jit
@@ -59,6 +69,47 @@ def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, 
     tl.store(DWP + pid * N + cols, dw, mask=cmask)
 
 
+@triton.jit
+def _rmsnorm_bwd_fused(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
+                       rows_per_prog, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
+    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    row0 = pid * rows_per_prog
+    row_end = tl.minimum(row0 + rows_per_prog, M)
+    for i in range(0, rows_per_prog, BLOCK_M):
+        rows = row0 + i + tl.arange(0, BLOCK_M)
+        rmask = rows < row_end
+        m = rmask[:, None] & cmask[None, :]
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0,
+                     eviction_policy="evict_first").to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
+        xhat = x * rstd[:, None]
+        wdy = w[None, :] * dy
+        c = tl.sum(xhat * wdy, axis=1) / N
+        dx = (wdy - xhat * c[:, None]) * rstd[:, None]
+        tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=m)
+        dw += dy * xhat
+    tl.store(DWP + pid * N + cols, tl.sum(dw, axis=0), mask=cmask)
+
+
+@triton.jit
+def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    """DW[n] = sum_p DWP[p, n], cast to DW's dtype (stage 2 of the dw reduction)."""
+    pid = tl.program_id(0).to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for p0 in range(0, P, BLOCK_P):
+        r = p0 + tl.arange(0, BLOCK_P)
+        acc += tl.load(DWP + r[:, None] * N + cols[None, :], mask=(r < P)[:, None] & cmask[None, :], other=0.0)
+    tl.store(DW + cols, tl.sum(acc, axis=0).to(DW.dtype.element_ty), mask=cmask)
+
+
 def _rows(x):
     x2 = x.reshape(-1, x.shape[-1])
     if x2.stride(-1) != 1:
@@ -67,10 +118,39 @@ def _rows(x):
 
 
 def fwd_config(N: int):
-    """(BLOCK_M, BLOCK_N, num_warps) for hidden size N."""
+    """The default (BLOCK_M, BLOCK_N, num_warps) for hidden size N."""
     BLOCK_N = triton.next_power_of_2(N)
     BLOCK_M = max(1, min(16, 2048 // BLOCK_N))
     return BLOCK_M, BLOCK_N, warps_for(BLOCK_M * BLOCK_N)
+
+
+TUNE_MIN_ELEMS = 1 << 22  # below ~4M elements a launch is too short for the config to matter
+
+
+def row_candidates(N: int) -> list[tuple[int, int]]:
+    """(BLOCK_M, num_warps) launch candidates of a row kernel over hidden size N, the default
+    first: tiles of 2k-16k elements, 4-32 elements per thread."""
+    BLOCK_N = triton.next_power_of_2(N)
+    bm0, _, nw0 = fwd_config(N)
+    out = [(bm0, nw0)]
+    for bm in (1, 2, 4, 8, 16, 32, 64):
+        elems = bm * BLOCK_N
+        if not 2048 <= elems <= 16384:
+            continue
+        for nw in (4, 8, 16):
+            if 4 <= elems // (32 * nw) <= 32 and (bm, nw) not in out:
+                out.append((bm, nw))
+    return out
+
+
+def row_config(name: str, M: int, N: int, dtype, device, run):
+    """(BLOCK_M, num_warps) for a row kernel: the default for small problems, else the
+    fastest candidate on this GPU (timing.tuned, once per (kernel, M bucket, N, dtype))."""
+    cands = row_candidates(N)
+    if M * N < TUNE_MIN_ELEMS:
+        return cands[0]
+    key = (name, triton.next_power_of_2(M), N, str(dtype), str(device))
+    return tuned(key, cands, run, device)
 
 
 def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
@@ -83,18 +163,26 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     M, N = x2.shape
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
     y2 = y.view(M, N)
-    BLOCK_M, BLOCK_N, nw = fwd_config(N)
-    BLOCK_M = block_m or BLOCK_M
-    nw = num_warps or nw
-    grid = (triton.cdiv(M, BLOCK_M),)
-    _rmsnorm_fwd[grid](x2, w, y2, rstd if rstd is not None else x2, x2.stride(0), y2.stride(0), M, N,
-                       eps, 1.0 if gemma else 0.0, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                       STORE_RSTD=rstd is not None, num_warps=nw)
+    BLOCK_N = triton.next_power_of_2(N)
+
+    def launch(cfg):
+        bm, nw = cfg
+        _rmsnorm_fwd[(triton.cdiv(M, bm),)](x2, w, y2, rstd if rstd is not None else x2, x2.stride(0),
+                                            y2.stride(0), M, N, eps, 1.0 if gemma else 0.0, BLOCK_M=bm,
+                                            BLOCK_N=BLOCK_N, STORE_RSTD=rstd is not None, num_warps=nw)
+
+    if block_m or num_warps:
+        bm0, _, nw0 = fwd_config(N)
+        cfg = (block_m or bm0, num_warps or nw0)
+    else:
+        cfg = row_config("rmsnorm_fwd", M, N, x.dtype, x.device, launch)
+    launch(cfg)
     return y
 
 
-def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None):
-    """Backward launcher: returns (dx, dw); dw accumulated in fp32 per program, then summed."""
+def rmsnorm_bwd_v1(dy, x, w, rstd, gemma: bool = False, dx=None):
+    """v1 backward (before/after baseline): 4 programs per SM, one row per step, dw partials
+    reduced by torch (sum(0), then a cast). Returns (dx, dw)."""
     import torch
 
     x2, dy2 = _rows(x), _rows(dy)
@@ -102,7 +190,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None):
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
     dx2 = dx.view(M, N)
     BLOCK_N = triton.next_power_of_2(N)
-    P = max(1, min(M, 4 * num_sms(x.device)))  # 4 per SM hide latency; fp32 partials 4*SMs*N*4 B (8.6 MB at N=4096, 132 SMs)
+    P = max(1, min(M, 4 * num_sms(x.device)))
     rows_per_prog = triton.cdiv(M, P)
     P = triton.cdiv(M, rows_per_prog)
     dwp = torch.empty(P, N, dtype=torch.float32, device=x.device)
@@ -112,7 +200,57 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None):
     return dx, dwp.sum(0).to(w.dtype)
 
 
-def _autograd():
+def bwd_candidates(N: int) -> list[tuple[int, int, int]]:
+    """(programs per SM, BLOCK_M, num_warps) of the fused backward, the default first."""
+    BLOCK_N = triton.next_power_of_2(N)
+    bm0 = max(1, min(16, 2048 // BLOCK_N))
+    out = [(2, bm0, warps_for(bm0 * BLOCK_N))]
+    for per_sm in (1, 2, 4):
+        for bm, nw in row_candidates(N):
+            if bm * BLOCK_N <= 8192 and (per_sm, bm, nw) not in out:
+                out.append((per_sm, bm, nw))
+    return out
+
+
+def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
+    """Fused backward: returns (dx, dw), dw in w's dtype. config: (programs per SM, BLOCK_M,
+    num_warps), else the default for small problems and the fastest candidate on this GPU
+    for large ones."""
+    import torch
+
+    x2, dy2 = _rows(x), _rows(dy)
+    M, N = x2.shape
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
+    dx2 = dx.view(M, N)
+    dw = torch.empty(N, dtype=w.dtype, device=w.device)
+    BLOCK_N = triton.next_power_of_2(N)
+    sms = num_sms(x.device)
+    off = 1.0 if gemma else 0.0
+    scratch = {}
+
+    def launch(cfg):
+        per_sm, bm, nw = cfg
+        P = max(1, min(triton.cdiv(M, bm), per_sm * sms))
+        rows_per_prog = triton.cdiv(triton.cdiv(M, P), bm) * bm  # whole BLOCK_M steps per program
+        P = triton.cdiv(M, rows_per_prog)
+        dwp = scratch.get(P)
+        if dwp is None:
+            dwp = scratch[P] = torch.empty(P, N, dtype=torch.float32, device=x.device)
+        _rmsnorm_bwd_fused[(P,)](dy2, x2, w, rstd, dx2, dwp, dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
+                                 off, rows_per_prog, BLOCK_M=bm, BLOCK_N=BLOCK_N, num_warps=nw)
+        bn = min(256, BLOCK_N)
+        _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(32, triton.next_power_of_2(P))),
+                                          BLOCK_N=bn, num_warps=4)
+
+    if config is None:
+        cands = bwd_candidates(N)
+        config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
+            ("rmsnorm_bwd", triton.next_power_of_2(M), N, str(x.dtype), str(x.device)), cands, launch, x.device)
+    launch(config)
+    return dx, dw
+
+
+def _autograd(bwd):
     import torch
 
     class RMSNormFunction(torch.autograd.Function):
@@ -127,25 +265,32 @@ def _autograd():
         @staticmethod
         def backward(ctx, dy):
             x, w, rstd = ctx.saved_tensors
-            dx, dw = rmsnorm_bwd(dy, x, w, rstd, ctx.gemma)
+            dx, dw = bwd(dy, x, w, rstd, ctx.gemma)
             return dx, dw, None, None, None
 
     return RMSNormFunction
 
 
-_FN = None
+_FN: dict = {}
 
 
-def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None):
-    """Triton RMSNorm over the last dim; differentiable in x and w."""
-    global _FN
+def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None, bwd=None):
+    """Triton RMSNorm over the last dim; differentiable in x and w (bwd: the backward launcher,
+    default the fused rmsnorm_bwd)."""
     import torch
 
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
-        if _FN is None:
-            _FN = _autograd()
-        return _FN.apply(x, w, eps, gemma, out)
+        bwd = bwd or rmsnorm_bwd
+        fn = _FN.get(bwd)
+        if fn is None:
+            fn = _FN[bwd] = _autograd(bwd)
+        return fn.apply(x, w, eps, gemma, out)
     return rmsnorm_fwd(x, w, eps, gemma, out=out)
+
+
+def rmsnorm_v1_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
+    """The Triton forward with the v1 backward (variant triton_v1 of rmsnorm_bwd)."""
+    return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v1)
 
 
 def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
@@ -227,7 +372,7 @@ WORKLOAD = Workload(
     backward=Backward(
         inputs=("x", "w"),
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
-                 "triton": rmsnorm, "liger": _liger},
+                 "triton": rmsnorm, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",)),
     bench="kernels",

@@ -1,10 +1,19 @@
 """Row softmax over the last dim, fp32 math, output in the input dtype.
 
-Rows up to MAX_SINGLE elements are held whole in registers: one read, one write (the
-minimum). Longer rows (vocabulary logits, 128k-152k) use the online algorithm: one pass
-keeps a per-lane running max and rescaled sum (a single read gives both), a second pass
-writes exp(x - max) / sum; that second read of a row just read (~256-300 KB in bf16) is
-largely served from L2 when rows are spread over all SMs.
+Rows up to MAX_SINGLE elements are held whole in registers, BLOCK_M rows per program: one
+read, one write (the minimum); (BLOCK_M, num_warps) is picked per shape on the GPU.
+
+Longer rows (vocabulary logits, 128k-152k) take two passes over the row. v1
+(``softmax_v1``): one program per row; the first pass kept a per-lane running max and
+rescaled sum (two exponentials per element: exp(m_old - m_new) and exp(x - m_new)), the
+second wrote exp(x - max) / sum. At 2048 x 128256 bf16 on an H200 that ran at 57 % of copy:
+three exponentials per element put the SFU near the memory time, and with every row's
+program resident at once (2048 rows x 256 KB) the second read missed the L2.
+v2 (``softmax``): a persistent grid (a few programs per SM, each walking rows), so only
+~SMs x 256 KB of rows are in flight and the second read of a row is an L2 hit (first read
+marked evict_last, second evict_first); the running max is one scalar per chunk (a max
+reduction per chunk), so the first pass costs one exponential per element, the rescale of the
+per-lane sums one per chunk.
 """
 from __future__ import annotations
 
@@ -12,21 +21,48 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._numerics import ESIZE, compiled, has_module, warps_for
+from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from .rmsnorm import row_config
+from .timing import tuned
 
 MAX_SINGLE = 16384
 CHUNK = 4096
 
 
 @triton.jit
-def _softmax_single(X, Y, sx, sy, N, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _softmax_single(X, Y, sx, sy, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
-    m = cols < N
-    x = tl.load(X + row * sx + cols, mask=m, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    y = e / tl.sum(e, axis=0)
-    tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=m)
+    m = (rows < M)[:, None] & (cols < N)[None, :]
+    x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf"),
+                eviction_policy="evict_first").to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(Y + rows[:, None] * sy + cols[None, :], y.to(Y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _softmax_online_persistent(X, Y, sx, sy, R, N, NPROG, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    pid = tl.program_id(0).to(tl.int64)
+    for i in range(0, R, NPROG):
+        base = pid + i  # rows pid, pid + NPROG, ...: the programs walk the rows together
+        m = -float("inf")
+        d_i = tl.zeros([BLOCK], dtype=tl.float32)
+        n_live = tl.where(base < R, N, 0)  # a program past the last row loads and stores nothing
+        for start in range(0, N, BLOCK):
+            x = tl.load(X + base * sx + start + cols, mask=start + cols < n_live, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a prefix of -inf only
+            d_i = d_i * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+            m = m_new
+        inv = 1.0 / tl.sum(d_i, axis=0)
+        for start in range(0, N, BLOCK):
+            mk = start + cols < n_live
+            x = tl.load(X + base * sx + start + cols, mask=mk, other=-float("inf"),
+                        eviction_policy="evict_first").to(tl.float32)
+            tl.store(Y + base * sy + start + cols, (tl.exp(x - m) * inv).to(Y.dtype.element_ty), mask=mk)
 
 
 @triton.jit
@@ -51,22 +87,62 @@ def _softmax_online(X, Y, sx, sy, N, BLOCK: tl.constexpr):
         tl.store(Y + row * sy + start + cols, (tl.exp(x - mx) * inv).to(Y.dtype.element_ty), mask=mk)
 
 
-def softmax(x, out=None, max_single: int = MAX_SINGLE, chunk: int = CHUNK):
-    """Triton softmax over the last dim; out: optional preallocated output (any float dtype)."""
+# (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
+ONLINE_CANDIDATES = [(1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (2, 8192, 8), (1, 2048, 4), (4, 4096, 4)]
+
+
+def _prep(x, out):
     import torch
 
     N = x.shape[-1]
     x2 = x.reshape(-1, N)
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
-    R = x2.shape[0]
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
-    y2 = y.view(R, N)
+    return x2, y, y.view(x2.shape[0], N)
+
+
+def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None):
+    """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
+    config: (BLOCK_M, num_warps) for rows held whole, (programs per SM, chunk, num_warps) for
+    the online kernel; else picked per shape on the GPU."""
+    x2, y, y2 = _prep(x, out)
+    R, N = x2.shape
     if R == 0:
         return y
     BLOCK_N = triton.next_power_of_2(N)
     if BLOCK_N <= max_single:
-        _softmax_single[(R,)](x2, y2, x2.stride(0), y2.stride(0), N, BLOCK_N=BLOCK_N,
+        def launch(cfg):
+            _softmax_single[(triton.cdiv(R, cfg[0]),)](x2, y2, x2.stride(0), y2.stride(0), R, N, BLOCK_M=cfg[0],
+                                                       BLOCK_N=BLOCK_N, num_warps=cfg[1])
+
+        launch(config or row_config("softmax", R, N, x.dtype, x.device, launch))
+        return y
+    sms = num_sms(x.device)
+
+    def launch_online(cfg):
+        per_sm, chunk, nw = cfg
+        P = max(1, min(R, per_sm * sms))
+        _softmax_online_persistent[(P,)](x2, y2, x2.stride(0), y2.stride(0), R, N, P, BLOCK=chunk, num_warps=nw)
+
+    if config is None:
+        config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(
+            ("softmax_online", triton.next_power_of_2(R), N, str(x.dtype), str(x.device)), ONLINE_CANDIDATES,
+            launch_online, x.device)
+    launch_online(config)
+    return y
+
+
+def softmax_v1(x, out=None, max_single: int = MAX_SINGLE, chunk: int = CHUNK):
+    """v1 (before/after baseline): one program per row; rows longer than max_single through the
+    per-lane online kernel (two exponentials per element in the first pass)."""
+    x2, y, y2 = _prep(x, out)
+    R, N = x2.shape
+    if R == 0:
+        return y
+    BLOCK_N = triton.next_power_of_2(N)
+    if BLOCK_N <= max_single:
+        _softmax_single[(R,)](x2, y2, x2.stride(0), y2.stride(0), R, N, BLOCK_M=1, BLOCK_N=BLOCK_N,
                               num_warps=warps_for(BLOCK_N))
     else:
         _softmax_online[(R,)](x2, y2, x2.stride(0), y2.stride(0), N, BLOCK=chunk,
@@ -119,6 +195,7 @@ _VARIANTS = {
     "eager": lambda s: softmax_eager(s["x"]),
     "compile": lambda s: compiled("softmax", softmax_eager)(s["x"]),
     "triton": lambda s: softmax(s["x"]),
+    "triton_v1": lambda s: softmax_v1(s["x"]),
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = _liger

@@ -13,9 +13,13 @@ import triton.language as tl
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import swiglu_cuda
 from ._numerics import ESIZE, compiled, has_module
+from .timing import tuned
 
-BLOCK = 4096
+BLOCK = 4096  # v1's fixed launch (the default candidate)
 NUM_WARPS = 8
+# (BLOCK, num_warps) candidates, timed per shape on the GPU (kernels/timing.tuned), v1's first
+CANDIDATES = [(4096, 8), (1024, 4), (2048, 4), (2048, 8), (8192, 8), (8192, 16)]
+TUNE_MIN_ELEMS = 1 << 22
 
 
 @triton.jit
@@ -46,7 +50,16 @@ def _c(t):
     return t if t.is_contiguous() else t.contiguous()
 
 
-def swiglu_fwd(gate, up, out=None):
+def _config(name, n, t, launch, config):
+    if config is not None:
+        return config
+    if n < TUNE_MIN_ELEMS:
+        return CANDIDATES[0]
+    return tuned((name, triton.next_power_of_2(n), str(t.dtype), str(t.device)), CANDIDATES, launch, t.device)
+
+
+def swiglu_fwd(gate, up, out=None, config=None):
+    """y = silu(gate) * up. config: (BLOCK, num_warps), else picked per size on the GPU."""
     import torch
 
     assert gate.shape == up.shape
@@ -54,11 +67,14 @@ def swiglu_fwd(gate, up, out=None):
     y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if out is None else out
     n = gate.numel()
     if n:
-        _swiglu_fwd[(triton.cdiv(n, BLOCK),)](gate, up, y, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+        def launch(cfg):
+            _swiglu_fwd[(triton.cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], num_warps=cfg[1])
+
+        launch(_config("swiglu_fwd", n, gate, launch, config))
     return y
 
 
-def swiglu_bwd(dy, gate, up, dgate=None, dup=None):
+def swiglu_bwd(dy, gate, up, dgate=None, dup=None, config=None):
     import torch
 
     dy, gate, up = _c(dy), _c(gate), _c(up)
@@ -66,8 +82,16 @@ def swiglu_bwd(dy, gate, up, dgate=None, dup=None):
     du = torch.empty(up.shape, dtype=up.dtype, device=up.device) if dup is None else dup
     n = gate.numel()
     if n:
-        _swiglu_bwd[(triton.cdiv(n, BLOCK),)](dy, gate, up, dg, du, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+        def launch(cfg):
+            _swiglu_bwd[(triton.cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], num_warps=cfg[1])
+
+        launch(_config("swiglu_bwd", n, gate, launch, config))
     return dg, du
+
+
+def swiglu_v1(gate, up):
+    """v1: the fixed launch (BLOCK 4096, 8 warps), forward only (before/after baseline)."""
+    return swiglu_fwd(gate, up, config=CANDIDATES[0])
 
 
 def _autograd():
@@ -148,6 +172,7 @@ _VARIANTS = {
     "eager": lambda s: swiglu_eager(s["gate"], s["up"]),
     "compile": lambda s: compiled("swiglu", swiglu_eager)(s["gate"], s["up"]),
     "triton": lambda s: swiglu(s["gate"], s["up"]),
+    "triton_v1": lambda s: swiglu_v1(s["gate"], s["up"]),
     "cuda": lambda s: swiglu_cuda(s["gate"], s["up"]),  # kernels/cuda/swiglu.cu
 }
 if has_module("liger_kernel"):

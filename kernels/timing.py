@@ -106,3 +106,48 @@ def stamp(info: dict) -> dict:
     """The fields every result row carries: GPU, driver, torch, triton, date."""
     return {"gpu": info.get("gpu") or "cpu", "driver": info.get("driver"), "torch": info.get("torch"),
             "triton": info.get("triton"), "date": info.get("date")}
+
+
+# --- picking a launch configuration on the device it runs on --------------------------------
+
+_TUNED: dict = {}
+
+
+def tuning_enabled(device) -> bool:
+    """Configs are timed on a CUDA device unless PROFKIT_TUNE=0; the CPU interpreter takes the
+    first (default) candidate."""
+    import os
+
+    return str(device).startswith("cuda") and os.environ.get("PROFKIT_TUNE", "1") != "0"
+
+
+def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25):
+    """The fastest of `candidates` for `key`: each launched through run(candidate) and timed
+    (do_bench median) once per process; later calls with the same key get the cached choice.
+    A candidate that fails to compile or launch is skipped. On the CPU, or with PROFKIT_TUNE=0,
+    the first candidate (the default)."""
+    if key in _TUNED:
+        return _TUNED[key]["config"]
+    if not tuning_enabled(device) or len(candidates) == 1:
+        return candidates[0]
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():  # no timing inside a CUDA graph capture
+        return candidates[0]
+    bench = timer("cuda", warmup_ms, rep_ms)
+    times = {}
+    for c in candidates:
+        try:
+            times[c] = bench(lambda: run(c))
+        except Exception as e:  # noqa: BLE001  (a config this GPU / Triton cannot compile)
+            times[c] = float("inf")
+            _TUNED.setdefault("_errors", {}).setdefault(str(key), []).append(f"{c}: {type(e).__name__}")
+    best = min(times, key=times.get)
+    _TUNED[key] = {"config": best, "ms": {str(c): t for c, t in times.items()}}
+    return best
+
+
+def tuned_choices() -> dict:
+    """Every choice made in this process: {key: {"config", "ms" per candidate}} (for result files)."""
+    return {str(k): ({"config": str(v["config"]), "ms": v["ms"]} if k != "_errors" else v)
+            for k, v in _TUNED.items()}

@@ -49,3 +49,40 @@ def test_backward_poisoned_dx():
     gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
     check(dx, gx, "fp32", "dx", grad=True)
     check(dw, gw, "fp32", "dw", grad=True)
+
+
+@pytest.mark.parametrize("config", [(1, 1, 2), (2, 2, 4), (1, 4, 4), (4, 1, 1)],
+                         ids=lambda c: "per_sm%d-bm%d-w%d" % c)
+def test_fused_backward_configs(config):
+    """Every launch shape of the fused backward: programs walking many rows one or several at a
+    time, a last program with a partial step, more programs than rows per program."""
+    x, w, dy = randn(37, 200, scale=3.0), randn(200, scale=0.1) + 1, randn(37, 200)
+    rstd = torch.empty(37)
+    K.rmsnorm_fwd(x, w, rstd=rstd)
+    dx, dw = K.rmsnorm_bwd(dy, x, w, rstd, dx=nan_like(x), config=config)
+    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    check(dx, gx, "fp32", "dx", grad=True)
+    check(dw, gw, "fp32", "dw", grad=True)
+
+
+def test_v1_backward_still_matches():
+    x, w, dy = randn(21, 96), randn(96), randn(21, 96)
+    rstd = torch.empty(21)
+    K.rmsnorm_fwd(x, w, rstd=rstd)
+    dx, dw = K.rmsnorm_bwd_v1(dy, x, w, rstd)
+    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    check(dx, gx, "fp32", "dx", grad=True)
+    check(dw, gw, "fp32", "dw", grad=True)
+
+
+def test_dw_missing_a_partial_is_caught():
+    """A known-wrong stage 2 (one program's partial dw dropped) fails the dw check."""
+    x, w, dy = randn(40, 64), randn(64), randn(40, 64)
+    rstd = torch.empty(40)
+    K.rmsnorm_fwd(x, w, rstd=rstd)
+    _, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    xhat = x * rstd[:, None]
+    wrong = (dy[:30] * xhat[:30]).sum(0)  # the rows of the last program never added
+    with pytest.raises(AssertionError):
+        check(wrong, gw, "fp32", "dw", grad=True)
+    check((dy * xhat).sum(0), gw, "fp32", "dw", grad=True)

@@ -6,21 +6,39 @@ from profkit.kernels import softmax as K
 
 
 @pytest.mark.parametrize("n", [100, 3000])
-def test_single_tile(dtype, n):
-    x = randn(5, n, dtype=dtype, scale=30.0)
+@pytest.mark.parametrize("block_m", [1, 4])
+def test_single_tile(dtype, n, block_m):
+    x = randn(5, n, dtype=dtype, scale=30.0)  # 5 rows: the last program of 4 is partial
     x[0, 3] = -float("inf")  # masked logit
-    y = K.softmax(x, out=nan_like(x))
+    y = K.softmax(x, out=nan_like(x), config=(block_m, 4))
     check(y, K.softmax_reference(x), dtype, "triton")
     check(K.softmax_eager(x), K.softmax_reference(x), dtype, "eager", baseline=True)
+    check(K.softmax_v1(x, out=nan_like(x)), K.softmax_reference(x), dtype, "v1")
 
 
 @pytest.mark.parametrize("n", [1000, 5003])
-def test_online_long_rows(dtype, n):
-    # small thresholds push these rows down the online (vocabulary-size) path
-    x = randn(3, n, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
-    x[1, : n // 2] = -float("inf")  # lanes that only see -inf in the first chunks
-    y = K.softmax(x, out=nan_like(x), max_single=256, chunk=256)
+@pytest.mark.parametrize("per_sm", [1, 2])
+def test_online_long_rows(dtype, n, per_sm):
+    # small thresholds push these rows down the online (vocabulary-size) path; 11 rows over
+    # per_sm * 4 interpreter "SMs": programs walk several rows, some one fewer
+    x = randn(11, n, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
+    x[1, : n // 2] = -float("inf")  # a row whose first chunks are all -inf
+    x[4, 700:] = 1e4 if dtype != "fp16" else 6e4  # the max arrives late: earlier sums rescaled
+    y = K.softmax(x, out=nan_like(x), max_single=256, config=(per_sm, 256, 4))
     check(y, K.softmax_reference(x), dtype, "online")
+    check(K.softmax_v1(x, out=nan_like(x), max_single=256, chunk=256), K.softmax_reference(x), dtype, "v1")
+
+
+def test_online_without_rescale_is_caught():
+    """A known-wrong online softmax (sums never rescaled when the max grows) fails the check."""
+    x = randn(2, 1024, scale=5.0)
+    x[:, 600:] += 20.0  # later chunks hold the max
+    wrong = torch.cat([torch.exp(x[:, :512] - x[:, :512].max(1, keepdim=True).values),
+                       torch.exp(x[:, 512:] - x.max(1, keepdim=True).values)], 1)
+    wrong = wrong / wrong.sum(1, keepdim=True)
+    with pytest.raises(AssertionError):
+        check(wrong, K.softmax_reference(x), "fp32")
+    check(K.softmax(x, max_single=256, config=(1, 512, 4)), K.softmax_reference(x), "fp32")
 
 
 def test_vocab_row_default_path():
