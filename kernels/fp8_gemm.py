@@ -6,10 +6,24 @@ float8_e4m3fn. Two scaling schemes:
     per-row     sa (M,) per token, sb (N,) per output channel; applied to the fp32
                 accumulator in the epilogue, so the K loop is a plain fp8 MMA
 
-Variants: "triton" (per-row), "triton_tensor", "triton_fastacc" (per-row, Hopper fp8 MMA
-accumulating in reduced precision over the whole K: fast, and fails the max-error bound at
-large K; expected-inexact in the benchmark); baselines "scaled_mm" (torch._scaled_mm,
-row-wise scales) and "scaled_mm_tensor". Reference: the dequantized operands in float64.
+Accumulation. Hopper's fp8 MMA adds its products into the accumulator with reduced precision
+(~14 bits); over a whole K of thousands that fails the error bound, so cuBLAS (without fast
+accumulation) and DeepSeek-V3's kernels add the MMA's partial sum into an fp32 accumulator on
+the CUDA cores every 128 K elements ("promotion"). v1 asked Triton for it (tl.dot's
+max_num_imprecise_acc=128), which lowers to a wait on the MMA before every promotion inside the
+dot: the tensor cores idle during the adds (65-72 % of _scaled_mm on an H200). v2 writes the
+promotion into the kernel: PROMOTE tiles of BLOCK_K (PROMOTE * BLOCK_K = the interval) chain
+their MMAs in a partial accumulator, which is then added to the fp32 one; the K loop stays one
+pipelined loop, and the candidate tiles include ones small enough for two CTAs per SM, so one
+CTA's adds can overlap the other's MMAs. (PROMOTE >= 2 keeps Triton from folding
+`acc + dot(a, b, 0)` back into `dot(a, b, acc)`, which would drop the promotion.)
+
+Variants: "triton" (v2, per-row scales, promotion every PROMOTE_INTERVAL = 128),
+"triton_tensor" (v2, per-tensor), "triton_v1" (v1, per-row), "triton_p512" (v2 promoting
+every 512: the accuracy / speed trade-off, checked against the same bound), "triton_fastacc"
+(no promotion: fast, fails the max-error bound at large K; expected-inexact); baselines
+"scaled_mm" (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the
+dequantized operands in float64.
 """
 from __future__ import annotations
 
@@ -67,6 +81,87 @@ def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
     tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def _fp8_gemm_promote(A, B, C, SA, SB, M, N, K,
+                      stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+                      ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROMOTE: tl.constexpr,
+                      UPCAST: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_in_group = GROUP_M * num_pid_n
+    first_m = (pid // num_in_group) * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % num_in_group) % group_size_m)
+    pid_n = (pid % num_in_group) // group_size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak
+    b_ptr = B + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn  # (BK, BN) tile of B^T
+    mmask = rm[:, None] < M
+    nmask = rn[None, :] < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, tl.cdiv(K, BLOCK_K * PROMOTE)):
+        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in tl.static_range(PROMOTE):
+            k_left = K - (k0 * PROMOTE + kk) * BLOCK_K  # <= 0 past the end: the masks load zeros
+            a = tl.load(a_ptr, mask=mmask & (rk[None, :] < k_left), other=0.0)
+            b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & nmask, other=0.0)
+            part = tl.dot(a, b, part)
+            a_ptr += BLOCK_K * stride_ak
+            b_ptr += BLOCK_K * stride_bk
+        acc += part  # promotion: the MMA's partial sum into the fp32 accumulator
+    if ROW_SCALES:
+        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+    else:
+        acc = acc * (tl.load(SA) * tl.load(SB))
+    c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=mmask & nmask)
+
+
+PROMOTE_INTERVAL = 128  # K elements between promotions (cuBLAS's and DeepSeek-V3's interval)
+
+
+def _promote_configs(interval: int):
+    """Candidate tiles of the v2 kernel for a promotion interval: BLOCK_K * PROMOTE = interval,
+    PROMOTE >= 2; large tiles (one CTA per SM) and smaller ones (two per SM) for large M,
+    narrow-M tiles for decode shapes."""
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4,
+                               "PROMOTE": max(2, interval // 32)}, num_warps=4, num_stages=1)]
+    out = []
+    for bm, bn, w, s, g in [(128, 256, 8, 3, 8), (128, 128, 8, 4, 8), (128, 128, 4, 4, 8), (128, 64, 4, 4, 8),
+                            (64, 128, 4, 4, 8), (256, 128, 8, 3, 8), (16, 128, 4, 4, 1), (16, 64, 4, 4, 1)]:
+        for bk in (32, 64, 128):
+            if interval // bk >= 2 and (bk >= 64 or interval <= 64):
+                out.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g,
+                                          "PROMOTE": interval // bk}, num_warps=w, num_stages=s))
+    return out
+
+
+def _prune_promote(configs, named_args, **kw):
+    m = named_args["M"]
+    keep = [c for c in configs if (c.kwargs["BLOCK_M"] <= 64 or m >= 2 * c.kwargs["BLOCK_M"])
+            and (c.kwargs["BLOCK_M"] > 16 or m <= 64)]
+    return keep or configs
+
+
+_PROMOTE_KERNELS: dict = {}
+
+
+def _promote_kernel(interval: int):
+    k = _PROMOTE_KERNELS.get(interval)
+    if k is None:
+        k = _PROMOTE_KERNELS[interval] = triton.autotune(
+            configs=_promote_configs(interval), key=["M", "N", "K", "ROW_SCALES"],
+            prune_configs_by={"early_config_prune": _prune_promote})(_fp8_gemm_promote)
+    return k
+
+
 def _configs():
     if interpreting():
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
@@ -101,8 +196,7 @@ _fp8_autotuned = triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SC
 IMPRECISE_ACC = 128
 
 
-def fp8_gemm(a, b, sa, sb, out=None, imprecise_acc: int | None = None):
-    """a (M, K) fp8, b (N, K) fp8, sa/sb fp32: scalars (per-tensor) or (M,)/(N,) (per-row)."""
+def _fp8_args(a, b, sa, sb, out):
     import torch
 
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
@@ -118,9 +212,26 @@ def fp8_gemm(a, b, sa, sb, out=None, imprecise_acc: int | None = None):
     if out is None:
         out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    return M, N, K, row, sa, sb, out, grid
+
+
+def fp8_gemm_v1(a, b, sa, sb, out=None, imprecise_acc: int | None = None):
+    """v1: a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row);
+    promotion through tl.dot's max_num_imprecise_acc (0: none, fast accumulation)."""
+    M, N, K, row, sa, sb, out, grid = _fp8_args(a, b, sa, sb, out)
     _fp8_autotuned[grid](a, b, out, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                          out.stride(0), out.stride(1), ROW_SCALES=row, UPCAST=interpreting(),
                          IMPRECISE_ACC=IMPRECISE_ACC if imprecise_acc is None else imprecise_acc)
+    return out
+
+
+def fp8_gemm(a, b, sa, sb, out=None, interval: int = PROMOTE_INTERVAL):
+    """a (M, K) fp8, b (N, K) fp8, sa/sb fp32: scalars (per-tensor) or (M,)/(N,) (per-row);
+    bf16 out. The MMA's partial sums are promoted into fp32 every `interval` K elements."""
+    M, N, K, row, sa, sb, out, grid = _fp8_args(a, b, sa, sb, out)
+    _promote_kernel(interval)[grid](a, b, out, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                                    b.stride(1), out.stride(0), out.stride(1), ROW_SCALES=row,
+                                    UPCAST=interpreting())
     return out
 
 
@@ -161,7 +272,10 @@ def scaled_mm(a, b, sa, sb, out=None):
 
 
 def autotune_choices() -> dict[str, dict[str, str]]:
-    return {"fp8_gemm.triton": autotune_cache(_fp8_autotuned)}
+    out = {"fp8_gemm.v1": autotune_cache(_fp8_autotuned)}
+    for interval, k in _PROMOTE_KERNELS.items():
+        out[f"fp8_gemm.promote{interval}"] = autotune_cache(k)
+    return out
 
 
 def _setup(p: dict, dtype: str, device: str):
@@ -185,7 +299,9 @@ def reference(state, variant: str):
 VARIANTS = {  # variant -> (scale mode, fn)
     "triton": ("row", fp8_gemm),
     "triton_tensor": ("tensor", fp8_gemm),
-    "triton_fastacc": ("row", lambda *a, **k: fp8_gemm(*a, imprecise_acc=0, **k)),
+    "triton_v1": ("row", fp8_gemm_v1),
+    "triton_p512": ("row", lambda *a, **k: fp8_gemm(*a, interval=512, **k)),
+    "triton_fastacc": ("row", lambda *a, **k: fp8_gemm_v1(*a, imprecise_acc=0, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -229,7 +345,8 @@ WORKLOAD = Workload(
     reference=reference,
     numerics="gemm",
     baselines=("scaled_mm", "scaled_mm_tensor"),
-    peers={"triton": "scaled_mm", "triton_fastacc": "scaled_mm", "triton_tensor": "scaled_mm_tensor"},
+    peers={"triton": "scaled_mm", "triton_v1": "scaled_mm", "triton_p512": "scaled_mm", "triton_fastacc": "scaled_mm",
+           "triton_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

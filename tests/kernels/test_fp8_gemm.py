@@ -22,7 +22,7 @@ def check(out, ref, dtype):
     r = measure(out, ref, dtype, policy="gemm")
     return r.ok, r
 
-SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 64), (70, 40, 96)]
+SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 64), (70, 40, 96), (20, 40, 300)]
 
 
 def _operands(M, N, K, per_row):
@@ -100,13 +100,33 @@ def test_bad_scale_shapes_raise():
 def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
-    assert set(w.variants) == {"triton", "triton_tensor", "triton_fastacc", "scaled_mm", "scaled_mm_tensor"}
+    assert set(w.variants) == {"triton", "triton_tensor", "triton_v1", "triton_p512", "triton_fastacc", "scaled_mm",
+                               "scaled_mm_tensor"}
     for name, p in w.shapes.items():
         assert "/" not in name
         m = w.model(p, "fp8")
         assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
-    for name in ("triton", "triton_tensor", "triton_fastacc"):
+    for name in ("triton", "triton_tensor", "triton_v1", "triton_p512", "triton_fastacc"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
+
+
+@pytest.mark.parametrize("interval", [64, 128, 512])
+def test_promotion_intervals_and_v1(interval):
+    """v2 at several promotion intervals (K = 300: groups past the end load zeros) and v1."""
+    _, _, aq, bq, sa, sb = _operands(40, 48, 300, True)
+    ref = F.fp8_reference(aq, bq, sa, sb)
+    ok, info = check(F.fp8_gemm(aq, bq, sa, sb, out=_poisoned(40, 48), interval=interval), ref, "fp8")
+    assert ok, info
+    ok, info = check(F.fp8_gemm_v1(aq, bq, sa, sb, out=_poisoned(40, 48)), ref, "fp8")
+    assert ok, info
+
+
+def test_dropping_the_last_k_group_is_caught():
+    """A known-wrong kernel that stops one promotion group early (K = 256 of 384) fails."""
+    _, _, aq, bq, sa, sb = _operands(32, 32, 384, True)
+    ref = F.fp8_reference(aq, bq, sa, sb)
+    short = F.fp8_gemm(aq[:, :256].contiguous(), bq[:, :256].contiguous(), sa, sb)
+    assert not check(short, ref, "fp8")[0]

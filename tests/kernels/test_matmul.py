@@ -30,7 +30,7 @@ def check(out, ref, dtype):
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 SHAPES = [(32, 48, 64), (33, 17, 40), (1, 24, 40), (65, 40, 72), (16, 64, 96)]
-TRITON_VARIANTS = ["naive", "tiled", "autotuned", "persistent_tma"]
+TRITON_VARIANTS = ["naive", "tiled", "autotuned", "persistent_tma", "splitk"]
 
 
 def _inputs(M, N, K, dtype):
@@ -167,7 +167,7 @@ def test_bf16_rounding_matches_gpu():
 def test_workload_registration():
     w = mm.WORKLOAD
     assert w.op == "matmul"
-    assert set(w.variants) == {"naive", "tiled", "autotuned", "persistent_tma", "cublas"}
+    assert set(w.variants) == {"naive", "tiled", "autotuned", "persistent_tma", "splitk", "cublas"}
     assert 8 <= len(w.shapes) <= 10
     for name, p in w.shapes.items():
         assert "/" not in name
@@ -191,3 +191,23 @@ def test_autotune_choices_shape():
     ch = mm.autotune_choices()
     assert set(ch) == {"matmul.autotuned", "matmul.persistent_tma"}
     assert all(isinstance(v, dict) for v in ch.values())
+
+
+@pytest.mark.parametrize("config", [(32, 32, 1, 4, 1), (32, 32, 3, 4, 1), (16, 64, 5, 4, 1)],
+                         ids=lambda c: "bn%d-bk%d-split%d" % c[:3])
+def test_splitk_configs(config):
+    """Several K splits, one whose last K range is short (K = 200 over 3 or 5 splits)."""
+    a, b = _inputs(5, 40, 200, "bf16")
+    out = _poisoned(5, 40, "bf16")
+    mm.matmul_splitk(a, b, out=out, config=config)
+    ok, info = check(out, mm.matmul_reference(a, b), "bf16")
+    assert ok, info
+
+
+def test_splitk_refuses_large_m_and_a_lost_split_is_caught():
+    a, b = _inputs(300, 16, 32, "bf16")
+    with pytest.raises(NotImplementedError, match="decode"):
+        mm.matmul_splitk(a, b)
+    a, b = _inputs(4, 32, 256, "bf16")
+    wrong = mm.matmul_reference(a[:, :192], b[:192])  # one of 4 K ranges never added
+    assert not check(wrong.to(torch.bfloat16), mm.matmul_reference(a, b), "bf16")[0]
