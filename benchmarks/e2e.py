@@ -39,7 +39,8 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "graph", "graph_lab", "graph_lab_fused_linear")
+DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "lab_gated_mlp", "graph", "graph_lab",
+                   "graph_lab_fused_linear", "graph_lab_gated_mlp")
 PUBLISHED = {"prefill_gain_pct": (3, 10), "decode_graph_p50_ms": 0.156, "decode_graph_p95_ms": 0.230}
 
 
@@ -101,7 +102,7 @@ def check_rows(D, m, x_pre, x_ctx, x1, runners) -> list[dict]:
     rows = []
     ref, _ = D.reference_forward(m, x_pre)
     outs = {}
-    for path in ("eager", "lab"):
+    for path in ("eager", "lab", "lab_gated_mlp"):
         outs[path] = m.prefill(x_pre, D.PATHS[path])
         e = rel_err(outs[path], ref)
         rows.append({"check": f"prefill t{x_pre.shape[0]}", "variant": path, "rel_err": e, "tol": tol, "ok": e <= tol})
@@ -333,6 +334,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--context", type=int, default=448)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(DECODE_VARIANTS), help="decode variants (comma list)")
     ap.add_argument("--full-depth", action="store_true", help="also decode (and prefill 1024/4096) at full depth")
     ap.add_argument("--budget-s", type=float, default=None, help="skip the full-depth runs once this much time is spent")
     ap.add_argument("--timeline", metavar="DB", help="only: timeline report of nsys captures loaded into DB")
@@ -366,8 +368,9 @@ def main(argv=None) -> int:
                                          check_tokens=8, min_reps=1, max_reps=1, max_seq=32, rounds=2))
     else:
         for name in a.models.split(","):
-            res["models"].append(bench_model(name, a.layers, [int(t) for t in a.tokens.split(",")], a.steps,
-                                             a.context, device, "bf16", rounds=a.rounds))
+            res["models"].append(bench_model(name, a.layers, [int(t) for t in a.tokens.split(",") if t], a.steps,
+                                             a.context, device, "bf16", variants=tuple(a.variants.split(",")),
+                                             rounds=a.rounds))
             (out / "e2e.json").write_text(json.dumps(res, indent=2) + "\n")  # partial results survive a timeout
         if a.full_depth:
             from profkit.kernels.decoder import config

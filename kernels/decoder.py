@@ -16,6 +16,8 @@ Two paths over the same weights and the same GEMMs (cuBLAS through torch):
            (in place on the fused qkv buffer, tables + positions), SwiGLU
     LAB_FUSED_LINEAR  LAB plus the fused RMSNorm + linear (kernels/rmsnorm_linear.py) for the
            qkv and gate/up projections of single-token steps (its regime: M <= 64)
+    LAB_GATED_MLP  LAB with the gate/up GEMM and SwiGLU replaced by the fused gated MLP
+           (kernels/gated_mlp.py: silu(h Wg^T) * (h Wu^T) in one kernel, y [T, I]), prefill and decode
 
 Layout shared by both paths: one fused qkv projection (+ bias for Qwen); one gate/up GEMM
 written transposed, [2I, T], so that gate and up are contiguous halves (the SwiGLU kernel
@@ -51,6 +53,7 @@ from dataclasses import dataclass, replace
 
 from . import torch_dtype
 from .add_rmsnorm import add_rmsnorm, add_rmsnorm_eager
+from .gated_mlp import gated_mlp
 from .rmsnorm import rmsnorm, rmsnorm_eager, rmsnorm_reference
 from .rmsnorm_linear import rmsnorm_linear
 from .rope import full_cos_sin, rope, rope_cache, rope_eager
@@ -122,12 +125,14 @@ class Lab:
     rope: bool = False
     swiglu: bool = False
     norm_linear: bool = False  # fused RMSNorm + linear, single-token steps only
+    gated_mlp: bool = False    # fused gate/up GEMM + SwiGLU
 
 
 EAGER = Lab()
 LAB = Lab(norm=True, rope=True, swiglu=True)
 LAB_FUSED_LINEAR = Lab(norm=True, rope=True, swiglu=True, norm_linear=True)
-PATHS = {"eager": EAGER, "lab": LAB, "lab_fused_linear": LAB_FUSED_LINEAR}
+LAB_GATED_MLP = Lab(norm=True, rope=True, swiglu=True, gated_mlp=True)
+PATHS = {"eager": EAGER, "lab": LAB, "lab_fused_linear": LAB_FUSED_LINEAR, "lab_gated_mlp": LAB_GATED_MLP}
 
 
 # --- buckets ------------------------------------------------------------------------------
@@ -280,6 +285,13 @@ class Decoder:
             with self._r("norm_gate_up"):
                 residual = residual + o
                 gu_t = rmsnorm_linear(residual, w.w_post, w.w_gu, cfg.rms_eps).view(2 * I, 1)
+        elif lab.gated_mlp:
+            with self._r("norm"):
+                h, residual = add_rmsnorm(o, residual, w.w_post, cfg.rms_eps)
+            with self._r("gated_mlp"):
+                y = gated_mlp(h, w.w_gu[:I], w.w_gu[I:])  # [T, I]
+            with self._r("down"):
+                return torch.mm(y, w.w_down.t()), residual
         else:
             with self._r("norm"):
                 if lab.norm:

@@ -25,7 +25,8 @@ MODELS = ("llama3-8b", "qwen2.5-7b")
 PREFILL_TOKENS = (128, 256, 512, 1024, 2048, 4096)
 LAYERS = 4           # the benchmark stack; full depth is a shape of its own where it is run
 CONTEXT = 448        # decode starts at 448 keys: bucket 512, crossing into 1024 after 64 steps
-DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "graph", "graph_lab", "graph_lab_fused_linear")
+DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "lab_gated_mlp", "graph", "graph_lab",
+                   "graph_lab_fused_linear", "graph_lab_gated_mlp")
 
 
 def _sync(device) -> None:

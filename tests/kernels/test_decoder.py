@@ -59,7 +59,7 @@ def test_eager_prefill_vs_reference(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("path", ["lab", "lab_fused_linear"])
+@pytest.mark.parametrize("path", ["lab", "lab_fused_linear", "lab_gated_mlp"])
 def test_lab_prefill_vs_reference_and_eager(path, dtype):
     m = _model(dtype)
     x = _x(m, 9)
@@ -197,7 +197,8 @@ def test_e2e_workloads_registered():
     assert {"e2e/prefill", "e2e/decode"} <= set(workloads())
     pre, dec = get("e2e/prefill"), get("e2e/decode")
     assert set(pre.variants) == {"eager", "lab"}
-    assert set(dec.variants) == {"eager", "lab", "lab_fused_linear", "graph", "graph_lab", "graph_lab_fused_linear"}
+    assert set(dec.variants) == {"eager", "lab", "lab_fused_linear", "lab_gated_mlp", "graph", "graph_lab",
+                                 "graph_lab_fused_linear", "graph_lab_gated_mlp"}
     assert "llama3-8b-l4-t4096" in pre.shapes and "qwen2.5-7b-l4-t128" in pre.shapes
     assert {"llama3-8b-l4-ctx448", "qwen2.5-7b-l4-ctx448", "llama3-8b-l32-ctx448"} <= set(dec.shapes)
     for w in (pre, dec):
@@ -225,11 +226,11 @@ def test_e2e_workloads_run_on_cpu_at_tiny_size():
     dec = get("e2e/decode")
     s = dec.setup({"model": "tiny", "layers": 2, "context": 6, "max_seq": 8}, "fp32", "cpu")
     outs = {}
-    for v in ("eager", "lab", "lab_fused_linear"):
+    for v in ("eager", "lab", "lab_fused_linear", "lab_gated_mlp"):
         outs[v] = [dec.variants[v](s).clone() for _ in range(3)]  # positions 6, 7, then back to 6
         assert s["pos"][v] == 7
         assert not s["runners"][v].graph
-    for v in ("lab", "lab_fused_linear"):
+    for v in ("lab", "lab_fused_linear", "lab_gated_mlp"):
         for a, b in zip(outs[v], outs["eager"]):
             assert rel_err(a, b) < 1e-5
     assert rel_err(outs["eager"][2], outs["eager"][0]) < 1e-6  # wrapped to the context: same step again
@@ -250,9 +251,9 @@ def test_benchmark_selftest(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads((tmp_path / "e2e.json").read_text())
     (m,) = d["models"]
-    assert all(c["ok"] for c in m["checks"]) and len(m["checks"]) == 6
+    assert all(c["ok"] for c in m["checks"]) and len(m["checks"]) == 8
     assert [p["tokens"] for p in m["prefill"]] == [8]
-    assert [x["variant"] for x in m["decode"]] == ["eager", "lab", "lab_fused_linear"]
+    assert [x["variant"] for x in m["decode"]] == ["eager", "lab", "lab_fused_linear", "lab_gated_mlp"]
     assert m["decode"][0]["buckets"] == [8, 16]
-    assert set(m["decode_skipped"]) == {"graph", "graph_lab", "graph_lab_fused_linear"}
+    assert set(m["decode_skipped"]) == {"graph", "graph_lab", "graph_lab_fused_linear", "graph_lab_gated_mlp"}
     assert "| tiny | 2 | 8 |" in (tmp_path / "e2e.md").read_text()
