@@ -28,6 +28,12 @@ class Backward:
     reference: float64 forward fn(*inputs) -> y; the reference gradients are its autograd
     model(shape_params, dtype) -> {"bytes", "flops"} of one backward call
     shapes / quick: the forward's shape names timed (all / --quick)
+    direct: name -> fn(state) -> gradients: the lab's backward launcher called directly (what
+        its autograd Function's backward calls), registered as variant ``<name>_direct``. The
+        autograd engine runs CUDA backward nodes on its own device thread, outside the NVTX
+        range the runner pushed on the calling thread; a profile of a backward range holds
+        only the direct variants' kernels (the benchmark times both: the gap is autograd's
+        host overhead).
     """
 
     inputs: tuple[str, ...]
@@ -36,6 +42,7 @@ class Backward:
     model: Callable[[dict, str], dict]
     shapes: tuple[str, ...]
     quick: tuple[str, ...] = ()
+    direct: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,8 @@ def backward_workload(w: Workload) -> Workload:
 
     return Workload(
         op=f"{w.op}_bwd", setup=setup,
-        variants={v: grads(v) for v in b.forward if v not in w.requires or v in w.variants},
+        variants={**{v: grads(v) for v in b.forward if v not in w.requires or v in w.variants},
+                  **{f"{v}_direct": fn for v, fn in b.direct.items()}},
         shapes={name: w.shapes[name] for name in b.shapes}, model=b.model, dtypes=w.dtypes,
         default_dtype=w.default_dtype, description=f"backward of {w.op}: d{'/d'.join(b.inputs)}",
         requires={v: m for v, m in w.requires.items() if v in b.forward},

@@ -127,19 +127,18 @@ PROMOTE_INTERVAL = 128  # K elements between promotions (cuBLAS's and DeepSeek-V
 
 
 def _promote_configs(interval: int):
-    """Candidate tiles of the v2 kernel for a promotion interval: BLOCK_K * PROMOTE = interval,
-    PROMOTE >= 2; large tiles (one CTA per SM) and smaller ones (two per SM) for large M,
-    narrow-M tiles for decode shapes."""
+    """Candidate tiles of the v2 kernel for a promotion interval: BLOCK_K * PROMOTE = interval
+    (PROMOTE >= 2, so intervals below 2 * BLOCK_K round up); large tiles (one CTA per SM) and
+    smaller ones (two per SM) for large M, narrow-M tiles for decode shapes."""
     if interpreting():
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4,
                                "PROMOTE": max(2, interval // 32)}, num_warps=4, num_stages=1)]
+    bk = 64 if interval <= 128 else 128
     out = []
     for bm, bn, w, s, g in [(128, 256, 8, 3, 8), (128, 128, 8, 4, 8), (128, 128, 4, 4, 8), (128, 64, 4, 4, 8),
-                            (64, 128, 4, 4, 8), (256, 128, 8, 3, 8), (16, 128, 4, 4, 1), (16, 64, 4, 4, 1)]:
-        for bk in (32, 64, 128):
-            if interval // bk >= 2 and (bk >= 64 or interval <= 64):
-                out.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g,
-                                          "PROMOTE": interval // bk}, num_warps=w, num_stages=s))
+                            (256, 128, 8, 3, 8), (16, 128, 4, 4, 1), (16, 64, 4, 4, 1)]:
+        out.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g,
+                                  "PROMOTE": max(2, interval // bk)}, num_warps=w, num_stages=s))
     return out
 
 

@@ -330,6 +330,21 @@ def _liger(x, w, eps=1e-6, gemma=False):
     return LigerRMSNormFunction.apply(x, w, eps, 1.0 if gemma else 0.0, "gemma" if gemma else "llama")
 
 
+def _direct(bwd):
+    """A backward state's gradients through launcher `bwd` called directly (rstd from a Triton
+    forward, kept in the state)."""
+    def call(s):
+        import torch
+
+        rstd = s.get("_rstd")
+        if rstd is None:
+            rstd = s["_rstd"] = torch.empty(s["x"].shape[0], dtype=torch.float32, device=s["x"].device)
+            rmsnorm_fwd(s["x"], s["w"], rstd=rstd)
+        return bwd(s["dy"], s["x"], s["w"], rstd)
+
+    return call
+
+
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -374,6 +389,7 @@ WORKLOAD = Workload(
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
                  "triton": rmsnorm, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",)),
+        shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
+        direct={"triton": _direct(rmsnorm_bwd), "triton_v1": _direct(rmsnorm_bwd_v1)}),
     bench="kernels",
 )

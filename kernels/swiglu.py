@@ -201,6 +201,7 @@ WORKLOAD = Workload(
         forward={"eager": swiglu_eager, "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
                  "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
         reference=swiglu_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",)),
+        shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",),
+        direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"])}),
     bench="kernels",
 )

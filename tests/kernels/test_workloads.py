@@ -51,9 +51,34 @@ def test_backward_is_its_own_workload(op):
         return
     assert isinstance(w.backward, Backward)
     b = get(f"{op}_bwd")
-    assert b.grad and set(b.variants) == {v for v in w.backward.forward if v not in w.requires or w.available(v) is None}
+    assert b.grad and set(b.variants) == ({v for v in w.backward.forward if v not in w.requires or w.available(v) is None}
+                                          | {f"{v}_direct" for v in w.backward.direct})
     assert set(b.shapes) <= set(w.shapes)
     assert b.selftest == w.selftest and set(b.quick) <= set(b.shapes)
+
+
+def test_direct_backward_launches_on_the_calling_thread(monkeypatch):
+    """The *_direct variants of a backward workload call the lab's launcher on this thread
+    (what a profile's NVTX range can see) and give the autograd variant's gradients."""
+    import threading
+
+    from profkit.kernels import rmsnorm
+
+    seen = []
+    real = rmsnorm.rmsnorm_bwd
+
+    def spy(*a, **k):
+        seen.append(threading.get_ident())
+        return real(*a, **k)
+
+    b = get("rmsnorm_bwd")
+    s = b.setup({"tokens": 5, "hidden": 64}, "fp32", "cpu")
+    monkeypatch.setattr(rmsnorm, "rmsnorm_bwd", spy)
+    direct = rmsnorm._direct(rmsnorm.rmsnorm_bwd)(s)
+    assert seen == [threading.get_ident()]
+    for g, r in zip(direct, b.variants["triton"](s)):
+        assert torch.allclose(g, r, rtol=1e-6, atol=1e-6)
+    assert b.check(s, "triton_direct", b.variants["triton_direct"](s), "fp32").ok
 
 
 def _small(p):
