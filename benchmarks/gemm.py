@@ -70,8 +70,11 @@ def measure_peaks(device: str, bench) -> dict:
     return out
 
 
+GRAPH_MAX_M = 64  # --graph: decode shapes also timed as CUDA-graph replays
+
+
 def run_workload(w, shapes: dict, dtype: str, device: str, bench, peak: float | None, rows: list,
-                 stamp: dict | None = None, variants=None):
+                 stamp: dict | None = None, variants=None, graph_bench=None):
     """Every (shape, variant) of GEMM workload `w`: check (Workload.check, policy gemm), time,
     TFLOP/s, GB/s, % of the variant's peer (Workload.peers, else the first baseline) of the same
     shape in the same run, % of the measured peak."""
@@ -102,6 +105,13 @@ def run_workload(w, shapes: dict, dtype: str, device: str, bench, peak: float | 
                 ms = bench(lambda: fn(state))
                 row.update(ms=ms, tflops=model["flops"] / ms / 1e9, gbps=model["bytes"] / ms / 1e6,
                            pct_peak=(100 * model["flops"] / ms / 1e9 / peak) if peak else None)
+                if graph_bench is not None and p["M"] <= GRAPH_MAX_M:
+                    try:
+                        row["graph_ms"] = graph_bench(lambda: fn(state))
+                        row["graph_gbps"] = model["bytes"] / row["graph_ms"] / 1e6
+                    except Exception as e:  # noqa: BLE001
+                        row["graph_error"] = repr(e)[:200]
+                        torch.cuda.synchronize()
             except Exception as e:
                 msg = str(e).strip().splitlines()
                 row.update(ok=None, error=f"{type(e).__name__}: {msg[0][:240] if msg else ''}")
@@ -120,6 +130,12 @@ def run_workload(w, shapes: dict, dtype: str, device: str, bench, peak: float | 
             if row["own"] and timed and row.get("ms"):
                 best = min(timed, key=timed.get)
                 row["best_baseline"], row["speedup_vs_best"] = best, timed[best] / row["ms"]
+            gtimed = {r["variant"]: r["graph_ms"] for r in shape_rows if r["variant"] in w.baselines and r.get("graph_ms")}
+            if len(gtimed) > 1:
+                gtimed.pop("eager", None)
+            if row["own"] and gtimed and row.get("graph_ms"):
+                best = min(gtimed, key=gtimed.get)
+                row["graph_best_baseline"], row["graph_speedup_vs_best"] = best, gtimed[best] / row["graph_ms"]
         rows.extend(shape_rows)
         del state
         if device == "cuda":
@@ -157,18 +173,19 @@ def markdown(rows: list, peaks: dict, info: dict, xo: list) -> str:
     lines = [f"GPU: {info.get('gpu')} (driver {info.get('driver')}), torch {info['torch']}, triton {info['triton']}, {info['date']}",
              f"peak bf16 {fmt(peaks.get('bf16_tflops'), '.0f')} TFLOP/s, fp8 {fmt(peaks.get('fp8_tflops'), '.0f')} TFLOP/s (measured)",
              "",
-             "| op | variant | shape | ms | TFLOP/s | GB/s | % baseline | x best baseline | % peak | rel err | max rel "
-             "| ok |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| op | variant | shape | ms | TFLOP/s | GB/s | % baseline | x best baseline | graph ms | graph x best "
+             "| % peak | rel err | max rel | ok |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if r.get("error"):
-            lines.append(f"| {r['op']} | {r['variant']} | {r['shape']} | - | - | - | - | - | - | - | - | "
+            lines.append(f"| {r['op']} | {r['variant']} | {r['shape']} | - | - | - | - | - | - | - | - | - | - | "
                          f"{r['error'][:60]} |")
             continue
         ok = "yes" if r["ok"] else ("NO (expected: fast accumulation)" if r.get("expected_inexact") else "NO")
         lines.append(f"| {r['op']} | {r['variant']} | {r['shape']} | {fmt(r['ms'], '.4f')} | {fmt(r['tflops'], '.1f')} | "
                      f"{fmt(r['gbps'], '.0f')} | {fmt(r.get('pct_baseline'), '.0f')} | "
-                     f"{fmt(r.get('speedup_vs_best'), '.2f')} | {fmt(r.get('pct_peak'), '.0f')} | "
+                     f"{fmt(r.get('speedup_vs_best'), '.2f')} | {fmt(r.get('graph_ms'), '.4f')} | "
+                     f"{fmt(r.get('graph_speedup_vs_best'), '.2f')} | {fmt(r.get('pct_peak'), '.0f')} | "
                      f"{fmt(r['rel_fro'], '.1e')} | {fmt(r.get('max_rel'), '.1e')} | {ok} |")
     if xo:
         lines += ["", "fused rmsnorm+linear vs eager (speedup = eager ms / fused ms):"]
@@ -187,6 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
     ap.add_argument("--only", action="append", help="run only these workloads (repeatable)")
     ap.add_argument("--variants", help="comma list of variants (default: all)")
+    ap.add_argument("--graph", action="store_true", help=f"decode shapes (M <= {GRAPH_MAX_M}) also as CUDA-graph replays")
     a = ap.parse_args(argv)
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
@@ -233,7 +251,12 @@ def main(argv=None) -> int:
             shapes = dict(w.shapes)
         peak = peaks["fp8_tflops"] if w.default_dtype == "fp8" else peaks["bf16_tflops"]
         t = time.perf_counter()
-        run_workload(w, shapes, w.default_dtype, device, bench, peak, rows, row_stamp, variants)
+        gb = None
+        if a.graph and device == "cuda":
+            from profkit.kernels.timing import graph_timer
+
+            gb = graph_timer(25 if a.quick else 60)
+        run_workload(w, shapes, w.default_dtype, device, bench, peak, rows, row_stamp, variants, gb)
         log(f"== {op}: {time.perf_counter() - t:.1f}s")
         if hasattr(mod, "autotune_choices"):
             choices.update(mod.autotune_choices())
@@ -243,8 +266,10 @@ def main(argv=None) -> int:
             extra["tiled_config"] = mod.TILED_CONFIG
 
     xo = crossovers(rows)
+    from profkit.kernels.timing import tuned_choices
+
     result = {"env": info, "peaks": peaks, "rows": rows, "rmsnorm_linear_crossover": xo,
-              "autotune_configs": choices, **extra,
+              "autotune_configs": choices, "tuned": tuned_choices(), **extra,
               "timing": "kernels/timing.timer: triton.testing.do_bench median",
               "mode": "selftest" if a.selftest else "quick" if a.quick else "full" if a.full else "default",
               "wall_s": round(time.perf_counter() - t_start, 1)}

@@ -76,7 +76,7 @@ def _variants(w, wanted) -> list[str]:
 
 
 def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps: float, variants, rows: list,
-                stamp: dict | None = None):
+                stamp: dict | None = None, graph_bench=None):
     """Every (shape, variant) of workload `op`: check, time, append one row each."""
     import torch
 
@@ -116,6 +116,13 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
                 row["ms"] = ms
                 row["gbps"] = mdl["bytes"] / ms / 1e6
                 row["pct_copy"] = 100 * row["gbps"] / copy_gbps
+                if graph_bench is not None:
+                    try:
+                        row["graph_ms"] = gms = graph_bench(rotating(fn, states))
+                        row["graph_pct_copy"] = 100 * mdl["bytes"] / gms / 1e6 / copy_gbps
+                    except Exception as e:  # noqa: BLE001  (a variant that cannot be captured)
+                        row["graph_error"] = repr(e)[:200]
+                        torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001
                 row["error"] = repr(e)[:300]
                 log(f"{op}/{v}/{shape}: {e!r}")
@@ -138,6 +145,10 @@ def add_speedups(rows: list) -> None:
     for r in rows:
         if "ms" in r:
             groups.setdefault((r["op"], r["shape"], r["dtype"]), {})[r["variant"]] = r["ms"]
+    ggroups: dict = {}
+    for r in rows:
+        if "graph_ms" in r:
+            ggroups.setdefault((r["op"], r["shape"], r["dtype"]), {})[r["variant"]] = r["graph_ms"]
     for r in rows:
         g = groups.get((r["op"], r["shape"], r["dtype"]), {})
         if "ms" not in r:
@@ -150,6 +161,11 @@ def add_speedups(rows: list) -> None:
         if r.get("own") and peers:
             best = min(peers, key=peers.get)
             r["best_peer"], r["speedup_vs_best_peer"] = best, peers[best] / r["ms"]
+        gg = ggroups.get((r["op"], r["shape"], r["dtype"]), {})
+        gpeers = {p: gg[p] for p in PEERS if p in gg and p != r["variant"]}
+        if r.get("own") and gpeers and "graph_ms" in r:
+            best = min(gpeers, key=gpeers.get)
+            r["graph_best_peer"], r["graph_speedup_vs_best_peer"] = best, gpeers[best] / r["graph_ms"]
 
 
 def fmt(v, spec):
@@ -161,18 +177,19 @@ def markdown(rows: list, info: dict, copy: dict) -> str:
              f"triton {info['triton']}  {info['date']}",
              f"copy bandwidth (d2d torch copy_, read+write): {copy['gbps']:.0f} GB/s", "",
              "| op | shape | dtype | variant | ms | GB/s | % copy | x eager | x compile | x liger | x best peer "
-             "| rel err | ok |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| graph ms | graph % copy | graph x best peer | rel err | ok |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "skipped" in r or "error" in r:
-            lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | | | | | | | | | "
+            lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | | | | | | | | | | | | "
                          f"{'skip: ' + r['skipped'] if 'skipped' in r else 'ERROR: ' + r['error'][:60]} |")
             continue
         lines.append(
             f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['variant']} | {fmt(r.get('ms'), '.4f')} | "
             f"{fmt(r.get('gbps'), '.0f')} | {fmt(r.get('pct_copy'), '.0f')} | {fmt(r.get('speedup_vs_eager'), '.2f')} | "
             f"{fmt(r.get('speedup_vs_compile'), '.2f')} | {fmt(r.get('speedup_vs_liger'), '.2f')} | "
-            f"{fmt(r.get('speedup_vs_best_peer'), '.2f')} | "
+            f"{fmt(r.get('speedup_vs_best_peer'), '.2f')} | {fmt(r.get('graph_ms'), '.4f')} | "
+            f"{fmt(r.get('graph_pct_copy'), '.0f')} | {fmt(r.get('graph_speedup_vs_best_peer'), '.2f')} | "
             f"{fmt(r.get('rel_err'), '.1e')} | {'yes' if r.get('ok') else 'NO'} |")
     return "\n".join(lines)
 
@@ -198,6 +215,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-backward", action="store_true", help="skip the <op>_bwd workloads")
     ap.add_argument("--budget-s", type=float, default=400.0,
                     help="after this many seconds, skip the (slow to compile) torch.compile variant")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time each row as CUDA-graph replays (GPU time only, no launcher host time)")
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
     a = ap.parse_args(argv)
     if not a.out and not a.selftest:
@@ -205,7 +224,7 @@ def main(argv=None) -> int:
     import torch
 
     from profkit.kernels.timing import copy_bandwidth as cb
-    from profkit.kernels.timing import header, stamp, timer as mk_timer
+    from profkit.kernels.timing import graph_timer, header, stamp, timer as mk_timer, tuned_choices
 
     device = "cpu" if a.selftest else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -231,12 +250,13 @@ def main(argv=None) -> int:
     rows: list = []
     for op in ops:
         run_forward(op, pick_shapes(registry[op], mode), a.dtype, device, bench, copy["gbps"], variants, rows,
-                    row_stamp)
+                    row_stamp, graph_timer() if (a.graph and device == "cuda") else None)
     add_speedups(rows)
     info["wall_s"] = round(time.perf_counter() - t_start, 1)
     info["mode"] = mode
-    info["timing"] = "kernels/timing.timer: triton.testing.do_bench median (warmup 25 ms, rep 100 ms)"
-    result = {"info": info, "copy": copy, "rows": rows}
+    info["timing"] = ("kernels/timing.timer: triton.testing.do_bench median (warmup 25 ms, rep 100 ms)"
+                      + ("; graph_*: kernels/timing.graph_timer (do_bench_cudagraph median)" if a.graph else ""))
+    result = {"info": info, "copy": copy, "rows": rows, "tuned": tuned_choices()}
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "kernels.json"), "w") as f:
