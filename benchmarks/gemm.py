@@ -205,6 +205,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", help="run only these workloads (repeatable)")
     ap.add_argument("--variants", help="comma list of variants (default: all)")
     ap.add_argument("--graph", action="store_true", help=f"decode shapes (M <= {GRAPH_MAX_M}) also as CUDA-graph replays")
+    ap.add_argument("--skip-shapes", default="", help="comma list of shape names not to run (e.g. measured already)")
     a = ap.parse_args(argv)
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
@@ -249,6 +250,7 @@ def main(argv=None) -> int:
             shapes = {k: w.shapes[k] for k in (w.quick or tuple(w.shapes)[:2])}
         else:
             shapes = dict(w.shapes)
+        shapes = {k: v for k, v in shapes.items() if k not in a.skip_shapes.split(",")}
         peak = peaks["fp8_tflops"] if w.default_dtype == "fp8" else peaks["bf16_tflops"]
         t = time.perf_counter()
         gb = None
@@ -264,6 +266,10 @@ def main(argv=None) -> int:
             extra["warp_specialize"] = mod.warp_specialize_status()
         if hasattr(mod, "TILED_CONFIG"):
             extra["tiled_config"] = mod.TILED_CONFIG
+        if a.out:  # partial results survive a time limit
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "gemm.json"), "w") as f:
+                json.dump({"env": info, "peaks": peaks, "rows": rows, "partial": True}, f, indent=1, default=str)
 
     xo = crossovers(rows)
     from profkit.kernels.timing import tuned_choices

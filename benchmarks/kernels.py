@@ -35,7 +35,8 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 DEADLINE = [float("inf")]  # perf_counter() after which torch.compile variants are skipped
-PEERS = ("compile", "liger")  # the bar: the faster of these two
+PEERS = ("compile", "liger", "compile_direct")  # the bar: the fastest of torch.compile and Liger
+# (compile_direct: torch.compile of the backward written out, called directly; backward rows only)
 
 
 def log(*a):
@@ -100,7 +101,7 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
             row = {**(stamp or {}), "op": op, "shape": shape, "dtype": dtype, "variant": v, "params": p,
                    "model_bytes": mdl["bytes"], "model_flops": mdl["flops"], "own": v not in w.baselines}
             why = w.available(v)
-            if v == "compile" and time.perf_counter() > DEADLINE[0]:
+            if v.startswith("compile") and time.perf_counter() > DEADLINE[0]:
                 why = "time budget (--budget-s) spent: compile skipped"
             if why:
                 row["skipped"] = why
@@ -242,8 +243,8 @@ def main(argv=None) -> int:
         ap.error(f"not a kernels workload: {', '.join(unknown)}; known: {', '.join(registry)}")
     variants = set(a.variants.split(",")) if a.variants else None
     if a.no_compile or a.selftest:
-        variants = (variants or {v for w in registry.values() for v in list(w.variants) + list(w.requires)
-                                 if v not in w.gpu_only}) - {"compile"}
+        variants = {v for v in (variants or {v for w in registry.values() for v in list(w.variants) + list(w.requires)
+                                             if v not in w.gpu_only}) if not v.startswith("compile")}
     copy = cb(device, bench)
     log(f"copy bandwidth: {copy['gbps']:.0f} GB/s ({copy['ms']:.3f} ms for {copy['bytes'] / 2**30:.1f} GiB r+w)")
     mode = "selftest" if a.selftest else "quick" if a.quick else "default"
@@ -251,6 +252,10 @@ def main(argv=None) -> int:
     for op in ops:
         run_forward(op, pick_shapes(registry[op], mode), a.dtype, device, bench, copy["gbps"], variants, rows,
                     row_stamp, graph_timer() if (a.graph and device == "cuda") else None)
+        if a.out:  # partial results survive a time limit
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "kernels.json"), "w") as f:
+                json.dump({"info": info, "copy": copy, "rows": rows, "partial": True}, f, indent=1, default=str)
     add_speedups(rows)
     info["wall_s"] = round(time.perf_counter() - t_start, 1)
     info["mode"] = mode

@@ -134,9 +134,11 @@ def backward_workload(w: Workload) -> Workload:
             g = s.setdefault("_graphs", {}).get(variant)
             if g is None:  # the forward, once per state and variant (warm-up, outside any range)
                 leaves = [s[n].detach().clone().requires_grad_() for n in b.inputs]
-                g = s["_graphs"][variant] = (fwd(*leaves), leaves)
-            y, leaves = g
-            return torch.autograd.grad(y, leaves, s["dy"], retain_graph=True)
+                # dy copied per variant: a backward may write its result into dy (Liger's RMSNorm
+                # computes dx in place by default), which must not reach the other variants
+                g = s["_graphs"][variant] = (fwd(*leaves), leaves, s["dy"].clone())
+            y, leaves, dy = g
+            return torch.autograd.grad(y, leaves, dy, retain_graph=True)
 
         return call
 
@@ -156,7 +158,9 @@ def backward_workload(w: Workload) -> Workload:
         default_dtype=w.default_dtype, description=f"backward of {w.op}: d{'/d'.join(b.inputs)}",
         requires={v: m for v, m in w.requires.items() if v in b.forward},
         gpu_only=tuple(v for v in w.gpu_only if v in b.forward), reference=reference,
-        numerics=w.numerics, grad=True, baselines=w.baselines, quick=b.quick or b.shapes[:1],
+        numerics=w.numerics, grad=True,
+        baselines=w.baselines + tuple(f"{v}_direct" for v in b.direct if v in w.baselines),
+        quick=b.quick or b.shapes[:1],
         selftest=w.selftest, bench=w.bench)
 
 

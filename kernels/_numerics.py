@@ -156,13 +156,15 @@ def num_sms(device) -> int:
     the multi-program paths, partial sums and persistent loops, exercised)."""
     import torch
 
-    key = str(device)
-    if key not in _SMS:
+    n = _SMS.get(device)
+    if n is None:
+        key = str(device)
         if interpreting() or not torch.cuda.is_available() or not key.startswith("cuda"):
-            _SMS[key] = 4
+            n = 4
         else:
-            _SMS[key] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[key]
+            n = torch.cuda.get_device_properties(device).multi_processor_count
+        _SMS[device] = n
+    return n
 
 
 _COMPILED: dict = {}

@@ -9,21 +9,23 @@ float8_e4m3fn. Two scaling schemes:
 Accumulation. Hopper's fp8 MMA adds its products into the accumulator with reduced precision
 (~14 bits); over a whole K of thousands that fails the error bound, so cuBLAS (without fast
 accumulation) and DeepSeek-V3's kernels add the MMA's partial sum into an fp32 accumulator on
-the CUDA cores every 128 K elements ("promotion"). v1 asked Triton for it (tl.dot's
-max_num_imprecise_acc=128), which lowers to a wait on the MMA before every promotion inside the
-dot: the tensor cores idle during the adds (65-72 % of _scaled_mm on an H200). v2 writes the
-promotion into the kernel: PROMOTE tiles of BLOCK_K (PROMOTE * BLOCK_K = the interval) chain
-their MMAs in a partial accumulator, which is then added to the fp32 one; the K loop stays one
-pipelined loop, and the candidate tiles include ones small enough for two CTAs per SM, so one
-CTA's adds can overlap the other's MMAs. (PROMOTE >= 2 keeps Triton from folding
-`acc + dot(a, b, 0)` back into `dot(a, b, acc)`, which would drop the promotion.)
+the CUDA cores every 128 K elements ("promotion"). v1 (variant "triton") asks Triton for it:
+tl.dot's max_num_imprecise_acc = BLOCK_K = 128 splits each tile's MMA chain and adds the
+partial into the fp32 accumulator, waiting on the MMA first (the tensor cores idle during the
+adds: 72-75 % of _scaled_mm on an H100, 65-72 % on an H200). v2 (``fp8_gemm``, variant
+"triton_v2") writes the promotion into the kernel: PROMOTE tiles of BLOCK_K chain their MMAs
+in a partial accumulator that is then added to the fp32 one (PROMOTE >= 2 keeps Triton from
+folding `acc + dot(a, b, 0)` into `dot(a, b, acc)`, which would drop the promotion); measured
+slower than v1 on an H100 (62 % against 72 % at 4096 x 6144 x 4096): the partial accumulator is
+zeroed and consumed every iteration, so no MMA stays in flight across the adds, and a longer
+interval (512, PROMOTE 4 tiles unrolled in one pipelined iteration) needs PROMOTE x stages tiles
+of shared memory (576 KB: out of resources). Kept as the rejected attempt.
 
-Variants: "triton" (v2, per-row scales, promotion every PROMOTE_INTERVAL = 128),
-"triton_tensor" (v2, per-tensor), "triton_v1" (v1, per-row), "triton_p512" (v2 promoting
-every 512: the accuracy / speed trade-off, checked against the same bound), "triton_fastacc"
-(no promotion: fast, fails the max-error bound at large K; expected-inexact); baselines
-"scaled_mm" (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the
-dequantized operands in float64.
+Variants: "triton" (v1, per-row scales, promotion every 128), "triton_tensor" (v1, per-tensor),
+"triton_v2" (v2, per-row, every 128), "triton_fastacc" (v1 without promotion: fast, and at
+K = 8192 it misses the max-error bound: expected-inexact); baselines "scaled_mm"
+(torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
+operands in float64.
 """
 from __future__ import annotations
 
@@ -296,10 +298,9 @@ def reference(state, variant: str):
 
 
 VARIANTS = {  # variant -> (scale mode, fn)
-    "triton": ("row", fp8_gemm),
-    "triton_tensor": ("tensor", fp8_gemm),
-    "triton_v1": ("row", fp8_gemm_v1),
-    "triton_p512": ("row", lambda *a, **k: fp8_gemm(*a, interval=512, **k)),
+    "triton": ("row", fp8_gemm_v1),
+    "triton_tensor": ("tensor", fp8_gemm_v1),
+    "triton_v2": ("row", fp8_gemm),
     "triton_fastacc": ("row", lambda *a, **k: fp8_gemm_v1(*a, imprecise_acc=0, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
@@ -344,7 +345,7 @@ WORKLOAD = Workload(
     reference=reference,
     numerics="gemm",
     baselines=("scaled_mm", "scaled_mm_tensor"),
-    peers={"triton": "scaled_mm", "triton_v1": "scaled_mm", "triton_p512": "scaled_mm", "triton_fastacc": "scaled_mm",
+    peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
            "triton_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),

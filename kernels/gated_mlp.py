@@ -21,7 +21,7 @@ Variants: "triton" (fused); baselines "cublas_swiglu" (the decoder's lab path: o
 of the concatenated weight, [2I, M], then the lab SwiGLU on its contiguous halves), "eager"
 (F.silu(F.linear(x, Wg)) * F.linear(x, Wu)), "compile" (torch.compile of eager), "liger"
 (Liger's SwiGLU MLP without its down projection: two F.linear and LigerSiLUMulFunction).
-Reference: float64.
+Reference: float64; check: relative L2 error (kernels/_numerics.py rel_l2).
 """
 from __future__ import annotations
 
@@ -216,7 +216,10 @@ WORKLOAD = Workload(
     description="fused gate + up projection with SwiGLU (silu(x Wg^T) * x Wu^T) vs cuBLAS + SwiGLU, compile, Liger",
     requires={"liger": "liger_kernel"},
     reference=lambda s, v: gated_mlp_reference(s["x"], s["w_gate"], s["w_up"]),
-    numerics="gemm",
+    # relative L2 error: silu(g) * u is heavy-tailed (max |y| ~ 30 x rms at 58M elements), so the
+    # GEMM family's max|err| / rms bound fails on the bf16 output rounding alone (every
+    # baseline failed it on an H100, 8.9e-2 to 2.0e-1 against 5e-2)
+    numerics="rel_l2",
     baselines=("cublas_swiglu", "compile", "liger", "eager"),
     peers={"triton": "cublas_swiglu"},
     quick=("llama8b-m1", "llama8b-m16", "llama8b-m64", "llama8b-m4096"),

@@ -20,6 +20,8 @@ float64 reference: ``matmul_reference``. Accumulation is fp32 in every Triton ve
 """
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
@@ -322,7 +324,8 @@ def _splitk_reduce(P, C, MN, SPLIT, BLOCK: tl.constexpr, UPCAST: tl.constexpr):
 SPLITK_MAX_M = 256
 
 
-def splitk_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[int, int, int, int, int]]:
+@functools.lru_cache(maxsize=None)
+def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int, int, int, int], ...]:
     """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: SPLIT such that the
     grid holds ~2-4 programs per SM, each K range a whole number of BLOCK_K."""
     bm = max(16, min(64, triton.next_power_of_2(M)))
@@ -334,7 +337,7 @@ def splitk_candidates(M: int, N: int, K: int, sms: int) -> list[tuple[int, int, 
         c = (bn, bk, split, w, st)
         if c not in out:
             out.append(c)
-    return out
+    return tuple(out)
 
 
 def matmul_splitk(a, b, out=None, config=None):
@@ -366,7 +369,7 @@ def matmul_splitk(a, b, out=None, config=None):
                                                     num_warps=4)
 
     cands = splitk_candidates(M, N, K, num_sms(a.device))
-    launch(config or tuned(("matmul_splitk", M, N, K, str(a.dtype), str(a.device)), cands, launch, a.device))
+    launch(config or tuned(("matmul_splitk", M, N, K, a.dtype, a.device), cands, launch, a.device))
     return out
 
 

@@ -17,6 +17,8 @@ dw with torch (``sum(0)`` then a cast: two more launches).
 """
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
@@ -127,7 +129,8 @@ def fwd_config(N: int):
 TUNE_MIN_ELEMS = 1 << 22  # below ~4M elements a launch is too short for the config to matter
 
 
-def row_candidates(N: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=None)
+def row_candidates(N: int) -> tuple[tuple[int, int], ...]:
     """(BLOCK_M, num_warps) launch candidates of a row kernel over hidden size N, the default
     first: tiles of 2k-16k elements, 4-32 elements per thread."""
     BLOCK_N = triton.next_power_of_2(N)
@@ -140,7 +143,7 @@ def row_candidates(N: int) -> list[tuple[int, int]]:
         for nw in (4, 8, 16):
             if 4 <= elems // (32 * nw) <= 32 and (bm, nw) not in out:
                 out.append((bm, nw))
-    return out
+    return tuple(out)
 
 
 def row_config(name: str, M: int, N: int, dtype, device, run):
@@ -149,8 +152,7 @@ def row_config(name: str, M: int, N: int, dtype, device, run):
     cands = row_candidates(N)
     if M * N < TUNE_MIN_ELEMS:
         return cands[0]
-    key = (name, triton.next_power_of_2(M), N, str(dtype), str(device))
-    return tuned(key, cands, run, device)
+    return tuned((name, triton.next_power_of_2(M), N, dtype, device), cands, run, device)
 
 
 def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
@@ -200,7 +202,8 @@ def rmsnorm_bwd_v1(dy, x, w, rstd, gemma: bool = False, dx=None):
     return dx, dwp.sum(0).to(w.dtype)
 
 
-def bwd_candidates(N: int) -> list[tuple[int, int, int]]:
+@functools.lru_cache(maxsize=None)
+def bwd_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
     """(programs per SM, BLOCK_M, num_warps) of the fused backward, the default first."""
     BLOCK_N = triton.next_power_of_2(N)
     bm0 = max(1, min(16, 2048 // BLOCK_N))
@@ -209,7 +212,7 @@ def bwd_candidates(N: int) -> list[tuple[int, int, int]]:
         for bm, nw in row_candidates(N):
             if bm * BLOCK_N <= 8192 and (per_sm, bm, nw) not in out:
                 out.append((per_sm, bm, nw))
-    return out
+    return tuple(out)
 
 
 def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
@@ -245,7 +248,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
     if config is None:
         cands = bwd_candidates(N)
         config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
-            ("rmsnorm_bwd", triton.next_power_of_2(M), N, str(x.dtype), str(x.device)), cands, launch, x.device)
+            ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
     launch(config)
     return dx, dw
 
@@ -305,6 +308,20 @@ def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
     return w * xf.to(dtype)
 
 
+def rmsnorm_bwd_eager(dy, x, w, eps: float = 1e-6):
+    """The backward written out in PyTorch (fp32 math, rstd recomputed from x): what
+    torch.compile's backward of rmsnorm_eager computes; compiled directly it is the peer whose
+    kernels run on the calling thread (variant compile_direct of rmsnorm_bwd)."""
+    import torch
+
+    xf, dyf, wf = x.float(), dy.float(), w.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    xhat = xf * rstd
+    wdy = dyf * wf
+    dx = (wdy - xhat * (xhat * wdy).mean(-1, keepdim=True)) * rstd
+    return dx.to(x.dtype), (dyf * xhat).sum(0).to(w.dtype)
+
+
 def rmsnorm_reference(x, w, eps: float = 1e-6, gemma: bool = False):
     x64, w64 = x.double(), w.double()
     y = x64 * (x64.pow(2).mean(-1, keepdim=True) + eps).rsqrt()
@@ -324,7 +341,7 @@ def model_bwd(p: dict, dtype: str) -> dict:
     return {"bytes": 3 * m * n * e + 4 * m + 2 * n * e, "flops": 8 * m * n}
 
 
-def _liger(x, w, eps=1e-6, gemma=False):
+def _liger(x, w, eps=1e-6, gemma=False):  # Liger's defaults (its backward writes dx into dy: in_place=True)
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 
     return LigerRMSNormFunction.apply(x, w, eps, 1.0 if gemma else 0.0, "gemma" if gemma else "llama")
@@ -390,6 +407,7 @@ WORKLOAD = Workload(
                  "triton": rmsnorm, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd), "triton_v1": _direct(rmsnorm_bwd_v1)}),
+        direct={"triton": _direct(rmsnorm_bwd), "triton_v1": _direct(rmsnorm_bwd_v1),
+                "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",
 )

@@ -88,7 +88,8 @@ def _softmax_online(X, Y, sx, sy, N, BLOCK: tl.constexpr):
 
 
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
-ONLINE_CANDIDATES = [(1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (2, 8192, 8), (1, 2048, 4), (4, 4096, 4)]
+ONLINE_CANDIDATES = [(2, 8192, 8), (1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (4, 4096, 4), (1, 16384, 16),
+                     (2, 16384, 16), (1, 32768, 32), (1, 16384, 32)]
 
 
 def _prep(x, out):
@@ -127,7 +128,7 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None):
 
     if config is None:
         config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(
-            ("softmax_online", triton.next_power_of_2(R), N, str(x.dtype), str(x.device)), ONLINE_CANDIDATES,
+            ("softmax_online", triton.next_power_of_2(R), N, x.dtype, x.device), ONLINE_CANDIDATES,
             launch_online, x.device)
     launch_online(config)
     return y

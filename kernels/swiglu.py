@@ -17,28 +17,30 @@ from .timing import tuned
 
 BLOCK = 4096  # v1's fixed launch (the default candidate)
 NUM_WARPS = 8
-# (BLOCK, num_warps) candidates, timed per shape on the GPU (kernels/timing.tuned), v1's first
-CANDIDATES = [(4096, 8), (1024, 4), (2048, 4), (2048, 8), (8192, 8), (8192, 16)]
+# (BLOCK, num_warps, load eviction policy) candidates, timed per shape on the GPU
+# (kernels/timing.tuned), v1's first
+CANDIDATES = [(4096, 8, "evict_first"), (1024, 4, "evict_first"), (2048, 4, "evict_first"), (2048, 8, "evict_first"),
+              (8192, 8, "evict_first"), (8192, 16, "evict_first"), (1024, 4, ""), (2048, 8, ""), (4096, 8, "")]
 TUNE_MIN_ELEMS = 1 << 22
 
 
 @triton.jit
-def _swiglu_fwd(G, U, Y, n, BLOCK: tl.constexpr):
+def _swiglu_fwd(G, U, Y, n, BLOCK: tl.constexpr, EVICT: tl.constexpr = "evict_first"):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy=EVICT).to(tl.float32)
     y = g * tl.sigmoid(g) * u
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
 
 
 @triton.jit
-def _swiglu_bwd(DY, G, U, DG, DU, n, BLOCK: tl.constexpr):
+def _swiglu_bwd(DY, G, U, DG, DU, n, BLOCK: tl.constexpr, EVICT: tl.constexpr = "evict_first"):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    dy = tl.load(DY + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    dy = tl.load(DY + offs, mask=m, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    u = tl.load(U + offs, mask=m, other=0.0, eviction_policy=EVICT).to(tl.float32)
     sig = tl.sigmoid(g)
     silu = g * sig
     tl.store(DU + offs, (dy * silu).to(DU.dtype.element_ty), mask=m)
@@ -55,11 +57,11 @@ def _config(name, n, t, launch, config):
         return config
     if n < TUNE_MIN_ELEMS:
         return CANDIDATES[0]
-    return tuned((name, triton.next_power_of_2(n), str(t.dtype), str(t.device)), CANDIDATES, launch, t.device)
+    return tuned((name, triton.next_power_of_2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
 
 
 def swiglu_fwd(gate, up, out=None, config=None):
-    """y = silu(gate) * up. config: (BLOCK, num_warps), else picked per size on the GPU."""
+    """y = silu(gate) * up. config: (BLOCK, num_warps, eviction policy), else picked per size on the GPU."""
     import torch
 
     assert gate.shape == up.shape
@@ -68,7 +70,7 @@ def swiglu_fwd(gate, up, out=None, config=None):
     n = gate.numel()
     if n:
         def launch(cfg):
-            _swiglu_fwd[(triton.cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], num_warps=cfg[1])
+            _swiglu_fwd[(triton.cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
 
         launch(_config("swiglu_fwd", n, gate, launch, config))
     return y
@@ -83,7 +85,8 @@ def swiglu_bwd(dy, gate, up, dgate=None, dup=None, config=None):
     n = gate.numel()
     if n:
         def launch(cfg):
-            _swiglu_bwd[(triton.cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], num_warps=cfg[1])
+            _swiglu_bwd[(triton.cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], EVICT=cfg[2],
+                                                    num_warps=cfg[1])
 
         launch(_config("swiglu_bwd", n, gate, launch, config))
     return dg, du
@@ -132,6 +135,14 @@ def swiglu_eager(gate, up):
     import torch.nn.functional as F
 
     return F.silu(gate) * up
+
+
+def swiglu_bwd_eager(dy, gate, up):
+    """The backward written out in PyTorch (fp32 math): compiled directly, the peer of the
+    direct Triton backward (variant compile_direct of swiglu_bwd)."""
+    g, u, d = gate.float(), up.float(), dy.float()
+    sig = g.sigmoid()
+    return (d * u * sig * (1 + g * (1 - sig))).to(gate.dtype), (d * g * sig).to(up.dtype)
 
 
 def swiglu_reference(gate, up):
@@ -202,6 +213,7 @@ WORKLOAD = Workload(
                  "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
         reference=swiglu_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",),
-        direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"])}),
+        direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"]),
+                "compile": lambda s: compiled("swiglu_bwd_direct", swiglu_bwd_eager)(s["dy"], s["gate"], s["up"])}),
     bench="kernels",
 )

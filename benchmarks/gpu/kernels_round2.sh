@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device call, kernel lab round 2 (issues 21, 22.1): benchmarks, before/after captures, e2e decode.
 #   bash benchmarks/gpu/kernels_round2.sh rehearsal   # quick shapes + one capture pair (first GPU call)
-#   bash benchmarks/gpu/kernels_round2.sh final       # registered shapes, graph timing, captures, e2e
-#   bash benchmarks/gpu/kernels_round2.sh bench       # registered shapes and e2e, no captures
+#   bash benchmarks/gpu/kernels_round2.sh h100        # registered shapes + graph timing, before/after captures, GEMMs
+#   bash benchmarks/gpu/kernels_round2.sh h200        # registered shapes + graph timing, GEMMs, e2e decode
 # Run from a copy of the worktree (.carry-kernels) beside the checkout's .gpu-libs; wheels (liger-kernel and
 # profkit's pure-Python dependencies) in ../.carry-kernels-whl. ncu's own Python reader (extras/python) stands
 # in for the ncu-report wheel. Everything lands in $OUT/round2.tar.xz; a short table is printed last.
@@ -10,9 +10,9 @@ set -u
 MODE=${1:-final}
 R=$PWD
 T0=$(date +%s)
-left() { echo $(( ${BUDGET:-560} - ($(date +%s) - T0) )); }
+left() { echo $(( ${BUDGET:-560} - ($(date +%s) - T0) )); }  # seconds left of this call's budget
 source ../.gpu-libs/env.sh >/dev/null; unset NVTX_INJECTION64_PATH
-NCU_PY=$(dirname "$(readlink -f "$NCU")")/extras/python
+NCU_PY=$(dirname "$(find /opt/nvidia /usr/local -name ncu_report.py -path '*extras/python*' 2>/dev/null | head -1)")
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ../.carry-kernels-whl/*.whl || exit 1
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site . || exit 1
 export PYTHONPATH=/tmp/site:$NCU_PY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
@@ -25,9 +25,10 @@ cd /tmp  # the copy's own profkit/ would shadow the installed package
 } > $O/env.txt 2>&1
 cat $O/env.txt
 step() { local name=$1 lim=$2; shift 2; local l; l=$(left); [ "$l" -lt 30 ] && { echo "== $name: skipped (budget)"; return; }
-         [ "$lim" -gt "$l" ] && lim=$l; echo "== $name (limit ${lim}s)"; s=$(date +%s)
+         [ "$lim" -gt "$((l - 20))" ] && lim=$((l - 20)); echo "== $name (limit ${lim}s)"; s=$(date +%s)
          timeout "$lim" "$@" > $O/$name.out 2> $O/$name.log; echo "   rc=$? wall_s=$(( $(date +%s) - s ))"; }
-cap() { local run=$1; shift; step cap-$run 120 profkit capture --db $DB --out $O/prof --metrics lean --run $run "$@"; }
+cap() { local run=$1; shift; step cap-$run 60 profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run "$@"; }
+GEMM_VARIANTS=autotuned,persistent_tma,splitk,cublas,triton,triton_tensor,triton_v2,triton_fastacc,scaled_mm,scaled_mm_tensor,cublas_swiglu,eager,compile,liger
 cmp() { profkit compare --db $DB "$@" --json > $O/cmp-$(echo "$1" | tr ':/' '__').json 2>&1
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print('  ', r.get('range', r.get('path')), r['verdict'], round(r['speedup'], 3), r.get('label_before'), r.get('label_after')) for r in d]" $O/cmp-$(echo "$1" | tr ':/' '__').json 2>/dev/null || tail -3 $O/cmp-$(echo "$1" | tr ':/' '__').json; }
 
@@ -38,24 +39,25 @@ rehearsal)
   cap rmsnorm_bwd-llama8b-t4096 rmsnorm_bwd --variant triton_v1_direct --variant triton_direct --shape llama8b-t4096
   cmp rmsnorm_bwd-llama8b-t4096:triton_v1_direct rmsnorm_bwd-llama8b-t4096:triton_direct
   ;;
-final|bench)
+h100)
   step kernels 250 python3 $R/benchmarks/kernels.py --graph --out $O
-  step gemm 200 python3 $R/benchmarks/gemm.py --graph --out $O
-  step e2e 60 python3 $R/benchmarks/e2e.py --out $O/e2e --models llama3-8b,qwen2.5-7b --layers 4 --tokens "" \
+  cap rmsnorm_bwd-llama8b-t4096 rmsnorm_bwd --variant triton_v1_direct --variant triton_direct --variant compile_direct --shape llama8b-t4096
+  cap softmax-llama3vocab-t2048 softmax --variant triton_v1 --variant triton --shape llama3vocab-t2048
+  cap gated_mlp-llama8b-m16 gated_mlp --variant cublas_swiglu --variant triton --shape llama8b-m16
+  cap fp8_gemm-llama8b-qkv-m4096-r2 fp8_gemm --variant scaled_mm --variant triton --variant triton_v2 --shape llama8b-qkv-m4096
+  cmp rmsnorm_bwd-llama8b-t4096:triton_v1_direct rmsnorm_bwd-llama8b-t4096:triton_direct
+  cmp rmsnorm_bwd-llama8b-t4096:compile_direct rmsnorm_bwd-llama8b-t4096:triton_direct
+  cmp softmax-llama3vocab-t2048:triton_v1 softmax-llama3vocab-t2048:triton
+  cmp gated_mlp-llama8b-m16:cublas_swiglu gated_mlp-llama8b-m16:triton
+  cmp fp8_gemm-llama8b-qkv-m4096-r2:triton fp8_gemm-llama8b-qkv-m4096-r2:triton_v2
+  cmp fp8_gemm-llama8b-qkv-m4096-r2:scaled_mm fp8_gemm-llama8b-qkv-m4096-r2:triton
+  step gemm 600 python3 $R/benchmarks/gemm.py --graph --only matmul --only fp8_gemm --only gated_mlp --variants $GEMM_VARIANTS --out $O
+  ;;
+h200)
+  step kernels 250 python3 $R/benchmarks/kernels.py --graph --out $O
+  step e2e 70 python3 $R/benchmarks/e2e.py --out $O/e2e --models llama3-8b,qwen2.5-7b --layers 4 --tokens "" \
        --steps 100 --rounds 2 --variants lab,lab_gated_mlp,graph_lab,graph_lab_gated_mlp
-  if [ $MODE = final ]; then
-    cap rmsnorm_bwd-llama8b-t4096 rmsnorm_bwd --variant triton_v1_direct --variant triton_direct --shape llama8b-t4096
-    cap softmax-llama3vocab-t2048 softmax --variant triton_v1 --variant triton --shape llama3vocab-t2048
-    cap fp8_gemm-llama8b-qkv-m4096-r2 fp8_gemm --variant scaled_mm --variant triton_v1 --variant triton --shape llama8b-qkv-m4096
-    cap gated_mlp-llama8b-m16 gated_mlp --variant cublas_swiglu --variant triton --shape llama8b-m16
-    cap swiglu-llama8b-t4096-r2 swiglu --variant triton_v1 --variant triton --shape llama8b-t4096
-    cmp rmsnorm_bwd-llama8b-t4096:triton_v1_direct rmsnorm_bwd-llama8b-t4096:triton_direct
-    cmp softmax-llama3vocab-t2048:triton_v1 softmax-llama3vocab-t2048:triton
-    cmp fp8_gemm-llama8b-qkv-m4096-r2:triton_v1 fp8_gemm-llama8b-qkv-m4096-r2:triton
-    cmp fp8_gemm-llama8b-qkv-m4096-r2:scaled_mm fp8_gemm-llama8b-qkv-m4096-r2:triton
-    cmp gated_mlp-llama8b-m16:cublas_swiglu gated_mlp-llama8b-m16:triton
-    cmp swiglu-llama8b-t4096-r2:triton_v1 swiglu-llama8b-t4096-r2:triton
-  fi
+  step gemm 600 python3 $R/benchmarks/gemm.py --graph --only matmul --only fp8_gemm --only gated_mlp --variants $GEMM_VARIANTS --out $O
   ;;
 esac
 

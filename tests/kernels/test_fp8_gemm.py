@@ -100,7 +100,7 @@ def test_bad_scale_shapes_raise():
 def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
-    assert set(w.variants) == {"triton", "triton_tensor", "triton_v1", "triton_p512", "triton_fastacc", "scaled_mm",
+    assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "scaled_mm",
                                "scaled_mm_tensor"}
     for name, p in w.shapes.items():
         assert "/" not in name
@@ -108,7 +108,7 @@ def test_workload_registration():
         assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
-    for name in ("triton", "triton_tensor", "triton_v1", "triton_p512", "triton_fastacc"):
+    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 

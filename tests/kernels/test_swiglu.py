@@ -39,3 +39,13 @@ def test_non_contiguous_inputs():
     g, u = gu[:, 0], gu[:, 1]  # halves of a fused gate_up projection
     check(K.swiglu(g, u), K.swiglu_reference(g, u), "bf16")
     assert torch.equal(gu[:, 0], g)
+
+
+@pytest.mark.parametrize("config", [K.CANDIDATES[0], (1024, 4, ""), (2048, 8, "")], ids=str)
+def test_launch_configs(config):
+    g, u, dy = randn(3, 1000), randn(3, 1000), randn(3, 1000)
+    check(K.swiglu_fwd(g, u, out=nan_like(g), config=config), K.swiglu_reference(g, u), "fp32")
+    dg, du = K.swiglu_bwd(dy, g, u, dgate=nan_like(g), dup=nan_like(u), config=config)
+    gg, gu = grads64(K.swiglu_reference, [g, u], dy)
+    check(dg, gg, "fp32", grad=True)
+    check(du, gu, "fp32", grad=True)
