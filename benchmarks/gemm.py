@@ -195,6 +195,36 @@ def markdown(rows: list, peaks: dict, info: dict, xo: list) -> str:
     return "\n".join(lines)
 
 
+def summary(paths: list[str]) -> str:
+    """The lab's variants of several gemm.json files (one per GPU) side by side: % of the
+    variant's peer (cuBLAS / _scaled_mm / cuBLAS + SwiGLU), x the fastest baseline, by do_bench
+    and (decode shapes) by CUDA-graph replay; max_rel marks the fp8 accuracy."""
+    runs = [json.load(open(p)) for p in paths]
+    gpus = [r["env"].get("gpu") or "cpu" for r in runs]
+    lines = ["| op | shape | variant | " + " | ".join(f"{g}: % peer | {g}: x best (graph) | {g}: ok (max rel)"
+                                                       for g in gpus) + " |",
+             "|---|---|---|" + "---:|---:|---|" * len(runs)]
+    keys = []
+    for r in runs:
+        for row in r["rows"]:
+            k = (row["op"], row["shape"], row["variant"])
+            if row.get("own") and row.get("ms") and k not in keys:
+                keys.append(k)
+    for k in keys:
+        cells = []
+        for r in runs:
+            row = next((x for x in r["rows"] if (x["op"], x["shape"], x["variant"]) == k and x.get("ms")), None)
+            if row is None:
+                cells += ["-", "-", "-"]
+                continue
+            cells.append(fmt(row.get("pct_baseline"), ".0f"))
+            cells.append(f"{fmt(row.get('speedup_vs_best'), '.2f')} ({fmt(row.get('graph_speedup_vs_best'), '.2f')})")
+            ok = "yes" if row["ok"] else ("no, expected" if row.get("expected_inexact") else "NO")
+            cells.append(f"{ok} ({fmt(row.get('max_rel'), '.1e')})")
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="directory for gemm.json")
@@ -206,7 +236,11 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", help="comma list of variants (default: all)")
     ap.add_argument("--graph", action="store_true", help=f"decode shapes (M <= {GRAPH_MAX_M}) also as CUDA-graph replays")
     ap.add_argument("--skip-shapes", default="", help="comma list of shape names not to run (e.g. measured already)")
+    ap.add_argument("--summary", nargs="+", metavar="GEMM_JSON", help="only: print these result files side by side")
     a = ap.parse_args(argv)
+    if a.summary:
+        print(summary(a.summary))
+        return 0
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
 

@@ -35,8 +35,14 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 DEADLINE = [float("inf")]  # perf_counter() after which torch.compile variants are skipped
-PEERS = ("compile", "liger", "compile_direct")  # the bar: the fastest of torch.compile and Liger
-# (compile_direct: torch.compile of the backward written out, called directly; backward rows only)
+PEERS = ("compile", "liger")  # the bar: the faster of torch.compile and Liger
+# backward rows timed through a direct launcher call meet torch.compile of the backward written out,
+# called the same way (their kernels run on the calling thread: graph-capturable and profilable)
+DIRECT_PEERS = ("compile_direct",)
+
+
+def _peers(variant: str) -> tuple[str, ...]:
+    return DIRECT_PEERS if variant.endswith("_direct") else PEERS
 
 
 def log(*a):
@@ -158,12 +164,14 @@ def add_speedups(rows: list) -> None:
             for base in ("eager", "compile", "liger"):
                 if base != r["variant"] and base in g:
                     r[f"speedup_vs_{base}"] = g[base] / r["ms"]
-        peers = {p: g[p] for p in PEERS if p in g and p != r["variant"]}
+        for key in ("best_peer", "speedup_vs_best_peer", "graph_best_peer", "graph_speedup_vs_best_peer"):
+            r.pop(key, None)
+        peers = {p: g[p] for p in _peers(r["variant"]) if p in g and p != r["variant"]}
         if r.get("own") and peers:
             best = min(peers, key=peers.get)
             r["best_peer"], r["speedup_vs_best_peer"] = best, peers[best] / r["ms"]
         gg = ggroups.get((r["op"], r["shape"], r["dtype"]), {})
-        gpeers = {p: gg[p] for p in PEERS if p in gg and p != r["variant"]}
+        gpeers = {p: gg[p] for p in _peers(r["variant"]) if p in gg and p != r["variant"]}
         if r.get("own") and gpeers and "graph_ms" in r:
             best = min(gpeers, key=gpeers.get)
             r["graph_best_peer"], r["graph_speedup_vs_best_peer"] = best, gpeers[best] / r["graph_ms"]
@@ -195,6 +203,38 @@ def markdown(rows: list, info: dict, copy: dict) -> str:
     return "\n".join(lines)
 
 
+def summary(paths: list[str], variants=("triton", "triton_direct")) -> str:
+    """One row per (op, shape, lab variant) across result files (one per GPU): % of that run's
+    copy bandwidth and the speed-up over the faster of torch.compile and Liger (compile_direct
+    for backward rows timed directly), by do_bench and by CUDA-graph replay."""
+    runs = [json.load(open(p)) for p in paths]
+    for r in runs:
+        add_speedups(r["rows"])
+    gpus = [r["info"].get("gpu") or "cpu" for r in runs]
+    head = "| op | shape | variant | " + " | ".join(
+        f"{g}: % copy (graph) | {g}: x best peer (graph) [peer]" for g in gpus) + " |"
+    lines = [head, "|---|---|---|" + "---:|---:|" * len(runs)]
+    keys = []
+    for r in runs:
+        for row in r["rows"]:
+            k = (row["op"], row["shape"], row["variant"])
+            if row["variant"] in variants and k not in keys:
+                keys.append(k)
+    for k in keys:
+        cells = []
+        for r in runs:
+            row = next((x for x in r["rows"] if (x["op"], x["shape"], x["variant"]) == k and "ms" in x), None)
+            if row is None:
+                cells += ["-", "-"]
+                continue
+            peer = row.get("graph_best_peer") or row.get("best_peer") or "-"
+            cells.append(f"{row['pct_copy']:.0f} ({fmt(row.get('graph_pct_copy'), '.0f') or '-'})")
+            cells.append(f"{fmt(row.get('speedup_vs_best_peer'), '.2f') or '-'} "
+                         f"({fmt(row.get('graph_speedup_vs_best_peer'), '.2f') or '-'}) [{peer}]")
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def pick_shapes(w, mode: str) -> dict:
     if mode == "selftest":
         return dict(w.selftest)
@@ -204,8 +244,6 @@ def pick_shapes(w, mode: str) -> dict:
 
 
 def main(argv=None) -> int:
-    from profkit.kernels import benched
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="directory for kernels.json")
     ap.add_argument("--quick", action="store_true", help="each workload's quick shapes")
@@ -219,7 +257,14 @@ def main(argv=None) -> int:
     ap.add_argument("--graph", action="store_true",
                     help="also time each row as CUDA-graph replays (GPU time only, no launcher host time)")
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
+    ap.add_argument("--summary", nargs="+", metavar="KERNELS_JSON",
+                    help="only: print the lab variants of these result files (one per GPU) side by side")
     a = ap.parse_args(argv)
+    if a.summary:
+        print(summary(a.summary))
+        return 0
+    from profkit.kernels import benched
+
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
     import torch

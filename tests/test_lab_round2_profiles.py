@@ -1,0 +1,71 @@
+"""The kernel lab's round-2 before/after pairs (issue 21): captured on an H100 with
+`profkit capture OP --variant ... --shape ... --metrics lean --no-nsys` (ncu, NVTX ranges, 3 calls a
+variant, each variant's float64 reference check recorded), one folder per run under profiles/.
+The exact verdicts, speed-ups and DRAM bytes below are what benchmarks/results/kernels.md and
+gemm.md quote."""
+import json
+
+import pytest
+
+from profkit.analyse import load_profiles
+from profkit.store import Store
+from profdata import PROFILES
+
+# run -> [(before, after, verdict, speed-up, DRAM MB per call before, after)]
+ROUND2 = {
+    "rmsnorm_bwd-llama8b-t4096": [("triton_v1_direct", "triton_direct", "supported", 1.246, 102.4, 86.9),
+                                  ("compile_direct", "triton_direct", "supported", 1.421, 158.6, 86.9)],
+    "softmax-llama3vocab-t2048": [("triton_v1", "triton", "supported", 1.151, 1554.5, 1124.7)],
+    "gated_mlp-llama8b-m16": [("cublas_swiglu", "triton", "supported", 1.021, 239.2, 237.5)],
+    "fp8_gemm-llama8b-qkv-m4096-r2": [("triton", "triton_v2", "rejected", 0.82, 121.5, 159.8),
+                                      ("scaled_mm", "triton", "rejected", 0.66, 124.5, 121.5)],
+}
+PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("round2")
+    for run in ROUND2:  # only these runs: a small database, fast to load
+        (root / run).symlink_to(PROFILES / run, target_is_directory=True)
+    db = str(root / "r2.db")
+    load_profiles(root, db)
+    s = Store(db)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("run,before,after,verdict,speedup,mb_before,mb_after", PAIRS,
+                         ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+def test_round2_verdicts(store, run, before, after, verdict, speedup, mb_before, mb_after):
+    from profkit.compare import rows
+
+    (r,) = rows(store, f"{run}:{before}", f"{run}:{after}")
+    assert r["verdict"] == verdict, r["why"]
+    assert r["speedup"] == pytest.approx(speedup, abs=0.005)
+    if verdict == "supported":  # the whole noise band above 1
+        assert r["speedup_low"] > 1.0
+    assert r["before_detail"]["dram_bytes_per_call"] / 1e6 == pytest.approx(mb_before, abs=0.1)
+    assert r["after_detail"]["dram_bytes_per_call"] / 1e6 == pytest.approx(mb_after, abs=0.1)
+
+
+def test_round2_runs_record_gpu_versions_and_passing_reference_checks():
+    for run in ROUND2:
+        meta = json.loads((PROFILES / run / "capture.json").read_text())
+        assert meta["gpu_name"] == "NVIDIA H100 80GB HBM3" and meta["driver"] == "580.159.04"
+        assert meta["torch_version"].startswith("2.11") and meta["triton_version"] == "3.6.0"
+        assert meta["ncu_version"] and "profkit.kernels.run" in meta["command"]
+        assert meta["correctness"] and all(c["ok"] for c in meta["correctness"].values())
+        assert all("Workload.reference" in c["reference"] for c in meta["correctness"].values())
+
+
+def test_softmax_v1_reread_its_rows_and_v2_does_not():
+    """The vocabulary softmax's minimum is one read and one write: 2048 x 128256 x 2 B x 2."""
+    minimum = 2048 * 128256 * 2 * 2 / 1e6
+    before, after = ROUND2["softmax-llama3vocab-t2048"][0][4:6]
+    assert 1.4 < before / minimum < 1.55 and after / minimum < 1.1
+
+
+def test_round2_folders_are_small():
+    total = sum(f.stat().st_size for run in ROUND2 for f in (PROFILES / run).iterdir())
+    assert total < 1_000_000
