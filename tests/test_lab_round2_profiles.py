@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from profkit.analyse import load_profiles
+from profkit.profiles import load_profiles
 from profkit.store import Store
 from profdata import PROFILES
 
