@@ -199,10 +199,36 @@ def benched(kind: str) -> dict[str, Workload]:
 
 
 def get(op: str) -> Workload:
+    """A registered workload by name, or a user's own as ``MODULE:NAME`` (a module or a .py
+    file holding a Workload), so `profkit bench` and `profkit capture` run it like the lab's."""
+    if ":" in op:
+        return _user_workload(op)
     ws = workloads()
     if op not in ws:
         raise KeyError(f"no workload named {op!r}; known: {', '.join(ws)}")
     return ws[op]
+
+
+def _user_workload(spec: str) -> Workload:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    mod_name, _, name = spec.rpartition(":")
+    if mod_name.endswith(".py") or "/" in mod_name:
+        path = Path(mod_name)
+        if not path.is_file():
+            raise KeyError(f"{mod_name}: no such file")
+        mspec = importlib.util.spec_from_file_location(f"_profkit_user_{path.stem}", path)
+        mod = importlib.util.module_from_spec(mspec)
+        sys.modules[mspec.name] = mod
+        mspec.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(mod_name)
+    w = getattr(mod, name, None)
+    if not isinstance(w, Workload):
+        raise KeyError(f"{spec}: {name} is not a profkit.kernels.Workload")
+    return w
 
 
 def range_name(op: str, variant: str, shape: str) -> str:

@@ -260,6 +260,102 @@ def _print_advice(a, top: int, title: str | None = None) -> None:
         out.print(f"  note: {plain(n)}")
 
 
+def _progress_bar():
+    """A rich progress bar on a terminal; nothing when piped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=True, disable=not sys.stderr.isatty(), console=None)
+
+
+@cli.command()
+@click.argument("kernel", metavar="MODULE:KERNEL")
+@click.option("--shape", "shapes", multiple=True, required=True, metavar="NAME=VALUE,...",
+              help="A problem size handed to your inputs() (repeatable), e.g. --shape n=16777216.")
+@click.option("--space", "space_file", default=None, type=click.Path(path_type=Path),
+              help="Configurations: JSON/YAML {param: [candidates]} or a list of configs (default: from the kernel's signature).")
+@click.option("--launch", "launch_fn", default="launch", show_default=True, help="Your launcher: launch(inputs, config) -> output.")
+@click.option("--inputs", "inputs_fn", default="inputs", show_default=True, help="Your input builder: inputs(shape, device).")
+@click.option("--reference", "reference_fn", default="reference", show_default=True, help="Your reference: reference(inputs) -> expected output.")
+@click.option("--budget", "budget_s", type=float, default=None, metavar="SECONDS", help="Stop trying new configs after this long (resume later).")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print every trial as JSON.")
+@handled
+def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_s, db, as_json):
+    """Autotune your @triton.jit kernel: every configuration checked against your reference,
+    timed with the lab's harness, every trial and the chosen one kept per shape and GPU (the
+    `tuning` view); a second run reuses what is done.
+
+    Example: profkit tune examples/vector_add.py:add_kernel --shape n=16777216 --budget 120
+    """
+    from . import tune as t
+
+    target = t.load(kernel, launch_fn, inputs_fn, reference_fn)
+    configs = t.read_space(space_file) if space_file else t.expand(t.default_space(target.kernel))
+    sizes = [t.parse_shape(s) for s in shapes]
+    with _progress_bar() as bar:
+        task = bar.add_task("tune", total=len(sizes) * len(configs))
+
+        def progress(done, total, what):
+            bar.update(task, completed=done, description=f"tune {what}"[:60])
+
+        results = t.tune(db, target, sizes, configs, budget_s, progress)
+    if as_json:
+        click.echo(json.dumps([{"shape": r.shape, "best": r.best and r.best.__dict__, "stopped": r.stopped,
+                                "trials": [x.__dict__ for x in r.trials]} for r in results], indent=2, default=str))
+        return
+    for r in results:
+        new = sum(1 for x in r.trials if not x.reused)
+        bad = [x for x in r.trials if not x.ok]
+        out.print(f"{plain(target.spec)} {json.dumps(r.shape)}: {len(r.trials)} configs ({new} tried now, "
+                  f"{len(r.trials) - new} from earlier runs), {len(bad)} failed or wrong")
+        if r.best:
+            out.print(f"  chosen: {json.dumps(r.best.config)}: {r.best.ms:.4f} ms (rel. error {r.best.rel_err:.1e})")
+        else:
+            out.print("  no configuration gave a correct result")
+        if r.stopped:
+            out.print(f"  stopped: {r.stopped}")
+    out.print("every trial: profkit sql \"SELECT * FROM tuning WHERE kernel = '" + plain(target.spec) + "'\"")
+
+
+@cli.command()
+@click.argument("op", metavar="OP|MODULE:WORKLOAD")
+@click.option("--variant", "variants", multiple=True, help="Variants to run (default: all but the CUDA C++ ones).")
+@click.option("--shape", "shapes", multiple=True, help="Shape names (default: all; on the CPU the self-test shapes).")
+@click.option("--dtype", default=None, help="Data type (default: the workload's).")
+@click.option("--quick", is_flag=True, help="The workload's quick shapes.")
+@click.option("--md", "md_file", default=None, type=click.Path(path_type=Path), help="Also write the markdown table here.")
+@click.option("--capture", "then_capture", is_flag=True,
+              help="Then run the same variants and shapes under `profkit capture` (profiles and numbers from one command).")
+@db_option
+@click.pass_context
+@handled
+def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
+    """Benchmark an operator's variants across shapes, correctness first: GB/s and TFLOP/s from
+    its model, % of the copy bandwidth measured in the same run, speed-up over each baseline
+    (rows in the `bench` view and a markdown table).
+
+    Example: profkit bench rmsnorm --shape llama8b-t4096 --variant eager --variant triton
+    """
+    from . import bench as b
+
+    with _progress_bar() as bar:
+        task = bar.add_task("bench", total=None)
+        rows, copy = b.run(op, list(variants) or None, list(shapes) or None, dtype, quick,
+                           lambda what: bar.update(task, description=f"bench {what}"))
+    with Store(db) as s:
+        s.add_bench_rows(rows)
+    table = b.markdown(rows, copy)
+    if md_file:
+        Path(md_file).write_text(table, encoding="utf-8")
+    click.echo(table)
+    bad = [r for r in rows if not r["ok"]]
+    for r in bad:
+        out.print(f"{plain(r['op'])}/{plain(r['variant'])}/{plain(r['shape'])}: {plain(r.get('note'))}")
+    if then_capture:
+        ctx.invoke(capture, target=(op,), variant=variants, shape=tuple(shapes), db=db)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("target", nargs=-1, required=True)
 @db_option

@@ -167,6 +167,54 @@ SELECT run, rank, scope, kind, nvtx_path, kernel_name, label, share, share_wall,
 FROM advice_item;
 """))
 
+MIGRATIONS.append((6, "tuning trials and benchmark rows (profkit tune, profkit bench)", """
+CREATE TABLE tune_trial (
+    id          INTEGER PRIMARY KEY,
+    kernel      TEXT NOT NULL,                -- MODULE:KERNEL as tuned
+    source_hash TEXT NOT NULL,                -- of the kernel and its launcher: changed code tunes afresh
+    shape       TEXT NOT NULL,                -- JSON, keys sorted
+    gpu         TEXT NOT NULL,
+    config      TEXT NOT NULL,                -- JSON, keys sorted: constexprs, num_warps, num_stages
+    ok          INTEGER,                      -- 1 correct, 0 wrong result, NULL did not compile or launch
+    ms          REAL,                         -- median time of one call (kernels.timing)
+    rel_err     REAL,
+    error       TEXT,
+    created_at  TEXT NOT NULL,
+    UNIQUE (kernel, source_hash, shape, gpu, config)
+);
+CREATE VIEW tuning AS
+SELECT t.kernel, t.shape, t.gpu, t.config, t.ok, t.ms, t.rel_err, t.error, t.source_hash, t.created_at,
+       (t.ok = 1 AND t.ms = (SELECT min(b.ms) FROM tune_trial b WHERE b.kernel = t.kernel AND b.source_hash = t.source_hash
+                              AND b.shape = t.shape AND b.gpu = t.gpu AND b.ok = 1)
+        AND t.source_hash = (SELECT n.source_hash FROM tune_trial n WHERE n.kernel = t.kernel
+                             ORDER BY n.created_at DESC, n.id DESC LIMIT 1)) AS chosen
+FROM tune_trial t;
+CREATE TABLE bench_result (
+    id          INTEGER PRIMARY KEY,
+    op          TEXT NOT NULL,
+    variant     TEXT NOT NULL,
+    shape       TEXT NOT NULL,
+    dtype       TEXT NOT NULL,
+    gpu         TEXT NOT NULL,
+    driver      TEXT,
+    torch       TEXT,
+    triton      TEXT,
+    date        TEXT NOT NULL,
+    ok          INTEGER NOT NULL,             -- the reference check passed
+    rel_err     REAL,
+    ms          REAL,                         -- NULL when the check failed (not timed)
+    gbps        REAL,                         -- the operator model's bytes / ms
+    tflops      REAL,
+    pct_of_copy REAL,                         -- of the device-to-device copy bandwidth measured in the same run
+    speedups    TEXT NOT NULL DEFAULT '{}',   -- JSON: baseline variant -> its ms / this ms
+    note        TEXT
+);
+CREATE VIEW bench AS
+SELECT op, variant, shape, dtype, gpu, driver, torch, triton, date, ok, rel_err, ms, gbps, tflops, pct_of_copy,
+       speedups, note
+FROM bench_result;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
@@ -177,6 +225,9 @@ VIEWS = {
                 "registers_per_thread", "stream", "device", "source", "rank"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank"),
+    "tuning": ("kernel", "shape", "gpu", "config", "ok", "ms", "rel_err", "error", "chosen"),
+    "bench": ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "ms", "gbps",
+              "tflops", "pct_of_copy", "speedups"),
     "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
                "evidence"),
 }

@@ -213,6 +213,33 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    def trials(self, kernel: str, source_hash: str, shape: str, gpu: str) -> dict[str, dict]:
+        """config (JSON) -> trial row, of one kernel (this source), shape and GPU (profkit tune)."""
+        rows = self.query("SELECT config, ok, ms, rel_err, error FROM tune_trial WHERE kernel = ? AND source_hash = ?"
+                          " AND shape = ? AND gpu = ?", (kernel, source_hash, shape, gpu))
+        return {r["config"]: r for r in rows}
+
+    def add_trial(self, kernel: str, source_hash: str, shape: str, gpu: str, config: str, ok, ms, rel_err,
+                  error) -> None:
+        """One tuning trial, committed at once (a killed tune keeps what it did)."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO tune_trial (kernel, source_hash, shape, gpu, config, ok, ms, rel_err, error,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (kernel, source_hash, shape, gpu, config, None if ok is None else int(ok), ms, rel_err, error, _now()))
+
+    def add_bench_rows(self, rows: list[dict]) -> None:
+        cols = ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "rel_err", "ms",
+                "gbps", "tflops", "pct_of_copy", "speedups", "note")
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany(f"INSERT INTO bench_result ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [tuple(r.get(k) for k in cols) for r in rows])
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
     def _merge_meta(self, run: str, facts: dict) -> None:
         row = self.conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
         meta = json.loads(row[0] or "{}")
