@@ -40,10 +40,11 @@ def test_eager_rmsnorm_first_fuse_it(db, measured):
     assert (top.kind, top.nvtx_path, top.label) == ("range", "rmsnorm/eager/llama8b-t32768", "dram")
     assert top.action.startswith("fuse the 8 kernels of each call into one: they move")
     # floor: the operator's minimum bytes (read x, write y, read w: 536.9 MB) at the measured copy bandwidth
-    assert "536.9 MB at the measured copy bandwidth 4.25 TB/s" in top.how
-    assert top.floor_ns == pytest.approx(536_879_104 / 4249.01e9 * 1e9, rel=1e-3)
+    copy = next(p["value"] for p in measured if (p["gpu"], p["ceiling"]) == ("NVIDIA H200", "dram"))
+    assert f"536.9 MB at the measured copy bandwidth {copy / 1e12:.2f} TB/s" in top.how
+    assert top.floor_ns == pytest.approx(536_879_104 / copy * 1e9, rel=1e-3)
     assert top.recoverable_ns == pytest.approx(3 * (top.per_call_ns - top.floor_ns))
-    assert top.predicted_speedup == pytest.approx(13.4, abs=0.2)
+    assert top.predicted_speedup == pytest.approx(13.5, abs=0.2)
     assert [i.rank for i in a.items] == list(range(1, len(a.items) + 1))
     assert sorted((i.recoverable_ns for i in a.items), reverse=True) == [i.recoverable_ns for i in a.items]
     assert any("outside any NVTX range left out" in n for n in a.notes)  # warm-up launches
@@ -72,7 +73,6 @@ def test_a_range_scope(db, measured):
 
 @pytest.mark.parametrize("before,after,measure,lo,hi", [
     (f"{RMS}:eager", f"{RMS}:triton", "gpu", 1.0, 1.2),
-    ("rmsnorm-qwen7b-t4096:eager", "rmsnorm-qwen7b-t4096:triton", "gpu", 1.0, 1.25),
     ("softmax-r32768-n4096:eager", "softmax-r32768-n4096:triton", "gpu", 1.0, 1.2),
     ("fp8_gemm-llama8b-qkv-m4096:triton", "fp8_gemm-llama8b-qkv-m4096:scaled_mm", "gpu", 0.9, 1.1),
     ("e2e-decode:eager", "e2e-decode:graph", "span", 0.85, 1.1),
@@ -116,7 +116,7 @@ def test_cli_stores_the_advice_view(db, tmp_path):
                                  f"evidence FROM advice WHERE run = '{RMS}' ORDER BY rank"])
     rows = json.loads(r.output)
     assert rows[0]["rank"] == 1 and rows[0]["nvtx_path"] == "rmsnorm/eager/llama8b-t32768" and rows[0]["scope"] == ""
-    assert json.loads(rows[0]["evidence"])["predicted_speedup"] == pytest.approx(13.4, abs=0.2)
+    assert json.loads(rows[0]["evidence"])["predicted_speedup"] == pytest.approx(13.5, abs=0.2)
     r = CliRunner().invoke(cli, ["advise", "--db", db, "--run", RMS, "--json"])
     assert json.loads(r.output)["items"][0]["nvtx_path"] == "rmsnorm/eager/llama8b-t32768"
 
