@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, InvalidOperation
 
 _SIZE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "pbyte": 1e15,
          "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3, "tibyte": 1024**4}
@@ -60,3 +61,21 @@ def normalise(value: float, unit: str | None) -> tuple[float, str]:
         if num in ("cycle", "inst", "warp") and den in ("nsecond", "usecond", "msecond"):
             return value * _PER_TIME[den], f"{num}/s"
     return value, u
+
+
+def us_to_ns(v) -> int | None:
+    """Microseconds as a trace writes them (an int, or a decimal read as Decimal or text) ->
+    integer ns, exactly: 4539407906150.204 us is 4539407906150204 ns, which a float cannot hold.
+    Sub-ns digits round half to even. None for what is not a finite number of sane size."""
+    if type(v) is int:
+        return v * 1000
+    if isinstance(v, float):
+        v = repr(v)  # the shortest text that reads back as this float
+    if isinstance(v, str):
+        try:
+            v = Decimal(v.strip())
+        except (InvalidOperation, ValueError):
+            return None
+    if not isinstance(v, Decimal) or not v.is_finite() or v.adjusted() > 18:
+        return None  # 1e19 us is past any 64-bit ns clock; bounding it first keeps int() cheap
+    return int(v.scaleb(3).to_integral_value())

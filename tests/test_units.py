@@ -24,3 +24,16 @@ def test_parse_number(text, value):
 def test_normalise(value, unit, out):
     v, u = normalise(value, unit)
     assert u == out[1] and v == pytest.approx(out[0], rel=1e-12)
+
+
+def test_microseconds_to_exact_ns():
+    from decimal import Decimal
+
+    from profkit.units import us_to_ns
+    # a Kineto timestamp: 16 significant digits, past what float arithmetic keeps to the ns
+    assert us_to_ns(Decimal("1712195495519689.047")) == 1712195495519689047
+    assert round(float("1712195495519689.047") * 1000) != 1712195495519689047
+    assert us_to_ns(1669844405375546) == 1669844405375546000  # older traces: integer us
+    assert us_to_ns("2.5") == 2500 and us_to_ns(Decimal("1.0005")) == 1000 and us_to_ns(Decimal("1.0015")) == 1002
+    for bad in (Decimal("NaN"), Decimal("Infinity"), Decimal("1e999999999"), True, None, "soon", [1]):
+        assert us_to_ns(bad) is None
