@@ -80,7 +80,7 @@ def cli():
               help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
 @handled
 def ingest(paths, db, run, rank):
-    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace)."""
+    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace, torch.profiler trace .json[.gz])."""
     from .ingest import ingest as do_ingest
 
     for r in do_ingest(db, list(paths), run, rank=rank):
