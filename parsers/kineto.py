@@ -83,7 +83,30 @@ def sniff(path: Path, head: bytes) -> bool:
     head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head.startswith(b"{"):
         return False
-    return any(m in head for m in _HEADER) or (b'"traceEvents"' in head and _EVENT_MARK.search(head) is not None)
+    if _marked(head):
+        return True
+    # a .json a tool rewrote with its own keys first (TraceLens puts a 26 KB "metadata" object
+    # before traceEvents): look further into it, a bounded read
+    if str(path).lower().endswith((".json", ".json.gz")):
+        try:
+            with _open_bytes(path) as f:
+                return _marked(f.read(_DEEP_SNIFF))
+        except (OSError, EOFError, zlib.error):
+            return False
+    return False
+
+
+_DEEP_SNIFF = 1 << 18
+
+
+def _marked(text: bytes) -> bool:
+    return any(m in text for m in _HEADER) or (b'"traceEvents"' in text and _EVENT_MARK.search(text) is not None)
+
+
+def _open_bytes(path: Path):
+    with open(path, "rb") as f:
+        gz = f.read(2) == _GZIP
+    return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
 class _Refused(Exception):

@@ -172,6 +172,19 @@ def test_every_buffer_boundary(monkeypatch, ws):
     assert (again.kernels, again.ranges, again.facts) == (ws.kernels, ws.ranges, ws.facts)
 
 
+def test_a_trace_behind_another_tools_keys(tmp_path, ws):
+    """TraceLens's test traces (tests/traces/h100/*.json.gz in AMD-AGI/TraceLens) hold a tool's
+    26 KB "metadata" object first and Kineto's own keys after traceEvents: past the first 4 KB."""
+    meta = json.dumps({"profiler": {"warmups": 5}, "env": {f"VAR_{i}": "x" * 40 for i in range(600)}})
+    text = WS.read_text().lstrip()
+    p = tmp_path / "model__1016001.json.gz"
+    p.write_bytes(gzip.compress(('{"metadata": ' + meta + ", " + text[1:]).encode()))
+    assert len(meta) > 4096 and "deviceProperties" not in gzip.decompress(p.read_bytes())[:4096].decode()
+    assert parsers.detect(p) is kineto
+    again = kineto.parse(p)
+    assert (again.kernels, again.ranges, again.facts["gpu_name"]) == (ws.kernels, ws.ranges, ws.facts["gpu_name"])
+
+
 def test_a_byte_order_mark_in_front(tmp_path, ws):
     p = tmp_path / "bom.kineto.json"
     p.write_bytes(b"\xef\xbb\xbf" + WS.read_bytes())
