@@ -14,6 +14,7 @@ import importlib.util
 import lzma
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -145,7 +146,7 @@ def _text(s):
 
 
 def _parse(path: Path, ctx) -> Parsed:
-    kernels, counters = [], []
+    kernels, counters, rules = [], [], []
     facts: dict = {}
     seq = 0
     for ri in range(ctx.num_ranges()):
@@ -171,11 +172,55 @@ def _parse(path: Path, ctx) -> Parsed:
             inner, path_ = nvtx_path(a.nvtx_state())
             kernels.append(ncu_kernel_row(seq, _text(a.name(a.NameBase_DEMANGLED)), _text(a.name()), inner, path_, values))
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
+            rules.extend((seq,) + r for r in _rules(a))
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
                 sms = values.get("device__attribute_multiprocessor_count")
-                facts = {"gpu_name": _text(dn.as_string()) if dn is not None else None, "sm_count": sms and count(sms[0])}
+                cc = [values.get(f"device__attribute_compute_capability_{x}") for x in ("major", "minor")]
+                facts = {"gpu_name": _text(dn.as_string()) if dn is not None else None, "sm_count": sms and count(sms[0]),
+                         "compute_capability": f"{cc[0][0]:.0f}.{cc[1][0]:.0f}" if all(cc) else None}
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules)
+
+
+# ncu_report's MsgType and SpeedupType, as ncu's CLI and CSV pages print them
+_SEVERITY = {1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+_SPEEDUP_TYPE = {1: "local", 2: "global"}
+# links in rule messages: @section:MemoryWorkloadAnalysis:Memory Workload Analysis@, @url:Text:https://...@
+_MARKUP = re.compile(r"@(\w+):([^@]*)@")
+
+
+def rule_text(message: str) -> str:
+    """A rule message as ncu's CSV pages print it: links resolved to their text."""
+    def one(m):
+        kind, rest = m.group(1), m.group(2)
+        head, _, tail = rest.partition(":")
+        if kind == "url":
+            return f"{head} ({tail})" if tail else head
+        return tail or head
+
+    return _MARKUP.sub(one, message)
+
+
+def _rules(action) -> list[tuple]:
+    """ncu's guided-analysis results stored in the report (ncu applies its rules while it
+    profiles, the default): (section, rule, severity, message, speedup type, speedup %)."""
+    try:
+        found = action.rule_results_as_dicts() if hasattr(action, "rule_results_as_dicts") else ()
+    except Exception:  # a report whose rule results the reader cannot decode: counters still load
+        return []
+    out = []
+    for r in found or ():
+        msg = r.get("rule_message") or {}
+        text = _text(rule_text(str(msg.get("message") or "")))
+        if not text:
+            continue
+        est = r.get("speedup_estimation") or {}
+        pct = est.get("speedup")
+        pct = float(pct) if isinstance(pct, (int, float)) and pct == pct and 0 <= pct <= 100 else None
+        out.append((_text(r.get("section_identifier")) or None, _text(r.get("rule_identifier")) or "?",
+                    _SEVERITY.get(msg.get("type")), text, _SPEEDUP_TYPE.get(est.get("type")) if pct is not None else None,
+                    pct))
+    return out

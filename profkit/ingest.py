@@ -26,6 +26,7 @@ class Loaded:
     counters: int = 0
     loaded_as: str | None = None  # the file that already holds these bytes
     rank: int | None = None
+    rules: int = 0  # ncu guided-analysis results loaded (the rules view)
 
 
 def sha256_of(path: Path) -> str:
@@ -66,7 +67,8 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
     out = store.add_report(run, report, digest, rank)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
         return Loaded(str(path), run, report.format, True, rank=rank)
-    return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank)
+    return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
+                  rules=out.get("rules", 0))
 
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,

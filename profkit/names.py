@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import re
 from functools import lru_cache
 
 
@@ -39,9 +40,14 @@ def demangle(name: str) -> str:
         ctypes.CDLL(None).free(ctypes.c_void_p(ptr))
 
 
+_ANON = re.compile(r"\(anonymous namespace\)|<?\bunnamed>")
+
+
 def short_name(demangled: str) -> str:
     """'void at::native::foo<int, 4>(float*, int)' -> 'foo'; plain names pass through."""
-    s = demangled.strip()
+    # an anonymous namespace, as demanglers print it and as ncu's CSV pages do ("unnamed>::",
+    # its '<' lost): its angle bracket or parenthesis would unbalance the scan below
+    s = _ANON.sub("anon", demangled.strip())
     # drop the parameter list: the last top-level '(...)'
     depth, cut = 0, len(s)
     for i in range(len(s) - 1, -1, -1):

@@ -215,6 +215,23 @@ SELECT op, variant, shape, dtype, gpu, driver, torch, triton, date, ok, rel_err,
 FROM bench_result;
 """))
 
+MIGRATIONS.append((7, "rules: Nsight Compute's guided-analysis results per launch", """
+CREATE TABLE rule_result (
+    launch_id             INTEGER NOT NULL REFERENCES launch(id),
+    section               TEXT,                 -- ncu section identifier (SpeedOfLight, Occupancy, ...)
+    rule                  TEXT NOT NULL,        -- ncu rule identifier (SOLBottleneck, TheoreticalOccupancy, ...)
+    severity              TEXT,                 -- INF | OPT | WRN | ERR, as ncu prints them
+    message               TEXT NOT NULL,
+    speedup_type          TEXT,                 -- local | global (ncu's estimate kinds)
+    estimated_speedup_pct REAL
+);
+CREATE INDEX rule_result_launch ON rule_result(launch_id);
+CREATE VIEW rules AS
+SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, r.rule, r.severity, r.message, r.estimated_speedup_pct,
+       r.speedup_type, r.section, l.kernel_name, l.nvtx_range, l.rank
+FROM rule_result r JOIN launch l ON l.id = r.launch_id;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
@@ -230,4 +247,6 @@ VIEWS = {
               "tflops", "pct_of_copy", "speedups"),
     "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
                "evidence"),
+    "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
+              "kernel_name", "nvtx_range", "rank"),
 }

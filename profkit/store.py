@@ -178,6 +178,9 @@ class Store:
                 ((run, file_id, rank) + r for r in report.ranges))
             c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
                           ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
+            c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
+                          " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
             self._link(run)
             c.execute("COMMIT")
         except BaseException:

@@ -82,9 +82,9 @@ def _empty_csv(copy, tmp_path):
     return f
 
 
-def _other_page_csv(copy, tmp_path):
-    # real: ncu --import rmsnorm-llama8b-t32768.ncu-rep --csv --page details, on the H200
-    return copy(KNOWN_CSV_LEAN.parent / "details_page.csv")
+def _not_ncu_csv(copy, tmp_path):
+    # real: nsys stats --report nvtx_kern_sum of the field workload, on the H100 (a summary, not a report)
+    return copy(KNOWN_CSV_LEAN.parent.parent / "field-h100" / "ws_stats_nvtx_kern_sum.csv")
 
 
 def _missing_table(copy, tmp_path):
@@ -111,7 +111,7 @@ def _truncated_csv(copy, tmp_path):
 
 @pytest.mark.parametrize("make,words", [
     (_truncated, "truncated"), (_other_kind, "unrecognised format"), (_empty_csv, "empty file"),
-    (_other_page_csv, "another page"), (_missing_table, "CUPTI_ACTIVITY_KIND_KERNEL"),
+    (_not_ncu_csv, "not an Nsight Compute CSV"), (_missing_table, "CUPTI_ACTIVITY_KIND_KERNEL"),
     (_truncated_ncu, "no profiled kernel"), (_truncated_csv, "truncated"),
 ])
 def test_bad_input_one_line_nonzero_database_unchanged(make, words, db, copy, tmp_path):
