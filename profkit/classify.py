@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from .metrics import lookup
-from .model import kernel_ridge, run_ridge
+from . import gpus
+from .metrics import BY_SHORT, lookup
+from .model import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from .names import is_comm
 from .store import Store
 
@@ -73,26 +74,72 @@ def _timeline(store: Store, run: str) -> dict[int, dict]:
     return {r["kernel_id"]: r for r in rows}
 
 
-def _values(c: dict[str, float]) -> dict:
+def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
+    """(values the rules read, {value: what would supply it} for those the counters cannot give,
+    {ceiling: where its peak came from} for the peaks used) of one launch."""
     v = {k: lookup(c, k) for k in ("duration", "sm_pct", "mem_pct", "dram_pct", "tensor_pct", "tensor_gmma_pct",
                                    "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
                                    "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
                                    "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
                                    "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct")}
+    peaks: dict[str, str] = {}
+    r = rates(c, gpu) if c else {}
+    dur = v["duration"]
+    # A report without DRAM %: its DRAM bytes over the duration at the DRAM peak the report's
+    # device attributes (or the known-GPU table) give.
+    moved, part = v["dram_bytes"], ""
+    if moved is None:  # a --metrics list with only one direction: what it moved at least
+        one = [(x, d) for x, d in ((lookup(c, "dram_read_bytes"), "read"), (lookup(c, "dram_write_bytes"), "written"))
+               if x is not None]
+        if one:
+            moved, part = one[0][0], f" (bytes {one[0][1]} only: a lower bound)"
+    if v["dram_pct"] is None and moved is not None and dur and "dram" in r:
+        v["dram_pct"] = 100.0 * moved / (r["dram"][0] * dur * 1e-9)
+        v["dram_pct_from"] = "dram_bytes / duration / DRAM peak" + part
+        peaks["dram"] = r["dram"][1]
     # The lean metric set skips ncu's SM and memory speed-of-light breakdowns (9 and 6 replay
     # passes on their own): SM busy is then the issue-slot utilisation, memory busy the
     # busiest of DRAM, L2 and L1 by bytes over peak. The evidence says which was used.
     if v["sm_pct"] is None and v["issue_pct"] is not None:
         v["sm_pct"], v["sm_pct_from"] = v["issue_pct"], "issue_pct"
+    prec, flops = precision(c), work(c)
+    if dur and prec in r:
+        pct = 100.0 * flops[prec] / (r[prec][0] * dur * 1e-9)
+        # the FLOP rate of the precision a kernel computes in, over its peak: for a tensor
+        # precision that is the tensor pipe's use; for FP32/FP64 a lower bound of SM throughput
+        if prec.endswith("_tensor") and v["tensor_pct"] is None:
+            v["tensor_pct"], v["tensor_pct_from"] = pct, f"{prec} FLOPs / duration / peak"
+            peaks[prec] = r[prec][1]
+        elif not prec.endswith("_tensor") and v["sm_pct"] is None:
+            v["sm_pct"], v["sm_pct_from"] = pct, f"{prec} FLOPs / duration / peak (a lower bound of SM throughput)"
+            peaks[prec] = r[prec][1]
     if v["mem_pct"] is None:
         levels = [x for x in (v["dram_pct"], v["l2_bytes_pct"], v["l1_bytes_pct"]) if x is not None]
         if levels:
             v["mem_pct"], v["mem_pct_from"] = max(levels), "max(dram_pct, l2_bytes_pct, l1_bytes_pct)"
-    flops = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
+    flops_all = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
         sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
     if v["dram_bytes"]:
-        v["arithmetic_intensity"] = flops / v["dram_bytes"]
-    return {k: x for k, x in v.items() if x is not None}
+        v["arithmetic_intensity"] = flops_all / v["dram_bytes"]
+    missing = {k: _SUPPLIES[k] for k in _SUPPLIES if v.get(k) is None} if c else {}
+    return {k: x for k, x in v.items() if x is not None}, missing, peaks
+
+
+def _first(short: str) -> str:
+    return BY_SHORT[short].names[0]
+
+
+# what the rules read, and which metrics (or peaks) would supply each: named in the evidence
+# of a launch whose report lacks them
+_SUPPLIES = {
+    "duration": _first("duration"),
+    "sm_pct": f"{_first('sm_pct')}, or {_first('issue_pct')}, or FLOP counters with a peak of their precision",
+    "mem_pct": f"{_first('mem_pct')}, or DRAM/L2/L1 bytes with their peaks",
+    "dram_pct": f"{_first('dram_pct')}, or {_first('dram_bytes')} (or read + write) with a DRAM peak "
+                "(report peaks, device attributes, or `profkit ingest --gpu NAME`)",
+    "tensor_pct": f"{_first('tensor_pct')}, or tensor FLOP counters with a tensor peak",
+    "theoretical_occupancy": _first("theoretical_occupancy"),
+}
 
 
 def _limiter(v: dict) -> str | None:
@@ -120,20 +167,29 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
         if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
             return "launch_overhead", f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)", "launch_overhead"
     if "dram_pct" not in v and "sm_pct" not in v:
+        if v:
+            return "unknown", ("the counters hold neither DRAM nor SM throughput, nor bytes and FLOPs with a peak to "
+                               "rate them against (evidence: missing)"), "none"
         return "unknown", "no counters for this launch and the timeline shows no launch overhead", "none"
     sm, mem, dram = v.get("sm_pct", 0.0), v.get("mem_pct", v.get("dram_pct", 0.0)), v.get("dram_pct", 0.0)
     ai = v.get("arithmetic_intensity")
     below_ridge = ai is None or ridge is None or ai < ridge
     Rd = R["dram"]
-    if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge):
+    smt = f"{sm:.0f} %" if "sm_pct" in v else "unknown"
+    if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge
+                                       and "sm_pct" in v):
         extra = ("" if ai is None or not ridge else ", no FLOPs counted (memory traffic only)" if ai == 0 else
                  f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}")
-        return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {sm:.0f} %{extra}", "dram"
+        return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {smt}{extra}", "dram"
+    if "sm_pct" not in v:  # the rules below weigh SM against memory
+        return "unknown", (f"DRAM at {dram:.0f} % of peak: not DRAM-bound; without SM throughput compute, "
+                           f"latency and occupancy cannot be told apart (evidence: missing)"), "none"
+    memt = f"{mem:.0f} %" if ("mem_pct" in v or "dram_pct" in v) else "unknown"
     theo = v.get("theoretical_occupancy")
     if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
         lim = _limiter(v)
         return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
-                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {mem:.0f} %"), "occupancy"
+                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {memt}"), "occupancy"
     Rr = R["dram_roofline"]
     l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
     if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
@@ -144,28 +200,149 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     if sm >= R["compute"]["sm_pct"] and sm >= mem:
         return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
     if max(sm, mem) < R["latency"]["busy_pct"]:
-        return "latency", f"SM {sm:.0f} % and memory {mem:.0f} % both under 60 % of peak", "latency"
+        if memt == "unknown":
+            return "unknown", f"SM {sm:.0f} % of peak, memory throughput unknown (evidence: missing)", "none"
+        lower = " (SM from FLOPs: a lower bound)" if "lower bound" in v.get("sm_pct_from", "") else ""
+        return "latency", f"SM {sm:.0f} % and memory {mem:.0f} % both under 60 % of peak{lower}", "latency"
     return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
 
 
+# ncu's guided-analysis rules whose result names what bounds a kernel, read from the rule and
+# its message (as ncu 2022.3 to 2025.3 word them): shown beside profkit's label, with whether
+# the two agree. Other rules (issue slots, stalls, access patterns) advise; they name no bound.
+NCU_VERDICTS = (
+    ("SOLBottleneck", "low compute throughput and memory bandwidth", ("latency",)),
+    ("SOLBottleneck", "Memory is more heavily utilized", ("dram",)),
+    ("SOLBottleneck", "Compute is more heavily utilized", ("compute", "tensor_core")),
+    ("SOLBottleneck", "of the available compute or memory performance", ("dram", "compute", "tensor_core")),
+    ("SOLBottleneck", "grid is too small", ("launch_overhead",)),
+    ("LaunchConfiguration", "which is less than the GPU", ("launch_overhead",)),
+    ("TheoreticalOccupancy", "", ("occupancy",)),
+    ("Occupancy", "is limited by", ("occupancy",)),
+    ("HighPipeUtilization", "likely a performance bottleneck", ("compute", "tensor_core")),
+)
+
+
+def _ncu_verdict(rule: str, message: str) -> tuple[str, ...]:
+    for name, words, labels in NCU_VERDICTS:
+        if rule == name and words in (message or ""):
+            return labels
+    return ()
+
+
+def _rules(store: Store, run: str) -> dict[int, list[dict]]:
+    """kernel_id -> ncu's rule results (the `rules` view), largest estimated speed-up first."""
+    rows = store.query("SELECT kernel_id, rule, severity, message, estimated_speedup_pct, speedup_type FROM rules "
+                       "WHERE run = ? ORDER BY kernel_id, coalesce(estimated_speedup_pct, -1) DESC, rule", (run,))
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r.pop("kernel_id"), []).append(r)
+    return out
+
+
+def _ncu_side(label: str, rules: list[dict]) -> dict:
+    """ncu's own advice beside profkit's label: its rule results, what they say bounds the
+    kernel, and whether that is profkit's label."""
+    says = sorted({x for r in rules for x in _ncu_verdict(r["rule"], r["message"])})
+    return {"ncu_rules": rules, "ncu_says": says, "ncu_agrees": (label in says) if says else None}
+
+
+def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[list[gpus.Gpu], str]:
+    """The known-GPU rows a run may have run on (profkit.gpus): by its GPU name, else by its
+    compute capability (several rows: any of them), with how they were found."""
+    row = store.query("SELECT gpu_name, meta FROM run WHERE run = ?", (run,))
+    name = row[0]["gpu_name"] if row else None
+    try:
+        cc = json.loads(row[0]["meta"] or "{}").get("compute_capability") if row else None
+    except ValueError:
+        cc = None
+    if cc is None:
+        if counters is None:  # one launch's device attributes say it
+            names = [n for short in ("cc_major", "cc_minor") for n in BY_SHORT[short].read]
+            one = store.query(f"SELECT kernel_id FROM counters WHERE run = ? AND metric IN ({','.join('?' * len(names))}) "
+                              "LIMIT 1", (run, *names))
+            counters = store.counters(run, names) if one else {}
+        cc = next((x for c in counters.values() if (x := compute_capability(c))), None)
+    return gpus.candidates(name, cc)
+
+
+def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None) -> dict:
+    v, missing, peaks = _values(c, gpu)
+    kr, ridge_of = kernel_ridge(c, ridge, gpu)
+    label, reason, rule = classify_one(v, t, kr, name, ridge_of)
+    if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
+        r = rates(c, gpu)
+        for key in (ridge_of, "dram"):
+            if key in r:
+                peaks.setdefault(key, r[key][1])
+    return {"label": label, "reason": reason, "rule": rule, "values": v, "missing": missing, "peaks": peaks,
+            "ridge": kr, "ridge_of": ridge_of}
+
+
+def _impossible(e: dict) -> str | None:
+    """Why a launch cannot have run on the GPU whose peaks gave these values (None: it can)."""
+    v = e["values"]
+    for key in ("dram_pct", "sm_pct", "tensor_pct"):
+        if key in v and v.get(f"{key}_from") and v[key] > 105:  # 5 %: rounding of the counters
+            return f"{key.replace('_pct', '').upper()} at {v[key]:.0f} % of its peak"
+    return None
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
-    """The label of every launch of a run, with its reason and evidence; writes nothing."""
+    """The label of every launch of a run, with its reason and evidence; writes nothing.
+
+    Peaks come from the report (profkit.model.rates); where it has none, from the known-GPU
+    table: the run's GPU by name, else every known GPU of its compute capability. With several
+    candidates a launch is labelled under each; one label for all stands (the evidence names
+    them), different labels make it `unknown` with the labels per GPU in the reason."""
     run = store.require_run(run)
     timeline = _timeline(store, run)
     counters = store.counters(run)
-    ridge = run_ridge(counters.values())
+    candidates, found = gpu_context(store, run, counters)
+    options = candidates or [None]
+    ridges = [run_ridge(counters.values(), g) for g in options]
+    ncu_rules = _rules(store, run)
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path FROM kernels WHERE run = ? "
                           "ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:
         c = counters.get(k["kernel_id"], {})
-        v = _values(c)
         t = timeline.get(k["kernel_id"])
-        kr, ridge_of = kernel_ridge(c, ridge)
-        label, reason, rule = classify_one(v, t, kr, k["kernel_name"], ridge_of)
-        evidence = {"rule": rule, "values": v, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
+        each = [_label_one(c, t, k["kernel_name"], g, rg) for g, rg in zip(options, ridges)]
+        # a GPU on which this launch would have run above 100 % of a peak did not run it
+        fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
+        ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
+        if fits and ruled_out:
+            options_k, each = [g for g, _ in fits], [e for _, e in fits]
+        else:
+            options_k, ruled_out = options, []
+        first = each[0]
+        label, reason, rule = first["label"], first["reason"], first["rule"]
+        table = any(h.startswith(FROM_TABLE) for e in each for h in e["peaks"].values())
+        evidence = {"rule": rule, "values": first["values"],
+                    "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
                     "thresholds": RULES.get(rule, {}).get("threshold"), "citation": RULES.get(rule, {}).get("citation"),
-                    "ridge_flop_per_byte": kr, "ridge_of": ridge_of}
+                    "ridge_flop_per_byte": first["ridge"], "ridge_of": first["ridge_of"]}
+        if first["peaks"]:
+            evidence["peaks"] = first["peaks"]
+        if first["missing"]:
+            evidence["missing"] = first["missing"]
+        if table:  # the label rests on datasheet peaks: say which GPU(s) and how they were chosen
+            evidence["gpu"] = {"found": found, "candidates": [{"gpu": g.name, "label": e["label"]}
+                                                              for g, e in zip(options_k, each)]}
+            if ruled_out:
+                evidence["gpu"]["ruled_out"] = ruled_out
+            if len({e["label"] for e in each}) > 1:
+                per = "; ".join(f"{e['label']} on {g.name}" for g, e in zip(options_k, each))
+                label, rule = "unknown", "none"
+                reason = (f"depends on which GPU ran it ({found}): {per}. Name the GPU: profkit ingest --gpu NAME")
+                evidence["rule"], evidence["thresholds"], evidence["citation"] = rule, None, None
+            elif len(options_k) > 1:
+                reason += f" (the same on every known GPU of its compute capability: {', '.join(g.name for g in options_k)})"
+            elif len(options) > 1:
+                reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
+        if k["kernel_id"] in ncu_rules:
+            evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
                     "evidence": json.dumps(evidence, sort_keys=True)})

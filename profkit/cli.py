@@ -78,18 +78,34 @@ def cli():
 @click.option("--run", default=None, help="Run to load into (default: the first file's name).")
 @click.option("--rank", type=click.IntRange(min=0), default=None,
               help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
+@click.option("--gpu", default=None, metavar="NAME",
+              help="The GPU the reports ran on, where they do not name it (an ncu details CSV names only the compute "
+                   "capability): its datasheet peaks label the kernels (profkit/gpus.py lists the GPUs known).")
 @handled
-def ingest(paths, db, run, rank):
-    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu raw CSV, CUPTI trace, torch.profiler trace .json[.gz])."""
+def ingest(paths, db, run, rank, gpu):
+    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace .json[.gz])."""
     from .ingest import ingest as do_ingest
 
-    for r in do_ingest(db, list(paths), run, rank=rank):
+    loaded = do_ingest(db, list(paths), run, rank=rank)
+    for r in loaded:
         if r.skipped:
             out.print(f"{plain(r.path)}: already loaded{' as ' + plain(r.loaded_as) if r.loaded_as else ''} (run {plain(r.run)}), nothing added")
         else:
             where = f"run {plain(r.run)}" + ("" if r.rank is None else f" rank {r.rank}")
+            rules = f", {r.rules} ncu rule results" if getattr(r, "rules", 0) else ""
             out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
-                      f"{r.counters} counters")
+                      f"{r.counters} counters{rules}")
+    if gpu:
+        from . import gpus
+
+        with Store(db) as s:
+            for name in dict.fromkeys(r.run for r in loaded):
+                s.set_run_meta(name, {"gpu_name": gpu})
+                have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
+                if have != gpu:
+                    out.print(f"run {plain(name)}: its reports name the GPU {plain(have)}; --gpu {plain(gpu)} not used")
+        if gpus.by_name(gpu) is None:
+            out.print(f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/gpus.py): no datasheet peaks from it")
 
 
 @cli.command()
@@ -454,13 +470,32 @@ def classify(db, run, as_json, per_launch, as_table):
                            "label": r["label"], "reason": r["reason"]} for r in rows], f"classification of run {run}"))
         return
     summary: dict = {}
+    ncu: dict = {}
     for r in rows:
         key = (r["nvtx_path"] or NO_RANGE, r["label"])
         e = summary.setdefault(key, [0, 0.0, r["reason"]])
         e[0] += 1
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
-    out.print(_table([{"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
-                      for k, v in summary.items()], f"classification of run {run} (--per-launch: every launch)"))
+        ev = json.loads(r["evidence"])
+        if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
+            n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
+            if ev.get("ncu_agrees") is not None:
+                n["judged"] += 1
+                n["agree"] += ev["ncu_agrees"]
+            n["says"].update(ev.get("ncu_says") or ())
+            top = ev["ncu_rules"][0]
+            if top.get("estimated_speedup_pct") is not None and n["top"] is None:
+                n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
+    table_rows = []
+    for k, v in summary.items():
+        row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
+        if ncu:
+            n = ncu.get(k)
+            row["ncu's rules"] = "-" if n is None else (
+                (f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}" if n["judged"] else "no verdict")
+                + (f"; top estimate {n['top']}" if n["top"] else ""))
+        table_rows.append(row)
+    out.print(_table(table_rows, f"classification of run {run} (--per-launch: every launch)"))
 
 
 @cli.command()

@@ -15,18 +15,28 @@ class Metric:
     names: tuple[str, ...]  # candidates, first one present in a report wins
     meaning: str
     sets: frozenset[str]  # metric sets that collect it: lean, roofline
+    also: tuple[str, ...] = ()  # spellings seen in users' reports: read after `names`, never asked for
+
+    @property
+    def read(self) -> tuple[str, ...]:
+        """Every name this value is read from, in order."""
+        return self.names + self.also
 
 
-def _m(short: str, names: str | tuple[str, ...], meaning: str, sets: str = "lean roofline") -> Metric:
+def _m(short: str, names: str | tuple[str, ...], meaning: str, sets: str = "lean roofline",
+       also: str | tuple[str, ...] = ()) -> Metric:
     if isinstance(names, str):
         names = (names,)
-    return Metric(short, tuple(names), meaning, frozenset(sets.split()))
+    if isinstance(also, str):
+        also = (also,)
+    return Metric(short, tuple(names), meaning, frozenset(sets.split()), tuple(also))
 
 
 METRICS: tuple[Metric, ...] = (
     # time and clocks
     _m("duration", "gpu__time_duration.sum", "kernel duration"),
-    _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran"),
+    _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran",
+       also="gpc__cycles_elapsed.avg.per_second"),  # ncu's "SM Frequency" (SpeedOfLight section)
     _m("dram_clock", "dram__cycles_elapsed.avg.per_second", "DRAM clock while the kernel ran"),
     # the L2 and L1 roofline ceilings need their own clocks (ncu's hierarchical roofline uses these)
     _m("l2_clock", "lts__cycles_elapsed.avg.per_second", "L2 clock while the kernel ran", "lean roofline"),
@@ -34,7 +44,8 @@ METRICS: tuple[Metric, ...] = (
     # speed of light (ncu SpeedOfLight section)
     _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak", "roofline"),
     _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)", "roofline"),
-    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak (derived from DRAM bytes where absent)", "roofline"),
+    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak (derived from DRAM bytes where absent)", "roofline",
+       also="dram__throughput.avg.pct_of_peak_sustained_elapsed"),  # users' --metrics lists (same value)
     _m("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 throughput, % of peak", "roofline"),
     _m("l1_pct", "l1tex__throughput.avg.pct_of_peak_sustained_active", "L1/TEX throughput, % of peak", "roofline"),
     # pipes
@@ -68,7 +79,7 @@ METRICS: tuple[Metric, ...] = (
     _m("registers_per_thread", "launch__registers_per_thread", "registers per thread"),
     _m("shared_mem_per_block", "launch__shared_mem_per_block", "shared memory per block (static + dynamic)"),
     _m("waves_per_sm", "launch__waves_per_multiprocessor", "waves per SM"),
-    _m("sm_count", "device__attribute_multiprocessor_count", "SMs on the device"),
+    _m("sm_count", "device__attribute_multiprocessor_count", "SMs on the device", also="launch__sm_count"),
     # bytes (roofline x axis)
     _m("dram_bytes", "dram__bytes.sum", "bytes moved to and from DRAM (derived: read + write)", "roofline"),
     _m("dram_read_bytes", "dram__bytes_read.sum", "bytes read from DRAM"),
@@ -79,9 +90,13 @@ METRICS: tuple[Metric, ...] = (
     _m("l2_bytes_peak", "lts__t_bytes.sum.peak_sustained", "L2 bytes per cycle at peak", "lean roofline"),
     _m("l1_bytes_peak", "l1tex__t_bytes.sum.peak_sustained", "L1 bytes per cycle at peak", "lean roofline"),
     # FLOPs (roofline y axis): SASS thread instructions for CUDA cores, op paths for tensor cores
-    _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds"),
-    _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies"),
-    _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)"),
+    # (the sm__ spellings count the same instructions summed per SM: users' --metrics lists have them)
+    _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds",
+       also="sm__sass_thread_inst_executed_op_fadd_pred_on.sum"),
+    _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies",
+       also="sm__sass_thread_inst_executed_op_fmul_pred_on.sum"),
+    _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)",
+       also="sm__sass_thread_inst_executed_op_ffma_pred_on.sum"),
     _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level; the FP32 roof)", "lean roofline"),
     _m("tensor_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor FLOPs, bf16 inputs"),
     _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"), "tensor FLOPs, fp16 inputs (3 passes on its own: roofline set only)", "roofline"),
@@ -92,10 +107,22 @@ METRICS: tuple[Metric, ...] = (
     _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)", "lean roofline"),
     _m("tensor_ops_fp16_peak", ("sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained"), "fp16 tensor FLOPs per cycle at peak", "roofline"),
     _m("tensor_ops_tf32_peak", "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained", "tf32 tensor FLOPs per cycle at peak", "roofline"),
-    _m("dadd", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "FP64 adds", "roofline"),
-    _m("dmul", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "FP64 multiplies", "roofline"),
-    _m("dfma", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "FP64 fused multiply-adds (2 FLOPs)", "roofline"),
+    _m("dadd", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "FP64 adds", "roofline",
+       also="sm__sass_thread_inst_executed_op_dadd_pred_on.sum"),
+    _m("dmul", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "FP64 multiplies", "roofline",
+       also="sm__sass_thread_inst_executed_op_dmul_pred_on.sum"),
+    _m("dfma", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "FP64 fused multiply-adds (2 FLOPs)", "roofline",
+       also="sm__sass_thread_inst_executed_op_dfma_pred_on.sum"),
     _m("dfma_peak", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", "FP64 FMA thread instructions per cycle at peak", "roofline"),
+    # read where a report has them, never asked for (sets ""): ncu's default set and device attributes
+    _m("ffma_thread_peak", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
+       "FP32 FMA thread instructions per cycle at peak (ncu's default roofline chart; the FP32 roof where ffma_peak is absent)", ""),
+    _m("dram_bytes_rate", "dram__bytes.sum.per_second", "DRAM bytes per second (ncu's Memory Workload Analysis 'Memory Throughput')", ""),
+    _m("sm_clock_max", "device__attribute_clock_rate", "the GPU's maximum (boost) SM clock, kHz (device attribute)", ""),
+    _m("mem_clock_max", "device__attribute_memory_clock_rate", "the GPU's peak memory clock, kHz (device attribute)", ""),
+    _m("mem_bus_width", "device__attribute_global_memory_bus_width", "global memory bus width, bits (device attribute)", ""),
+    _m("cc_major", "device__attribute_compute_capability_major", "compute capability, major (device attribute)", ""),
+    _m("cc_minor", "device__attribute_compute_capability_minor", "compute capability, minor (device attribute)", ""),
 )
 
 BY_SHORT: dict[str, Metric] = {m.short: m for m in METRICS}
@@ -110,6 +137,50 @@ LAUNCH_FIELDS = {
     "shared_mem_dynamic": "launch__shared_mem_per_block_dynamic",
     "stream": "launch__stream_id", "device": "launch__device_id",
 }
+# the totals that stand in for the per-axis launch dimensions where a report lacks those
+LAUNCH_TOTALS = {"grid": "launch__grid_size", "block": "launch__block_size"}
+
+# ncu's details page (`--page details`, and the sections of a capture with `--section`/`--set`)
+# prints section values under display names. Those that mean exactly one of the metrics above
+# (checked value for value against the raw metrics of the same H100 report, ncu 2025.3.1,
+# tests/data/field-h100/ws_rules.*) are also stored under the metric's own name, so analyses
+# read them; the display name is kept beside (docs/ncu-inputs.md lists the table and why).
+# display name -> (ncu metric, unit the row must have: "%" for a percentage, "" for any)
+DETAILS_NAMES: dict[str, tuple[str, str]] = {
+    "Duration": ("gpu__time_duration.sum", ""),
+    "DRAM Frequency": ("dram__cycles_elapsed.avg.per_second", ""),
+    "SM Frequency": ("gpc__cycles_elapsed.avg.per_second", ""),
+    "Compute (SM) Throughput": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "Memory Throughput": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "DRAM Throughput": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "L1/TEX Cache Throughput": ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
+    "L2 Cache Throughput": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    "Achieved Occupancy": ("sm__warps_active.avg.pct_of_peak_sustained_active", "%"),
+    "Theoretical Occupancy": ("sm__maximum_warps_per_active_cycle_pct", "%"),
+    "Block Limit Registers": ("launch__occupancy_limit_registers", ""),
+    "Block Limit Shared Mem": ("launch__occupancy_limit_shared_mem", ""),
+    "Block Limit Warps": ("launch__occupancy_limit_warps", ""),
+    "Block Limit SM": ("launch__occupancy_limit_blocks", ""),
+    "Grid Size": ("launch__grid_size", ""),
+    "Block Size": ("launch__block_size", ""),
+    "Registers Per Thread": ("launch__registers_per_thread", ""),
+    "Static Shared Memory Per Block": ("launch__shared_mem_per_block_static", ""),
+    "Dynamic Shared Memory Per Block": ("launch__shared_mem_per_block_dynamic", ""),
+    "Waves Per SM": ("launch__waves_per_multiprocessor", ""),
+    "# SMs": ("device__attribute_multiprocessor_count", ""),
+}
+# the Memory Workload Analysis section's "Memory Throughput" is a rate, not a percentage
+DETAILS_RATE_NAMES: dict[str, str] = {"Memory Throughput": "dram__bytes.sum.per_second"}
+
+
+def details_metric(name: str, unit: str) -> str | None:
+    """The ncu metric a details-page display name (with its normalised unit) stands for, or None."""
+    if unit == "byte/s":
+        return DETAILS_RATE_NAMES.get(name)
+    hit = DETAILS_NAMES.get(name)
+    if hit is None or (hit[1] == "%" and unit != "%"):
+        return None
+    return hit[0]
 SETS = ("lean", "roofline", "full")
 
 
@@ -142,7 +213,10 @@ def _bytes_pct(values: dict[str, float], what: str, peak: str, clock: str) -> fl
 
 def _dram_bytes(values: dict[str, float]) -> float | None:
     r, w = lookup(values, "dram_read_bytes"), lookup(values, "dram_write_bytes")
-    return None if r is None or w is None else r + w
+    if r is not None and w is not None:
+        return r + w
+    rate, t = lookup(values, "dram_bytes_rate"), lookup(values, "duration")
+    return rate * t * 1e-9 if rate is not None and t else None
 
 
 # short name -> how to compute it where no report metric carries it
@@ -157,7 +231,7 @@ DERIVED = {
 def lookup(values: dict[str, float], short: str) -> float | None:
     """Value of a short name in a {ncu metric name: value} mapping, else derived from the
     metrics it is made of (DERIVED), else None."""
-    for name in BY_SHORT[short].names if short in BY_SHORT else ():
+    for name in BY_SHORT[short].read if short in BY_SHORT else ():
         if name in values and values[name] is not None:
             return values[name]
     f = DERIVED.get(short)

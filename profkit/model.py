@@ -10,7 +10,12 @@ counters reader returns them); nothing here reads a file or the database.
 - traffic per memory level: DRAM, L2 and L1 bytes;
 - peak rates: ``*.peak_sustained`` (per cycle) × the clock the kernel ran at. The tensor
   ``ops_path`` peak is the structured-sparsity rate: the dense pipe does half of it (the
-  achieved/peak ratio times two equals ncu's tensor-pipe utilisation on every GEMM shipped);
+  achieved/peak ratio times two equals ncu's tensor-pipe utilisation on every GEMM shipped).
+  Where a report has no peak metric for DRAM or FP32, its device attributes give one (memory
+  clock × bus width; SMs × FP32 lanes per SM of the compute capability × SM clock); where it
+  gives no peak at all, a row of profkit.gpus (datasheet peaks of a known GPU) passed in by
+  the caller.
+  Each rate says where it came from;
 - roof time: the slowest of each level's bytes at its peak and each precision's FLOPs at its
   peak; ridge: peak FLOP/s of a precision over peak DRAM byte/s.
 docs/roofline.md says which metric gives what.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 
+from .gpus import FP32_LANES, FP32_LANES_SOURCE, Gpu
 from .metrics import BY_SHORT, lookup
 
 # memory levels, outermost first: (key, label, bytes, bytes per cycle at peak, clock, clock fallback)
@@ -41,8 +47,12 @@ PRECISIONS = {
     "fp32": ("FP32", [("fadd", 1), ("fmul", 1), ("ffma", 2)], "ffma_peak", 64),
     "fp64": ("FP64", [("dadd", 1), ("dmul", 1), ("dfma", 2)], "dfma_peak", 2),
 }
-# the fp16 tensor path runs at the bf16 rate on Hopper; used only when its own peak is absent
+# fp16 and bf16 inputs (FP32 accumulate) run at one tensor rate on every GPU with a bf16 path
+# (Ampere on, datasheets in profkit.gpus); used only when the fp16 path's own peak is absent
 PEAK_FALLBACK = {"fp16_tensor": "tensor_ops_bf16_peak"}
+# where a rate came from, other than the report's own peak metrics (the start of its `how`)
+FROM_ATTRIBUTES = "device attributes"
+FROM_TABLE = "known GPU table"
 
 
 def _clock(c: dict[str, float], short: str, fallback: str | None) -> float | None:
@@ -64,8 +74,36 @@ def traffic(c: dict[str, float]) -> dict[str, float]:
     return {key: v for key, _, b, *_ in LEVELS if (v := lookup(c, b)) is not None}
 
 
-def rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
-    """Peak FLOP/s per precision and byte/s per level at this launch's clocks, with how."""
+def compute_capability(c: dict[str, float]) -> str | None:
+    major, minor = lookup(c, "cc_major"), lookup(c, "cc_minor")
+    return f"{major:.0f}.{minor:.0f}" if major is not None and minor is not None else None
+
+
+def attribute_rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """DRAM and FP32 peaks from the device attributes every .ncu-rep and raw page carries:
+    2 × memory clock × bus width (double data rate: the CUDA samples' bandwidth formula), and
+    SMs × FP32 lanes per SM of the compute capability × 2 FLOPs × SM clock (the clock the launch
+    ran at, else the device's maximum)."""
+    out: dict[str, tuple[float, str]] = {}
+    mem, bus = lookup(c, "mem_clock_max"), lookup(c, "mem_bus_width")
+    if mem and bus:
+        out["dram"] = (2 * mem * 1e3 * bus / 8, f"{FROM_ATTRIBUTES}: 2 x memory clock {mem / 1e6:.3f} GHz x "
+                                                f"{bus:.0f}-bit bus")
+    sms, cc = lookup(c, "sm_count"), compute_capability(c)
+    lanes = FP32_LANES.get(cc or "")
+    hz, which = lookup(c, "sm_clock"), "SM clock"
+    if not hz and lookup(c, "sm_clock_max"):
+        hz, which = lookup(c, "sm_clock_max") * 1e3, "maximum SM clock"
+    if sms and lanes and hz:
+        out["fp32"] = (sms * lanes * 2 * hz, f"{FROM_ATTRIBUTES}: {sms:.0f} SMs x {lanes} FP32 lanes (CC {cc}: "
+                                             f"{FP32_LANES_SOURCE}) x 2 x {which} {hz / 1e9:.3f} GHz")
+    return out
+
+
+def rates(c: dict[str, float], gpu: Gpu | None = None) -> dict[str, tuple[float, str]]:
+    """Peak FLOP/s per precision and byte/s per level at this launch's clocks, with how: the
+    report's peak metrics, else its device attributes (DRAM, FP32); for a launch whose report
+    gives no peak at all, `gpu`'s datasheet row (profkit.gpus)."""
     out: dict[str, tuple[float, str]] = {}
     sm = lookup(c, "sm_clock")
     for key, (label, _, peak, per) in PRECISIONS.items():
@@ -80,17 +118,26 @@ def rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
         if p and hz:
             how = BY_SHORT[clock].names[0] if lookup(c, clock) else f"SM clock (no {BY_SHORT[clock].names[0]})"
             out[key] = (p * hz, f"{BY_SHORT[peak].names[0]} {p:g} B/cycle x {how} {hz / 1e9:.3f} GHz")
+    if "fp32" not in out and sm and (p := lookup(c, "ffma_thread_peak")):
+        # ncu's default roofline chart collects the thread-level FMA peak: 2 FLOPs per thread instruction
+        out["fp32"] = (p * 2 * sm, f"{BY_SHORT['ffma_thread_peak'].names[0]} {p:g}/cycle x 2 x SM clock {sm / 1e9:.3f} GHz")
+    for key, v in attribute_rates(c).items():
+        out.setdefault(key, v)
+    # datasheet peaks only for a launch whose report gives none at all: never mixed with a
+    # report's own (measured-clock) peaks
+    if gpu is not None and not out:
+        out = {key: (v, f"{FROM_TABLE}: {gpu.describe()}") for key, v in gpu.ceilings.items()}
     return out
 
 
-def roof_time_ns(c: dict[str, float]) -> tuple[float, str] | None:
+def roof_time_ns(c: dict[str, float], gpu: Gpu | None = None) -> tuple[float, str] | None:
     """(lower-bound time in ns, binding ceiling key) of one launch from its counters and peaks.
 
     The slowest of: each level's bytes at that level's peak bandwidth, each precision's FLOPs
     at its peak (pipes overlap, so the max, not the sum, is a true lower bound). None when the
     report has no peak for some work or traffic the kernel did.
     """
-    r = rates(c)
+    r = rates(c, gpu)
     bounds = {}
     for key, n in work(c).items():
         if key not in r:
@@ -113,22 +160,22 @@ def precision(c: dict[str, float]) -> str | None:
     return max(w, key=w.get) if w else None
 
 
-def run_ridge(counters) -> float | None:
+def run_ridge(counters, gpu: Gpu | None = None) -> float | None:
     """Dense bf16 tensor peak FLOP/s over DRAM peak byte/s, the median over launches (an
     iterable of counter dicts) that carry both peaks."""
     ratios = []
     for c in counters:
-        r = rates(c)
+        r = rates(c, gpu)
         if "bf16_tensor" in r and "dram" in r:
             ratios.append(r["bf16_tensor"][0] / r["dram"][0])
     return statistics.median(ratios) if ratios else None
 
 
-def kernel_ridge(c: dict[str, float], fallback: float | None) -> tuple[float | None, str]:
+def kernel_ridge(c: dict[str, float], fallback: float | None, gpu: Gpu | None = None) -> tuple[float | None, str]:
     """(ridge in FLOP/B, precision) of the precision a launch computes in (an FP32 kernel meets
     the FP32 roof at ~14 FLOP/B on the H200, a bf16 tensor kernel at ~221), from the report's
     peaks; else `fallback` (the run's bf16 tensor ridge)."""
-    prec, r = precision(c), rates(c)
+    prec, r = precision(c), rates(c, gpu)
     if prec and prec in r and "dram" in r:
         return r[prec][0] / r["dram"][0], prec
     return fallback, "bf16_tensor"

@@ -11,14 +11,15 @@ import statistics
 from dataclasses import dataclass, field
 
 from . import selection
+from .classify import gpu_context
 from .classify import labels as _labels
 from .errors import BadArgument, NoSuchRun
 from .metrics import BY_SHORT, lookup
-from .model import LEVEL_LABEL, LEVELS, PEAK_FALLBACK, PRECISIONS, rates, roof_time_ns, traffic, work
+from .model import FROM_TABLE, LEVEL_LABEL, LEVELS, PEAK_FALLBACK, PRECISIONS, rates, roof_time_ns, traffic, work
 from .store import Store
 
 # the metrics the model reads: the roofline reads only these of a run's counters
-MODEL_METRICS = sorted({n for m in BY_SHORT.values() for n in m.names})
+MODEL_METRICS = sorted({n for m in BY_SHORT.values() for n in m.read})
 
 
 @dataclass
@@ -109,7 +110,7 @@ def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
 
 
 def _aggregate(run: str, key: str, launches: list[dict], counters: dict[int, dict], labels: dict[int, str],
-               calls: int, kind: str) -> Point | None:
+               calls: int, kind: str, gpu=None) -> Point | None:
     """One point from launches (summed, then per call)."""
     if not launches:
         return None
@@ -127,7 +128,7 @@ def _aggregate(run: str, key: str, launches: list[dict], counters: dict[int, dic
             flops[p] = flops.get(p, 0.0) + n
         for lev, b in traffic(c).items():
             byts.setdefault(lev, []).append(b)
-        rt = roof_time_ns(c)
+        rt = roof_time_ns(c, gpu)
         if rt is None or roof is None:
             roof = None
         else:
@@ -148,7 +149,7 @@ def _aggregate(run: str, key: str, launches: list[dict], counters: dict[int, dic
 
 
 def _points(store: Store, sel: selection.Selector, by: str, keys: list[str] | None = None,
-            counters: dict | None = None) -> tuple[list[Point], list[Point], dict]:
+            counters: dict | None = None, gpu=None) -> tuple[list[Point], list[Point], dict]:
     """(kernel or range points, range points, counters) of a selection."""
     groups = _kernels(store, sel)
     if keys is not None:
@@ -160,12 +161,12 @@ def _points(store: Store, sel: selection.Selector, by: str, keys: list[str] | No
     ranges, points = [], []
     for key, launches in groups.items():
         calls = selection.iterations(launches)
-        r = _aggregate(sel.run, key, launches, counters, labels, len(calls), "range")
+        r = _aggregate(sel.run, key, launches, counters, labels, len(calls), "range", gpu)
         if r is not None:
             ranges.append(r)
         if by == "kernel":
             for pos in range(len(calls[0])):  # the same kernel at the same place of each call
-                p = _aggregate(sel.run, key, [c[pos] for c in calls], counters, labels, len(calls), "kernel")
+                p = _aggregate(sel.run, key, [c[pos] for c in calls], counters, labels, len(calls), "kernel", gpu)
                 if p is not None:
                     points.append(p)
     return (points if by == "kernel" else ranges), ranges, counters
@@ -179,12 +180,13 @@ def measured_ceilings(peaks: list[dict] | None, gpu: str | None) -> list[Ceiling
             for p in peaks or () if gpu and p["gpu"] == gpu]
 
 
-def _ceilings(per_kernel: list[dict[str, float]]) -> tuple[list[Ceiling], list[str]]:
-    """One ceiling per precision and level that the reports give peaks for, at the median clock."""
+def _ceilings(per_kernel: list[dict[str, float]], gpu=None) -> tuple[list[Ceiling], list[str]]:
+    """One ceiling per precision and level that the reports give peaks for, at the median clock
+    (for reports with no peak at all: `gpu`'s datasheet peaks, profkit.gpus)."""
     got: dict[str, list[float]] = {}
     how: dict[str, str] = {}
     for c in per_kernel:
-        for key, (v, h) in rates(c).items():
+        for key, (v, h) in rates(c, gpu).items():
             got.setdefault(key, []).append(v)
             how.setdefault(key, h)
     out, notes = [], []
@@ -192,6 +194,8 @@ def _ceilings(per_kernel: list[dict[str, float]]) -> tuple[list[Ceiling], list[s
     for key, (label, *_rest) in PRECISIONS.items():
         if key in PEAK_FALLBACK and "not collected" in how.get(key, "") and key not in worked:
             continue  # a stand-in peak is drawn only for kernels that need it
+        if how.get(key, "").startswith(FROM_TABLE) and key not in worked:
+            continue  # a datasheet's precisions the kernels did not compute in
         if key in got:
             dense = " (dense: ncu peak / 2)" if key.endswith("_tensor") else ""
             out.append(Ceiling(key, "compute", label + dense, statistics.median(got[key]),
@@ -238,12 +242,15 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
     counters: dict[int, dict] = {}
     arrows: list[tuple[Point, Point]] = []
     notes: list[str] = []
+    # datasheet peaks (reports that carry none): only for a GPU known by name
+    known, found = gpu_context(store, before.run) if before.run in store.runs() else ([], "")
+    gpu = known[0] if len(known) == 1 and found.startswith("by name") else None
     if compare:
         after = selection.parse(compare)
         pairs = selection.pair(store, before, after)
         keys = [p.key for p in pairs]
-        pb, rb, _ = _points(store, before, by, keys, counters)
-        pa, ra, _ = _points(store, after, by, keys, counters)
+        pb, rb, _ = _points(store, before, by, keys, counters, gpu)
+        pa, ra, _ = _points(store, after, by, keys, counters, gpu)
         for p in pb + rb:
             p.side = "before"
         for p in pa + ra:
@@ -259,7 +266,7 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
         runs = [before.run, after.run]
     elif chain:
         keys = _chain_keys(_kernels(store, before), chain)
-        points, ranges, _ = _points(store, before, "range", keys, counters)
+        points, ranges, _ = _points(store, before, "range", keys, counters, gpu)
         order = {k: i for i, k in enumerate(keys)}
         points.sort(key=lambda p: order[p.key])
         arrows = list(zip(points, points[1:]))
@@ -267,12 +274,17 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
         title = f"Roofline: {before}, chain {' → '.join(step_names([p.key for p in points]))}"
         runs = [before.run]
     else:
-        points, _, _ = _points(store, before, by, None, counters)
+        points, _, _ = _points(store, before, by, None, counters, gpu)
         ranges = []
         title = f"Roofline: {before} (by {by})"
         runs = [before.run]
-    ceilings, cnotes = _ceilings(list(counters.values()))
+    ceilings, cnotes = _ceilings(list(counters.values()), gpu)
     notes += cnotes
+    if any(c.source.split("of ", 1)[-1].startswith(FROM_TABLE) for c in ceilings):
+        notes.append(f"ceilings from datasheet peaks of {gpu.name}: the report has none ({gpu.source})")
+    elif not ceilings and len(known) > 1:
+        notes.append(f"no ceilings: the report has no peaks and names no GPU ({found}); "
+                     "name it with profkit ingest --gpu NAME")
     gpus = list(dict.fromkeys(_gpu(store, r) for r in runs))
     if len(gpus) > 1:
         notes.append(f"runs on different GPUs ({', '.join(str(g) for g in gpus)}): ceilings are medians over both")

@@ -106,7 +106,8 @@ def test_the_cycle_finder_finds_a_circle():
 # lower layers never import higher ones (docs/architecture.md)
 LAYERS = [
     ("base", {"profkit.errors", "profkit.units", "profkit.names", "profkit.intervals", "profkit.metrics",
-              "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks"}),
+              "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks",
+              "profkit.gpus"}),
     ("parsers", {"profkit.parsers"}),
     ("store", {"profkit.schema", "profkit.store"}),
     ("model", {"profkit.model"}),
