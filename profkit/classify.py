@@ -119,8 +119,12 @@ def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dic
             v["mem_pct"], v["mem_pct_from"] = max(levels), "max(dram_pct, l2_bytes_pct, l1_bytes_pct)"
     flops_all = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
         sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
-    if v["dram_bytes"]:
+    counted = any(v[k] is not None for k in ("fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16", "tensor_ops_fp8"))
+    if v["dram_bytes"] and counted:  # no FLOP counter collected is not zero FLOPs
         v["arithmetic_intensity"] = flops_all / v["dram_bytes"]
+    if v["sm_count"] is None and gpu is not None and gpu.sms:  # the launch-overhead rule weighs the grid
+        v["sm_count"], v["sm_count_from"] = gpu.sms, "known GPU table"
+        peaks["sm_count"] = f"{FROM_TABLE}: {gpu.describe()}"
     missing = {k: _SUPPLIES[k] for k in _SUPPLIES if v.get(k) is None} if c else {}
     return {k: x for k, x in v.items() if x is not None}, missing, peaks
 
@@ -139,6 +143,7 @@ _SUPPLIES = {
                 "(report peaks, device attributes, or `profkit ingest --gpu NAME`)",
     "tensor_pct": f"{_first('tensor_pct')}, or tensor FLOP counters with a tensor peak",
     "theoretical_occupancy": _first("theoretical_occupancy"),
+    "arithmetic_intensity": f"FLOP counters ({_first('ffma')}, {_first('tensor_ops_bf16')}, ...) and DRAM bytes",
 }
 
 

@@ -36,6 +36,11 @@ def parse_number(text) -> float | None:
     return None if math.isnan(v) else v
 
 
+def num_unit(unit: str) -> str:
+    """The numerator of a rate unit as printed ('%' of '%/Kbyte')."""
+    return unit.split("/", 1)[0]
+
+
 def normalise(value: float, unit: str | None) -> tuple[float, str]:
     """Return (value, unit) in profkit's normalised units."""
     u = (unit or "").strip()
@@ -60,6 +65,11 @@ def normalise(value: float, unit: str | None) -> tuple[float, str]:
             return value * _PER_TIME[den], f"{num}/s"
         if num in ("cycle", "inst", "warp") and den in ("nsecond", "usecond", "msecond"):
             return value * _PER_TIME[den], f"{num}/s"
+        if den in _SIZE:
+            # ncu scales a value by its unit's prefix wherever the prefix sits: a report's
+            # 1591 %/byte prints as 1.591 %/Kbyte (derived__pct_occupancy_per_shared_mem_size,
+            # the same H200 report read both ways, tests/data/ncu-pages)
+            return value * _SIZE[den], f"{num_unit(u)}/byte"
     return value, u
 
 

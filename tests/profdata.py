@@ -10,3 +10,6 @@ KNOWN_NCU_LEAN = DATA / "known" / "known_lean.ncu-rep.xz"
 KNOWN_CSV_LEAN = DATA / "known" / "known_lean.raw.csv"  # ncu --import known_lean.ncu-rep --csv --page raw
 KNOWN_CUPTI = DATA / "known" / "known.cupti.jsonl"
 KNOWN_NSYS_REP = DATA / "known" / "known.nsys-rep"
+FIELD_H100 = DATA / "field-h100"  # our own H100 captures of the kinds users have (README there)
+# public reports other people captured (read in place, never copied in: ../shared/field-reports/SOURCES.md)
+FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
