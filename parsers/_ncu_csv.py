@@ -62,6 +62,9 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
     if start is None:
         if not text.strip():
             raise BadInput(path, "empty CSV")
+        error = next((x.strip() for x in lines if x.startswith("==ERROR==")), None)
+        if error:  # ncu failed and wrote only its messages where the CSV was to go
+            raise BadInput(path, f"ncu's own output, no CSV in it (the capture failed): {error[:160]}")
         first = next((x.strip() for x in lines if x.strip()), "")[:60]
         raise BadInput(path, f"not an Nsight Compute CSV: no header row starting \"ID\",\"Process ID\" "
                              f"(first line: {first!r})")

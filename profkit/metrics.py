@@ -121,6 +121,13 @@ METRICS: tuple[Metric, ...] = (
     _m("sm_clock_max", "device__attribute_clock_rate", "the GPU's maximum (boost) SM clock, kHz (device attribute)", ""),
     _m("mem_clock_max", "device__attribute_memory_clock_rate", "the GPU's peak memory clock, kHz (device attribute)", ""),
     _m("mem_bus_width", "device__attribute_global_memory_bus_width", "global memory bus width, bits (device attribute)", ""),
+    # ncu's default and full sets (its roofline chart) hold the SASS counts as rates per elapsed
+    # cycle; x smsp__cycles_elapsed.avg they are the counts (equal to the .sum launch for launch
+    # on the H200 captures in tests/data/lean-parity)
+    *(_m(f"{op}_per_cycle", f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed",
+         f"{op} thread instructions per elapsed SMSP cycle (ncu's roofline chart)", "")
+      for op in ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma")),
+    _m("smsp_cycles", "smsp__cycles_elapsed.avg", "elapsed cycles per SM sub-partition", ""),
     _m("cc_major", "device__attribute_compute_capability_major", "compute capability, major (device attribute)", ""),
     _m("cc_minor", "device__attribute_compute_capability_minor", "compute capability, minor (device attribute)", ""),
 )
@@ -219,8 +226,16 @@ def _dram_bytes(values: dict[str, float]) -> float | None:
     return rate * t * 1e-9 if rate is not None and t else None
 
 
+def _count_from_rate(op: str):
+    def f(values: dict[str, float]) -> float | None:
+        rate, cycles = lookup(values, f"{op}_per_cycle"), lookup(values, "smsp_cycles")
+        return rate * cycles if rate is not None and cycles is not None else None
+    return f
+
+
 # short name -> how to compute it where no report metric carries it
 DERIVED = {
+    **{op: _count_from_rate(op) for op in ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma")},
     "dram_bytes": _dram_bytes,
     "dram_pct": lambda v: _bytes_pct(v, "dram_bytes", "dram_bytes_peak", "dram_clock"),
     "l2_bytes_pct": lambda v: _bytes_pct(v, "l2_bytes", "l2_bytes_peak", "l2_clock"),

@@ -13,3 +13,5 @@ KNOWN_NSYS_REP = DATA / "known" / "known.nsys-rep"
 FIELD_H100 = DATA / "field-h100"  # our own H100 captures of the kinds users have (README there)
 # public reports other people captured (read in place, never copied in: ../shared/field-reports/SOURCES.md)
 FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
+# more public reports (another engineer's collection, SOURCES.md there)
+FIELD_EXTRA = ROOT.parent / "field-extra"

@@ -15,18 +15,22 @@ from profkit.rows import KERNEL_FIELDS, ncu_kernel_row
 from profkit.store import Store
 from profkit.units import normalise
 
-from profdata import FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES
+from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 RMSNORM_REP = PROFILES / "rmsnorm-llama8b-t32768" / "rmsnorm-llama8b-t32768.ncu-rep.xz"
 RMSNORM_DETAILS = KNOWN_CSV_LEAN.parent / "details_page.csv"  # ncu --import of RMSNORM_REP --csv --page details
 
 
-def field(rel):
-    p = FIELD_REPORTS / rel
+def field(rel, where=FIELD_REPORTS):
+    p = where / rel
     if not p.exists():
         pytest.skip(f"{p} not here (public field reports live beside the project)")
     return p
+
+
+def extra(rel):
+    return field(rel, FIELD_EXTRA)
 
 
 @pytest.fixture(scope="module")
@@ -422,3 +426,66 @@ def test_a_page_without_flop_counters_has_no_intensity(tmp_path):
     ev = rows[5][2]
     assert "arithmetic_intensity" not in ev["values"] and "arithmetic_intensity" in ev["missing"]
     assert rows[6][2]["values"]["sm_count_from"] == "known GPU table"
+
+
+# --- more public reports: ncu 2020.3 to 2025.2 ------------------------------------------------------
+
+@pytest.mark.parametrize("rel,gpu,kernels,rules", [
+    ("speedy-scan/profile.ncu-rep", "NVIDIA GeForce RTX 3070", 1, 5),       # ncu 2020.3.1, the oldest seen
+    ("indexspaces/profile.ncu-rep", "NVIDIA A40", 2, 18),                   # 2022.1.1
+    ("josiahls-mojo/profile.ncu-rep", "NVIDIA GeForce GTX 1660 Ti", 4, 12),  # 2022.4.0
+    ("armleth-mlp/report.ncu-rep", "Tesla T4", 1, 9),                       # 2024.2.1
+])
+def test_public_reports_of_many_versions(rel, gpu, kernels, rules):
+    rep = ncu_rep.parse(extra(rel))
+    assert (rep.facts["gpu_name"], len(rep.kernels), len(rep.rules)) == (gpu, kernels, rules)
+    assert all(k[F["duration_ns"]] and k[F["grid_x"]] for k in rep.kernels)
+
+
+def test_public_report_with_nvtx():
+    rep = ncu_rep.parse(extra("nvidia-training/manual_nvtx.ncu-rep"))
+    assert [k[F["nvtx_path"]] for k in rep.kernels] == ["run_test/init_data", "run_test/daxpy", "run_test/check_results"]
+
+
+def test_flop_counts_from_the_roofline_charts_rates():
+    """ncu's default and full sets keep SASS counts as rates per elapsed cycle; x elapsed cycles
+    they equal the counts the lean set collects, launch for launch (H200, same kernels)."""
+    full = ncu_rep.parse(DATA / "lean-parity" / "swiglu-full.ncu-rep.xz")
+    lean = ncu_rep.parse(DATA / "lean-parity" / "swiglu-lean.ncu-rep.xz")
+    cf, cl = {}, {}
+    for rep, out in ((full, cf), (lean, cl)):
+        for s_, m, _, v in rep.counters:
+            out.setdefault(s_, {})[m] = v
+    assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" not in cf[0]
+    for seq in cf:
+        assert model.work(cf[seq]) == pytest.approx(model.work(cl[seq]), rel=1e-9)
+    assert model.work(cf[0])["fp32"] > 1e9
+
+
+def test_full_set_report_of_another_gpu_labels_against_its_own_fp32_ridge(tmp_path):
+    rows = _labels(tmp_path, [extra("cs599k/2025-04-21_v1.ncu-rep")], "cs")  # H100 PCIe, ncu 2025.1
+    label, reason, ev = rows[0]
+    assert label == "dram" and ev["ridge_of"] == "fp32" and 10 < ev["ridge_flop_per_byte"] < 25
+    assert ev["values"]["arithmetic_intensity"] == pytest.approx(1.21, abs=0.01)
+    assert ev["ncu_says"] == ["dram"] and ev["ncu_agrees"] is True
+
+
+def test_public_report_where_ncu_says_small_grid_and_profkit_occupancy(tmp_path):
+    rows = _labels(tmp_path, [extra("pj-cutlass/report.ncu-rep")], "pj")
+    assert [(lab, ev["ncu_says"], ev["ncu_agrees"]) for lab, _, ev in rows] == \
+        [("occupancy", ["launch_overhead"], False)] * 3
+    assert [k[F["nvtx_range"]] for k in ncu_rep.parse(extra("pj-cutlass/report.ncu-rep")).kernels] == \
+        ["Non-fused-GEMM", "Non-fused-GEMM", "Fused-GEMM"]
+
+
+def test_a_report_lacking_what_labels_need_says_what(tmp_path):
+    rows = _labels(tmp_path, [extra("gpu-demo-5060ti/ncu_report.ncu-rep")], "b")  # RTX 5060 Ti, few sections
+    for label, reason, ev in rows:
+        assert label == "unknown" and "missing" in reason
+        assert {"dram_pct", "sm_pct"} <= set(ev["missing"])
+
+
+def test_ncu_error_output_saved_as_csv_is_one_line(tmp_path):
+    from profkit.errors import BadInput
+    with pytest.raises(BadInput, match="ncu's own output, no CSV in it.*did not match any section"):
+        parsers.detect(extra("codegandee/raw.csv")).parse(extra("codegandee/raw.csv"))
