@@ -42,7 +42,9 @@ _SEVERITY = {"INF", "OPT", "WRN", "ERR"}
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    line = _ncu_csv.header_line(path, head) if (path.suffix.lower() == ".csv" or b'"Process ID"' in head) else None
+    # stdout kept under other names too (out.txt, ncu.log): look past the program's output there
+    text_like = path.suffix.lower() in (".csv", ".txt", ".log", ".out") or b'"Process ID"' in head
+    line = _ncu_csv.header_line(path, head) if text_like else None
     return line is not None and b'"Metric Name"' in line
 
 

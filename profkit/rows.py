@@ -27,7 +27,7 @@ RULE_FIELDS = ("seq", "section", "rule", "severity", "message", "speedup_type", 
 @dataclass
 class Parsed:
     path: str
-    format: str  # nsys-sqlite | ncu-rep | ncu-csv | cupti-trace
+    format: str  # a parser's FORMAT: nsys-sqlite | ncu-rep | ncu-csv | ncu-csv-details | cupti-trace | ...
     source: str  # nsys | ncu | cupti: what produced the launches
     kernels: list[tuple] = field(default_factory=list)
     ranges: list[tuple] = field(default_factory=list)

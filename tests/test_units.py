@@ -20,6 +20,10 @@ def test_parse_number(text, value):
     (41.2, "%", (41.2, "%")),
     (131072, "", (131072, "")),
     (12, "pass", (12, "")),
+    # ncu prints a report's 1591 %/byte as 1.591 %/Kbyte (tests/data/ncu-pages, the same report both ways)
+    (1.591, "%/Kbyte", (1591.0, "%/byte")),
+    (17.50, "Mbyte", (17.5e6, "byte")),  # a details page's unit, chosen per row
+    (2.00, "Ghz", (2e9, "Hz")),
 ])
 def test_normalise(value, unit, out):
     v, u = normalise(value, unit)
