@@ -489,3 +489,37 @@ def test_ncu_error_output_saved_as_csv_is_one_line(tmp_path):
     from profkit.errors import BadInput
     with pytest.raises(BadInput, match="ncu's own output, no CSV in it.*did not match any section"):
         parsers.detect(extra("codegandee/raw.csv")).parse(extra("codegandee/raw.csv"))
+
+
+# --- through the command line ---------------------------------------------------------------------
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from profkit.cli import cli
+    return CliRunner().invoke(cli, [str(a) for a in args], env={"COLUMNS": "300"})
+
+
+def test_cli_names_the_gpu_of_a_csv_that_does_not(tmp_path):
+    db, f = tmp_path / "t.db", field("esmm/metrics.csv")
+    r = _cli("ingest", "--db", db, "--run", "esmm", f)
+    assert r.exit_code == 0 and "ncu-csv-details -> run esmm: 9 kernels" in r.output, r.output
+    r = _cli("classify", "--db", db, "--json")
+    labels = [x["label"] for x in json.loads(r.output)]
+    assert labels.count("unknown") == 2  # a CC 8.6 GPU: the label depends on which one
+    r = _cli("ingest", "--db", db, "--run", "esmm", "--gpu", "NVIDIA A10G", f)  # already loaded: names the GPU
+    assert r.exit_code == 0 and "already loaded" in r.output, r.output
+    r = _cli("classify", "--db", db, "--json")
+    assert [x["label"] for x in json.loads(r.output)] == ["latency"] * 9
+    r = _cli("ingest", "--db", db, "--run", "other", "--gpu", "Voodoo 5", FIELD_H100 / "ws_rules.details.csv")
+    assert "not in profkit's known-GPU table" in r.output
+
+
+def test_cli_classify_shows_ncus_rules(tmp_path):
+    db = tmp_path / "t.db"
+    r = _cli("ingest", "--db", db, FIELD_H100 / "ws_rules.details.csv")
+    assert r.exit_code == 0 and "35 ncu rule results" in r.output, r.output
+    r = _cli("classify", "--db", db)
+    assert r.exit_code == 0 and "ncu's rules" in r.output and "agree 2/2: launch_overhead" in r.output, r.output
+    r = _cli("sql", "--db", db, "--json", "SELECT rule, count(*) AS n FROM rules GROUP BY rule ORDER BY rule")
+    assert {x["rule"]: x["n"] for x in json.loads(r.output)}["SOLBottleneck"] == 8
