@@ -6,18 +6,22 @@ Every subprocess gets an argument list; nothing goes through a shell.
 """
 from __future__ import annotations
 
+import difflib
+import glob
 import json
 import os
+import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import environment
-from .errors import ProfkitError, ToolFailed, ToolMissing
+from . import environment, sampling
+from .errors import BadArgument, ProfkitError, ToolFailed, ToolMissing
 from .metrics import metric_names
 from .rows import KERNEL_FIELDS
 
@@ -92,12 +96,13 @@ def nsys_args(nsys: str, out: Path, cmd: list[str], sample: bool = False) -> lis
 
 
 def ncu_args(ncu: str, out: Path, cmd: list[str], metrics: str = "lean", filters=(),
-             clock_control: str = "none") -> list[str]:
-    args = [ncu, "--clock-control", clock_control, "--target-processes", "all", "-f", "-o", str(out)]
-    if filters:
-        args.append("--nvtx")
-        for f in filters:
-            args += ["--nvtx-include", f]
+             clock_control: str = "none", extra=()) -> list[str]:
+    """ncu's command line. NVTX recording is always on: ranges cost little and a report without
+    them cannot tie a launch to its operator or step. `extra`: the sampling filter."""
+    args = [ncu, "--clock-control", clock_control, "--target-processes", "all", "--nvtx", "-f", "-o", str(out)]
+    for f in filters:
+        args += ["--nvtx-include", f]
+    args += list(extra)
     if metrics == "full":
         args += ["--set", "full"]
     else:
@@ -112,6 +117,10 @@ class Captured:
     files: list[Path] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     reports: dict = field(default_factory=dict)  # file -> Parsed already parsed here (ingest reuses it)
+    facts: dict = field(default_factory=dict)  # file -> facts ingest adds (how ncu sampled)
+    failures: list[str] = field(default_factory=list)  # one line per report or step that failed
+    program_exit: int | None = None  # the program's exit code where it was not 0
+    plan: sampling.Plan | None = None
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
@@ -135,35 +144,295 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
     return meta
 
 
-def _profile(args: list[str], what: str, progress=None) -> str:
-    """Run a profiler; stream its output to `progress`; map failures to one clear error."""
+def _run(args: list[str], progress=None, env=None) -> tuple[int, str]:
+    """Run a profiler, streaming its output lines to `progress`; (exit code, output)."""
     lines: list[str] = []
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launch_env()) as p:
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env or launch_env(), errors="replace") as p:
         for line in p.stdout:  # type: ignore[union-attr]
             lines.append(line.rstrip("\n"))
             if progress:
                 progress(line)
         rc = p.wait()
-    text = "\n".join(lines)
+    return rc, "\n".join(lines)
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [l for l in text.splitlines() if l.strip() and not l.startswith(("==PROF==", "==WARNING=="))]
+    return " | ".join(lines[-n:])
+
+
+def _app_exit(text: str) -> int | None:
+    """The exit code ncu reports for the program ('The application returned an error code (N)')."""
+    m = re.search(r"application returned an error code \((-?\d+)\)", text)
+    return int(m.group(1)) if m else None
+
+
+def _profile(args: list[str], what: str, progress=None) -> str:
+    """Run a profiler; stream its output to `progress`; map failures to one clear error."""
+    rc, text = _run(args, progress)
     if "ERR_NVGPUCTRPERM" in text:
         raise ToolFailed(PERM_HELP)
     if rc != 0 or "The application returned an error code" in text:
-        tail = [l for l in lines if l.strip() and not l.startswith("==PROF==")][-5:]
-        raise ToolFailed(f"{what}: the workload failed (exit {rc}): " + " | ".join(tail))
+        raise ToolFailed(f"{what}: the workload failed (exit {_app_exit(text) or rc}): " + _tail(text, 5))
     if "No kernels were profiled" in text:
         raise ToolFailed(f"{what}: no kernel matched the NVTX filter")
     return text
 
 
+# ---- what to run -------------------------------------------------------------------------------
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def check_run_name(run: str) -> str:
+    """A run name becomes the folder OUT/<run>/: a plain name, never a path."""
+    if (not run or run in (".", "..") or any(c in run for c in "/\\\0") or os.path.isabs(run)
+            or run.startswith("-") or run != run.strip()):
+        raise BadArgument(f"run name {run!r}: use a plain name (letters, digits, '.', '_', '-'; no '/', '..' or "
+                          "absolute path): it names the folder OUT/<run>/")
+    return run
+
+
+def default_run_name(cmd: list[str]) -> str:
+    """A command's run name: its Python script or module, else the program's name."""
+    exe = Path(cmd[0]).name
+    name = exe
+    if exe.startswith("python"):
+        i = 1
+        while i < len(cmd) and cmd[i].startswith("-") and cmd[i] not in ("-m", "-c"):
+            i += 2 if cmd[i] in ("-X", "-W") else 1
+        if i + 1 < len(cmd) and cmd[i] == "-m":
+            name = cmd[i + 1].rsplit(".", 1)[-1]
+        elif i < len(cmd) and cmd[i] != "-c":
+            name = Path(cmd[i]).name.removesuffix(".py")
+    return _UNSAFE.sub("_", name).strip("._-") or "capture"
+
+
+def lab_workloads() -> tuple[list[str], str | None]:
+    """The kernel lab's workload names, and why the lab cannot run here (None: it can). A core
+    install (no `kernels` extra: no torch or triton) still knows the names, from the modules."""
+    import pkgutil
+
+    from profkit import kernels  # the package itself imports neither torch nor triton
+
+    try:
+        return list(kernels.workloads()), None
+    except ImportError as e:
+        names = [m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_") and m.name != "run"]
+        return sorted(names), str(e)
+
+
+def resolve_target(target: list[str], ranks: bool = False) -> tuple[str | None, list[str] | None]:
+    """(workload, command) for `profkit capture TARGET...`: one word naming a lab workload is the
+    workload; anything else is a command, checked before any profiler starts."""
+    target = list(target)
+    if not target:
+        raise BadArgument("nothing to capture: give a lab workload name or -- COMMAND ARGS")
+    if ranks:
+        return None, target
+    workloads: list[str] | None = None
+    if len(target) == 1:
+        workloads, why = lab_workloads()
+        if target[0] in workloads:
+            if why:
+                raise ToolMissing(f"workload {target[0]!r} needs the kernel lab, which this install lacks ({why}): "
+                                  "pip install 'profkit[kernels]'")
+            return target[0], None
+    check_command(target, workloads)
+    return None, target
+
+
+def check_command(cmd: list[str], workloads: list[str] | None = None) -> None:
+    exe = cmd[0]
+    found = (shutil.which(exe) if os.sep not in exe else
+             exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None)
+    if found is None:
+        if exe.endswith(".py") and os.path.isfile(exe):
+            raise BadArgument(f"{exe} is a Python script: name its interpreter, e.g. profkit capture -- python3 "
+                              + " ".join(cmd))
+        if os.path.isfile(exe):
+            raise BadArgument(f"{exe}: not executable (chmod +x it, or name its interpreter)")
+        if workloads is not None:  # one word: a misspelt workload, or a program that is not there
+            close = difflib.get_close_matches(exe, workloads, n=3, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else f" (workloads: {', '.join(workloads)})"
+            raise BadArgument(f"{exe!r} is neither a lab workload nor a program on PATH{hint}; "
+                              "a program runs as: profkit capture -- COMMAND ARGS")
+        raise BadArgument(f"{exe}: no such program (not on PATH, not a file)")
+    if Path(exe).name.startswith("python") and len(cmd) == 1:
+        raise BadArgument(f"{exe} alone would wait for input: name the program, e.g. profkit capture -- {exe} train.py")
+
+
+def gpu_problem() -> str | None:
+    """Why no NVIDIA GPU can be profiled here, or None when one is there (or it cannot tell)."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            p = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if p.returncode != 0:
+            return "nvidia-smi: " + (_tail(p.stdout + "\n" + p.stderr, 1) or f"exit {p.returncode}")
+        if not any(line.startswith("GPU ") for line in p.stdout.splitlines()):
+            return "nvidia-smi lists no GPU"
+        return None
+    if not glob.glob("/dev/nvidia[0-9]*"):
+        return "no NVIDIA GPU here (no nvidia-smi, no /dev/nvidia* device)"
+    return None
+
+
+# ---- windows: which part of the program ncu profiles ---------------------------------------------
+STEP_RE = re.compile(r"^(?:step|iteration|iter|train_step|train step|ProfilerStep)\s*[#:_ -]*\s*(\d+)$", re.I)
+# PyTorch's emit_nvtx names each range "op, seq = N, op_id = M[, sizes = [...]]": one name per call
+_TORCH_SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = [^/]*")
+
+
+def clean_torch_name(text):
+    return _TORCH_SUFFIX.sub("", text) if isinstance(text, str) else text
+
+
+def clean_torch_ranges(report) -> None:
+    """Range names as PyTorch's operators are called (aten::addmm), without the per-call
+    sequence and op ids emit_nvtx appends: the same operator is one range name again."""
+    from .rows import RANGE_FIELDS
+
+    kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
+    report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1:] for k in report.kernels]
+    t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")
+    report.ranges = [tuple(clean_torch_name(x) if i in (t, pth) else x for i, x in enumerate(r)) for r in report.ranges]
+
+
+def range_names(report) -> dict[str, tuple[str | None, str]]:
+    """{range text: (domain, kind)} of a parsed timeline."""
+    from .rows import RANGE_FIELDS
+
+    d, t, k = (RANGE_FIELDS.index(x) for x in ("domain", "text", "kind"))
+    out: dict = {}
+    for r in report.ranges:
+        if r[t] is not None:
+            out.setdefault(r[t], (r[d], r[k]))
+    return out
+
+
+def find_step(names, n: int) -> str:
+    """The range name of step `n` among a timeline's range names ('step 3', 'iteration_3', ...)."""
+    steps = {name: int(m.group(1)) for name in names if (m := STEP_RE.match(name.strip()))}
+    hit = sorted(name for name, i in steps.items() if i == n)
+    if hit:
+        return hit[0]
+    if not steps:
+        raise BadArgument(f"--step {n}: the program marks no steps (no NVTX range named like 'step {n}'); "
+                          "name a range with --range NAME, or add torch.cuda.nvtx.range(f'step {i}') around each step")
+    seen = sorted(steps.values())
+    raise BadArgument(f"--step {n}: no such step; the program marks steps {seen[0]} to {seen[-1]} "
+                      f"({len(seen)} ranges like {min(steps, key=steps.get)!r})")
+
+
+def ncu_range_filters(name: str, known: dict | None, torch_ranges: bool = False) -> list[str]:
+    """ncu --nvtx-include expressions for 'launched inside range NAME' (push/pop: 'NAME/',
+    start/end: 'NAME'; a non-default domain as 'DOMAIN@'). Under --torch-ranges the program's
+    own name carries PyTorch's per-call suffix: a regular expression then."""
+    domain, kind = (known or {}).get(name, (None, None))
+    at = f"{domain}@" if domain else ""
+    if torch_ranges:
+        rx = "regex:" + at + re.escape(name) + "(, .*)?"
+        return [rx + "/"] if kind == "push_pop" else [rx] if kind else [rx + "/", rx]
+    if kind == "push_pop":
+        return [f"{at}{name}/"]
+    if kind:
+        return [f"{at}{name}"]
+    return [f"{at}{name}/", f"{at}{name}"]
+
+
+def profiler_windows(timeline: Path) -> list[list[int]] | None:
+    """[start, stop) of each cudaProfilerStart .. cudaProfilerStop the program called, on the
+    timeline's clock; None if it never called cudaProfilerStart."""
+    calls: list[tuple[int, str]] = []
+    name = timeline.name.lower()
+    try:
+        if name.endswith((".sqlite", ".db")):
+            from .dbfile import open_readonly
+
+            conn = open_readonly(timeline)
+            try:
+                calls = conn.execute(
+                    "SELECT r.start, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
+                    " WHERE s.value LIKE 'cudaProfilerSt%' ORDER BY r.start").fetchall()
+            finally:
+                conn.close()
+        elif name.endswith(".jsonl"):
+            with open(timeline, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if "ProfilerSt" in line:
+                        r = json.loads(line)
+                        if r.get("type") in ("runtime", "driver") and "ProfilerSt" in (r.get("name") or ""):
+                            calls.append((r["start"], r["name"]))
+            calls.sort()
+    except (sqlite3.Error, OSError, ValueError, KeyError):
+        return None
+    out: list[list[int]] = []
+    for t, what in calls:
+        if "Start" in what and (not out or out[-1][1] is not None):
+            out.append([t, None])
+        elif "Stop" in what and out and out[-1][1] is None:
+            out[-1][1] = t
+    if not out:
+        return None
+    return [[a, b if b is not None else 2 ** 62] for a, b in out]
+
+
+@dataclass
+class Sampling:
+    """How ncu samples a command (lab workloads are profiled whole within their ranges)."""
+
+    samples: int = 1              # launches per kernel and launch configuration
+    warmup: int = 0               # launches of each configuration skipped first
+    max_kernels: int | None = 500  # hard cap on profiled launches
+    all_launches: bool = False    # profile every launch (within the window)
+    key: str = "function"         # ncu --kernel-name-base telling configurations apart
+
+
+def torch_ranges_command(cmd: list[str]) -> list[str]:
+    """The command run through profkit/torch_ranges.py (a file: it needs no profkit import)."""
+    from . import torch_ranges
+
+    if not Path(cmd[0]).name.startswith("python"):
+        raise BadArgument(f"--torch-ranges runs a Python program (python3 SCRIPT or python3 -m MODULE), not {cmd[0]!r}")
+    i = 1
+    while i < len(cmd) and cmd[i].startswith("-") and cmd[i] not in ("-m", "-c"):
+        i += 2 if cmd[i] in ("-X", "-W") else 1
+    if i >= len(cmd) or cmd[i] == "-c":
+        raise BadArgument("--torch-ranges needs a script or -m MODULE to run (not -c CODE)")
+    return cmd[:i] + [torch_ranges.__file__] + cmd[i:]
+
+
+# ---- the capture ---------------------------------------------------------------------------
 def capture(workload: str | None, command: list[str] | None, run: str, out: Path, *, variants=(), shapes=(),
             use_nsys: bool = True, use_ncu: bool = True, metrics: str = "lean", include=(), tracer: str = "auto",
             clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None,
-            expect=None) -> Captured:
-    """Profile a lab workload or a command. `progress(line)` receives ncu's output lines;
-    `expect(n)` learns how many launches ncu will profile, counted on the timeline first taken."""
+            expect=None, sample: Sampling | None = None, range_name: str | None = None, step: int | None = None,
+            profiler_api: bool | None = None, torch_ranges: bool = False, on_plan=None, note=None) -> Captured:
+    """Profile a lab workload or a command: a timeline first (nsys, else the CUPTI tracer), then
+    ncu on a sample of the launches (commands) or on the workload's ranges (lab). Never loses a
+    capture: a step that fails is recorded in `failures` and the reports written so far stay.
+
+    `progress(line)` receives ncu's output lines; `expect(n)` learns how many launches ncu will
+    profile; `on_plan(plan)` gets the sampling plan before ncu starts; `note(text)` gets notes."""
     if bool(workload) == bool(command):
-        raise ProfkitError("give either a WORKLOAD name or -- COMMAND, not both")
+        raise BadArgument("give either a WORKLOAD name or -- COMMAND, not both")
+    if not use_nsys and not use_ncu:
+        raise BadArgument("--no-nsys with --no-ncu records nothing: keep one of them")
+    check_run_name(run)
+    if (range_name or step is not None or torch_ranges) and workload:
+        raise BadArgument("--range, --step and --torch-ranges are for commands (-- COMMAND); a lab workload runs in "
+                          "its own ranges")
+    if step is not None and not use_nsys:
+        raise BadArgument("--step finds the step's range on the timeline: drop --no-nsys")
+    if (why := gpu_problem()):
+        raise ToolMissing(f"{why}: capture needs an NVIDIA GPU (ingest, classify and analyse do not)")
+    sample = sample or Sampling()
     folder = Path(out) / run
+    if folder.resolve().parent != Path(out).resolve():
+        raise BadArgument(f"run name {run!r} leaves {out}")
     folder.mkdir(parents=True, exist_ok=True)
     # a lab workload checks each variant against its float64 reference after its range
     # closes; the record goes into the run meta as `correctness` (profkit compare reads it)
@@ -171,6 +440,8 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     if checks:
         checks.unlink(missing_ok=True)
     cmd = command or workload_command(workload, variants, shapes, check_out=checks)
+    if torch_ranges:
+        cmd = torch_ranges_command(cmd)
     tools: dict[str, str] = {}
     if use_nsys and tracer in ("nsys", "auto"):
         try:
@@ -181,55 +452,192 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
             tracer = "cupti"
     elif use_nsys:
         tracer = "cupti"
+    if "nsys" in tools:
+        tracer = "nsys"
     if use_ncu:
         tools["ncu"] = find_tool("ncu", ncu)
     got = Captured(run, folder, meta=run_metadata(cmd, tools))
-    if use_nsys and tracer != "cupti":
-        base = folder / run
-        _profile(nsys_args(tools["nsys"], base, cmd), "nsys")
-        sqlite = folder / f"{run}.nsys.sqlite"
-        _profile([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
-              str(base) + ".nsys-rep"], "nsys export")
-        if not sqlite.exists():
-            raise ToolFailed(f"nsys wrote no report ({sqlite} missing)")
-        got.files.append(sqlite)
-    elif use_nsys:
-        trace = folder / f"{run}.cupti.jsonl"
-        env = launch_env()
-        inj = env.get("NVTX_INJECTION64_PATH") or _libcupti()
-        if not inj:
-            raise ToolMissing("CUPTI tracer: no libcupti found for NVTX_INJECTION64_PATH (pip install cupti-python)")
-        env["NVTX_INJECTION64_PATH"] = inj
-        args = [sys.executable, "-m", "profkit.cupti_tracer", "-o", str(trace), "--"]
-        args += (["-m", "profkit.kernels.run", *cmd[3:]] if not command else
-                 (cmd[1:] if Path(cmd[0]).name.startswith("python") else cmd))
-        p = subprocess.run(args, capture_output=True, text=True, env=env)
-        if p.returncode != 0:
-            raise ToolFailed("CUPTI tracer: the workload failed: " + " | ".join(p.stderr.strip().splitlines()[-3:]))
-        got.files.append(trace)
-    if use_ncu:
-        rep = folder / f"{run}.ncu-rep"
-        filters = nvtx_filters(workload, variants, shapes, include)
-        if expect and got.files:
+    if torch_ranges:
+        got.meta["torch_ranges"] = True
+    say = note or (lambda text: None)
+    timeline, program_s = None, 0.0
+    if use_nsys:
+        t0 = time.monotonic()
+        timeline = _timeline(got, tracer, tools, cmd, command is not None)
+        program_s = time.monotonic() - t0
+        got.meta["timeline_seconds"] = round(program_s, 2)
+        got.meta["timeline_tracer"] = tracer
+    tl_report = None
+    if timeline is not None:
+        try:  # parsed once: the plan reads it, ingest takes it from got.reports
             from profkit import parsers
 
-            timeline = got.files[0]
-            try:  # parsed once: ingest takes it from got.reports
-                got.reports[timeline] = parsers.detect(timeline).parse(timeline)
-            except Exception:  # a progress total is a nicety: ingest will report a bad file
-                pass
-            n = expected_launches(got.reports[timeline], filters) if timeline in got.reports else None
-            if n:
-                expect(n)
-        _profile(ncu_args(tools["ncu"], folder / run, cmd, metrics, filters, clock_control), "ncu", progress)
-        if not rep.exists():
-            raise ToolFailed(f"ncu wrote no report ({rep} missing)")
-        got.files.append(rep)
+            tl_report = parsers.detect(timeline).parse(timeline)
+            if torch_ranges:
+                clean_torch_ranges(tl_report)
+            got.reports[timeline] = tl_report
+        except ProfkitError as e:
+            if "no CUDA kernels traced" in str(e) or "no kernel" in str(e).lower():
+                got.failures.append(f"{timeline}: the program launched no GPU kernel: nothing to profile")
+                got.files.remove(timeline)
+                use_ncu = False
+            else:  # ingest will say what is wrong with it; ncu still runs
+                say(f"{timeline}: {e}")
+    if got.program_exit:
+        got.failures.append(f"the program failed (exit {got.program_exit}) under the {tracer} tracer: "
+                            "its timeline up to the failure is kept, ncu was not run")
+        use_ncu = False
+    if use_ncu:
+        _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
+                  clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
+                  program_s, on_plan, say)
     if checks and (record := read_correctness(checks)):
         got.meta["correctness"] = record
         checks.unlink()  # kept in capture.json
+    if got.failures:
+        got.meta["failures"] = got.failures
+    if got.program_exit:
+        got.meta["program_exit"] = got.program_exit
     (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
     return got
+
+
+def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_command: bool) -> Path | None:
+    """Record the timeline; returns its report (None if none was written: a failure then)."""
+    run, folder = got.run, got.folder
+    if tracer != "cupti":
+        base = folder / run
+        rc, text = _run(nsys_args(tools["nsys"], base, cmd))
+        rep = Path(str(base) + ".nsys-rep")
+        if rc != 0:
+            got.program_exit = rc
+        if not rep.exists():
+            got.failures.append(f"nsys wrote no report ({rep.name} missing; exit {rc}): {_tail(text)}")
+            return None
+        sqlite = folder / f"{run}.nsys.sqlite"
+        rc2, text2 = _run([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+                           str(rep)])
+        if rc2 != 0 or not sqlite.exists():
+            got.failures.append(f"{rep}: nsys export failed (exit {rc2}): {_tail(text2)}; the .nsys-rep stays and "
+                                "`profkit ingest` reads it")
+            return None
+        got.files.append(sqlite)
+        return sqlite
+    trace = folder / f"{run}.cupti.jsonl"
+    env = launch_env()
+    inj = env.get("NVTX_INJECTION64_PATH") or _libcupti()
+    if not inj:
+        raise ToolMissing("CUPTI tracer: no libcupti found for NVTX_INJECTION64_PATH (pip install cupti-python)")
+    env["NVTX_INJECTION64_PATH"] = inj
+    args = [sys.executable, "-m", "profkit.cupti_tracer", "-o", str(trace), "--"]
+    if not is_command:
+        args += ["-m", "profkit.kernels.run", *cmd[3:]]
+    elif Path(cmd[0]).name.startswith("python"):
+        args += cmd[1:]
+    else:
+        raise BadArgument(f"the CUPTI tracer runs Python programs; {cmd[0]!r} needs nsys (--tracer nsys)")
+    p = subprocess.run(args, capture_output=True, text=True, env=env, errors="replace")
+    if p.returncode != 0:
+        got.program_exit = p.returncode
+    if not trace.exists():
+        got.failures.append(f"CUPTI tracer wrote no trace (exit {p.returncode}): {_tail(p.stderr)}")
+        return None
+    got.files.append(trace)
+    return trace
+
+
+def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
+              clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
+              program_s, on_plan, say) -> None:
+    """Run ncu: on the lab workload's ranges, or on a sample of the command's launches."""
+    filters = nvtx_filters(workload, variants, shapes, include)
+    extra: list[str] = []
+    spec = None
+    if command:
+        names = range_names(tl_report) if tl_report is not None else None
+        ranges = []
+        if step is not None:
+            if names is None:
+                raise BadArgument("--step needs the timeline, which could not be read")
+            ranges.append(find_step(names, step))
+        if range_name:
+            if names is not None and range_name not in names:
+                close = difflib.get_close_matches(range_name, list(names), n=3, cutoff=0.5)
+                hint = f"; close names: {', '.join(close)}" if close else (
+                    f"; names seen: {', '.join(sorted(names)[:8])}" if names else "; the program emits no NVTX range")
+                raise BadArgument(f"--range {range_name!r}: no such NVTX range in the program{hint} (a torch "
+                                  "record_function range becomes NVTX with --torch-ranges)")
+            ranges.append(range_name)
+        for r in ranges:
+            filters += ncu_range_filters(r, names, torch_ranges)
+        windows = None
+        if profiler_api is not False and timeline is not None:
+            windows = profiler_windows(timeline)
+            if windows:
+                say(f"the program calls cudaProfilerStart/Stop: ncu profiles only between them "
+                    f"({len(windows)} window{'s' if len(windows) > 1 else ''}; --no-profiler-api to profile all)")
+        if profiler_api and not windows:
+            raise BadArgument("--profiler-api: the program never called cudaProfilerStart (on the timeline)")
+        spec = sampling.Spec(per_config=not sample.all_launches, samples=sample.samples, skip=sample.warmup,
+                             key=sample.key, ranges=ranges or None, time=windows)
+        if tl_report is not None:
+            rows = _sampling_rows(tl_report)
+            got.plan = sampling.plan(rows, spec, metrics, sample.max_kernels, program_s)
+            got.meta["sampling"] = {"plan": {k: v for k, v in vars(got.plan).items() if k != "spec"},
+                                    "ncu_filter": spec.as_dict()}
+            if on_plan:
+                on_plan(got.plan)
+            if got.plan.profiled == 0:
+                got.failures.append("ncu skipped: no launch of the program falls in the window"
+                                    + (f" ({', '.join(ranges)})" if ranges else ""))
+                return
+            if expect:
+                expect(got.plan.profiled)
+        elif sample.max_kernels is not None and not sample.all_launches:
+            say("no timeline to plan from: ncu samples every kernel configuration without the --max-kernels cap")
+        extra = sampling.ncu_filter_args(spec)
+    elif expect and tl_report is not None:
+        n = expected_launches(tl_report, filters)
+        if n:
+            expect(n)
+    rep = got.folder / f"{got.run}.ncu-rep"
+    rep.unlink(missing_ok=True)
+    before = len(got.failures)
+    t0 = time.monotonic()
+    rc, text = _run(ncu_args(tools["ncu"], got.folder / got.run, cmd, metrics, filters, clock_control, extra),
+                    progress)
+    got.meta["ncu_seconds"] = round(time.monotonic() - t0, 2)
+    if "ERR_NVGPUCTRPERM" in text:
+        got.failures.append(PERM_HELP)
+    code = _app_exit(text)
+    if code:
+        got.program_exit = got.program_exit or code
+        got.failures.append(f"the program failed under ncu (exit {code}): {_tail(text)}")
+    elif rc != 0 and "ERR_NVGPUCTRPERM" not in text:
+        got.failures.append(f"ncu failed (exit {rc}): {_tail(text)}")
+    if "No kernels were profiled" in text:
+        got.failures.append("ncu profiled no kernel: " + ("no kernel matched the NVTX filter" if filters else
+                                                          "the program launched none under ncu"))
+    if rep.exists():
+        got.files.append(rep)
+        if spec is not None:
+            got.facts[rep] = {"ncu_filter": spec.as_dict()}
+            if torch_ranges:
+                try:
+                    from profkit.parsers import ncu_rep
+
+                    report = ncu_rep.parse(rep)
+                    clean_torch_ranges(report)
+                    got.reports[rep] = report
+                except ProfkitError:
+                    pass  # ingest reports it
+    elif len(got.failures) == before:
+        got.failures.append(f"ncu wrote no report ({rep.name} missing; exit {rc}): {_tail(text)}")
+
+
+def _sampling_rows(report) -> list[tuple]:
+    at = [KERNEL_FIELDS.index(f) for f in sampling.FIELDS]
+    return [tuple(k[i] for i in at) for k in report.kernels]
 
 
 def expected_launches(report, filters) -> int | None:

@@ -271,8 +271,11 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     return gpus.candidates(name, cc)
 
 
-def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None) -> dict:
+def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
+               sampled: bool = False) -> dict:
     v, missing, peaks = _values(c, gpu)
+    if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
+        v.pop("duration", None)
     kr, ridge_of = kernel_ridge(c, ridge, gpu)
     label, reason, rule = classify_one(v, t, kr, name, ridge_of)
     if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
@@ -307,13 +310,18 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     options = candidates or [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
-    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path FROM kernels WHERE run = ? "
-                          "ORDER BY kernel_id", (run,))
+    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from FROM kernels"
+                          " WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
     for k in kernels:
         c = counters.get(k["kernel_id"], {})
+        # a sampled capture measured another launch of this kernel and configuration: its
+        # counters stand for this one; the time facts (duration, gaps) stay this launch's own
+        sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
+        if sampled is not None:
+            c = counters[sampled]
         t = timeline.get(k["kernel_id"])
-        each = [_label_one(c, t, k["kernel_name"], g, rg) for g, rg in zip(options, ridges)]
+        each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None) for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -348,9 +356,12 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                 reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
         if k["kernel_id"] in ncu_rules:
             evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
+        if sampled is not None:
+            evidence["sampled_from"] = sampled
+            reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": json.dumps(evidence, sort_keys=True)})
+                    "evidence": json.dumps(evidence, sort_keys=True), "sampled_from": sampled})
     return out
 
 

@@ -72,14 +72,16 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
 
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
-           parsed_reports: dict | None = None) -> list[Loaded]:
+           parsed_reports: dict | None = None, facts: dict | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
 
     All files of one call go to one run: `run`, or the name of the first file. Each file's
     rank is `rank` if given, else found by rank_of (None for single-process runs).
-    `parsed_reports` ({path: Parsed}) holds files a caller already parsed (capture does).
+    `parsed_reports` ({path: Parsed}) holds files a caller already parsed (capture does);
+    `facts` ({path: dict}) adds what the caller knows of a file to its facts (capture: how ncu
+    sampled, which the store needs to link its launches).
     """
     paths = [Path(p) for p in paths]
     run = run or (run_name_for(paths[0]) if paths else None)
@@ -98,6 +100,8 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                 known = (parsed_reports or {}).get(p)
                 todo.append((p, known if known is not None else parser.parse(p), digest))
         for p, report, digest in todo:
+            if facts and facts.get(p):
+                report.facts = {**(report.facts or {}), **facts[p]}
             loaded = _load(store, p, report, digest, run, rank_of(p, report, rank))
             out.append(loaded)
             if on_file:

@@ -48,6 +48,15 @@ def capture_meta(folder: Path) -> dict | None:
     return meta
 
 
+def sampled_facts(files: list[Path], meta: dict | None) -> dict | None:
+    """How ncu sampled a command capture (capture.json `sampling.ncu_filter`), as facts of its
+    counters report: the store links the sampled launches with it."""
+    spec = ((meta or {}).get("sampling") or {}).get("ncu_filter")
+    if not isinstance(spec, dict):
+        return None
+    return {f: {"ncu_filter": spec} for f in files if parsers.detect(f).ROLE == "counters"}
+
+
 def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
     root = Path(root)
     if not root.is_dir():
@@ -57,7 +66,7 @@ def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
         files = report_files(folder)
         if files:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
-            out.extend(ingest(db, files, run=folder.name, on_file=on_file))
+            out.extend(ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta)))
             if meta:
                 with Store(db) as s:
                     s.set_run_meta(folder.name, meta)

@@ -232,6 +232,24 @@ SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, r.rule, r.severity, r.
 FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 """))
 
+# A sampled capture measures one launch of each kernel and launch configuration; the others
+# point at it (sampled_from) and classify labels them from its counters. Appended last.
+MIGRATIONS.append((8, "sampled_from: a launch's measured sibling (sampled ncu captures)", """
+ALTER TABLE launch ADD COLUMN sampled_from INTEGER;
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT run, id AS kernel_id, kernel_name, short_name, nvtx_range, nvtx_path,
+       start_ns, end_ns, duration_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+       registers_per_thread, stream, device, source,
+       shared_mem_static, shared_mem_dynamic, api_name, api_start_ns, api_end_ns, pid, tid, rank, sampled_from
+FROM launch
+WHERE timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
@@ -239,9 +257,10 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank"),
+                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
-    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank"),
+    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
+                        "sampled_from"),
     "tuning": ("kernel", "shape", "gpu", "config", "ok", "ms", "rel_err", "error", "chosen"),
     "bench": ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "ms", "gbps",
               "tflops", "pct_of_copy", "speedups"),

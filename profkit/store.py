@@ -17,6 +17,7 @@ import sqlite_utils
 from .dbfile import BUSY_TIMEOUT_MS, open_readonly as _open_file_readonly
 from .errors import NoSuchRun, ProfkitError
 from .parsers import timeline_sources
+from . import sampling
 from .rows import KERNEL_FIELDS, Parsed
 from .schema import LATEST, MIGRATIONS
 
@@ -278,6 +279,10 @@ class Store:
         if not tl:
             return
         timeline = (tl,)
+        sampled = self._sampled_files(run)
+        if sampled:
+            self._link_sampled(run, tl, sampled)
+        skip = f" AND file_id NOT IN ({','.join(str(f) for f in sampled)})" if sampled else ""
         for key in ("nvtx_path", "nvtx_range"):
             c.execute(f"""
                 WITH t AS (SELECT id, rank, {key} AS r, short_name,
@@ -286,17 +291,58 @@ class Store:
                                (SELECT 1 FROM launch x WHERE x.run = :run AND x.source = 'ncu' AND x.timeline_id = l.id)),
                      n AS (SELECT id, rank, {key} AS r, short_name,
                                   row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY file_id, seq) AS k
-                           FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL),
+                           FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}),
                      m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
                            ON t.short_name = n.short_name AND t.r IS n.r AND t.rank IS n.rank AND t.k = n.k)
                 UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
-                WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL""", {"run": run, "tl": timeline[0]})
-        self._link_by_prefix(run, timeline[0])
+                WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}""", {"run": run, "tl": timeline[0]})
+        self._link_by_prefix(run, timeline[0], skip)
+        if sampled:
+            self._link_siblings(run, tl)
 
-    def _link_by_prefix(self, run: str, tl: str) -> None:
+    def _sampled_files(self, run: str) -> dict[int, sampling.Spec]:
+        """ncu reports of the run that `profkit capture` sampled: {file_id: what ncu was told}."""
+        out = {}
+        for fid, facts in self.conn.execute(
+                "SELECT id, facts FROM report_file WHERE run = ? AND facts LIKE '%ncu_filter%'", (run,)):
+            spec = json.loads(facts or "{}").get("ncu_filter")
+            if isinstance(spec, dict):
+                out[fid] = sampling.Spec.from_dict(spec)
+        return out
+
+    def _rows(self, where: str, params) -> tuple[list[int], list[tuple]]:
+        got = self.conn.execute(f"SELECT id, {', '.join(sampling.FIELDS)} FROM launch WHERE {where} ORDER BY id",
+                                params).fetchall()
+        return [r[0] for r in got], [r[1:] for r in got]
+
+    def _link_sampled(self, run: str, tl: str, files: dict[int, sampling.Spec]) -> None:
+        """A sampled report's launches pair with the timeline launches the same sampling rule
+        picks on the timeline (profkit.sampling.pairs), within each rank."""
+        for fid, spec in files.items():
+            nids, nrows = self._rows("file_id = ? AND source = 'ncu'", (fid,))
+            rank = self.conn.execute("SELECT rank FROM report_file WHERE id = ?", (fid,)).fetchone()[0]
+            tids, trows = self._rows("run = ? AND source = ? AND rank IS ?", (run, tl, rank))
+            self.conn.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?",
+                                  [(tids[t], nids[n]) for n, t in sampling.pairs(trows, nrows, spec)])
+
+    def _link_siblings(self, run: str, tl: str) -> None:
+        """Each timeline launch without counters of its own points at the measured launch of the
+        same kernel and configuration (sampled_from): classify labels it from those counters."""
+        c = self.conn
+        c.execute("UPDATE launch SET sampled_from = NULL WHERE run = ?", (run,))
+        for (rank,) in c.execute("SELECT DISTINCT rank FROM launch WHERE run = ? AND source = ?", (run, tl)).fetchall():
+            tids, trows = self._rows("run = ? AND source = ? AND rank IS ?", (run, tl, rank))
+            at = {t: i for i, t in enumerate(tids)}
+            measured = {at[t] for (t,) in c.execute(
+                "SELECT DISTINCT timeline_id FROM launch WHERE run = ? AND source = 'ncu' AND timeline_id IS NOT NULL"
+                " AND rank IS ?", (run, rank)) if t in at}
+            c.executemany("UPDATE launch SET sampled_from = ? WHERE id = ?",
+                          [(tids[m], tids[i]) for i, m in sampling.siblings(trows, measured).items()])
+
+    def _link_by_prefix(self, run: str, tl: str, skip: str = "") -> None:
         c = self.conn
         left = c.execute("SELECT id, rank, nvtx_path, short_name FROM launch WHERE run = ? AND source = 'ncu'"
-                         " AND timeline_id IS NULL AND nvtx_path LIKE '%/%' ORDER BY file_id, seq", (run,)).fetchall()
+                         f" AND timeline_id IS NULL AND nvtx_path LIKE '%/%'{skip} ORDER BY file_id, seq", (run,)).fetchall()
         if not left:
             return
         free: dict = {}

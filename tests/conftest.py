@@ -16,3 +16,12 @@ def copy(tmp_path):
         shutil.copy(src, dst)
         return dst
     return _copy
+
+
+@pytest.fixture(autouse=True)
+def _gpu_for_capture(monkeypatch):
+    """profkit capture refuses to start without a GPU; the CPU tests give it fake profilers
+    instead (tests/test_capture.py checks the refusal itself)."""
+    import profkit.capture
+
+    monkeypatch.setattr(profkit.capture, "gpu_problem", lambda: None)

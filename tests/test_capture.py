@@ -1,5 +1,6 @@
 """Argument building, tool discovery and error paths of profkit capture, without a GPU."""
 import os
+import sys
 import stat
 
 import pytest
@@ -8,6 +9,7 @@ from click.testing import CliRunner
 from profkit import capture as cap
 from profkit.cli import cli
 from profkit.errors import ToolFailed, ToolMissing
+from profdata import DATA
 
 
 def fake_tool(tmp_path, name, script):
@@ -50,7 +52,7 @@ def test_tool_discovery(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("output,code,words", [
     ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n", 1, "ERR_NVGPUCTRPERM"),
-    ("Traceback\nValueError: boom\n==ERROR== The application returned an error code (1).\n", 1, "the workload failed"),
+    ("Traceback\nValueError: boom\n==ERROR== The application returned an error code (1).\n", 1, "the program failed under ncu (exit 1)"),
     ("==WARNING== No kernels were profiled.\n", 0, "no kernel matched the NVTX filter"),
 ])
 def test_profiler_errors_are_one_line(tmp_path, output, code, words, monkeypatch):
@@ -89,3 +91,95 @@ def test_ingest_reuses_a_report_capture_already_parsed(tmp_path, monkeypatch):
     monkeypatch.setattr(nsys_sqlite, "parse", lambda p: (_ for _ in ()).throw(AssertionError("parsed twice")))
     got = ingest(str(tmp_path / "x.db"), [f], run="r", parsed_reports={f: rep})
     assert got[0].kernels == 49
+
+
+# ---- one clear line for every way a capture can go wrong (issue 16 item 5, issue 17 item 8) ----
+def _invoke(tmp_path, *args):
+    return CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / "d.db"), "--out", str(tmp_path / "out"), *args])
+
+
+def _one_line(r, code, words):
+    assert r.exit_code == code, r.output
+    assert "Traceback" not in r.output and not (r.exception and not isinstance(r.exception, SystemExit))
+    assert words in r.output.strip().splitlines()[-1]
+
+
+def test_no_nsys_and_no_ncu_is_refused(tmp_path):
+    """Was a TypeError traceback."""
+    r = _invoke(tmp_path, "--no-nsys", "--no-ncu", "--", "true", "x")
+    _one_line(r, 2, "--no-nsys with --no-ncu records nothing")
+    assert not (tmp_path / "d.db").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("run", ["../../esc", "ABS", "..", "a/b", "-x"])
+def test_a_run_name_never_leaves_out(tmp_path, run):
+    """Was: --run ../../esc or --run /abs wrote the reports outside --out."""
+    from fake_tools import fake
+
+    run = str(tmp_path / "abs") if run == "ABS" else run
+    deep = tmp_path / "a" / "b"
+    r = CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / "d.db"), "--out", str(deep / "out"), "--run", run,
+                                 "--no-ncu", "--nsys-path", fake(tmp_path, "nsys"), "--", sys.executable, "-c", "pass"])
+    _one_line(r, 2, "use a plain name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nsys"]  # nothing written anywhere
+
+
+@pytest.fixture
+def core_install(monkeypatch):
+    """An install without the `kernels` extra: importing triton fails."""
+    import profkit.kernels as lab
+
+    monkeypatch.setattr(lab, "_REGISTRY", {})
+    monkeypatch.setitem(sys.modules, "triton", None)
+    for name in [m for m in sys.modules if m.startswith("profkit.kernels.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_command_on_a_core_install_needs_no_kernel_lab(tmp_path, core_install):
+    """Was: capture -- true ended in ModuleNotFoundError: triton."""
+    from fake_tools import fake
+
+    nsys = fake(tmp_path, "nsys", nsys_sqlite=DATA / "field-h100" / "no_gpu.nsys.sqlite")
+    r = _invoke(tmp_path, "--no-ncu", "--nsys-path", nsys, "--", "true")
+    _one_line(r, 4, "the program launched no GPU kernel: nothing to profile")
+
+
+def test_a_workload_on_a_core_install_says_what_to_install(tmp_path, core_install):
+    r = _invoke(tmp_path, "rmsnorm")
+    _one_line(r, 3, "pip install 'profkit[kernels]'")
+    assert "workload 'rmsnorm' needs the kernel lab" in r.output
+
+
+def test_a_misspelt_workload_lists_close_names(tmp_path):
+    _one_line(_invoke(tmp_path, "rmsnrom"), 2, "did you mean rmsnorm")
+
+
+@pytest.mark.parametrize("cmd,words", [
+    (["python3"], "python3 alone would wait for input"),
+    (["SCRIPT"], "is a Python script: name its interpreter"),
+    (["no-such-program-xyz", "--flag"], "no-such-program-xyz: no such program"),
+])
+def test_a_command_that_cannot_run_is_refused_before_profiling(tmp_path, cmd, words):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    cmd = [str(script) if c == "SCRIPT" else c for c in cmd]
+    _one_line(_invoke(tmp_path, "--", *cmd), 2, words)
+
+
+def test_no_gpu_is_one_line(tmp_path, monkeypatch):
+    from profkit import capture as c
+
+    monkeypatch.undo()  # the real check, with a stand-in nvidia-smi that sees no GPU
+    fake_tool(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'\nexit 9\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert "could not communicate" in c.gpu_problem()
+    _one_line(_invoke(tmp_path, "--", "true"), 3, "capture needs an NVIDIA GPU")
+    fake_tool(tmp_path, "nvidia-smi", "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)'\n")
+    assert c.gpu_problem() is None
+
+
+def test_default_run_names_come_from_the_program():
+    assert cap.default_run_name(["python3", "-u", "benchmarks/programs/resnet_train.py", "--steps", "5"]) == "resnet_train"
+    assert cap.default_run_name(["python3", "-m", "pkg.train"]) == "train"
+    assert cap.default_run_name(["./vector add"]) == "vector_add"
+    assert cap.default_run_name(["/usr/bin/python3", "-c", "x"]) == "python3"
