@@ -389,6 +389,10 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 @click.option("--max-kernels", type=click.IntRange(min=1), default=500, show_default=True,
               help="Commands: at most this many launches profiled (kernels with least GPU time left out first).")
 @click.option("--all-launches", is_flag=True, help="Commands: profile every launch (no sampling; slow).")
+@click.option("--kernel-name-base", "name_base", type=click.Choice(["function", "demangled", "mangled"]),
+              default="function", show_default=True,
+              help="Commands: the kernel name ncu tells configurations apart by (function: template instances of "
+                   "one function share a sample).")
 @click.option("--range", "range_name", default=None, metavar="NAME",
               help="Commands: profile only launches inside the NVTX range NAME (e.g. one training step).")
 @click.option("--step", type=click.IntRange(min=0), default=None, metavar="N",
@@ -410,7 +414,7 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 @click.option("--ncu-ranks", default="", metavar="0,1", help="With --ranks: ranks to run ncu on (NCCL kernels skipped).")
 @handled
 def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmup, max_kernels, all_launches,
-            range_name, step, profiler_api, torch_ranges, nvtx_include, variant, shape, tracer, clock_control,
+            name_base, range_name, step, profiler_api, torch_ranges, nvtx_include, variant, shape, tracer, clock_control,
             nsys_path, ncu_path, ranks, ncu_ranks):
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports.
 
@@ -466,7 +470,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
                               expect=expect, on_plan=on_plan, note=note, range_name=range_name, step=step,
                               profiler_api=profiler_api, torch_ranges=torch_ranges,
                               sample=cap.Sampling(samples=samples, warmup=warmup, max_kernels=max_kernels,
-                                                  all_launches=all_launches))
+                                                  all_launches=all_launches, key=name_base))
     failures = list(getattr(got, "failures", []))
     loaded = _load_capture(db, got, failures)
     if loaded:

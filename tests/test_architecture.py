@@ -107,7 +107,7 @@ def test_the_cycle_finder_finds_a_circle():
 LAYERS = [
     ("base", {"profkit.errors", "profkit.units", "profkit.names", "profkit.intervals", "profkit.metrics",
               "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks",
-              "profkit.gpus"}),
+              "profkit.gpus", "profkit.sampling"}),
     ("parsers", {"profkit.parsers"}),
     ("store", {"profkit.schema", "profkit.store"}),
     ("model", {"profkit.model"}),
