@@ -333,9 +333,8 @@ def ncu_range_filters(name: str, known: dict | None, torch_ranges: bool = False)
     own name carries PyTorch's per-call suffix: a regular expression then."""
     domain, kind = (known or {}).get(name, (None, None))
     at = f"{domain}@" if domain else ""
-    if torch_ranges:
-        rx = "regex:" + at + re.escape(name) + "(, .*)?"
-        return [rx + "/"] if kind == "push_pop" else [rx] if kind else [rx + "/", rx]
+    if torch_ranges:  # record_function ranges: emit_nvtx names them 'NAME, op_id = N' (push/pop)
+        return ["regex:" + at + "^" + re.escape(name) + "(, .*)?$/"]
     if kind == "push_pop":
         return [f"{at}{name}/"]
     if kind:
@@ -388,7 +387,10 @@ class Sampling:
     warmup: int = 0               # launches of each configuration skipped first
     max_kernels: int | None = 500  # hard cap on profiled launches
     all_launches: bool = False    # profile every launch (within the window)
-    key: str = "function"         # ncu --kernel-name-base telling configurations apart
+    # ncu --kernel-name-base telling configurations apart: by function name two template
+    # instances of one function (PyTorch's elementwise kernels) share one sample; mangled names
+    # keep them apart (seen on the H200: 14 samples for 14 such kernels, 12 by function name)
+    key: str = "mangled"
 
 
 def torch_ranges_command(cmd: list[str]) -> list[str]:
@@ -467,12 +469,13 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         program_s = time.monotonic() - t0
         got.meta["timeline_seconds"] = round(program_s, 2)
         got.meta["timeline_tracer"] = tracer
-    tl_report = None
+    tl_report, raw_names = None, None
     if timeline is not None:
         try:  # parsed once: the plan reads it, ingest takes it from got.reports
             from profkit import parsers
 
             tl_report = parsers.detect(timeline).parse(timeline)
+            raw_names = range_names(tl_report)  # as the program named them: what ncu's filter sees
             if torch_ranges:
                 clean_torch_ranges(tl_report)
             got.reports[timeline] = tl_report
@@ -490,7 +493,7 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     if use_ncu:
         _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
                   clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
-                  program_s, on_plan, say)
+                  program_s, on_plan, say, raw_names)
     if checks and (record := read_correctness(checks)):
         got.meta["correctness"] = record
         checks.unlink()  # kept in capture.json
@@ -548,7 +551,7 @@ def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_comman
 
 def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
               clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
-              program_s, on_plan, say) -> None:
+              program_s, on_plan, say, raw_names=None) -> None:
     """Run ncu: on the lab workload's ranges, or on a sample of the command's launches."""
     filters = nvtx_filters(workload, variants, shapes, include)
     extra: list[str] = []
@@ -569,7 +572,8 @@ def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, 
                                   "record_function range becomes NVTX with --torch-ranges)")
             ranges.append(range_name)
         for r in ranges:
-            filters += ncu_range_filters(r, names, torch_ranges)
+            filters += ncu_range_filters(r, raw_names if raw_names is not None else names,
+                                         torch_ranges and r not in (raw_names or {}))
         windows = None
         if profiler_api is not False and timeline is not None:
             windows = profiler_windows(timeline)

@@ -305,7 +305,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     them), different labels make it `unknown` with the labels per GPU in the reason."""
     run = store.require_run(run)
     timeline = _timeline(store, run)
-    counters = store.counters(run)
+    counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
     candidates, found = gpu_context(store, run, counters)
     options = candidates or [None]
     ridges = [run_ridge(counters.values(), g) for g in options]

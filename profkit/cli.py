@@ -390,9 +390,9 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
               help="Commands: at most this many launches profiled (kernels with least GPU time left out first).")
 @click.option("--all-launches", is_flag=True, help="Commands: profile every launch (no sampling; slow).")
 @click.option("--kernel-name-base", "name_base", type=click.Choice(["function", "demangled", "mangled"]),
-              default="function", show_default=True,
+              default="mangled", show_default=True,
               help="Commands: the kernel name ncu tells configurations apart by (function: template instances of "
-                   "one function share a sample).")
+                   "one function share one sample).")
 @click.option("--range", "range_name", default=None, metavar="NAME",
               help="Commands: profile only launches inside the NVTX range NAME (e.g. one training step).")
 @click.option("--step", type=click.IntRange(min=0), default=None, metavar="N",

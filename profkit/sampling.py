@@ -37,6 +37,7 @@ class Spec:
     samples: int = 1                 # --launch-count (per configuration)
     skip: int = 0                    # --launch-skip (per configuration): the warm-up launches
     key: str = "function"            # ncu --kernel-name-base the configurations are told apart by
+                                     # (capture asks for "mangled": each template instance its own)
     names: list[str] | None = None   # only these kernels (short names): the --max-kernels cap
     ranges: list[str] | None = None  # only launches under one of these NVTX ranges (--range/--step)
     time: list[list[int]] | None = None  # only launches called inside these [t0, t1) (cudaProfilerStart/Stop)
@@ -142,7 +143,7 @@ def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None
         once = {fine_key(r) for r in window} - measured
         left[f"kernel configurations launched {spec.skip} time{'s' if spec.skip > 1 else ''} or fewer "
              "(warm-up only: no counters)"] = len(once)
-    if max_kernels is not None and len(chosen) > max_kernels and spec.key == "function":
+    if max_kernels is not None and len(chosen) > max_kernels and spec.key in ("function", "mangled"):
         per_name: dict[str, list[int]] = {}
         for i in chosen:
             per_name.setdefault(rows[i][_S], []).append(i)
@@ -162,9 +163,17 @@ def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None
                 len(chosen), program_s + len(chosen) * SECONDS_PER_LAUNCH.get(metrics, 1.0), left)
 
 
-def name_filter(names: list[str]) -> str:
-    """ncu --kernel-name value selecting exactly these function names."""
-    return "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
+def name_filter(names: list[str], key: str = "function") -> str:
+    """ncu --kernel-name value selecting exactly these function names. Under the mangled name
+    base a C++ function `name` appears as `<len(name)><name>` after a non-digit (Itanium ABI:
+    _ZN2at6native29vectorized_elementwise_kernel...), an extern "C" one (Triton, cuBLAS's nvjet)
+    as itself."""
+    plain = "^(" + "|".join(re.escape(n) for n in names) + ")$"
+    if key == "function":
+        return "regex:" + plain
+    if key != "mangled":
+        raise ValueError(f"a --max-kernels cap needs function or mangled names, not {key!r}")
+    return "regex:" + plain + "|(^|[^0-9])(" + "|".join(f"{len(n)}{re.escape(n)}" for n in names) + ")"
 
 
 def ncu_filter_args(spec: Spec) -> list[str]:
@@ -176,10 +185,8 @@ def ncu_filter_args(spec: Spec) -> list[str]:
             args += ["--launch-skip", str(spec.skip)]
         if spec.key != "function":
             args += ["--kernel-name-base", spec.key]
-    if spec.names is not None:
-        if spec.key != "function":  # the name filter reads the same base as the configurations
-            raise ValueError("a --max-kernels cap needs function-name keys")
-        args += ["--kernel-name", name_filter(spec.names)]
+    if spec.names is not None:  # read in the same name base as the configurations
+        args += ["--kernel-name", name_filter(spec.names, spec.key if spec.per_config else "function")]
     if spec.time:
         args += ["--profile-from-start", "off"]
     return args

@@ -126,9 +126,11 @@ class Store:
         row = self.conn.execute("SELECT meta FROM run WHERE run = ?", (run,)).fetchone()
         return json.loads(row[0] or "{}") if row else {}
 
-    def counters(self, run: str, metrics=None) -> dict[int, dict[str, float]]:
+    def counters(self, run: str, metrics=None, sampled: bool = True) -> dict[int, dict[str, float]]:
         """{kernel_id: {ncu metric: value}} of a run (only `metrics` when given): the one
-        counters reader of classify, roofline, compare and advise."""
+        counters reader of classify, roofline, compare and advise. With `sampled`, a launch
+        without counters of its own that a sampled capture linked to its measured sibling
+        (kernels.sampled_from) reads the sibling's (the same dict, never copied to the database)."""
         q, params = "SELECT kernel_id, metric, value FROM counters WHERE run = ?", [run]
         if metrics is not None:
             metrics = list(metrics)
@@ -137,6 +139,11 @@ class Store:
         out: dict[int, dict[str, float]] = {}
         for kid, metric, value in self.conn.execute(q, params):
             out.setdefault(kid, {})[metric] = value
+        if sampled and out:
+            for kid, measured in self.conn.execute(
+                    "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)):
+                if kid not in out and measured in out:
+                    out[kid] = out[measured]
         return out
 
     def timeline_source(self, run: str) -> str | None:

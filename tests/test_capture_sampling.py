@@ -84,6 +84,12 @@ def test_windows_warmup_and_the_cap(timeline):
     assert args[args.index("--kernel-name") + 1].startswith("regex:^(")
     assert sampling.ncu_filter_args(sampling.Spec(time=[[0, 1]], skip=2))[-4:] == ["--launch-skip", "2",
                                                                                   "--profile-from-start", "off"]
+    mangled = sampling.name_filter(["vectorized_elementwise_kernel", "_add"], "mangled")
+    assert mangled == "regex:^(vectorized_elementwise_kernel|_add)$|(^|[^0-9])(29vectorized_elementwise_kernel|4_add)"
+    import re
+    rx = re.compile(mangled.removeprefix("regex:"))
+    assert rx.search("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE") and rx.search("_add")
+    assert not rx.search("_ZN2at6native129vectorized_elementwise_kernelE") and rx.search("_Z4_addxPf")
     assert sampling.under_range("a/b c/d", "b c") and not sampling.under_range("a/bc/d", "b") \
         and sampling.under_range("x//layer1/Conv + /relu/Relu/y", "/layer1/Conv + /relu/Relu")
 
@@ -93,7 +99,9 @@ def calls(tmp_path):
 
 
 def capture(tmp_path, *args, nsys=None, ncu=None, program=("-c", "print('the program ran')")):
+    # the stand-in ncu writes the report ncu made keying configurations by function name
     return CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / "d.db"), "--out", str(tmp_path / "p"),
+                                    "--kernel-name-base", "function",
                                     "--nsys-path", nsys or fake(tmp_path, "nsys"), "--ncu-path", ncu or fake(tmp_path, "ncu"),
                                     *args, "--", sys.executable, *program])
 

@@ -6,13 +6,13 @@
 # ncu's filters do (per-launch-config keys, --launch-skip per configuration, nested and regex NVTX
 # includes) on the field workload whose per-launch-config report tests/data holds.
 #
-#   cd .carry-capture && bash benchmarks/gpu/capture_programs.sh core|rest
+#   cd .carry-capture && bash benchmarks/gpu/capture_programs.sh probes|programs
 # (carry .carry-capture = this checkout, .carry-capture-whl = wheels, .gpu-libs)
-# core: probes, programs alone / nsys / CUPTI, default captures + classify + advise (first call)
-# rest: --torch-ranges, --step, cudaProfilerStart/Stop, metric sets (second call)
-# Writes $OUT/results.tar.xz (logs, timings, database) and $OUT/reports.tar (the captured reports, xz).
+# probes: ncu's filters on the field workload (first call, with tracer timings of the programs)
+# programs: the programs alone and captured end to end, windows, --torch-ranges, metric sets
+# Writes $OUT/results.tar.xz (logs, timings, database) and $OUT/r-RUN.tar (each run's reports, xz).
 set -u
-MODE=${1:-core}
+MODE=${1:-programs}
 R=$PWD
 T0=$(date +%s)
 BUDGET=${BUDGET:-540}
@@ -23,7 +23,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   $(ls $W/*.whl | grep -v -E "cupti_python|cuda_bindings|cuda_pathfinder|pyelftools") || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-cupti \
   $W/cupti_python*.whl $W/cuda_bindings*.whl $W/cuda_pathfinder*.whl $W/pyelftools*.whl || echo "cupti wheels: not installed"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site . || exit 1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site . || exit 1
 NCUPY=$(dirname "$(find /opt/nvidia /usr/local/cuda* -name ncu_report.py -path '*extras/python*' 2>/dev/null | head -1)")
 export PYTHONPATH=/tmp/site:$NCUPY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 O=/tmp/cap; mkdir -p $O; cd $O          # never import the checkout's profkit/ (no parsers/ there)
@@ -46,61 +46,54 @@ probe() {  # probe NAME NCU-ARGS...: ncu on the field workload (3 steps, its NVT
   echo "$1 profiled $(grep -c '==PROF== Profiling' $O/$1.log)" | tee -a $O/probes.txt
 }
 
-if [ "$MODE" = core ]; then
-  { date -u +%FT%TZ; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-    $NCU --version | tail -1; $NSYS --version; nvcc --version | tail -1
-    python3 -c "import sys, torch, torchvision, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
-  } > $O/versions.txt 2>&1; cat $O/versions.txt
-  t build nvcc -O2 -arch=sm_90 -o $O/vector_ops $P/vector_ops.cu
-  # what ncu's filters do (expected from the H100 field capture: function-name keys, 12 launches)
+PK="python3 -m profkit.cli"
+CAP="$PK capture --db $DB --out $O/profiles"
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  $NCU --version | tail -1; $NSYS --version; nvcc --version | tail -1
+  python3 -c "import sys, torch, torchvision, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
+} > $O/versions.txt 2>&1; cat $O/versions.txt
+t build nvcc -O2 -arch=sm_90 -o $O/vector_ops $P/vector_ops.cu
+if [ "$MODE" = probes ]; then  # what ncu's filters do (H200, 2026-11-23: 12, 14, 11, 6, 6 = profkit.sampling's picks)
   probe probe_function --nvtx --filter-mode per-launch-config --launch-count 1
   probe probe_mangled --nvtx --filter-mode per-launch-config --launch-count 1 --kernel-name-base mangled
   probe probe_skip1 --nvtx --filter-mode per-launch-config --launch-count 1 --launch-skip 1
   probe probe_nested --nvtx --nvtx-include "norm/" --filter-mode per-launch-config --launch-count 1
   probe probe_regex --nvtx --nvtx-include "regex:^no.m/" --filter-mode per-launch-config --launch-count 1
-  # the programs alone, under each tracer, and the whole capture
+else
+  # the programs alone (a first run of each warms the disk cache: not counted), then captured end to end
+  t resnet_cold python3 $P/resnet_train.py
   t resnet_alone python3 $P/resnet_train.py
+  t hf_cold python3 $P/hf_decode.py
   t hf_alone python3 $P/hf_decode.py
   t cuda_alone $O/vector_ops
+  t capture_resnet $CAP --run resnet18-train -- python3 $P/resnet_train.py
+  t capture_hf $CAP --run hf-llama-decode -- python3 $P/hf_decode.py
+  t capture_cuda $CAP --run cuda-vector-ops -- $O/vector_ops
+  for run in resnet18-train hf-llama-decode cuda-vector-ops; do
+    t classify_$run $PK classify --db $DB --run $run --table
+    t advise_$run $PK advise --db $DB --run $run --top 5
+  done
+  # windows and operator ranges: step 3 of the loop with PyTorch's operators as NVTX ranges;
+  # cudaProfilerStart/Stop around iteration 3 of the CUDA program
+  t capture_resnet_ops_step3 $CAP --run resnet18-ops-step3 --torch-ranges --step 3 \
+    -- python3 $P/resnet_train.py --nvtx-steps
+  t capture_cuda_profiler_api $CAP --run cuda-profiler-api -- $O/vector_ops 50 3
+  t classify_resnet18-ops-step3 $PK classify --db $DB --run resnet18-ops-step3 --table
+  for set in lean roofline full; do
+    t cuda_ncu_$set $PK capture --db $O/sets.db --out $O/sets --run cuda-$set --metrics $set -- $O/vector_ops 5
+  done
+  t resnet_torch_ranges_alone python3 $R/profkit/torch_ranges.py $P/resnet_train.py --nvtx-steps
   t resnet_nsys $NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none -f true -o $O/resnet_nsys python3 $P/resnet_train.py
-  t hf_nsys $NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none -f true -o $O/hf_nsys python3 $P/hf_decode.py
-  t cuda_nsys $NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none -f true -o $O/cuda_nsys $O/vector_ops
   t resnet_cupti env PYTHONPATH=/tmp/site-cupti:$PYTHONPATH NVTX_INJECTION64_PATH=$CUPTI_INJ \
     python3 -m profkit.cupti_tracer -o $O/resnet.cupti.jsonl -- $P/resnet_train.py
-  t hf_cupti env PYTHONPATH=/tmp/site-cupti:$PYTHONPATH NVTX_INJECTION64_PATH=$CUPTI_INJ \
-    python3 -m profkit.cupti_tracer -o $O/hf.cupti.jsonl -- $P/hf_decode.py
-  t capture_resnet profkit capture --db $DB --out $O/profiles --run resnet18-train -- python3 $P/resnet_train.py
-  t capture_hf profkit capture --db $DB --out $O/profiles --run hf-llama-decode -- python3 $P/hf_decode.py
-  t capture_cuda profkit capture --db $DB --out $O/profiles --run cuda-vector-ops -- $O/vector_ops
-  for run in resnet18-train hf-llama-decode cuda-vector-ops; do
-    t classify_$run profkit classify --db $DB --run $run --table
-    t advise_$run profkit advise --db $DB --run $run --top 5
-  done
-else
-  nvcc -O2 -arch=sm_90 -o $O/vector_ops $P/vector_ops.cu > /dev/null 2>&1
-  t resnet_torch_ranges_alone python3 $R/profkit/torch_ranges.py $P/resnet_train.py
-  t capture_resnet_ops profkit capture --db $DB --out $O/profiles --run resnet18-train-ops --torch-ranges \
-    -- python3 $P/resnet_train.py
-  t capture_resnet_step profkit capture --db $DB --out $O/profiles --run resnet18-step3 --step 3 \
-    -- python3 $P/resnet_train.py --nvtx-steps
-  t capture_cuda_profiler_api profkit capture --db $DB --out $O/profiles --run cuda-profiler-api \
-    -- $O/vector_ops 50 3
-  t capture_hf_prefill profkit capture --db $DB --out $O/profiles --run hf-prefill --range prefill \
-    -- python3 $P/hf_decode.py --nvtx
-  for set in lean roofline full; do
-    t cuda_ncu_$set profkit capture --db $O/sets.db --out $O/sets --run cuda-$set --metrics $set -- $O/vector_ops 5
-  done
-  for run in resnet18-train-ops resnet18-step3 cuda-profiler-api hf-prefill; do
-    t classify_$run profkit classify --db $DB --run $run --table
-  done
 fi
-python3 $R/benchmarks/capture_programs.py --db $DB --timings $O/timings.txt --json $O/capture_$MODE.json > $O/table.txt 2>&1
+python3 $R/benchmarks/capture_programs.py --db $DB --timings $O/timings.txt --json $O/capture.json > $O/table.txt 2>&1
 [ -f $O/sets.db ] && python3 $R/benchmarks/capture_programs.py --db $O/sets.db --timings /dev/null > $O/sets_table.txt 2>&1
 for f in $O/profiles/*/*.ncu-rep; do [ -f "$f" ] && xz -6 -T0 "$f"; done
-for f in $O/profiles/*/*.nsys.sqlite; do [ -f "$f" ] && xz -6 -T0 -k "$f"; done
+for f in $O/profiles/*/*.nsys.sqlite; do [ -f "$f" ] && xz -6 -T0 "$f"; done
 rm -f $O/profiles/*/*.nsys-rep $O/*.nsys-rep $O/probe_*.ncu-rep
 xz -6 -T0 -k $DB
-tar -cf $OUT/reports.tar --exclude '*.nsys.sqlite' -C $O profiles 2>/dev/null
+for d in $O/profiles/*/; do tar -cf $OUT/r-$(basename $d).tar -C $O/profiles $(basename $d); done
 tar -cJf $OUT/results.tar.xz -C $O --exclude profiles --exclude cap.db --exclude sets.db --exclude '*.jsonl' \
   --exclude vector_ops --exclude sets . 2>/dev/null
 ls -la $OUT; du -sh $O/profiles/* 2>/dev/null
