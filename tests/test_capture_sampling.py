@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from profkit import sampling
-from profkit.capture import find_step
+from profkit.capture import find_step, torch_ranges_command
 from profkit.cli import cli
 from profkit.errors import BadArgument
 from profkit.parsers import ncu_rep, nsys_sqlite
@@ -198,3 +198,100 @@ def test_a_program_without_kernels_says_there_was_nothing_to_profile(tmp_path):
     assert r.exit_code == 4
     assert "the program launched no GPU kernel: nothing to profile; nothing loaded" in r.output
     assert [c["tool"] for c in calls(tmp_path)] == ["nsys", "nsys"]
+
+
+def test_max_kernels_caps_what_ncu_profiles(tmp_path):
+    r = capture(tmp_path, "--run", "cap", "--max-kernels", "5")
+    assert "ncu will profile 5 (1 per kernel and launch configuration; 5 kernels left out by --max-kernels 5" in r.output
+    ncu = next(c["argv"] for c in calls(tmp_path) if c["tool"] == "ncu")
+    assert ncu[ncu.index("--kernel-name") + 1] == "regex:^(elementwise_kernel|vectorized_elementwise_kernel)$"
+
+
+def test_range_filters_for_ncu():
+    from profkit.capture import ncu_range_filters
+
+    known = {"norm": (None, "push_pop"), "epoch": (None, "start_end"), "fwd": ("mydomain", "push_pop")}
+    assert ncu_range_filters("norm", known) == ["norm/"]
+    assert ncu_range_filters("epoch", known) == ["epoch"]
+    assert ncu_range_filters("fwd", known) == ["mydomain@fwd/"]
+    assert ncu_range_filters("unseen", {}) == ["unseen/", "unseen"]  # no timeline: either kind
+    # a record_function range under --torch-ranges: PyTorch appends per-call ids to its name
+    assert ncu_range_filters("train step", {}, torch_ranges=True) == ["regex:^train\\ step(, .*)?$/"]
+
+
+def test_torch_range_names_lose_their_per_call_ids():
+    from profkit.capture import clean_torch_name, clean_torch_ranges
+    from profkit.rows import RANGE_FIELDS, Parsed, kernel_row
+
+    assert clean_torch_name("aten::addmm, seq = 12, op_id = 345, sizes = [[64, 512], [512, 1000]]") == "aten::addmm"
+    assert clean_torch_name("step 3/aten::conv2d, op_id = 7/aten::convolution, seq = 3, op_id = 8") == \
+        "step 3/aten::conv2d/aten::convolution"
+    rep = Parsed("x", "nsys-sqlite", "nsys", [kernel_row(seq=0, kernel_name="k", nvtx_range="aten::mm, seq = 1",
+                                                         nvtx_path="train_step, op_id = 2/aten::mm, seq = 1")],
+                 [tuple({"text": "aten::mm, seq = 1", "path": "train_step, op_id = 2/aten::mm, seq = 1"}.get(f)
+                        for f in RANGE_FIELDS)])
+    clean_torch_ranges(rep)
+    k = dict(zip(KERNEL_FIELDS, rep.kernels[0]))
+    assert (k["nvtx_range"], k["nvtx_path"]) == ("aten::mm", "train_step/aten::mm")
+    assert rep.ranges[0][RANGE_FIELDS.index("path")] == "train_step/aten::mm"
+
+
+def test_the_torch_ranges_launcher_runs_the_program_as_python_would(tmp_path, monkeypatch):
+    """emit_nvtx needs a GPU; here a stand-in records that the program ran inside it."""
+    import contextlib
+
+    import torch
+
+    from profkit import torch_ranges
+
+    entered = []
+
+    @contextlib.contextmanager
+    def emit_nvtx(record_shapes=False):
+        entered.append(record_shapes)
+        yield
+
+    monkeypatch.setattr(torch.autograd.profiler, "emit_nvtx", emit_nvtx)
+    (tmp_path / "helper.py").write_text("VALUE = 41\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, helper\nprint(__name__, sys.argv[1:], helper.VALUE + 1)\nsys.exit(int(sys.argv[1]))\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    assert torch_ranges.main([str(prog), "3"]) == 3
+    assert entered == [False]
+    assert torch_ranges.main([]) == 2
+    cmd = torch_ranges_command(["python3", "-u", "train.py", "--lr", "1"])
+    assert cmd == ["python3", "-u", torch_ranges.__file__, "train.py", "--lr", "1"]
+    with pytest.raises(BadArgument, match="runs a Python program"):
+        torch_ranges_command(["./a.out"])
+
+
+def test_profiler_windows_from_a_timeline(tmp_path):
+    """cudaProfilerStart/Stop calls on an nsys export (the real field export, with the calls added
+    the way nsys records runtime calls) become windows on the timeline's clock."""
+    import shutil
+    import sqlite3
+
+    from profkit.capture import profiler_windows
+
+    f = tmp_path / "ws.nsys.sqlite"
+    shutil.copy(WS, f)
+    assert profiler_windows(f) is None
+    c = sqlite3.connect(f)
+    t = sorted(r[0] for r in c.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    top = c.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+    c.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)",
+                  [(top + 1, "cudaProfilerStart_v4000"), (top + 2, "cudaProfilerStop_v4000")])
+    row = c.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()
+    cols = [d[1] for d in c.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")]
+    for start, name in ((t[20], top + 1), (t[40], top + 2)):
+        r = dict(zip(cols, row), start=start, end=start + 10, nameId=name, correlationId=10 ** 6 + start % 1000)
+        c.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                  [r[k] for k in cols])
+    c.commit()
+    c.close()
+    assert profiler_windows(f) == [[t[20], t[40]]]
+    # the plan then counts only launches called inside the window
+    rows_ = rows(nsys_sqlite.parse(f))
+    inside = sampling.select(rows_, sampling.Spec(time=[[t[20], t[40]]], per_config=False))
+    assert inside and all(t[20] <= (r[10] or r[11]) < t[40] for r in (rows_[i] for i in inside))

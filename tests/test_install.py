@@ -8,7 +8,7 @@ import pytest
 
 from profdata import ROOT
 
-CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite;"
+CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite, profkit.cli;"
          "print(profkit.kernels.__name__, profkit.parsers.__name__);"
          "print(importlib.util.find_spec('kernels') is None or 'site-packages/kernels' not in "
          "str(importlib.util.find_spec('kernels').origin), importlib.util.find_spec('parsers') is None)")

@@ -28,7 +28,9 @@ NCUPY=$(dirname "$(find /opt/nvidia /usr/local/cuda* -name ncu_report.py -path '
 export PYTHONPATH=/tmp/site:$NCUPY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 O=/tmp/cap; mkdir -p $O; cd $O          # never import the checkout's profkit/ (no parsers/ there)
 P=$R/benchmarks/programs; DB=$O/cap.db
-python3 -c "import ncu_report, profkit.sampling; print('ncu_report from', ncu_report.__file__)" || echo "NO ncu_report"
+python3 -c "import ncu_report; print('ncu_report from', ncu_report.__file__)" || echo "NO ncu_report"
+# the installed profkit must import whole before any GPU time is spent on it
+python3 -m profkit.cli --version && python3 -c "import profkit.cli, profkit.outputs.tables, profkit.sampling" || exit 1
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # t NAME CMD...: run with a time limit (what is left of the budget), log, record wall seconds and exit code
 t() {
@@ -93,7 +95,7 @@ for f in $O/profiles/*/*.ncu-rep; do [ -f "$f" ] && xz -6 -T0 "$f"; done
 for f in $O/profiles/*/*.nsys.sqlite; do [ -f "$f" ] && xz -6 -T0 "$f"; done
 rm -f $O/profiles/*/*.nsys-rep $O/*.nsys-rep $O/probe_*.ncu-rep
 xz -6 -T0 -k $DB
-for d in $O/profiles/*/; do tar -cf $OUT/r-$(basename $d).tar -C $O/profiles $(basename $d); done
+for d in $O/profiles/*/; do [ -d "$d" ] && tar -cf $OUT/r-$(basename $d).tar -C $O/profiles $(basename $d); done
 tar -cJf $OUT/results.tar.xz -C $O --exclude profiles --exclude cap.db --exclude sets.db --exclude '*.jsonl' \
   --exclude vector_ops --exclude sets . 2>/dev/null
 ls -la $OUT; du -sh $O/profiles/* 2>/dev/null
