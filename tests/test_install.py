@@ -8,8 +8,8 @@ import pytest
 
 from profdata import ROOT
 
-CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite, profkit.cli;"
-         "print(profkit.kernels.__name__, profkit.parsers.__name__);"
+CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite;"
+         "print(profkit.kernels.__name__, profkit.parsers.__name__, importlib.util.find_spec('profkit.outputs').name);"
          "print(importlib.util.find_spec('kernels') is None or 'site-packages/kernels' not in "
          "str(importlib.util.find_spec('kernels').origin), importlib.util.find_spec('parsers') is None)")
 
@@ -28,7 +28,8 @@ def test_install_imports_subpackages(tmp_path, editable):
     _pip(py, *(["-e", str(ROOT)] if editable else [str(ROOT)]))
     out = subprocess.run([str(py), "-c", CHECK], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["profkit.kernels", "profkit.parsers", "True", "True"]
+    # every subpackage ships (profkit.outputs was once left out: each CLI command failed)
+    assert out.stdout.split() == ["profkit.kernels", "profkit.parsers", "profkit.outputs", "True", "True"]
     site = next((env_dir / "lib").glob("python*/site-packages"))
     # the CUDA C++ sources travel with the package (built with nvcc at first use)
     cu = subprocess.run([str(py), "-c", "from profkit.kernels import _cuda_build as b; "
