@@ -60,7 +60,7 @@ def test_a_version_2_database_migrates_to_ranks(db):
         assert s.query("SELECT max(version) v FROM schema_migrations")[0]["v"] == LATEST >= 4
         assert s.query("SELECT count(*) n FROM report_file") == [{"n": 1}]  # migration 4 renamed source_file
         after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
-        n = len(before[0])  # rank (migration 3) and sampled_from (6) appended, NULL
+        n = len(before[0])  # rank (migration 3) and sampled_from (7) appended, NULL
         assert [r[:n] for r in after] == before and {r[n:] for r in after} == {(None, None)}
         assert s.query("SELECT count(*) n, count(rank) r FROM kernels") == [{"n": 166, "r": 0}]
         for view in ("counters", "classifications"):
