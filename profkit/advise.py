@@ -40,7 +40,7 @@ from . import timeline as tl
 from .classify import labels as _labels
 from .errors import BadArgument
 from .metrics import lookup
-from .intervals import covered
+from .intervals import covered, length, union
 from .model import rates, roof_time_ns, work
 from .names import is_comm
 from .store import Store, lab_op
@@ -305,15 +305,15 @@ def _names(ks: list[dict]) -> str:
 
 
 def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, meta: dict, measured,
-                gpu, rules: dict) -> Item:
+                gpu, rules: dict, own: set) -> Item:
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
     per_call = gpu_ns / len(calls)
     label, share = _label_of(ks, labels)
     floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path)
-    # launches ncu did not measure borrow a measured launch's fraction of the same kernel at the same place
+    # launches with counters: ncu's own, or (sampled captures) their measured sibling's
     measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
-    sampled = len(ks) - len(measured_ids)
+    by_ncu = len(measured_ids & own)
     if floor is not None and what in ("kernels", "chain") and len(calls) > 1:
         first_ids = {k["kernel_id"] for k in calls[0]}
         if not first_ids <= measured_ids:
@@ -321,8 +321,6 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
     rec = max(0.0, per_call - floor) * len(calls) if floor is not None else 0.0
     kernels_per_call = len(calls[0])
     c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
-    if floor is None:
-        action = ACTIONS["unknown"]
     moved = _moved(calls[0], counters)
     bytes_ = ""
     if moved and need_bytes:
@@ -338,10 +336,14 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
         action = ACTIONS["occupancy"].format(limiter=_limiter(c0))
     else:
         action = ACTIONS.get(label or "unknown", ACTIONS["unknown"])
+    if floor is None:
+        action = ACTIONS["unknown"]
     how_text = (f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), "
                 f"x {len(calls)} calls" if floor is not None else how)
-    if sampled and floor is not None:
-        how_text += f"; {len(measured_ids)} of {len(ks)} launches measured by ncu"
+    if by_ncu < len(ks) and floor is not None:
+        how_text += (f"; {by_ncu} of {len(ks)} launches measured by ncu"
+                     + (f", {len(measured_ids) - by_ncu} through their measured sibling (sampled_from)"
+                        if len(measured_ids) > by_ncu else ""))
     evidence = []
     by_name: dict[str, list[dict]] = defaultdict(list)
     for k in ks:
@@ -369,7 +371,7 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
                 evidence, ncu)
 
 
-def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict) -> Item:
+def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict, own: set) -> Item:
     """One kernel (by name) outside any range: each launch at its own roofline. Launches ncu
     did not measure take the measured fraction of launches of the same kernel and grid."""
     fractions: dict[tuple, list[float]] = defaultdict(list)
@@ -378,7 +380,7 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict) -> I
         r = roof_time_ns(c) if c else None
         if r and lookup(c, "duration"):
             fractions[_config(k)].append(min(1.0, r[0] / lookup(c, "duration")))
-    rec, measured, borrowed = 0.0, 0, 0
+    rec, measured, sampled, borrowed = 0.0, 0, 0, 0
     for k in ks:
         f = fractions.get(_config(k))
         if not f:
@@ -386,7 +388,10 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict) -> I
         c = counters.get(k["kernel_id"])
         r = roof_time_ns(c) if c else None
         if r and lookup(c, "duration"):
-            measured += 1
+            if k["kernel_id"] in own:
+                measured += 1
+            else:
+                sampled += 1
             rec += max(0.0, k["duration_ns"] * (1 - min(1.0, r[0] / lookup(c, "duration"))))
         else:
             borrowed += 1
@@ -394,10 +399,12 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict) -> I
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
     label, _ = _label_of(ks, labels)
     c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
-    known = measured + borrowed
+    known = measured + sampled + borrowed
     if known:
         how = (f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
-               f"{measured} measured by ncu" + (f", {borrowed} take the measured fraction of the same kernel and grid"
+               f"{measured} measured by ncu"
+               + (f", {sampled} through the measured launch of their kernel and configuration (sampled_from)"
+                  if sampled else "") + (f", {borrowed} take the measured fraction of the same kernel and grid"
                                                 if borrowed else ""))
         floor = (gpu_ns - rec) / len(ks)
         action = ACTIONS["occupancy"].format(limiter=_limiter(c0)) if label == "occupancy" else (
@@ -414,6 +421,36 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict) -> I
 def _config(k: dict) -> tuple:
     return (k["short_name"] or k["kernel_name"], k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["block_y"],
             k["block_z"])
+
+
+# gaps between kernels longer than this are host work (data loading, a sync, start-up), not launches
+LAUNCH_GAP_NS = 1_000_000
+
+
+def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
+    """Without repeated call ranges (an unannotated program): the GPU's idle time between its
+    kernels, where the gap is short enough to be the next launch (under LAUNCH_GAP_NS)."""
+    timed = sorted((k["start_ns"], k["end_ns"]) for k in ks if k["start_ns"] is not None and k["end_ns"] is not None)
+    busy = union(timed)
+    if len(busy) < 2:
+        return []
+    gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
+    short = [g for g in gaps if g < LAUNCH_GAP_NS]
+    rec = sum(max(0.0, g - gap) for g in short)
+    if rec <= 0:
+        return []
+    window = float(busy[-1][1] - busy[0][0])
+    return [Item(
+        "graph", None, f"{len(timed):,} launches", "launch_overhead", 1, len(timed), float(length(busy)), window,
+        rec, window - rec,
+        (f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
+         f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
+         f"{len(gaps) - len(short):,} of them, count as host work)"),
+        ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
+         "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
+         "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
+        [{"gaps": len(gaps), "short_gaps": len(short), "idle_short_us": sum(short) / 1e3,
+          "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
 
 
 def _graph_items(store: Store, run: str, scope: str | None, gap: float) -> list[Item]:
@@ -465,6 +502,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     meta = _meta(store, run)
     gpu = meta.get("gpu_name")
     counters = store.counters(run)
+    own = set(store.counters(run, ["gpu__time_duration.sum"], sampled=False))
     labels = _labels(store, run)
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
@@ -475,11 +513,13 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = []
     for key, group in by_path.items():
         if isinstance(key, str):
-            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules))
+            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules, own))
         else:
-            items.append(_kernel_item(group, counters, labels, rules))
+            items.append(_kernel_item(group, counters, labels, rules, own))
     if any(k["start_ns"] is not None for k in ks):
-        items += _graph_items(store, run, scope, gap)
+        graphs = _graph_items(store, run, scope, gap)
+        # an unannotated program has no repeated call to graph: its launch gaps are the item
+        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:

@@ -61,6 +61,9 @@ def test_liger_and_triton_rmsnorm_are_within_noise(store):
     assert r["verdict"] == "caveated" and r["speedup_low"] < 1 < r["speedup_high"]
 
 
+PROGRAMS = ("hf-llama-decode", "cuda-vector-ops")  # ordinary programs, tests/test_program_profiles.py
+
+
 def test_every_folder_is_a_run_with_timeline_and_counters(store):
     runs = {r["run"]: r for r in store.query("SELECT run, gpu_name FROM runs")}
     assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096",
@@ -68,9 +71,9 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
                          "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
-                         *LAB_VERDICTS, *ROUND2}
+                         *LAB_VERDICTS, *ROUND2, *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == set(ROUND2)
+    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == set(ROUND2) | set(PROGRAMS)
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
     # every ncu launch found the timeline launch it profiled (round 2: ncu-only captures, no timeline)
     assert {r["run"] for r in unlinked} <= set(ROUND2)
