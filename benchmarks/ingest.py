@@ -1,6 +1,12 @@
 """Ingest at scale: grow the real H200 nsys export by replication and time `profkit ingest`.
 
-    python benchmarks/ingest.py [--kernels 1000000] [--out benchmarks/results/ingest.json]
+    python benchmarks/ingest.py [--kernels 1000000] [--ranges N] [--peer-python PY] [--repeat 3]
+                                [--source GROWN.sqlite] [--out benchmarks/results/ingest.json]
+
+Reports wall and CPU seconds, kernels/s, NVTX rows/s and peak RSS of the ingest (a child
+process), and with --peer-python (a Python with nsys-ai 0.3 installed, kept out of profkit's
+environment) nsys-ai's own NVTX attribution on the same file, alternating run by run, with the
+ratio. `check` verifies every grown kernel's structured path against the base export's.
 
 Each replica copies the export's kernels, their launching runtime calls and its NVTX ranges,
 shifted in time (and correlation id) past the previous replica. To reach as many ranges as
@@ -28,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "profiles" / "known" / "known.nsys.sqlite"
 
 
-def grow(dst: Path, replicas: int) -> dict:
+def grow(dst: Path, replicas: int, depth: int = 1, extra: int = 0) -> dict:
+    """`depth` nested push/pop ranges around every launch call of each replica (the innermost
+    named 'launch'), one more around the first `extra` launch calls of each replica."""
     shutil.copy(BASE, dst)
     c = sqlite3.connect(dst)
     c.execute("CREATE TEMP TABLE k0 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
@@ -61,10 +69,13 @@ def grow(dst: Path, replicas: int) -> dict:
     c.execute(f"{series} INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT {shifted(kcols)} FROM k0, s")
     c.execute(f"{series} INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT {shifted(rcols)} FROM r0, s")
     c.execute(f"{series} INSERT INTO NVTX_EVENTS SELECT {shifted(ncols)} FROM n0, s")
-    wrap = ", ".join({"start": f"r0.start - 1 + s.i * {span}", "end": f"r0.end + 1 + s.i * {span}",
-                      "eventType": "59", "text": "'launch'", "globalTid": "r0.globalTid",
-                      "domainId": "0"}.get(col, "NULL") for col in ncols)
-    c.execute(f"{series} INSERT INTO NVTX_EVENTS SELECT {wrap} FROM r0, s")
+    for level in range(depth + (1 if extra else 0)):
+        pad = depth + 1 - level  # outer levels wider: a proper nesting
+        wrap = ", ".join({"start": f"r0.start - {pad} + s.i * {span}", "end": f"r0.end + {pad} + s.i * {span}",
+                          "eventType": "59", "text": "'launch'" if level == depth - 1 else f"'op{level}'",
+                          "globalTid": "r0.globalTid", "domainId": "0"}.get(col, "NULL") for col in ncols)
+        only = f"WHERE r0.rowid IN (SELECT rowid FROM r0 ORDER BY start LIMIT {extra})" if level == depth else ""
+        c.execute(f"{series} INSERT INTO NVTX_EVENTS SELECT {wrap} FROM r0, s {only}")
     c.commit()
     counts = {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")}
@@ -73,40 +84,128 @@ def grow(dst: Path, replicas: int) -> dict:
     return counts
 
 
+PEER = """
+import resource, sqlite3, sys, time
+from nsys_ai.nvtx_attribution import attribute_kernels_to_nvtx
+conn = sqlite3.connect(sys.argv[1])
+t = time.time()
+rows = attribute_kernels_to_nvtx(conn, sqlite_path=sys.argv[1])
+print(len(rows), time.time() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _timed(cmd: list[str]) -> dict:
+    """Wall time, CPU time and peak RSS of one child process (GNU time's numbers, by wait4)."""
+    with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:  # files: a full pipe would block it
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, text=True)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {"wall_s": round(wall, 2), "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "peak_rss_mb": round(ru.ru_maxrss / 1024, 1),
+            "rc": proc.returncode, "stdout": out.strip(), "stderr": err.strip()[-500:]}
+
+
+def check(src: Path, db: Path, replicas: int, depth: int) -> dict:
+    """Correctness of the projection at scale: every replica's kernels sit under the paths the
+    base export's kernels have (profkit's own row path on the base file), plus the wrap ranges."""
+    from profkit.parsers import nsys_sqlite
+
+    base = nsys_sqlite.parse(BASE)
+    at = {f: i for i, f in enumerate(__import__("profkit.rows", fromlist=["x"]).KERNEL_FIELDS)}
+    wraps = [f"op{i}" for i in range(depth - 1)] + ["launch"]
+    want: dict = {}
+    for k in base.kernels:
+        names = list(k[at["nvtx_path"]].names) if k[at["nvtx_path"]] is not None else []
+        if k[at["api_start_ns"]] is not None:  # a launch call: the grower wrapped it
+            names = names + wraps
+        key = json.dumps(names) if names else None
+        want[key] = want.get(key, 0) + replicas
+    c = sqlite3.connect(db)
+    got = {r[0]: r[1] for r in c.execute("SELECT nvtx_names, count(*) FROM kernels GROUP BY 1")}
+    # an extra innermost range around the first launches (--ranges beyond depth): count under its parent
+    merged: dict = {}
+    for names, n in got.items():
+        if names and json.loads(names)[-1] == f"op{depth}":
+            names = json.dumps(json.loads(names)[:-1])
+        merged[names] = merged.get(names, 0) + n
+    ok = merged == want
+    return {"paths_ok": ok, "distinct_paths": len(got), **({} if ok else {"want": want, "got": merged})}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", type=int, default=1_000_000)
+    ap.add_argument("--ranges", type=int, default=0,
+                    help="NVTX ranges to reach by nesting push/pop ranges around each launch (default: one each)")
+    ap.add_argument("--source", help="an export already grown (e.g. by shared/bench/grow_export.py): time it, grow nothing")
+    ap.add_argument("--peer-python", default=os.environ.get("NSYS_AI_PYTHON"),
+                    help="a Python with nsys-ai installed: time its NVTX attribution on the same file, alternating")
+    ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ingest.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "grown.nsys.sqlite"
         base_kernels = sqlite3.connect(BASE).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-        replicas = -(-a.kernels // base_kernels)
-        t0 = time.perf_counter()
-        counts = grow(src, replicas)
-        grow_s = time.perf_counter() - t0
-        db = Path(d) / "bench.db"
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(db), str(src), "--run", "big"],
-                              capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
-            return 1
-        check = sqlite3.connect(db).execute(
-            "SELECT count(*), sum(nvtx_range = 'launch'), count(DISTINCT nvtx_path) FROM kernels").fetchone()
-    result = {
-        "date": date.today().isoformat(), "host": platform.node(), "cpus": os.cpu_count(),
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "replicas": replicas, "source_rows": counts, "grow_s": round(grow_s, 2),
-        "ingest_wall_s": round(wall, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
-        "kernels_per_s": round(check[0] / wall), "kernels_loaded": check[0],
-        "kernels_in_wrap_range": check[1], "distinct_paths": check[2], "stdout": proc.stdout.strip(),
-    }
+        replicas, depth, extra = -(-a.kernels // base_kernels), 1, 0
+        grow_s = None
+        if a.source:
+            src = Path(a.source)
+        else:
+            src = Path(d) / "grown.nsys.sqlite"
+            if a.ranges:
+                launches = sqlite3.connect(BASE).execute(
+                    "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+                    "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)").fetchone()[0]
+                per = a.ranges / replicas / launches
+                depth, extra = int(per), round((per - int(per)) * launches)
+            t0 = time.perf_counter()
+            grow(src, replicas, depth, extra)
+            grow_s = round(time.perf_counter() - t0, 2)
+        counts = {t: sqlite3.connect(src).execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")}
+        runs, peer = [], []
+        for i in range(a.repeat):
+            db = Path(d) / f"bench{i}.db"
+            r = _timed([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(db), str(src), "--run", "big"])
+            if r["rc"] != 0:
+                print(r["stderr"], file=sys.stderr)
+                return 1
+            runs.append(r)
+            if a.peer_python:
+                p = _timed([a.peer_python, "-c", PEER, str(src)])
+                if p["rc"] == 0:
+                    n, secs, rss = p["stdout"].split()[-3:]
+                    p.update(attributed=int(n), attribution_s=round(float(secs), 2))
+                peer.append(p)
+        kernels, ranges = counts["CUPTI_ACTIVITY_KIND_KERNEL"], counts["NVTX_EVENTS"]
+        best = min(runs, key=lambda r: r["wall_s"])
+        result = {
+            "date": date.today().isoformat(), "host": platform.node(), "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 1), "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "source": "grown" if not a.source else str(a.source),
+            "replicas": replicas if not a.source else None, "ranges_per_launch": depth, "source_rows": counts,
+            "grow_s": grow_s, "ingest_wall_s": [r["wall_s"] for r in runs], "ingest_cpu_s": [r["cpu_s"] for r in runs],
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+            "kernels_per_s": round(kernels / best["wall_s"]), "nvtx_rows_per_s": round(ranges / best["wall_s"]),
+            "stdout": best["stdout"],
+        }
+        if peer:
+            ok = [p for p in peer if p["rc"] == 0]
+            result["peer"] = {"tool": "nsys-ai NVTX attribution (innermost range, writes nothing)",
+                              "wall_s": [p["wall_s"] for p in peer], "cpu_s": [p["cpu_s"] for p in peer],
+                              "peak_rss_mb": max((p["peak_rss_mb"] for p in peer), default=None),
+                              "failed": [p["stderr"] for p in peer if p["rc"] != 0]}
+            if ok:
+                result["ratio_wall"] = [round(r["wall_s"] / p["wall_s"], 2) for r, p in zip(runs, peer) if p["rc"] == 0]
+                result["ratio_cpu"] = [round(r["cpu_s"] / p["cpu_s"], 2) for r, p in zip(runs, peer) if p["rc"] == 0]
+        if not a.source:
+            result["check"] = check(src, Path(d) / "bench0.db", replicas, depth)
     Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
-    return 0
+    return 0 if result.get("check", {}).get("paths_ok", True) else 2
 
 
 if __name__ == "__main__":

@@ -123,3 +123,19 @@ def detect(path: Path) -> ModuleType:
     if head.startswith(b"SQLite format 3\x00"):
         raise BadInput(path, "an SQLite database, but not an Nsight Systems export (no StringIds / CUPTI tables)")
     raise BadInput(path, "unrecognised format (expected " + ", ".join(p.DESCRIPTION for p in registry()) + ")")
+
+
+def prefetch(paths) -> None:
+    """Let parsers that read slowly start on these files in the background (a parser module
+    may define `prefetch(paths)`; ncu_rep reads reports in child processes). Files no parser
+    recognises are left for parse() to refuse."""
+    by: dict = {}
+    for p in paths:
+        try:
+            mod = detect(Path(p))
+        except Exception:  # noqa: BLE001 - refused later, with its reason
+            continue
+        if hasattr(mod, "prefetch"):
+            by.setdefault(mod, []).append(p)
+    for mod, files in by.items():
+        mod.prefetch(files)

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from profkit.errors import BadInput
+from profkit.nvtx import path_of
 from profkit.units import parse_number
 
 # every ncu CSV page starts its header with these two columns (ncu 2019.x to 2025.x)
@@ -94,7 +95,7 @@ def nvtx(pp_cell: str, se_cell: str) -> tuple[str | None, str | None]:
         if len(parts) >= 8:
             (pp_default if parts[0] == "<default domain>" else pp_other).append(":".join(parts[1:-6]))
     names = se + pp_default + pp_other
-    return (names[-1], "/".join(names)) if names else (None, None)
+    return (names[-1], path_of(names)) if names else (None, None)
 
 
 def nvtx_columns(header: list[str]) -> tuple[int | None, int | None]:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
+from profkit.nvtx import path_of
 from profkit.rows import Parsed, count, ncu_kernel_row
 from profkit.units import normalise
 
@@ -70,27 +71,42 @@ def nvtx_path(state) -> tuple[str | None, str | None]:
     names = [_text(n) for n in se + pp if n is not None]
     if not names:
         return None, None
-    return names[-1], "/".join(names)
+    return names[-1], path_of(names)
+
+
+_ahead: dict = {}  # path -> Future of its reader's answer (prefetch)
+_pool = None
+
+
+def prefetch(paths) -> None:
+    """Start reading these reports in the background (two reader processes at a time), so
+    that parse() finds them read: `analyse` reads every counter report while it loads the
+    timelines. A report never parsed afterwards only costs its reading."""
+    global _pool
+    from concurrent.futures import ThreadPoolExecutor
+
+    if importlib.util.find_spec("ncu_report") is None:
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
+    for p in paths:
+        key = _key(Path(p))
+        if key not in _ahead:
+            _ahead[key] = _pool.submit(_read, Path(p))
+
+
+def _key(path: Path):
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
 def parse(path: Path) -> Parsed:
     if importlib.util.find_spec("ncu_report") is None:
         raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report")
-    with tempfile.TemporaryDirectory(prefix="profkit-ncu-") as d:
-        src = path
-        if path.name.lower().endswith(".xz"):
-            src = Path(d) / "report.ncu-rep"
-            try:
-                with lzma.open(path) as fin, open(src, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
-            except (lzma.LZMAError, EOFError) as e:
-                raise BadInput(path, f"broken xz stream ({e})") from None
-        # The child sees the parent's import path and runs in the empty temp folder: run from a
-        # checkout, `-c` would put the working directory first, and its profkit/ (which has no
-        # parsers/: they ship from the top-level folder) would shadow the installed package.
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        proc = subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
-                               str(src.resolve())], capture_output=True, cwd=d, env=env)
+    ahead = _ahead.pop(_key(path), None)
+    proc = ahead.result() if ahead is not None else _read(path)
+    if isinstance(proc, BadInput):
+        raise proc
     try:
         kind, *payload = pickle.loads(proc.stdout)
     except Exception:  # no answer: the reader killed its process
@@ -105,6 +121,26 @@ def parse(path: Path) -> Parsed:
     if kind == "missing":
         raise ToolMissing(payload[0])
     raise RuntimeError(f"{path}: reading the report failed:\n{payload[0]}")  # a profkit bug: keep the traceback
+
+
+def _read(path: Path):
+    """Run the reader's child process on one report: its CompletedProcess (or BadInput for a
+    broken xz stream)."""
+    with tempfile.TemporaryDirectory(prefix="profkit-ncu-") as d:
+        src = path
+        if path.name.lower().endswith(".xz"):
+            src = Path(d) / "report.ncu-rep"
+            try:
+                with lzma.open(path) as fin, open(src, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            except (lzma.LZMAError, EOFError) as e:
+                return BadInput(path, f"broken xz stream ({e})")
+        # The child sees the parent's import path and runs in the empty temp folder: run from a
+        # checkout, `-c` would put the working directory first, and its profkit/ (which has no
+        # parsers/: they ship from the top-level folder) would shadow the installed package.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        return subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
+                               str(src.resolve())], capture_output=True, cwd=d, env=env)
 
 
 def _why(proc: subprocess.CompletedProcess) -> str:

@@ -11,10 +11,10 @@ import re
 import sqlite3
 from pathlib import Path
 
-from profkit.dbfile import open_readonly
+from profkit.dbfile import ColumnsError, open_readonly, read_columns
 from profkit.errors import BadInput
-from profkit.nvtx import project, range_paths
-from profkit.rows import Parsed
+from profkit.nvtx import I64_MAX, project, project_columns, range_paths
+from profkit.rows import Bulk, LazyRows, Parsed
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
@@ -26,6 +26,8 @@ DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite)"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PUSH_POP, START_END, DOMAIN_CREATE = 59, 60, 75
 _PID = 1 << 24
+# from this many kernels + NVTX rows on, the column path (its fixed cost, ~0.2 s, pays off)
+BULK_MIN_ROWS = 200_000
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -60,20 +62,23 @@ def _columns(conn, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
-def parse(path: Path) -> Parsed:
+def parse(path: Path, progress=None) -> Parsed:
+    """progress(phase, done, total): rows read so far in each phase (total None: unknown)."""
     try:
         conn = _open(path)
         try:
-            return _parse(path, conn)
+            return _parse(path, conn, progress)
         finally:
             conn.close()
+    except ColumnsError as e:
+        raise BadInput(path, f"unreadable SQLite export ({e})") from None
     except sqlite3.DatabaseError as e:
         raise BadInput(path, f"unreadable SQLite export ({e}); is the file truncated?") from None
     except UnicodeDecodeError as e:  # a table name that is not UTF-8 (sqlite3 raises it bare)
         raise BadInput(path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?") from None
 
 
-def _parse(path: Path, conn) -> Parsed:
+def _parse(path: Path, conn, progress=None) -> Parsed:
     t = _tables(conn)
     if "StringIds" not in t:
         raise BadInput(path, "not an Nsight Systems export: no StringIds table")
@@ -101,6 +106,8 @@ def _parse(path: Path, conn) -> Parsed:
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
+    if _bulk_ok(conn, t, kt) and _rows(conn, kt) + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
+        return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, progress)
     sql = f"""
         SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
@@ -135,6 +142,208 @@ def _parse(path: Path, conn) -> Parsed:
                   for r, (d, p) in zip(ranges, paths)]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t))
     return rep
+
+
+def _rows(conn, table: str | None) -> int:
+    return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if table else 0
+
+
+def _bulk_ok(conn, t: dict, kt: str) -> bool:
+    """The column path reads tables by rowid: real exports; views or WITHOUT ROWID tables
+    (hand-made or hostile files) take the row path."""
+    for name in (kt, t.get("CUPTI_ACTIVITY_KIND_RUNTIME"), t.get("NVTX_EVENTS"), t.get("StringIds")):
+        if name is None:
+            continue
+        row = conn.execute("SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        if not row or row[0] != "table" or "WITHOUT ROWID" in re.sub(r"\s+", " ", str(row[1] or "")).upper():
+            return False
+    return True
+
+
+def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
+                progress) -> Parsed:
+    """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
+    the NVTX projection in numpy (profkit.nvtx.project_columns); kernel rows themselves are
+    copied by the store straight from this file."""
+    import numpy as np
+
+    def tell(phase):
+        return (lambda n: progress(phase, n, None)) if progress else None
+
+    # kernels: rowid and start of every kernel, then the launch calls joined to them
+    (krow_all, kstart_all), _ = read_columns(path, f'SELECT rowid, start FROM "{kt}"', 2, on_rows=tell("kernels"))
+    if rt:
+        P = _PID
+        (jk, jr, cstart, cgtid, ok), _ = read_columns(path, f"""
+            SELECT k.rowid, r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
+                   CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
+                   typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer'
+            FROM "{rt}" r CROSS JOIN "{kt}" k
+              ON r.correlationId = k.correlationId AND (r.globalTid / {P}) = (k.globalPid / {P})""",
+            5, on_rows=tell("launch calls"))
+        if len(ok) and not ok.all():
+            raise BadInput(path, f"{rt}: a launch call whose start or thread id is not an integer")
+    else:
+        jk = jr = cstart = cgtid = np.zeros(0, dtype=np.int64)
+    # kernels no call launched keep one row without a call (the row path's LEFT JOIN)
+    lone = np.setdiff1d(krow_all, jk, assume_unique=False)
+    krow = np.concatenate((jk, lone))
+    rrow = np.concatenate((jr, np.full(len(lone), -1, dtype=np.int64)))
+    has_call = np.concatenate((np.ones(len(jk), dtype=bool), np.zeros(len(lone), dtype=bool)))
+    cstart = np.concatenate((cstart, np.zeros(len(lone), dtype=np.int64)))
+    cgtid = np.concatenate((cgtid, np.zeros(len(lone), dtype=np.int64)))
+    pos = np.searchsorted(krow_all, krow)  # rowids come back ascending from a table scan
+    if not (len(krow_all) < 2 or (np.diff(krow_all) > 0).all()):
+        order_all = np.argsort(krow_all, kind="stable")
+        pos = order_all[np.searchsorted(krow_all[order_all], krow)]
+    seq_order = np.lexsort((rrow, krow, kstart_all[pos]))  # ORDER BY start (ties: file order)
+    krow, rrow, has_call, cstart, cgtid = krow[seq_order], rrow[seq_order], has_call[seq_order], cstart[seq_order], cgtid[seq_order]
+    del jk, jr, lone, pos, kstart_all, krow_all
+
+    # NVTX ranges and domain names
+    names: list = []
+    r = _range_columns(path, conn, t, tell("NVTX ranges"))
+    calls = np.flatnonzero(has_call)
+    if progress:
+        progress("NVTX projection", 0, None)
+    if r is not None:
+        names = r["names"]
+        thread = r["gtid"]  # a range without a thread: a key no launch call has, nor its process
+        if len(thread) and not r["has_thread"].all():
+            lo = (min(int(thread.min()), int(cgtid.min()) if len(cgtid) else 0) // _PID - 1) * _PID
+            thread[~r["has_thread"]] = lo
+        proj = project_columns(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"],
+                               cgtid[calls], None, cstart[calls], pid_of=lambda x: x // _PID)
+        k_path = np.full(len(krow), -1, dtype=np.int64)
+        k_path[calls] = proj.call_path
+        paths, rpath = proj.paths, proj.range_path
+        # rows in the row path's order: start/end ranges, then push/pop, each by start (ties: file order)
+        order = np.lexsort((r["row"], r["start"], r["pushpop"]))
+        r = {"row": r["row"][order], "domains": r["domains"]}
+        rpath = rpath[order]
+        del proj, order, thread
+    else:
+        k_path = np.full(len(krow), -1, dtype=np.int64)
+        paths, rpath = [], np.zeros(0, dtype=np.int64)
+        r = {"row": np.zeros(0, dtype=np.int64), "domains": []}
+
+    def col(name: str, default: str = "NULL") -> str:
+        return f"k.{name}" if name in kc else default
+
+    st = t["StringIds"]
+    api = ("sa.value, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
+           if rt else "NULL, NULL, NULL, NULL, NULL")
+    api_join = (f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow LEFT JOIN src."{st}" sa ON sa.id = r.nameId'
+                if rt else "")
+    kernel_sql = f"""
+        SELECT b.seq AS seq, coalesce(NULLIF(sd.value, ''), CAST(k.{name_col} AS TEXT), 'None'),
+               coalesce(NULLIF(ss.value, ''), CAST(k.{short_col} AS TEXT), 'None'),
+               k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
+               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
+               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
+               k.correlationId, {api}, b.path_id
+        FROM temp.bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
+        LEFT JOIN src."{st}" sd ON sd.id = k.{name_col} LEFT JOIN src."{st}" ss ON ss.id = k.{short_col}
+        {api_join}"""
+    nt = t.get("NVTX_EVENTS")
+    cols = _columns(conn, nt) if nt else set()
+    dom = "n.domainId" if "domainId" in cols else "NULL"
+    g = "n.globalTid" if "globalTid" in cols else "NULL"
+    range_sql = f"""
+        SELECT b.seq, CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0
+                           THEN coalesce(d.name, 'domain' || {dom}) END,
+               CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END, n.start, n."end",
+               ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
+        FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
+        LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
+    bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"])
+    facts = _facts(conn, t)
+    return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
+                  LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+
+
+def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
+    """NVTX push/pop and start/end ranges as columns, names resolved (text, else StringIds
+    through textId), domains named by their DOMAIN_CREATE events."""
+    import numpy as np
+
+    nt = t.get("NVTX_EVENTS")
+    if not nt:
+        return None
+    cols = _columns(conn, nt)
+    if not {"start", "end", "eventType"} <= cols:
+        raise BadInput(path, f"{nt} lacks columns {sorted({'start', 'end', 'eventType'} - cols)}")
+    gcond = " OR typeof(globalTid) NOT IN ('integer', 'null')" if "globalTid" in cols else ""
+    text = "text" if "text" in cols else "NULL"
+    # a textId beyond 32 bits names nothing (hostile); narrow columns keep 16 M ranges small
+    text_id = ("CASE WHEN typeof(textId) = 'integer' AND textId BETWEEN -2147483648 AND 2147483647 THEN textId END"
+               if "textId" in cols else "NULL")
+    gtid = "globalTid" if "globalTid" in cols else "NULL"
+    where = f'FROM "{nt}" WHERE eventType IN ({PUSH_POP}, {START_END})'
+    n = conn.execute(f"SELECT count(*) {where}").fetchone()[0]
+    lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{nt}"').fetchone()  # b-tree ends: no scan
+    row_t = "int32" if -2**31 <= (lo or 0) and (hi or 0) < 2**31 else "int64"
+    (rowid, start, end, pushpop, g, tid_, flags), (code, raw) = read_columns(path, f"""
+        SELECT rowid, CASE WHEN typeof(start) = 'integer' THEN start ELSE 0 END,
+               CASE WHEN typeof("end") = 'integer' THEN "end" ELSE {I64_MAX} END, eventType = {PUSH_POP},
+               CASE WHEN typeof({gtid}) = 'integer' THEN {gtid} ELSE 0 END, coalesce({text_id}, 0),
+               ({gtid} IS NULL) | (({text} IS NULL) << 1) | (({text_id} IS NULL) << 2)
+               | ((typeof(start) != 'integer' OR typeof("end") NOT IN ('integer', 'null'){gcond}) << 3),
+               coalesce(CAST({text} AS BLOB), x'')
+        {where} ORDER BY rowid""", 7, blob=True, on_rows=on_rows, n_rows=n,
+        dtypes=[row_t, "int64", "int64", "bool", "int64", "int32", "int8"])
+    bad = int(np.count_nonzero(flags & 8))  # checked in the same pass as the read
+    if bad:
+        raise BadInput(path, f"{nt}: {bad} ranges whose start, end or thread id is not a 64-bit integer")
+    # a name: the text if any, else the registered string of textId (None if neither)
+    from_text = (flags & 2) == 0
+    by_id = ~from_text & ((flags & 4) == 0)
+    has_thread = (flags & 1) == 0
+    del flags
+    ids = np.unique(tid_[by_id])
+    strings = _strings(conn, t, ids)
+    names: list = []
+    index: dict = {}
+
+    def code_of(v) -> int:
+        if v not in index:
+            index[v] = len(names)
+            names.append(v)
+        return index[v]
+
+    text_code = np.array([code_of(b.decode("utf-8", "replace")) for b in raw], dtype=np.int32)
+    id_code = np.array([code_of(strings.get(i)) for i in ids.tolist()], dtype=np.int32)
+    none_code = code_of(None)
+    name = np.full(len(start), none_code, dtype=np.int32)
+    if len(text_code):
+        name[from_text] = text_code[code[from_text]]
+    del code, from_text
+    if len(ids):
+        name[by_id] = id_code[np.searchsorted(ids, tid_[by_id])]
+    del tid_, by_id
+    # domains: DOMAIN_CREATE events name them (the last in start order wins); 0 is the default
+    dom_names: dict = {}
+    if "domainId" in cols:
+        tid_col = "textId" if "textId" in cols else "NULL"
+        for d, txt, tid1 in conn.execute(f'SELECT domainId, {text}, {tid_col} FROM "{nt}"'
+                                         f" WHERE eventType = {DOMAIN_CREATE} ORDER BY start"):
+            if type(d) is int:
+                dom_names[d] = _text(txt) if txt is not None else _strings(conn, t, np.array([tid1])).get(tid1) \
+                    if type(tid1) is int else None
+    return {"row": rowid, "start": start, "end": end, "pushpop": pushpop, "gtid": g, "has_thread": has_thread,
+            "name": name, "names": names, "domains": sorted((d, label) for d, label in dom_names.items() if d)}
+
+
+def _strings(conn, t: dict, ids) -> dict:
+    """StringIds values of these ids."""
+    out: dict = {}
+    ids = ids.tolist()
+    for a in range(0, len(ids), 500):
+        part = ids[a:a + 500]
+        for k, v in conn.execute(f'SELECT id, value FROM "{t["StringIds"]}" WHERE id IN ({",".join("?" * len(part))})',
+                                 part):
+            out[k] = _text(v)
+    return out
 
 
 def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:

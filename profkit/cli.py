@@ -6,6 +6,7 @@ import csv
 import json
 import sqlite3
 import sys
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 
@@ -72,6 +73,30 @@ def cli():
     """profkit: profile first, name the bottleneck, change one thing, re-profile."""
 
 
+@contextmanager
+def file_progress():
+    """on_progress(file, phase, done, total) for the library: one transient rich bar per file
+    (rows or bytes done, phase) on a terminal; nothing when piped. Lines printed meanwhile
+    through `out` appear above the bar."""
+    if not out.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=True) as bar:
+        now: list = [None, None, None]  # file, phase, task
+
+        def on_progress(file, phase, done, total):
+            if (file, phase) != tuple(now[:2]):  # a new phase: a fresh bar (its total may be unknown)
+                if now[2] is not None:
+                    bar.remove_task(now[2])
+                now[:] = [file, phase, bar.add_task(f"{plain(Path(file).name)}: {phase}", total=total)]
+            bar.update(now[2], completed=done, total=total)
+
+        yield on_progress
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
@@ -86,8 +111,7 @@ def ingest(paths, db, run, rank, gpu):
     """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace .json[.gz])."""
     from .ingest import ingest as do_ingest
 
-    loaded = do_ingest(db, list(paths), run, rank=rank)
-    for r in loaded:
+    def line(r):
         if r.skipped:
             out.print(f"{plain(r.path)}: already loaded{' as ' + plain(r.loaded_as) if r.loaded_as else ''} (run {plain(r.run)}), nothing added")
         else:
@@ -95,6 +119,9 @@ def ingest(paths, db, run, rank, gpu):
             rules = f", {r.rules} ncu rule results" if getattr(r, "rules", 0) else ""
             out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
                       f"{r.counters} counters{rules}")
+
+    with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
+        loaded = do_ingest(db, list(paths), run, rank=rank, on_file=line, on_progress=on_progress)
     if gpu:
         from . import gpus
 
@@ -180,9 +207,12 @@ def analyse(profiles, db, top, html, peaks_file):
 
     peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
     measured = peaks.read(peaks_file) if peaks_file else None
-    for r in load_profiles(profiles, db):
+    def landed(r):  # each file's line as it lands
         state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
         out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
+
+    with file_progress() as on_progress:
+        load_profiles(profiles, db, on_file=landed, on_progress=on_progress)
     from .classify import classify as do_classify
 
     with Store(db) as s:

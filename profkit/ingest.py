@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,26 @@ class Loaded:
     rules: int = 0  # ncu guided-analysis results loaded (the rules view)
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, progress=None) -> str:
+    """progress(done, total): bytes hashed so far."""
     h = hashlib.sha256()
+    total, done = Path(path).stat().st_size, 0
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
+        for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
     return h.hexdigest()
+
+
+def _parse(parser, path: Path, on_progress=None):
+    """parser.parse, telling on_progress(file, phase, done, total) where the parser can."""
+    if on_progress and "progress" in inspect.signature(parser.parse).parameters:
+        return parser.parse(path, progress=lambda phase, done, total: on_progress(path, phase, done, total))
+    if on_progress:
+        on_progress(path, "parsing", 0, None)
+    return parser.parse(path)
 
 
 def rank_in_name(path: Path) -> int | None:
@@ -63,8 +78,9 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
     return rank_in_name(path)
 
 
-def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | None) -> Loaded:
-    out = store.add_report(run, report, digest, rank)
+def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | None, on_progress=None) -> Loaded:
+    tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
+    out = store.add_report(run, report, digest, rank, progress=tell)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
         return Loaded(str(path), run, report.format, True, rank=rank)
     return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
@@ -72,7 +88,7 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
 
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
-           parsed_reports: dict | None = None, facts: dict | None = None) -> list[Loaded]:
+           parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
@@ -81,7 +97,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     rank is `rank` if given, else found by rank_of (None for single-process runs).
     `parsed_reports` ({path: Parsed}) holds files a caller already parsed (capture does);
     `facts` ({path: dict}) adds what the caller knows of a file to its facts (capture: how ncu
-    sampled, which the store needs to link its launches).
+    sampled, which the store needs to link its launches). on_file(Loaded) hears of each file
+    as it lands; on_progress(file, phase, done, total) of the work on each (phases: hashing,
+    the parser's, writing; total None: unknown).
     """
     paths = [Path(p) for p in paths]
     run = run or (run_name_for(paths[0]) if paths else None)
@@ -89,20 +107,23 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     parsed = []
     for p in paths:
         parser = parsers.detect(p)
-        parsed.append((p, parser, sha256_of(p)))
+        hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
+        parsed.append((p, parser, sha256_of(p, hashed)))
     with Store(db) as store:
         out, todo = [], []
         for p, parser, digest in parsed:
             seen = store.has_file(digest)
             if seen:
                 out.append(Loaded(str(p), seen[0], parser.FORMAT, True, loaded_as=seen[1]))
+                if on_file:
+                    on_file(out[-1])
             else:
                 known = (parsed_reports or {}).get(p)
-                todo.append((p, known if known is not None else parser.parse(p), digest))
+                todo.append((p, known if known is not None else _parse(parser, p, on_progress), digest))
         for p, report, digest in todo:
             if facts and facts.get(p):
                 report.facts = {**(report.facts or {}), **facts[p]}
-            loaded = _load(store, p, report, digest, run, rank_of(p, report, rank))
+            loaded = _load(store, p, report, digest, run, rank_of(p, report, rank), on_progress)
             out.append(loaded)
             if on_file:
                 on_file(loaded)

@@ -4,45 +4,97 @@ A kernel belongs to the ranges open on the launching thread when its launch call
 to ranges that merely overlap its GPU execution. Push/pop ranges nest per thread; start/end
 ranges belong to the process and may overlap anything.
 
-Sort-and-sweep per thread: O((ranges + calls) log) with no kernels x ranges join, so a
-million of each projects in about a second.
+A path is the list of enclosing range names, outermost first. `NvtxPath` is its readable
+form ('/'-joined, as in `kernels.nvtx_path`) that keeps the exact names: a TensorRT layer
+named `/conv1/Conv + /relu/Relu` stays one name. Parsers hand over names (`path_of`); the
+store keeps them as a JSON array (`names_json`).
+
+Two implementations of one projection: `project` / `range_paths` (a sort-and-sweep per thread
+over Python tuples, for reports of thousands of ranges) and `project_columns` (the same result
+from numpy columns: depth by a running sum of push/pop events per thread, parents by
+searchsorted per depth level, each distinct path built once; for millions of ranges).
+tests/test_nvtx.py checks that both agree on random nestings.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Iterable, Sequence
 
 INF = float("inf")
+I64_MAX = (1 << 63) - 1  # an unclosed range's end in integer columns
 
 
-def range_paths(ranges: Sequence[tuple]) -> list[tuple[int, str]]:
+class NvtxPath(str):
+    """'/'-joined range names (what `nvtx_path` shows) that remembers the names themselves."""
+
+    def __new__(cls, names: Iterable[str | None]):
+        names = tuple(names)
+        self = super().__new__(cls, "/".join("" if n is None else n for n in names))
+        self.names = names
+        return self
+
+    def __reduce__(self):  # pickled across the ncu reader's child process
+        return (NvtxPath, (self.names,))
+
+
+def path_of(names: Sequence[str | None]) -> NvtxPath | None:
+    """The path of enclosing range names (outermost first); None when there is none."""
+    return NvtxPath(names) if names else None
+
+
+def names_of(path) -> tuple | None:
+    """The exact names of a path: an NvtxPath knows them; a plain string (a parser that
+    predates NvtxPath) is split at '/', which is ambiguous for names holding '/'."""
+    if path is None:
+        return None
+    names = getattr(path, "names", None)
+    if names is not None:
+        return tuple(names)
+    return tuple(str(path).split("/"))
+
+
+def names_json(names: Sequence[str | None] | None) -> str | None:
+    """The structured path as stored (`kernels.nvtx_names`, `nvtx_range.names`)."""
+    return None if names is None else json.dumps(list(names), ensure_ascii=False)
+
+
+def range_paths(ranges: Sequence[tuple]) -> list[tuple[int, NvtxPath]]:
     """(depth, path) for each range, push/pop nesting per (pid, tid).
 
     ranges: (domain, text, kind, start, end, pid, tid) in any order. A start/end range has
     depth 0 and a path of its own text.
     """
-    out: list[tuple[int, str] | None] = [None] * len(ranges)
+    out: list[tuple[int, NvtxPath] | None] = [None] * len(ranges)
+    cache: dict[tuple, NvtxPath] = {}
+
+    def interned(names: tuple) -> NvtxPath:
+        p = cache.get(names)
+        if p is None:
+            p = cache[names] = NvtxPath(names)
+        return p
+
     by_thread: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(ranges):
         if r[2] == "push_pop":
             by_thread[(r[5], r[6])].append(i)
         else:
-            out[i] = (0, r[1] or "")
+            out[i] = (0, interned((r[1],)))
     for idx in by_thread.values():
         idx.sort(key=lambda i: (ranges[i][3], -(ranges[i][4] if ranges[i][4] is not None else INF)))
-        stack: list[tuple[float, str]] = []  # (end, path)
+        stack: list[tuple[float, tuple]] = []  # (end, names)
         for i in idx:
             start, end = ranges[i][3], ranges[i][4]
             end = INF if end is None else end
             while stack and stack[-1][0] <= start:
                 stack.pop()
-            path = (stack[-1][1] + "/" if stack else "") + (ranges[i][1] or "")
-            out[i] = (len(stack), path)
-            stack.append((end, path))
+            names = (stack[-1][1] if stack else ()) + (ranges[i][1],)
+            out[i] = (len(stack), interned(names))
+            stack.append((end, names))
     return out  # type: ignore[return-value]
 
 
-def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[str | None, str | None]]:
+def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[str | None, NvtxPath | None]]:
     """Map each call to (innermost range text, path outermost/.../innermost).
 
     ranges: (domain, text, kind, start, end, pid, tid); kind is 'push_pop' or 'start_end'.
@@ -54,24 +106,25 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
     for r in ranges:
         end = INF if r[4] is None else r[4]
         if r[2] == "push_pop":
-            pp[(r[5], r[6])].append((r[3], end, r[1] or ""))
+            pp[(r[5], r[6])].append((r[3], end, r[1]))
         else:
-            se[r[5]].append((r[3], end, r[1] or ""))
+            se[r[5]].append((r[3], end, r[1]))
     for v in pp.values():
         v.sort(key=lambda x: (x[0], -x[1]))
     for v in se.values():
-        v.sort()
+        v.sort(key=lambda x: (x[0], x[1], "" if x[2] is None else x[2]))
 
     calls_by_thread: dict[tuple, list[tuple]] = defaultdict(list)
     for key, pid, tid, t in calls:
         calls_by_thread[(pid, tid)].append((t, key))
 
-    result: dict[int, tuple[str | None, str | None]] = {}
+    cache: dict[tuple, NvtxPath] = {}
+    result: dict[int, tuple[str | None, NvtxPath | None]] = {}
     for (pid, tid), cs in calls_by_thread.items():
         cs.sort(key=lambda x: x[0])
         rs = pp.get((pid, tid), [])
         ses = se.get(pid, [])
-        stack: list[tuple] = []  # (start, end, text, path)
+        stack: list[tuple] = []  # (start, end, text, names)
         i = j = 0
         active: list[tuple] = []
         for t, key in cs:
@@ -79,8 +132,7 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
                 s, e, text = rs[i]
                 while stack and stack[-1][1] <= s:
                     stack.pop()
-                path = (stack[-1][3] + "/" if stack else "") + text
-                stack.append((s, e, text, path))
+                stack.append((s, e, text, (stack[-1][3] if stack else ()) + (text,)))
                 i += 1
             while stack and stack[-1][1] < t:
                 stack.pop()
@@ -90,8 +142,253 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
             if active:
                 active = [a for a in active if a[1] >= t]
             if not active:
-                result[key] = (stack[-1][2], stack[-1][3]) if stack else (None, None)
+                names = stack[-1][3] if stack else None
+            else:
+                enclosing = sorted([(s, e, text) for s, e, text, _ in stack] + active, key=lambda x: x[0])
+                names = tuple(x[2] for x in enclosing)
+            if names is None:
+                result[key] = (None, None)
                 continue
-            enclosing = sorted([(s, e, text) for s, e, text, _ in stack] + active, key=lambda x: x[0])
-            result[key] = (enclosing[-1][2], "/".join(x[2] for x in enclosing))
+            p = cache.get(names)
+            if p is None:
+                p = cache[names] = NvtxPath(names)
+            result[key] = (names[-1], p)
     return result
+
+
+# --- columns ------------------------------------------------------------------------------
+
+class Projection:
+    """What project_columns finds: per range its depth and path, per call its path (-1: none),
+    and the distinct paths as name tuples (path id = index)."""
+
+    def __init__(self, range_depth, range_path, call_path, paths: list[tuple]):
+        self.range_depth, self.range_path, self.call_path, self.paths = range_depth, range_path, call_path, paths
+
+
+def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end, r_name, r_pushpop,
+                    c_thread, c_pid, c_time, pid_of=None) -> Projection:
+    """project + range_paths over numpy columns, with the same results.
+
+    names: the distinct range names (r_name indexes it; no two equal). Ranges: thread key
+    (a push/pop range nests with the others of its thread), process key (a start/end range
+    encloses calls of its process), start, end (I64_MAX: never closed), name index, push/pop
+    flag. Calls: thread key, process key, time. Thread and process keys are int64; ranges
+    without a thread use a key no call has. r_pid and c_pid may be None with `pid_of`, the
+    process key of thread keys (computed only where start/end ranges need it).
+    """
+    import numpy as np
+
+    n = len(r_start)
+    r_start = np.asarray(r_start, dtype=np.int64)
+    r_end = np.asarray(r_end, dtype=np.int64)
+    r_name = np.asarray(r_name)
+    r_thread = np.asarray(r_thread, dtype=np.int64)
+    pushpop = np.asarray(r_pushpop, dtype=bool)
+    c_thread = np.asarray(c_thread, dtype=np.int64)
+    c_time = np.asarray(c_time, dtype=np.int64)
+    if r_pid is None or c_pid is None:
+        se_ = np.flatnonzero(~pushpop)
+        r_pid = np.zeros(n if len(se_) else 0, dtype=np.int64)  # only start/end ranges' keys are read
+        r_pid[se_] = pid_of(r_thread[se_])
+        c_pid = pid_of(c_thread)
+    r_pid = np.asarray(r_pid, dtype=np.int64)
+    c_pid = np.asarray(c_pid, dtype=np.int64)
+    ix = np.int32 if n < 2**31 else np.int64  # range indices: 16 M ranges in half the memory
+    depth = np.zeros(n, dtype=np.int32)
+    parent = np.full(n, -1, dtype=ix)
+    call_range = np.full(len(c_time), -1, dtype=np.int64)  # innermost enclosing push/pop range
+    slow_threads = []  # threads whose push/pop ranges do not nest: the sweep decides
+
+    # push/pop ranges sorted by (thread, start, -end); ties keep input order
+    if pushpop.all():
+        pp = None
+        order = np.lexsort((-r_end, r_start, r_thread)).astype(ix)
+    else:
+        pp = np.flatnonzero(pushpop)
+        order = pp[np.lexsort((-r_end[pp], r_start[pp], r_thread[pp]))].astype(ix)
+    del pp
+    th = r_thread[order]
+    cuts = np.flatnonzero(np.diff(th)) + 1
+    bounds = np.concatenate(([0], cuts, [len(order)]))
+    tkeys = th[bounds[:-1]] if len(order) else th[:0]
+    del th, cuts
+    c_order = np.argsort(c_thread, kind="stable")
+    c_th = c_thread[c_order]
+    for k_th, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if a == b:
+            continue
+        idx = order[a:b]  # this thread's ranges, sorted
+        tkey = tkeys[k_th]
+        ok = _nest(idx, r_start, r_end, depth, parent)
+        lo, hi = np.searchsorted(c_th, tkey, "left"), np.searchsorted(c_th, tkey, "right")
+        calls = c_order[lo:hi]
+        if not ok:
+            slow_threads.append((idx, calls))
+            continue
+        if len(calls):
+            s = r_start[idx]
+            cand = np.searchsorted(s, c_time[calls], "right") - 1
+            got = np.where(cand >= 0, idx[np.maximum(cand, 0)], -1)
+            while True:  # leave ranges that closed before the call for their parents
+                closed = (got >= 0) & (r_end[np.maximum(got, 0)] < c_time[calls])
+                if not closed.any():
+                    break
+                got[closed] = parent[got[closed]]
+            call_range[calls] = got
+    del order
+
+    # paths of push/pop ranges, one depth level at a time: (parent path, name) -> path id
+    paths: list[tuple] = []
+    index: dict[tuple, int] = {}
+    range_path = np.full(n, -1, dtype=ix)
+    width = len(names) + 1
+    max_depth = int(depth[pushpop].max()) if pushpop.any() else -1
+    fast = pushpop.copy()
+    for idx, _ in slow_threads:
+        fast[idx] = False
+    for d in range(max_depth + 1):
+        lvl = np.flatnonzero(fast & (depth == d))
+        if not len(lvl):
+            continue
+        up = range_path[parent[lvl]] if d else np.full(len(lvl), -1, dtype=np.int64)
+        up = up.astype(np.int64)
+        keys = (up + 1) * width + r_name[lvl]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for k, key in enumerate(uniq.tolist()):
+            p, nm = divmod(key, width)
+            names_ = (paths[p - 1] if p else ()) + (names[nm],)
+            pid_ = index.get(names_)
+            if pid_ is None:
+                pid_ = index[names_] = len(paths)
+                paths.append(names_)
+            ids[k] = pid_
+        range_path[lvl] = ids[inv]
+
+    def intern(names_: tuple) -> int:
+        pid_ = index.get(names_)
+        if pid_ is None:
+            pid_ = index[names_] = len(paths)
+            paths.append(names_)
+        return pid_
+
+    # threads that do not nest: the sweep (range_paths / project semantics), on those only
+    se = np.flatnonzero(~pushpop)
+
+    def row(i, kind, pid):
+        return (None, names[r_name[i]], kind, int(r_start[i]), None if r_end[i] == I64_MAX else int(r_end[i]), pid, 0)
+
+    for idx, calls in slow_threads:
+        rows = [row(i, "push_pop", 0) for i in idx.tolist()]
+        for i, (dp, p) in zip(idx.tolist(), range_paths(rows)):
+            depth[i] = dp
+            range_path[i] = intern(p.names)
+        for pid in np.unique(c_pid[calls]).tolist():  # with the start/end ranges of the calls' process
+            mine = calls[c_pid[calls] == pid].tolist()
+            rows_p = rows + [row(i, "start_end", 0) for i in se[r_pid[se] == pid].tolist()]
+            got = project(rows_p, [(c, 0, 0, int(c_time[c])) for c in mine])
+            for c in mine:
+                p = got[c][1]
+                call_range[c] = -2 if p is None else -3 - intern(p.names)  # a path, not a range
+
+    # start/end ranges: depth 0, their own name; they join the path of calls they enclose
+    for i in se.tolist():
+        range_path[i] = intern((names[r_name[i]],))
+    call_path = np.full(len(c_time), -1, dtype=np.int64)
+    has = call_range >= 0
+    call_path[has] = range_path[call_range[has]]
+    swept = call_range <= -3
+    call_path[swept] = -3 - call_range[swept]
+    if len(se) and len(c_time):
+        _start_end(names, se, r_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
+                   intern, slow_threads)
+    return Projection(depth, range_path, call_path, paths)
+
+
+def _nest(idx, r_start, r_end, depth, parent) -> bool:
+    """Depth and parent of one thread's push/pop ranges (sorted by start, -end); False if they
+    do not nest (a parent not enclosing its child, a range ending before it starts).
+
+    depth_i = i - #{j before i that closed by s_i}: a range ending where the next begins is
+    closed (project's rule). Every range with e_j <= s_i that is not before i is a zero-length
+    range at s_i sorted after it (they sort last among ranges starting there), so the count is
+    one searchsorted over the sorted ends less those. Parents: the last range before i one
+    level up. All in arrays of one thread's size, no events array of twice it."""
+    import numpy as np
+
+    m = len(idx)
+    s, e = r_start[idx], r_end[idx]
+    if (e < s).any():
+        return False
+    d = np.searchsorted(np.sort(e), s, "right")  # closed by s_i
+    zero = np.flatnonzero(e == s)
+    if len(zero):  # zero-length ranges at s_i from i on: counted as closed, yet not before i
+        d -= np.searchsorted(s[zero], s, "right") - np.searchsorted(zero, np.arange(m), "left")
+    np.subtract(np.arange(m, dtype=d.dtype), d, out=d)
+    if (d < 0).any():
+        return False
+    par = np.full(m, -1, dtype=np.int32 if m < 2**31 else np.int64)
+    ups = np.flatnonzero(d == 0)
+    for level in range(1, int(d.max()) + 1 if m else 0):
+        kids = np.flatnonzero(d == level)
+        if not len(kids):
+            ups = kids
+            continue
+        k = np.searchsorted(ups, kids) - 1
+        if not len(ups) or (k < 0).any():
+            return False
+        par[kids] = ups[k]
+        ups = kids
+    child = np.flatnonzero(par >= 0)
+    p = par[child]
+    if (s[p] > s[child]).any() or (e[p] < e[child]).any() or (e[p] <= s[child]).any():
+        return False
+    depth[idx] = d
+    parent[idx] = np.where(par >= 0, idx[np.maximum(par, 0)], -1)
+    return True
+
+
+def _start_end(names, se, r_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
+               intern, slow_threads) -> None:
+    """Calls inside start/end ranges of their process: path = push/pop chain and start/end
+    ranges together, by start (project's rule). Only those calls are walked in Python."""
+    import numpy as np
+
+    slow_calls = {int(c) for _, calls in slow_threads for c in calls.tolist()}
+    se_sorted = se[np.lexsort((r_end[se], r_start[se], r_pid[se]))]
+    pids = r_pid[se_sorted]
+    c_order = np.lexsort((c_time, c_pid))
+    for pid in np.unique(pids).tolist():
+        rs = se_sorted[pids == pid]
+        mine = c_order[c_pid[c_order] == pid]
+        if not len(mine):
+            continue
+        t = c_time[mine]
+        cover = np.zeros(len(mine) + 1, dtype=np.int64)
+        np.add.at(cover, np.searchsorted(t, r_start[rs], "left"), 1)
+        np.add.at(cover, np.searchsorted(t, r_end[rs], "right"), -1)
+        inside = np.cumsum(cover)[:-1] > 0
+        if not inside.any():
+            continue
+        ses = sorted(((int(r_start[i]), int(r_end[i]), names[r_name[i]]) for i in rs.tolist()),
+                     key=lambda x: (x[0], x[1], "" if x[2] is None else x[2]))
+        j, active = 0, []
+        for c in mine[inside].tolist():
+            tc = int(c_time[c])
+            while j < len(ses) and ses[j][0] <= tc:
+                active.append(ses[j])
+                j += 1
+            active = [a for a in active if a[1] >= tc]
+            if not active:
+                continue
+            if c in slow_calls:
+                continue  # the sweep placed it, start/end ranges included
+            chain = []
+            r = int(call_range[c])
+            while r >= 0:
+                chain.append((int(r_start[r]), names[r_name[r]]))
+                r = int(parent[r])
+            chain.reverse()
+            enclosing = sorted([(s, None, nm) for s, nm in chain] + active, key=lambda x: x[0])
+            call_path[c] = intern(tuple(x[2] for x in enclosing))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import parsers
 from .errors import BadInput, ProfkitError
-from .ingest import Loaded, ingest, rank_in_name
+from .ingest import Loaded, ingest, rank_in_name, sha256_of
 from .store import Store
 
 def report_files(folder: Path) -> list[Path]:
@@ -57,16 +57,20 @@ def sampled_facts(files: list[Path], meta: dict | None) -> dict | None:
     return {f: {"ncu_filter": spec} for f in files if parsers.detect(f).ROLE == "counters"}
 
 
-def load_profiles(root: Path, db: str, on_file=None) -> list[Loaded]:
+def load_profiles(root: Path, db: str, on_file=None, on_progress=None) -> list[Loaded]:
     root = Path(root)
     if not root.is_dir():
         raise ProfkitError(f"{root}: no such folder of profiles")
     out: list[Loaded] = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = report_files(folder)
+    # the slow readers (ncu's) start on every file not loaded yet while the folders load in turn
+    plan = [(folder, report_files(folder)) for folder in sorted(p for p in root.iterdir() if p.is_dir())]
+    with Store(db) as s:
+        parsers.prefetch([f for _, files in plan for f in files if not s.has_file(sha256_of(f))])
+    for folder, files in plan:
         if files:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
-            out.extend(ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta)))
+            out.extend(ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta),
+                              on_progress=on_progress))
             if meta:
                 with Store(db) as s:
                     s.set_run_meta(folder.name, meta)

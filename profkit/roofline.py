@@ -92,7 +92,7 @@ def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
     if sel.run not in store.runs():
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     rows = store.query("""
-        SELECT kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns FROM kernels
+        SELECT kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, nvtx_names FROM kernels
         WHERE run = :run AND kernel_id IN (SELECT kernel_id FROM counters WHERE run = :run)
         ORDER BY coalesce(start_ns, 0), kernel_id""", {"run": sel.run})
     if not rows:
@@ -100,7 +100,7 @@ def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
                           f"`profkit capture --metrics roofline`, or ingest an .ncu-rep of the same workload into it")
     out: dict[str, list[dict]] = {}
     for r in rows:
-        key = selection.key_of(r["nvtx_path"], sel.component) if r["nvtx_path"] else (
+        key = selection.key_of(selection.names(r), sel.component) if r["nvtx_path"] else (
             None if sel.component else "")
         if key is not None:
             out.setdefault(key, []).append(r)
@@ -222,7 +222,7 @@ def _chain_keys(groups: dict[str, list[dict]], chain) -> list[str]:
         if item in groups:
             keys.append(item)
             continue
-        hits = [k for k in groups if item in (k or "").split("/")]
+        hits = [k for k in groups if groups[k] and item in selection.names(groups[k][0])]
         if len(hits) != 1:
             raise BadArgument(f"chain step {item!r} names {len(hits)} NVTX paths; use one of: "
                               f"{', '.join(k for k in groups if k) or 'none'}")

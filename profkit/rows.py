@@ -1,11 +1,17 @@
-"""Plain rows a parser yields: no SQL, no files. The store is their only reader.
+"""Plain rows a parser yields: no SQL into profkit's database. The store is their only reader.
 
-Rows are tuples (not dicts) in the field order below: a million kernels must fit in a few
-hundred MB.
+Rows are tuples (not dicts) in the field order below. A kernel's `nvtx_path` is an
+`NvtxPath` (profkit.nvtx.path_of(names)): the readable path that keeps the exact names.
+
+Reports of millions of rows come as `Bulk` instead: a query over the report's own read-only
+SQLite file plus numpy columns (what the parser computed, e.g. NVTX paths). The store copies
+them with INSERT ... SELECT, never building a tuple per row; `kernels` and `ranges` then
+build tuples only when someone iterates them (tests, small reports).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # one kernel launch
@@ -17,6 +23,8 @@ KERNEL_FIELDS = (
 )
 # one NVTX range (push/pop or start/end)
 RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
+# a Bulk's kernel query yields these columns (the store adds the NVTX ones from its path table)
+BULK_KERNEL_FIELDS = tuple(f for f in KERNEL_FIELDS if f not in ("nvtx_range", "nvtx_path"))
 # one counter of one kernel: (kernel seq, metric, unit, value)
 COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
@@ -34,6 +42,7 @@ class Parsed:
     counters: list[tuple] = field(default_factory=list)
     facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
+    bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
 
     def summary(self) -> dict:
         return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters),
@@ -76,3 +85,188 @@ def count(v: float) -> int | None:
     """A counter value as an integer fact (grid size, SM count); inf or beyond 64 bits (a
     corrupt report) cannot be one and is left unknown."""
     return int(round(v)) if math.isfinite(v) and abs(v) < 2**63 else None
+
+
+class LazyRows(Sequence):
+    """Rows counted without being built: tuples are made on first access (tests, capture's
+    progress total); the store never asks for them."""
+
+    def __init__(self, n: int, build):
+        self._n, self._build, self._rows = n, build, None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _all(self) -> list:
+        if self._rows is None:
+            self._rows = self._build()
+        return self._rows
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())
+
+
+@dataclass
+class Bulk:
+    """Kernels and NVTX ranges as queries plus numpy columns (see the module docstring).
+
+    source: the report (a read-only SQLite file) the store ATTACHes as `src`.
+    kernel_sql: a SELECT over `src` and temp.bulk_kernel(seq, krow, rrow, path_id) yielding
+        BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY.
+    range_sql: a SELECT over `src`, bulk_range(seq, row, path_id) (unqualified: a temp table,
+        or a CTE of one chunk, see range_chunks) and temp.bulk_domain(id, name) yielding seq,
+        domain, kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY.
+    k_krow, k_rrow, k_path: per kernel in seq order: the rowids kernel_sql joins on (rrow -1:
+        no launch call) and its path (index into `paths`, -1: no range).
+    r_row, r_path: per range in order: its rowid in the report, its path.
+    paths: distinct NVTX paths as name tuples. domains: (id, name) for bulk_domain.
+    """
+
+    source: str
+    kernel_sql: str
+    range_sql: str
+    k_krow: object
+    k_rrow: object
+    k_path: object
+    r_row: object
+    r_path: object
+    paths: list
+    domains: list
+
+    @property
+    def n_kernels(self) -> int:
+        return len(self.k_krow)
+
+    @property
+    def n_ranges(self) -> int:
+        return len(self.r_row)
+
+    def stage(self, conn, path_ids, on_rows=None, ranges_streamed: bool = False) -> None:
+        """The temp tables the queries read, on `conn` (which has `src` attached); path_id is
+        path_ids[path] (the store's ids). ranges_streamed: the caller feeds bulk_range by
+        range_chunks instead (an empty temp table is made all the same)."""
+        import numpy as np
+
+        ids = np.asarray(path_ids, dtype=np.int64)
+
+        def mapped(p):
+            p = np.asarray(p, dtype=np.int64)
+            return np.where(p >= 0, ids[np.maximum(p, 0)], -1) if len(ids) else np.full(len(p), -1, dtype=np.int64)
+
+        for t in ("bulk_kernel", "bulk_range", "bulk_domain"):
+            conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        conn.execute("CREATE TEMP TABLE bulk_kernel (seq INTEGER PRIMARY KEY, krow INTEGER, rrow INTEGER, path_id INTEGER)")
+        conn.execute("CREATE TEMP TABLE bulk_range (seq INTEGER PRIMARY KEY, row INTEGER, path_id INTEGER)")
+        conn.execute("CREATE TEMP TABLE bulk_domain (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.executemany("INSERT INTO bulk_domain VALUES (?, ?)", self.domains)
+        _fill(conn, "bulk_kernel", ("krow", "path_id"), self.k_krow, mapped(self.k_path), on_rows)
+        _fill(conn, "bulk_kernel", ("rrow",), self.k_rrow, None, None)
+        if not ranges_streamed:
+            _fill(conn, "bulk_range", ("row", "path_id"), self.r_row, mapped(self.r_path), None)
+
+    def range_chunks(self, path_ids, chunk: int = 1 << 20):
+        """The ranges as (bulk_range CTE, its parameters) per chunk of rows, the rows of a JSON
+        array SQLite unpacks in C: nothing staged for millions of ranges. None when the values
+        do not pack (then `stage` fills temp.bulk_range)."""
+        import json
+
+        import numpy as np
+
+        if not _packable(self.r_row, self.r_path):
+            return None
+        ids = np.asarray(path_ids, dtype=np.int64)
+        mask = (1 << _PACK) - 1
+
+        def chunks():
+            for lo in range(0, self.n_ranges, chunk):
+                p = np.asarray(self.r_path[lo:lo + chunk], dtype=np.int64)
+                pid = np.where(p >= 0, ids[np.maximum(p, 0)], mask) if len(ids) else np.full(len(p), mask)
+                packed = (np.asarray(self.r_row[lo:lo + chunk], dtype=np.int64) << _PACK) | pid
+                yield (f"bulk_range(seq, row, path_id) AS (SELECT j.key + ?, j.value >> {_PACK}, "
+                       f"NULLIF(j.value & {mask}, {mask}) FROM json_each(?) j)", (lo, json.dumps(packed.tolist())),
+                       min(lo + chunk, self.n_ranges))
+        return chunks()
+
+    def _query(self, sql: str):
+        import sqlite3
+
+        conn = sqlite3.connect(":memory:", uri=True)  # uri: ATTACH takes the read-only URI
+        try:
+            conn.execute("ATTACH ? AS src", (_ro_uri(self.source),))
+            self.stage(conn, list(range(len(self.paths))))
+            return conn.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
+        finally:
+            conn.close()
+
+    def kernel_rows(self) -> list[tuple]:
+        """The kernels as KERNEL_FIELDS tuples (built in memory: for tests and small reports)."""
+        from .nvtx import NvtxPath
+
+        paths = [NvtxPath(p) for p in self.paths]
+        at = BULK_KERNEL_FIELDS.index("short_name") + 1
+        out = []
+        for r in self._query(self.kernel_sql):
+            p = paths[r[-1]] if r[-1] is not None else None
+            out.append(r[:at] + (p.names[-1] if p is not None else None, p) + r[at:-1])
+        return out
+
+    def range_rows(self) -> list[tuple]:
+        """The ranges as RANGE_FIELDS tuples (built in memory)."""
+        from .nvtx import NvtxPath
+
+        paths = [NvtxPath(p) for p in self.paths]
+        out = []
+        for seq, dom, kind, s, e, pid, tid, p in self._query(self.range_sql):
+            path = paths[p]
+            out.append((dom, path.names[-1], kind, s, e, pid, tid, len(path.names) - 1, path))
+        return out
+
+
+_PACK = 24  # low bits of a packed value: a path id (all ones: none)
+
+
+def _packable(a, b) -> bool:
+    import numpy as np
+
+    a = np.asarray(a)
+    return len(a) == 0 or (a.min() >= 0 and a.max() < (1 << (62 - _PACK))
+                           and np.asarray(b).max(initial=-1) < (1 << _PACK) - 1)
+
+
+def _fill(conn, table: str, cols: tuple, a, b, on_rows, chunk: int = 1 << 20) -> int:
+    """Write columns into a temp table keyed by seq (0..n-1): as JSON arrays that SQLite
+    unpacks in C (a value is a << 24 | b), one statement per chunk; values too large to pack
+    go through executemany. A second call with one column updates the rows the first made."""
+    import json
+
+    import numpy as np
+
+    a = np.asarray(a, dtype=np.int64)
+    n = len(a)
+    packable = b is None or _packable(a, b)
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        if b is None:  # update: one column
+            conn.execute(f"UPDATE {table} SET {cols[0]} = NULLIF(j.value, -1) FROM json_each(?) j"
+                         f" WHERE {table}.seq = j.key + ?", (json.dumps(a[lo:hi].tolist()), lo))
+        elif packable:
+            bb = np.asarray(b[lo:hi], dtype=np.int64)
+            packed = (a[lo:hi] << _PACK) | np.where(bb < 0, (1 << _PACK) - 1, bb)
+            conn.execute(f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) SELECT j.key + ?, j.value >> {_PACK},"
+                         f" NULLIF(j.value & {(1 << _PACK) - 1}, {(1 << _PACK) - 1}) FROM json_each(?) j",
+                         (lo, json.dumps(packed.tolist())))
+        else:
+            conn.executemany(f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) VALUES (?, ?, NULLIF(?, -1))",
+                             zip(range(lo, hi), a[lo:hi].tolist(), np.asarray(b[lo:hi]).tolist()))
+        if on_rows:
+            on_rows(hi)
+    return n
+
+
+def _ro_uri(path: str) -> str:
+    from pathlib import Path
+
+    return f"{Path(path).resolve().as_uri()}?mode=ro"

@@ -250,6 +250,68 @@ SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evi
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
 """))
 
+# Structured NVTX paths (issue 15 item 6): a name may hold '/' (TensorRT layers), so each
+# distinct path is stored once with its names as a JSON array; launches and ranges point to
+# it. Ranges keep only that id (a range's text, depth and path are its path's): nvtx_range is
+# now a view over nvtx_event, with the same columns plus `names`. Paths loaded before this
+# migration had only the '/'-joined text: their names are that text split at '/'.
+MIGRATIONS.append((9, "nvtx_path: structured NVTX paths; nvtx_range a view over nvtx_event", """
+CREATE TABLE nvtx_path (
+    id     INTEGER PRIMARY KEY,
+    names  TEXT NOT NULL UNIQUE,                -- JSON array of range names, outermost first
+    path   TEXT NOT NULL,                       -- the names joined by '/'
+    text   TEXT,                                -- the innermost name
+    depth  INTEGER NOT NULL                     -- number of names - 1
+);
+CREATE INDEX nvtx_path_path ON nvtx_path(path);
+INSERT INTO nvtx_path (names, path, text, depth)
+WITH RECURSIVE p(path) AS (SELECT nvtx_path FROM launch WHERE nvtx_path IS NOT NULL
+                           UNION SELECT path FROM nvtx_range WHERE path IS NOT NULL),
+     s(path, rest, names) AS (SELECT path, path || '/', json_array() FROM p
+                              UNION ALL SELECT path, substr(rest, instr(rest, '/') + 1),
+                                               json_insert(names, '$[#]', substr(rest, 1, instr(rest, '/') - 1))
+                              FROM s WHERE rest != '')
+SELECT names, path, json_extract(names, '$[#-1]'), json_array_length(names) - 1 FROM s WHERE rest = '';
+ALTER TABLE launch ADD COLUMN path_id INTEGER REFERENCES nvtx_path(id);
+UPDATE launch SET path_id = (SELECT id FROM nvtx_path p WHERE p.path = launch.nvtx_path) WHERE nvtx_path IS NOT NULL;
+CREATE TABLE nvtx_event (
+    id        INTEGER PRIMARY KEY,
+    run       TEXT NOT NULL REFERENCES run(run),
+    file_id   INTEGER NOT NULL REFERENCES report_file(id),
+    rank      INTEGER,
+    domain    TEXT,
+    kind      TEXT NOT NULL,                    -- push_pop | start_end
+    start_ns  INTEGER,
+    end_ns    INTEGER,
+    pid       INTEGER,
+    tid       INTEGER,
+    path_id   INTEGER REFERENCES nvtx_path(id)  -- its text, depth, path: those of its path
+);
+INSERT INTO nvtx_event (id, run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)
+SELECT id, run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid,
+       (SELECT id FROM nvtx_path p WHERE p.path = r.path)
+FROM nvtx_range r;
+DROP TABLE nvtx_range;
+CREATE INDEX nvtx_event_file ON nvtx_event(file_id);
+CREATE VIEW nvtx_range AS
+SELECT e.id, e.run, e.file_id, e.domain, p.text, e.kind, e.start_ns, e.end_ns, e.pid, e.tid, p.depth, p.path,
+       e.rank, p.names
+FROM nvtx_event e LEFT JOIN nvtx_path p ON p.id = e.path_id;
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name, l.nvtx_range, l.nvtx_path,
+       l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
+       l.registers_per_thread, l.stream, l.device, l.source,
+       l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
+       l.sampled_from, p.names AS nvtx_names
+FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
+WHERE l.timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""))
+
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
@@ -257,7 +319,7 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from"),
+                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
                         "sampled_from"),

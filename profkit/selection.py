@@ -10,6 +10,7 @@ Both ``profkit compare`` and ``profkit roofline --compare`` pair ranges this way
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from .errors import BadArgument, NoSuchRun
@@ -43,24 +44,34 @@ class Pair:
 
 def parse(text: str) -> Selector:
     run, sep, component = text.partition(":")
-    if not run or (sep and not component) or "/" in component:
-        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:VARIANT (one part of an NVTX path, e.g. triton)")
+    if not run or (sep and not component):
+        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:VARIANT (one range name of an NVTX path, e.g. triton)")
     return Selector(run, component or None)
 
 
-def key_of(path: str, component: str | None) -> str | None:
-    """The pairing key of an NVTX path under a selector's component (None: not selected)."""
+def names(row: dict) -> list:
+    """A kernel row's enclosing range names: its structured path (`nvtx_names`), else its
+    readable path split at '/' (ambiguous where a name holds '/')."""
+    js = row.get("nvtx_names")
+    if js:
+        return json.loads(js)
+    return row["nvtx_path"].split("/") if row.get("nvtx_path") else []
+
+
+def key_of(path, component: str | None) -> str | None:
+    """The pairing key of an NVTX path (its names, or the readable path) under a selector's
+    component (None: not selected). COMPONENT matches one whole range name, '/' and all."""
+    parts = list(path) if isinstance(path, (list, tuple)) else path.split("/")
     if component is None:
-        return path
-    parts = path.split("/")
+        return "/".join("" if p is None else p for p in parts)
     if component not in parts:
         return None
     parts.remove(component)  # the first occurrence: the variant level
-    return "/".join(parts)
+    return "/".join("" if p is None else p for p in parts)
 
 
 _KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
-                   "duration_ns, stream, source, api_start_ns, api_end_ns")
+                   "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names")
 
 
 def groups(store: Store, sel: Selector) -> dict[str, Group]:
@@ -72,7 +83,7 @@ def groups(store: Store, sel: Selector) -> dict[str, Group]:
         "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
     out: dict[str, Group] = {}
     for r in rows:
-        key = key_of(r["nvtx_path"], sel.component)
+        key = key_of(names(r), sel.component)
         if key is None:
             continue
         g = out.setdefault(key, Group(key, r["nvtx_path"]))

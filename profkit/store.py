@@ -12,13 +12,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-import sqlite_utils
-
 from .dbfile import BUSY_TIMEOUT_MS, open_readonly as _open_file_readonly
 from .errors import NoSuchRun, ProfkitError
 from .parsers import timeline_sources
 from . import sampling
-from .rows import KERNEL_FIELDS, Parsed
+from .nvtx import names_json, names_of
+from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, Parsed
 from .schema import LATEST, MIGRATIONS
 
 
@@ -33,7 +32,9 @@ def _now() -> str:
 
 
 def connect(path: str | os.PathLike) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    # a URI connection: a bulk load ATTACHes the report read-only (mode=ro needs URI filenames)
+    conn = sqlite3.connect(Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           uri=True)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -90,7 +91,6 @@ class Store:
             migrate(self.conn)
         except sqlite3.DatabaseError as e:
             raise ProfkitError(f"{self.path}: not a usable profkit database ({e})") from None
-        self.db = sqlite_utils.Database(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -120,7 +120,9 @@ class Store:
         return run
 
     def query(self, sql: str, params=()) -> list[dict]:
-        return list(self.db.query(sql, params))
+        cur = self.conn.execute(sql, params)
+        cols = [d[0] for d in cur.description or ()]
+        return [dict(zip(cols, r)) for r in cur]
 
     def run_meta(self, run: str) -> dict:
         row = self.conn.execute("SELECT meta FROM run WHERE run = ?", (run,)).fetchone()
@@ -153,48 +155,138 @@ class Store:
         return next((s for s in timeline_sources() if s in have), None)
 
     # --- writing -------------------------------------------------------------------------
-    def add_report(self, run: str, report: Parsed, sha256: str, rank: int | None = None) -> dict:
+    def add_report(self, run: str, report: Parsed, sha256: str, rank: int | None = None, progress=None) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
-        rank of a multi-process run (None for a single process)."""
+        rank of a multi-process run (None for a single process). progress(phase, done,
+        total): rows written so far."""
         c = self.conn
-        c.execute("BEGIN IMMEDIATE")
+        bulk = report.bulk
+        if bulk is not None:  # ATTACH and foreign_keys cannot change inside a transaction
+            c.execute("ATTACH ? AS src", (f"{Path(bulk.source).resolve().as_uri()}?mode=ro",))
+            # a bulk copy writes ids it just made (run, file, paths): checking each of millions
+            # of rows against them costs three index searches a row
+            c.execute("PRAGMA foreign_keys = OFF")
         try:
-            if c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                if c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
+                    c.execute("ROLLBACK")
+                    return {"skipped": True}
+                file_id = self._add_file(run, report, sha256, rank)
+                if bulk is not None:
+                    self._add_bulk(run, file_id, rank, report, progress)
+                else:
+                    self._add_rows(run, file_id, rank, report)
+                self._link(run)
+                c.execute("COMMIT")
+            except BaseException:
                 c.execute("ROLLBACK")
-                return {"skipped": True}
-            facts = report.facts or {}
-            if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
-                c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
-                          (run, _now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
-            else:
-                self._merge_meta(run, facts)
-            cur = c.execute(
-                "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run, report.path, sha256, report.format, _now(), len(report.kernels), len(report.ranges),
-                 len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
-            file_id = cur.lastrowid
-            base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
-            cols = ("id", "run", "file_id", "rank", "source") + KERNEL_FIELDS
-            sql = f"INSERT INTO launch ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            c.executemany(sql, ((base + i, run, file_id, rank, report.source) + k
-                                for i, k in enumerate(report.kernels)))
-            seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
-            c.executemany(
-                "INSERT INTO nvtx_range (run, file_id, rank, domain, text, kind, start_ns, end_ns, pid, tid, depth, path)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((run, file_id, rank) + r for r in report.ranges))
-            c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
-                          ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
-            c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
-                          " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
-            self._link(run)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+                raise
+        finally:
+            if bulk is not None:
+                for t in ("bulk_kernel", "bulk_range", "bulk_domain"):
+                    c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+                c.execute("DETACH src")
+                c.execute("PRAGMA foreign_keys = ON")
         return {"skipped": False, "file_id": file_id, **report.summary()}
+
+    def _add_file(self, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
+        c = self.conn
+        facts = report.facts or {}
+        if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
+            c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
+                      (run, _now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
+        else:
+            self._merge_meta(run, facts)
+        cur = c.execute(
+            "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run, report.path, sha256, report.format, _now(), len(report.kernels), len(report.ranges),
+             len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
+        return cur.lastrowid
+
+    def _path_ids(self, paths) -> list[int | None]:
+        """nvtx_path ids of name tuples (added where new; None for no path)."""
+        c = self.conn
+        out: list[int | None] = []
+        for names in paths:
+            if not names:
+                out.append(None)
+                continue
+            js = names_json(names)
+            row = c.execute("SELECT id FROM nvtx_path WHERE names = ?", (js,)).fetchone()
+            if row is None:
+                row = (c.execute("INSERT INTO nvtx_path (names, path, text, depth) VALUES (?, ?, ?, ?)",
+                                 (js, "/".join("" if n is None else n for n in names), names[-1],
+                                  len(names) - 1)).lastrowid,)
+            out.append(row[0])
+        return out
+
+    def _add_rows(self, run: str, file_id: int, rank: int | None, report: Parsed) -> None:
+        """A report of tuples (every parser but the bulk one)."""
+        c = self.conn
+        at = KERNEL_FIELDS.index("nvtx_path")
+        kernel_names = [names_of(k[at]) for k in report.kernels]
+        range_names = [names_of(r[8]) or (r[1],) for r in report.ranges]
+        distinct = list(dict.fromkeys(n for n in kernel_names + range_names if n))
+        ids = dict(zip(distinct, self._path_ids(distinct)))
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
+        cols = ("id", "run", "file_id", "rank", "source") + KERNEL_FIELDS + ("path_id",)
+        sql = f"INSERT INTO launch ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        c.executemany(sql, ((base + i, run, file_id, rank, report.source) + k[:at] + (str(k[at]) if k[at] is not None else None,)
+                            + k[at + 1:] + (ids.get(n) if n else None,)
+                            for i, (k, n) in enumerate(zip(report.kernels, kernel_names))))
+        seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
+        c.executemany(
+            "INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ((run, file_id, rank, r[0], r[2], r[3], r[4], r[5], r[6], ids[n]) for r, n in zip(report.ranges, range_names)))
+        c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
+                      ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
+        c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
+                      " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
+
+    def _add_bulk(self, run: str, file_id: int, rank: int | None, report: Parsed, progress=None) -> None:
+        """A Bulk report: kernels and ranges by INSERT ... SELECT from the attached report,
+        joined to what the parser computed (staged as temp tables); no tuple per row."""
+        import numpy as np
+
+        c = self.conn
+        bulk = report.bulk
+        c.execute("PRAGMA cache_size = -262144")  # 256 MB of pages: a bulk copy spills less to the log mid-way
+        ids = np.array([-1 if i is None else i for i in self._path_ids(bulk.paths)], dtype=np.int64)
+        nk, nr = bulk.n_kernels, bulk.n_ranges
+        tell = (lambda phase, total: (lambda n: progress(phase, n, total))) if progress else (lambda *a: None)
+        chunks = bulk.range_chunks(ids)
+        bulk.stage(c, ids, on_rows=tell("staging", nk), ranges_streamed=chunks is not None)
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
+        fields = BULK_KERNEL_FIELDS + ("path_id",)
+        if progress:
+            progress("writing kernels", 0, nk)
+        c.execute(f"""
+            INSERT INTO launch (id, run, file_id, rank, source, {', '.join(fields)}, nvtx_range, nvtx_path)
+            WITH q({', '.join(fields)}) AS ({bulk.kernel_sql})
+            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in fields)}, p.text, p.path
+            FROM q LEFT JOIN nvtx_path p ON p.id = q.path_id ORDER BY q.seq""",
+                  (base, run, file_id, rank, report.source))
+        if progress:
+            progress("writing kernels", nk, nk)
+        if progress:
+            progress("writing ranges", 0, nr)
+        insert = ("INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
+                  " WITH {cte} q(seq, domain, kind, start_ns, end_ns, pid, tid, path_id) AS (" + bulk.range_sql + ")"
+                  " SELECT ?, ?, ?, domain, kind, start_ns, end_ns, pid, tid, path_id FROM q {order}")
+        if chunks is None:
+            c.execute(insert.format(cte="", order="ORDER BY seq"), (run, file_id, rank))
+        else:
+            # a chunk's rows come in array order (json_each is the outer loop): no sort of them
+            for cte, params, done in chunks:
+                c.execute(insert.format(cte=cte + ",", order=""), params + (run, file_id, rank))
+                if progress:
+                    progress("writing ranges", done, nr)
+        if progress:
+            progress("writing ranges", nr, nr)
 
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""

@@ -26,6 +26,7 @@ innermost range they have (e.g. the call range itself).
 from __future__ import annotations
 
 import bisect
+import json
 from collections import defaultdict
 
 from .errors import BadArgument
@@ -33,10 +34,35 @@ from .intervals import covered
 from .store import Store
 
 
-def _under(path: str | None, prefix: str | None) -> bool:
+def _under(names: list | None, prefix: str | None) -> bool:
+    """Whether a path (its range names) lies under `prefix`: the readable path of its first
+    names, cut at a name boundary (a name holding '/' is one name), or a JSON array of names."""
     if prefix is None:
         return True
-    return path is not None and (path == prefix or path.startswith(prefix.rstrip("/") + "/"))
+    if not names:
+        return False
+    if prefix.startswith("["):
+        try:
+            want = json.loads(prefix)
+        except ValueError:
+            want = None
+        if isinstance(want, list):
+            return names[:len(want)] == want
+    prefix = prefix.rstrip("/")
+    joined = ""
+    for i, n in enumerate(names):
+        joined = (joined + "/" if i else "") + ("" if n is None else n)
+        if joined == prefix:
+            return True
+        if len(joined) >= len(prefix):
+            return False
+    return False
+
+
+def _names(js: str | None, path: str | None) -> list | None:
+    if js:
+        return json.loads(js)
+    return path.split("/") if path is not None else None
 
 
 def _launches(store: Store, run: str) -> list[dict]:
@@ -46,7 +72,7 @@ def _launches(store: Store, run: str) -> list[dict]:
         return []
     return store.query("""
         SELECT id AS kernel_id, file_id, short_name, kernel_name, nvtx_range, nvtx_path, start_ns, end_ns,
-               pid, tid, api_start_ns, correlation_id
+               pid, tid, api_start_ns, correlation_id, (SELECT names FROM nvtx_path p WHERE p.id = path_id) AS nvtx_names
         FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL
           AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src))
 
@@ -64,10 +90,10 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> l
         v.sort()
     keys = {t: [x[0] for x in v] for t, v in by_thread.items()}
     agg: dict[str, dict] = {}
-    for r in store.query("""SELECT file_id, pid, tid, path, start_ns, end_ns FROM nvtx_range
+    for r in store.query("""SELECT file_id, pid, tid, path, names, start_ns, end_ns FROM nvtx_range
                             WHERE run = ? AND kind = 'push_pop' AND path IS NOT NULL AND end_ns IS NOT NULL
                             ORDER BY path, start_ns""", (run,)):
-        if not _under(r["path"], prefix):
+        if not _under(_names(r["names"], r["path"]), prefix):
             continue
         t = (r["file_id"], r["pid"], r["tid"])
         ks = by_thread.get(t)
@@ -80,7 +106,7 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> l
             continue
         window = max(k[2] for k in mine) - min(k[1] for k in mine)
         busy = covered((k[1], k[2]) for k in mine)
-        a = agg.setdefault(r["path"], {"path": r["path"], "instances": 0, "kernels": 0, "launch_calls": 0,
+        a = agg.setdefault(r["path"], {"path": r["path"], "names": r["names"], "instances": 0, "kernels": 0, "launch_calls": 0,
                                         "cpu_ns": 0, "window_ns": 0, "busy_ns": 0, "kernel_ns": 0})
         a["instances"] += 1
         a["kernels"] += len(mine)
@@ -107,14 +133,18 @@ def calls(rows: list[dict]) -> list[dict]:
     """The repeated unit of each workload: rows of `ranges` pushed more than once inside a
     parent range pushed once (a `step` or `forward` inside its variant/shape range)."""
     n = {r["path"]: r["instances"] for r in rows}
-    return [r for r in rows if r["instances"] > 1 and "/" in r["path"]
-            and n.get(r["path"].rsplit("/", 1)[0]) == 1]
+
+    def parent(r):
+        names = _names(r.get("names"), r["path"])
+        return "/".join("" if x is None else x for x in names[:-1]) if len(names) > 1 else None
+
+    return [r for r in rows if r["instances"] > 1 and parent(r) is not None and n.get(parent(r)) == 1]
 
 
 def operators(store: Store, run: str | None, scope: str) -> list[dict]:
     """Kernel time under `scope` (an NVTX path) by innermost range, largest share first."""
     run = store.require_run(run)
-    ks = [k for k in _launches(store, run) if _under(k["nvtx_path"], scope)]
+    ks = [k for k in _launches(store, run) if _under(_names(k["nvtx_names"], k["nvtx_path"]), scope)]
     if not ks:
         raise BadArgument(f"no kernels under the NVTX path {scope!r} in run {run!r}")
     total = sum(k["end_ns"] - k["start_ns"] for k in ks)

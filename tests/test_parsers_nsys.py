@@ -3,6 +3,7 @@
 Expected values were cross-checked with a plain SQL containment join over the export
 (runtime call of each kernel inside each push/pop range on the same thread)."""
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,39 @@ def test_nsys_rep_without_nsys(monkeypatch):
     assert nsys_rep.sniff(KNOWN_NSYS_REP, b"")
     with pytest.raises(ToolMissing, match="nsys"):
         nsys_rep.parse(KNOWN_NSYS_REP)
+
+
+def _exports():
+    from profdata import ROOT
+
+    found = sorted((ROOT / "profiles").glob("*/*.nsys.sqlite")) + sorted((ROOT / "tests" / "data").glob("*/*.sqlite"))
+    field = Path("/work/shared/field-reports")
+    return found + (sorted(field.glob("*/*.sqlite")) if field.is_dir() else [])
+
+
+@pytest.mark.parametrize("export", _exports(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_column_path_gives_the_row_path_rows(export, monkeypatch):
+    """Large exports take the column path (numpy projection, rows copied by SQL): on every real
+    export here it yields exactly the row path's kernels, ranges (paths as exact names) and facts."""
+    def both():
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+        try:
+            a = nsys_sqlite.parse(export)
+            assert a.bulk is not None
+            got = (list(a.kernels), list(a.ranges), a.facts)
+        except BadInput as e:
+            got = str(e)
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 10**18)
+        try:
+            b = nsys_sqlite.parse(export)
+            want = (list(b.kernels), list(b.ranges), b.facts)
+        except BadInput as e:
+            want = str(e)
+        return got, want
+
+    got, want = both()
+    assert got == want
+    if not isinstance(got, str):
+        at = KERNEL_FIELDS.index("nvtx_path")
+        assert [k[at].names if k[at] is not None else None for k in got[0]] == \
+               [k[at].names if k[at] is not None else None for k in want[0]]

@@ -1,3 +1,4 @@
+import json
 import re
 import sqlite3
 
@@ -61,9 +62,46 @@ def test_a_version_2_database_migrates_to_ranks(db):
         assert s.query("SELECT count(*) n FROM report_file") == [{"n": 1}]  # migration 4 renamed source_file
         after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
         n = len(before[0])  # rank (migration 3) and sampled_from (7) appended, NULL
-        assert [r[:n] for r in after] == before and {r[n:] for r in after} == {(None, None)}
+        assert [r[:n] for r in after] == before and {r[n:] for r in after} == {(None, None, None)}  # and nvtx_names (9)
         assert s.query("SELECT count(*) n, count(rank) r FROM kernels") == [{"n": 166, "r": 0}]
         for view in ("counters", "classifications"):
             assert "rank" in [r[1] for r in s.conn.execute(f"PRAGMA table_info({view})")]
     finally:
         s.close()
+
+
+def test_a_version_4_database_gains_structured_paths(db):
+    """Migration 5: paths loaded before it get names (their text split at '/'), ranges move to
+    nvtx_event behind the nvtx_range view, and a report loaded after it keeps a '/' in a name."""
+    from profkit.ingest import ingest
+    from profkit.schema import MIGRATIONS
+    from profkit.store import _statements, connect
+    from profdata import ROOT
+
+    c = connect(db)
+    c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+    for version, name, sql in MIGRATIONS[:4]:
+        for stmt in _statements(sql):
+            c.execute(stmt)
+        c.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (version, name))
+    c.execute("INSERT INTO run (run, created_at) VALUES ('old', 'then')")
+    c.execute("INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters)"
+              " VALUES ('old', 'k', 'x', 'nsys-sqlite', 'then', 2, 2, 0)")
+    c.executemany("INSERT INTO launch (run, file_id, source, seq, kernel_name, nvtx_range, nvtx_path) VALUES ('old', 1, 'nsys', ?, 'k', ?, ?)",
+                  [(0, "b", "a/b"), (1, None, None)])
+    c.executemany("INSERT INTO nvtx_range (run, file_id, text, kind, start_ns, end_ns, depth, path) VALUES ('old', 1, ?, 'push_pop', 1, 9, ?, ?)",
+                  [("a", 0, "a"), ("b", 1, "a/b")])
+    c.close()
+    with Store(db) as s:
+        assert s.query("SELECT nvtx_path, nvtx_names FROM kernels ORDER BY kernel_id") == [
+            {"nvtx_path": "a/b", "nvtx_names": '["a","b"]'}, {"nvtx_path": None, "nvtx_names": None}]
+        assert s.query("SELECT text, depth, path, names FROM nvtx_range ORDER BY id") == [
+            {"text": "a", "depth": 0, "path": "a", "names": '["a"]'}, {"text": "b", "depth": 1, "path": "a/b", "names": '["a","b"]'}]
+    # the H100 capture's ONNX-style range name keeps its '/' as one name
+    ws = ROOT / "tests" / "data" / "field-h100" / "ws.nsys.sqlite"
+    ingest(db, [ws], run="ws")
+    with Store(db) as s:
+        rows = s.query("SELECT DISTINCT nvtx_path, nvtx_names FROM kernels WHERE run = 'ws' AND nvtx_path LIKE '%/layer1/Conv%'")
+        assert rows and all(json.loads(r["nvtx_names"])[-1] == "/layer1/Conv + /relu/Relu" for r in rows)
+        r = s.query("SELECT depth, names FROM nvtx_range WHERE run = 'ws' AND text = '/layer1/Conv + /relu/Relu'")[0]
+        assert json.loads(r["names"])[-1] == "/layer1/Conv + /relu/Relu" and r["depth"] == len(json.loads(r["names"])) - 1

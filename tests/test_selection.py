@@ -21,9 +21,28 @@ def store(tmp_path_factory):
 def test_parse():
     assert selection.parse("r") == selection.Selector("r", None)
     assert selection.parse("r:triton") == selection.Selector("r", "triton")
-    for bad in ("", ":x", "r:", "r:a/b"):
+    for bad in ("", ":x", "r:"):
         with pytest.raises(BadArgument):
             selection.parse(bad)
+    # a component is one whole range name, and TensorRT's hold '/'
+    assert selection.parse("r:/conv1/Conv + /relu/Relu") == selection.Selector("r", "/conv1/Conv + /relu/Relu")
+
+
+def test_names_holding_a_slash_are_one_component():
+    """Matching runs on the structured path (kernels.nvtx_names): a name holding '/' is one
+    component, and its pieces are none (issue 15 item 6)."""
+    import json
+
+    from profkit.timeline import _under
+
+    names = ["engine", "/conv1/Conv + /relu/Relu", "fp16"]
+    row = {"nvtx_names": json.dumps(names), "nvtx_path": "/".join(names)}
+    assert selection.names(row) == names
+    assert selection.key_of(names, "/conv1/Conv + /relu/Relu") == "engine/fp16"
+    assert selection.key_of(names, "relu") is None  # the readable path's pieces are not names
+    assert _under(names, "engine//conv1/Conv + /relu/Relu") and _under(names, "engine")
+    assert not _under(names, "engine//conv1")  # not a name boundary
+    assert _under(names, json.dumps(names[:2])) and not _under(names, '["engine", "/conv1"]')
 
 
 def test_key_of():

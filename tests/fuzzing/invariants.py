@@ -62,6 +62,8 @@ def check_whole_file(db: Path, template: Path, run: str, existed: bool) -> str |
                 where = f"WHERE id != {fid}"
             elif t == "counter":
                 where = f"WHERE launch_id NOT IN (SELECT id FROM launch WHERE file_id = {fid})"
+            elif t == "nvtx_path":  # shared by files: a new file may add paths, never change one
+                where = f"WHERE id <= {b.execute('SELECT coalesce(max(id), 0) FROM nvtx_path').fetchone()[0]}"
             elif t == "run":
                 where, params = ("WHERE run != ?", (run,)) if not existed else ("", ())
                 blank = ("meta", "gpu_name") if existed else ()  # the run it joined may gain metadata
