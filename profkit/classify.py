@@ -271,9 +271,22 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     return gpus.candidates(name, cc)
 
 
+_NO_COUNTERS: dict = {}
+
+
 def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
                sampled: bool = False) -> dict:
-    v, missing, peaks = _values(c, gpu)
+    if c:
+        v, missing, peaks = _values(c, gpu)
+    else:  # most timeline launches have no counters: their (empty) values once per GPU
+        key = getattr(gpu, "name", None)
+        if key not in _NO_COUNTERS:
+            _NO_COUNTERS[key] = _values(c, gpu)
+        v, missing, peaks = _NO_COUNTERS[key]
+        if v or missing or peaks:  # not empty after all: a fresh computation, nothing shared
+            v, missing, peaks = _values(c, gpu)
+        else:
+            v, missing, peaks = {}, {}, {}
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
     kr, ridge_of = kernel_ridge(c, ridge, gpu)
