@@ -197,61 +197,104 @@ def kernels(db, run, top):
               help="HTML file for the rooflines of all runs (one figure per run).")
 @click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
               help="Measured peaks to draw dashed (default: PROFILES/peaks.json when present).")
+@click.option("--verbose", is_flag=True, help="Every table: files as they land, top kernels, labels per range, "
+              "busy/idle per call, ranks, the top three to fix per run, every before/after pair.")
 @handled
-def analyse(profiles, db, top, html, peaks_file):
-    """The main job: load every run under PROFILES (one folder per run), summarise, classify it, draw its roofline."""
-    from . import peaks, summary
-    from . import timeline as tl
+def analyse(profiles, db, top, html, peaks_file, verbose):
+    """The main job: load every run under PROFILES (one folder per run), label it, say what to
+    fix first, list the before/after claims it supports, and draw every run's roofline into one
+    self-contained HTML file. One line per run as it lands; --verbose for every table.
+
+    Example: profkit analyse profiles --html roofline.html
+    """
+    import time
+
+    from . import overview, peaks
     from .outputs.roofline_plot import write_runs
     from .profiles import load_profiles
 
+    t0 = time.monotonic()
     peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
     measured = peaks.read(peaks_file) if peaks_file else None
-    def landed(r):  # each file's line as it lands
+    summaries = []
+
+    def landed(r):  # --verbose: each file's line as it lands
         state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
         out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
 
+    def run_landed(run, loaded):  # one line per run, labelled and advised as soon as it is in
+        with Store(db) as s:
+            row = overview.run_summary(s, run, measured)
+        summaries.append(row)
+        if not verbose:
+            out.print(_run_line(row), no_wrap=True, overflow="ellipsis", crop=True)
+
+    if not verbose:
+        out.print("run                              launches   counters  labels (% of GPU time)     fix first")
     with file_progress() as on_progress:
-        load_profiles(profiles, db, on_file=landed, on_progress=on_progress)
-    from .classify import classify as do_classify
-
+        loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
+                               on_run=run_landed)
     with Store(db) as s:
-        out.print(_table(summary.runs(s), "runs"))
-        for run in s.runs():
-            out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
-            do_classify(s, run)
-            out.print(_table(s.query("""
-                SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
-                FROM classifications c JOIN kernels k USING (kernel_id)
-                WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
-                f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
-            per_call = tl.calls(tl.ranges(s, run))
-            if per_call:
-                out.print(_table([{"range": r["path"], "calls": r["instances"], "kernels/call": r["kernels_per_instance"],
-                                   "launch calls/call": r["launch_calls_per_instance"],
-                                   "window us/call": r["window_us_per_instance"], "busy us/call": r["busy_us_per_instance"],
-                                   "idle %": r["idle_pct"]} for r in per_call],
-                                 f"GPU busy and idle per call of run {run} (idle: launch overhead; profkit timeline)"))
-            if len(s.query("SELECT DISTINCT rank FROM kernels WHERE run = ? AND rank IS NOT NULL", (run,))) > 1:
-                from . import ranks as rk
-
-                rr = rk.analyse(s, run)
-                out.print(_table([{"rank": p["rank"], "steps": p["steps"], "compute_ms": p["compute_ns"] / 1e6,
-                                   "nccl_ms": p["comm_ns"] / 1e6, "hidden_%": p["hidden_comm_pct"],
-                                   "idle_ms": p["idle_ns"] / 1e6, "waited_ms": p["wait_ns"] / 1e6,
-                                   "slowest_in_steps": p["slowest_in_steps"]} for p in rr.per_rank],
-                                 f"ranks of run {run}: slowest rank {rr.slowest_rank} (profkit ranks)", floats="{:,.3f}"))
+        if verbose:
+            _analyse_verbose(s, top, summaries)
+        claims = overview.claims(s)
         drawn = write_runs(s, html, measured)
-        out.print(_table([{"run": w["run"], "points": w["points"], "note": w["why"]} for w in drawn],
-                         f"rooflines in {html} (open it in a browser; `profkit roofline --help` for before/after arrows)"))
-        from . import advise as adv
+    good = [c for c in claims if c["verdict"] == "supported"]
+    out.print(_table([{"run: before -> after": f"{c['run']}: {c['from']} -> {c['to']}", "range": c["range"],
+                       "us/call": f"{c['before_us']:,.1f} -> {c['after_us']:,.1f}",
+                       "speed-up": f"{c['speedup']:.2f}x [{c['speedup_low']:.2f}-{c['speedup_high']:.2f}]",
+                       "label": f"{c['label_before']} -> {c['label_after']}", "verdict": c["verdict"]}
+                      for c in (claims if verbose else good[:6])],
+                     f"before/after claims (profkit compare; {len(good)} supported of {len(claims)} "
+                     f"eager -> other variant pairs{'' if verbose else ', best 6 shown'})"))
+    new_files = sum(1 for r in loaded if not r.skipped)
+    out.print(f"{len(summaries)} runs ({new_files} files loaded now, {len(loaded) - new_files} already in {plain(db)}) "
+              f"in {time.monotonic() - t0:.0f} s; rooflines of {sum(1 for w in drawn if w['points'])} runs with counters: "
+              f"{plain(html)} (open it in a browser)")
+    out.print("next: profkit advise --run RUN (what to fix first, how it was computed), profkit classify --run RUN, "
+              "profkit compare RUN:eager RUN:triton; --verbose for every table")
 
-        for run in s.runs():
-            a = adv.advise(s, run, peaks=measured)
-            s.replace_advice(run, None, adv.rows(a))
-            out.print(_table([{"#": i.rank, "item": f"{i.nvtx_path or '(no range)'} [{i.kernel_name}]",
-                               "recoverable us": i.recoverable_ns / 1e3, "next step": i.action} for i in a.items[:3]],
-                             f"what to fix first in run {run} (profkit advise --run {run})"))
+
+def _run_line(row: dict) -> str:
+    labels = ", ".join(f"{k} {v:.0f}%" for k, v in list(row["labels"].items())[:2])
+    first = row["advice"][0] if row["advice"] else None
+    fix = (f"{first.action.split(':')[0]} [{first.nvtx_path or first.kernel_name}] ({first.recoverable_ns / 1e3:,.0f} us)"
+           if first and first.recoverable_ns > 0 else "-")
+    return f"{plain(row['run'])[:32]:<32} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)[:26]:<26} {plain(fix)}"
+
+
+def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
+    from . import summary
+    from . import timeline as tl
+
+    out.print(_table(summary.runs(s), "runs"))
+    advice = {r["run"]: r["advice"] for r in summaries}
+    for run in s.runs():
+        out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
+        out.print(_table(s.query("""
+            SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
+            FROM classifications c JOIN kernels k USING (kernel_id)
+            WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
+            f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
+        per_call = tl.calls(tl.ranges(s, run))
+        if per_call:
+            out.print(_table([{"range": r["path"], "calls": r["instances"], "kernels/call": r["kernels_per_instance"],
+                               "launch calls/call": r["launch_calls_per_instance"],
+                               "window us/call": r["window_us_per_instance"], "busy us/call": r["busy_us_per_instance"],
+                               "idle %": r["idle_pct"]} for r in per_call],
+                             f"GPU busy and idle per call of run {run} (idle: launch overhead; profkit timeline)"))
+        if len(s.query("SELECT DISTINCT rank FROM kernels WHERE run = ? AND rank IS NOT NULL", (run,))) > 1:
+            from . import ranks as rk
+
+            rr = rk.analyse(s, run)
+            out.print(_table([{"rank": p["rank"], "steps": p["steps"], "compute_ms": p["compute_ns"] / 1e6,
+                               "nccl_ms": p["comm_ns"] / 1e6, "hidden_%": p["hidden_comm_pct"],
+                               "idle_ms": p["idle_ns"] / 1e6, "waited_ms": p["wait_ns"] / 1e6,
+                               "slowest_in_steps": p["slowest_in_steps"]} for p in rr.per_rank],
+                             f"ranks of run {run}: slowest rank {rr.slowest_rank} (profkit ranks)", floats="{:,.3f}"))
+        out.print(_table([{"#": i.rank, "item": f"{i.nvtx_path or '(no range)'} [{i.kernel_name}]",
+                           "recoverable us": i.recoverable_ns / 1e3, "next step": i.action}
+                          for i in advice.get(run, [])[:3]], f"what to fix first in run {run} (profkit advise --run {run})"))
 
 
 @cli.command()

@@ -57,7 +57,9 @@ def sampled_facts(files: list[Path], meta: dict | None) -> dict | None:
     return {f: {"ncu_filter": spec} for f in files if parsers.detect(f).ROLE == "counters"}
 
 
-def load_profiles(root: Path, db: str, on_file=None, on_progress=None) -> list[Loaded]:
+def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=None) -> list[Loaded]:
+    """Every run folder under `root` into `db`. `on_file(Loaded)` hears each file as it lands,
+    `on_run(run, [Loaded])` each run once its files are in, `on_progress` the rows of a file."""
     root = Path(root)
     if not root.is_dir():
         raise ProfkitError(f"{root}: no such folder of profiles")
@@ -69,11 +71,14 @@ def load_profiles(root: Path, db: str, on_file=None, on_progress=None) -> list[L
     for folder, files in plan:
         if files:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
-            out.extend(ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta),
-                              on_progress=on_progress))
+            got = ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta),
+                         on_progress=on_progress)
+            out.extend(got)
             if meta:
                 with Store(db) as s:
                     s.set_run_meta(folder.name, meta)
+            if on_run:
+                on_run(folder.name, got)
     if not out:
         raise ProfkitError(f"{root}: no report files found (expected one folder per run)")
     return out

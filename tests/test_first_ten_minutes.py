@@ -75,3 +75,20 @@ def test_ranks_columns_say_their_unit(db):
     assert r.exit_code == 0, r.output
     assert "_ns columns in us" not in r.stdout and "stragglers per step (us)" in r.stdout
     assert "wait_skew_us" in r.stdout and "wait_skew_ns" not in r.stdout
+
+
+def test_the_main_job_fits_one_screen(tmp_path):
+    db, html = str(tmp_path / "m.db"), tmp_path / "roofline.html"
+    r = _run("analyse", str(PROFILES), "--db", db, "--html", str(html))
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    runs = sorted(p.name for p in PROFILES.iterdir() if p.is_dir())
+    assert len(lines) <= len(runs) + 20  # one line per run, the claims, where the HTML is
+    assert [x.split()[0] for x in lines[1:1 + len(runs)]] == runs  # in the order they landed
+    rms = next(x for x in lines if x.startswith("rmsnorm-qwen7b-t4096 "))
+    assert "dram 99%" in rms and "fuse the 8 kernels of each call into one" in rms
+    assert any("rmsnorm-qwen7b-t4096: eager -> triton" in x and "supported" in x for x in lines)
+    assert f"{html} (open it in a browser)" in r.stdout and html.exists()
+    verbose = _run("analyse", str(PROFILES), "--db", db, "--html", str(html), "--verbose")
+    assert verbose.exit_code == 0 and len(verbose.stdout.splitlines()) > 4 * len(lines)
+    assert "what to fix first in run rmsnorm-qwen7b-t4096" in verbose.stdout

@@ -78,11 +78,13 @@ def test_analyse_a_profiles_folder_with_odd_names(odd):
     shutil.copy(SWIGLU / "swiglu-llama8b-t4096.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
     shutil.copy(SWIGLU / "capture.json", folder / "capture.json")
     db, html = odd / "a#b.db", odd / "roof ü.html"
-    r = run("analyse", root, "--db", db, "--html", html)
+    r = run("analyse", root, "--db", db, "--html", html, "--verbose")
     assert r.exit_code == 0, r.output
     assert "-> run ñ 報告 #2: 17 kernels, 6 ranges, 0 counters" in r.output
     assert "-> run ñ 報告 #2: 9 kernels, 0 ranges, 3384 counters" in r.output
     assert html.exists()
+    r = run("analyse", root, "--db", db, "--html", html)  # the one-line-per-run view, loaded already
+    assert r.exit_code == 0 and "\nñ 報告 #2 " in r.output and "0 files loaded now, 2 already in" in r.output, r.output
     r = run("sql", "--db", db, "--csv", "SELECT count(*) AS n FROM classifications WHERE run = 'ñ 報告 #2'")
     assert r.exit_code == 0 and int(r.output.splitlines()[1]) > 0, r.output
 
