@@ -240,11 +240,15 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         claims = overview.claims(s)
         drawn = write_runs(s, html, measured)
     good = [c for c in claims if c["verdict"] == "supported"]
-    out.print(_table([{"run: before -> after": f"{c['run']}: {c['from']} -> {c['to']}", "range": c["range"],
-                       "us/call": f"{c['before_us']:,.1f} -> {c['after_us']:,.1f}",
-                       "speed-up": f"{c['speedup']:.2f}x [{c['speedup_low']:.2f}-{c['speedup_high']:.2f}]",
-                       "label": f"{c['label_before']} -> {c['label_after']}", "verdict": c["verdict"]}
-                      for c in (claims if verbose else good[:6])],
+    def claim(c):
+        row = {"range": c["range"], "change": f"{c['from']} -> {c['to']}",
+               "us/call": f"{c['before_us']:,.1f} -> {c['after_us']:,.1f}",
+               "speed-up": f"{c['speedup']:.2f}x [{c['speedup_low']:.2f}-{c['speedup_high']:.2f}]"}
+        if verbose:
+            row = {"run": c["run"], **row, "label": f"{c['label_before']} -> {c['label_after']}"}
+        return {**row, "verdict": c["verdict"]}
+
+    out.print(_table([claim(c) for c in (claims if verbose else good[:6])],
                      f"before/after claims (profkit compare; {len(good)} supported of {len(claims)} "
                      f"eager -> other variant pairs{'' if verbose else ', best 6 shown'})"))
     new_files = sum(1 for r in loaded if not r.skipped)

@@ -20,7 +20,7 @@ def kernels(store: Store, run: str | None = None, top: int = 20) -> list[dict]:
     return store.query("""
         WITH k AS (SELECT * FROM kernels WHERE run = :run),
              total AS (SELECT sum(duration_ns) AS t FROM k)
-        SELECT nvtx_path, short_name, count(*) AS launches,
+        SELECT coalesce(nvtx_path, '(outside any NVTX range)') AS nvtx_path, short_name, count(*) AS launches,
                sum(duration_ns) / 1e3 AS total_us, avg(duration_ns) / 1e3 AS mean_us,
                100.0 * sum(duration_ns) / (SELECT t FROM total) AS pct, min(source) AS source
         FROM k GROUP BY nvtx_path, short_name

@@ -6,6 +6,7 @@ prints as ``\\x1b``). Every CLI line and table cell goes through here.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.console import Console
@@ -27,7 +28,9 @@ def console(stream=None) -> Console:
     """A console that never parses markup; wide when piped or captured (one row per line).
     Without `stream` it writes to whatever sys.stdout is at print time."""
     tty = (stream or sys.stdout).isatty()
-    return Console(file=stream, highlight=False, markup=False, emoji=False, width=None if tty else 200)
+    cols = os.environ.get("COLUMNS", "")
+    width = None if tty else int(cols) if cols.isdigit() and int(cols) >= 40 else 200  # $COLUMNS wins when piped
+    return Console(file=stream, highlight=False, markup=False, emoji=False, width=width)
 
 
 def cell(value, floats: str = "{:,.1f}") -> Text:
