@@ -87,7 +87,7 @@ def test_the_main_job_fits_one_screen(tmp_path):
     assert [x.split()[0] for x in lines[1:1 + len(runs)]] == runs  # in the order they landed
     rms = next(x for x in lines if x.startswith("rmsnorm-qwen7b-t4096 "))
     assert "dram 99%" in rms and "fuse the 8 kernels of each call into one" in rms
-    assert any("rmsnorm-qwen7b-t4096: eager -> triton" in x and "supported" in x for x in lines)
+    assert any("rmsnorm/qwen7b-t4096" in x and "eager -> triton" in x and "supported" in x for x in lines)
     assert f"{html} (open it in a browser)" in r.stdout and html.exists()
     verbose = _run("analyse", str(PROFILES), "--db", db, "--html", str(html), "--verbose")
     assert verbose.exit_code == 0 and len(verbose.stdout.splitlines()) > 4 * len(lines)
