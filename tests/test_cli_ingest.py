@@ -1,6 +1,9 @@
 """profkit ingest / sql / runs / kernels through the CLI, on the real H200 capture."""
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -31,6 +34,17 @@ def test_ingest_prints_what_it_loaded_and_is_idempotent(db):
     r = run("ingest", "--db", db, KNOWN_NSYS, "--run", "other")
     assert r.exit_code == 0 and "already loaded" in r.output and "nothing added" in r.output
     assert dump(db) == before
+
+
+def test_one_line_per_file_whatever_the_terminal_width(db):
+    # a script greps "-> run R: N kernels" per file; a narrow $COLUMNS (CI sets 80) must not
+    # wrap the message line (the paths of a deep checkout are long)
+    # (a subprocess: the console reads $COLUMNS when profkit.cli is imported)
+    r = subprocess.run([sys.executable, "-m", "profkit", "ingest", "--db", str(db), str(KNOWN_NSYS), "--run", "k"],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "40"})
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if "nsys-sqlite" in l)
+    assert len(line) > 40 and line.endswith("-> run k: 166 kernels, 9 NVTX ranges, 0 counters"), r.stdout
 
 
 def test_ncu_launches_attach_to_the_timeline(db):

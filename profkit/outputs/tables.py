@@ -26,11 +26,13 @@ def plain(value) -> str:
 
 def console(stream=None) -> Console:
     """A console that never parses markup; wide when piped or captured (one row per line).
-    Without `stream` it writes to whatever sys.stdout is at print time."""
+    Message lines never wrap (soft_wrap), so a script can match one line per file whatever
+    $COLUMNS says; tables still fit the width. Without `stream` it writes to whatever
+    sys.stdout is at print time."""
     tty = (stream or sys.stdout).isatty()
     cols = os.environ.get("COLUMNS", "")
     width = None if tty else int(cols) if cols.isdigit() and int(cols) >= 40 else 200  # $COLUMNS wins when piped
-    return Console(file=stream, highlight=False, markup=False, emoji=False, width=width)
+    return Console(file=stream, highlight=False, markup=False, emoji=False, width=width, soft_wrap=True)
 
 
 def cell(value, floats: str = "{:,.1f}") -> Text:
