@@ -108,7 +108,17 @@ def file_progress():
                    "capability): its datasheet peaks label the kernels (profkit/gpus.py lists the GPUs known).")
 @handled
 def ingest(paths, db, run, rank, gpu):
-    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace .json[.gz])."""
+    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace .json[.gz]).
+
+    Each file loads whole or not at all; files named together join one run (the ncu launches
+    attach to the timeline's). A folder is a capture folder (or a folder of them).
+
+    \b
+    Examples:
+      profkit ingest report.nsys-rep report.ncu-rep --run step10
+      profkit ingest profiles/rmsnorm-qwen7b-t4096
+      profkit ingest trace.json.gz
+      profkit ingest details.csv --gpu "RTX 4090"   # a details page names no GPU"""
     from .ingest import ingest as do_ingest
 
     def line(r):
@@ -142,7 +152,13 @@ def ingest(paths, db, run, rank, gpu):
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
 @handled
 def sql(query, db, as_json, as_csv):
-    """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications)."""
+    """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications,
+    rules, advice, tuning, bench; docs/schema.md). Results stream; Ctrl-C stops any query.
+
+    \b
+    Examples:
+      profkit sql "SELECT short_name, count(*) FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
+      profkit sql --csv "SELECT * FROM classifications WHERE label = 'dram'" > dram.csv"""
     from .store import open_readonly
 
     conn = open_readonly(db)
@@ -168,7 +184,11 @@ def sql(query, db, as_json, as_csv):
 @db_option
 @handled
 def runs(db):
-    """Summary of the runs in the database."""
+    """Summary of the runs in the database: GPU, sources, kernels, counters.
+
+    \b
+    Example:
+      profkit runs --db profkit.db"""
     from . import summary
 
     with Store(db) as s:
@@ -181,7 +201,11 @@ def runs(db):
 @click.option("--top", default=20, show_default=True, help="How many rows.")
 @handled
 def kernels(db, run, top):
-    """Where a run's GPU time went: kernels by NVTX range, most total time first."""
+    """Where a run's GPU time went: kernels by NVTX range, most total time first.
+
+    \b
+    Example:
+      profkit kernels --run e2e-decode --top 10"""
     from . import summary
 
     run = _resolve_run(db, run)
@@ -205,7 +229,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     fix first, list the before/after claims it supports, and draw every run's roofline into one
     self-contained HTML file. One line per run as it lands; --verbose for every table.
 
-    Example: profkit analyse profiles --html roofline.html
+    \b
+    Example:
+      profkit analyse profiles --html roofline.html
     """
     import time
 
@@ -316,7 +342,9 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
     """What to fix first: ranges and kernels ranked by the GPU time they could give back, each
     with its label, the next step and how the figure was computed (stored in the `advice` view).
 
-    Example: profkit advise --run e2e-decode --range e2e/decode/eager --html advise.html
+    \b
+    Example:
+      profkit advise --run e2e-decode --range e2e/decode/eager --html advise.html
     """
     from . import advise as adv
     from . import peaks
@@ -379,7 +407,9 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
     timed with the lab's harness, every trial and the chosen one kept per shape and GPU (the
     `tuning` view); a second run reuses what is done.
 
-    Example: profkit tune examples/vector_add.py:add_kernel --shape n=16777216 --budget 120
+    \b
+    Example:
+      profkit tune docs/examples/vector_add.py:add_kernel --shape n=16777216 --budget 120
     """
     from . import tune as t
 
@@ -428,7 +458,9 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
     its model, % of the copy bandwidth measured in the same run, speed-up over each baseline
     (rows in the `bench` view and a markdown table).
 
-    Example: profkit bench rmsnorm --shape llama8b-t4096 --variant eager --variant triton
+    \b
+    Example:
+      profkit bench rmsnorm --shape llama8b-t4096 --variant eager --variant triton
     """
     from . import bench as b
 
@@ -496,7 +528,13 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports.
 
     A command gets a timeline of every launch, then ncu on a sample: each distinct kernel and
-    launch configuration --samples times (docs/capture.md)."""
+    launch configuration --samples times (docs/capture.md).
+
+    \b
+    Examples:
+      profkit capture rmsnorm --shape qwen7b-t4096
+      profkit capture --run train -- python3 train.py --epochs 1
+      profkit capture --range step --step 10 -- python3 train.py"""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import capture as cap
@@ -603,7 +641,9 @@ def classify(db, run, as_json, per_launch, as_table):
     compute, latency, unknown), with its evidence, and store the labels (the `classifications` view).
     The table: one row per NVTX path and label (launches, GPU time, an example reason).
 
-    Example: profkit classify --run rmsnorm-llama8b-t32768
+    \b
+    Example:
+      profkit classify --run rmsnorm-llama8b-t32768
     """
     from .classify import classify as do_classify
 
@@ -659,7 +699,9 @@ def compare(before, after, db, as_json):
     NVTX path such as eager or triton): time per call, speed-up with its noise band, labels, % of
     roofline, and a verdict (supported, caveated with what is missing, rejected).
 
-    Example: profkit compare rmsnorm-qwen7b-t4096:eager rmsnorm-qwen7b-t4096:triton
+    \b
+    Example:
+      profkit compare rmsnorm-qwen7b-t4096:eager rmsnorm-qwen7b-t4096:triton
     """
     from .compare import rows as compare_rows
 
@@ -701,7 +743,11 @@ def compare(before, after, db, as_json):
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
 @handled
 def roofline(db, run, compare, by, chain, peaks_file, output):
-    """Hierarchical roofline (DRAM, L2, L1) of a run as one self-contained HTML file."""
+    """Hierarchical roofline (DRAM, L2, L1) of a run as one self-contained HTML file.
+
+    \b
+    Example:
+      profkit roofline --run rmsnorm-qwen7b-t4096:eager --compare rmsnorm-qwen7b-t4096:triton -o rmsnorm.html"""
     from . import peaks
     from . import roofline as rl
     from .errors import BadArgument
@@ -729,7 +775,11 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
               help="Also write per-rank stacked bars per step to this self-contained HTML file.")
 @handled
 def ranks(db, run, step_pattern, as_json, html):
-    """Per rank and step: compute, NCCL communication, hidden communication, idle; stragglers."""
+    """Per rank and step: compute, NCCL communication, hidden communication, idle; stragglers.
+
+    \b
+    Example:
+      profkit ranks --run ddp-2gpu-slow --html ranks.html"""
     from . import ranks as rk
     from .outputs import ranks_plot
 
@@ -767,7 +817,11 @@ def ranks(db, run, step_pattern, as_json, html):
 @click.option("--run", default=None, help="Only this run (default: every run).")
 @handled
 def export(db, directory, run):
-    """Write the views runs, kernels, counters, classifications as Parquet partitioned by run and rank."""
+    """Write the views runs, kernels, counters, classifications as Parquet partitioned by run and rank.
+
+    \b
+    Example:
+      profkit export --parquet parquet/ --run e2e-decode"""
     from .export import export_parquet
 
     for view, n in export_parquet(db, directory, run).items():
@@ -783,7 +837,11 @@ def export(db, directory, run):
 @click.option("--json", "as_json", is_flag=True, help="Print {ranges: [...], operators: {PATH: [...]}} as JSON.")
 @handled
 def timeline(db, run, prefix, scopes, as_json):
-    """Per NVTX range: GPU window, busy, idle (launch overhead) per instance; operator shares."""
+    """Per NVTX range: GPU window, busy, idle (launch overhead) per instance; operator shares.
+
+    \b
+    Example:
+      profkit timeline --run e2e-decode --range e2e/decode --ops e2e/decode/eager"""
     from . import timeline as tl
 
     run = _resolve_run(db, run)

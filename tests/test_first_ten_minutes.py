@@ -1,6 +1,7 @@
 """What a newcomer trips over in the CLI output, each fixed on the shipped profiles
 (issue "the first ten minutes")."""
 import json
+import shlex
 
 import pytest
 from click.testing import CliRunner
@@ -92,3 +93,24 @@ def test_the_main_job_fits_one_screen(tmp_path):
     verbose = _run("analyse", str(PROFILES), "--db", db, "--html", str(html), "--verbose")
     assert verbose.exit_code == 0 and len(verbose.stdout.splitlines()) > 4 * len(lines)
     assert "what to fix first in run rmsnorm-qwen7b-t4096" in verbose.stdout
+
+
+def _examples(help_text: str) -> list[list[str]]:
+    lines = [l.strip().removeprefix("Example:").strip() for l in help_text.splitlines()]
+    cmds = [l.split("  #")[0].split(" > ")[0] for l in lines if l.startswith("profkit ")]
+    return [shlex.split(c)[1:] for c in cmds]
+
+
+def test_every_command_shows_an_example_that_parses():
+    # issue 18.6: help text with an example for every command; each example's options exist
+    # and its required parameters are there (click parses it exactly as the shell would pass it)
+    from profkit.cli import cli
+    assert CliRunner().invoke(cli, ["--version"]).output.startswith("profkit, version ")
+    for name, cmd in cli.commands.items():
+        text = CliRunner().invoke(cli, [name, "--help"], env={"COLUMNS": "200"}).output
+        examples = _examples(text)
+        assert examples, f"profkit {name} --help has no example"
+        for args in examples:
+            assert args[0] == name, (name, args)
+            with cmd.make_context(name, args[1:], resilient_parsing=False) as ctx:
+                assert ctx.command is cmd
