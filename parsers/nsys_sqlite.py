@@ -11,6 +11,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from profkit import environment
 from profkit.dbfile import ColumnsError, open_readonly, read_columns
 from profkit.errors import BadInput
 from profkit.nvtx import I64_MAX, project, project_columns, range_paths
@@ -420,6 +421,33 @@ def _count(conn, table: str, where: str) -> int:
     return conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}').fetchone()[0]
 
 
+def _capture_facts(rows: list[tuple[str, object]]) -> dict:
+    """nsys's capture settings as kept with the run. nsys records the traced process's whole
+    environment and command line; only the variables that change a profile or place a rank
+    keep their values (environment.kept_env), the names of the rest are listed, and secret-looking
+    arguments are redacted: public exports have carried live access tokens this way."""
+    out: dict = {}
+    env: dict[str, dict[str, str]] = {}
+    args: dict[str, list[str]] = {}  # in order, so `--token VALUE` pairs are seen together
+    for name, value in rows:
+        proc, sep, field = name.partition(":")
+        if sep and field == "ENVIRONMENT_VARIABLE":
+            k, _, v = str(_text(value)).partition("=")
+            env.setdefault(proc, {}).setdefault(k, v.strip('"'))
+        elif sep and (field == "COMMAND" or field.startswith("ARGUMENT_")):
+            args.setdefault(proc, []).append(name)
+            out[name] = str(_text(value))
+        else:
+            out[name] = value
+    for names in args.values():
+        for name, v in zip(names, environment.redact_args([out[n] for n in names])):
+            out[name] = v
+    for proc, variables in env.items():
+        out[f"{proc}:ENVIRONMENT"] = environment.kept_env(variables)
+        out[f"{proc}:ENVIRONMENT_NOT_KEPT"] = sorted(set(variables) - set(out[f"{proc}:ENVIRONMENT"]))
+    return out
+
+
 def _facts(conn, t: dict) -> dict:
     facts: dict = {}
     gt = t.get("TARGET_INFO_GPU")
@@ -439,9 +467,10 @@ def _facts(conn, t: dict) -> dict:
         if table in t:
             try:
                 # keys as text: a corrupt row may hold a blob or NULL name (JSON needs str keys)
-                facts[key] = {str(_text(k)): v for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')}
+                rows = [(str(_text(k)), v) for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')]
             except sqlite3.DatabaseError:
-                pass
+                continue
+            facts[key] = _capture_facts(rows) if key == "nsys_capture" else dict(rows)
     rank = _rank(conn, t)
     if rank is not None:
         facts["rank"] = rank

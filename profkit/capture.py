@@ -25,10 +25,7 @@ from .errors import BadArgument, ProfkitError, ToolFailed, ToolMissing
 from .metrics import metric_names
 from .rows import KERNEL_FIELDS
 
-# environment variables that change what a profile shows
-RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
-              "TRITON_INTERPRET", "TORCHINDUCTOR_MAX_AUTOTUNE", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF",
-              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
+RESULT_ENV = environment.RESULT_ENV  # the variables whose values a capture records
 # NVLink multicast stays off in everything capture launches: a program using it can take a
 # shared host's GPUs out of service. Forced, not defaulted.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -124,9 +121,9 @@ class Captured:
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
-    meta: dict = {"command": cmd, "host": socket.gethostname(),
+    meta: dict = {"command": environment.redact_args(cmd), "host": socket.gethostname(),
                   "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "env": {k: v for k, v in launch_env().items() if k in RESULT_ENV}}
+                  "env": {k: v for k, v in environment.kept_env(launch_env()).items() if k in RESULT_ENV}}
     meta.update(environment.gpu())
     v = environment.versions()
     meta.update(python=v.pop("python"), cuda=v.pop("cuda", None), **{f"{k}_version": x for k, x in v.items()})

@@ -124,3 +124,33 @@ def test_column_path_gives_the_row_path_rows(export, monkeypatch):
         at = KERNEL_FIELDS.index("nvtx_path")
         assert [k[at].names if k[at] is not None else None for k in got[0]] == \
                [k[at].names if k[at] is not None else None for k in want[0]]
+
+
+def test_the_traced_environment_and_command_keep_no_secrets(copy, tmp_path):
+    """nsys records the traced process's whole environment and command line; public exports
+    have carried live tokens that way. Only variables that change a profile or place a rank keep
+    their values; secret-looking arguments are redacted; the database holds no trace of either."""
+    from profkit.ingest import ingest
+    f = copy(KNOWN_NSYS, "secrets.sqlite")
+    token = "hf_" + "Q7" * 17
+    with sqlite3.connect(f) as c:
+        n = c.execute("SELECT count(*) FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'").fetchone()[0]
+        assert n > 50  # a real capture: the device machine's whole environment
+        c.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+                      [("PROCESS_0:ENVIRONMENT_VARIABLE", f'HF_TOKEN="{token}"'),
+                       ("PROCESS_0:ENVIRONMENT_VARIABLE", 'RANK="3"'),
+                       ("PROCESS_0:ENVIRONMENT_VARIABLE", f'OMP_NUM_THREADS="{token}"'),
+                       ("PROCESS_0:ARGUMENT_3", "--hf-token"), ("PROCESS_0:ARGUMENT_4", token),
+                       ("PROCESS_0:ARGUMENT_5", "--max-new-tokens"), ("PROCESS_0:ARGUMENT_6", "32")])
+    cap = nsys_sqlite.parse(f).facts["nsys_capture"]
+    kept = cap["PROCESS_0:ENVIRONMENT"]
+    assert kept["RANK"] == "3" and kept["NVIDIA_VISIBLE_DEVICES"] == "0" and kept["CUDA_VERSION"] == "13.0.2"
+    assert set(kept) - {"RANK", "NVIDIA_VISIBLE_DEVICES"} == {k for k in kept if k.endswith("_VERSION")}
+    assert {"HF_TOKEN", "OMP_NUM_THREADS", "PATH"} <= set(cap["PROCESS_0:ENVIRONMENT_NOT_KEPT"])
+    assert [cap[f"PROCESS_0:ARGUMENT_{i}"] for i in range(7)] == [
+        "-m", "profkit.kernels.run", "known", "--hf-token", "(redacted)", "--max-new-tokens", "32"]
+    db = tmp_path / "s.db"
+    ingest(db, [f], run="s")
+    with sqlite3.connect(db) as c:
+        dump = "\n".join(c.iterdump())
+    assert token not in dump and "/opt/tiktoken_cache" not in dump and "profkit.kernels.run" in dump
