@@ -51,6 +51,10 @@ def header_line(path: Path, head: bytes) -> bytes | None:
     return None
 
 
+# header words of `nsys stats` reports (cuda_gpu_kern_sum, nvtx_kern_sum, cuda_api_sum, ...)
+_NSYS_STATS = re.compile(r"^\"?(Time \(%\)|NVTX Range|Range)\"?,.*(Total Time \(ns\)|Instances|Kern Inst)")
+
+
 def read(path: Path) -> tuple[list[str], list[list[str]], int]:
     """(header, rows, lines skipped before the header) of an ncu CSV page. Lines ncu prints
     itself (==PROF== ...) and repeats of the header are dropped wherever they are."""
@@ -67,6 +71,9 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
         if error:  # ncu failed and wrote only its messages where the CSV was to go
             raise BadInput(path, f"ncu's own output, no CSV in it (the capture failed): {error[:160]}")
         first = next((x.strip() for x in lines if x.strip()), "")[:60]
+        if _NSYS_STATS.search(first):  # `nsys stats --format csv`: totals per name, no launches
+            raise BadInput(path, "an nsys stats summary (totals per name, not one row per launch): load the "
+                                 ".nsys-rep or .sqlite export it was made from")
         raise BadInput(path, f"not an Nsight Compute CSV: no header row starting \"ID\",\"Process ID\" "
                              f"(first line: {first!r})")
     header_text = lines[start]
