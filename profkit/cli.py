@@ -769,7 +769,8 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
 @click.option("--steps", "step_pattern", default=None, metavar="REGEX",
-              help="NVTX ranges that are steps (default: '^step[ _#:-]*\\d+$', e.g. 'step 3').")
+              help="NVTX ranges that are steps, case-insensitive (default: '^(profiler)?step[ _#:-]*\\d+$': "
+                   "'step 3', torch.profiler's 'ProfilerStep#3').")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole analysis as JSON.")
 @click.option("--html", default=None, type=click.Path(path_type=Path),
               help="Also write per-rank stacked bars per step to this self-contained HTML file.")

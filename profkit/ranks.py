@@ -1,7 +1,7 @@
 """Per-rank analysis of a multi-process run: communication against compute, and stragglers.
 
 NCCL kernels are communication (profkit.names.is_comm), every other kernel compute. For each rank and
-each step (an NVTX range whose text matches STEP_PATTERN, `step 3`), on the GPU timeline:
+each step (an NVTX range whose text matches STEP_PATTERN: `step 3`, `ProfilerStep#3`), on the GPU timeline:
 
 - window: from the first start to the last end of the kernels the step launched (a kernel
   belongs to the step whose range holds its launch call, whatever thread launched it);
@@ -40,7 +40,7 @@ from .intervals import intersection, length, union
 from .names import is_comm
 from .store import Store
 
-STEP_PATTERN = r"^step[ _#:-]*\d+$"
+STEP_PATTERN = r"^(profiler)?step[ _#:-]*\d+$"  # `step 3`; torch.profiler's `ProfilerStep#3`
 
 
 @dataclass

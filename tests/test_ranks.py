@@ -161,3 +161,18 @@ def test_main_job_loads_ranked_folders(tmp_path):
     finally:
         s.close()
     assert meta["env"]["NCCL_NVLS_ENABLE"] == "0" and "NV18" in meta["topology"] and len(meta["gpus"]) == 2
+
+
+def test_torch_profiler_steps_of_a_two_rank_trace(tmp_path):
+    # HolisticTraceAnalysis's real 2-rank Kineto traces (MIT): torch.profiler marks each step
+    # `ProfilerStep#N`; both ranks' steps line up by name, every kernel falls in one of them
+    hta = PROFILES.parent / "tests" / "data" / "kineto-hta" / "trace_filter"
+    db = tmp_path / "k.db"
+    ingest(db, [hta / "sampled_rank-0.json.gz", hta / "sampled_rank-1.json.gz"], run="tf")
+    with Store(db) as s:
+        r = rk.analyse(s, "tf")
+        launched = dict(s.conn.execute("SELECT rank, count(*) FROM kernels WHERE run = 'tf' GROUP BY rank"))
+    steps = {(x.step, x.rank): x.kernels for x in r.per_rank_step}
+    assert set(steps) == {(f"ProfilerStep#{n}", k) for n in (551, 552) for k in (0, 1)}
+    assert {k: sum(n for (_, rank), n in steps.items() if rank == k) for k in (0, 1)} == launched
+    assert not any("no NVTX range matches" in n for n in r.notes)
