@@ -818,7 +818,7 @@ def ranks(db, run, step_pattern, as_json, html):
 @click.option("--run", default=None, help="Only this run (default: every run).")
 @handled
 def export(db, directory, run):
-    """Write the views runs, kernels, counters, classifications as Parquet partitioned by run and rank.
+    """Write the views runs, kernels, counters, classifications, rules (by run and rank) and advice (by run) as Parquet.
 
     \b
     Example:

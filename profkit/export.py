@@ -2,14 +2,15 @@
 scale (DuckDB, Spark, Trino, pandas) and never need profkit to read them.
 
     DIR/runs/run=<run>/part-0.parquet
-    DIR/kernels/run=<run>/rank=<rank>/part-0.parquet      (also counters, classifications)
+    DIR/kernels/run=<run>/rank=<rank>/part-0.parquet      (also counters, classifications, rules, advice)
 
 Hive-style partitions: the partition columns live in the folder names, not in the files
 (readers rebuild them: DuckDB `hive_partitioning = true`, Spark by default). A NULL rank
 (single-process run) is written as `rank=__HIVE_DEFAULT_PARTITION__`, which Hive, Spark and
 DuckDB read back as NULL. Values are escaped as URIs (a run named `a/b` becomes `run=a%2Fb`).
 Exporting a run again replaces its partitions and leaves the other runs' files alone. A view
-with no rows (counters of a timeline-only database, classifications before `profkit classify`)
+with no rows (counters of a timeline-only database, classifications before `profkit classify`,
+advice before `profkit advise`, rules of reports without ncu's rule results)
 writes no files.
 Rows stream out of SQLite in batches, so a million-kernel run needs no million-row table in memory.
 """
@@ -23,7 +24,8 @@ from .dbfile import open_readonly
 
 BATCH_ROWS = 100_000
 PARTITIONS = {"runs": ("run",), "kernels": ("run", "rank"), "counters": ("run", "rank"),
-              "classifications": ("run", "rank")}
+              "classifications": ("run", "rank"), "rules": ("run", "rank"),
+              "advice": ("run",)}  # advice's `rank` is the item's place in the list, not a process
 
 
 def _pyarrow():

@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.profiles import load_profiles
-from profkit.classify import classify
+from profkit.ingest import ingest
+from profkit.overview import run_summary
 from profkit.cli import cli
 from profkit.store import Store
 from profdata import PROFILES
@@ -27,10 +28,12 @@ def exported(tmp_path_factory):
     d = tmp_path_factory.mktemp("export")
     db = str(d / "p.db")
     load_profiles(PROFILES, db)
+    # ncu's rule results: the H100 field capture's report (the shipped ones use the lean set)
+    ingest(db, [PROFILES.parent / "tests" / "data" / "field-h100" / "ws_rules.ncu-rep.xz"], run="ws-rules")
     s = Store(db)
     try:
         for run in s.runs():
-            classify(s, run)
+            run_summary(s, run)  # labels and advice, as the main job stores them
     finally:
         s.close()
     r = CliRunner().invoke(cli, ["export", "--db", db, "--parquet", str(d / "pq")])
@@ -62,6 +65,13 @@ def test_duckdb_reads_the_same_aggregates_as_profkit_sql(exported):
     assert all(g[4] == pytest.approx(w[4], rel=1e-12) for g, w in zip(got, want))
     q = "SELECT label, rank, count(*) FROM {v} GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST"
     assert con.execute(q.format(v=parquet(root, "classifications"))).fetchall() == sql(db, q.format(v="classifications"))
+    q = "SELECT run, rule, severity, count(*), sum(estimated_speedup_pct) FROM {v} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+    want = sql(db, q.format(v="rules"))
+    assert want and con.execute(q.format(v=parquet(root, "rules"))).fetchall() == want
+    q = "SELECT run, rank, scope, label, recoverable_ns, action FROM {v} ORDER BY run, scope, rank"
+    want = sql(db, q.format(v="advice"))
+    assert len({r[0] for r in want}) > 20
+    assert con.execute(q.format(v=f"read_parquet('{root}/advice/**/*.parquet', hive_partitioning = true)")).fetchall() == want
     q = "SELECT run, gpu_name FROM {v} ORDER BY run"
     assert con.execute(q.format(v=parquet(root, "runs"))).fetchall() == sql(db, q.format(v="runs"))
 
