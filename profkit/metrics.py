@@ -243,9 +243,69 @@ DERIVED = {
 }
 
 
+class Counters(dict):
+    """{ncu metric name: value} of one launch that remembers what `lookup` found: classify,
+    the model and advise read ~160 short names per launch, most derived from one another
+    (profiled: lookup was a quarter of the main job's CPU). Any change forgets."""
+    __slots__ = ("memo",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.memo: dict[str, float | None] = {}
+
+    def _forget(self):
+        try:
+            self.memo.clear()
+        except AttributeError:  # unpickled or copied: built without __init__, then filled
+            self.memo = {}
+
+    def __setitem__(self, key, value):
+        self._forget()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self._forget()
+        super().__delitem__(key)
+
+    def update(self, *args, **kwargs):
+        self._forget()
+        super().update(*args, **kwargs)
+
+    def pop(self, *args):
+        self._forget()
+        return super().pop(*args)
+
+    def popitem(self):
+        self._forget()
+        return super().popitem()
+
+    def clear(self):
+        self._forget()
+        super().clear()
+
+    def setdefault(self, key, default=None):
+        self._forget()
+        return super().setdefault(key, default)
+
+    def __ior__(self, other):
+        self._forget()
+        return super().__ior__(other)
+
+
 def lookup(values: dict[str, float], short: str) -> float | None:
     """Value of a short name in a {ncu metric name: value} mapping, else derived from the
-    metrics it is made of (DERIVED), else None."""
+    metrics it is made of (DERIVED), else None. Memoised on a Counters mapping."""
+    if not values:  # a launch without counters (most of a timeline): nothing to read or derive
+        return None
+    memo = getattr(values, "memo", None)
+    if memo is None:
+        return _lookup(values, short)
+    if short not in memo:
+        memo[short] = _lookup(values, short)
+    return memo[short]
+
+
+def _lookup(values: dict[str, float], short: str) -> float | None:
     for name in BY_SHORT[short].read if short in BY_SHORT else ():
         if name in values and values[name] is not None:
             return values[name]

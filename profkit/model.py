@@ -61,6 +61,8 @@ def _clock(c: dict[str, float], short: str, fallback: str | None) -> float | Non
 
 def work(c: dict[str, float]) -> dict[str, float]:
     """FLOPs per precision of one launch ({metric: value}); precisions with none left out."""
+    if not c:
+        return {}
     out = {}
     for key, (_, counters, _, _) in PRECISIONS.items():
         n = sum((lookup(c, short) or 0) * per for short, per in counters)

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .dbfile import BUSY_TIMEOUT_MS, open_readonly as _open_file_readonly
+from .metrics import Counters
 from .errors import NoSuchRun, ProfkitError
 from .parsers import timeline_sources
 from . import sampling
@@ -140,7 +141,10 @@ class Store:
             params += metrics
         out: dict[int, dict[str, float]] = {}
         for kid, metric, value in self.conn.execute(q, params):
-            out.setdefault(kid, {})[metric] = value
+            got = out.get(kid)
+            if got is None:
+                got = out[kid] = Counters()
+            dict.__setitem__(got, metric, value)  # filling: nothing looked up yet
         if sampled and out:
             for kid, measured in self.conn.execute(
                     "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)):
