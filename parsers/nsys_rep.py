@@ -1,5 +1,6 @@
 """Nsight Systems report (`.nsys-rep`): exported to SQLite with `nsys export`, then read by
-parsers/nsys_sqlite.py. Needs nsys on PATH (or $NSYS)."""
+parsers/nsys_sqlite.py. Needs nsys on PATH (or $NSYS). parsers/nsys_qdrep.py shares the export
+step (parse_report) for the older `.qdrep`."""
 from __future__ import annotations
 
 import os
@@ -35,7 +36,12 @@ def find_nsys(explicit: str | None = None) -> str:
 
 
 def export(path: Path, out: Path, nsys: str | None = None) -> Path:
-    exe = find_nsys(nsys)
+    try:
+        exe = find_nsys(nsys)
+    except ToolMissing:
+        raise ToolMissing(f"{path}: an Nsight Systems report; reading it needs nsys, which is not installed: put it on "
+                          f"PATH or set $NSYS, or run `nsys export --type sqlite {path.name}` elsewhere and ingest "
+                          "the .sqlite") from None
     proc = subprocess.run([exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
@@ -45,8 +51,18 @@ def export(path: Path, out: Path, nsys: str | None = None) -> Path:
 
 
 def parse(path: Path) -> Parsed:
+    return parse_report(path, FORMAT)
+
+
+def parse_report(path: Path, fmt: str) -> Parsed:
+    """Export an Nsight Systems report (`.nsys-rep`, or `.qdrep` before it) to SQLite in a
+    temporary folder and read that; errors name the report, not the temporary export."""
+    path = Path(path)
     with tempfile.TemporaryDirectory() as d:
         sqlite = export(path, Path(d) / (path.stem + ".sqlite"))
-        rep = nsys_sqlite.parse(sqlite)
-    rep.path, rep.format = str(path), FORMAT
+        try:
+            rep = nsys_sqlite.parse(sqlite)
+        except BadInput as e:
+            raise BadInput(path, e.problem) from None
+    rep.path, rep.format = str(path), fmt
     return rep

@@ -2,8 +2,11 @@
 
 Kernels come from CUPTI_ACTIVITY_KIND_KERNEL (names through StringIds), their launching
 calls from CUPTI_ACTIVITY_KIND_RUNTIME (same correlationId, same process), NVTX ranges from
-NVTX_EVENTS (push/pop = 59, start/end = 60, domains = 75), GPU facts from TARGET_INFO_GPU.
-Newer exports may suffix table names (NVTX_EVENTS_V2...): tables are found by prefix.
+NVTX_EVENTS (push/pop = 59, start/end = 60, domains = 75), GPU facts from TARGET_INFO_GPU and
+TARGET_INFO_CUDA_GPU. Exports of every age load: newer ones may suffix table names
+(NVTX_EVENTS_V2...: tables are found by prefix); those of the `.qdrep` era have TARGET_INFO_GPU
+without `id`, or only TARGET_INFO_CUDA_GPU, and the export metadata is META_DATA_EXPORT or
+EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing and says why.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from profkit.dbfile import ColumnsError, open_readonly, read_columns
 from profkit.errors import BadInput
 from profkit.nvtx import I64_MAX, project, project_columns, range_paths
 from profkit.rows import Bulk, LazyRows, Parsed
+from profkit.units import normalise
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
@@ -83,9 +87,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     t = _tables(conn)
     if "StringIds" not in t:
         raise BadInput(path, "not an Nsight Systems export: no StringIds table")
-    if "CUPTI_ACTIVITY_KIND_KERNEL" not in t:
-        raise BadInput(path, "no CUPTI_ACTIVITY_KIND_KERNEL table: no CUDA kernels traced (nsys profile -t cuda)")
-    kt = t["CUPTI_ACTIVITY_KIND_KERNEL"]
+    kt = t.get("CUPTI_ACTIVITY_KIND_KERNEL")
+    if not kt or not conn.execute(f'SELECT 1 FROM "{kt}" LIMIT 1').fetchone():
+        raise BadInput(path, _no_kernels(conn, t))
     kc = _columns(conn, kt)
     need = {"start", "end", "correlationId", "gridX", "blockX"}
     if not need <= kc or not ({"shortName", "demangledName"} & kc):
@@ -141,7 +145,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     paths = range_paths(ranges)
     range_rows = [(r[0], r[1], r[2], r[3], r[4], r[5] % _PID if r[5] is not None else None, r[6], d, p)
                   for r, (d, p) in zip(ranges, paths)]
-    rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t))
+    rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
     return rep
 
 
@@ -258,7 +262,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
         LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
     bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"])
-    facts = _facts(conn, t)
+    facts = _facts(conn, t, _device_of(conn, kt, kc))
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
 
@@ -344,6 +348,79 @@ def _strings(conn, t: dict, ids) -> dict:
         for k, v in conn.execute(f'SELECT id, value FROM "{t["StringIds"]}" WHERE id IN ({",".join("?" * len(part))})',
                                  part):
             out[k] = _text(v)
+    return out
+
+
+def _device_of(conn, kt: str, kc: set) -> int | None:
+    """The CUDA device most launches ran on (its facts are the run's GPU)."""
+    if "deviceId" not in kc:
+        return None
+    row = conn.execute(f'SELECT deviceId FROM "{kt}" WHERE deviceId IS NOT NULL GROUP BY deviceId '
+                       'ORDER BY count(*) DESC, deviceId LIMIT 1').fetchone()
+    return row[0] if row else None
+
+
+# kernel launch calls of the runtime and driver APIs (cudaLaunchKernel_v7000, cuLaunchKernelEx,
+# cudaLaunchCooperativeKernel, cudaGraphLaunch, cudaLaunch of CUDA < 7, cuLaunchGrid)
+_LAUNCH_CALL = re.compile(r"^cu(da)?(Launch(Cooperative)?Kernel|GraphLaunch|LaunchGrid|Launch(_v\d+)?$)")
+
+
+def _no_kernels(conn, t: dict) -> str:
+    """Why an export holds no kernel record, in one line: the capture did not trace CUDA, it
+    traced launch calls but not the GPU side, or no kernel ran."""
+    kt = t.get("CUPTI_ACTIVITY_KIND_KERNEL")
+    table = f"{kt} is empty" if kt else "no CUPTI_ACTIVITY_KIND_KERNEL table"
+    traced = _capture_traces(conn, t)
+    cupti = [k for k in t if k.startswith("CUPTI_ACTIVITY_KIND_")]
+    if traced is not None and "Cuda" not in traced:
+        what = ", ".join(_TRACE_NAMES.get(x, x) for x in traced) or "nothing"
+        return (f"no kernels ({table}): captured without the CUDA trace (nsys traced {what}); "
+                f"capture with `nsys profile -t cuda,nvtx`")
+    if traced is None and not cupti:
+        return f"no kernels ({table}): no CUDA trace in this export (no CUPTI tables); capture with `nsys profile -t cuda,nvtx`"
+    calls = _api_calls(conn, t)
+    launches = {n: c for n, c in calls.items() if _LAUNCH_CALL.match(n)}
+    if launches:
+        top = ", ".join(f"{c} {n}" for n, c in sorted(launches.items(), key=lambda x: -x[1])[:3])
+        return (f"no kernels ({table}) although the CUDA trace holds {_n(sum(launches.values()), 'kernel launch call')} "
+                f"({top}): the GPU side of the trace (kernel records) was not collected or not exported")
+    copies = sum(_count(conn, t[k], "1") for k in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if k in t)
+    if not calls:
+        return f"no kernels ({table}): the CUDA trace was on but the program made no CUDA call: no kernel ran"
+    return (f"no kernels ({table}): the CUDA trace was on and holds {_n(sum(calls.values()), 'CUDA API call')} "
+            f"and {_n(copies, 'memory copy or set', 'memory copies or sets')} but no kernel launch: no kernel ran")
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+_TRACE_NAMES = {"NvtxEvents": "NVTX", "Cuda": "CUDA", "OsRuntime": "OS runtime", "Cudnn": "cuDNN", "Cublas": "cuBLAS",
+                "Mpi": "MPI", "OpenGL": "OpenGL", "Vulkan": "Vulkan", "OpenAcc": "OpenACC", "OpenMP": "OpenMP"}
+
+
+def _capture_traces(conn, t: dict) -> list[str] | None:
+    """The traces the capture had on (META_DATA_CAPTURE `CAPTURE_EVENT_TYPE` rows: Cuda,
+    NvtxEvents, ...); None where the export does not say (exports before ~2021)."""
+    mt = t.get("META_DATA_CAPTURE")
+    if not mt:
+        return None
+    try:
+        got = [str(_text(v)) for (v,) in conn.execute(f'SELECT value FROM "{mt}" WHERE name = \'CAPTURE_EVENT_TYPE\'')]
+    except sqlite3.DatabaseError:
+        return None
+    return got or None
+
+
+def _api_calls(conn, t: dict) -> dict[str, int]:
+    """CUDA runtime and driver calls by name (nsys keeps both in CUPTI_ACTIVITY_KIND_RUNTIME)."""
+    out: dict[str, int] = {}
+    for k in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if k in t and "nameId" in _columns(conn, t[k]):
+            for name, n in conn.execute(f'SELECT s.value, count(*) FROM "{t[k]}" r LEFT JOIN "{t["StringIds"]}" s '
+                                        f'ON s.id = r.nameId GROUP BY r.nameId'):
+                name = str(_text(name))
+                out[name] = out.get(name, 0) + n
     return out
 
 
@@ -448,29 +525,74 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
     return out
 
 
-def _facts(conn, t: dict) -> dict:
+# GPU facts: (fact, TARGET_INFO_GPU column, TARGET_INFO_CUDA_GPU column, unit of the latter as
+# CUPTI documents CUpti_ActivityDevice); TARGET_INFO_GPU holds base units
+_GPU_FACTS = (
+    ("gpu_name", "name", "name", None), ("gpu_uuid", "uuid", None, None), ("chip", "chipName", None, None),
+    ("sm_count", "smCount", "numMultiprocessors", ""), ("l2_bytes", "l2CacheSize", "l2CacheSize", "byte"),
+    ("memory_bytes", "totalMemory", "globalMemorySize", "byte"),
+    ("memory_bandwidth_bytes_per_s", "memoryBandwidth", "globalMemoryBandwidth", "kbyte/second"),
+    ("sm_clock_max_hz", "clockRate", "coreClockRate", "khz"),
+    ("cc_major", "computeMajor", "computeCapabilityMajor", ""), ("cc_minor", "computeMinor", "computeCapabilityMinor", ""),
+)
+# the CUDA device id column: kernels' deviceId is the CUDA ordinal
+_DEVICE_COLUMNS = {"TARGET_INFO_GPU": ("cuDevice", "id", "deviceId"), "TARGET_INFO_CUDA_GPU": ("deviceId",)}
+
+
+def _gpu_row(conn, table: str, device: int | None) -> dict:
+    """The row of the GPU the kernels ran on (else the first GPU), as {column: value}."""
+    cur = conn.execute(f'SELECT * FROM "{table}" LIMIT 64')
+    rows = [dict(zip((d[0] for d in cur.description), r)) for r in cur.fetchall()]
+    dev = next((c for c in _DEVICE_COLUMNS[table] if rows and c in rows[0]), None)
+    if dev:
+        rows.sort(key=lambda r: (r[dev] != device, str(r[dev])))
+    return rows[0] if rows else {}
+
+
+def _gpu_facts(conn, t: dict, device: int | None) -> dict:
+    """GPU facts from TARGET_INFO_GPU, gaps filled from TARGET_INFO_CUDA_GPU (older exports have
+    one or the other, the `.qdrep` era both with little in TARGET_INFO_GPU)."""
+    new = _gpu_row(conn, t["TARGET_INFO_GPU"], device) if "TARGET_INFO_GPU" in t else {}
+    old = _gpu_row(conn, t["TARGET_INFO_CUDA_GPU"], device) if "TARGET_INFO_CUDA_GPU" in t else {}
     facts: dict = {}
-    gt = t.get("TARGET_INFO_GPU")
-    if gt:
-        cols = _columns(conn, gt)
-        want = [c for c in ("name", "uuid", "smCount", "l2CacheSize", "totalMemory", "memoryBandwidth",
-                            "clockRate", "computeMajor", "computeMinor", "chipName") if c in cols]
-        if want:
-            row = conn.execute(f'SELECT {", ".join(want)} FROM "{gt}" ORDER BY id LIMIT 1').fetchone()
-            if row:
-                g = dict(zip(want, row))
-                facts.update({"gpu_name": g.get("name"), "gpu_uuid": g.get("uuid"), "sm_count": g.get("smCount"),
-                              "l2_bytes": g.get("l2CacheSize"), "memory_bytes": g.get("totalMemory"),
-                              "memory_bandwidth_bytes_per_s": g.get("memoryBandwidth"),
-                              "sm_clock_max_hz": g.get("clockRate"), "chip": g.get("chipName")})
-    for table, key in (("META_DATA_EXPORT", "nsys_export"), ("META_DATA_CAPTURE", "nsys_capture")):
-        if table in t:
+    for fact, col, old_col, unit in _GPU_FACTS:
+        v = new.get(col)
+        if v is None and old_col and old.get(old_col) is not None:
+            v = old[old_col]
+            if unit and isinstance(v, (int, float)):
+                v = int(normalise(v, unit)[0]) or None  # 0: the export did not know it
+        if isinstance(v, bytes):
+            v = _text(v)
+        facts[fact] = v
+    if facts.get("memory_bytes") is not None and isinstance(facts["memory_bytes"], (int, float)) \
+            and facts["memory_bytes"] < 1 << 24:
+        facts["memory_bytes"] = None  # some exports hold MiB here (32510 for a 32 GB V100): not bytes
+    major, minor = facts.pop("cc_major"), facts.pop("cc_minor")
+    if isinstance(major, int) and isinstance(minor, int):
+        facts["compute_capability"] = f"{major}.{minor}"
+    return facts
+
+
+# the export's own metadata table: META_DATA_EXPORT, EXPORT_META_DATA in nsys 2023.1
+_EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+
+def _facts(conn, t: dict, device: int | None = None) -> dict:
+    facts: dict = _gpu_facts(conn, t, device)
+    for key, tables in (("nsys_export", _EXPORT_META), ("nsys_capture", ("META_DATA_CAPTURE",))):
+        table = next((t[x] for x in tables if x in t), None)
+        if table:
             try:
                 # keys as text: a corrupt row may hold a blob or NULL name (JSON needs str keys)
-                rows = [(str(_text(k)), v) for k, v in conn.execute(f'SELECT name, value FROM "{t[table]}"')]
+                rows = [(str(_text(k)), v) for k, v in conn.execute(f'SELECT name, value FROM "{table}"')]
             except sqlite3.DatabaseError:
                 continue
             facts[key] = _capture_facts(rows) if key == "nsys_capture" else dict(rows)
+    # the version of the nsys that wrote the export (a `.qdrep` exported today says today's);
+    # not `nsys_version`, which capture.json gives the capturing nsys
+    version = (facts.get("nsys_export") or {}).get("EXPORT_PRODUCT_VERSION")
+    if version is not None:
+        facts["nsys_export_version"] = str(_text(version))
     rank = _rank(conn, t)
     if rank is not None:
         facts["rank"] = rank

@@ -28,9 +28,10 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
     assert {k.split("/")[1] for k in s["by_mutation"]} >= set(fuzz.BYTE_MUTATIONS + fuzz.SQLITE_MUTATIONS
                                                                + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS)
     assert s["outcomes"]["loaded"] > 20 and s["outcomes"]["rejected"] > 100
-    if shutil.which("nsys") is None:  # .nsys-rep needs nsys: without it, each case is one ToolMissing line
+    if shutil.which("nsys") is None:  # .nsys-rep and .qdrep need nsys: without it, each case is one ToolMissing line
         # (or 'skipped': a wrong_format case that became bytes the database already holds loads nothing)
-        assert set(s["by_format"]["nsys-rep"]) <= {"rejected", "skipped"} and s["by_format"]["nsys-rep"]["rejected"]
+        for fmt in ("nsys-rep", "nsys-qdrep"):
+            assert set(s["by_format"][fmt]) <= {"rejected", "skipped"} and s["by_format"][fmt]["rejected"], fmt
 
 
 def test_fuzz_replays_a_case_in_process(fuzz, tmp_path):
