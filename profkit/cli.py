@@ -100,7 +100,7 @@ def file_progress():
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
-@click.option("--run", default=None, help="Run to load into (default: the first file's name).")
+@click.option("--run", default=None, help="Run to load into (default: the first file's name; a folder's own name).")
 @click.option("--rank", type=click.IntRange(min=0), default=None,
               help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
 @click.option("--gpu", default=None, metavar="NAME",
@@ -108,10 +108,11 @@ def file_progress():
                    "capability): its datasheet peaks label the kernels (profkit/gpus.py lists the GPUs known).")
 @handled
 def ingest(paths, db, run, rank, gpu):
-    """Load report files (nsys SQLite/.nsys-rep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace .json[.gz]).
+    """Load report files (nsys SQLite/.nsys-rep/.qdrep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace
+    .json[.gz]) or capture folders (one run each: its reports, one per role and rank, and capture.json as run metadata).
 
     Each file loads whole or not at all; files named together join one run (the ncu launches
-    attach to the timeline's). A folder is a capture folder (or a folder of them).
+    attach to the timeline's).
 
     \b
     Examples:
@@ -120,6 +121,7 @@ def ingest(paths, db, run, rank, gpu):
       profkit ingest trace.json.gz
       profkit ingest details.csv --gpu "RTX 4090"   # a details page names no GPU"""
     from .ingest import ingest as do_ingest
+    from .ingest import plan
 
     def line(r):
         if r.skipped:
@@ -130,8 +132,14 @@ def ingest(paths, db, run, rank, gpu):
             out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
                       f"{r.counters} counters{rules}")
 
+    groups = plan(list(paths), run)
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
-        loaded = do_ingest(db, list(paths), run, rank=rank, on_file=line, on_progress=on_progress)
+        loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
+    for g in groups:
+        if g.meta and g.folder:
+            out.print(f"{plain(g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")
+        if g.skipped:
+            out.print(f"{plain(g.folder)}: skipped " + "; ".join(f"{plain(p.name)} ({plain(why)})" for p, why in g.skipped))
     if gpu:
         from . import gpus
 

@@ -1,16 +1,25 @@
 """Load report files into the store: detect the format, skip what is already loaded
-(content hash), parse, and write each file in one transaction."""
+(content hash), parse, and write each file in one transaction.
+
+A folder given to ingest is a capture folder (as `profkit capture` writes it, or any folder
+of reports): one run named after it, its report files chosen one per role per rank, its
+`capture.json` merged into the run's meta; files it does not take are named with the reason.
+"""
 from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from profkit import parsers
 
+from .errors import BadArgument, BadInput
 from .store import Store
+
+CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
 
 # a rank in a file name: run.rank1.nsys.sqlite, rank0.ncu-rep, trace_rank_3.sqlite (the last one counts)
 _RANK = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.I)
@@ -87,31 +96,160 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
                   rules=out.get("rules", 0))
 
 
+@dataclass
+class Group:
+    """Files that load into one run, with the run meta to merge (a folder's capture.json)."""
+    run: str | None
+    files: list[Path]
+    meta: dict | None = None
+    folder: Path | None = None
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why) a folder did not take
+
+
+def report_files(folder: Path, skipped: list | None = None) -> list[Path]:
+    """One timeline and one counter file per rank (a single-process run has one rank: None),
+    the most preferred format of each role first. `skipped`, if given, receives (path, why)
+    for every other entry of the folder except capture.json."""
+    found: dict[int | None, dict[str, list[Path]]] = {}
+    others: list[tuple[Path, str]] = []
+    for f in sorted(folder.iterdir()):
+        if f.name == CAPTURE_META and f.is_file():
+            continue
+        if not f.is_file():
+            others.append((f, "a folder" if f.is_dir() else "not a regular file"))
+            continue
+        try:
+            fmt = parsers.detect(f).FORMAT
+        except BadInput as e:
+            others.append((f, _short(e.problem)))  # notes, logs, metric lists
+            continue
+        found.setdefault(rank_in_name(f), {}).setdefault(fmt, []).append(f)
+    out: list[Path] = []
+    for rank in sorted(found, key=lambda r: -1 if r is None else r):
+        have = found[rank]
+        # one file per role is enough: the nsys export beats its .nsys-rep (no nsys needed)
+        for role in parsers.ROLES:
+            fmts = [f for f in parsers.preference(role) if f in have]
+            if not fmts:
+                continue
+            taken = have[fmts[0]][0]
+            out.append(taken)
+            why = f"one {role} report per {'process' if rank is None else 'rank'}: {taken.name} is taken"
+            others += [(f, why) for fmt in fmts for f in have[fmt] if f != taken]
+    if skipped is not None:
+        skipped.extend(sorted(others))
+    return out
+
+
+def _short(problem: str) -> str:
+    """A detection failure in a few words (the full one lists every format)."""
+    return "unrecognised format" if problem.startswith("unrecognised format") else problem
+
+
+def capture_meta(folder: Path) -> dict | None:
+    """What `profkit capture` recorded beside the reports (GPU, versions, command, the
+    workload's reference checks under `correctness`); merged into the run's meta."""
+    path = Path(folder) / CAPTURE_META
+    return read_meta(path) if path.is_file() else None
+
+
+def read_meta(path: Path) -> dict:
+    try:
+        meta = json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadInput(path, f"not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise BadInput(path, "not a JSON object")
+    return meta
+
+
+def sampled_facts(files: list[Path], meta: dict | None) -> dict | None:
+    """How ncu sampled a command capture (capture.json `sampling.ncu_filter`), as facts of its
+    counters report: the store links the sampled launches with it."""
+    spec = ((meta or {}).get("sampling") or {}).get("ncu_filter")
+    if not isinstance(spec, dict):
+        return None
+    return {f: {"ncu_filter": spec} for f in files if parsers.detect(f).ROLE == "counters"}
+
+
+def folder_group(folder: Path, run: str | None = None) -> Group:
+    """A capture folder as one run: named after the folder (or `run`), its report files,
+    its capture.json as meta. A folder with no report file is refused, naming what it holds."""
+    folder = Path(folder)
+    skipped: list[tuple[Path, str]] = []
+    files = report_files(folder, skipped)
+    meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
+    if not files:
+        what = "; ".join(f"{p.name}: {why}" for p, why in skipped[:5]) or "it is empty"
+        raise BadInput(folder, f"no report file profkit reads ({what}{'; ...' if len(skipped) > 5 else ''})")
+    name = run or folder.resolve().name
+    return Group(name, files, meta, folder, skipped)
+
+
+def folder_groups(folder: Path, run: str | None = None) -> list[Group]:
+    """A capture folder is one run; a folder without reports of its own whose sub-folders
+    hold them (profiles/, as `profkit analyse` reads it) is one run per sub-folder."""
+    try:
+        return [folder_group(folder, run)]
+    except BadInput as own:
+        subs = [d for d in sorted(Path(folder).iterdir()) if d.is_dir() and report_files(d)]
+        if not subs:
+            raise own from None
+    if run is not None:
+        raise BadArgument(f"--run names one run, but {folder} holds {len(subs)} (one per sub-folder): "
+                          "leave --run out, or ingest one sub-folder")
+    return [folder_group(d) for d in subs]
+
+
+def plan(paths: list[Path], run: str | None = None) -> list[Group]:
+    """What one ingest call loads, as runs: the files named go to `run` (or the first file's
+    name), a capture.json among them is that run's meta, and each folder is a run of its own
+    (folder_groups)."""
+    files, meta, groups = [], None, []
+    for p in map(Path, paths):
+        if p.is_dir():
+            groups.extend(folder_groups(p, run))
+        elif p.name == CAPTURE_META and p.is_file():
+            meta = {**(meta or {}), **read_meta(p)}
+        else:
+            files.append(p)
+    if files or meta:
+        first = Group(run or (run_name_for(files[0]) if files else Path(paths[0]).resolve().parent.name), files, meta)
+        groups.insert(0, first)
+    return groups
+
+
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
-           parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None) -> list[Loaded]:
+           parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
+           groups: list[Group] | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
 
-    All files of one call go to one run: `run`, or the name of the first file. Each file's
-    rank is `rank` if given, else found by rank_of (None for single-process runs).
-    `parsed_reports` ({path: Parsed}) holds files a caller already parsed (capture does);
-    `facts` ({path: dict}) adds what the caller knows of a file to its facts (capture: how ncu
-    sampled, which the store needs to link its launches). on_file(Loaded) hears of each file
-    as it lands; on_progress(file, phase, done, total) of the work on each (phases: hashing,
-    the parser's, writing; total None: unknown).
+    The files named go to one run: `run`, or the name of the first file; a folder is a run
+    of its own (plan). Each file's rank is `rank` if given, else found by rank_of (None for
+    single-process runs). `parsed_reports` ({path: Parsed}) holds files a caller already
+    parsed (capture does); `facts` ({path: dict}) adds what the caller knows of a file to its
+    facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
+    capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
+    files). on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done,
+    total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
-    paths = [Path(p) for p in paths]
-    run = run or (run_name_for(paths[0]) if paths else None)
+    groups = plan(paths, run) if groups is None else groups
     # parse everything before writing anything: one bad file leaves the database untouched
     parsed = []
-    for p in paths:
-        parser = parsers.detect(p)
-        hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
-        parsed.append((p, parser, sha256_of(p, hashed)))
+    for g in groups:
+        for p in g.files:
+            parser = parsers.detect(p)
+            hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
+            parsed.append((g, p, parser, sha256_of(p, hashed)))
     with Store(db) as store:
+        for g in groups:
+            if g.meta is not None and not g.files and g.run not in store.runs():
+                raise BadInput(CAPTURE_META, f"run metadata, not a report, and run {g.run!r} is not loaded: "
+                                             "ingest it with its reports (or their folder)")
         out, todo = [], []
-        for p, parser, digest in parsed:
+        for g, p, parser, digest in parsed:
             seen = store.has_file(digest)
             if seen:
                 out.append(Loaded(str(p), seen[0], parser.FORMAT, True, loaded_as=seen[1]))
@@ -119,12 +257,16 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                     on_file(out[-1])
             else:
                 known = (parsed_reports or {}).get(p)
-                todo.append((p, known if known is not None else _parse(parser, p, on_progress), digest))
-        for p, report, digest in todo:
-            if facts and facts.get(p):
-                report.facts = {**(report.facts or {}), **facts[p]}
-            loaded = _load(store, p, report, digest, run, rank_of(p, report, rank), on_progress)
+                todo.append((g, p, known if known is not None else _parse(parser, p, on_progress), digest))
+        for g, p, report, digest in todo:
+            extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
+            if extra:
+                report.facts = {**(report.facts or {}), **extra}
+            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress)
             out.append(loaded)
             if on_file:
                 on_file(loaded)
+        for g in groups:
+            if g.meta:
+                store.set_run_meta(g.run, g.meta)
         return out

@@ -1,0 +1,93 @@
+"""The field conformance survey (benchmarks/field.py, issue 15 item 9) on real reports: our
+committed H100 captures always, the public reports in ../shared/field-reports where present.
+
+Every file either loads (kernels, counters, a label with its evidence for every kernel) or
+gets one line; the rows of the Nsight Systems files are checked value by value."""
+import importlib.util
+import json
+
+import pytest
+
+from profdata import FIELD_REPORTS, FIELD_H100, ROOT
+
+OUTCOMES = {"loaded", "no kernels", "needs tool", "refused", "not a report", "crash"}
+
+
+@pytest.fixture(scope="module")
+def field():
+    spec = importlib.util.spec_from_file_location("bench_field", ROOT / "benchmarks" / "field.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _check_every_row(rows):
+    for r in rows:
+        assert r["outcome"] in OUTCOMES, r
+        if r["outcome"] == "loaded":
+            assert r["kernels"] > 0 and r["GPU"] and r["tool version"], r
+            # a label for every kernel, each with the rule that fired and what it saw
+            assert sum(int(x.rsplit(" ", 1)[1]) for x in r["labels"].split(", ")) == r["kernels"], r
+            assert len(r["evidence"]) == r["kernels"] and all("rule" in e and "values" in e for e in r["evidence"])
+        else:
+            assert r["reason"] and "\n" not in r["reason"] and not r["kernels"], r
+
+
+def test_committed_h100_captures(field, tmp_path):
+    rows, folders = field.survey([FIELD_H100])
+    _check_every_row(rows)
+    by = {r["file"]: r for r in rows}
+    assert set(by) == {f"field-h100/{p.name}" for p in FIELD_H100.iterdir()}
+    ws = by["field-h100/ws.nsys.sqlite"]
+    assert {k: ws[k] for k in ("outcome", "format", "tool version", "GPU", "kernels", "ranges", "counters")} == {
+        "outcome": "loaded", "format": "nsys-sqlite", "tool version": "nsys export 2025.3.2.0",
+        "GPU": "NVIDIA H100 80GB HBM3", "kernels": 52, "ranges": 15, "counters": 0}
+    # timeline only: short kernels behind longer launch calls are launch overhead, the rest unknown
+    assert ws["labels"] == "launch_overhead 27, unknown 25"
+    lo = [e for e in ws["evidence"] if e["rule"] == "launch_overhead"]
+    assert all(e["timeline"]["duration_ns"] < 10_000 for e in lo)
+    for name, words in (("nvtx_only", "captured without the CUDA trace"), ("no_gpu", "made no CUDA call"),
+                        ("memcpy_only", "but no kernel launch")):
+        r = by[f"field-h100/{name}.nsys.sqlite"]
+        assert r["outcome"] == "no kernels" and words in r["reason"], r
+    assert by["field-h100/README.md"]["outcome"] == "not a report"
+    # the folder as `profkit ingest` takes it: refused whole, naming the file (several captures in one folder)
+    assert folders == [{"folder": "field-h100", "runs": None, "taken": None, "skipped": None,
+                        "reason": by["field-h100/memcpy_only.nsys.sqlite"]["file"] + ": "
+                        + by["field-h100/memcpy_only.nsys.sqlite"]["reason"]}]
+    md = field.markdown(rows, folders, [FIELD_H100], {"date": "D", "profkit_revision": "R", "python": "P", "host": "H",
+                                                      "nsys": "not installed"})
+    table = [x for x in md.splitlines() if x.startswith("| field-h100/")]
+    assert len(table) == len(rows)
+    assert "| field-h100/ws.nsys.sqlite | loaded | nsys-sqlite | nsys export 2025.3.2.0 | NVIDIA H100 80GB HBM3 | 52 " \
+           "| 15 | 0 | launch_overhead 27, unknown 25 |  |" in table
+
+
+def test_public_field_reports(field):
+    if not FIELD_REPORTS.is_dir():
+        pytest.skip(f"{FIELD_REPORTS} absent (public reports other people captured, beside the clone)")
+    rows, folders = field.survey([FIELD_REPORTS])
+    _check_every_row(rows)
+    by = {r["file"]: r for r in rows}
+    want = {  # file: (tool version, GPU, kernels, ranges)
+        "field-reports/kmeans/report2.sqlite": ("nsys (not recorded)", "NVIDIA GeForce RTX 3080", 51, 0),
+        "field-reports/beast/report2.sqlite": ("nsys (not recorded)", "Tesla V100-PCIE-32GB", 2419, 0),
+        "field-reports/memfusion/report1.sqlite": ("nsys export 2023.1.2.43", "NVIDIA GeForce RTX 3090", 36, 59),
+    }
+    for name, (version, gpu, kernels, ranges) in want.items():
+        r = by[name]
+        assert (r["outcome"], r["tool version"], r["GPU"], r["kernels"], r["ranges"]) == (
+            "loaded", version, gpu, kernels, ranges), r
+    # every kernel of these runs is long (>= 166 us): no launch overhead, no counters to say more
+    assert by["field-reports/kmeans/report2.sqlite"]["labels"] == "unknown 51"
+    assert by["field-reports/memfusion/report1.sqlite"]["labels"] == "unknown 23, launch_overhead 13"
+    q = by["field-reports/kmeans/report2.qdrep"]
+    if q["outcome"] == "needs tool":  # no nsys here: the .nsys-rep line
+        assert "an Nsight Systems report; reading it needs nsys, which is not installed" in q["reason"]
+    else:
+        assert (q["outcome"], q["kernels"], q["GPU"]) == ("loaded", 51, "NVIDIA GeForce RTX 3080"), q
+    by_folder = {f["folder"]: f for f in folders}
+    assert by_folder["field-reports/kmeans"]["taken"] == "report2.sqlite (51 kernels)"
+    assert by_folder["field-reports/kmeans"]["skipped"] == \
+        "report2.qdrep: one timeline report per process: report2.sqlite is taken"
+    assert json.dumps(rows, default=str)  # the table's rows are plain data
