@@ -387,8 +387,9 @@ def _no_kernels(conn, t: dict) -> str:
     copies = sum(_count(conn, t[k], "1") for k in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if k in t)
     if not calls:
         return f"no kernels ({table}): the CUDA trace was on but the program made no CUDA call: no kernel ran"
-    return (f"no kernels ({table}): the CUDA trace was on and holds {_n(sum(calls.values()), 'CUDA API call')} "
-            f"and {_n(copies, 'memory copy or set', 'memory copies or sets')} but no kernel launch: no kernel ran")
+    copied = f" and {_n(copies, 'memory copy or set', 'memory copies or sets')}" if copies else ""
+    return (f"no kernels ({table}): the CUDA trace was on and holds {_n(sum(calls.values()), 'CUDA API call')}"
+            f"{copied} but no kernel launch: no kernel ran while nsys traced")
 
 
 def _n(n: int, one: str, many: str | None = None) -> str:

@@ -84,7 +84,7 @@ def test_a_bad_chosen_file_loads_nothing_of_the_folder(db, tmp_path):
     assert r.exit_code == 2
     assert r.output.strip() == (f"profkit: {d / 'memcpy_only.nsys.sqlite'}: no kernels (no CUPTI_ACTIVITY_KIND_KERNEL "
                                 "table): the CUDA trace was on and holds 8 CUDA API calls and 1 memory copy or set but "
-                                "no kernel launch: no kernel ran")
+                                "no kernel launch: no kernel ran while nsys traced")
     assert dump(db) == before
 
 

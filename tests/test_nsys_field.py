@@ -46,7 +46,8 @@ def field(*parts):
                            "made no CUDA call: no kernel ran"),
     # -t cuda,nvtx of a program that copied to the GPU and launched nothing
     ("memcpy_only.nsys.sqlite", "no kernels (no CUPTI_ACTIVITY_KIND_KERNEL table): the CUDA trace was on and holds "
-                                "8 CUDA API calls and 1 memory copy or set but no kernel launch: no kernel ran"),
+                                "8 CUDA API calls and 1 memory copy or set but no kernel launch: no kernel ran while "
+                                "nsys traced"),
 ])
 def test_export_without_kernels_says_why(name, why):
     with pytest.raises(BadInput) as e:
