@@ -136,8 +136,8 @@ def ingest(paths, db, run, rank, gpu):
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
         loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
     for g in groups:
-        if g.meta and g.folder:
-            out.print(f"{plain(g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")
+        if g.meta is not None:
+            out.print(f"{plain(g.meta_file or g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")
         if g.skipped:
             out.print(f"{plain(g.folder)}: skipped " + "; ".join(f"{plain(p.name)} ({plain(why)})" for p, why in g.skipped))
     if gpu:

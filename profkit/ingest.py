@@ -104,6 +104,7 @@ class Group:
     meta: dict | None = None
     folder: Path | None = None
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why) a folder did not take
+    meta_file: Path | None = None  # the capture.json named on its own
 
 
 def report_files(folder: Path, skipped: list | None = None) -> list[Path]:
@@ -205,18 +206,26 @@ def plan(paths: list[Path], run: str | None = None) -> list[Group]:
     """What one ingest call loads, as runs: the files named go to `run` (or the first file's
     name), a capture.json among them is that run's meta, and each folder is a run of its own
     (folder_groups)."""
-    files, meta, groups = [], None, []
+    files, meta, meta_file, groups = [], None, None, []
     for p in map(Path, paths):
         if p.is_dir():
             groups.extend(folder_groups(p, run))
         elif p.name == CAPTURE_META and p.is_file():
-            meta = {**(meta or {}), **read_meta(p)}
+            meta, meta_file = {**(meta or {}), **read_meta(p)}, p
         else:
             files.append(p)
-    if files or meta:
-        first = Group(run or (run_name_for(files[0]) if files else Path(paths[0]).resolve().parent.name), files, meta)
-        groups.insert(0, first)
+    if files or meta is not None:
+        name = run or (run_name_for(files[0]) if files else meta_file.resolve().parent.name)
+        groups.insert(0, Group(name, files, meta, meta_file=meta_file))
     return groups
+
+
+def _runs_of(db: str) -> list[str]:
+    """The runs a database holds, without creating it."""
+    if not Path(db).exists():
+        return []
+    with Store(db) as s:
+        return s.runs()
 
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
@@ -243,11 +252,14 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             parser = parsers.detect(p)
             hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
             parsed.append((g, p, parser, sha256_of(p, hashed)))
+    alone = [g for g in groups if g.meta is not None and not g.files]
+    if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
+        have = _runs_of(db)
+        for g in alone:
+            if g.run not in have:
+                raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
+                                            "ingest it with its reports (or their folder)")
     with Store(db) as store:
-        for g in groups:
-            if g.meta is not None and not g.files and g.run not in store.runs():
-                raise BadInput(CAPTURE_META, f"run metadata, not a report, and run {g.run!r} is not loaded: "
-                                             "ingest it with its reports (or their folder)")
         out, todo = [], []
         for g, p, parser, digest in parsed:
             seen = store.has_file(digest)

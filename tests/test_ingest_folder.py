@@ -107,8 +107,15 @@ def test_capture_json_named_with_its_reports(db):
 
 def test_capture_json_alone(db):
     r = run("ingest", "--db", db, SWIGLU / "capture.json")
-    assert r.exit_code == 2 and "capture.json: run metadata, not a report, and run" in r.output
-    assert "is not loaded: ingest it with its reports (or their folder)" in r.output
+    assert r.exit_code == 2 and r.output.strip() == (
+        f"profkit: {SWIGLU / 'capture.json'}: run metadata, not a report, and run 'swiglu-llama8b-t4096' is not "
+        "loaded: ingest it with its reports (or their folder)")
+    assert not Path(db).exists()
+    # once the run is loaded, its capture.json alone adds the metadata
+    assert run("ingest", "--db", db, SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite").exit_code == 0
+    r = run("ingest", "--db", db, SWIGLU / "capture.json")
+    assert r.exit_code == 0 and r.output.strip() == f"{SWIGLU / 'capture.json'}: run metadata of run swiglu-llama8b-t4096"
+    assert json.loads(sql(db, "SELECT meta FROM runs")[0]["meta"])["captured_at"] == "2026-11-22T01:39:42Z"
 
 
 def test_folder_of_capture_folders_and_empty_folder(db, tmp_path):
