@@ -117,33 +117,32 @@ def survey(folders: list[Path], progress: bool = False) -> tuple[list[dict], lis
     """(file rows, folder rows) for every file and every folder holding files under `folders`."""
     files, dirs = [], []
     for top in map(Path, folders):
-        base = top.parent
+        # names as a reader finds them: in the repository from its root, elsewhere from the folder's parent
+        inside = top.resolve().is_relative_to(ROOT)
+        top, base = (top.resolve(), ROOT) if inside else (top, top.parent)
         found = sorted(p for p in top.rglob("*") if p.is_file())
-        files += [(p, p.relative_to(base).as_posix()) for p in found]
-        dirs += [(d, d.relative_to(base).as_posix()) for d in sorted({p.parent for p in found})]
+        files += [(p, p.relative_to(base).as_posix(), base) for p in found]
+        dirs += [(d, d.relative_to(base).as_posix(), base) for d in sorted({p.parent for p in found})]
     rows, folder_rows = [], []
-    bases = sorted({str(Path(f).parent.resolve()) for f in folders} | {str(Path(f).parent) for f in folders}, key=len,
-                   reverse=True)
     with tempfile.TemporaryDirectory(prefix="profkit-field-") as d, _progress(progress) as bar:
         task = bar.add_task("field reports", total=len(files) + len(dirs))
         tmp = Path(d)
-        for p, name in files:
+        for p, name, base in files:
             bar.update(task, description=name)
-            rows.append(_relative(check_file(p, name, tmp), bases))
+            rows.append(_relative(check_file(p, name, tmp), base))
             bar.advance(task)
-        for p, name in dirs:
+        for p, name, base in dirs:
             bar.update(task, description=name)
-            folder_rows.append(_relative(check_folder(p, name, tmp), bases))
+            folder_rows.append(_relative(check_folder(p, name, tmp), base))
             bar.advance(task)
     return rows, folder_rows
 
 
-def _relative(row: dict, bases: list[str]) -> dict:
-    """Reasons name files as the table does (relative to the folders' parent), not by where
-    they happened to lie on this machine."""
-    for base in bases:
-        if row.get("reason") and base not in ("", "."):
-            row["reason"] = row["reason"].replace(base.rstrip("/") + "/", "")
+def _relative(row: dict, base: Path) -> dict:
+    """Reasons name files as the table does, not by where they lay on this machine."""
+    if row.get("reason"):
+        for b in {str(base), str(base.resolve())} - {"", "."}:
+            row["reason"] = row["reason"].replace(b.rstrip("/") + "/", "")
     return row
 
 

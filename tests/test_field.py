@@ -37,8 +37,8 @@ def test_committed_h100_captures(field, tmp_path):
     rows, folders = field.survey([FIELD_H100])
     _check_every_row(rows)
     by = {r["file"]: r for r in rows}
-    assert set(by) == {f"field-h100/{p.name}" for p in FIELD_H100.iterdir()}
-    ws = by["field-h100/ws.nsys.sqlite"]
+    assert set(by) == {f"tests/data/field-h100/{p.name}" for p in FIELD_H100.iterdir()}
+    ws = by["tests/data/field-h100/ws.nsys.sqlite"]
     assert {k: ws[k] for k in ("outcome", "format", "tool version", "GPU", "kernels", "ranges", "counters")} == {
         "outcome": "loaded", "format": "nsys-sqlite", "tool version": "nsys export 2025.3.2.0",
         "GPU": "NVIDIA H100 80GB HBM3", "kernels": 52, "ranges": 15, "counters": 0}
@@ -48,18 +48,18 @@ def test_committed_h100_captures(field, tmp_path):
     assert all(e["timeline"]["duration_ns"] < 10_000 for e in lo)
     for name, words in (("nvtx_only", "captured without the CUDA trace"), ("no_gpu", "made no CUDA call"),
                         ("memcpy_only", "but no kernel launch")):
-        r = by[f"field-h100/{name}.nsys.sqlite"]
+        r = by[f"tests/data/field-h100/{name}.nsys.sqlite"]
         assert r["outcome"] == "no kernels" and words in r["reason"], r
-    assert by["field-h100/README.md"]["outcome"] == "not a report"
+    assert by["tests/data/field-h100/README.md"]["outcome"] == "not a report"
     # the folder as `profkit ingest` takes it: refused whole, naming the file (several captures in one folder)
-    assert folders == [{"folder": "field-h100", "runs": None, "taken": None, "skipped": None,
-                        "reason": by["field-h100/memcpy_only.nsys.sqlite"]["file"] + ": "
-                        + by["field-h100/memcpy_only.nsys.sqlite"]["reason"]}]
+    assert folders == [{"folder": "tests/data/field-h100", "runs": None, "taken": None, "skipped": None,
+                        "reason": by["tests/data/field-h100/memcpy_only.nsys.sqlite"]["file"] + ": "
+                        + by["tests/data/field-h100/memcpy_only.nsys.sqlite"]["reason"]}]
     md = field.markdown(rows, folders, [FIELD_H100], {"date": "D", "profkit_revision": "R", "python": "P", "host": "H",
                                                       "nsys": "not installed"})
-    table = [x for x in md.splitlines() if x.startswith("| field-h100/")]
+    table = [x for x in md.splitlines() if x.startswith("| tests/data/field-h100/")]
     assert len(table) == len(rows)
-    assert "| field-h100/ws.nsys.sqlite | loaded | nsys-sqlite | nsys export 2025.3.2.0 | NVIDIA H100 80GB HBM3 | 52 " \
+    assert "| tests/data/field-h100/ws.nsys.sqlite | loaded | nsys-sqlite | nsys export 2025.3.2.0 | NVIDIA H100 80GB HBM3 | 52 " \
            "| 15 | 0 | launch_overhead 27, unknown 25 |  |" in table
 
 
