@@ -91,3 +91,31 @@ def test_public_field_reports(field):
     assert by_folder["field-reports/kmeans"]["skipped"] == \
         "report2.qdrep: one timeline report per process: report2.sqlite is taken"
     assert json.dumps(rows, default=str)  # the table's rows are plain data
+
+
+def test_extra_public_nsys_files(field, tmp_path):
+    """Every Nsight Systems file in ../field-extra (public, 2020.3 to 2026.1): loads with its GPU
+    and version, or says in one line why not (no kernel in the file; nsys needed)."""
+    from profdata import FIELD_EXTRA
+
+    if not FIELD_EXTRA.is_dir():
+        pytest.skip(f"{FIELD_EXTRA} absent")
+    files = sorted(p for p in FIELD_EXTRA.rglob("*") if p.suffix in (".sqlite", ".qdrep", ".nsys-rep"))
+    rows = [field.check_file(p, p.relative_to(FIELD_EXTRA).as_posix(), tmp_path) for p in files]
+    _check_every_row(rows)
+    by = {r["file"]: r for r in rows}
+    assert {r["outcome"] for r in rows} <= {"loaded", "no kernels", "needs tool"}
+    for r in rows:
+        if r["file"].endswith((".qdrep", ".nsys-rep")) and r["outcome"] == "needs tool":
+            assert "an Nsight Systems report; reading it needs nsys" in r["reason"]
+    got = {n: (by[n]["kernels"], by[n]["GPU"], by[n]["tool version"]) for n in (
+        "hw5-helper/report1.sqlite", "sc23-openmp/report3.sqlite", "p4arth/report1.sqlite",
+        "fuser/f6ab0c34_report2.sqlite") if n in by}
+    assert got == {"hw5-helper/report1.sqlite": (505, "NVIDIA A100-SXM4-40GB", "nsys export 2022.1.3.3"),
+                   "sc23-openmp/report3.sqlite": (50, "Tesla T4", "nsys export 2023.3.1.92"),
+                   "p4arth/report1.sqlite": (1, "NVIDIA GeForce RTX 3060", "nsys export 2025.5.2.266"),
+                   "fuser/f6ab0c34_report2.sqlite": (19, "NVIDIA H200", "nsys export 2024.6.2.25")}
+    # exports without a kernel table (CUDA-Q on 4x H100; a Rust program on an RTX 5080, nsys 2026.1)
+    assert by["tutorial-vqe/report1.sqlite"]["reason"].endswith("holds 11 CUDA API calls but no kernel launch: "
+                                                                 "no kernel ran while nsys traced")
+    assert "holds 2789 CUDA API calls and 540 memory copies or sets" in by["unschlagbar-nn/prof.sqlite"]["reason"]

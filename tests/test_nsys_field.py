@@ -20,12 +20,12 @@ from profkit.errors import BadInput, ToolMissing
 from profkit.parsers import nsys_qdrep, nsys_rep, nsys_sqlite
 from profkit.rows import KERNEL_FIELDS
 
-from profdata import FIELD_REPORTS, FIELD_H100, KNOWN_NSYS, KNOWN_NSYS_REP
+from profdata import FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, KNOWN_NSYS_REP, ROOT
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 WS = FIELD_H100 / "ws.nsys.sqlite"
 # the public .qdrep exported by nsys 2025.3.1 on our H100 host (not committed: not our data)
-KMEANS_FROM_QDREP = FIELD_REPORTS.parent.parent / "field-capture" / "kmeans_from_qdrep.sqlite"
+KMEANS_FROM_QDREP = ROOT.parent / "field-capture" / "kmeans_from_qdrep.sqlite"
 
 
 def field(*parts):
@@ -143,6 +143,19 @@ def test_nsys_2023_export_tensorrt_names_and_the_gpu_that_ran():
     names = Counter(k[F["nvtx_range"]] for k in r.kernels)
     assert names["/conv1/Conv + /relu/Relu"] == 1 and sum(names.values()) == 36
     assert {r_[0] for r_ in r.ranges} == {"TensorRT"}
+
+
+def test_gpu_of_the_kernels_not_the_first_listed():
+    """wenscarl/cutlass_benchmark (public, nsys 2023.2.3, EXPORT_META_DATA): 2x A40 and 2x A100
+    whose `id` (PCI order) differs from `cuDevice` (CUDA's order, the kernels' deviceId)."""
+    f = FIELD_EXTRA / "wenscarl-cutlassbench" / "report1.sqlite"
+    if not f.exists():
+        pytest.skip(f"{f} absent")
+    r = nsys_sqlite.parse(f)
+    assert len(r.kernels) == 6 and {k[F["device"]] for k in r.kernels} == {0}
+    # cuDevice 0 is id 1 (bus 81:00.0); id 0 is cuDevice 1, another A100
+    assert (r.facts["gpu_name"], r.facts["gpu_uuid"]) == ("NVIDIA A100-PCIE-40GB", "b0fbccec-7593-9c0c-35de-cbfc04b9d09a")
+    assert r.facts["nsys_export_version"] == "2023.2.3.0"
 
 
 # --- .qdrep: an Nsight Systems report, exported through nsys like .nsys-rep ---------------
