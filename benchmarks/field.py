@@ -143,6 +143,9 @@ def _relative(row: dict, base: Path) -> dict:
     if row.get("reason"):
         for b in {str(base), str(base.resolve())} - {"", "."}:
             row["reason"] = row["reason"].replace(b.rstrip("/") + "/", "")
+        own = f"{row.get('file')}: "
+        if row["reason"].startswith(own):  # the row names its file already
+            row["reason"] = row["reason"][len(own):]
     return row
 
 
