@@ -64,7 +64,10 @@ def check_file(path: Path, name: str, tmp: Path) -> dict:
         row.update(outcome="needs tool", reason=str(e))
         return row
     except BadInput as e:
-        row.update(outcome="no kernels" if e.problem.startswith("no kernels") else "refused", reason=e.problem)
+        # a report that holds no kernel, whatever the format says it in words (nsys: "no kernels (...)",
+        # Kineto: "no GPU kernel among its N events")
+        none = e.problem.startswith(("no kernels", "no GPU kernel"))
+        row.update(outcome="no kernels" if none else "refused", reason=e.problem)
         return row
     except ProfkitError as e:
         row.update(outcome="refused", reason=str(e))
