@@ -80,7 +80,10 @@ def check_file(path: Path, name: str, tmp: Path) -> dict:
             p.unlink()
     counts = Counter(r["label"] for r in labels)
     version = _version(facts) or f"{parsers.by_format(row['format']).SOURCE} (not recorded)"
-    row.update(outcome="loaded", **{"tool version": version, "GPU": facts.get("gpu_name")},
+    # an ncu details CSV names only the compute capability (profkit ingest --gpu NAME supplies the rest)
+    gpu = facts.get("gpu_name") or (f"CC {facts['compute_capability']} (no name in the file)"
+                                    if facts.get("compute_capability") else None)
+    row.update(outcome="loaded", **{"tool version": version, "GPU": gpu},
                kernels=f["kernels"], ranges=f["ranges"], counters=f["counters"],
                labels=", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))),
                evidence=[json.loads(r["evidence"]) for r in labels])

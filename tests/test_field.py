@@ -86,7 +86,19 @@ def test_public_field_reports(field):
         assert "an Nsight Systems report; reading it needs nsys, which is not installed" in q["reason"]
     else:
         assert (q["outcome"], q["kernels"], q["GPU"]) == ("loaded", 51, "NVIDIA GeForce RTX 3080"), q
+    # the whole folder (issue 15's "done when"): every report loads with its kernels and counters,
+    # or (the .qdrep without nsys) gets its one line; nothing crashes
+    loaded = {n: (r["kernels"], r["counters"] > 0) for n, r in by.items() if r["outcome"] == "loaded"}
+    assert {n: k for n, k in loaded.items() if not n.endswith(".qdrep")} == {
+        "field-reports/beast/report2.sqlite": (2419, False), "field-reports/kmeans/report2.sqlite": (51, False),
+        "field-reports/memfusion/report1.sqlite": (36, False),
+        "field-reports/codegandee/kernel_0005_ncu.details.csv": (1, True), "field-reports/esmm/metrics.csv": (9, True),
+        "field-reports/lakshya/vec_add.ncu-rep": (1, True), "field-reports/lashi/ncu_readWriteOffset_ca.csv": (3, True),
+        "field-reports/nvidia_training/CuVectorAddDrv.ncu-rep": (1, True)}
+    assert {n for n, r in by.items() if r["outcome"] not in ("loaded", "needs tool")} == {"field-reports/SOURCES.md"}
     by_folder = {f["folder"]: f for f in folders}
+    # `profkit ingest ../shared/field-reports`: one run per capture folder
+    assert by_folder["field-reports"]["runs"] == "beast, codegandee, esmm, kmeans, lakshya, lashi, memfusion, nvidia_training"
     assert by_folder["field-reports/kmeans"]["taken"] == "report2.sqlite (51 kernels)"
     assert by_folder["field-reports/kmeans"]["skipped"] == \
         "report2.qdrep: one timeline report per process: report2.sqlite is taken"
