@@ -145,3 +145,16 @@ def test_public_capture_folder_with_its_qdrep(db):
     assert lines[0].endswith("report2.sqlite: nsys-sqlite -> run kmeans: 51 kernels, 0 NVTX ranges, 0 counters")
     assert lines[1].endswith("kmeans: skipped report2.qdrep (one timeline report per process: report2.sqlite is taken)")
     assert sql(db, "SELECT gpu_name FROM runs") == [{"gpu_name": "NVIDIA GeForce RTX 3080"}]
+
+
+def test_capture_folder_of_a_sampled_capture_links_as_capture_did(tmp_path):
+    """A command capture (ncu sampled one launch per configuration, capture.json says how):
+    `profkit ingest FOLDER` links the sampled launches as capture and analyse do."""
+    from test_capture_sampling import capture
+
+    assert capture(tmp_path, "--run", "ws").exit_code == 0
+    db = str(tmp_path / "again.db")
+    r = run("ingest", "--db", db, tmp_path / "p" / "ws")
+    assert r.exit_code == 0, r.output
+    assert sql(db, "SELECT count(sampled_from) AS n FROM kernels WHERE run = 'ws'") == [{"n": 32}]
+    assert sql(db, "SELECT count(*) AS n FROM launch WHERE source = 'ncu' AND timeline_id IS NOT NULL") == [{"n": 12}]
