@@ -46,14 +46,15 @@ def claims(store: Store) -> list[dict]:
     baseline -> each other variant, range by range."""
     out = []
     for run in store.runs():
-        paths = [r["nvtx_path"] for r in store.query(
-            "SELECT DISTINCT nvtx_path FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL", (run,))]
-        found = selection.variants(paths)
-        for base in (b for b in BASELINES if b in found):
-            for v in (x for x in found if x != base):
-                try:
-                    got = compare(store, f"{run}:{base}", f"{run}:{v}")
-                except ProfkitError:
-                    continue  # no range in common
-                out += [{**c.row(), "run": run, "from": base, "to": v} for c in got]
+        with store.snapshot():  # every pair of the run reads its kernels, labels and counters: once
+            paths = [r["nvtx_path"] for r in store.query(
+                "SELECT DISTINCT nvtx_path FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL", (run,))]
+            found = selection.variants(paths)
+            for base in (b for b in BASELINES if b in found):
+                for v in (x for x in found if x != base):
+                    try:
+                        got = compare(store, f"{run}:{base}", f"{run}:{v}")
+                    except ProfkitError:
+                        continue  # no range in common
+                    out += [{**c.row(), "run": run, "from": base, "to": v} for c in got]
     return sorted(out, key=lambda r: (r["verdict"] != "supported", -r["speedup"]))

@@ -11,6 +11,7 @@ Both ``profkit compare`` and ``profkit roofline --compare`` pair ranges this way
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from .errors import BadArgument, NoSuchRun
@@ -54,8 +55,14 @@ def names(row: dict) -> list:
     readable path split at '/' (ambiguous where a name holds '/')."""
     js = row.get("nvtx_names")
     if js:
-        return json.loads(js)
+        return list(_parsed(js))
     return row["nvtx_path"].split("/") if row.get("nvtx_path") else []
+
+
+@lru_cache(maxsize=1 << 16)
+def _parsed(js: str) -> tuple:
+    """A path's names, parsed once: a run's launches share a few hundred distinct paths."""
+    return tuple(json.loads(js))
 
 
 def key_of(path, component: str | None) -> str | None:

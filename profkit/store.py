@@ -120,7 +120,34 @@ class Store:
             raise NoSuchRun(f"{self.path}: no run named {run!r}; runs: {', '.join(runs)}")
         return run
 
+    _memo: dict | None = None
+
+    @contextmanager
+    def snapshot(self):
+        """Within it, the same read (`query`, `counters`) is answered once, from memory: for
+        callers that read one thing again and again without writing (the main job's claims
+        compare every variant pair of a run, each reading the run's kernels and counters).
+        Rows are shared between answers: read them, do not change them. Writing inside is an
+        error (it would leave the answers stale)."""
+        self._memo = {}
+        try:
+            yield self
+        finally:
+            self._memo = None
+
+    def _writing(self) -> None:
+        if self._memo is not None:
+            raise ProfkitError("internal: a write inside Store.snapshot()")
+
     def query(self, sql: str, params=()) -> list[dict]:
+        if self._memo is not None:
+            key = ("query", sql, tuple(params))
+            if key not in self._memo:
+                self._memo[key] = self._query(sql, params)
+            return list(self._memo[key])
+        return self._query(sql, params)
+
+    def _query(self, sql: str, params=()) -> list[dict]:
         cur = self.conn.execute(sql, params)
         cols = [d[0] for d in cur.description or ()]
         return [dict(zip(cols, r)) for r in cur]
@@ -130,6 +157,14 @@ class Store:
         return json.loads(row[0] or "{}") if row else {}
 
     def counters(self, run: str, metrics=None, sampled: bool = True) -> dict[int, dict[str, float]]:
+        if self._memo is not None:
+            key = ("counters", run, None if metrics is None else tuple(metrics), sampled)
+            if key not in self._memo:
+                self._memo[key] = self._counters(run, metrics, sampled)
+            return dict(self._memo[key])
+        return self._counters(run, metrics, sampled)
+
+    def _counters(self, run: str, metrics=None, sampled: bool = True) -> dict[int, dict[str, float]]:
         """{kernel_id: {ncu metric: value}} of a run (only `metrics` when given): the one
         counters reader of classify, roofline, compare and advise. With `sampled`, a launch
         without counters of its own that a sampled capture linked to its measured sibling
@@ -163,6 +198,7 @@ class Store:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process). progress(phase, done,
         total): rows written so far."""
+        self._writing()
         c = self.conn
         bulk = report.bulk
         if bulk is not None:  # ATTACH and foreign_keys cannot change inside a transaction
@@ -294,6 +330,7 @@ class Store:
 
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""
+        self._writing()
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -307,6 +344,7 @@ class Store:
 
     def replace_advice(self, run: str, scope: str | None, rows: list[dict]) -> None:
         """Replace a run's advice for one scope ('' or None: the whole run) in one transaction."""
+        self._writing()
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -335,6 +373,7 @@ class Store:
             (kernel, source_hash, shape, gpu, config, None if ok is None else int(ok), ms, rel_err, error, _now()))
 
     def add_bench_rows(self, rows: list[dict]) -> None:
+        self._writing()
         cols = ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "rel_err", "ms",
                 "gbps", "tflops", "pct_of_copy", "speedups", "note")
         c = self.conn
@@ -356,6 +395,7 @@ class Store:
                           (json.dumps(meta, sort_keys=True, default=str), facts.get("gpu_name"), run))
 
     def set_run_meta(self, run: str, facts: dict) -> None:
+        self._writing()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             self._merge_meta(run, facts)

@@ -156,3 +156,20 @@ def test_timeline_of_a_side(db):
     # two tiny kernels per call (~1 us each) are launch overhead; the rest move DRAM
     assert [r["label"] for r in first].count("launch_overhead") == 2
     assert sum(r["duration_us"] for r in first) == pytest.approx(1703.2, abs=0.1)
+
+
+def test_a_snapshot_answers_as_the_database_does_and_refuses_writes(db):
+    # the main job's claims read each run once inside Store.snapshot(); same rows, same verdicts
+    from profkit.errors import ProfkitError
+    with Store(db) as s:
+        plain = [c.row() for c in compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")]
+        q = "SELECT kernel_id, nvtx_path FROM kernels WHERE run = ? ORDER BY kernel_id"
+        with s.snapshot():
+            first = s.query(q, (RMS,))
+            first.clear()  # a caller's list is its own
+            assert s.query(q, (RMS,)) == s._query(q, (RMS,)) != []
+            assert s.counters(RMS) == s._counters(RMS)
+            assert [c.row() for c in compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")] == plain
+            with pytest.raises(ProfkitError, match="write inside"):
+                s.replace_labels(RMS, [])
+        assert s.query("SELECT count(*) AS n FROM classifications WHERE run = ?", (RMS,))[0]["n"] > 0
