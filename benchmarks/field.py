@@ -176,8 +176,12 @@ def header() -> dict:
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True)
     info["profkit_revision"] = (rev.stdout.strip() or "unknown") + (" (with local changes)" if dirty.stdout.strip() else "")
-    nsys = shutil.which("nsys")
-    info["nsys"] = nsys or "not installed"
+    try:  # the nsys ingest would use: $NSYS, else PATH
+        from profkit.parsers.nsys_rep import _version, find_nsys
+        exe = find_nsys()
+        info["nsys"] = f"{exe} ({_version(exe)})"
+    except Exception:
+        info["nsys"] = "not installed"
     return info
 
 

@@ -45,9 +45,20 @@ def export(path: Path, out: Path, nsys: str | None = None) -> Path:
     proc = subprocess.run([exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BadInput(path, f"nsys export failed: {tail[0]}")
+        # nsys says why over several lines (its last is often a bare "Exportation error:")
+        said = " ".join(x.strip() for x in (proc.stderr + "\n" + proc.stdout).splitlines() if x.strip())
+        said = (said[:300] + " ...") if len(said) > 300 else said or "no output"
+        raise BadInput(path, f"nsys export failed ({_version(exe)}): {said}; a report written by a newer Nsight "
+                             "Systems needs that version or newer to export")
     return out
+
+
+def _version(exe: str) -> str:
+    try:
+        v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        v = ""
+    return v.replace("NVIDIA Nsight Systems version ", "nsys ") or "nsys, version unknown"
 
 
 def parse(path: Path) -> Parsed:
