@@ -225,7 +225,17 @@ def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
 
 def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
                     path: str | None) -> tuple[float | None, str, str, float | None]:
-    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs)."""
+    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs).
+    Where the lab's operator model would apply but cannot be imported, `how` says so: the
+    floor then comes from the kernels' counters (a core install ranks differently)."""
+    t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
+    missing = _operator_model(path, meta)[1] if kind not in ("operator", "none") else ""
+    if missing.startswith("the operator's model"):
+        how += f" ({missing})"
+    return t, how, kind, need
+
+
+def _floor(calls, counters, meta, measured, gpu, path):
     first = calls[0]
     cs = [counters.get(k["kernel_id"]) for k in first]
     have = [c for c in cs if c]

@@ -289,6 +289,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     out.print(f"{len(summaries)} runs ({new_files} files loaded now, {len(loaded) - new_files} already in {plain(db)}) "
               f"in {time.monotonic() - t0:.0f} s; rooflines of {sum(1 for w in drawn if w['points'])} runs with counters: "
               f"{plain(html)} (open it in a browser)")
+    if any("the operator's model" in i.how for sm in summaries for i in sm["advice"]):
+        out.print("note: the lab operators' byte and FLOP models need the kernels extra (pip install '.[kernels]'); "
+                  "without it the lab runs' 'fix first' floors come from the kernels' counters")
     out.print("next: profkit advise --run RUN (what to fix first, how it was computed), profkit classify --run RUN, "
               "profkit compare RUN:eager RUN:triton; --verbose for every table")
 
