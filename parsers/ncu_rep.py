@@ -43,12 +43,37 @@ def sniff(path: Path, head: bytes) -> bool:
     return head.startswith(NCU_MAGIC)
 
 
+MISSING = ("reading .ncu-rep needs NVIDIA's ncu_report module: pip install ncu-report, or put ncu on PATH "
+           "(or set $NCU): every Nsight Compute install ships the module in extras/python")
+# where Nsight Compute installs live when ncu is not on PATH (the CUDA toolkit's, NVIDIA's packages)
+_INSTALLS = ("/usr/local/cuda*/nsight-compute*", "/opt/nvidia/nsight-compute/*", "/usr/local/NVIDIA-Nsight-Compute*")
+
+
+def have_reader() -> bool:
+    """ncu_report importable: the ncu-report package, else the copy every Nsight Compute install
+    ships beside ncu (extras/python), found through $NCU, PATH or the usual install folders and
+    added to the import path (the reader's child process inherits it)."""
+    if importlib.util.find_spec("ncu_report") is not None:
+        return True
+    import glob
+
+    roots = [Path(os.path.realpath(e)).parent for e in (os.environ.get("NCU"), shutil.which("ncu")) if e and os.path.isfile(e)]
+    roots += [Path(p) for pattern in _INSTALLS for p in sorted(glob.glob(pattern), reverse=True)]  # newest first
+    for root in roots:
+        for extras in (root / "extras" / "python", root.parent / "extras" / "python"):
+            if (extras / "ncu_report.py").is_file() or (extras / "ncu_report" / "__init__.py").is_file():
+                sys.path.append(str(extras))
+                importlib.invalidate_caches()
+                return importlib.util.find_spec("ncu_report") is not None
+    return False
+
+
 def _load(path: Path):
     """ncu_report's context for an uncompressed report (in the child process)."""
     try:
         import ncu_report
     except ImportError:
-        raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report") from None
+        raise ToolMissing(MISSING) from None
     try:
         return ncu_report.load_report(str(path))
     except Exception as e:  # ncu_report raises plain exceptions for truncated or foreign files
@@ -85,7 +110,7 @@ def prefetch(paths) -> None:
     global _pool
     from concurrent.futures import ThreadPoolExecutor
 
-    if importlib.util.find_spec("ncu_report") is None:
+    if not have_reader():
         return
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
@@ -101,8 +126,8 @@ def _key(path: Path):
 
 
 def parse(path: Path) -> Parsed:
-    if importlib.util.find_spec("ncu_report") is None:
-        raise ToolMissing("reading .ncu-rep needs NVIDIA's ncu-report package: pip install ncu-report")
+    if not have_reader():
+        raise ToolMissing(MISSING)
     ahead = _ahead.pop(_key(path), None)
     proc = ahead.result() if ahead is not None else _read(path)
     if isinstance(proc, BadInput):

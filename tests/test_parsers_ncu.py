@@ -81,3 +81,39 @@ def test_roofline_report_has_tensor_ops_for_the_gemm():
     assert len(gemm) == 3
     # a cuBLAS bf16 GEMM executes exactly 2*M*N*K tensor FLOPs
     assert c[(gemm[0], "sm__ops_path_tensor_src_bf16_dst_fp32.sum")][1] == 2 * 4096**3
+
+
+def test_reader_found_in_an_nsight_compute_install_without_the_package(tmp_path):
+    # a GPU machine with Nsight Compute but without the pip package (seen on the H100): the
+    # module ncu ships in extras/python is found through $NCU and reads the report
+    import os
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    real = Path(__import__("ncu_report").__file__).parent
+    install = tmp_path / "nsight-compute" / "2099.1.0"
+    (install / "extras" / "python").mkdir(parents=True)
+    (install / "extras" / "python" / "ncu_report").symlink_to(real, target_is_directory=True)
+    (install / "ncu").write_text("#!/bin/sh\nexit 0\n")
+    (install / "ncu").chmod(0o755)
+    site = tmp_path / "site"  # the environment's packages, less ncu_report
+    site.mkdir()
+    for p in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not p.name.startswith("ncu_report"):
+            (site / p.name).symlink_to(p)
+    code = (f"import site, sys; site.addsitedir({str(site)!r}); "
+            "import importlib.util; assert importlib.util.find_spec('ncu_report') is None; "
+            "from profkit.parsers import ncu_rep; r = ncu_rep.parse(__import__('pathlib').Path(sys.argv[1])); "
+            "import ncu_report; print(len(r.kernels), ncu_report.__file__)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NCU")}
+    got = subprocess.run([sys.executable, "-S", "-c", code, str(KNOWN_NCU_LEAN)], capture_output=True, text=True,
+                         env={**env, "NCU": str(install / "ncu"), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    n, where = got.stdout.split()
+    assert int(n) == 133 and where.startswith(str(install / "extras" / "python"))
+    # and without any install: one line naming both ways
+    got = subprocess.run([sys.executable, "-S", "-c", code, str(KNOWN_NCU_LEAN)], capture_output=True, text=True,
+                         env={**env, "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert got.returncode != 0 and "pip install ncu-report, or put ncu on PATH" in got.stderr
