@@ -20,8 +20,10 @@ fuzzer's formats all come from here.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import re
+import stat
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -109,12 +111,22 @@ def suffix_pattern() -> re.Pattern:
 def detect(path: Path) -> ModuleType:
     """The parser module for a file, or BadInput naming what it is not."""
     path = Path(path)
-    if not path.exists():
-        raise BadInput(path, "no such file")
-    if path.is_dir():
+    try:
+        mode = os.stat(path).st_mode  # (follows a symlink: /dev/zero behind a report's name is refused)
+    except FileNotFoundError:
+        raise BadInput(path, "no such file") from None
+    except OSError as e:
+        raise BadInput(path, f"cannot read it ({e.strerror or e})") from None
+    if stat.S_ISDIR(mode):
         raise BadInput(path, "is a directory")
-    with open(path, "rb") as f:
-        head = f.read(4096)
+    if not stat.S_ISREG(mode):  # reading a FIFO or a device never ends
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        raise BadInput(path, f"is {kind}, not a regular file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise BadInput(path, f"cannot read it ({e.strerror or e})") from None
     if not head:
         raise BadInput(path, "empty file")
     for p in registry():

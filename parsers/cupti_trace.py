@@ -65,6 +65,7 @@ _FIELDS = {
     "marker": {"id": (True, *_I), "timestamp": (True, *_I), "flags": (False, *_I), "name": (False, *_S),
                "domain": (False, *_S), "pid": (False, *_I), "tid": (False, *_I)},
 }
+_FIELDS["end"] = {"records": (True, *_I), "kernels": (False, *_I)}
 _FIELDS["runtime"] = _FIELDS["driver"] = {
     "name": (False, *_S), "start": (True, *_I), "end": (True, *_I), "pid": (True, *_I), "tid": (True, *_I),
     "correlation_id": (False, *_I)}
@@ -85,14 +86,23 @@ def _check(r: dict, fields: dict) -> str | None:
     return None
 
 
+V1_CAVEAT = ("a version 1 trace (profkit before end records): a copy cut exactly at a line end would look "
+             "whole (cuts inside a line are refused)")
+
+
 def parse(path: Path) -> Parsed:
     kernels_raw, calls, markers = [], {}, []
-    header = None
+    header = end = None
+    records = 0
     try:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
+                if not line.endswith("\n"):  # the tracer ends every line: a cut inside the last one
+                    raise BadInput(path, f"truncated: line {n} is incomplete (no line end)")
                 if not line.strip():
                     continue
+                if end is not None:
+                    raise BadInput(path, f"line {n}: a record after the end record")
                 try:
                     r = json.loads(line)
                 except json.JSONDecodeError as e:
@@ -105,6 +115,11 @@ def parse(path: Path) -> Parsed:
                 bad = _check(r, _FIELDS.get(t, {}) if isinstance(t, str) else {})
                 if bad:
                     raise BadInput(path, f"line {n}: {t} record: {bad}")
+                if t == "end":
+                    end = r
+                    continue
+                if header is not None:
+                    records += 1
                 if t == "meta":
                     header = r
                 elif t == "kernel":
@@ -117,6 +132,16 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, f"not UTF-8 text ({e.reason})") from None
     if header is None or header.get("format") != TRACE_FORMAT:
         raise BadInput(path, "not a profkit CUPTI trace (no meta record)")
+    version = header.get("version")
+    caveat = None
+    if end is not None:
+        if end["records"] != records or (end.get("kernels") is not None and end["kernels"] != len(kernels_raw)):
+            raise BadInput(path, f"the end record counts {end['records']} records and {end.get('kernels')} kernels, "
+                                 f"the file holds {records} and {len(kernels_raw)}: records lost or added")
+    elif type(version) is int and version >= 2:
+        raise BadInput(path, f"truncated: no end record after {records} records (the tracer writes one last)")
+    else:
+        caveat = V1_CAVEAT
     try:
         ranges = _ranges(markers)
         kernels_raw.sort(key=lambda k: k["start"])
@@ -142,7 +167,8 @@ def parse(path: Path) -> Parsed:
     paths = range_paths(ranges)
     range_rows = [r + dp for r, dp in zip(ranges, paths)]
     facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
-    return Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v},
+                  caveat=caveat)
 
 
 def _ranges(markers: list[dict]) -> list[tuple]:

@@ -11,20 +11,21 @@ line of error, not a dead profkit.
 from __future__ import annotations
 
 import importlib.util
-import lzma
 import os
 import pickle
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
 from profkit.nvtx import path_of
 from profkit.rows import Parsed, count, ncu_kernel_row
+from profkit.tempfiles import workdir
 from profkit.units import normalise
+from profkit.unpack import unxz
+
+from . import _ncu_framing
 
 FORMAT = "ncu-rep"
 SUFFIXES = ('.ncu-rep', '.ncu-rep.xz')  # file name endings it reads (lower case)
@@ -129,9 +130,7 @@ def parse(path: Path) -> Parsed:
     if not have_reader():
         raise ToolMissing(MISSING)
     ahead = _ahead.pop(_key(path), None)
-    proc = ahead.result() if ahead is not None else _read(path)
-    if isinstance(proc, BadInput):
-        raise proc
+    proc = ahead.result() if ahead is not None else _read(path)  # (a BadInput raised there re-raises here)
     try:
         kind, *payload = pickle.loads(proc.stdout)
     except Exception:  # no answer: the reader killed its process
@@ -140,6 +139,7 @@ def parse(path: Path) -> Parsed:
     if kind == "ok":
         rep = payload[0]
         rep.path = str(path)
+        rep.caveat = _ncu_framing.CAVEAT
         return rep
     if kind == "bad":
         raise BadInput(path, payload[0])
@@ -149,17 +149,17 @@ def parse(path: Path) -> Parsed:
 
 
 def _read(path: Path):
-    """Run the reader's child process on one report: its CompletedProcess (or BadInput for a
-    broken xz stream)."""
-    with tempfile.TemporaryDirectory(prefix="profkit-ncu-") as d:
+    """Run the reader's child process on one report: its CompletedProcess. Raises BadInput for
+    a broken or oversized xz stream and for a report cut short (checked before the reader)."""
+    with workdir("ncu") as d:
         src = path
         if path.name.lower().endswith(".xz"):
             src = Path(d) / "report.ncu-rep"
-            try:
-                with lzma.open(path) as fin, open(src, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
-            except (lzma.LZMAError, EOFError) as e:
-                return BadInput(path, f"broken xz stream ({e})")
+            unxz(path, src)  # bounded: the xz index's size, under a ratio and the free disk space
+        # whole or refused: NVIDIA's reader returns the launches before a cut without a word
+        cut = _ncu_framing.check(src)
+        if cut:
+            raise BadInput(path, cut + (" (inside the .xz)" if src is not path else ""))
         # The child sees the parent's import path and runs in the empty temp folder: run from a
         # checkout, `-c` would put the working directory first, and its profkit/ (which has no
         # parsers/: they ship from the top-level folder) would shadow the installed package.

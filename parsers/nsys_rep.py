@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
 from profkit.rows import Parsed
+from profkit.tempfiles import workdir
 
 from . import nsys_sqlite
 
@@ -67,10 +67,11 @@ def parse(path: Path) -> Parsed:
 
 def parse_report(path: Path, fmt: str) -> Parsed:
     """Export an Nsight Systems report (`.nsys-rep`, or `.qdrep` before it) to SQLite in a
-    temporary folder and read that; errors name the report, not the temporary export."""
+    scratch folder (profkit.tempfiles: removed on every exit) and read that; errors name the
+    report, not the scratch export."""
     path = Path(path)
-    with tempfile.TemporaryDirectory() as d:
-        sqlite = export(path, Path(d) / (path.stem + ".sqlite"))
+    with workdir("nsys") as d:
+        sqlite = export(path, d / "export.sqlite")  # (a report's own name may hold anything)
         try:
             rep = nsys_sqlite.parse(sqlite)
         except BadInput as e:

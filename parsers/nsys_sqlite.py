@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from profkit import environment
-from profkit.dbfile import ColumnsError, open_readonly, read_columns
+from profkit.dbfile import ColumnsError, check_whole, open_readonly, read_columns, work_budget
 from profkit.errors import BadInput
 from profkit.nvtx import I64_MAX, project, project_columns, range_paths
 from profkit.rows import Bulk, LazyRows, Parsed
@@ -35,8 +35,35 @@ _PID = 1 << 24
 BULK_MIN_ROWS = 200_000
 
 
+# reading a real export costs under 1 SQLite step per byte of file (measured on every export
+# in profiles/ and the field reports): 200 per byte, plus a floor, stops only hostile files
+STEPS_PER_BYTE, STEPS_FLOOR = 200, 100_000_000
+# the tables profkit reads: each must be a plain table (nsys writes no views, virtual tables
+# or computed columns; a view over a self-join loaded 4.6 M bogus kernels from 446 KB)
+_READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
+         "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "TARGET_INFO_GPU",
+         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA")
+
+
 def _open(path: Path) -> sqlite3.Connection:
-    return open_readonly(path, timeout_ms=5000)
+    conn = open_readonly(path, timeout_ms=5000)
+    work_budget(conn, STEPS_FLOOR + STEPS_PER_BYTE * path.stat().st_size)
+    return conn
+
+
+def _refuse_hostile(path: Path, conn, t: dict) -> None:
+    """Only plain tables are read: a view, a virtual table or a computed column can make
+    reading cost anything and yield rows the file does not hold."""
+    for base in _READ:
+        name = t.get(base)
+        if not name:
+            continue
+        kind, sql = conn.execute("SELECT type, coalesce(sql, '') FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        if kind != "table" or sql.lstrip()[:14].upper().startswith("CREATE VIRTUAL"):
+            raise BadInput(path, f"{name} is a {'virtual table' if kind == 'table' else kind}, not a table: "
+                                 f"nsys writes plain tables (a hand-made or hostile export)")
+        if any(r[6] in (2, 3) for r in conn.execute(f'PRAGMA table_xinfo("{name}")')):
+            raise BadInput(path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)")
 
 
 def _tables(conn) -> dict[str, str]:
@@ -69,6 +96,9 @@ def _columns(conn, table: str) -> set[str]:
 
 def parse(path: Path, progress=None) -> Parsed:
     """progress(phase, done, total): rows read so far in each phase (total None: unknown)."""
+    cut = check_whole(path)
+    if cut:
+        raise BadInput(path, cut)
     try:
         conn = _open(path)
         try:
@@ -78,6 +108,9 @@ def parse(path: Path, progress=None) -> Parsed:
     except ColumnsError as e:
         raise BadInput(path, f"unreadable SQLite export ({e})") from None
     except sqlite3.DatabaseError as e:
+        if str(e) == "interrupted":  # work_budget
+            raise BadInput(path, f"reading it took over {STEPS_PER_BYTE} SQLite steps per byte, far more than any "
+                                 f"real export needs: a hostile or corrupt file") from None
         raise BadInput(path, f"unreadable SQLite export ({e}); is the file truncated?") from None
     except UnicodeDecodeError as e:  # a table name that is not UTF-8 (sqlite3 raises it bare)
         raise BadInput(path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?") from None
@@ -87,6 +120,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     t = _tables(conn)
     if "StringIds" not in t:
         raise BadInput(path, "not an Nsight Systems export: no StringIds table")
+    _refuse_hostile(path, conn, t)
     kt = t.get("CUPTI_ACTIVITY_KIND_KERNEL")
     if not kt or not conn.execute(f'SELECT 1 FROM "{kt}" LIMIT 1').fetchone():
         raise BadInput(path, _no_kernels(conn, t))
@@ -122,6 +156,8 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         ORDER BY k.start"""
     strings = {k: _text(v) for k, v in conn.execute('SELECT id, value FROM "StringIds"')}
     rows = conn.execute(sql).fetchall()
+    if len(rows) > _count(conn, kt, "1"):  # one launch call per kernel: more rows means repeated ids
+        raise BadInput(path, f"{rt}: several launch calls share one kernel's correlation id and process: corrupt")
 
     ranges = _ranges(path, conn, t, strings)
     calls = []

@@ -2,7 +2,6 @@
 prints through profkit.outputs. Errors become one line on stderr and a non-zero exit code."""
 from __future__ import annotations
 
-import csv
 import json
 import sqlite3
 import sys
@@ -15,12 +14,16 @@ from rich.table import Table
 
 from . import __version__
 from .errors import ProfkitError
+from .names import as_text
 from .outputs.tables import console, plain
 from .outputs.tables import table as _table
 from .store import Store, default_db, lab_op
 
 out = console()
 NO_RANGE = "(outside any NVTX range)"
+# paths are checked by the library (one line of error); click's own check of an unreadable path
+# would print a three-line usage message
+PATH = click.Path(path_type=Path, readable=False)
 
 
 def _fail(message: str, code: int = 1):
@@ -28,15 +31,31 @@ def _fail(message: str, code: int = 1):
     sys.exit(code)
 
 
+def _text_arg(v):
+    """Command-line text as text SQLite can hold (bytes that are not UTF-8 become \\xNN)."""
+    if isinstance(v, str):
+        return as_text(v)
+    if isinstance(v, tuple):
+        return tuple(_text_arg(x) for x in v)
+    return v
+
+
 def handled(fn):
     """Map profkit's typed errors (and a few OS/SQLite ones) to one line and an exit code."""
 
     @wraps(fn)
     def wrapper(*args, **kwargs):
+        kwargs = {k: _text_arg(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
         except ProfkitError as e:
             _fail(str(e), e.exit_code)
+        except BrokenPipeError:  # `profkit sql ... | head`: the reader has what it wanted
+            import os
+
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # (so the exit's flush does not fail again)
+            sys.exit(141)
         except sqlite3.Error as e:
             _fail(f"SQLite: {e}", 6)
         except (OSError, MemoryError) as e:
@@ -52,7 +71,7 @@ def _resolve_run(db: str, run: str | None) -> str:
     several (a silent pick reads as 'the' run)."""
     if run is not None:
         return run
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         newest = s.require_run(None)
         n = len(s.runs())
     if n > 1:
@@ -67,10 +86,40 @@ def db_option(fn):
                         help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
 
 
+def _exit_on_signal(signum, frame):
+    # SIGTERM/SIGHUP unwind like Ctrl-C: open transactions roll back, scratch folders go
+    raise SystemExit(128 + signum)
+
+
+def _setup() -> None:
+    """Once per command: terminal signals unwind instead of killing mid-write, a name that is not
+    encodable prints escaped rather than as a traceback, scratch folders of killed runs go."""
+    import signal
+    import threading
+
+    from .tempfiles import clean_stale
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _exit_on_signal)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+    try:
+        clean_stale()
+    except OSError:
+        pass
+
+
 @click.group()
 @click.version_option(__version__, prog_name="profkit")
 def cli():
     """profkit: profile first, name the bottleneck, change one thing, re-profile."""
+    _setup()
 
 
 @contextmanager
@@ -98,7 +147,7 @@ def file_progress():
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=PATH)
 @db_option
 @click.option("--run", default=None, help="Run to load into (default: the first file's name; a folder's own name).")
 @click.option("--rank", type=click.IntRange(min=0), default=None,
@@ -131,6 +180,8 @@ def ingest(paths, db, run, rank, gpu):
             rules = f", {r.rules} ncu rule results" if getattr(r, "rules", 0) else ""
             out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
                       f"{r.counters} counters{rules}")
+            if r.caveat:
+                out.print(f"  note: {plain(r.caveat)}")
 
     groups = plan(list(paths), run)
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
@@ -158,34 +209,50 @@ def ingest(paths, db, run, rank, gpu):
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0), metavar="S",
+              help="Stop the query after S seconds (0: no limit).")
+@click.option("--memory", default=2048, show_default=True, type=click.IntRange(min=16), metavar="MB",
+              help="Working memory for sorts, DISTINCT, GROUP BY and temporary results (never temp files).")
 @handled
-def sql(query, db, as_json, as_csv):
+def sql(query, db, as_json, as_csv, timeout, memory):
     """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications,
-    rules, advice, tuning, bench; docs/schema.md). Results stream; Ctrl-C stops any query.
+    rules, advice, tuning, bench; docs/schema.md). Rows stream to the output as they come;
+    Ctrl-C stops the query within a second.
 
     \b
     Examples:
       profkit sql "SELECT short_name, count(*) FROM kernels GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
       profkit sql --csv "SELECT * FROM classifications WHERE label = 'dram'" > dram.csv"""
-    from .store import open_readonly
+    import signal
 
-    conn = open_readonly(db)
+    from .outputs.records import write_csv, write_json
+    from .outputs.tables import pages
+    from .query import Query
+
+    stopped = []
+    previous = signal.getsignal(signal.SIGINT)
+    # SQLite does not return to Python during a statement: Ctrl-C only marks the query to be
+    # stopped, and the query's progress check (every ~1 ms of work) ends it
+    if threading_main():
+        signal.signal(signal.SIGINT, lambda *a: stopped.append(True))
     try:
-        cur = conn.execute(query)
-        cols = [d[0] for d in cur.description or []]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
-    except sqlite3.DatabaseError as e:
-        _fail(f"query failed: {e}", 6)
+        with Query(db, query, timeout=timeout or None, stop=lambda: bool(stopped), memory_mb=memory) as r:
+            if as_json:
+                write_json(sys.stdout, r.columns, r.rows())
+            elif as_csv:
+                write_csv(sys.stdout, r.columns, r.rows())
+            else:
+                for t in pages(r.columns, r.rows(), floats="{:g}"):
+                    out.print(t)
     finally:
-        conn.close()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-    elif as_csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    else:
-        out.print(_table(rows, floats="{:g}"))
+        if threading_main():
+            signal.signal(signal.SIGINT, previous)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 @cli.command()
@@ -199,7 +266,7 @@ def runs(db):
       profkit runs --db profkit.db"""
     from . import summary
 
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         out.print(_table(summary.runs(s), "runs"))
 
 
@@ -217,17 +284,17 @@ def kernels(db, run, top):
     from . import summary
 
     run = _resolve_run(db, run)
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         out.print(_table(summary.kernels(s, run, top), f"kernels of run {run}"))
 
 
 @cli.command()
-@click.argument("profiles", default="profiles", type=click.Path(path_type=Path))
+@click.argument("profiles", default="profiles", type=PATH)
 @db_option
 @click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
-@click.option("--html", "html", default="roofline.html", show_default=True, type=click.Path(path_type=Path),
+@click.option("--html", "html", default="roofline.html", show_default=True, type=PATH,
               help="HTML file for the rooflines of all runs (one figure per run).")
-@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+@click.option("--peaks", "peaks_file", default=None, type=PATH,
               help="Measured peaks to draw dashed (default: PROFILES/peaks.json when present).")
 @click.option("--verbose", is_flag=True, help="Every table: files as they land, top kernels, labels per range, "
               "busy/idle per call, ranks, the top three to fix per run, every before/after pair.")
@@ -344,10 +411,10 @@ def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
 @click.option("--range", "scope", default=None, metavar="PATH", help="Only the ranges under this NVTX path (e.g. one training step).")
 @click.option("--all", "include_unranged", is_flag=True, help="Also the launches outside any NVTX range (left out by default when the run has ranges).")
 @click.option("--top", default=10, show_default=True, help="Items shown.")
-@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+@click.option("--peaks", "peaks_file", default=None, type=PATH,
               help="Measured peaks (a peaks.json, e.g. profiles/peaks.json): floors at the measured copy bandwidth.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole advice as JSON.")
-@click.option("--html", default=None, type=click.Path(path_type=Path), help="Also write a one-page HTML report here.")
+@click.option("--html", default=None, type=PATH, help="Also write a one-page HTML report here.")
 @handled
 def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
     """What to fix first: ranges and kernels ranked by the GPU time they could give back, each
@@ -362,7 +429,7 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
 
     measured = peaks.read(peaks_file) if peaks_file else None
     run = _resolve_run(db, run)
-    with Store(db) as s:
+    with Store(db, create=False) as s:
         a = adv.advise(s, run, scope, measured, include_unranged)
         s.replace_advice(a.run, scope, adv.rows(a))
         if html:
@@ -404,7 +471,7 @@ def _progress_bar():
 @click.argument("kernel", metavar="MODULE:KERNEL")
 @click.option("--shape", "shapes", multiple=True, required=True, metavar="NAME=VALUE,...",
               help="A problem size handed to your inputs() (repeatable), e.g. --shape n=16777216.")
-@click.option("--space", "space_file", default=None, type=click.Path(path_type=Path),
+@click.option("--space", "space_file", default=None, type=PATH,
               help="Configurations: JSON/YAML {param: [candidates]} or a list of configs (default: from the kernel's signature).")
 @click.option("--launch", "launch_fn", default="launch", show_default=True, help="Your launcher: launch(inputs, config) -> output.")
 @click.option("--inputs", "inputs_fn", default="inputs", show_default=True, help="Your input builder: inputs(shape, device).")
@@ -458,7 +525,7 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
 @click.option("--shape", "shapes", multiple=True, help="Shape names (default: all; on the CPU the self-test shapes).")
 @click.option("--dtype", default=None, help="Data type (default: the workload's).")
 @click.option("--quick", is_flag=True, help="The workload's quick shapes.")
-@click.option("--md", "md_file", default=None, type=click.Path(path_type=Path), help="Also write the markdown table here.")
+@click.option("--md", "md_file", default=None, type=PATH, help="Also write the markdown table here.")
 @click.option("--capture", "then_capture", is_flag=True,
               help="Then run the same variants and shapes under `profkit capture` (profiles and numbers from one command).")
 @db_option
@@ -496,7 +563,7 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 @click.argument("target", nargs=-1, required=True)
 @db_option
 @click.option("--run", default=None, help="Run name (default: the workload, script or program name).")
-@click.option("--out", "out_dir", default="profiles", show_default=True, type=click.Path(path_type=Path),
+@click.option("--out", "out_dir", default="profiles", show_default=True, type=PATH,
               help="Raw reports go to OUT/<run>/.")
 @click.option("--nsys/--no-nsys", "use_nsys", default=True, help="Record a timeline.")
 @click.option("--ncu/--no-ncu", "use_ncu", default=True, help="Collect counters.")
@@ -659,7 +726,7 @@ def classify(db, run, as_json, per_launch, as_table):
     from .classify import classify as do_classify
 
     run = _resolve_run(db, run)
-    with Store(db) as s:
+    with Store(db, create=False) as s:
         rows = do_classify(s, run)
         dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in s.query(
             "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
@@ -716,7 +783,7 @@ def compare(before, after, db, as_json):
     """
     from .compare import rows as compare_rows
 
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         got = compare_rows(s, before, after)
     if as_json:
         click.echo(json.dumps(got, indent=2))
@@ -749,9 +816,9 @@ def compare(before, after, db, as_json):
               help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).")
 @click.option("--chain", default=None, metavar="auto|P1,P2,...",
               help="Join ranges in order with arrows: 'auto' (capture order) or NVTX paths / variant names.")
-@click.option("--peaks", "peaks_file", default=None, type=click.Path(path_type=Path),
+@click.option("--peaks", "peaks_file", default=None, type=PATH,
               help="Measured peaks to draw dashed beside the report's own (a peaks.json, e.g. profiles/peaks.json).")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
+@click.option("-o", "--output", required=True, type=PATH, help="HTML file to write.")
 @handled
 def roofline(db, run, compare, by, chain, peaks_file, output):
     """Hierarchical roofline (DRAM, L2, L1) of a run as one self-contained HTML file.
@@ -768,7 +835,7 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
         raise BadArgument("--compare and --chain draw different arrows: choose one")
     steps = None if chain is None else ("auto" if chain == "auto" else [c for c in chain.split(",") if c])
     measured = peaks.read(peaks_file) if peaks_file else None
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         r = rl.collect(s, run, compare, by, steps, measured)
     path = roofline_plot.write_html(roofline_plot.figure(r), output)
     out.print(f"{plain(path)}: {sum(1 for _ in roofline_plot.drawn(r))} points, {len(r.arrows)} arrows")
@@ -783,7 +850,7 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
               help="NVTX ranges that are steps, case-insensitive (default: '^(profiler)?step[ _#:-]*\\d+$': "
                    "'step 3', torch.profiler's 'ProfilerStep#3').")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole analysis as JSON.")
-@click.option("--html", default=None, type=click.Path(path_type=Path),
+@click.option("--html", default=None, type=PATH,
               help="Also write per-rank stacked bars per step to this self-contained HTML file.")
 @handled
 def ranks(db, run, step_pattern, as_json, html):
@@ -796,7 +863,7 @@ def ranks(db, run, step_pattern, as_json, html):
     from .outputs import ranks_plot
 
     run = _resolve_run(db, run)
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
     if html:
         ranks_plot.write_html(ranks_plot.figure(r), html)
@@ -824,7 +891,7 @@ def ranks(db, run, step_pattern, as_json, html):
 
 @cli.command()
 @db_option
-@click.option("--parquet", "directory", required=True, type=click.Path(path_type=Path),
+@click.option("--parquet", "directory", required=True, type=PATH,
               help="Folder to write VIEW/run=R/rank=N/part-0.parquet into.")
 @click.option("--run", default=None, help="Only this run (default: every run).")
 @handled
@@ -857,7 +924,7 @@ def timeline(db, run, prefix, scopes, as_json):
     from . import timeline as tl
 
     run = _resolve_run(db, run)
-    with Store(db) as s:
+    with Store(db, readonly=True) as s:
         rows = tl.ranges(s, run, prefix)
         ops = {scope: tl.operators(s, run, scope) for scope in scopes}
         op = lab_op(s.run_meta(run))

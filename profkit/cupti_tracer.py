@@ -20,7 +20,9 @@ import sys
 import time
 
 FORMAT = "profkit-cupti-trace"
-FORMAT_VERSION = 1
+# 2: the trace ends with {"type": "end", "records": N} (N = lines between meta and end), so a
+# copy cut on a line boundary is refused; version 1 traces have no end record
+FORMAT_VERSION = 2
 
 
 class Tracer:
@@ -150,13 +152,21 @@ def trace(out: str, target: list[str]) -> int:
         tracer.stop()
         header.update(_device_facts())
         header["unreadable_records"] = tracer.errors  # records CUPTI delivered that could not be converted
-        tmp = out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(json.dumps(header) + "\n")
-            for r in tracer.records:
-                f.write(json.dumps(r) + "\n")
-        os.replace(tmp, out)
+        write_trace(out, header, tracer.records)
     return code
+
+
+def write_trace(out: str, header: dict, records: list[dict]) -> None:
+    """The trace file: the meta line, one line per record, and the end record that tells a
+    whole trace from a cut copy. Written beside `out` and renamed, so `out` is whole or absent."""
+    tmp = out + ".tmp"
+    kernels = sum(1 for r in records if r.get("type") == "kernel")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(dict(header, version=FORMAT_VERSION)) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+        f.write(json.dumps({"type": "end", "records": len(records), "kernels": kernels}) + "\n")
+    os.replace(tmp, out)
 
 
 def main(argv: list[str] | None = None) -> int:

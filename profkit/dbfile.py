@@ -1,19 +1,47 @@
 """Opening SQLite files that profkit must not change: a profkit database for a query, an
-nsys export being parsed, a database being exported. The one read-only opener."""
+nsys export being parsed, a database being exported. The one read-only opener, and the
+checks that an SQLite file is whole and that reading it stays within a budget."""
 from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 from pathlib import Path
 
 BUSY_TIMEOUT_MS = 60_000
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _uri(path: str | os.PathLike, **params) -> str:
+    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
+    return Path(path).resolve().as_uri() + "?" + "&".join(f"{k}={v}" for k, v in params.items())
+
+
+def wal_mode(path: str | os.PathLike) -> bool:
+    """The file's header says write-ahead logging (bytes 18-19 = 2): readers need its -shm."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    return head[:16] == SQLITE_MAGIC and head[18:20] == b"\x02\x02"
+
+
+def _folder_writable(path: Path) -> bool:
+    # os.access answers for root too (a read-only mount says no); nothing is written to find out
+    return os.access(path.parent, os.W_OK)
 
 
 def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, **kw) -> sqlite3.Connection:
     """A read-only connection to an existing SQLite file (mode=ro, query_only); `kw` goes to
-    sqlite3.connect (e.g. check_same_thread)."""
-    # as_uri() percent-escapes the path: a raw '#', '?' or '%' would cut or change the URI
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_ms / 1000, **kw)
+    sqlite3.connect (e.g. check_same_thread). It writes nothing to the file or beside it, except
+    the -shm index a WAL-mode file needs while profkit writes it (SQLite's rule).
+
+    A WAL-mode file with no -wal beside it in a folder this process cannot write cannot change
+    while it is read (any writer would have to create the -wal there): it is opened immutable,
+    which needs no -shm, so a database in a read-only folder can be queried."""
+    p = Path(path)
+    if wal_mode(p) and not os.path.exists(f"{p}-wal") and not _folder_writable(p.resolve()):
+        conn = sqlite3.connect(_uri(p, mode="ro", immutable=1), uri=True, timeout=timeout_ms / 1000, **kw)
+    else:
+        conn = sqlite3.connect(_uri(p, mode="ro"), uri=True, timeout=timeout_ms / 1000, **kw)
     conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
     conn.execute("PRAGMA query_only = 1")
     return conn
@@ -140,3 +168,43 @@ def _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=No
         out.append(np.concatenate(ints[i]) if ints[i] else np.zeros(0, dtype=dtypes[i]))
         ints[i] = None
     return out, ((np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)), list(index)) if blob else None
+
+
+def check_whole(path: str | os.PathLike) -> str | None:
+    """None when an SQLite file holds every page its header counts, else one line: a cut copy
+    (SQLite itself reads a cut file without a word until it touches a missing page)."""
+    p = Path(path)
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or head[:16] != SQLITE_MAGIC:
+        return "truncated: shorter than an SQLite header" if SQLITE_MAGIC.startswith(head[:16]) else None
+    page = struct.unpack(">H", head[16:18])[0]
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return f"corrupt SQLite header (page size {page})"
+    changes, pages = struct.unpack(">II", head[24:32])
+    valid_for = struct.unpack(">I", head[92:96])[0]
+    if head[18:20] == b"\x02\x02" and os.path.exists(f"{p}-wal"):
+        return None  # pages may live in the -wal: SQLite checks those
+    if pages and changes == valid_for:  # the in-header size is current (SQLite >= 3.7.0 writes it)
+        if size < pages * page:
+            return (f"truncated: its header counts {pages} pages of {page} bytes ({pages * page} bytes), "
+                    f"the file has {size}")
+        return None
+    if size % page:
+        return f"truncated: {size} bytes is not a whole number of {page}-byte pages"
+    return None
+
+
+def work_budget(conn: sqlite3.Connection, steps: int, every: int = 100_000) -> None:
+    """Stop any statement on conn once SQLite has run `steps` virtual-machine steps in all
+    (an export whose reading costs far more than its size can justify is hostile: a view
+    over a self-join, a join that multiplies rows). The statement fails with 'interrupted'."""
+    done = [0]
+
+    def tick():
+        done[0] += every
+        return done[0] > steps
+
+    conn.set_progress_handler(tick, every)

@@ -58,8 +58,9 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
     """Write `views` of `run` (default: every run) under `out`. Returns {view: rows written}."""
     pa, ds = _pyarrow()
     out = Path(out)
-    if not Path(db).exists():
-        raise ProfkitError(f"{db}: no such database")
+    from .store import Store
+
+    Store(db, readonly=True).close()  # a profkit database (or one line saying what it is instead)
     # our own fixed queries: a read-only file handle is lock enough (open_readonly's
     # authorizer, there for user SQL, also refuses the table_info pragma used here)
     conn = open_readonly(db, check_same_thread=False)  # write_dataset pulls batches from its own thread

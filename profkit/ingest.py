@@ -17,6 +17,7 @@ from pathlib import Path
 from profkit import parsers
 
 from .errors import BadArgument, BadInput
+from .names import as_text
 from .store import Store
 
 CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
@@ -37,6 +38,7 @@ class Loaded:
     loaded_as: str | None = None  # the file that already holds these bytes
     rank: int | None = None
     rules: int = 0  # ncu guided-analysis results loaded (the rules view)
+    caveat: str | None = None  # what the format could not prove about the file being whole
 
 
 def sha256_of(path: Path, progress=None) -> str:
@@ -69,11 +71,11 @@ def rank_in_name(path: Path) -> int | None:
 def run_name_for(path: Path) -> str:
     """The run a file loads into by default: its name without report suffixes and rank
     (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
-    base = parsers.suffix_pattern().sub("", Path(path).name)
+    base = parsers.suffix_pattern().sub("", as_text(Path(path).name))
     m = list(_RANK.finditer(base))
     if m:
         base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
-    return base or Path(path).resolve().parent.name or Path(path).stem
+    return base or as_text(Path(path).resolve().parent.name) or as_text(Path(path).stem)
 
 
 def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
@@ -91,9 +93,9 @@ def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | N
     tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
     out = store.add_report(run, report, digest, rank, progress=tell)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
-        return Loaded(str(path), run, report.format, True, rank=rank)
-    return Loaded(str(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
-                  rules=out.get("rules", 0))
+        return Loaded(as_text(path), run, report.format, True, rank=rank)
+    return Loaded(as_text(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
+                  rules=out.get("rules", 0), caveat=getattr(report, "caveat", None))
 
 
 @dataclass
@@ -245,7 +247,11 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
     groups = plan(paths, run) if groups is None else groups
+    for g in groups:
+        if g.run is not None:
+            g.run = as_text(g.run)  # a name is text: undecodable bytes of a file name are replaced
     # parse everything before writing anything: one bad file leaves the database untouched
+    # (and a database that did not exist is not created)
     parsed = []
     for g in groups:
         for p in g.files:
@@ -259,17 +265,24 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             if g.run not in have:
                 raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
                                             "ingest it with its reports (or their folder)")
+    seen = {}
+    if Path(db).exists():
+        with Store(db) as store:
+            seen = {digest: store.has_file(digest) for *_, digest in parsed}
+    out, todo = [], []
+    for g, p, parser, digest in parsed:
+        if seen.get(digest):
+            out.append(Loaded(as_text(p), seen[digest][0], parser.FORMAT, True, loaded_as=seen[digest][1]))
+            if on_file:
+                on_file(out[-1])
+        else:
+            known = (parsed_reports or {}).get(p)
+            report = known if known is not None else _parse(parser, p, on_progress)
+            report.path = as_text(p)
+            todo.append((g, p, report, digest))
+    if not todo and not any(g.meta for g in groups):
+        return out
     with Store(db) as store:
-        out, todo = [], []
-        for g, p, parser, digest in parsed:
-            seen = store.has_file(digest)
-            if seen:
-                out.append(Loaded(str(p), seen[0], parser.FORMAT, True, loaded_as=seen[1]))
-                if on_file:
-                    on_file(out[-1])
-            else:
-                known = (parsed_reports or {}).get(p)
-                todo.append((g, p, known if known is not None else _parse(parser, p, on_progress), digest))
         for g, p, report, digest in todo:
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
             if extra:

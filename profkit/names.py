@@ -1,9 +1,11 @@
 """Kernel names: the short (base function) name of a demangled C++ kernel name, and what a
-name says about the kernel (an NCCL collective is communication, not computation)."""
+name says about the kernel (an NCCL collective is communication, not computation); any name
+as storable text (as_text)."""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import re
 from functools import lru_cache
 
@@ -82,3 +84,24 @@ COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), 
 def is_comm(name: str | None) -> bool:
     """An NCCL collective: its time is set by the other ranks and the links (HTA's split)."""
     return bool(name) and name.lower().startswith(COMM_PREFIXES)
+
+
+def as_text(value) -> str:
+    """A name (str, bytes or path) as text SQLite can store and a terminal can show. File names
+    and command-line arguments are bytes underneath; bytes that are not UTF-8 (which Python keeps
+    as lone surrogates) become \\xNN escapes instead of failing at the first insert or print."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    s = str(os.fspath(value)) if isinstance(value, os.PathLike) else str(value)
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "backslashreplace").decode(
+            "utf-8", "backslashreplace")
+
+
+def _only_escapes(s: str) -> bool:
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)

@@ -43,6 +43,9 @@ class Parsed:
     facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
+    # what the format cannot prove about this file being whole (a CSV cut exactly after a row
+    # looks whole): said with the load; None when its framing proved it whole
+    caveat: str | None = None
 
     def summary(self) -> dict:
         return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters),

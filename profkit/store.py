@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .dbfile import BUSY_TIMEOUT_MS, open_readonly as _open_file_readonly
+from .dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, open_readonly as _open_file_readonly, wal_mode
 from .metrics import Counters
 from .errors import NoSuchRun, ProfkitError
-from .parsers import timeline_sources
+from .parsers import registry as _parsers, timeline_sources
 from . import sampling
 from .nvtx import names_json, names_of
 from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, Parsed
@@ -41,6 +41,66 @@ def connect(path: str | os.PathLike) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def settle(conn: sqlite3.Connection) -> None:
+    """Before a writer closes: back to a rollback journal when no one else has the database
+    open, so that at rest it is one file, and readers (mode=ro) create no -wal/-shm beside it
+    and work in a folder they cannot write. With others still in, it stays WAL (they need it)
+    and the last writer out settles it."""
+    try:
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.Error:
+        pass
+
+
+def _tables_of(path: Path) -> set[str] | None:
+    """The table and view names of an SQLite file, read without changing it; None if SQLite
+    cannot read it."""
+    try:
+        conn = _open_file_readonly(path, timeout_ms=5000)
+        try:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
+    except (sqlite3.Error, UnicodeDecodeError):
+        return None
+
+
+def what_is(path: str | os.PathLike) -> str:
+    """'missing', 'empty' (no bytes, or SQLite with no tables), 'profkit', or one line saying
+    what else the file is (an nsys export, a report, another SQLite database, ...)."""
+    p = Path(path)
+    if not p.exists():
+        return "missing"
+    if p.is_dir():
+        return f"{path} is a folder, not a profkit database"
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        return f"{path}: cannot read it ({e.strerror or e})"
+    if not head:
+        return "empty"
+    if head.startswith(SQLITE_MAGIC):
+        tables = _tables_of(p)
+        if tables is None:
+            return f"{path} is an SQLite file SQLite cannot read (damaged?), not a usable profkit database"
+        if "schema_migrations" in tables:
+            return "profkit"
+        if not tables:
+            return "empty"
+    for parser in _parsers():
+        try:
+            if parser.sniff(p, head):
+                what = parser.DESCRIPTION.split(" (")[0]
+                return f"{path} is a report ({what}), not a profkit database: load it with profkit ingest {path}"
+        except Exception:  # a sniffer that trips over a foreign file: just not that format
+            continue
+    if head.startswith(SQLITE_MAGIC):
+        return f"{path} is an SQLite database, but not a profkit one (no schema_migrations table)"
+    return f"{path} is not a profkit database (not an SQLite file)"
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -82,18 +142,63 @@ def _statements(sql: str):
 
 
 class Store:
-    """The database, open for reading and writing. Use as a context manager:
-    ``with Store(path) as s: ...`` closes it on every exit."""
+    """The database. Use as a context manager: ``with Store(path) as s: ...`` closes it on
+    every exit.
 
-    def __init__(self, path: str | os.PathLike):
+    Store(path): for writing (ingest, classify): creates the database when `create` and the
+    file is missing. Store(path, readonly=True): for reading (every command that only reads):
+    the file must exist and be a profkit database; nothing is created or changed, except that
+    a profkit database written by an older profkit is brought up to date first (its schema,
+    one transaction). Neither touches a file that is not a profkit database: it is refused with
+    one line saying what it is.
+    """
+
+    def __init__(self, path: str | os.PathLike, readonly: bool = False, create: bool = True):
         self.path = str(path)
+        self.readonly = readonly
+        kind = what_is(path)
+        if kind == "missing" and (readonly or not create):
+            raise ProfkitError(f"{self.path}: no such database (profkit ingest FILE... --db {self.path} makes one)")
+        if kind == "empty" and readonly:
+            raise ProfkitError(f"{self.path}: an empty database: no runs loaded yet (profkit ingest FILE...)")
+        if kind not in ("missing", "empty", "profkit"):
+            raise ProfkitError(kind)
+        if readonly and self._needs_upkeep():
+            Store(self.path).close()  # a profkit database of an older schema: update it (and settle it) once
         try:
-            self.conn = connect(self.path)
-            migrate(self.conn)
+            if readonly:
+                self.conn = _open_file_readonly(self.path)
+                self.conn.execute("PRAGMA foreign_keys = ON")
+                version = schema_version(self.conn)
+                if version < LATEST:
+                    raise ProfkitError(f"{self.path}: a profkit database of schema {version}; this profkit reads "
+                                       f"{LATEST} and cannot update it here (no write access): open it once "
+                                       f"where it can be written")
+            else:
+                self.conn = connect(self.path)
+                migrate(self.conn)
         except sqlite3.DatabaseError as e:
             raise ProfkitError(f"{self.path}: not a usable profkit database ({e})") from None
 
+    def _needs_upkeep(self) -> bool:
+        """An older schema to migrate, or WAL left on by an older profkit with no writer about
+        (readers of a WAL file leave -wal/-shm files behind): fixed once where writable."""
+        if not os.access(Path(self.path).resolve().parent, os.W_OK):
+            return False
+        if wal_mode(self.path) and not os.path.exists(self.path + "-wal"):
+            return True
+        try:
+            conn = _open_file_readonly(self.path, timeout_ms=5000)
+            try:
+                return schema_version(conn) < LATEST
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return False
+
     def close(self) -> None:
+        if not self.readonly:
+            settle(self.conn)
         self.conn.close()
 
     def __enter__(self) -> "Store":
@@ -542,29 +647,73 @@ def opened(db):
         yield s
 
 
-def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
-    """A connection that cannot change the database, whatever SQL it is given.
+class ReadOnlyConnection(sqlite3.Connection):
+    """A connection whose authorizer refuses every change; `denied` says what it refused last."""
 
-    Three locks: the file is opened read-only, query_only is set, and an authorizer
-    denies every write, ATTACH, PRAGMA change, and extension loading.
+    denied: str | None = None
+
+
+def open_readonly(path: str | os.PathLike) -> ReadOnlyConnection:
+    """A connection to a profkit database that cannot change it, whatever SQL it is given.
+
+    Three locks: the file is opened read-only, query_only is set, and an authorizer denies
+    every write, ATTACH, PRAGMA change, and functions that load code or leak addresses.
+    Temporary data stays in memory (no temp files; profkit.query caps SQLite's heap).
     """
-    if not Path(path).exists():
+    kind = what_is(path)
+    if kind == "missing":
         raise ProfkitError(f"{path}: no such database")
-    conn = _open_file_readonly(path)
-    conn.set_authorizer(_read_only_authorizer)
+    if kind == "empty":
+        raise ProfkitError(f"{path}: an empty database: no runs loaded yet (profkit ingest FILE...)")
+    if kind != "profkit":
+        raise ProfkitError(kind)
+    conn = _open_file_readonly(path, factory=ReadOnlyConnection)
+    conn.execute("PRAGMA temp_store = MEMORY")
+
+    def authorizer(action, arg1, arg2, dbname, source):
+        verdict = _read_only_authorizer(action, arg1, arg2, dbname, source)
+        if verdict != sqlite3.SQLITE_OK:
+            conn.denied = _describe(action, arg1, arg2)
+        return verdict
+
+    conn.set_authorizer(authorizer)
     return conn
 
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list", "database_list",
-                 "compile_options", "function_list", "pragma_list", "table_list"}
+_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
+                 "database_list", "compile_options", "function_list", "pragma_list", "table_list", "collation_list",
+                 "module_list"}
+# functions that load code (load_extension, fts3_tokenizer with two arguments), hand out a process
+# address (fts3_tokenizer with one, fts5), parse raw r-tree nodes, or touch files (the shell's)
+_REFUSED_FUNCTIONS = {"load_extension", "fts3_tokenizer", "fts5", "rtreenode", "rtreedepth", "rtreecheck",
+                      "sqlite_log", "readfile", "writefile", "edit"}
+_ACTIONS = {getattr(sqlite3, n): n[7:].replace("_", " ") for n in (
+    "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE", "SQLITE_CREATE_TEMP_INDEX", "SQLITE_CREATE_TEMP_TABLE",
+    "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_TEMP_VIEW", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_VIEW",
+    "SQLITE_DELETE", "SQLITE_DROP_INDEX", "SQLITE_DROP_TABLE", "SQLITE_DROP_TEMP_INDEX", "SQLITE_DROP_TEMP_TABLE",
+    "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DROP_TRIGGER", "SQLITE_DROP_VIEW",
+    "SQLITE_INSERT", "SQLITE_PRAGMA", "SQLITE_TRANSACTION", "SQLITE_UPDATE", "SQLITE_ATTACH", "SQLITE_DETACH",
+    "SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_ANALYZE", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_VTABLE",
+    "SQLITE_FUNCTION", "SQLITE_SAVEPOINT") if hasattr(sqlite3, n)}
+
+
+def _describe(action, arg1, arg2) -> str:
+    what = _ACTIONS.get(action, f"action {action}")
+    if action == sqlite3.SQLITE_FUNCTION:
+        return f"function {arg2}()"
+    if action == sqlite3.SQLITE_PRAGMA:
+        return f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
+    target = arg2 if action in (sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_CREATE_INDEX) else arg1
+    return f"{what} on {target}" if target else what
 
 
 def _read_only_authorizer(action, arg1, arg2, dbname, source):
     if action in _ALLOWED:
-        if action == sqlite3.SQLITE_FUNCTION and arg2 and arg2.lower() in ("load_extension", "readfile", "writefile"):
+        if action == sqlite3.SQLITE_FUNCTION and arg2 and arg2.lower() in _REFUSED_FUNCTIONS:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS and arg2 is None:
+    # read-only pragmas take a table or index name: PRAGMA table_info(launch) is a read
+    if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS:
         return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY

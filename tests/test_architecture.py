@@ -107,9 +107,10 @@ def test_the_cycle_finder_finds_a_circle():
 LAYERS = [
     ("base", {"profkit.errors", "profkit.units", "profkit.names", "profkit.intervals", "profkit.metrics",
               "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks",
-              "profkit.gpus", "profkit.sampling"}),
+              "profkit.gpus", "profkit.sampling",
+              "profkit.tempfiles", "profkit.unpack"}),
     ("parsers", {"profkit.parsers"}),
-    ("store", {"profkit.schema", "profkit.store"}),
+    ("store", {"profkit.schema", "profkit.store", "profkit.query"}),
     ("model", {"profkit.model"}),
     ("analyses", {"profkit.classify", "profkit.roofline", "profkit.compare", "profkit.timeline", "profkit.ranks",
                   "profkit.selection", "profkit.summary", "profkit.advise", "profkit.calibration"}),

@@ -43,7 +43,7 @@ while True:
             bad.append({"went_back": [last, state]})
         last = state
     except Exception as e:  # before the first writer created the schema there is nothing to read
-        if last is not None or not any(w in str(e) for w in ("no such database", "no such table")):
+        if last is not None or not any(w in str(e) for w in ("no such database", "no such table", "empty database")):
             errors.append(f"{type(e).__name__}: {e}")
     if done:
         break
