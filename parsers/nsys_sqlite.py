@@ -46,7 +46,7 @@ _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    conn = open_readonly(path, timeout_ms=5000)
+    conn = open_readonly(path, timeout_ms=5000, peek=True)  # (no -wal/-shm beside a WAL-mode export)
     work_budget(conn, STEPS_FLOOR + STEPS_PER_BYTE * path.stat().st_size)
     return conn
 

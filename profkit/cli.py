@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__
 from .errors import ProfkitError
@@ -227,14 +228,16 @@ def sql(query, db, as_json, as_csv, timeout, memory):
 
     from .outputs.records import write_csv, write_json
     from .outputs.tables import pages
-    from .query import Query
+    from .query import Query, QueryStopped
 
-    stopped = []
-    previous = signal.getsignal(signal.SIGINT)
-    # SQLite does not return to Python during a statement: Ctrl-C only marks the query to be
-    # stopped, and the query's progress check (every ~1 ms of work) ends it
-    if threading_main():
-        signal.signal(signal.SIGINT, lambda *a: stopped.append(True))
+    stopped: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    # SQLite does not return to Python during a statement, and an exception raised in its
+    # progress callback is swallowed: a signal only marks the query to be stopped, and the
+    # query's progress check (every ~1 ms of work) ends it
+    previous = {sig: signal.getsignal(sig) for sig in signals} if threading_main() else {}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: stopped.append(signum))
     try:
         with Query(db, query, timeout=timeout or None, stop=lambda: bool(stopped), memory_mb=memory) as r:
             if as_json:
@@ -244,9 +247,13 @@ def sql(query, db, as_json, as_csv, timeout, memory):
             else:
                 for t in pages(r.columns, r.rows(), floats="{:g}"):
                     out.print(t)
+    except QueryStopped:
+        sys.stdout.flush()
+        _fail("query stopped (Ctrl-C)" if stopped[0] == signal.SIGINT else f"query stopped (signal {stopped[0]})",
+              128 + stopped[0])
     finally:
-        if threading_main():
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def threading_main() -> bool:
@@ -631,7 +638,8 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     elif ncu_ranks:
         raise ProfkitError("--ncu-ranks needs --ranks")
     run = cap.check_run_name(run or workload or cap.default_run_name(command))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("kernels"),
+    # (a kernel name in the description is data: no markup, control characters escaped)
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TextColumn("kernels"),
                TimeElapsedColumn())
     with Progress(*columns, transient=True, console=out) as bar:
         task = bar.add_task("ncu replay", total=None, visible=False)
@@ -644,7 +652,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
                 bar.update(task, visible=True)
                 bar.advance(task)
                 parts = line.split('"')
-                bar.update(task, description="ncu: " + (parts[1] if len(parts) > 2 else "kernel"))
+                bar.update(task, description="ncu: " + plain(parts[1] if len(parts) > 2 else "kernel"))
 
         def on_plan(plan):
             out.print(plain(plan.describe(metrics)))
@@ -792,20 +800,20 @@ def compare(before, after, db, as_json):
     def pct(x):
         return "-" if x is None else f"{x:.0f} %"
 
-    t = Table(title=f"compare {before} -> {after}", header_style="bold")
+    t = Table(title=Text(plain(f"compare {before} -> {after}")), header_style="bold")
     for c, j in (("range", "left"), ("before us/call", "right"), ("after us/call", "right"),
                  ("speed-up [band]", "right"), ("label", "left"), ("% of roofline", "right"),
                  ("verdict", "left"), ("why", "left")):
         t.add_column(c, justify=j, overflow="fold")
     for r in got:
-        t.add_row(plain(r["range"]), f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
-                  f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
-                  f"{r['label_before']} -> {r['label_after']}",
-                  f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}",
-                  r["verdict"], r["why"])
+        t.add_row(*(Text(plain(v)) for v in (
+            r["range"], f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
+            f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
+            f"{r['label_before']} -> {r['label_after']}",
+            f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}", r["verdict"], r["why"])))
     out.print(t)
     methods = dict.fromkeys(r["band_method"] for r in got)
-    out.print("band: " + "; ".join(methods) + ". Method: docs/compare.md")
+    out.print(plain("band: " + "; ".join(methods) + ". Method: docs/compare.md"))
 
 
 @cli.command()

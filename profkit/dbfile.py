@@ -29,16 +29,19 @@ def _folder_writable(path: Path) -> bool:
     return os.access(path.parent, os.W_OK)
 
 
-def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, **kw) -> sqlite3.Connection:
+def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, peek: bool = False,
+                  **kw) -> sqlite3.Connection:
     """A read-only connection to an existing SQLite file (mode=ro, query_only); `kw` goes to
     sqlite3.connect (e.g. check_same_thread). It writes nothing to the file or beside it, except
     the -shm index a WAL-mode file needs while profkit writes it (SQLite's rule).
 
     A WAL-mode file with no -wal beside it in a folder this process cannot write cannot change
     while it is read (any writer would have to create the -wal there): it is opened immutable,
-    which needs no -shm, so a database in a read-only folder can be queried."""
+    which needs no -shm, so a database in a read-only folder can be queried. `peek`: the same
+    for a quick look at the schema wherever the file is (a writer that starts meanwhile can
+    only make the look stale, and no -wal/-shm is left behind)."""
     p = Path(path)
-    if wal_mode(p) and not os.path.exists(f"{p}-wal") and not _folder_writable(p.resolve()):
+    if wal_mode(p) and not os.path.exists(f"{p}-wal") and (peek or not _folder_writable(p.resolve())):
         conn = sqlite3.connect(_uri(p, mode="ro", immutable=1), uri=True, timeout=timeout_ms / 1000, **kw)
     else:
         conn = sqlite3.connect(_uri(p, mode="ro"), uri=True, timeout=timeout_ms / 1000, **kw)

@@ -43,10 +43,13 @@ class Result:
     columns: list[str]
     cursor: sqlite3.Cursor = field(repr=False)
     _explain: Callable = field(repr=False)
+    _stop: Callable[[], bool] | None = field(default=None, repr=False)
 
     def rows(self) -> Iterator[tuple]:
         """The result's rows, fetched a batch at a time (the time limit and stop() still apply)."""
         while True:
+            if self._stop is not None and self._stop():  # (while the rows are being written out)
+                raise QueryStopped("query stopped")
             try:
                 batch = self.cursor.fetchmany(BATCH)
             except (sqlite3.Error, MemoryError) as e:
@@ -85,7 +88,7 @@ class Query:
                               "GROUP BY, temporary results): narrow it, or raise --memory")
         msg = str(e)
         if msg == "interrupted" and self._why == "stop":
-            return QueryStopped("query stopped (Ctrl-C)")
+            return QueryStopped("query stopped")
         if msg == "interrupted" and self._why == "timeout":
             return QueryTimeout(f"query stopped after {self.timeout:g} s (--timeout S to allow longer, 0 for no limit)")
         denied = getattr(self.conn, "denied", None)
@@ -110,7 +113,7 @@ class Query:
         except UnicodeDecodeError:
             self.__exit__()
             raise QueryError("a column name of the result is not UTF-8 text: name it with AS") from None
-        return Result(_unique([d[0] for d in cur.description or []]), cur, self._explain)
+        return Result(_unique([d[0] for d in cur.description or []]), cur, self._explain, self.stop)
 
     def __exit__(self, *exc) -> None:
         self.conn.close()

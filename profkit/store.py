@@ -59,7 +59,7 @@ def _tables_of(path: Path) -> set[str] | None:
     """The table and view names of an SQLite file, read without changing it; None if SQLite
     cannot read it."""
     try:
-        conn = _open_file_readonly(path, timeout_ms=5000)
+        conn = _open_file_readonly(path, timeout_ms=5000, peek=True)
         try:
             return {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         finally:
@@ -141,6 +141,39 @@ def _statements(sql: str):
             buf = ""
 
 
+def ready_to_read(path: str | os.PathLike) -> None:
+    """Raise one line unless `path` is a profkit database to read: it must exist and be one
+    (a report, an empty file, another SQLite database are named). A profkit database written
+    by an older profkit, or left in WAL mode by one, is brought up to date once where the
+    folder is writable (its schema, its journal mode): the one write a reader may do."""
+    kind = what_is(path)
+    if kind == "missing":
+        raise ProfkitError(f"{path}: no such database (profkit ingest FILE... --db {path} makes one)")
+    if kind == "empty":
+        raise ProfkitError(f"{path}: an empty database: no runs loaded yet (profkit ingest FILE...)")
+    if kind != "profkit":
+        raise ProfkitError(kind)
+    if _needs_upkeep(str(path)):
+        Store(path).close()  # migrates, and settles the journal mode on close
+
+
+def _needs_upkeep(path: str) -> bool:
+    """An older schema to migrate, or WAL left on by an older profkit with no writer about
+    (readers of a WAL file leave -wal/-shm files behind)."""
+    if not os.access(Path(path).resolve().parent, os.W_OK):
+        return False
+    if wal_mode(path) and not os.path.exists(path + "-wal"):
+        return True
+    try:
+        conn = _open_file_readonly(path, timeout_ms=5000, peek=True)
+        try:
+            return schema_version(conn) < LATEST
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+
+
 class Store:
     """The database. Use as a context manager: ``with Store(path) as s: ...`` closes it on
     every exit.
@@ -156,15 +189,14 @@ class Store:
     def __init__(self, path: str | os.PathLike, readonly: bool = False, create: bool = True):
         self.path = str(path)
         self.readonly = readonly
-        kind = what_is(path)
-        if kind == "missing" and (readonly or not create):
-            raise ProfkitError(f"{self.path}: no such database (profkit ingest FILE... --db {self.path} makes one)")
-        if kind == "empty" and readonly:
-            raise ProfkitError(f"{self.path}: an empty database: no runs loaded yet (profkit ingest FILE...)")
-        if kind not in ("missing", "empty", "profkit"):
-            raise ProfkitError(kind)
-        if readonly and self._needs_upkeep():
-            Store(self.path).close()  # a profkit database of an older schema: update it (and settle it) once
+        if readonly:
+            ready_to_read(self.path)
+        else:
+            kind = what_is(path)
+            if kind == "missing" and not create:
+                raise ProfkitError(f"{self.path}: no such database (profkit ingest FILE... --db {self.path} makes one)")
+            if kind not in ("missing", "empty", "profkit"):
+                raise ProfkitError(kind)
         try:
             if readonly:
                 self.conn = _open_file_readonly(self.path)
@@ -179,22 +211,6 @@ class Store:
                 migrate(self.conn)
         except sqlite3.DatabaseError as e:
             raise ProfkitError(f"{self.path}: not a usable profkit database ({e})") from None
-
-    def _needs_upkeep(self) -> bool:
-        """An older schema to migrate, or WAL left on by an older profkit with no writer about
-        (readers of a WAL file leave -wal/-shm files behind): fixed once where writable."""
-        if not os.access(Path(self.path).resolve().parent, os.W_OK):
-            return False
-        if wal_mode(self.path) and not os.path.exists(self.path + "-wal"):
-            return True
-        try:
-            conn = _open_file_readonly(self.path, timeout_ms=5000)
-            try:
-                return schema_version(conn) < LATEST
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return False
 
     def close(self) -> None:
         if not self.readonly:
@@ -660,13 +676,7 @@ def open_readonly(path: str | os.PathLike) -> ReadOnlyConnection:
     every write, ATTACH, PRAGMA change, and functions that load code or leak addresses.
     Temporary data stays in memory (no temp files; profkit.query caps SQLite's heap).
     """
-    kind = what_is(path)
-    if kind == "missing":
-        raise ProfkitError(f"{path}: no such database")
-    if kind == "empty":
-        raise ProfkitError(f"{path}: an empty database: no runs loaded yet (profkit ingest FILE...)")
-    if kind != "profkit":
-        raise ProfkitError(kind)
+    ready_to_read(path)
     conn = _open_file_readonly(path, factory=ReadOnlyConnection)
     conn.execute("PRAGMA temp_store = MEMORY")
 
@@ -715,5 +725,9 @@ def _read_only_authorizer(action, arg1, arg2, dbname, source):
         return sqlite3.SQLITE_OK
     # read-only pragmas take a table or index name: PRAGMA table_info(launch) is a read
     if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    # SQLite asks this when it sets up a table-valued function (json_each, pragma_table_info):
+    # a real change to the schema table would still meet mode=ro and query_only
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and dbname == "main" and source is None:
         return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY

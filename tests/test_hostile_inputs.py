@@ -1,0 +1,149 @@
+"""Hostile inputs (issue 17, items 6 and 7): nsys exports built to make reading cost anything
+(a view over a 3-way self-join loaded 4.6 M bogus kernels from 446 KB), files that never end
+(a FIFO, /dev/zero behind a report's name), file names that are not UTF-8.
+
+Each is refused in one line, quickly, with the database unchanged; the export itself is never
+changed (it is opened read-only).
+"""
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from dbcheck import dump
+from profdata import KNOWN_CUPTI, KNOWN_NSYS
+from profkit.cli import cli
+
+
+def run(*args):
+    r = CliRunner().invoke(cli, [str(a) for a in args])
+    assert "Traceback" not in r.output, r.output
+    return r
+
+
+def _export(tmp_path, name="hostile.nsys.sqlite", *sql):
+    p = tmp_path / name
+    shutil.copy(KNOWN_NSYS, p)
+    c = sqlite3.connect(p)
+    for s in sql:
+        c.execute(s)
+    c.commit()
+    c.close()
+    return p
+
+
+def _refused(tmp_path, export, words):
+    db = tmp_path / "t.db"
+    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
+    before, digest = dump(db), hashlib.sha256(export.read_bytes()).hexdigest()
+    r = run("ingest", "--db", db, export)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and words in r.output, r.output
+    assert dump(db) == before and hashlib.sha256(export.read_bytes()).hexdigest() == digest
+
+
+def test_kernel_table_as_a_view_over_a_self_join(tmp_path):
+    p = _export(tmp_path, "view.nsys.sqlite", "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k0",
+                "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT a.* FROM k0 a, k0 b, k0 c")
+    _refused(tmp_path, p, "CUPTI_ACTIVITY_KIND_KERNEL is a view, not a table")
+
+
+def test_string_table_as_a_virtual_table(tmp_path):
+    p = _export(tmp_path, "vt.nsys.sqlite", "ALTER TABLE StringIds RENAME TO s0",
+                "CREATE VIRTUAL TABLE StringIds USING fts4(id, value)", "INSERT INTO StringIds SELECT id, value FROM s0")
+    _refused(tmp_path, p, "StringIds is a virtual table")
+
+
+def test_computed_columns(tmp_path):
+    p = _export(tmp_path, "gen.nsys.sqlite", "ALTER TABLE StringIds RENAME TO s0",
+                "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, raw TEXT, value TEXT AS (raw || zeroblob(1000)))",
+                "INSERT INTO StringIds (id, raw) SELECT id, value FROM s0")
+    _refused(tmp_path, p, "StringIds has computed columns")
+
+
+def test_launch_calls_sharing_ids_multiply_nothing(tmp_path):
+    """Every runtime row copied 4 times: one kernel would join 4 launch calls (4x the kernels)."""
+    p = _export(tmp_path, "dup.nsys.sqlite", "CREATE TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                "INSERT INTO r2 SELECT * FROM r2", "INSERT INTO r2 SELECT * FROM r2",
+                "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME", "ALTER TABLE r2 RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+    _refused(tmp_path, p, "several launch calls share one kernel's correlation id")
+
+
+def test_a_join_bomb_in_plain_tables_meets_the_work_budget(tmp_path):
+    """Plain tables, real columns: 12,000 kernels and 12,000 launch calls of one correlation id
+    and process make a 144 M-row join from a few MB. Reading may cost 200 SQLite steps per
+    byte of file (real exports: under 1): it stops there."""
+    p = _export(tmp_path, "bomb.nsys.sqlite",
+                "CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1",
+                "CREATE TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = "
+                "(SELECT correlationId FROM k2)",
+                "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000) "
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT k2.* FROM k2, n",
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000) "
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT r2.* FROM r2, n",
+                "DROP TABLE k2", "DROP TABLE r2")
+    c = sqlite3.connect(p)
+    c.execute("VACUUM")
+    c.close()
+    _refused(tmp_path, p, "SQLite steps per byte")
+
+
+def test_triggers_in_an_export_do_nothing(tmp_path):
+    """Reading fires no trigger, and the export is opened read-only: it loads unchanged."""
+    p = _export(tmp_path, "trig.nsys.sqlite", "CREATE TABLE log (x)",
+                "CREATE TRIGGER t AFTER INSERT ON StringIds BEGIN INSERT INTO log VALUES (1); END")
+    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    r = run("ingest", "--db", tmp_path / "t.db", p)
+    assert r.exit_code == 0 and "166 kernels" in r.output
+    assert hashlib.sha256(p.read_bytes()).hexdigest() == digest
+
+
+def _ingest_child(tmp_path, path):
+    return subprocess.run([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(tmp_path / "t.db"), str(path)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_fifo_named_like_a_report_is_refused(tmp_path):
+    fifo = tmp_path / "pipe.nsys.sqlite"
+    os.mkfifo(fifo)
+    r = _ingest_child(tmp_path, fifo)  # (reading it would block for ever: the test's timeout would say)
+    assert r.returncode == 2 and r.stderr == f"profkit: {fifo}: is a FIFO, not a regular file\n"
+
+
+@pytest.mark.parametrize("name", ["zero.ncu-rep", "zero.nsys.sqlite", "zero.cupti.jsonl"])
+def test_dev_zero_behind_a_report_name_is_refused(tmp_path, name):
+    link = tmp_path / name
+    link.symlink_to("/dev/zero")
+    r = _ingest_child(tmp_path, link)
+    assert r.returncode == 2 and r.stderr == f"profkit: {link}: is a device, not a regular file\n"
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    """The issue: byte 0xff in a file name ended ingest in UnicodeEncodeError (at the insert)."""
+    name = os.fsdecode(b"caf\xff.nsys.sqlite")
+    shutil.copy(KNOWN_NSYS, tmp_path / name)
+    env = dict(os.environ, LC_ALL="C.UTF-8")
+    r = subprocess.run([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(tmp_path / "t.db"),
+                        os.fsencode(tmp_path / name)], capture_output=True, env=env)
+    assert r.returncode == 0 and b"caf\\xff.nsys.sqlite: nsys-sqlite -> run caf\\xff: 166 kernels" in r.stdout, r
+    r = subprocess.run([sys.executable, "-m", "profkit.cli", "runs", "--db", str(tmp_path / "t.db")],
+                       capture_output=True, env=env)
+    assert r.returncode == 0 and b"caf\\xff" in r.stdout
+    again = subprocess.run([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(tmp_path / "t.db"),
+                            os.fsencode(tmp_path / name)], capture_output=True, env=env)
+    assert again.returncode == 0 and b"already loaded" in again.stdout
+
+
+def test_output_to_an_ascii_terminal(tmp_path):
+    """A terminal that cannot show a name's characters gets them escaped, not a traceback."""
+    db = tmp_path / "t.db"
+    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "Prüfung 報告").exit_code == 0
+    env = dict(os.environ, PYTHONIOENCODING="ascii")
+    r = subprocess.run([sys.executable, "-m", "profkit.cli", "runs", "--db", str(db)], capture_output=True, env=env)
+    assert r.returncode == 0 and b"Pr\\xfcfung \\u5831\\u544a" in r.stdout, r
