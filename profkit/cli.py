@@ -470,7 +470,8 @@ def _progress_bar():
     """A rich progress bar on a terminal; nothing when piped."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    # (descriptions hold kernel and variant names: data, so no markup, control characters escaped)
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     transient=True, disable=not sys.stderr.isatty(), console=None)
 
 
@@ -505,7 +506,7 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
         task = bar.add_task("tune", total=len(sizes) * len(configs))
 
         def progress(done, total, what):
-            bar.update(task, completed=done, description=f"tune {what}"[:60])
+            bar.update(task, completed=done, description=plain(f"tune {what}"[:60]))
 
         results = t.tune(db, target, sizes, configs, budget_s, progress)
     if as_json:
@@ -522,7 +523,7 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
         else:
             out.print("  no configuration gave a correct result")
         if r.stopped:
-            out.print(f"  stopped: {r.stopped}")
+            out.print(f"  stopped: {plain(r.stopped)}")
     out.print("every trial: profkit sql \"SELECT * FROM tuning WHERE kernel = '" + plain(target.spec) + "'\"")
 
 
@@ -552,7 +553,7 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
     with _progress_bar() as bar:
         task = bar.add_task("bench", total=None)
         rows, copy = b.run(op, list(variants) or None, list(shapes) or None, dtype, quick,
-                           lambda what: bar.update(task, description=f"bench {what}"))
+                           lambda what: bar.update(task, description=plain(f"bench {what}")))
     with Store(db) as s:
         s.add_bench_rows(rows)
     table = b.markdown(rows, copy)
