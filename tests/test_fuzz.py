@@ -1,7 +1,8 @@
 """A fixed sample of the fuzzer (tests/fuzzing; 600 cases, derandomized): every parser and
-every mutation, through the real ingest, with no crash, hang or partial write.
+every mutation, through the real ingest, with no crash, hang, partial write, silent partial
+load (a cut copy loaded short without its parser's caveat), changed input or file left beside it.
 
-The full run (10,000+ cases) is `python benchmarks/fuzz.py`; its numbers are in
+The full run (20,000+ cases) is `python benchmarks/fuzz.py`; its numbers are in
 benchmarks/RESULTS.md.
 """
 import shutil
@@ -21,17 +22,46 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
     s = fuzz.fuzz(600, derandomize=True, workers=2, timeout=60)
     assert s["cases"] >= 500
     assert (s["crashes"], s["hangs"], s["partial_writes"]) == (0, 0, 0), s["examples"]
+    assert (s["silent_partial_loads"], s["inputs_changed"], s["sidecar_files"]) == (0, 0, 0), s["examples"]
     assert (s["multiline_errors"], s["temp_files_left"]) == (0, 0), s["examples"]
     # every format and every mutation of it ran; files were both loaded and rejected
     assert set(s["by_format"]) == set(fuzz.FORMATS)
     assert set(parsers.formats()) <= set(s["by_format"])  # every parser the registry knows is fuzzed
     assert {k.split("/")[1] for k in s["by_mutation"]} >= set(fuzz.BYTE_MUTATIONS + fuzz.SQLITE_MUTATIONS
                                                                + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS)
+    assert all(f"{f}/truncate_boundary" in s["by_mutation"] for f in fuzz.FORMATS)  # framing cuts of every format
     assert s["outcomes"]["loaded"] > 20 and s["outcomes"]["rejected"] > 100
     if shutil.which("nsys") is None:  # .nsys-rep and .qdrep need nsys: without it, each case is one ToolMissing line
         # (or 'skipped': a wrong_format case that became bytes the database already holds loads nothing)
         for fmt in ("nsys-rep", "nsys-qdrep"):
             assert set(s["by_format"][fmt]) <= {"rejected", "skipped"} and s["by_format"][fmt]["rejected"], fmt
+
+
+@pytest.mark.parametrize("case,why", [
+    ({"format": "ncu-rep", "mutation": "truncate_boundary", "p": {"frac": 0.5},
+      "seed": "profiles/matmul-llama8b-qkv-m4096/matmul-llama8b-qkv-m4096.ncu-rep.xz!raw"}, "a whole block less"),
+    ({"format": "cupti-trace", "mutation": "truncate_boundary", "p": {"frac": 0.5},
+      "seed": "tests/data/known/known.cupti.jsonl!head:1200"}, "a version 1 trace cut at a line end"),
+])
+def test_cuts_a_format_cannot_see_carry_its_caveat(fuzz, tmp_path, case, why):
+    """The invariant's other side: a cut no framing can see loads short, and says so."""
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    r = fuzz.run_case(dict(case, id=0, into_existing_run=False), tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "loaded" and r["caveat"] and "silent_partial" not in r, (why, r)
+
+
+def test_the_fuzzer_sees_a_silent_partial_load(fuzz, tmp_path, monkeypatch):
+    """A parser that loses its caveat is caught (the invariant can fail)."""
+    from profkit.parsers import cupti_trace
+
+    monkeypatch.setattr(cupti_trace, "V1_CAVEAT", None)
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    case = {"id": 0, "format": "cupti-trace", "mutation": "truncate_boundary", "p": {"frac": 0.5},
+            "seed": "tests/data/known/known.cupti.jsonl!head:1200", "into_existing_run": False}
+    r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "loaded" and r["silent_partial"]["loaded"][0] < r["silent_partial"]["whole"][0], r
 
 
 def test_fuzz_replays_a_case_in_process(fuzz, tmp_path):

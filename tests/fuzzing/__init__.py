@@ -16,8 +16,13 @@ a copy of a database that already holds a run, then counts:
 - crash: any exception that is not a profkit ProfkitError, or the worker dying;
 - hang: no answer within --timeout seconds (the worker is killed and replaced);
 - partial write: a failed ingest changed any table, or a successful one added anything but one
-  whole file (its launch/range/counter rows = its report_file counts) or touched older rows.
-It also counts error messages over one line and temporary files left behind.
+  whole file (its launch/range/counter rows = its report_file counts) or touched older rows;
+- silent partial load: a truncated copy of a seed (any byte, or a framing boundary: a whole
+  .ncu-rep block, SQLite page, line, JSON object, also inside a valid .xz/.gz) loaded with fewer
+  launches, ranges or counters than the whole seed and no caveat from its parser;
+- input changed / sidecar files: the report's bytes changed, or files appeared beside it.
+It also counts error messages over one line, temporary files left behind, and loads that
+carried their parser's caveat (what a format cannot prove).
 """
 from __future__ import annotations
 
@@ -29,8 +34,8 @@ import time
 from collections import Counter, defaultdict
 from datetime import date
 
-from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, JSONL_MUTATIONS,  # noqa: F401 (the tests read them)
-                    SQLITE_MUTATIONS, draw_cases)
+from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, HOSTILE, JSONL_MUTATIONS,  # noqa: F401 (the tests read them)
+                    SQLITE_MUTATIONS, TRUNCATIONS, draw_cases)
 from .invariants import snapshot  # noqa: F401
 from .pool import make_template, run_case, run_cases  # noqa: F401
 
@@ -40,6 +45,7 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
     per_fmt: dict = defaultdict(Counter)
     per_mut: dict = defaultdict(Counter)
     crashes, hangs, partial, multiline, temp_left, not_built = [], [], [], [], [], []
+    silent, changed, sidecar, caveated = [], [], [], Counter()
     outcomes = Counter()
     errors = Counter()
     for r in results:
@@ -60,6 +66,14 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
             temp_left.append({"files": r["temp_left"], "case": c})
         if r["outcome"] == "not_built":
             not_built.append({"error": r.get("error"), "case": c})
+        if r.get("silent_partial"):
+            silent.append({"counts": r["silent_partial"], "case": c})
+        if r.get("input_changed"):
+            changed.append({"case": c})
+        if r.get("sidecar"):
+            sidecar.append({"files": r["sidecar"], "case": c})
+        if r["outcome"] == "loaded" and r.get("caveat"):
+            caveated[c["format"]] += 1
         if r["outcome"] == "rejected":
             errors[r["error"].split(":")[0]] += 1
     sig = Counter(f"{x['where']} {x['error'].split(':')[0]}" for x in crashes)
@@ -70,12 +84,15 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
         "hypothesis": __import__("hypothesis").__version__, "ncu_report": _version("ncu-report"), "args": args,
         "cases": built, "cases_drawn": len(results), "seconds": round(seconds, 1),
         "crashes": len(crashes), "hangs": len(hangs), "partial_writes": len(partial),
+        "silent_partial_loads": len(silent), "inputs_changed": len(changed), "sidecar_files": len(sidecar),
         "multiline_errors": len(multiline), "temp_files_left": len(temp_left),
+        "loaded_with_caveat": dict(caveated), "cases_per_s": round(len(results) / seconds, 2) if seconds else None,
         "outcomes": dict(outcomes), "rejections_by_error": dict(errors),
         "by_format": {k: dict(v) for k, v in sorted(per_fmt.items())},
         "by_mutation": {k: dict(v) for k, v in sorted(per_mut.items())},
         "crash_signatures": dict(sig.most_common()),
         "examples": {"crashes": _per_signature(crashes, 3), "hangs": hangs[:10], "partial_writes": partial[:10],
+                     "silent_partial_loads": silent[:10], "inputs_changed": changed[:10], "sidecar_files": sidecar[:10],
                      "multiline_errors": multiline[:10], "temp_files_left": temp_left[:10],
                      "not_built": not_built[:10]},
     }

@@ -45,11 +45,13 @@ def main() -> int:
     s = fuzz(a.cases, a.seed, a.workers, a.timeout, progress=progress)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(s, indent=2, default=str) + "\n")
-    brief = {k: s[k] for k in ("date", "machine", "python", "sqlite", "cases", "seconds", "crashes", "hangs",
-                               "partial_writes", "multiline_errors", "temp_files_left", "outcomes",
+    brief = {k: s[k] for k in ("date", "machine", "python", "sqlite", "cases", "seconds", "cases_per_s", "crashes",
+                               "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files",
+                               "multiline_errors", "temp_files_left", "loaded_with_caveat", "outcomes",
                                "by_format", "crash_signatures")}
     print(json.dumps(brief, indent=2))
-    return 0 if s["crashes"] == s["hangs"] == s["partial_writes"] == 0 else 1
+    bad = ("crashes", "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files")
+    return 0 if all(s[k] == 0 for k in bad) else 1
 
 
 if __name__ == "__main__":

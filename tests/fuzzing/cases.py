@@ -41,10 +41,17 @@ BASE_FILES = ["profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
               "profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.ncu-rep.xz"]
 BASE_RUN = "base"
 
-BYTE_MUTATIONS = ["truncate", "bitflip", "insert", "delete", "huge_insert", "empty", "wrong_format"]
+BYTE_MUTATIONS = ["truncate", "truncate_boundary", "bitflip", "insert", "delete", "huge_insert", "empty",
+                  "wrong_format"]
+# cuts of the seed: a load of one must be whole, refused, or carry the parser's caveat (never a
+# silent partial load)
+TRUNCATIONS = {"truncate", "truncate_boundary"}
 TEXT_MUTATIONS = ["encoding"]
 SQLITE_MUTATIONS = ["drop_table", "rename_table", "drop_column", "rename_column", "set_value", "delete_rows",
-                    "duplicate_rows", "utf16_db"]
+                    "duplicate_rows", "utf16_db", "hostile_schema"]
+# exports built to make reading cost anything or yield rows the file does not hold
+HOSTILE = ["view_selfjoin", "view_plain", "virtual_table", "generated_column", "trigger", "wal_mode", "huge_row",
+           "many_columns", "join_bomb"]
 CSV_MUTATIONS = ["drop_units_row", "extra_columns", "drop_column", "set_cell", "enormous_row", "ragged_row",
                  "header_only", "duplicate_header", "line_noise"]
 JSONL_MUTATIONS = ["bad_line", "drop_meta", "field_type", "drop_field", "add_markers", "shuffle_lines"]
@@ -176,7 +183,11 @@ def strategy(fmt: str, mutation: str):
         "wrong_format": st.fixed_dictionaries({"other": st.sampled_from(
             [s for f, (_, ss) in FORMATS.items() if f != fmt for s in ss]), "frac": st.sampled_from([1.0, 0.5, 0.01])}),
         "encoding": st.fixed_dictionaries({"enc": st.sampled_from(ENCODINGS), "rng": rng}),
-        "raw_then_xz": st.fixed_dictionaries({"inner": st.sampled_from(["truncate", "bitflip", "insert", "delete"]),
+        "truncate_boundary": st.fixed_dictionaries({"frac": frac}),
+        "hostile_schema": st.fixed_dictionaries({"kind": st.sampled_from(HOSTILE), "table": st.sampled_from(SQLITE_TABLES),
+                                                 "rng": rng}),
+        "raw_then_xz": st.fixed_dictionaries({"inner": st.sampled_from(["truncate", "truncate_boundary", "bitflip",
+                                                                        "insert", "delete"]),
                                               "frac": frac, "n": st.integers(1, 32), "rng": rng}),
         # SQLite
         "drop_table": st.fixed_dictionaries({"table": st.sampled_from(SQLITE_TABLES)}),

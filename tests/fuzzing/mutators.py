@@ -1,14 +1,94 @@
 """Turning a case into a file: the mutations of bytes, SQLite exports, CSV and JSONL (worker side)."""
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import lzma
 import random
 import sqlite3
+import struct
 from pathlib import Path
 
 from .cases import CSV_MUTATIONS, FORMATS, JSONL_MUTATIONS, SQLITE_MUTATIONS, seed_bytes
+
+XZ_MAGIC, GZ_MAGIC = b"\xfd7zXZ\x00", b"\x1f\x8b"
+
+
+def boundaries(data: bytes, fmt: str) -> list[int]:
+    """Where a file of this format can end early on its own framing: after a whole .ncu-rep
+    block, a whole SQLite page, a whole line (CSV, JSON lines), a whole JSON object. A cut there
+    leaves whole records: the hardest cut to see."""
+    if data.startswith(b"NVR\x00"):
+        out, off = [], 4
+        while off + 4 <= len(data):
+            off += 4 + struct.unpack_from("<I", data, off)[0]
+            out.append(off)
+        return [x for x in out if x < len(data)]
+    if data.startswith(b"SQLite format 3\x00") and len(data) >= 100:
+        page = struct.unpack(">H", data[16:18])[0]
+        page = 65536 if page == 1 else page
+        return list(range(page, len(data), page))
+    stripped = data.lstrip()
+    if stripped[:1] in (b"{", b"[") and "cupti" not in fmt and b"\n{" not in data[:4096]:
+        return [i + 1 for i in range(len(data) - 1) if data[i] == 0x7D]  # after each '}' of one JSON document
+    return [i + 1 for i in range(len(data) - 1) if data[i] == 0x0A]
+
+
+def _cut_at_boundary(data: bytes, fmt: str, frac: float) -> bytes:
+    """A cut at a framing boundary, inside a compressed file's content for .xz and .gz (the
+    compressed stream stays valid: only the content's framing can tell)."""
+    if data.startswith(XZ_MAGIC):
+        return lzma.compress(_cut_at_boundary(lzma.decompress(data), fmt, frac), preset=0)
+    if data.startswith(GZ_MAGIC):
+        return gzip.compress(_cut_at_boundary(gzip.decompress(data), fmt, frac), mtime=0)
+    b = boundaries(data, fmt)
+    if not b:
+        return data[: int(frac * len(data))]
+    return data[: b[min(int(frac * len(b)), len(b) - 1)]]
+
+
+def _hostile(c: sqlite3.Connection, path: Path, kind: str, t: str, rng: random.Random) -> None:
+    """Make table t (of an nsys export) hostile: see cases.HOSTILE."""
+    if not _exists(c, t):
+        t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    cols = [r[1] for r in c.execute(f'PRAGMA table_info("{t}")')]
+    q = ", ".join(f'"{x}"' for x in cols)
+    if kind in ("view_selfjoin", "view_plain", "virtual_table"):
+        c.execute(f'ALTER TABLE "{t}" RENAME TO "{t}_base"')
+        if kind == "view_selfjoin":  # 2 or 3 copies of the table per row of the view
+            join = ", ".join(f'"{t}_base" j{i}' for i in range(2 if t == "StringIds" else 3))
+            c.execute(f'CREATE VIEW "{t}" AS SELECT j0.* FROM {join}')
+        elif kind == "view_plain":
+            c.execute(f'CREATE VIEW "{t}" AS SELECT * FROM "{t}_base"')
+        else:
+            c.execute(f'CREATE VIRTUAL TABLE "{t}" USING fts4({q})')
+            c.execute(f'INSERT INTO "{t}" SELECT {q} FROM "{t}_base"')
+    elif kind == "generated_column":
+        c.execute(f'ALTER TABLE "{t}" ADD COLUMN "extra_{rng.randrange(100)}" TEXT AS (printf(\'%.1000c\', \'x\'))')
+    elif kind == "trigger":
+        c.execute("CREATE TABLE IF NOT EXISTS trigger_log (x)")
+        c.execute(f'CREATE TRIGGER "t_{rng.randrange(100)}" AFTER INSERT ON "{t}" BEGIN INSERT INTO trigger_log VALUES (1); END')
+    elif kind == "huge_row":
+        _rebuild_loose(c, t)
+        text = [x for x in cols if x.lower() in ("value", "demangledname", "shortname", "text", "name")] or cols[-1:]
+        c.execute(f'UPDATE "{t}" SET "{text[0]}" = ? WHERE rowid = (SELECT min(rowid) FROM "{t}")', ("x" * (24 << 20),))
+    elif kind == "many_columns":
+        _rebuild_loose(c, t)
+        for i in range(400):
+            c.execute(f'ALTER TABLE "{t}" ADD COLUMN "pad{i}" TEXT')
+    elif kind == "join_bomb":  # kernels and launch calls of one correlation id and process
+        k, r = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+        if _exists(c, k) and _exists(c, r):
+            c.execute(f'CREATE TABLE k1 AS SELECT * FROM "{k}" LIMIT 1')
+            c.execute(f'CREATE TABLE r1 AS SELECT * FROM "{r}" WHERE correlationId = (SELECT correlationId FROM k1) LIMIT 1')
+            n = 2000 + rng.randrange(2000)
+            for table, one in ((k, "k1"), (r, "r1")):
+                c.execute(f'DELETE FROM "{table}"')
+                c.execute(f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n}) "
+                          f'INSERT INTO "{table}" SELECT {one}.* FROM {one}, n')
+            c.execute("DROP TABLE k1")
+            c.execute("DROP TABLE r1")
 
 # --- mutations (worker side) -------------------------------------------------------------------
 
@@ -45,6 +125,16 @@ def _exists(c, t: str) -> bool:
 
 def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
     rng = random.Random(p.get("rng", 0))
+    if mutation == "hostile_schema":
+        c = sqlite3.connect(path)
+        c.execute("PRAGMA journal_mode = DELETE")
+        if p["kind"] != "wal_mode":
+            _hostile(c, path, p["kind"], p["table"], rng)
+        c.commit()
+        if p["kind"] == "wal_mode":  # at rest in WAL mode, no -wal beside it: reading must leave none
+            c.execute("PRAGMA journal_mode = WAL")
+        c.close()
+        return
     if mutation == "utf16_db":
         src = path.with_suffix(".orig")
         path.rename(src)
@@ -227,12 +317,14 @@ def mutate_jsonl(data: bytes, mutation: str, p: dict) -> bytes:
     return ("\n".join(json.dumps(r) for r in recs) + "\n").encode("utf-8")
 
 
-def _bytes_mutation(data: bytes, mutation: str, p: dict) -> bytes:
+def _bytes_mutation(data: bytes, mutation: str, p: dict, fmt: str = "") -> bytes:
     rng = random.Random(p.get("rng", 0))
     n = len(data)
     at = min(int(p.get("frac", 0) * n), n)
     if mutation == "truncate":
         return data[:at]
+    if mutation == "truncate_boundary":
+        return _cut_at_boundary(data, fmt, p["frac"])
     if mutation == "bitflip":
         b = bytearray(data)
         lo, hi = {"any": (0, n), "head": (0, min(n, 4096)), "tail": (max(0, n - 4096), n)}[p["zone"]]
@@ -263,7 +355,7 @@ def build_file(case: dict, folder: Path) -> Path:
     elif mut == "raw_then_xz":
         inner = {"frac": p["frac"], "n": p["n"], "rng": p["rng"], "zone": "any", "len": 1 + p["n"] * 64,
                  "data": bytes(random.Random(p["rng"]).randrange(256) for _ in range(p["n"])).hex()}
-        raw = _bytes_mutation(lzma.decompress(data), p["inner"], inner)
+        raw = _bytes_mutation(lzma.decompress(data), p["inner"], inner, fmt)
         data = lzma.compress(raw, preset=0)
     elif mut == "encoding":
         data = _reencode(data.decode("utf-8"), p["enc"], random.Random(p["rng"]))
@@ -276,6 +368,6 @@ def build_file(case: dict, folder: Path) -> Path:
         mutate_sqlite(path, mut, p)
         return path
     else:
-        data = _bytes_mutation(data, mut, p)
+        data = _bytes_mutation(data, mut, p, fmt)
     path.write_bytes(data)
     return path

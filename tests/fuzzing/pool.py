@@ -2,6 +2,7 @@
 processes with a per-case time limit, so a hang or a dying worker is counted, not fatal."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import selectors
@@ -13,9 +14,43 @@ import time
 import traceback
 from pathlib import Path
 
-from .cases import BASE_FILES, BASE_RUN, ROOT
+from .cases import BASE_FILES, BASE_RUN, FORMATS, ROOT, TRUNCATIONS, seed_bytes
 from .invariants import check_whole_file, snapshot
 from .mutators import build_file
+
+_FULL: dict = {}
+
+
+def seed_counts(case: dict, folder: Path):
+    """(kernels, ranges, counters) of the unmutated seed, parsed once per worker; None when the
+    seed itself cannot be parsed here (a .nsys-rep without nsys)."""
+    key = (case["format"], case["seed"])
+    if key not in _FULL:
+        from profkit import parsers
+        from profkit.errors import ProfkitError
+
+        p = folder / ("seed" + FORMATS[case["format"]][0])
+        p.write_bytes(seed_bytes(case["seed"]))
+        try:
+            rep = parsers.detect(p).parse(p)
+            _FULL[key] = (len(rep.kernels), len(rep.ranges), len(rep.counters))
+        except ProfkitError:
+            _FULL[key] = None
+        finally:
+            p.unlink()
+    return _FULL[key]
+
+
+def _is_truncation(case: dict) -> bool:
+    return case["mutation"] in TRUNCATIONS or (case["mutation"] == "raw_then_xz" and case["p"]["inner"] in TRUNCATIONS)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 # --- worker ----------------------------------------------------------------------------------------
 
@@ -39,10 +74,12 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
         db = folder / "db.sqlite"
         shutil.copy(template, db)
         run = BASE_RUN if case["into_existing_run"] else None
+        digest, beside = _digest(path), sorted(os.listdir(folder))
         try:
             loaded = ingest(str(db), [path], run=run)
             res["outcome"] = "skipped" if loaded[0].skipped else "loaded"
             res["loaded"] = [loaded[0].kernels, loaded[0].ranges, loaded[0].counters]
+            res["caveat"] = loaded[0].caveat
         except ProfkitError as e:
             res["outcome"] = "rejected"
             res["error"] = f"{type(e).__name__}: {e}"[:300]
@@ -64,11 +101,32 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
             problem = None if snapshot(db) == before else "database changed by a failed or skipped ingest"
         if problem:
             res["partial"] = problem
-        leftovers = os.listdir(tmp)
+        # the report is read, never written: same bytes, nothing left beside it (no -wal/-shm)
+        if _digest(path) != digest:
+            res["input_changed"] = True
+        left = sorted(set(os.listdir(folder)) - set(beside))
+        if left:
+            res["sidecar"] = left[:5]
+        # a cut copy loads whole, is refused, or says what its format cannot prove: never fewer
+        # launches without a word
+        if res["outcome"] == "loaded" and _is_truncation(case) and not res.get("caveat"):
+            full = seed_counts(case, folder)
+            if full is not None and tuple(res["loaded"]) != full:
+                res["silent_partial"] = {"loaded": res["loaded"], "whole": list(full)}
+        # profkit's scratch root ($TMPDIR/profkit-<uid>) stays; anything inside it is left over
+        leftovers = []
+        for p in sorted(tmp.iterdir()):
+            if p.is_dir() and p.name.startswith("profkit-"):
+                leftovers += [str(q.relative_to(tmp)) for q in sorted(p.iterdir())]
+            else:
+                leftovers.append(p.name)
         if leftovers:
             res["temp_left"] = leftovers[:5]
             for f in leftovers:
-                shutil.rmtree(tmp / f, ignore_errors=True) if (tmp / f).is_dir() else (tmp / f).unlink()
+                if (tmp / f).is_dir():
+                    shutil.rmtree(tmp / f, ignore_errors=True)
+                elif (tmp / f).exists():
+                    (tmp / f).unlink()
         return res
     finally:
         shutil.rmtree(folder, ignore_errors=True)
