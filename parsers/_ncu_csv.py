@@ -24,6 +24,8 @@ HEADER_TEXT = re.compile(r'^\ufeff?"?ID"?,"?Process ID"?,')
 TOOL_LINE = re.compile(r"^==[A-Z]+==")
 MAX_PREAMBLE = 64 << 20  # bytes of program output looked through for the header
 
+# what a CSV page cannot prove: ncu writes no row count or end marker (docs/reliability.md)
+CAVEAT = "a CSV page records no row count: a copy cut exactly at the end of a row would look whole"
 PP_PREFIX = "thread Domain:Push/Pop_Range"
 SE_PREFIX = "Id:Domain:Start/Stop_Range"
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -78,6 +80,9 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
                              f"(first line: {first!r})")
     header_text = lines[start]
     body = [x for x in lines[start + 1:] if not TOOL_LINE.match(x) and x != header_text]
+    last = next((x for x in reversed(body) if x.strip()), header_text)
+    if not last.endswith(("\n", "\r")):  # ncu ends every row: the file was cut inside its last one
+        raise BadInput(path, "truncated: the last row has no line end (cut inside a row, its last value cut short?)")
     try:
         rows = list(csv.reader(io.StringIO(header_text + "".join(body))))
     except csv.Error as e:  # e.g. a field over the csv module's limit (131072 characters)

@@ -70,4 +70,5 @@ def parse(path: Path) -> Parsed:
                      "compute_capability": cc and f"{cc[0]}.{cc[1]}", "preamble_lines": skipped}
     if not kernels:
         raise BadInput(path, "the CSV holds no profiled kernel")
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v})
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v},
+                  caveat=_ncu_csv.CAVEAT)

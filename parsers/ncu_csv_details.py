@@ -74,7 +74,7 @@ def parse(path: Path) -> Parsed:
         k = launch.get(kid)
         if k is None:
             order.append(kid)
-            k = launch[kid] = {"row": row, "raw": {}, "shown": {}, "mapped": {}, "rules": []}
+            k = launch[kid] = {"row": row, "raw": {}, "shown": {}, "mapped": {}, "rules": [], "metric_rows": 0}
         elif row[idx["Kernel Name"]] != k["row"][idx["Kernel Name"]]:
             raise BadInput(path, f"line {n}: launch ID {kid} names two kernels: not one ncu export")
         section = row[sec_i] if sec_i is not None else ""
@@ -83,6 +83,7 @@ def parse(path: Path) -> Parsed:
         name = row[idx["Metric Name"]]
         if not name:
             continue
+        k["metric_rows"] += 1
         v = parse_number(row[idx["Metric Value"]])
         if v is None:  # n/a, or a text value (cache configuration, scheduling policy)
             continue
@@ -95,6 +96,14 @@ def parse(path: Path) -> Parsed:
         metric = None if body else details_metric(name, value[1])
         if metric:
             k["mapped"].setdefault(metric, value)
+    # every launch of one export has as many metric rows (each section prints its rows for each
+    # launch): a last launch with fewer was cut inside its rows
+    if len(order) > 1:
+        others = min(launch[kid]["metric_rows"] for kid in order[:-1])
+        last = launch[order[-1]]["metric_rows"]
+        if last < others:
+            raise BadInput(path, f"truncated: the last launch (ID {order[-1]}) has {last} metric rows, every other "
+                                 f"at least {others}")
     kernels, counters, rules = [], [], []
     facts: dict = {"preamble_lines": skipped}
     for seq, kid in enumerate(order):
@@ -119,7 +128,8 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, "the CSV holds no profiled kernel")
     # which metrics came from display names (the page had no row of their own)
     facts["from_display_names"] = sorted({m for k in launch.values() for m in k["mapped"] if m not in k["raw"]})
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules)
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules,
+                  caveat=_ncu_csv.CAVEAT)
 
 
 def _rule(row: list[str], idx: dict[str, int], section: str) -> tuple:

@@ -249,3 +249,23 @@ def test_every_page_boundary_cut_of_an_export_is_seen(tmp_path):
         assert check_whole(p), n
     shutil.copy(KNOWN_NSYS, p)
     assert check_whole(p) is None
+
+
+# --- ncu CSV pages ---------------------------------------------------------------------------------
+
+def test_csv_cut_inside_a_row_is_refused_at_a_row_end_loads_with_a_caveat(tmp_path, db):
+    """A CSV page has no row count or end marker: a cut exactly after a row cannot be seen and
+    the load says so; a cut inside the last row (its last value cut short, the row still the
+    right width) is refused: ncu ends every row with a line end."""
+    from profdata import KNOWN_CSV_LEAN
+
+    text = KNOWN_CSV_LEAN.read_bytes()
+    lines = text.splitlines(keepends=True)
+    at_row = tmp_path / "rows.raw.csv"
+    at_row.write_bytes(b"".join(lines[:12]))  # names, units and 10 launches
+    r = run("ingest", "--db", db, at_row)
+    assert r.exit_code == 0 and "10 kernels" in r.output and "note: a CSV page records no row count" in r.output
+    inside = tmp_path / "inside.raw.csv"
+    inside.write_bytes(b"".join(lines[:12])[:-3])  # the last value loses its last digits and quote
+    r = run("ingest", "--db", db, inside)
+    assert r.exit_code == 2 and "truncated" in r.output, r.output
