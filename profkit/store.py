@@ -1,7 +1,9 @@
 """The store: the only writer of the database. Each report loads in one transaction.
 
 WAL and a busy timeout let several ingests share one database; a failed or killed load
-leaves no trace, because nothing is visible until COMMIT.
+leaves no trace, because nothing is visible until COMMIT. The last writer out puts the database
+back in rollback-journal mode, so at rest it is one file that readers open read-only without
+creating anything beside it (docs/reliability.md).
 """
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, Parsed
 from .schema import LATEST, MIGRATIONS
 
 
+WAL_SWITCH_TIMEOUT_MS = 120_000
+
+
 def default_db() -> str:
     """The database a command uses when none is named: $PROFKIT_DB, else profkit.db here.
     Resolved once, at the command line's edge; the library always takes a path."""
@@ -36,8 +41,11 @@ def connect(path: str | os.PathLike) -> sqlite3.Connection:
     # a URI connection: a bulk load ATTACHes the report read-only (mode=ro needs URI filenames)
     conn = sqlite3.connect(Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            uri=True)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # A database at rest is in rollback-journal mode (settle()): switching it to WAL waits for
+    # readers still inside a statement, at most profkit sql's default --timeout (60 s): wait longer
+    conn.execute(f"PRAGMA busy_timeout = {WAL_SWITCH_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn

@@ -199,3 +199,20 @@ def test_unreadable_files_are_one_line(tmp_path, loaded):
     loaded.chmod(0)
     r = _as_user(["runs", "--db", loaded])
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "cannot read it" in r.stderr, r.stderr
+
+
+def test_an_ingest_waits_for_a_running_query(loaded):
+    """At rest the database is in rollback-journal mode; an ingest that starts while a query is
+    inside a statement waits for it to end (then switches to WAL), it does not fail."""
+    q = subprocess.Popen([sys.executable, "-m", "profkit.cli", "sql", "--db", str(loaded), "--timeout", "6",
+                          "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import time
+
+    time.sleep(3)  # the query is running
+    assert q.poll() is None
+    r = subprocess.run([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(loaded), str(KNOWN_CUPTI)],
+                       capture_output=True, text=True, timeout=300)
+    q.communicate(timeout=60)
+    assert q.returncode == 6 and r.returncode == 0 and "166 kernels" in r.stdout, (r.stdout, r.stderr)
+    assert _beside(loaded) == []
