@@ -1,5 +1,6 @@
 """Bounded decompression: a compressed report is unpacked only when its whole size is known
-and fits, so a 1.5 MB file cannot write 10 GB (a decompression bomb) or fill the disk.
+and fits, so a 1.5 MB file cannot write 10 GB (a decompression bomb) or fill the disk; a
+.gz read as a stream stops at the same ratio.
 
 xz: the stream's own index says how large the data is (read from the end of the file before
 anything is written); the size must stay under `RATIO` times the compressed size and leave
@@ -9,6 +10,8 @@ is refused, never half-read.
 """
 from __future__ import annotations
 
+import gzip
+import io
 import lzma
 import shutil
 import struct
@@ -166,3 +169,37 @@ def unxz(src: Path, dst: Path) -> int:
     if written != declared:
         raise BadInput(src, f"unpacked {written} bytes, its xz index says {declared}: damaged")
     return written
+
+
+class _Capped(io.RawIOBase):
+    """A binary stream that stops with one line once more than `cap` bytes came out of it."""
+
+    def __init__(self, inner, cap: int, path: Path, why: str):
+        self.inner, self.cap, self.path, self.why, self.seen = inner, cap, path, why, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.inner.read(len(b))
+        self.seen += len(data)
+        if self.seen > self.cap:
+            raise BadInput(self.path, f"unpacks to more than {_size(self.cap)}, over {self.why}: a decompression "
+                                      "bomb or damaged file; if you trust it, unpack it yourself (gunzip -k)")
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def open_gzip(path: Path, text: bool = False, **text_kw):
+    """A .gz file as a stream (never unpacked to disk), which stops with one line past RATIO
+    times the compressed size: a file read in memory cannot fill the disk, but a bomb would
+    keep a parser busy for ever. gzip's own CRC and length checks still apply at its end."""
+    path = Path(path)
+    cap = max(FLOOR, path.stat().st_size * RATIO)
+    raw = io.BufferedReader(_Capped(gzip.open(path, "rb"), cap, path,
+                                    f"profkit's limit of {RATIO}x its compressed size"), CHUNK)
+    return io.TextIOWrapper(raw, **text_kw) if text else raw
