@@ -120,3 +120,20 @@ def _outcome(db, before: str, whole: dict) -> str:
         return "nothing"
     assert {k: state[k] for k in whole} == whole
     return "whole"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_inside_the_write_transaction(big, db, sig):
+    """A polite stop mid-write: the transaction rolls back, one line, exit 130 / 143, nothing landed."""
+    from profkit.ingest import ingest
+
+    ingest(db, [KNOWN_CUPTI], run="before")
+    before, _ = _state(db)
+    wal0 = _wal(db)
+    proc = _ingest(db, big)
+    while proc.poll() is None and _wal(db) - wal0 < (1 << 20):
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig and "Traceback" not in err, err
+    assert _state(db)[0] == before
