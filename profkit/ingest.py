@@ -124,6 +124,8 @@ def report_files(folder: Path, skipped: list | None = None) -> list[Path]:
         try:
             fmt = parsers.detect(f).FORMAT
         except BadInput as e:
+            if e.problem.startswith("cannot read it"):  # a report we may not read is not a note to skip
+                raise
             others.append((f, _short(e.problem)))  # notes, logs, metric lists
             continue
         found.setdefault(rank_in_name(f), {}).setdefault(fmt, []).append(f)

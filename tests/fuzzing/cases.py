@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # format -> (file name suffix, seeds). "!raw" = the .xz seed decompressed; "!head:N" = the
-# first N data rows of a real CSV / JSONL (smaller seeds, faster cases, same real content).
+# first N data rows of a real CSV / JSONL (smaller seeds, faster cases, same real content);
+# "!v2" = a real version 1 CUPTI trace as the tracer writes it now (with its end record).
 FORMATS: dict[str, tuple[str, list[str]]] = {
     "nsys-sqlite": (".nsys.sqlite", [
         "tests/data/rmsnorm-cupti/rmsnorm-nsys.nsys.sqlite",
@@ -34,7 +35,8 @@ FORMATS: dict[str, tuple[str, list[str]]] = {
         "tests/data/known/known_lean.raw.csv!head:12"]),
     "cupti-trace": (".cupti.jsonl", [
         "tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl",
-        "tests/data/known/known.cupti.jsonl!head:1200"]),
+        "tests/data/known/known.cupti.jsonl!head:1200",
+        "tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl!v2"]),
 }
 # the database each case starts from: one run with a timeline and linked ncu counters
 BASE_FILES = ["profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
@@ -142,6 +144,15 @@ def seed_bytes(spec: str, _cache: dict = {}) -> bytes:
     data = (ROOT / path).read_bytes()
     if how == "raw":
         data = lzma.decompress(data)
+    elif how == "v2":
+        import tempfile
+
+        from profkit.cupti_tracer import write_trace
+
+        recs = [json.loads(x) for x in data.splitlines()]
+        with tempfile.TemporaryDirectory() as d:
+            write_trace(f"{d}/t", recs[0], recs[1:])
+            data = Path(f"{d}/t").read_bytes()
     elif how.startswith("head:"):
         n = int(how[5:])
         lines = data.splitlines(keepends=True)
