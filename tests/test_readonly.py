@@ -196,6 +196,12 @@ def test_unreadable_files_are_one_line(tmp_path, loaded):
         lines = r.stderr.strip().splitlines()
         assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("profkit: "), (args, r.stderr)
         assert "Permission denied" in lines[0]
+    profiles = tmp_path / "profiles" / "run1"
+    profiles.mkdir(parents=True)
+    shutil.copy(KNOWN_NSYS, profiles / "run1.nsys.sqlite")
+    (profiles / "run1.nsys.sqlite").chmod(0)
+    r = _as_user(["analyse", "--db", tmp_path / "a.db", "--html", tmp_path / "a.html", profiles.parent])
+    assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "cannot read it" in r.stderr, r.stderr
     loaded.chmod(0)
     r = _as_user(["runs", "--db", loaded])
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "cannot read it" in r.stderr, r.stderr
