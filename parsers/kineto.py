@@ -40,6 +40,7 @@ from profkit.names import demangle, short_name
 from profkit.nvtx import project, range_paths
 from profkit.rows import Parsed
 from profkit.units import us_to_ns
+from profkit.unpack import open_gzip
 
 FORMAT = "kineto-trace"
 SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # file name endings it reads
@@ -179,8 +180,8 @@ class _Stream:
 def _open(path: Path):
     with open(path, "rb") as f:
         gz = f.read(2) == _GZIP
-    if gz:
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    if gz:  # (read as a stream, never unpacked to disk; a bomb stops at 1000x: profkit.unpack)
+        return open_gzip(path, text=True, encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
 
 

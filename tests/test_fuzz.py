@@ -28,7 +28,8 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
     assert set(s["by_format"]) == set(fuzz.FORMATS)
     assert set(parsers.formats()) <= set(s["by_format"])  # every parser the registry knows is fuzzed
     assert {k.split("/")[1] for k in s["by_mutation"]} >= set(fuzz.BYTE_MUTATIONS + fuzz.SQLITE_MUTATIONS
-                                                               + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS)
+                                                               + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS
+                                                               + fuzz.JSON_MUTATIONS)
     assert all(f"{f}/truncate_boundary" in s["by_mutation"] for f in fuzz.FORMATS)  # framing cuts of every format
     assert s["outcomes"]["loaded"] > 20 and s["outcomes"]["rejected"] > 100
     if shutil.which("nsys") is None:  # .nsys-rep and .qdrep need nsys: without it, each case is one ToolMissing line

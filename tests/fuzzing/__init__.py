@@ -8,7 +8,9 @@ Hypothesis draws each case: a real report from profiles/ or tests/data/ (the see
 mutation of it (truncation, bit flips, byte insert/delete, another format's bytes under this
 format's name, SQLite tables or columns dropped/renamed, NULL/huge/empty/mistyped values, text
 re-encoded as latin-1/UTF-16/invalid UTF-8, CSV without units row or with extra columns or
-enormous numbers, JSONL with bad lines or mistyped fields). Cases are drawn in this process and
+enormous numbers, JSONL with bad lines or mistyped fields, Kineto JSON with mistyped event
+fields, missing keys, shuffled or oddly nested events; hostile SQLite exports; cuts at each
+format's framing boundaries). Cases are drawn in this process and
 run in worker subprocesses, so a hang (over --timeout) or a dying worker is counted, not fatal.
 
 Each case runs `profkit.ingest.ingest` (what `profkit ingest` calls) on the mutated file into
@@ -34,8 +36,8 @@ import time
 from collections import Counter, defaultdict
 from datetime import date
 
-from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, HOSTILE, JSONL_MUTATIONS,  # noqa: F401 (the tests read them)
-                    SQLITE_MUTATIONS, TRUNCATIONS, draw_cases)
+from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, HOSTILE, JSON_MUTATIONS,  # noqa: F401 (the tests read them)
+                    JSONL_MUTATIONS, SQLITE_MUTATIONS, TRUNCATIONS, draw_cases)
 from .invariants import snapshot  # noqa: F401
 from .pool import make_template, run_case, run_cases  # noqa: F401
 

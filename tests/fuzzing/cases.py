@@ -37,6 +37,16 @@ FORMATS: dict[str, tuple[str, list[str]]] = {
         "tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl",
         "tests/data/known/known.cupti.jsonl!head:1200",
         "tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl!v2"]),
+    "ncu-csv-details": (".details.csv", [
+        "tests/data/field-h100/ws_metrics_stdout.csv",  # ncu --csv --metrics, the program's output in front
+        "tests/data/ncu-pages/pages_stdout.details.csv",
+        "tests/data/field-h100/ws_rules.details.csv",  # rule result rows
+        "tests/data/known/details_page.csv"]),
+    "kineto-trace": (".pt.trace.json.gz", [
+        "tests/data/field-h100/ws.kineto.json",  # (plain JSON under a .gz name: read by its bytes)
+        "tests/data/field-h100/ws2.kineto.json.gz",
+        "tests/data/kineto-hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "tests/data/kineto-hta/trace_file_list/inference_rank_1.json.gz"]),
 }
 # the database each case starts from: one run with a timeline and linked ncu counters
 BASE_FILES = ["profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
@@ -57,16 +67,19 @@ HOSTILE = ["view_selfjoin", "view_plain", "virtual_table", "generated_column", "
 CSV_MUTATIONS = ["drop_units_row", "extra_columns", "drop_column", "set_cell", "enormous_row", "ragged_row",
                  "header_only", "duplicate_header", "line_noise"]
 JSONL_MUTATIONS = ["bad_line", "drop_meta", "field_type", "drop_field", "add_markers", "shuffle_lines"]
+JSON_MUTATIONS = ["event_field", "drop_key", "shuffle_events", "nest_events"]  # one JSON document (Kineto)
 
 
 def mutations_of(fmt: str) -> list[str]:
     out = list(BYTE_MUTATIONS)
     if fmt == "nsys-sqlite":
         out += SQLITE_MUTATIONS
-    if fmt in ("ncu-csv", "cupti-trace"):
+    if fmt in ("ncu-csv", "ncu-csv-details", "cupti-trace"):
         out += TEXT_MUTATIONS
-    if fmt == "ncu-csv":
+    if fmt in ("ncu-csv", "ncu-csv-details"):
         out += CSV_MUTATIONS
+    if fmt == "kineto-trace":
+        out += JSON_MUTATIONS
     if fmt == "cupti-trace":
         out += JSONL_MUTATIONS
     if fmt == "ncu-rep-xz":
@@ -75,8 +88,8 @@ def mutations_of(fmt: str) -> list[str]:
 
 
 # share of the cases each format gets (ncu-rep goes through NVIDIA's native reader: slowest)
-WEIGHTS = {"nsys-sqlite": 0.32, "nsys-rep": 0.03, "nsys-qdrep": 0.02, "ncu-rep": 0.13, "ncu-rep-xz": 0.10,
-           "ncu-csv": 0.21, "cupti-trace": 0.21}
+WEIGHTS = {"nsys-sqlite": 0.22, "nsys-rep": 0.02, "nsys-qdrep": 0.02, "ncu-rep": 0.10, "ncu-rep-xz": 0.08,
+           "ncu-csv": 0.14, "ncu-csv-details": 0.12, "cupti-trace": 0.14, "kineto-trace": 0.16}
 NEW_FORMAT_WEIGHT = 0.1  # a parser the tables above do not know yet
 
 
@@ -233,8 +246,18 @@ def strategy(fmt: str, mutation: str):
         "add_markers": st.fixed_dictionaries({"n": st.integers(1, 40), "corrupt": st.sampled_from(
             ["none", "unpaired", "same_id", "reversed", "other_thread", "huge_ts", "bad_flags"]), "rng": rng}),
         "shuffle_lines": st.fixed_dictionaries({"rng": rng, "dup": st.booleans()}),
+        # one JSON document (Kineto)
+        "event_field": st.fixed_dictionaries({"field": st.sampled_from(["ts", "dur", "name", "cat", "ph", "args", "pid",
+                                                                        "tid", "args.correlation", "args.grid",
+                                                                        "args.device", "args.stream"]),
+                                              "value": st.sampled_from(JSON_VALUES), "which": frac}),
+        "drop_key": st.fixed_dictionaries({"key": st.sampled_from(["traceEvents", "deviceProperties", "distributedInfo",
+                                                                   "schemaVersion", "event:ts", "event:dur",
+                                                                   "event:args"]), "which": frac}),
+        "shuffle_events": st.fixed_dictionaries({"rng": rng, "dup": st.booleans()}),
+        "nest_events": st.fixed_dictionaries({"n": st.integers(1, 200), "rng": rng}),
     }[mutation]
-    if mutation == "drop_column" and fmt == "ncu-csv":
+    if mutation == "drop_column" and fmt in ("ncu-csv", "ncu-csv-details"):
         p = st.fixed_dictionaries({"col": frac})
     return st.fixed_dictionaries({
         "format": st.just(fmt), "mutation": st.just(mutation), "seed": st.sampled_from(seeds), "p": p,

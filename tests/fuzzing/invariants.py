@@ -60,7 +60,7 @@ def check_whole_file(db: Path, template: Path, run: str, existed: bool) -> str |
                 where = f"WHERE file_id IS NOT {fid}"
             elif t == "report_file":
                 where = f"WHERE id != {fid}"
-            elif t == "counter":
+            elif t == "counter" or "launch_id" in cols:  # counters, ncu rule results: rows of a launch
                 where = f"WHERE launch_id NOT IN (SELECT id FROM launch WHERE file_id = {fid})"
             elif t == "nvtx_path":  # shared by files: a new file may add paths, never change one
                 where = f"WHERE id <= {b.execute('SELECT coalesce(max(id), 0) FROM nvtx_path').fetchone()[0]}"
@@ -68,7 +68,8 @@ def check_whole_file(db: Path, template: Path, run: str, existed: bool) -> str |
                 where, params = ("WHERE run != ?", (run,)) if not existed else ("", ())
                 blank = ("meta", "gpu_name") if existed else ()  # the run it joined may gain metadata
             if t == "launch" and existed:
-                blank = ("timeline_id",)  # and its ncu launches are relinked to the timeline
+                # and its ncu launches are relinked to the timeline, its sampled launches to their sibling
+                blank = ("timeline_id", "sampled_from")
             if _rows(c, t, where, params, blank) != _rows(b, t, where, params, blank):
                 return f"older rows of table {t} changed"
         return None

@@ -10,7 +10,7 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from .cases import CSV_MUTATIONS, FORMATS, JSONL_MUTATIONS, SQLITE_MUTATIONS, seed_bytes
+from .cases import CSV_MUTATIONS, FORMATS, JSON_MUTATIONS, JSONL_MUTATIONS, SQLITE_MUTATIONS, seed_bytes
 
 XZ_MAGIC, GZ_MAGIC = b"\xfd7zXZ\x00", b"\x1f\x8b"
 
@@ -317,6 +317,42 @@ def mutate_jsonl(data: bytes, mutation: str, p: dict) -> bytes:
     return ("\n".join(json.dumps(r) for r in recs) + "\n").encode("utf-8")
 
 
+def mutate_json(data: bytes, mutation: str, p: dict) -> bytes:
+    """Mutations of one JSON document (a Kineto trace), kept gzip'd if it was."""
+    gz = data.startswith(GZ_MAGIC)
+    doc = json.loads(gzip.decompress(data) if gz else data)
+    rng = random.Random(p.get("rng", 0))
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list) or not events:
+        raise ValueError("no traceEvents to mutate")
+    pick = events[min(int(p.get("which", 0) * len(events)), len(events) - 1)]
+    if mutation == "event_field" and isinstance(pick, dict):
+        field = p["field"]
+        if field.startswith("args."):
+            args = pick.setdefault("args", {})
+            if isinstance(args, dict):
+                args[field[5:]] = _json_value(p["value"])
+        else:
+            pick[field] = _json_value(p["value"])
+    elif mutation == "drop_key":
+        key = p["key"]
+        if key.startswith("event:") and isinstance(pick, dict):
+            pick.pop(key[6:], None)
+        else:
+            doc.pop(key, None)
+    elif mutation == "shuffle_events":
+        rng.shuffle(events)
+        if p["dup"]:
+            events += events[: len(events) // 3]
+    elif mutation == "nest_events":  # ranges that overlap and nest oddly, on the kernels' threads
+        for k in range(p["n"]):
+            e = dict(rng.choice(events)) if isinstance(events[0], dict) else {}
+            e.update(cat="user_annotation", ph="X", name=f"r{k}", dur=rng.choice([0, 1, 10**6, -5, 10**15]))
+            events.append(e)
+    out = json.dumps(doc).encode()
+    return gzip.compress(out, mtime=0) if gz else out
+
+
 def _bytes_mutation(data: bytes, mutation: str, p: dict, fmt: str = "") -> bytes:
     rng = random.Random(p.get("rng", 0))
     n = len(data)
@@ -359,8 +395,10 @@ def build_file(case: dict, folder: Path) -> Path:
         data = lzma.compress(raw, preset=0)
     elif mut == "encoding":
         data = _reencode(data.decode("utf-8"), p["enc"], random.Random(p["rng"]))
-    elif mut in CSV_MUTATIONS and fmt == "ncu-csv":
+    elif mut in CSV_MUTATIONS and fmt in ("ncu-csv", "ncu-csv-details"):
         data = mutate_csv(data, mut, p)
+    elif mut in JSON_MUTATIONS:
+        data = mutate_json(data, mut, p)
     elif mut in JSONL_MUTATIONS:
         data = mutate_jsonl(data, mut, p)
     elif mut in SQLITE_MUTATIONS:
