@@ -15,8 +15,10 @@ import sqlite3
 from pathlib import Path
 
 from profkit import environment
-from profkit.dbfile import ColumnsError, check_whole, open_readonly, read_columns, work_budget
+from profkit.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns, wal_mode,
+                            work_budget)
 from profkit.errors import BadInput
+from profkit.names import MAX_NAME, name_too_long
 from profkit.nvtx import I64_MAX, project, project_columns, range_paths
 from profkit.rows import Bulk, LazyRows, Parsed
 from profkit.units import normalise
@@ -36,8 +38,8 @@ BULK_MIN_ROWS = 200_000
 
 
 # reading a real export costs under 1 SQLite step per byte of file (measured on every export
-# in profiles/ and the field reports): 200 per byte, plus a floor, stops only hostile files
-STEPS_PER_BYTE, STEPS_FLOOR = 200, 100_000_000
+# in profiles/ and the field reports): 50 per byte, plus a floor, stops only hostile files
+STEPS_PER_BYTE, STEPS_FLOOR = 50, 50_000_000
 # the tables profkit reads: each must be a plain table (nsys writes no views, virtual tables
 # or computed columns; a view over a self-join loaded 4.6 M bogus kernels from 446 KB)
 _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
@@ -145,7 +147,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
-    if _bulk_ok(conn, t, kt) and _rows(conn, kt) + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
+    if _bulk_ok(path, conn, t, kt) and _rows(conn, kt) + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
         return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, progress)
     sql = f"""
         SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
@@ -189,16 +191,22 @@ def _rows(conn, table: str | None) -> int:
     return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if table else 0
 
 
-def _bulk_ok(conn, t: dict, kt: str) -> bool:
-    """The column path reads tables by rowid: real exports; views or WITHOUT ROWID tables
-    (hand-made or hostile files) take the row path."""
+def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
+    """The column path reads tables by rowid and joins StringIds by id: real exports. Views or
+    WITHOUT ROWID tables, StringIds ids that are not its rowid (they could repeat, multiplying
+    rows), and a file in WAL mode (its other readers would leave -wal/-shm files beside it:
+    the row path opens it immutable) take the row path, whose reading has a work budget."""
+    if wal_mode(path):
+        return False
     for name in (kt, t.get("CUPTI_ACTIVITY_KIND_RUNTIME"), t.get("NVTX_EVENTS"), t.get("StringIds")):
         if name is None:
             continue
         row = conn.execute("SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
         if not row or row[0] != "table" or "WITHOUT ROWID" in re.sub(r"\s+", " ", str(row[1] or "")).upper():
             return False
-    return True
+    ids = [r for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")') if r[1] == "id"]
+    return bool(ids) and ids[0][5] == 1 and str(ids[0][2]).upper() == "INTEGER" \
+        and sum(r[5] > 0 for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")')) == 1
 
 
 def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
@@ -213,15 +221,22 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
 
     # kernels: rowid and start of every kernel, then the launch calls joined to them
     (krow_all, kstart_all), _ = read_columns(path, f'SELECT rowid, start FROM "{kt}"', 2, on_rows=tell("kernels"))
+    _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
     if rt:
         P = _PID
-        (jk, jr, cstart, cgtid, ok), _ = read_columns(path, f"""
-            SELECT k.rowid, r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
-                   CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
-                   typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer'
-            FROM "{rt}" r CROSS JOIN "{kt}" k
-              ON r.correlationId = k.correlationId AND (r.globalTid / {P}) = (k.globalPid / {P})""",
-            5, on_rows=tell("launch calls"))
+        many = BadInput(path, f"{rt}: several launch calls share one kernel's correlation id and process: corrupt")
+        try:
+            (jk, jr, cstart, cgtid, ok), _ = read_columns(path, f"""
+                SELECT k.rowid, r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
+                       CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
+                       typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer'
+                FROM "{rt}" r CROSS JOIN "{kt}" k
+                  ON r.correlationId = k.correlationId AND (r.globalTid / {P}) = (k.globalPid / {P})""",
+                5, on_rows=tell("launch calls"), max_rows=len(krow_all))  # (a join bomb stops there)
+        except TooManyRows:
+            raise many from None
+        if len(jk) > len(np.unique(jk)):  # one launch call per kernel: more means repeated ids
+            raise many
         if len(ok) and not ok.all():
             raise BadInput(path, f"{rt}: a launch call whose start or thread id is not an integer")
     else:
@@ -249,6 +264,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         progress("NVTX projection", 0, None)
     if r is not None:
         names = r["names"]
+        longest = max((x for x in names if x is not None), key=len, default="")
+        if len(longest) > MAX_NAME:
+            raise BadInput(path, name_too_long(longest))
         thread = r["gtid"]  # a range without a thread: a key no launch call has, nor its process
         if len(thread) and not r["has_thread"].all():
             lo = (min(int(thread.min()), int(cgtid.min()) if len(cgtid) else 0) // _PID - 1) * _PID
@@ -301,6 +319,21 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     facts = _facts(conn, t, _device_of(conn, kt, kc))
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+
+
+def _refuse_long_kernel_names(path: Path, conn, t: dict, kt: str, name_col: str, short_col: str) -> None:
+    """A kernel named by a string over MAX_NAME refuses the file (the row path's check, done in
+    SQLite: the column path never holds its kernel rows in Python)."""
+    st = t["StringIds"]
+    long = [i for (i,) in conn.execute(f'SELECT id FROM "{st}" WHERE length(value) > {MAX_NAME} LIMIT 1000')
+            if type(i) is int]
+    if not long:
+        return
+    ids = ",".join(map(str, long))
+    hit = conn.execute(f'SELECT s.value FROM "{st}" s WHERE s.id IN ({ids}) AND EXISTS (SELECT 1 FROM "{kt}" k '
+                       f'WHERE k.{name_col} = s.id OR k.{short_col} = s.id) LIMIT 1').fetchone()
+    if hit:
+        raise BadInput(path, name_too_long(_text(hit[0])))
 
 
 def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:

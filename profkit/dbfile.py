@@ -54,8 +54,12 @@ class ColumnsError(Exception):
     """A column query failed (a corrupt or hostile file): the caller says what it was reading."""
 
 
+class TooManyRows(ColumnsError):
+    """A column query returned more than its max_rows (a join that multiplies rows)."""
+
+
 def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = False, on_rows=None,
-                 batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None):
+                 batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None, max_rows: int | None = None):
     """The result of `sql` on a read-only SQLite file as numpy columns: the first `n_int`
     columns are 64-bit integers, never NULL (the query coalesces); with `blob`, one last
     column of bytes, never NULL, comes back deduplicated as (codes, values).
@@ -64,9 +68,19 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     Python object per value), else through sqlite3 in batches. `on_rows(n)`: rows read so far.
     `dtypes`: a narrower numpy type per integer column (the query guarantees the range).
     `n_rows`: the row count where known cheaply: columns are then filled in place.
+    `max_rows`: more rows than this raise TooManyRows as soon as they are read (a join that
+    multiplies rows stops there, not after filling memory).
     Returns (list of arrays, (codes, values) or None).
     """
     dtypes = dtypes or ["int64"] * n_int
+    if max_rows is not None:
+        told = on_rows
+
+        def on_rows(done):
+            if done > max_rows:
+                raise TooManyRows(f"more than {max_rows} rows")
+            if told:
+                told(done)
     try:
         import adbc_driver_sqlite.dbapi  # noqa: F401
     except ImportError:

@@ -17,7 +17,8 @@ from pathlib import Path
 from profkit import parsers
 
 from .errors import BadArgument, BadInput
-from .names import as_text
+from .names import MAX_NAME, as_text, name_too_long
+from .nvtx import PathsTooLarge
 from .store import Store
 
 CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
@@ -39,6 +40,26 @@ class Loaded:
     rank: int | None = None
     rules: int = 0  # ncu guided-analysis results loaded (the rules view)
     caveat: str | None = None  # what the format could not prove about the file being whole
+
+
+def _check_names(path: Path, report) -> None:
+    """Refuse a name over MAX_NAME: every launch under a range repeats its name in the database,
+    so one 24 MB name made a 1.2 GB database from a 25 MB file. (A report read as columns,
+    report.bulk, is checked by its parser: its rows are not read here.)"""
+    if getattr(report, "bulk", None) is not None:
+        return
+
+    def long(rows, cols):
+        for r in rows:
+            for i in cols:
+                v = r[i]
+                if isinstance(v, str) and len(v) > MAX_NAME:  # (paths are NvtxPath, a str)
+                    return v
+        return None
+
+    v = long(report.kernels, (1, 2, 3, 4)) or long(report.ranges, (1, 8))
+    if v is not None:
+        raise BadInput(path, name_too_long(v))
 
 
 def sha256_of(path: Path, progress=None) -> str:
@@ -279,7 +300,11 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                 on_file(out[-1])
         else:
             known = (parsed_reports or {}).get(p)
-            report = known if known is not None else _parse(parser, p, on_progress)
+            try:
+                report = known if known is not None else _parse(parser, p, on_progress)
+            except PathsTooLarge as e:
+                raise BadInput(p, str(e)) from None
+            _check_names(p, report)
             report.path = as_text(p)
             todo.append((g, p, report, digest))
     if not todo and not any(g.meta for g in groups):

@@ -10,6 +10,15 @@ import re
 from functools import lru_cache
 
 
+MAX_NAME = 1 << 20  # characters of one kernel or range name: real ones are under ~10 K (C++ templates)
+
+
+def name_too_long(v: str) -> str:
+    """The one line refusing a file with a name over MAX_NAME."""
+    return (f"a kernel or range name of {len(v):,} characters ({v[:40]!r}...): over profkit's limit "
+            f"of {MAX_NAME:,} for one name (a hostile or corrupt file)")
+
+
 @lru_cache(maxsize=None)
 def _cxa_demangle():
     lib = ctypes.util.find_library("stdc++")

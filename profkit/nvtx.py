@@ -21,8 +21,40 @@ import json
 from collections import defaultdict
 from typing import Iterable, Sequence
 
+from .errors import ProfkitError
+
 INF = float("inf")
 I64_MAX = (1 << 63) - 1  # an unclosed range's end in integer columns
+# Paths repeat their ancestors' names: ranges nested N deep make N^2 text from N names. Real
+# traces nest a few to a few tens deep; the paths may take 256x the names' own text (+64 MB)
+# before a file is refused as built to explode (10,000 nested ranges: 5 GB of paths from 1 MB).
+PATH_TEXT_RATIO, PATH_TEXT_FLOOR = 256, 64 << 20
+
+
+class PathsTooLarge(ProfkitError):
+    """NVTX paths far larger than the names they are made of (the parser's caller names the file)."""
+
+    exit_code = 2
+
+
+class _Budget:
+    """The text the paths of one file may take: spent as each path is made (a push/pop range's
+    before its name tuple is built; a call's path through start/end ranges when first made)."""
+
+    def __init__(self, names: int):
+        self.left = PATH_TEXT_FLOOR + PATH_TEXT_RATIO * names
+        self.names = names
+
+    @classmethod
+    def of(cls, ranges: Sequence[tuple]) -> "_Budget":
+        return cls(sum(len(r[1]) for r in ranges if r[1]))
+
+    def spend(self, chars: int) -> int:
+        self.left -= chars
+        if self.left < 0:
+            raise PathsTooLarge(f"NVTX paths over {PATH_TEXT_RATIO}x the text of the {self.names:,} characters of "
+                                "range names they are made of: ranges nested thousands deep (a hostile or corrupt file)")
+        return chars
 
 
 class NvtxPath(str):
@@ -67,6 +99,7 @@ def range_paths(ranges: Sequence[tuple]) -> list[tuple[int, NvtxPath]]:
     """
     out: list[tuple[int, NvtxPath] | None] = [None] * len(ranges)
     cache: dict[tuple, NvtxPath] = {}
+    budget = _Budget.of(ranges)
 
     def interned(names: tuple) -> NvtxPath:
         p = cache.get(names)
@@ -82,15 +115,16 @@ def range_paths(ranges: Sequence[tuple]) -> list[tuple[int, NvtxPath]]:
             out[i] = (0, interned((r[1],)))
     for idx in by_thread.values():
         idx.sort(key=lambda i: (ranges[i][3], -(ranges[i][4] if ranges[i][4] is not None else INF)))
-        stack: list[tuple[float, tuple]] = []  # (end, names)
+        stack: list[tuple[float, tuple, int]] = []  # (end, names, characters of its path)
         for i in idx:
             start, end = ranges[i][3], ranges[i][4]
             end = INF if end is None else end
             while stack and stack[-1][0] <= start:
                 stack.pop()
+            chars = budget.spend((stack[-1][2] + 1 if stack else 0) + len(ranges[i][1] or ""))
             names = (stack[-1][1] if stack else ()) + (ranges[i][1],)
             out[i] = (len(stack), interned(names))
-            stack.append((end, names))
+            stack.append((end, names, chars))
     return out  # type: ignore[return-value]
 
 
@@ -103,6 +137,7 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
     """
     pp: dict[tuple, list[tuple]] = defaultdict(list)
     se: dict[object, list[tuple]] = defaultdict(list)
+    budget = _Budget.of(ranges)
     for r in ranges:
         end = INF if r[4] is None else r[4]
         if r[2] == "push_pop":
@@ -124,7 +159,7 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
         cs.sort(key=lambda x: x[0])
         rs = pp.get((pid, tid), [])
         ses = se.get(pid, [])
-        stack: list[tuple] = []  # (start, end, text, names)
+        stack: list[tuple] = []  # (start, end, text, names, characters of its path)
         i = j = 0
         active: list[tuple] = []
         for t, key in cs:
@@ -132,7 +167,8 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
                 s, e, text = rs[i]
                 while stack and stack[-1][1] <= s:
                     stack.pop()
-                stack.append((s, e, text, (stack[-1][3] if stack else ()) + (text,)))
+                chars = budget.spend((stack[-1][4] + 1 if stack else 0) + len(text or ""))
+                stack.append((s, e, text, (stack[-1][3] if stack else ()) + (text,), chars))
                 i += 1
             while stack and stack[-1][1] < t:
                 stack.pop()
@@ -144,13 +180,15 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
             if not active:
                 names = stack[-1][3] if stack else None
             else:
-                enclosing = sorted([(s, e, text) for s, e, text, _ in stack] + active, key=lambda x: x[0])
+                enclosing = sorted([(s, e, text) for s, e, text, *_ in stack] + active, key=lambda x: x[0])
                 names = tuple(x[2] for x in enclosing)
             if names is None:
                 result[key] = (None, None)
                 continue
             p = cache.get(names)
-            if p is None:
+            if p is None:  # a path not made before (start/end ranges join the push/pop chain): spent
+                if active:
+                    budget.spend(sum(len(x or "") + 1 for x in names) - 1)
                 p = cache[names] = NvtxPath(names)
             result[key] = (names[-1], p)
     return result
@@ -241,6 +279,10 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     # paths of push/pop ranges, one depth level at a time: (parent path, name) -> path id
     paths: list[tuple] = []
     index: dict[tuple, int] = {}
+    # the paths' text, spent as each distinct path is made (ranges nested thousands deep: N^2)
+    name_len = np.fromiter((len(x or "") for x in names), dtype=np.int64, count=len(names))
+    budget = _Budget(int(name_len[r_name].sum()) if n else 0)
+    chars: list[int] = []  # of each path
     range_path = np.full(n, -1, dtype=ix)
     width = len(names) + 1
     max_depth = int(depth[pushpop].max()) if pushpop.any() else -1
@@ -261,6 +303,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
             names_ = (paths[p - 1] if p else ()) + (names[nm],)
             pid_ = index.get(names_)
             if pid_ is None:
+                chars.append(budget.spend((chars[p - 1] + 1 if p else 0) + int(name_len[nm])))
                 pid_ = index[names_] = len(paths)
                 paths.append(names_)
             ids[k] = pid_
@@ -269,6 +312,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     def intern(names_: tuple) -> int:
         pid_ = index.get(names_)
         if pid_ is None:
+            chars.append(budget.spend(sum(len(x or "") + 1 for x in names_) - 1))
             pid_ = index[names_] = len(paths)
             paths.append(names_)
         return pid_

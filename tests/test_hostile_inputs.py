@@ -75,7 +75,7 @@ def test_launch_calls_sharing_ids_multiply_nothing(tmp_path):
 
 def test_a_join_bomb_in_plain_tables_meets_the_work_budget(tmp_path):
     """Plain tables, real columns: 12,000 kernels and 12,000 launch calls of one correlation id
-    and process make a 144 M-row join from a few MB. Reading may cost 200 SQLite steps per
+    and process make a 144 M-row join from a few MB. Reading may cost 50 SQLite steps per
     byte of file (real exports: under 1): it stops there."""
     p = _export(tmp_path, "bomb.nsys.sqlite",
                 "CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1",
@@ -147,3 +147,31 @@ def test_output_to_an_ascii_terminal(tmp_path):
     env = dict(os.environ, PYTHONIOENCODING="ascii")
     r = subprocess.run([sys.executable, "-m", "profkit.cli", "runs", "--db", str(db)], capture_output=True, env=env)
     assert r.returncode == 0 and b"Pr\\xfcfung \\u5831\\u544a" in r.stdout, r
+
+
+def test_a_huge_range_name_is_refused(tmp_path):
+    """One 24 MB NVTX range name: every launch under it would repeat it in the database."""
+    p = _export(tmp_path, "name.nsys.sqlite")
+    c = sqlite3.connect(p)
+    col = "text" if "text" in [r[1] for r in c.execute("PRAGMA table_info(NVTX_EVENTS)")] else None
+    if col:
+        c.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS "
+                  "WHERE eventType = 59)", ("x" * (24 << 20),))
+    else:
+        c.execute("UPDATE StringIds SET value = ? WHERE id = (SELECT textId FROM NVTX_EVENTS WHERE eventType = 59 "
+                  "ORDER BY rowid LIMIT 1)", ("x" * (24 << 20),))
+    c.commit()
+    c.close()
+    _refused(tmp_path, p, "over profkit's limit of 1,048,576 for one name")
+
+
+def test_ranges_nested_thousands_deep_are_refused():
+    """N nested ranges make N^2 path text from N names: the paths stop at 256x the names."""
+    from profkit.errors import ProfkitError
+    from profkit.nvtx import range_paths
+
+    deep = [(None, "r" * 100, "push_pop", i, 10**9 - i, 1, 1) for i in range(12_000)]  # 1.2 MB of names
+    with pytest.raises(ProfkitError, match="nested thousands deep"):
+        range_paths(deep)
+    real = [(None, f"step {i}", "push_pop", 10 * i, 10 * i + 5, 1, 1) for i in range(100_000)]  # wide, not deep
+    assert len(range_paths(real)) == 100_000
