@@ -8,7 +8,9 @@ through NVTX_INJECTION64_PATH, read once at the first NVTX call, and only when i
 libcupti this process loaded: a second copy of the library (another wheel, the CUDA toolkit's)
 gets the NVTX calls but has no activity buffers, so no marker ever arrives. The tracer therefore
 points the variable at the library it loaded, before the workload makes its first NVTX call.
-Writes one JSON object per line; parsers/cupti_trace.py loads it.
+Writes one JSON object per line: the meta record, the records, and (format version 2) an end
+record {"type": "end", "records": N, "kernels": K} that lets parsers/cupti_trace.py refuse a copy
+cut at a line end; version 1 traces (written before) load with a note saying that cannot be seen.
 """
 from __future__ import annotations
 
