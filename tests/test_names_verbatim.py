@@ -107,7 +107,10 @@ def test_analyse_of_a_folder_of_hostile_names(hostile, tmp_path):
         shutil.copy(f, profiles / "[bold]run" / f.name)
     r = run("analyse", profiles, "--db", tmp_path / "a.db", "--html", tmp_path / "a.html")
     assert r.exit_code == 0, r.output
-    assert "run [bold]run" in r.output and KERNEL in r.output
+    assert "\n[bold]run " in r.output, r.output  # the one line per run starts with its name
+    r = run("analyse", profiles, "--db", tmp_path / "a.db", "--html", tmp_path / "a.html", "--verbose")
+    assert r.exit_code == 0, r.output
+    assert "[bold]run" in r.output and KERNEL in r.output, r.output  # every table: the top kernels too
 
 
 def test_error_lines_print_names_as_text(hostile, tmp_path):
