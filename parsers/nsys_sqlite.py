@@ -194,10 +194,11 @@ def _rows(conn, table: str | None) -> int:
 def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
     """The column path reads tables by rowid and joins StringIds by id: real exports. Views or
     WITHOUT ROWID tables, StringIds ids that are not its rowid (they could repeat, multiplying
-    rows), and a file in WAL mode (its other readers would leave -wal/-shm files beside it:
-    the row path opens it immutable) take the row path, whose reading has a work budget."""
-    if wal_mode(path):
-        return False
+    rows), a file in WAL mode (its other readers would leave -wal/-shm files beside it: the
+    row path opens it immutable) or in UTF-16 take the row path, whose reading has a work
+    budget."""
+    if wal_mode(path) or conn.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+        return False  # (the store ATTACHes the file: SQLite attaches only its own text encoding)
     for name in (kt, t.get("CUPTI_ACTIVITY_KIND_RUNTIME"), t.get("NVTX_EVENTS"), t.get("StringIds")):
         if name is None:
             continue

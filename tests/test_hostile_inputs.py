@@ -175,3 +175,118 @@ def test_ranges_nested_thousands_deep_are_refused():
         range_paths(deep)
     real = [(None, f"step {i}", "push_pop", 10 * i, 10 * i + 5, 1, 1) for i in range(100_000)]  # wide, not deep
     assert len(range_paths(real)) == 100_000
+
+
+# --- the column path (ingest at scale: exports of 200,000+ rows) ------------------------------
+# Real exports that large take the column path (numpy columns, kernel rows copied by the store
+# from the ATTACHed file), which has no SQLite progress handler to stop a join: its own bounds
+# must refuse the same files. Here the path is forced on small files.
+
+@pytest.fixture
+def column_path(monkeypatch):
+    from profkit.parsers import nsys_sqlite
+
+    taken = []
+    real = nsys_sqlite._parse_bulk
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys_sqlite, "_parse_bulk", lambda *a, **k: taken.append(1) or real(*a, **k))
+    return taken
+
+
+def _dup_calls():
+    return ("CREATE TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME", "INSERT INTO r2 SELECT * FROM r2",
+            "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME", "ALTER TABLE r2 RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+
+
+def test_column_path_refuses_launch_calls_sharing_ids(tmp_path, column_path):
+    p = _export(tmp_path, "dup.nsys.sqlite", *_dup_calls())
+    _refused(tmp_path, p, "several launch calls share one kernel's correlation id")
+    assert column_path
+
+
+def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path, monkeypatch):
+    """2,000 kernels and 2,000 launch calls of one id: a 4 M-row join stops once it has more
+    rows than there are kernels (TooManyRows), not after reading them all."""
+    from profkit.dbfile import TooManyRows
+    from profkit.parsers import nsys_sqlite
+
+    stopped, real = [], nsys_sqlite.read_columns
+
+    def spy(*a, **k):
+        try:
+            return real(*a, **k)
+        except TooManyRows:
+            stopped.append(k.get("max_rows"))
+            raise
+
+    monkeypatch.setattr(nsys_sqlite, "read_columns", spy)
+    p = _export(tmp_path, "bomb.nsys.sqlite",
+                "CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1",
+                "CREATE TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = "
+                "(SELECT correlationId FROM k2)",
+                "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) "
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT k2.* FROM k2, n",
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) "
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT r2.* FROM r2, n",
+                "DROP TABLE k2", "DROP TABLE r2")
+    _refused(tmp_path, p, "several launch calls share one kernel's correlation id")
+    assert column_path and stopped == [2000]
+
+
+def test_column_path_refuses_a_huge_kernel_name(tmp_path, column_path):
+    p = _export(tmp_path, "kname.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute("UPDATE StringIds SET value = ? WHERE id = (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
+              "LIMIT 1)", ("k" * (2 << 20),))
+    c.commit()
+    c.close()
+    _refused(tmp_path, p, "over profkit's limit of 1,048,576 for one name")
+    assert column_path
+
+
+def test_column_path_refuses_a_huge_range_name(tmp_path, column_path):
+    p = _export(tmp_path, "rname.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS "
+              "WHERE eventType = 59)", ("x" * (2 << 20),))
+    c.commit()
+    c.close()
+    _refused(tmp_path, p, "over profkit's limit of 1,048,576 for one name")
+    assert column_path
+
+
+@pytest.mark.parametrize("how", ["utf16", "wal", "string_ids_not_rowid"])
+def test_exports_the_column_path_cannot_attach_take_the_row_path(tmp_path, column_path, how):
+    """Found by the fuzzer: the store ATTACHes a column-path export, which SQLite refuses for a
+    UTF-16 file ('attached databases must use the same text encoding'); a WAL-mode export would
+    get -wal/-shm files beside it; StringIds ids that are not its rowid may repeat. All load
+    through the row path instead, the export unchanged and nothing left beside it."""
+    p = tmp_path / "x.nsys.sqlite"
+    if how == "utf16":
+        src = sqlite3.connect(KNOWN_NSYS)
+        c = sqlite3.connect(p)
+        c.execute("PRAGMA encoding = 'UTF-16le'")
+        for name, sql in src.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall():
+            c.execute(sql)
+            rows = src.execute(f'SELECT * FROM "{name}"').fetchall()
+            if rows:
+                c.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
+        c.commit()
+        c.close()
+        src.close()
+    else:
+        shutil.copy(KNOWN_NSYS, p)
+        c = sqlite3.connect(p)
+        if how == "wal":
+            c.execute("PRAGMA journal_mode = WAL")
+        else:
+            c.executescript("CREATE TABLE s2 (id INTEGER, value TEXT); INSERT INTO s2 SELECT id, value FROM StringIds;"
+                            "DROP TABLE StringIds; ALTER TABLE s2 RENAME TO StringIds;")
+        c.close()
+    (tmp_path / "db").mkdir()
+    before, digest = sorted(os.listdir(tmp_path)), hashlib.sha256(p.read_bytes()).hexdigest()
+    r = run("ingest", "--db", tmp_path / "db" / "t.db", p)
+    assert r.exit_code == 0 and "166 kernels" in r.output, r.output
+    assert not column_path  # the row path read it
+    assert sorted(os.listdir(tmp_path)) == before and hashlib.sha256(p.read_bytes()).hexdigest() == digest
