@@ -31,6 +31,11 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
                                                                + fuzz.CSV_MUTATIONS + fuzz.JSONL_MUTATIONS
                                                                + fuzz.JSON_MUTATIONS)
     assert all(f"{f}/truncate_boundary" in s["by_mutation"] for f in fuzz.FORMATS)  # framing cuts of every format
+    # every parser in the registry gets every mutation that applies to it
+    from fuzzing.cases import mutations_of
+    missing = [f"{f}/{m}" for f in fuzz.FORMATS for m in mutations_of(f) if f"{f}/{m}" not in s["by_mutation"]]
+    assert not missing, missing
+    assert s["column_path"] > 20  # nsys exports through the column path (ingest at scale) as well as the row path
     assert s["outcomes"]["loaded"] > 20 and s["outcomes"]["rejected"] > 100
     if shutil.which("nsys") is None:  # .nsys-rep and .qdrep need nsys: without it, each case is one ToolMissing line
         # (or 'skipped': a wrong_format case that became bytes the database already holds loads nothing)

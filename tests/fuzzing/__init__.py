@@ -50,8 +50,10 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
     silent, changed, sidecar, caveated = [], [], [], Counter()
     outcomes = Counter()
     errors = Counter()
+    column_path = 0
     for r in results:
         c = by_id[r["id"]]
+        column_path += bool(c.get("column_path"))
         per_fmt[c["format"]][r["outcome"]] += 1
         per_mut[f"{c['format']}/{c['mutation']}"][r["outcome"]] += 1
         outcomes[r["outcome"]] += 1
@@ -88,7 +90,8 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
         "crashes": len(crashes), "hangs": len(hangs), "partial_writes": len(partial),
         "silent_partial_loads": len(silent), "inputs_changed": len(changed), "sidecar_files": len(sidecar),
         "multiline_errors": len(multiline), "temp_files_left": len(temp_left),
-        "loaded_with_caveat": dict(caveated), "cases_per_s": round(len(results) / seconds, 2) if seconds else None,
+        "loaded_with_caveat": dict(caveated), "column_path": column_path,
+        "cases_per_s": round(len(results) / seconds, 2) if seconds else None,
         "outcomes": dict(outcomes), "rejections_by_error": dict(errors),
         "by_format": {k: dict(v) for k, v in sorted(per_fmt.items())},
         "by_mutation": {k: dict(v) for k, v in sorted(per_mut.items())},

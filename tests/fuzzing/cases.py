@@ -13,13 +13,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # format -> (file name suffix, seeds). "!raw" = the .xz seed decompressed; "!head:N" = the
 # first N data rows of a real CSV / JSONL (smaller seeds, faster cases, same real content);
-# "!v2" = a real version 1 CUPTI trace as the tracer writes it now (with its end record).
+# "!v2" = a real version 1 CUPTI trace as the tracer writes it now (with its end record);
+# "!old" = a real nsys export in the names of older nsys (EXPORT_META_DATA of 2023.1,
+# TARGET_INFO_GPU without `id` of the .qdrep era, versioned table names).
 FORMATS: dict[str, tuple[str, list[str]]] = {
     "nsys-sqlite": (".nsys.sqlite", [
         "tests/data/rmsnorm-cupti/rmsnorm-nsys.nsys.sqlite",
         "profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
         "profiles/softmax-r32768-n4096/softmax-r32768-n4096.nsys.sqlite",
-        "profiles/known/known.nsys.sqlite"]),
+        "profiles/known/known.nsys.sqlite",
+        "tests/data/field-h100/ws.nsys.sqlite!old",
+        "tests/data/field-h100/memcpy_only.nsys.sqlite"]),  # no kernel ran: the one line saying why
     "nsys-rep": (".nsys-rep", ["tests/data/known/known.nsys-rep"]),
     # the .qdrep container is the .nsys-rep one (same header); no .qdrep of our own can be made
     # (nsys writes .nsys-rep since 2021.4), and the public one is not ours to commit
@@ -130,7 +134,9 @@ CSV_VALUES = ["1e999", "-1e999", "99999999999999999999999999999", "-999999999999
 JSON_VALUES = ["null", "empty", "huge_text", "int70", "neg_int70", "int63", "negative", "float", "true", "list0",
                "list1", "list4", "dict", "nan", "inf", "str_num", "nested", "surrogate", "unicode"]
 SQLITE_TABLES = ["StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
-                 "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_DATA_CAPTURE"]
+                 "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_DATA_CAPTURE",
+                 # read to say why an export holds no kernel, and for its GPU
+                 "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"]
 # the columns parsers/nsys_sqlite.py reads: half the column mutations aim at these
 SQLITE_READ = [[t, c] for t, cs in {
     "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "correlationId", "globalPid", "demangledName", "shortName", "gridX",
@@ -166,6 +172,20 @@ def seed_bytes(spec: str, _cache: dict = {}) -> bytes:
         with tempfile.TemporaryDirectory() as d:
             write_trace(f"{d}/t", recs[0], recs[1:])
             data = Path(f"{d}/t").read_bytes()
+    elif how == "old":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "old.sqlite"
+            f.write_bytes(data)
+            c = sqlite3.connect(f)
+            c.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
+            c.execute("ALTER TABLE TARGET_INFO_GPU DROP COLUMN id")
+            c.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME_V2")
+            c.commit()
+            c.execute("VACUUM")
+            c.close()
+            data = f.read_bytes()
     elif how.startswith("head:"):
         n = int(how[5:])
         lines = data.splitlines(keepends=True)
@@ -179,7 +199,7 @@ def sqlite_columns() -> list[tuple[str, str]]:
     """(table, column) pairs of the interesting tables of the nsys seeds."""
     pairs = set()
     for spec in FORMATS["nsys-sqlite"][1]:
-        c = sqlite3.connect(f"{(ROOT / spec).as_uri()}?mode=ro", uri=True)
+        c = sqlite3.connect(f"{(ROOT / spec.partition('!')[0]).as_uri()}?mode=ro", uri=True)
         for t in SQLITE_TABLES:
             pairs.update((t, r[1]) for r in c.execute(f'PRAGMA table_info("{t}")'))
         c.close()
@@ -259,10 +279,11 @@ def strategy(fmt: str, mutation: str):
     }[mutation]
     if mutation == "drop_column" and fmt in ("ncu-csv", "ncu-csv-details"):
         p = st.fixed_dictionaries({"col": frac})
-    return st.fixed_dictionaries({
-        "format": st.just(fmt), "mutation": st.just(mutation), "seed": st.sampled_from(seeds), "p": p,
-        "into_existing_run": st.booleans(),
-    })
+    case = {"format": st.just(fmt), "mutation": st.just(mutation), "seed": st.sampled_from(seeds), "p": p,
+            "into_existing_run": st.booleans()}
+    if fmt == "nsys-sqlite":  # half the exports through the column path (real ones take it from 200,000 rows)
+        case["column_path"] = st.booleans()
+    return st.fixed_dictionaries(case)
 
 
 _SQLITE_COLS: list = []

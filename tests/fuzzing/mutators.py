@@ -50,6 +50,7 @@ def _cut_at_boundary(data: bytes, fmt: str, frac: float) -> bytes:
 
 def _hostile(c: sqlite3.Connection, path: Path, kind: str, t: str, rng: random.Random) -> None:
     """Make table t (of an nsys export) hostile: see cases.HOSTILE."""
+    t = _actual(c, t)
     if not _exists(c, t):
         t = "CUPTI_ACTIVITY_KIND_KERNEL"
     cols = [r[1] for r in c.execute(f'PRAGMA table_info("{t}")')]
@@ -78,7 +79,7 @@ def _hostile(c: sqlite3.Connection, path: Path, kind: str, t: str, rng: random.R
         for i in range(400):
             c.execute(f'ALTER TABLE "{t}" ADD COLUMN "pad{i}" TEXT')
     elif kind == "join_bomb":  # kernels and launch calls of one correlation id and process
-        k, r = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+        k, r = "CUPTI_ACTIVITY_KIND_KERNEL", _actual(c, "CUPTI_ACTIVITY_KIND_RUNTIME")
         if _exists(c, k) and _exists(c, r):
             c.execute(f'CREATE TABLE k1 AS SELECT * FROM "{k}" LIMIT 1')
             c.execute(f'CREATE TABLE r1 AS SELECT * FROM "{r}" WHERE correlationId = (SELECT correlationId FROM k1) LIMIT 1')
@@ -123,6 +124,19 @@ def _exists(c, t: str) -> bool:
     return c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone() is not None
 
 
+_OLDER = {"META_DATA_EXPORT": ["EXPORT_META_DATA"]}  # the names of older nsys (cases.seed_bytes '!old')
+
+
+def _actual(c, t: str | None) -> str | None:
+    """The table as this export names it: t, a versioned t (t_V2...), or its older name."""
+    if t is None or _exists(c, t):
+        return t
+    for alt in [f"{t}_V{i}" for i in range(2, 10)] + _OLDER.get(t, []):
+        if _exists(c, alt):
+            return alt
+    return t
+
+
 def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
     rng = random.Random(p.get("rng", 0))
     if mutation == "hostile_schema":
@@ -156,6 +170,7 @@ def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
         t, col = p["col"]
     else:
         t, col = p.get("table"), None
+    t = _actual(c, t)
     if not _exists(c, t):
         c.close()
         return

@@ -19,6 +19,7 @@ from .invariants import check_whole_file, snapshot
 from .mutators import build_file
 
 _FULL: dict = {}
+_BULK_MIN_ROWS = __import__("profkit.parsers.nsys_sqlite", fromlist=["x"]).BULK_MIN_ROWS
 
 
 def seed_counts(case: dict, folder: Path):
@@ -59,6 +60,10 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
     import profkit
     from profkit.errors import ProfkitError
     from profkit.ingest import ingest
+    from profkit.parsers import nsys_sqlite
+
+    # the column path (ingest at scale) or the row path, whatever the export's size
+    nsys_sqlite.BULK_MIN_ROWS = 0 if case.get("column_path") else _BULK_MIN_ROWS
 
     folder = work / f"c{case['id']}"
     folder.mkdir()
