@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import weakref
+from contextlib import ExitStack
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
@@ -68,13 +70,26 @@ def parse(path: Path) -> Parsed:
 def parse_report(path: Path, fmt: str) -> Parsed:
     """Export an Nsight Systems report (`.nsys-rep`, or `.qdrep` before it) to SQLite in a
     scratch folder (profkit.tempfiles: removed on every exit) and read that; errors name the
-    report, not the scratch export."""
+    report, not the scratch export.
+
+    A large export read through the column path (rep.bulk) is read again by the store, which
+    copies its kernel rows from the file: the scratch folder then stays until `rep.release()`
+    (ingest calls it once the file is written), the report is garbage, or the process exits."""
     path = Path(path)
-    with workdir("nsys") as d:
+    stack = ExitStack()
+    try:
+        d = stack.enter_context(workdir("nsys"))
         sqlite = export(path, d / "export.sqlite")  # (a report's own name may hold anything)
         try:
             rep = nsys_sqlite.parse(sqlite)
         except BadInput as e:
             raise BadInput(path, e.problem) from None
+    except BaseException:
+        stack.close()
+        raise
+    if rep.bulk is None:
+        stack.close()
+    else:
+        rep.release = weakref.finalize(rep, stack.close)
     rep.path, rep.format = str(path), fmt
     return rep

@@ -315,6 +315,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             if extra:
                 report.facts = {**(report.facts or {}), **extra}
             loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress)
+            release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
+            if release is not None:
+                release()
             out.append(loaded)
             if on_file:
                 on_file(loaded)

@@ -101,3 +101,32 @@ def test_scratch_root_of_someone_else_is_refused(scratch):
     with pytest.raises(ProfkitError, match="not a folder of this user"):
         with tempfiles.workdir("ncu"):
             pass
+
+
+@pytest.mark.parametrize("column_path", [True, False])
+def test_a_large_nsys_rep_keeps_its_export_until_the_store_has_read_it(scratch, tmp_path, monkeypatch, column_path):
+    """A .nsys-rep is exported to SQLite in a scratch folder. Exports of 200,000+ rows take the
+    column path, whose kernel rows the store copies from the export itself: the folder went
+    before the store read it ('unable to open database' traceback, found after the rebase on the
+    ingest-at-scale work). It now stays until the file is written, and goes then."""
+    import shutil
+    from pathlib import Path
+
+    from profdata import KNOWN_NSYS
+    from profkit.ingest import ingest
+    from profkit.parsers import nsys_rep, nsys_sqlite
+
+    if column_path:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)  # (as a report of 200,000+ rows)
+    seen = []
+
+    def export(path, out, nsys=None):  # what `nsys export` writes (no nsys here)
+        seen.append(out.parent)
+        return Path(shutil.copy(KNOWN_NSYS, out))
+
+    monkeypatch.setattr(nsys_rep, "export", export)
+    rep = tmp_path / "big.nsys-rep"
+    rep.write_bytes(b"(exported by the fake nsys)")
+    got = ingest(str(tmp_path / "t.db"), [rep])
+    assert got[0].kernels == 166 and seen and seen[0].parent == scratch / f"profkit-{os.getuid()}"
+    assert _files(scratch / f"profkit-{os.getuid()}") == []
