@@ -614,7 +614,8 @@ def _gpu_row(conn, table: str, device: int | None) -> dict:
     """The row of the GPU the kernels ran on (else the first GPU), as {column: value}."""
     cur = conn.execute(f'SELECT * FROM "{table}" LIMIT 64')
     rows = [dict(zip((d[0] for d in cur.description), r)) for r in cur.fetchall()]
-    dev = next((c for c in _DEVICE_COLUMNS[table] if rows and c in rows[0]), None)
+    base = re.sub(r"_V\d+$", "", table)  # a versioned name (_V2...) is the same table
+    dev = next((c for c in _DEVICE_COLUMNS.get(base, ()) if rows and c in rows[0]), None)
     if dev:
         rows.sort(key=lambda r: (r[dev] != device, str(r[dev])))
     return rows[0] if rows else {}

@@ -100,6 +100,15 @@ def test_metadata_and_gpu_tables_of_older_exports(copy):
     assert old.facts["nsys_export_version"] == "2025.3.2.0" and old.facts["gpu_name"] == "NVIDIA H100 80GB HBM3"
 
 
+def test_versioned_gpu_table(copy):
+    """Found by the fuzzer: TARGET_INFO_GPU under a versioned name (as nsys names other tables,
+    _V2...) ended in KeyError where the GPU row is chosen."""
+    f = copy(WS, "v2.sqlite")
+    with sqlite3.connect(f) as c:
+        c.execute("ALTER TABLE TARGET_INFO_GPU RENAME TO TARGET_INFO_GPU_V2")
+    assert nsys_sqlite.parse(f).facts["gpu_name"] == nsys_sqlite.parse(WS).facts["gpu_name"] == "NVIDIA H100 80GB HBM3"
+
+
 def test_qdrep_era_export_without_gpu_id():
     r = nsys_sqlite.parse(field("kmeans", "report2.sqlite"))
     assert len(r.kernels) == 51 and r.ranges == []
