@@ -10,7 +10,8 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from .cases import CSV_MUTATIONS, FORMATS, JSON_MUTATIONS, JSONL_MUTATIONS, SQLITE_MUTATIONS, seed_bytes
+from .cases import (CSV_MUTATIONS, FORMATS, JSON_MUTATIONS, JSONL_MUTATIONS, SQLITE_MUTATIONS, SQLITE_TABLES,
+                    seed_bytes)
 
 XZ_MAGIC, GZ_MAGIC = b"\xfd7zXZ\x00", b"\x1f\x8b"
 
@@ -51,8 +52,9 @@ def _cut_at_boundary(data: bytes, fmt: str, frac: float) -> bytes:
 def _hostile(c: sqlite3.Connection, path: Path, kind: str, t: str, rng: random.Random) -> None:
     """Make table t (of an nsys export) hostile: see cases.HOSTILE."""
     t = _actual(c, t)
-    if not _exists(c, t):
-        t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if not _exists(c, t):  # (an export without that table: another one the parser reads)
+        t = next((x for x in ("CUPTI_ACTIVITY_KIND_KERNEL", *SQLITE_TABLES) if _exists(c, _actual(c, x))), t)
+        t = _actual(c, t)
     cols = [r[1] for r in c.execute(f'PRAGMA table_info("{t}")')]
     q = ", ".join(f'"{x}"' for x in cols)
     if kind in ("view_selfjoin", "view_plain", "virtual_table"):
@@ -174,6 +176,10 @@ def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
     if not _exists(c, t):
         c.close()
         return
+    if col is not None:
+        have = [r[1] for r in c.execute(f'PRAGMA table_info("{t}")')]
+        if col not in have:  # a column this seed lacks (an older export): another of the table
+            col = have[sum(map(ord, col)) % len(have)]
     if mutation == "drop_table":
         c.execute(f'DROP TABLE "{t}"')
     elif mutation == "rename_table":
