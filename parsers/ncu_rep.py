@@ -14,6 +14,7 @@ import importlib.util
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -5,7 +5,6 @@ in memory under --memory, and --csv/--json are valid for every value SQLite can 
 import csv
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
