@@ -39,10 +39,18 @@ def big(tmp_path_factory):
     return path
 
 
+def _terminal_signals():
+    """In the child: SIGINT and SIGHUP at their defaults, as from a terminal. Run in the
+    background (a non-interactive shell's `cmd &`, nohup) the test would hand them on ignored,
+    and an ingest that ignores Ctrl-C, as it should there, tests nothing."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _ingest(db, path, quiet=False) -> subprocess.Popen:
     out = subprocess.DEVNULL if quiet else subprocess.PIPE
     return subprocess.Popen([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(db), str(path), "--run", "big"],
-                            stdout=out, stderr=out, text=True)
+                            stdout=out, stderr=out, text=True, preexec_fn=_terminal_signals)
 
 
 def _wal(db) -> int:

@@ -21,12 +21,18 @@ def _files(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
 
 
+def _terminal_signals():
+    # the child starts with SIGINT and SIGHUP at their defaults, as from a terminal: run in the
+    # background (`cmd &` ignores SIGINT, nohup SIGHUP, which profkit respects) those cases
+    # would test nothing
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _ingest(tmp_path, *extra, env=None):
-    # the child starts with SIGHUP at its default, as from a terminal: under nohup (SIGHUP
-    # ignored, which profkit respects) the hang-up case would test nothing
     return subprocess.Popen([sys.executable, "-m", "profkit.cli", "ingest", "--db", str(tmp_path / "t.db"), *extra],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+                            preexec_fn=_terminal_signals)
 
 
 @pytest.fixture
