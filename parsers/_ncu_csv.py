@@ -57,6 +57,16 @@ def header_line(path: Path, head: bytes) -> bytes | None:
 _NSYS_STATS = re.compile(r"^\"?(Time \(%\)|NVTX Range|Range)\"?,.*(Total Time \(ns\)|Instances|Kern Inst)")
 
 
+def _whole_row(header_text: str, last: str) -> bool:
+    """A final row without its line end is whole when its last value closes its quotes (ncu
+    quotes every value) and it has as many columns as the header."""
+    try:
+        head, row = next(csv.reader([header_text])), next(csv.reader([last]))
+    except (csv.Error, StopIteration):
+        return False
+    return last.rstrip(" ").endswith('"') and len(row) == len(head)
+
+
 def read(path: Path) -> tuple[list[str], list[list[str]], int]:
     """(header, rows, lines skipped before the header) of an ncu CSV page. Lines ncu prints
     itself (==PROF== ...) and repeats of the header are dropped wherever they are."""
@@ -81,7 +91,10 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
     header_text = lines[start]
     body = [x for x in lines[start + 1:] if not TOOL_LINE.match(x) and x != header_text]
     last = next((x for x in reversed(body) if x.strip()), header_text)
-    if not last.endswith(("\n", "\r")):  # ncu ends every row: the file was cut inside its last one
+    if not last.endswith(("\n", "\r")) and not _whole_row(header_text, last):
+        # ncu ends every row: the file was cut inside its last one. A file whose final line end
+        # alone is missing (an editor or a copy dropped it; seen in a public details page) still
+        # ends in a closing quote with every column there, and is the whole row.
         raise BadInput(path, "truncated: the last row has no line end (cut inside a row, its last value cut short?)")
     try:
         rows = list(csv.reader(io.StringIO(header_text + "".join(body))))

@@ -271,6 +271,18 @@ def test_csv_cut_inside_a_row_is_refused_at_a_row_end_loads_with_a_caveat(tmp_pa
     inside.write_bytes(b"".join(lines[:12])[:-3])  # the last value loses its last digits and quote
     r = run("ingest", "--db", db, inside)
     assert r.exit_code == 2 and "truncated" in r.output, r.output
+    # only the final line end missing (an editor or a copy dropped it; a public details page
+    # has none): the last value closes its quote and every column is there, so the row is whole
+    no_end = tmp_path / "noend.raw.csv"
+    no_end.write_bytes(b"".join(lines[:12]).rstrip(b"\r\n"))
+    r = run("ingest", "--db", db, no_end)
+    assert r.exit_code == 0 and "10 kernels" in r.output, r.output
+    # ...but a cut right after a closing quote before the last column leaves the row short
+    last = lines[11]
+    short = tmp_path / "short.raw.csv"
+    short.write_bytes(b"".join(lines[:11]) + last[:last.rindex(b'","') + 1])
+    r = run("ingest", "--db", db, short)
+    assert r.exit_code == 2 and "truncated" in r.output, r.output
 
 
 def test_details_page_cut_inside_the_last_launch_is_refused(tmp_path, db):
