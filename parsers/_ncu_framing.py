@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from profkit.unpack import varint
+
 MAGIC = b"NVR\x00"
 # what the framing cannot see, said with every load (docs/reliability.md)
 CAVEAT = (".ncu-rep records no launch count: a copy cut exactly between two launches would look whole "
@@ -28,33 +30,20 @@ CAVEAT = (".ncu-rep records no launch count: a copy cut exactly between two laun
 FACTS_END = 4  # the host, the session fact every ncu version writes last but one (2022.3+) or last
 
 
-def _varint(b: bytes, i: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        if i >= len(b) or shift > 63:
-            raise ValueError("bad varint")
-        x = b[i]
-        i += 1
-        out |= (x & 0x7F) << shift
-        shift += 7
-        if x < 0x80:
-            return out, i
-
-
 def header_fields(header: bytes) -> dict[int, int]:
     """The varint fields of a block header (1: kind, 2: ..., 5: payload bytes), and as "fact"
     the field number that opens its inline message (field 3: which session fact it holds).
     ValueError when it is not protobuf."""
     i, out = 0, {}
     while i < len(header):
-        key, i = _varint(header, i)
+        key, i = varint(header, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            out[field], i = _varint(header, i)
+            out[field], i = varint(header, i)
         elif wire == 2:
-            n, i = _varint(header, i)
+            n, i = varint(header, i)
             if field == 3 and n and i + n <= len(header):
-                out["fact"] = _varint(header, i)[0] >> 3
+                out["fact"] = varint(header, i)[0] >> 3
             i += n
         elif wire == 1:
             i += 8

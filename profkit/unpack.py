@@ -36,18 +36,21 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _varint(b: bytes, i: int) -> tuple[int, int]:
+def varint(b: bytes, i: int) -> tuple[int, int]:
+    """(value, next offset) of the unsigned LEB128 number at b[i] (xz's index and protobuf,
+    which .ncu-rep blocks are framed with, both write them); ValueError past the end of b or
+    over 63 bits."""
     out = shift = 0
-    for k in range(9):
+    for _ in range(9):
         if i >= len(b):
-            raise ValueError("index ends inside a number")
+            raise ValueError("the bytes end inside a number")
         x = b[i]
         i += 1
         out |= (x & 0x7F) << shift
         shift += 7
         if x < 0x80:
             return out, i
-    raise ValueError("number over 63 bits in the index")
+    raise ValueError("number over 63 bits")
 
 
 def xz_size(path: Path) -> int:
@@ -80,11 +83,11 @@ def xz_size(path: Path) -> int:
             index = f.read(index_size)
             if index[0] != 0 or zlib.crc32(index[:-4]) != struct.unpack("<I", index[-4:])[0]:
                 raise ValueError("xz index fails its check")
-            n, i = _varint(index, 1)
+            n, i = varint(index, 1)
             blocks = 0
             for _ in range(n):
-                unpadded, i = _varint(index, i)
-                uncompressed, i = _varint(index, i)
+                unpadded, i = varint(index, i)
+                uncompressed, i = varint(index, i)
                 blocks += (unpadded + 3) // 4 * 4
                 total += uncompressed
             stream = 12 + blocks + index_size + 12
