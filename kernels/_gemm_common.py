@@ -116,3 +116,16 @@ def cast_out(x, DT: tl.constexpr, UPCAST: tl.constexpr):
             b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
             x = b.to(tl.float32, bitcast=True)
     return x.to(DT)
+
+
+@triton.jit
+def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M consecutive tiles walk down a column of tiles before moving
+    right, so a band of A (GROUP_M row-panels) is reused from L2 across many B panels."""
+    num_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_in_group
+    first_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((tile_id % num_in_group) % group_size_m)
+    pid_n = (tile_id % num_in_group) // group_size_m
+    return pid_m, pid_n

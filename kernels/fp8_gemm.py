@@ -33,7 +33,8 @@ import triton
 import triton.language as tl
 
 from . import Workload
-from ._gemm_common import LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting
+from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting,
+                           tile_coords)
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
@@ -47,11 +48,7 @@ def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_in_group = GROUP_M * num_pid_n
-    first_m = (pid // num_in_group) * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % num_in_group) % group_size_m)
-    pid_n = (pid % num_in_group) // group_size_m
+    pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -92,11 +89,7 @@ def _fp8_gemm_promote(A, B, C, SA, SB, M, N, K,
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_in_group = GROUP_M * num_pid_n
-    first_m = (pid // num_in_group) * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % num_in_group) % group_size_m)
-    pid_n = (pid % num_in_group) // group_size_m
+    pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)

@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._gemm_common import LLM_PROJ, autotune_cache, cast_out, interpreting
+from ._gemm_common import LLM_PROJ, autotune_cache, cast_out, interpreting, tile_coords
 from ._numerics import ESIZE, compiled, has_module
 
 
@@ -40,11 +40,7 @@ def _gated_mlp_kernel(X, WG, WU, Y, M, N, K, stride_xm, stride_wn, stride_ym,
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_in_group = GROUP_M * num_pid_n
-    first_m = (pid // num_in_group) * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % num_in_group) % group_size_m)
-    pid_n = (pid % num_in_group) // group_size_m
+    pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)

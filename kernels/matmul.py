@@ -27,20 +27,8 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
-                           has_tensor_descriptors, has_warp_specialize, interpreting, num_sms)
-
-
-@triton.jit
-def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped ordering: GROUP_M consecutive tiles walk down a column of tiles before moving
-    right, so a band of A (GROUP_M row-panels) is reused from L2 across many B panels."""
-    num_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_in_group
-    first_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + ((tile_id % num_in_group) % group_size_m)
-    pid_n = (tile_id % num_in_group) // group_size_m
-    return pid_m, pid_n
+                           has_tensor_descriptors, has_warp_specialize, interpreting, num_sms,
+                           tile_coords)
 
 
 @triton.jit
@@ -56,7 +44,7 @@ def _matmul_kernel(A, B, C, M, N, K,
         pid_m = pid // num_pid_n
         pid_n = pid % num_pid_n
     else:
-        pid_m, pid_n = _tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -179,7 +167,7 @@ def _matmul_tma_persistent(A, B, C, M, N, K,
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
-        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         om = pid_m * BLOCK_M
         on = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
