@@ -210,21 +210,14 @@ def get(op: str) -> Workload:
 
 
 def _user_workload(spec: str) -> Workload:
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from profkit.errors import BadArgument
+    from profkit.usercode import load_module
 
     mod_name, _, name = spec.rpartition(":")
-    if mod_name.endswith(".py") or "/" in mod_name:
-        path = Path(mod_name)
-        if not path.is_file():
-            raise KeyError(f"{mod_name}: no such file")
-        mspec = importlib.util.spec_from_file_location(f"_profkit_user_{path.stem}", path)
-        mod = importlib.util.module_from_spec(mspec)
-        sys.modules[mspec.name] = mod
-        mspec.loader.exec_module(mod)
-    else:
-        mod = importlib.import_module(mod_name)
+    try:
+        mod = load_module(mod_name)
+    except BadArgument as e:
+        raise KeyError(str(e)) from None
     w = getattr(mod, name, None)
     if not isinstance(w, Workload):
         raise KeyError(f"{spec}: {name} is not a profkit.kernels.Workload")

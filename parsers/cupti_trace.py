@@ -12,7 +12,7 @@ from profkit.cupti_tracer import FORMAT as TRACE_FORMAT
 from profkit.errors import BadInput
 from profkit.names import demangle, short_name
 from profkit.nvtx import project, range_paths
-from profkit.rows import Parsed
+from profkit.rows import Parsed, storable_text
 
 FORMAT = "cupti-trace"
 SUFFIXES = ('.cupti.jsonl', '.jsonl')  # file name endings it reads (lower case)
@@ -39,19 +39,7 @@ def _dim3(v) -> bool:
     return isinstance(v, list) and len(v) == 3 and all(x is None or _int(x) for x in v)
 
 
-def _str(v) -> bool:
-    if not isinstance(v, str):
-        return False
-    if v.isascii():
-        return True
-    try:  # a JSON "\ud800" escape decodes to a lone surrogate, which SQLite cannot store
-        v.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
-_I, _S = (_int, "a 64-bit integer"), (_str, "a string")
+_I, _S = (_int, "a 64-bit integer"), (storable_text, "a string")
 
 # record type -> field -> (required, check, what it must be): the fields the parser reads, as
 # profkit.cupti_tracer writes them. Anything else in a record is ignored.

@@ -38,7 +38,7 @@ from pathlib import Path
 from profkit.errors import BadInput
 from profkit.names import demangle, short_name
 from profkit.nvtx import project, range_paths
-from profkit.rows import Parsed
+from profkit.rows import Parsed, storable_text
 from profkit.units import us_to_ns
 from profkit.unpack import open_gzip
 
@@ -216,18 +216,6 @@ def _dim3(v) -> bool:
     return isinstance(v, list) and len(v) == 3 and all(_int(x) for x in v)
 
 
-def _text(v) -> bool:
-    if type(v) is not str:
-        return False
-    if v.isascii():
-        return True
-    try:  # a JSON "\ud800" escape reads as a lone surrogate, which SQLite cannot store
-        v.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
 class _Trace:
     """What one pass over the events keeps: rows as tuples, names shared (one str per name)."""
 
@@ -318,7 +306,7 @@ class _Trace:
 
     def _event(self, kind: int, e: dict, n: int) -> None:
         name = e.get("name")
-        if not _text(name):
+        if not storable_text(name):
             raise _Refused(f"traceEvents[{n}] ({e.get('cat')}): its name is not text")
         start, dur = us_to_ns(e.get("ts")), us_to_ns(e.get("dur"))
         if start is None or dur is None or not _int(start) or not _int(start + dur) or dur < 0:
@@ -427,7 +415,7 @@ def _device_facts(props, device) -> dict:
     if p is None:
         return {}
     out = {}
-    if _text(p.get("name")):
+    if storable_text(p.get("name")):
         out["gpu_name"] = p["name"]
     for src, key in (("numSms", "sm_count"), ("totalGlobalMem", "memory_bytes"), ("l2CacheSize", "l2_bytes")):
         if _int(p.get(src)):
@@ -445,7 +433,7 @@ def _dist_facts(info) -> dict:
     rank, size = info.get("rank"), info.get("world_size")
     if _int(size):
         out["world_size"] = size
-    if _text(info.get("backend")):
+    if storable_text(info.get("backend")):
         out["distributed_backend"] = info["backend"]
     if _int(rank) and rank >= 0 and (size is None or (_int(size) and size > 1)):
         out["rank"] = rank

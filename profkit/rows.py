@@ -84,6 +84,20 @@ def ncu_kernel_row(seq: int, name: str, short: str, nvtx_range, nvtx_path, value
     return kernel_row(**kw)
 
 
+def storable_text(v) -> bool:
+    """A str that SQLite can store as text: a JSON "\\ud800" escape (a hostile or broken trace)
+    reads as a lone surrogate, which UTF-8 cannot encode."""
+    if type(v) is not str:
+        return False
+    if v.isascii():
+        return True
+    try:
+        v.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def count(v: float) -> int | None:
     """A counter value as an integer fact (grid size, SM count); inf or beyond 64 bits (a
     corrupt report) cannot be one and is left unknown."""

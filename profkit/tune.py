@@ -22,18 +22,16 @@ has neither and gets one line saying so.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import inspect
 import itertools
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BadArgument, BadInput, ToolMissing
 from .store import Store
+from .usercode import load_module
 
 DEFAULT_WARPS = (2, 4, 8)
 DEFAULT_STAGES = (2, 3, 4)
@@ -78,32 +76,12 @@ def _need_lab():
         raise ToolMissing("profkit tune and bench need torch and triton: pip install 'profkit[kernels]'") from None
 
 
-def _module(name: str):
-    """A module by dotted name, or a Python file by path (the user's own file)."""
-    if name.endswith(".py") or "/" in name:
-        path = Path(name)
-        if not path.is_file():
-            raise BadArgument(f"{name}: no such file")
-        spec = importlib.util.spec_from_file_location(f"_profkit_user_{path.stem}", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except Exception as e:  # the user's file: its error, one line
-            raise BadArgument(f"{name}: importing it failed: {type(e).__name__}: {e}") from None
-        return mod
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise BadArgument(f"no module {name!r} ({e})") from None
-
-
 def load(spec: str, launch: str = "launch", inputs: str = "inputs", reference: str = "reference") -> Target:
     mod_name, sep, kernel_name = spec.rpartition(":")
     if not sep or not mod_name or not kernel_name:
         raise BadArgument(f"{spec!r}: name the kernel as MODULE:KERNEL (a module or a .py file, and its @triton.jit function)")
     _need_lab()
-    mod = _module(mod_name)
+    mod = load_module(mod_name)
     got = {}
     for what, name in (("kernel", kernel_name), ("launch", launch), ("inputs", inputs), ("reference", reference)):
         fn = getattr(mod, name, None)

@@ -106,7 +106,7 @@ def test_the_cycle_finder_finds_a_circle():
 # lower layers never import higher ones (docs/architecture.md)
 LAYERS = [
     ("base", {"profkit.errors", "profkit.units", "profkit.names", "profkit.intervals", "profkit.metrics",
-              "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks",
+              "profkit.rows", "profkit.dbfile", "profkit.environment", "profkit.nvtx", "profkit.peaks", "profkit.usercode",
               "profkit.gpus", "profkit.sampling",
               "profkit.tempfiles", "profkit.unpack"}),
     ("parsers", {"profkit.parsers"}),
