@@ -123,19 +123,14 @@ def run_workload(w, shapes: dict, dtype: str, device: str, bench, peak: float | 
             b = next((r for r in shape_rows if r["variant"] == base and r.get("ms")), None)
             row["baseline"] = base
             row["pct_baseline"] = 100 * b["ms"] / row["ms"] if (b and row.get("ms")) else None
-            # against the fastest baseline (eager only where it is the only one)
-            timed = {r["variant"]: r["ms"] for r in shape_rows if r["variant"] in w.baselines and r.get("ms")}
-            if len(timed) > 1:
-                timed.pop("eager", None)
-            if row["own"] and timed and row.get("ms"):
-                best = min(timed, key=timed.get)
-                row["best_baseline"], row["speedup_vs_best"] = best, timed[best] / row["ms"]
-            gtimed = {r["variant"]: r["graph_ms"] for r in shape_rows if r["variant"] in w.baselines and r.get("graph_ms")}
-            if len(gtimed) > 1:
-                gtimed.pop("eager", None)
-            if row["own"] and gtimed and row.get("graph_ms"):
-                best = min(gtimed, key=gtimed.get)
-                row["graph_best_baseline"], row["graph_speedup_vs_best"] = best, gtimed[best] / row["graph_ms"]
+            # against the fastest baseline (eager only where it is the only one), by each timer
+            for t, pre in (("ms", ""), ("graph_ms", "graph_")):
+                timed = {r["variant"]: r[t] for r in shape_rows if r["variant"] in w.baselines and r.get(t)}
+                if len(timed) > 1:
+                    timed.pop("eager", None)
+                if row["own"] and timed and row.get(t):
+                    best = min(timed, key=timed.get)
+                    row[f"{pre}best_baseline"], row[f"{pre}speedup_vs_best"] = best, timed[best] / row[t]
         rows.extend(shape_rows)
         del state
         if device == "cuda":
