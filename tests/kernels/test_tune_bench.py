@@ -100,6 +100,15 @@ def test_bad_input_is_one_line(tmp_path, args, text):
     assert r.exit_code == 2 and text in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
+@pytest.mark.parametrize("cmd", [["bench"], ["tune"]])
+def test_a_user_file_that_fails_to_import_is_one_line(tmp_path, cmd):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    r = _run(*cmd, f"{broken}:W", *(["--shape", "n=1"] if cmd == ["tune"] else []), "--db", tmp_path / "t.db")
+    assert r.exit_code == 2 and "importing it failed: RuntimeError: boom" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "t.db").exists()
+
+
 def test_bad_space_file_is_one_line(tmp_path):
     p = tmp_path / "s.json"
     p.write_text('{"BLOCK": []}')
