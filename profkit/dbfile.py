@@ -86,14 +86,14 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     except ImportError:
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
     try:
-        return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows)
+        return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows)
     except ColumnsError:
         raise
     except Exception:  # the driver infers a column's type from its first rows: an odd file reads the slow way
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
 
 
-def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None):
+def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None, max_rows=None):
     import adbc_driver_sqlite.dbapi as adbc
     import numpy as np
     import pyarrow.compute as pc
@@ -102,6 +102,21 @@ def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None)
     done = 0
     with adbc.connect(f"{Path(path).resolve().as_uri()}?mode=ro") as conn:
         with conn.cursor() as cur:
+            if n_rows is None and max_rows is not None and not blob:
+                # a bounded join: filled in place up to its bound, no second copy of its rows
+                # (the bound is raised on the read past it, so `done` never passes it here)
+                n = max_rows
+                out = [np.empty(n, dtype=dtypes[i]) for i in range(n_int)]
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+                cur.execute(sql)
+                for batch in cur.fetch_record_batch():
+                    k = batch.num_rows
+                    if on_rows:
+                        on_rows(done + k)
+                    for i in range(n_int):
+                        out[i][done:done + k] = batch.column(i).to_numpy()
+                    done += k
+                return [a[:done] for a in out], None
             if n_rows is None:  # a join: counting would run it twice; batches then one copy
                 parts = list(_read_adbc_batches(cur, sql, n_int, blob, on_rows, batch_rows, dtypes, index))
                 out = [np.concatenate([p[0][i] for p in parts]) if parts else np.zeros(0, dtype=dtypes[i])

@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import json
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from profkit import parsers
 from .errors import BadArgument, BadInput
 from .names import MAX_NAME, as_text, name_too_long
 from .nvtx import PathsTooLarge
-from .store import Store
+from .dbfile import open_readonly
+from .store import Store, what_is
 
 CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
 
@@ -276,11 +278,59 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     # parse everything before writing anything: one bad file leaves the database untouched
     # (and a database that did not exist is not created)
     parsed = []
-    for g in groups:
-        for p in g.files:
-            parser = parsers.detect(p)
-            hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
-            parsed.append((g, p, parser, sha256_of(p, hashed)))
+    # Into a database holding no report, no file can be a repeat: each file's hash is then
+    # taken in a thread beside its parse (hashlib works without the GIL), not before it
+    ahead = _Hashes() if not _holds_reports(db) else None
+    try:
+        for g in groups:
+            for p in g.files:
+                parser = parsers.detect(p)
+                hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
+                parsed.append((g, p, parser, ahead.submit(p) if ahead else sha256_of(p, hashed)))
+        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress)
+    finally:
+        if ahead:
+            ahead.close()
+
+
+class _Hashes:
+    """sha256 of files, one after the other in a thread of their own."""
+
+    def __init__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="profkit-hash")
+
+    def submit(self, path: Path):
+        return self.pool.submit(sha256_of, path)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _digest(d) -> str:
+    return d if isinstance(d, str) else d.result()
+
+
+def _holds_reports(db: str) -> bool:
+    """False only for a database that is missing, empty, or a profkit one without reports
+    (looked at read-only: nothing is created or migrated before every file is parsed)."""
+    what = what_is(db)
+    if what in ("missing", "empty"):
+        return False
+    if what != "profkit":
+        return True  # not ours: Store says so, in one line, when it opens it
+    try:
+        conn = open_readonly(db, peek=True)
+        try:
+            return conn.execute("SELECT 1 FROM report_file LIMIT 1").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True
+
+
+def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress) -> list[Loaded]:
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
         have = _runs_of(db)
@@ -291,10 +341,10 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     seen = {}
     if Path(db).exists():
         with Store(db) as store:
-            seen = {digest: store.has_file(digest) for *_, digest in parsed}
+            seen = {digest: store.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
     out, todo = [], []
     for g, p, parser, digest in parsed:
-        if seen.get(digest):
+        if isinstance(digest, str) and seen.get(digest):
             out.append(Loaded(as_text(p), seen[digest][0], parser.FORMAT, True, loaded_as=seen[digest][1]))
             if on_file:
                 on_file(out[-1])
@@ -306,7 +356,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                 raise BadInput(p, str(e)) from None
             _check_names(p, report)
             report.path = as_text(p)
-            todo.append((g, p, report, digest))
+            todo.append((g, p, report, _digest(digest)))
     if not todo and not any(g.meta for g in groups):
         return out
     with Store(db) as store:

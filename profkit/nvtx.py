@@ -225,32 +225,32 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     pushpop = np.asarray(r_pushpop, dtype=bool)
     c_thread = np.asarray(c_thread, dtype=np.int64)
     c_time = np.asarray(c_time, dtype=np.int64)
-    if r_pid is None or c_pid is None:
-        se_ = np.flatnonzero(~pushpop)
-        r_pid = np.zeros(n if len(se_) else 0, dtype=np.int64)  # only start/end ranges' keys are read
-        r_pid[se_] = pid_of(r_thread[se_])
+    # start/end ranges and their process keys (kept for those ranges only: 16 M push/pop
+    # ranges need none, and a full column would be 128 MB)
+    se = np.flatnonzero(~pushpop)
+    se_pid = pid_of(r_thread[se]) if r_pid is None else np.asarray(r_pid, dtype=np.int64)[se]
+    se_pid = np.asarray(se_pid, dtype=np.int64)
+    if c_pid is None:
         c_pid = pid_of(c_thread)
-    r_pid = np.asarray(r_pid, dtype=np.int64)
     c_pid = np.asarray(c_pid, dtype=np.int64)
     ix = np.int32 if n < 2**31 else np.int64  # range indices: 16 M ranges in half the memory
-    depth = np.zeros(n, dtype=np.int32)
-    parent = np.full(n, -1, dtype=ix)
     call_range = np.full(len(c_time), -1, dtype=np.int64)  # innermost enclosing push/pop range
-    slow_threads = []  # threads whose push/pop ranges do not nest: the sweep decides
+    slow_threads = []  # threads that do not nest: the sweep decides
 
-    # push/pop ranges sorted by (thread, start, -end); ties keep input order
-    if pushpop.all():
-        pp = None
-        order = np.lexsort((-r_end, r_start, r_thread)).astype(ix)
-    else:
-        pp = np.flatnonzero(pushpop)
-        order = pp[np.lexsort((-r_end[pp], r_start[pp], r_thread[pp]))].astype(ix)
-    del pp
+    # push/pop ranges sorted by (thread, start, -end); ties keep input order. All ranges are
+    # sorted, push/pop first, and the rest cut off: subsets of the keys would be three more
+    # copies of the columns
+    neg_end = -r_end
+    order = np.lexsort((neg_end, r_start, r_thread, ~pushpop))
+    del neg_end
+    order = order[:n - len(se)].astype(ix)
     th = r_thread[order]
-    cuts = np.flatnonzero(np.diff(th)) + 1
+    cuts = np.flatnonzero(th[1:] != th[:-1]) + 1
     bounds = np.concatenate(([0], cuts, [len(order)]))
     tkeys = th[bounds[:-1]] if len(order) else th[:0]
     del th, cuts
+    depth = np.zeros(n, dtype=np.int32)
+    parent = np.full(n, -1, dtype=ix)
     c_order = np.argsort(c_thread, kind="stable")
     c_th = c_thread[c_order]
     for k_th, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -274,6 +274,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
                     break
                 got[closed] = parent[got[closed]]
             call_range[calls] = got
+            del s, cand, got
     del order
 
     # paths of push/pop ranges, one depth level at a time: (parent path, name) -> path id
@@ -281,7 +282,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     index: dict[tuple, int] = {}
     # the paths' text, spent as each distinct path is made (ranges nested thousands deep: N^2)
     name_len = np.fromiter((len(x or "") for x in names), dtype=np.int64, count=len(names))
-    budget = _Budget(int(name_len[r_name].sum()) if n else 0)
+    budget = _Budget(sum(int(name_len[r_name[a:a + _CHUNK]].sum()) for a in range(0, n, _CHUNK)))
     chars: list[int] = []  # of each path
     range_path = np.full(n, -1, dtype=ix)
     width = len(names) + 1
@@ -318,7 +319,6 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
         return pid_
 
     # threads that do not nest: the sweep (range_paths / project semantics), on those only
-    se = np.flatnonzero(~pushpop)
 
     def row(i, kind, pid):
         return (None, names[r_name[i]], kind, int(r_start[i]), None if r_end[i] == I64_MAX else int(r_end[i]), pid, 0)
@@ -330,7 +330,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
             range_path[i] = intern(p.names)
         for pid in np.unique(c_pid[calls]).tolist():  # with the start/end ranges of the calls' process
             mine = calls[c_pid[calls] == pid].tolist()
-            rows_p = rows + [row(i, "start_end", 0) for i in se[r_pid[se] == pid].tolist()]
+            rows_p = rows + [row(i, "start_end", 0) for i in se[se_pid == pid].tolist()]
             got = project(rows_p, [(c, 0, 0, int(c_time[c])) for c in mine])
             for c in mine:
                 p = got[c][1]
@@ -345,7 +345,7 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     swept = call_range <= -3
     call_path[swept] = -3 - call_range[swept]
     if len(se) and len(c_time):
-        _start_end(names, se, r_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
+        _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
                    intern, slow_threads)
     return Projection(depth, range_path, call_path, paths)
 
@@ -365,13 +365,16 @@ def _nest(idx, r_start, r_end, depth, parent) -> bool:
     s, e = r_start[idx], r_end[idx]
     if (e < s).any():
         return False
-    d = np.searchsorted(np.sort(e), s, "right")  # closed by s_i
+    e_sorted = np.sort(e)
+    d = np.searchsorted(e_sorted, s, "right")  # closed by s_i
+    del e_sorted
     zero = np.flatnonzero(e == s)
     if len(zero):  # zero-length ranges at s_i from i on: counted as closed, yet not before i
         d -= np.searchsorted(s[zero], s, "right") - np.searchsorted(zero, np.arange(m), "left")
     np.subtract(np.arange(m, dtype=d.dtype), d, out=d)
     if (d < 0).any():
         return False
+    d = d.astype(np.int32)  # a depth (16 M ranges: 64 MB, not 128)
     par = np.full(m, -1, dtype=np.int32 if m < 2**31 else np.int64)
     ups = np.flatnonzero(d == 0)
     for level in range(1, int(d.max()) + 1 if m else 0):
@@ -384,24 +387,34 @@ def _nest(idx, r_start, r_end, depth, parent) -> bool:
             return False
         par[kids] = ups[k]
         ups = kids
-    child = np.flatnonzero(par >= 0)
-    p = par[child]
-    if (s[p] > s[child]).any() or (e[p] < e[child]).any() or (e[p] <= s[child]).any():
-        return False
+    for a in range(0, m, _CHUNK):  # in chunks: whole-thread temporaries would be 6 columns
+        seg = par[a:a + _CHUNK]
+        child = np.flatnonzero(seg >= 0)
+        p = seg[child]
+        child += a
+        if (s[p] > s[child]).any() or (e[p] < e[child]).any() or (e[p] <= s[child]).any():
+            return False
+    del s, e
     depth[idx] = d
-    parent[idx] = np.where(par >= 0, idx[np.maximum(par, 0)], -1)
+    for a in range(0, m, _CHUNK):
+        seg = par[a:a + _CHUNK]
+        parent[idx[a:a + _CHUNK]] = np.where(seg >= 0, idx[np.maximum(seg, 0)], -1)
     return True
 
 
-def _start_end(names, se, r_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
+_CHUNK = 1 << 20
+
+
+def _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
                intern, slow_threads) -> None:
     """Calls inside start/end ranges of their process: path = push/pop chain and start/end
-    ranges together, by start (project's rule). Only those calls are walked in Python."""
+    ranges together, by start (project's rule). Only those calls are walked in Python.
+    se_pid: the process key of each start/end range se."""
     import numpy as np
 
     slow_calls = {int(c) for _, calls in slow_threads for c in calls.tolist()}
-    se_sorted = se[np.lexsort((r_end[se], r_start[se], r_pid[se]))]
-    pids = r_pid[se_sorted]
+    o = np.lexsort((r_end[se], r_start[se], se_pid))
+    se_sorted, pids = se[o], se_pid[o]
     c_order = np.lexsort((c_time, c_pid))
     for pid in np.unique(pids).tolist():
         rs = se_sorted[pids == pid]

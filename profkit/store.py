@@ -63,6 +63,32 @@ def settle(conn: sqlite3.Connection) -> None:
         pass
 
 
+def _rollback_journal(conn: sqlite3.Connection) -> bool:
+    """A bulk load writes hundreds of MB of new pages: in WAL mode each is written twice (the
+    log, then the checkpoint) and read back once; a rollback journal writes pages appended
+    past the old end of file once and journals only the few it changes. Switch to it when no
+    one else has the database open (never wait for them: they keep WAL). True if switched."""
+    try:
+        conn.execute("PRAGMA busy_timeout = 0")
+        return conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0].lower() == "delete"
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def _back_to_wal(conn: sqlite3.Connection) -> None:
+    """After a bulk load: WAL again, as connect() left it, if no reader came in meanwhile
+    (else the database stays in rollback mode, which readers and writers also work with)."""
+    try:
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
 def _tables_of(path: Path) -> set[str] | None:
     """The table and view names of an SQLite file, read without changing it; None if SQLite
     cannot read it."""
@@ -330,7 +356,9 @@ class Store:
         self._writing()
         c = self.conn
         bulk = report.bulk
-        if bulk is not None:  # ATTACH and foreign_keys cannot change inside a transaction
+        journal = None
+        if bulk is not None:  # ATTACH, foreign_keys and journal_mode cannot change inside a transaction
+            journal = _rollback_journal(c)
             c.execute("ATTACH ? AS src", (f"{Path(bulk.source).resolve().as_uri()}?mode=ro",))
             # a bulk copy writes ids it just made (run, file, paths): checking each of millions
             # of rows against them costs three index searches a row
@@ -357,6 +385,8 @@ class Store:
                     c.execute(f"DROP TABLE IF EXISTS temp.{t}")
                 c.execute("DETACH src")
                 c.execute("PRAGMA foreign_keys = ON")
+                if journal:
+                    _back_to_wal(c)
         return {"skipped": False, "file_id": file_id, **report.summary()}
 
     def _add_file(self, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
