@@ -126,26 +126,133 @@ def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None,
             n = n_rows  # columns filled in place: no second copy of millions of rows
             out = [np.empty(n, dtype=dtypes[i]) for i in range(n_int)]
             codes = np.empty(n, dtype=np.int32)
-            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-            cur.execute(sql)
-            for batch in cur.fetch_record_batch():
-                k = batch.num_rows
-                if done + k > n:
-                    raise ColumnsError("the file changed while it was read")
-                for i in range(n_int):
-                    out[i][done:done + k] = batch.column(i).to_numpy()
-                if blob:
-                    enc = pc.dictionary_encode(batch.column(n_int))
-                    local = np.array([index.setdefault(v, len(index)) for v in enc.dictionary.to_pylist()],
-                                     dtype=np.int32)
-                    if k:
-                        codes[done:done + k] = local[enc.indices.to_numpy()]
-                done += k
-                if on_rows:
-                    on_rows(done)
+            _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index)
+    return out, (codes, list(index)) if blob else None
+
+
+def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index) -> None:
+    """Fill the arrays `out` (and `codes` with `blob`: indices into `index`, bytes -> code)
+    with the exactly len(out[0]) rows of `sql`."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n, done = len(out[0]), 0
+    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+    cur.execute(sql)
+    for batch in cur.fetch_record_batch():
+        k = batch.num_rows
+        if done + k > n:
+            raise ColumnsError("the file changed while it was read")
+        for i in range(n_int):
+            out[i][done:done + k] = batch.column(i).to_numpy()
+        if blob:
+            enc = pc.dictionary_encode(batch.column(n_int))
+            local = np.array([index.setdefault(v, len(index)) for v in enc.dictionary.to_pylist()],
+                             dtype=np.int32)
+            if k:
+                codes[done:done + k] = local[enc.indices.to_numpy()]
+        done += k
+        if on_rows:
+            on_rows(done)
     if done != n:
         raise ColumnsError("the file changed while it was read")
-    return out, (codes, list(index)) if blob else None
+
+
+def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]], n_int: int, blob: bool = False,
+                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None):
+    """read_columns of the queries `parts` [(sql, its row count)], a thread each, into one set
+    of columns in part order (SQLite and the ADBC driver work without the GIL: on a machine
+    with several cores the parts read at once). Without ADBC, one after the other."""
+    import threading
+
+    import numpy as np
+
+    dtypes = dtypes or ["int64"] * n_int
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:
+        adbc = None
+    if adbc is None or len(parts) < 2:
+        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
+    total = sum(n for _, n in parts)
+    out = [np.empty(total, dtype=dtypes[i]) for i in range(n_int)]
+    codes = np.empty(total, dtype=np.int32)
+    indexes: list[dict] = [{} for _ in parts]
+    seen = [0] * len(parts)
+    errors: list[BaseException] = []
+    starts = np.concatenate(([0], np.cumsum([n for _, n in parts]))).tolist()
+
+    def one(k: int) -> None:
+        def counted(done: int) -> None:
+            if errors:
+                raise ColumnsError("another part failed")
+            seen[k] = done
+        try:
+            a, b = starts[k], starts[k + 1]
+            with adbc.connect(f"{Path(path).resolve().as_uri()}?mode=ro") as conn:
+                with conn.cursor() as cur:
+                    _fill_adbc(cur, parts[k][0], n_int, blob, counted, batch_rows, [x[a:b] for x in out],
+                               codes[a:b], indexes[k])
+        except BaseException as e:  # raised in the caller's thread below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(k,), name=f"profkit-read-{k}", daemon=True)
+               for k in range(len(parts))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)
+                if on_rows:
+                    on_rows(sum(seen))
+    except BaseException as e:  # an interrupt: the parts stop at their next batch
+        errors.append(e)
+        for t in threads:
+            t.join()
+        raise
+    if errors:
+        first = next((e for e in errors if not isinstance(e, ColumnsError) or str(e) != "another part failed"),
+                     errors[0])
+        if isinstance(first, ColumnsError) or not isinstance(first, Exception):
+            raise first
+        out = codes = None  # the driver inferred a column's type from its first rows: read_columns' slow way
+        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
+    if not blob:
+        return out, None
+    return out, _merge_codes([(codes[starts[k]:starts[k + 1]], list(ix)) for k, ix in enumerate(indexes)],
+                             into=codes)
+
+
+def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes):
+    import numpy as np
+
+    got, before = [], 0
+    for sql, n in parts:
+        told = (lambda done, before=before: on_rows(before + done)) if on_rows else None
+        got.append(read_columns(path, sql, n_int, blob, told, batch_rows, dtypes, n_rows=n))
+        before += n
+    out = [np.concatenate([g[0][i] for g in got]) if len(got) > 1 else got[0][0][i] for i in range(n_int)]
+    return out, (_merge_codes([g[1] for g in got]) if blob else None)
+
+
+def _merge_codes(coded, into=None):
+    """Per-part (codes, values) as one (codes, values): each part's codes renumbered into the
+    values of all; in place when the parts' codes are views of `into`, back to back."""
+    import numpy as np
+
+    index: dict = {}
+    outs = []
+    for part_codes, part_values in coded:
+        remap = np.array([index.setdefault(v, len(index)) for v in part_values], dtype=np.int32)
+        new = remap[part_codes] if len(part_codes) else np.asarray(part_codes, dtype=np.int32)
+        if into is not None:
+            part_codes[:] = new
+        else:
+            outs.append(new)
+    if into is not None:
+        return into, list(index)
+    return (np.concatenate(outs) if outs else np.zeros(0, dtype=np.int32)), list(index)
 
 
 def _read_adbc_batches(cur, sql, n_int, blob, on_rows, batch_rows, dtypes, index):

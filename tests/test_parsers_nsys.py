@@ -101,15 +101,21 @@ def _exports():
 @pytest.mark.parametrize("export", _exports(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_column_path_gives_the_row_path_rows(export, monkeypatch):
     """Large exports take the column path (numpy projection, rows copied by SQL): on every real
-    export here it yields exactly the row path's kernels, ranges (paths as exact names) and facts."""
+    export here it yields exactly the row path's kernels, ranges (paths as exact names) and facts,
+    its NVTX ranges read whole or in two halves by two threads (past _SPLIT_ROWS rowids)."""
     def both():
         monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
-        try:
-            a = nsys_sqlite.parse(export)
-            assert a.bulk is not None
-            got = (list(a.kernels), list(a.ranges), a.facts)
-        except BadInput as e:
-            got = str(e)
+        got = []
+        for split in (10**18, 0):
+            monkeypatch.setattr(nsys_sqlite, "_SPLIT_ROWS", split)
+            try:
+                a = nsys_sqlite.parse(export)
+                assert a.bulk is not None
+                got.append((list(a.kernels), list(a.ranges), a.facts))
+            except BadInput as e:
+                got.append(str(e))
+        assert got[0] == got[1], "the NVTX ranges read in two halves differ from one read"
+        got = got[0]
         monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 10**18)
         try:
             b = nsys_sqlite.parse(export)
