@@ -278,18 +278,16 @@ def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, 
                sampled: bool = False) -> dict:
     if c:
         v, missing, peaks = _values(c, gpu)
-    else:  # most timeline launches have no counters: their (empty) values once per GPU
-        key = getattr(gpu, "name", None)
-        if key not in _NO_COUNTERS:
-            _NO_COUNTERS[key] = _values(c, gpu)
-        v, missing, peaks = _NO_COUNTERS[key]
-        if v or missing or peaks:  # not empty after all: a fresh computation, nothing shared
-            v, missing, peaks = _values(c, gpu)
-        else:
-            v, missing, peaks = {}, {}, {}
+        kr, ridge_of = kernel_ridge(c, ridge, gpu)
+    else:  # most timeline launches have no counters: their values (the GPU's SM count at most) once per GPU
+        key = id(gpu)
+        hit = _NO_COUNTERS.get(key)
+        if hit is None or hit[0] is not gpu:
+            hit = _NO_COUNTERS[key] = (gpu, _values(c, gpu))
+        v, missing, peaks = (dict(x) for x in hit[1])  # each launch's own dicts (its evidence holds them)
+        kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
-    kr, ridge_of = kernel_ridge(c, ridge, gpu)
     label, reason, rule = classify_one(v, t, kr, name, ridge_of)
     if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
         r = rates(c, gpu)
