@@ -331,18 +331,19 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
 
     def run_landed(run, loaded):  # one line per run, labelled and advised as soon as it is in
-        with Store(db) as s:
-            row = overview.run_summary(s, run, measured)
+        row = overview.run_summary(s, run, measured)
         summaries.append(row)
         if not verbose:
             out.print(_run_line(row), no_wrap=True, overflow="ellipsis", crop=True)
 
     if not verbose:
         out.print("run                              launches   counters  labels (% of GPU time)     fix first")
-    with file_progress() as on_progress:
-        loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
-                               on_run=run_landed)
-    with Store(db) as s:
+    # one connection for the whole job; each run's counters are read once for classify, advise,
+    # the claims and the rooflines (Store.keep_counters)
+    with Store(db) as s, s.keep_counters():
+        with file_progress() as on_progress:
+            loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
+                                   on_run=run_landed, store=s)
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)

@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,17 +246,29 @@ def plan(paths: list[Path], run: str | None = None) -> list[Group]:
     return groups
 
 
-def _runs_of(db: str) -> list[str]:
+def _runs_of(db: str, store: Store | None = None) -> list[str]:
     """The runs a database holds, without creating it."""
+    if store is not None:
+        return store.runs()
     if not Path(db).exists():
         return []
     with Store(db) as s:
         return s.runs()
 
 
+@contextmanager
+def _opened(db: str, store: Store | None):
+    """The caller's open Store (left open), else `db` opened here and closed on exit."""
+    if store is not None:
+        yield store
+        return
+    with Store(db) as s:
+        yield s
+
+
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
            parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
-           groups: list[Group] | None = None) -> list[Loaded]:
+           groups: list[Group] | None = None, store: Store | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
@@ -266,7 +279,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     parsed (capture does); `facts` ({path: dict}) adds what the caller knows of a file to its
     facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
     capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
-    files). on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done,
+    files); `store`: the caller's open Store of `db` (the main job keeps one), used and left open. on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done,
     total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
     groups = plan(paths, run) if groups is None else groups
@@ -283,15 +296,15 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             parsed.append((g, p, parser, sha256_of(p, hashed)))
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
-        have = _runs_of(db)
+        have = _runs_of(db, store)
         for g in alone:
             if g.run not in have:
                 raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
                                             "ingest it with its reports (or their folder)")
     seen = {}
-    if Path(db).exists():
-        with Store(db) as store:
-            seen = {digest: store.has_file(digest) for *_, digest in parsed}
+    if store is not None or Path(db).exists():
+        with _opened(db, store) as s:
+            seen = {digest: s.has_file(digest) for *_, digest in parsed}
     out, todo = [], []
     for g, p, parser, digest in parsed:
         if seen.get(digest):
@@ -309,7 +322,7 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
             todo.append((g, p, report, digest))
     if not todo and not any(g.meta for g in groups):
         return out
-    with Store(db) as store:
+    with _opened(db, store) as store:
         for g, p, report, digest in todo:
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
             if extra:
