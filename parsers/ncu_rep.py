@@ -124,7 +124,7 @@ def prefetch(paths) -> None:
     if not have_reader():
         return
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
+        _pool = ThreadPoolExecutor(max_workers=int(os.environ.get("XREADERS", "2")), thread_name_prefix="ncu-reader")
     for p in paths:
         key = _key(Path(p))
         if key not in _ahead:
@@ -146,10 +146,11 @@ def _read_ahead(path: Path):
             _stop_servers()
 
 
-def _server(src: Path, d: Path):
-    """Read one uncompressed report in this thread's reader process: a CompletedProcess as
-    subprocess.run would give for a one-report child (stdout: the pickled answer; on a crash
-    returncode and stderr of the dead reader)."""
+def _server(path: Path, d: Path):
+    """Read one report in this thread's reader process, which unpacks and checks it in the
+    scratch folder `d` (_prepare) and reads it: a CompletedProcess as subprocess.run would give
+    for a one-report child (stdout: the pickled answer; on a crash returncode and stderr of the
+    dead reader)."""
     err = d / "reader.stderr"
     with _lock:
         srv = getattr(_mine, "server", None)
@@ -170,7 +171,7 @@ def _server(src: Path, d: Path):
             _busy.add(srv)
     try:
         try:
-            srv.stdin.write(_frame(pickle.dumps([str(src.resolve()), str(d), str(err)])))
+            srv.stdin.write(_frame(pickle.dumps([str(path.resolve()), str(d), str(err)])))
             srv.stdin.flush()
             head = _read_exactly(srv.stdout, 8)
             answer = _read_exactly(srv.stdout, int.from_bytes(head, "big")) if head is not None else None
@@ -250,24 +251,32 @@ def parse(path: Path) -> Parsed:
 def _read(path: Path, reader=None):
     """Run the reader's child process on one report: its CompletedProcess. Raises BadInput for
     a broken or oversized xz stream and for a report cut short (checked before the reader).
-    `reader(src, folder)`: read it there instead (a pool thread's reader process, _server)."""
+    `reader(path, folder)`: a pool thread's reader process unpacks, checks and reads it instead
+    (_server), its refusals its answer."""
     with workdir("ncu") as d:
-        src = path
-        if path.name.lower().endswith(".xz"):
-            src = Path(d) / "report.ncu-rep"
-            unxz(path, src)  # bounded: the xz index's size, under a ratio and the free disk space
-        # whole or refused: NVIDIA's reader returns the launches before a cut without a word
-        cut = _ncu_framing.check(src)
-        if cut:
-            raise BadInput(path, cut + (" (inside the .xz)" if src is not path else ""))
-        if reader is not None:
-            return reader(src, Path(d))
+        if reader is not None:  # it decompresses and checks there too (_prepare)
+            return reader(path, Path(d))
+        src = _prepare(path, Path(d))
         # The child sees the parent's import path and runs in the empty temp folder: run from a
         # checkout, `-c` would put the working directory first, and its profkit/ (which has no
         # parsers/: they ship from the top-level folder) would shadow the installed package.
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         return subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
                                str(src.resolve())], capture_output=True, cwd=d, env=env)
+
+
+def _prepare(path: Path, d: Path) -> Path:
+    """The report to hand NVIDIA's reader: `path`, or a `.xz` unpacked into the scratch folder
+    `d`. Raises BadInput for a broken or oversized xz stream and a report cut short."""
+    src = path
+    if path.name.lower().endswith(".xz"):
+        src = d / "report.ncu-rep"
+        unxz(path, src)  # bounded: the xz index's size, under a ratio and the free disk space
+    # whole or refused: NVIDIA's reader returns the launches before a cut without a word
+    cut = _ncu_framing.check(src)
+    if cut:
+        raise BadInput(path, cut + (" (inside the .xz)" if src is not path else ""))
+    return src
 
 
 def _why(proc: subprocess.CompletedProcess) -> str:
@@ -280,8 +289,9 @@ def _why(proc: subprocess.CompletedProcess) -> str:
 def _serve() -> None:
     """A reader process for report after report: each request on stdin is a framed pickle
     [report, folder, stderr file]; it works inside the folder (the caller's scratch folder of
-    that report, as _child's), with whatever the reader prints going to the stderr file, and
-    answers as _child does, framed, on the original stdout. Ends when stdin closes."""
+    that report, as _child's), unpacks and checks the report there (_prepare), with whatever
+    the reader prints going to the stderr file, and answers as _child does, framed, on the
+    original stdout. Ends when stdin closes."""
     out = os.fdopen(os.dup(1), "wb")
     inp = os.fdopen(os.dup(0), "rb")
     null = os.open(os.devnull, os.O_RDWR)
@@ -297,7 +307,7 @@ def _serve() -> None:
         os.dup2(fd, 2)
         os.dup2(fd, 1)
         os.close(fd)
-        out.write(_frame(pickle.dumps(_answer(Path(src)))))
+        out.write(_frame(pickle.dumps(_answer(Path(src), Path(folder)))))
         out.flush()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -306,9 +316,11 @@ def _serve() -> None:
         os.chdir("/")
 
 
-def _answer(path: Path) -> tuple:
+def _answer(path: Path, d: Path | None = None) -> tuple:
+    """The reader's answer for a report (`d`: unpack and check it there first)."""
     try:
-        return ("ok", _parse(path, _load(path)))
+        src = _prepare(path, d) if d is not None else path
+        return ("ok", _parse(src, _load(src)))
     except BadInput as e:
         return ("bad", e.problem)
     except ToolMissing as e:

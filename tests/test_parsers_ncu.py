@@ -155,6 +155,29 @@ def test_prefetched_reports_read_as_parse_reads_them(tmp_path, monkeypatch):
     readers = [a for a in started if "_serve" in " ".join(map(str, a))]
     assert 1 <= len(readers) <= 2 < len(paths)
     assert ncu_rep._servers == [] and ncu_rep._pending == 0
+    # the reader process unpacks and checks too: an .xz reads the same, a cut one (plain or
+    # inside the .xz) is refused with the words of a one-report child
+    import lzma
+    import shutil
+
+    xz = tmp_path / "z.ncu-rep.xz"
+    shutil.copy(KNOWN_NCU_LEAN, xz)
+    raw = lzma.decompress(KNOWN_NCU_LEAN.read_bytes())
+    cut, cut_xz = tmp_path / "cut.ncu-rep", tmp_path / "cut.ncu-rep.xz"
+    cut.write_bytes(raw[:len(raw) // 2])
+    cut_xz.write_bytes(lzma.compress(raw[:len(raw) // 3], format=lzma.FORMAT_XZ))
+    alone = {}
+    for p in (cut, cut_xz):
+        with pytest.raises(BadInput) as e:
+            ncu_rep.parse(p)
+        alone[p] = e.value.problem
+    ncu_rep.prefetch([xz, cut, cut_xz])
+    assert ncu_rep.parse(xz).counters == one[0].counters
+    for p in (cut, cut_xz):
+        with pytest.raises(BadInput) as e:
+            ncu_rep.parse(p)
+        assert e.value.problem == alone[p] and "truncated" in alone[p]
+    assert "inside the .xz" in alone[cut_xz]
 
 
 def test_a_report_that_kills_the_background_reader_is_that_reports_error(tmp_path, monkeypatch):
