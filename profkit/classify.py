@@ -307,6 +307,9 @@ def _impossible(e: dict) -> str | None:
     return None
 
 
+_EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), without a new encoder a launch
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing.
 
@@ -372,7 +375,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": json.dumps(evidence, sort_keys=True), "sampled_from": sampled})
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
     return out
 
 

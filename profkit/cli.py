@@ -341,6 +341,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     # one connection for the whole job; each run's counters are read once for classify, advise,
     # the claims and the rooflines (Store.keep_counters)
     with Store(db) as s, s.keep_counters():
+        s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
         with file_progress() as on_progress:
             loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
                                    on_run=run_landed, store=s)

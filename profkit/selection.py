@@ -89,8 +89,10 @@ def groups(store: Store, sel: Selector) -> dict[str, Group]:
         f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL AND nvtx_path != '' "
         "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
     out: dict[str, Group] = {}
+    keys: dict = {}  # a run's launches share a few hundred distinct paths: each one's key once
     for r in rows:
-        key = key_of(names(r), sel.component)
+        at = (r["nvtx_names"], r["nvtx_path"])
+        key = keys[at] if at in keys else keys.setdefault(at, key_of(names(r), sel.component))
         if key is None:
             continue
         g = out.setdefault(key, Group(key, r["nvtx_path"]))
