@@ -342,7 +342,7 @@ def _child() -> None:
 def _text(s):
     """ncu_report hands out undecodable bytes of a corrupt report as lone surrogates, which
     SQLite cannot store: they become '?'."""
-    if not isinstance(s, str):
+    if not isinstance(s, str) or s.isascii():  # (ASCII: nothing to replace; most names and units)
         return s
     try:
         s.encode("utf-8")
@@ -361,7 +361,7 @@ def _parse(path: Path, ctx) -> Parsed:
             a = rng.action_by_idx(ai)
             values = {}
             for name in a.metric_names():
-                if _text(name) is not name:  # a corrupt name: the reader cannot look it up again
+                if not name.isascii() and _text(name) is not name:  # a corrupt name: the reader cannot look it up again
                     continue
                 m = a.metric_by_name(name)
                 if m is None or not m.has_value() or m.kind() == m.ValueKind_STRING:
@@ -372,7 +372,7 @@ def _parse(path: Path, ctx) -> Parsed:
                     continue
                 if v != v:  # NaN
                     continue
-                values[_text(name)] = normalise(v, _text(m.unit()))
+                values[name] = normalise(v, _text(m.unit()))
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())
