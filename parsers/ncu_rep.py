@@ -124,13 +124,16 @@ def prefetch(paths) -> None:
     if not have_reader():
         return
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=int(os.environ.get("XREADERS", "2")), thread_name_prefix="ncu-reader")
+        _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
+    todo = {}
     for p in paths:
         key = _key(Path(p))
         if key not in _ahead:
-            with _lock:
-                _pending += 1
-            _ahead[key] = _pool.submit(_read_ahead, Path(p))
+            todo[key] = Path(p)
+    with _lock:  # all counted before the first starts: a reader that finishes early finds more to do
+        _pending += len(todo)
+    for key, p in todo.items():
+        _ahead[key] = _pool.submit(_read_ahead, p)
 
 
 def _read_ahead(path: Path):
