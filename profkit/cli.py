@@ -336,6 +336,18 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         if not verbose:
             out.print(_run_line(row), no_wrap=True, overflow="ellipsis", crop=True)
 
+    def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
+        from .advise import preload_lab
+        from .ingest import capture_meta
+
+        metas = []
+        for f in folders:
+            try:
+                metas.append(capture_meta(f))
+            except ProfkitError:  # refused where that folder loads, in its turn
+                pass
+        preload_lab(metas)
+
     if not verbose:
         out.print("run                              launches   counters  labels (% of GPU time)     fix first")
     # one connection for the whole job; each run's counters are read once for classify, advise,
@@ -344,7 +356,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
         with file_progress() as on_progress:
             loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
-                                   on_run=run_landed, store=s)
+                                   on_run=run_landed, store=s, on_start=started)
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)

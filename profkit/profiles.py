@@ -16,10 +16,12 @@ from .store import Store
 
 
 def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=None,
-                  store: Store | None = None) -> list[Loaded]:
+                  store: Store | None = None, on_start=None) -> list[Loaded]:
     """Every run folder under `root` into `db`. `on_file(Loaded)` hears each file as it lands,
     `on_run(run, [Loaded])` each run once its files are in, `on_progress` the rows of a file;
-    `store`: the caller's open Store of `db`, used and left open."""
+    `store`: the caller's open Store of `db`, used and left open; `on_start([folder])` runs once
+    the slow readers have started, before the first folder loads (work of the caller's that
+    can overlap them)."""
     root = Path(root)
     if not root.is_dir():
         raise ProfkitError(f"{root}: no such folder of profiles")
@@ -28,6 +30,8 @@ def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=No
     plan = [(folder, report_files(folder)) for folder in sorted(p for p in root.iterdir() if p.is_dir())]
     with _opened(db, store) as s:
         parsers.prefetch([f for _, files in plan for f in files if not s.has_file(sha256_of(f))])
+    if on_start:
+        on_start([folder for folder, files in plan if files])
     for folder, files in plan:
         if files:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
