@@ -108,23 +108,36 @@ _lock = threading.Lock()
 _pending = 0  # prefetched reports not read yet
 _servers: list = []  # the background readers' processes (one per pool thread), idle or busy
 _busy: set = set()  # those reading a report now
+_served: dict = {}  # reader process -> reports it answered
 _mine = threading.local()
 
 
+def readers() -> int:
+    """Background reader processes: one core fewer than the machine has (the caller, which
+    writes what they read, keeps one busy), at least one, at most four. On two cores one
+    reader beside the main job beat two (they took a third of its core; measured)."""
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+# a reader process reads this many reports, then a fresh one takes over: NVIDIA's reader keeps
+# ~15 MB of each report it read (measured on the shipped reports; gc.collect frees none of it)
+REPORTS_PER_READER = 8
+
+
 def prefetch(paths) -> None:
-    """Start reading these reports in the background (two reader processes at a time), so
-    that parse() finds them read: `analyse` reads every counter report while it loads the
+    """Start reading these reports in the background (readers() reader processes), so that
+    parse() finds them read: `analyse` reads every counter report while it loads the
     timelines. A report never parsed afterwards only costs its reading. Each background
     thread keeps one reader process for report after report (a Python start and the reader's
-    import cost ~0.15 s a report) until the queue is empty; a report that kills it is that
-    report's error, and the next report starts a fresh one."""
+    import cost ~0.15 s a report; REPORTS_PER_READER) until the queue is empty; a report that
+    kills it is that report's error, and the next report starts a fresh one."""
     global _pool, _pending
     from concurrent.futures import ThreadPoolExecutor
 
     if not have_reader():
         return
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
+        _pool = ThreadPoolExecutor(max_workers=readers(), thread_name_prefix="ncu-reader")
     todo = {}
     for p in paths:
         key = _key(Path(p))
@@ -155,12 +168,17 @@ def _server(path: Path, d: Path):
     for a one-report child (stdout: the pickled answer; on a crash returncode and stderr of the
     dead reader)."""
     err = d / "reader.stderr"
+    retired = []
     with _lock:
         srv = getattr(_mine, "server", None)
         if srv is not None and (srv not in _servers or srv.poll() is not None):
             srv = None  # stopped while idle, or dead
+        elif srv is not None and _served.get(srv, 0) >= REPORTS_PER_READER:
+            _servers.remove(srv)
+            retired, srv = [srv], None
         if srv is not None:
             _busy.add(srv)
+    _close(retired)  # (idle: this thread's own)
     if srv is None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         with open(err, "wb") as log:  # (what it says before its first request: an import error)
@@ -181,11 +199,13 @@ def _server(path: Path, d: Path):
         except OSError:  # its input closed: it died
             answer = None
         if answer is not None:
+            _served[srv] = _served.get(srv, 0) + 1
             return subprocess.CompletedProcess(srv.args, 0, answer, b"")
         code = srv.wait()  # the reader died on this report
         with _lock:
             if srv in _servers:
                 _servers.remove(srv)
+            _served.pop(srv, None)
         _mine.server = None
         return subprocess.CompletedProcess(srv.args, code, b"", err.read_bytes() if err.is_file() else b"")
     finally:
@@ -212,7 +232,13 @@ def _stop_servers() -> None:
     with _lock:
         idle = [srv for srv in _servers if srv not in _busy]
         _servers[:] = [srv for srv in _servers if srv in _busy]
-    for srv in idle:
+    _close(idle)
+
+
+def _close(procs: list) -> None:
+    """End reader processes that no thread uses any more (their input closes: they exit)."""
+    for srv in procs:
+        _served.pop(srv, None)
         try:
             srv.stdin.close()
         except OSError:
