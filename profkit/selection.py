@@ -82,7 +82,13 @@ _KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, s
 
 
 def groups(store: Store, sel: Selector) -> dict[str, Group]:
-    """The selector's kernels grouped by pairing key (timeline launches; ncu-only runs too)."""
+    """The selector's kernels grouped by pairing key (timeline launches; ncu-only runs too).
+    Within Store.snapshot the same selector's groups are made once (the claims pair the
+    baseline with every other variant): read them, do not change them."""
+    return dict(store.remember(("groups", sel), lambda: _groups(store, sel)))
+
+
+def _groups(store: Store, sel: Selector) -> dict[str, Group]:
     if sel.run not in store.runs():
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     rows = store.query(

@@ -304,6 +304,16 @@ class Store:
             self._add_sampled(run, out)
         return out
 
+    def remember(self, key: tuple, compute):
+        """compute(), answered once per key within snapshot() (outside it: computed each time).
+        For what a caller derives from the snapshot's reads (selection.groups)."""
+        if self._memo is None:
+            return compute()
+        key = ("remember",) + key
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
     def _writing(self) -> None:
         if self._memo is not None:
             raise ProfkitError("internal: a write inside Store.snapshot()")
@@ -593,6 +603,8 @@ class Store:
         range. nsys wins over the CUPTI tracer when a run has both.
         """
         c = self.conn
+        if not c.execute("SELECT 1 FROM launch WHERE run = ? AND source = 'ncu' LIMIT 1", (run,)).fetchone():
+            return  # no ncu launch to tie (a run's timeline loads first): nothing changes below
         c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
         tl = self.timeline_source(run)
         if not tl:
@@ -606,8 +618,9 @@ class Store:
             c.execute(f"""
                 WITH t AS (SELECT id, rank, {key} AS r, short_name,
                                   row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY start_ns, seq) AS k
-                           FROM launch l WHERE run = :run AND source = :tl AND NOT EXISTS
-                               (SELECT 1 FROM launch x WHERE x.run = :run AND x.source = 'ncu' AND x.timeline_id = l.id)),
+                           FROM launch l WHERE run = :run AND source = :tl AND id NOT IN
+                               (SELECT timeline_id FROM launch x WHERE x.run = :run AND x.source = 'ncu'
+                                AND x.timeline_id IS NOT NULL)),
                      n AS (SELECT id, rank, {key} AS r, short_name,
                                   row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY file_id, seq) AS k
                            FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}),
@@ -666,8 +679,8 @@ class Store:
             return
         free: dict = {}
         for tid, rank, path, short in c.execute(
-                "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND NOT EXISTS"
-                " (SELECT 1 FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id = l.id)"
+                "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND id NOT IN"
+                " (SELECT timeline_id FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id IS NOT NULL)"
                 " ORDER BY start_ns, seq", (run, tl)):
             free.setdefault((rank, path, short), []).append(tid)
         pairs = []
