@@ -116,3 +116,22 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
         assert s.counters("known") == fresh.counters("known")
         assert len(s.counters("known")) > len(before)
     fresh.close()
+
+
+def test_launches_without_counters_label_as_the_general_path(tmp_path, monkeypatch):
+    """label_rows labels launches without counters on one GPU row by a short path (most of a
+    timeline): the same rows, evidence text included, as the general path on shipped runs
+    (timeline only, timeline + counters, a multi-rank run with NCCL kernels)."""
+    from profdata import PROFILES
+    from profkit import classify as cl
+    from profkit.profiles import load_profiles
+
+    db = str(tmp_path / "f.db")
+    load_profiles(PROFILES, db)
+    with Store(db) as s:
+        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm_linear-llama8b-qkv-m16"]
+        fast = {r: cl.label_rows(s, r) for r in runs}
+        monkeypatch.setattr(cl, "_fast", False)
+        for r in runs:
+            assert fast[r] == cl.label_rows(s, r)
+        assert sum(1 for r in runs for row in fast[r] if json.loads(row["evidence"])["timeline"]) > 10_000
