@@ -174,11 +174,25 @@ def register(w: Workload) -> Workload:
     return w
 
 
+def _modules() -> list[str]:
+    return [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
+            if not info.name.startswith("_") and info.name not in ("run", "timing")]
+
+
+def preload() -> None:
+    """Import the workload modules ahead of workloads() (the main job does it while its first
+    reports are read): nothing is registered here, and a module that fails to import is left
+    out of sys.modules, so it fails again, the same way, where workloads() imports it."""
+    for name in _modules():
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - reported by workloads(), not here
+            pass
+
+
 def _discover() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name in ("run", "timing"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
+    for name in _modules():
+        mod = importlib.import_module(name)
         w = getattr(mod, "WORKLOAD", None)
         if isinstance(w, Workload):
             register(w)

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from profkit.errors import BadInput, ToolMissing
@@ -103,23 +104,150 @@ def nvtx_path(state) -> tuple[str | None, str | None]:
 
 _ahead: dict = {}  # path -> Future of its reader's answer (prefetch)
 _pool = None
+_lock = threading.Lock()
+_pending = 0  # prefetched reports not read yet
+_servers: list = []  # the background readers' processes (one per pool thread), idle or busy
+_busy: set = set()  # those reading a report now
+_served: dict = {}  # reader process -> reports it answered
+_mine = threading.local()
+
+
+def readers() -> int:
+    """Background reader processes: one core fewer than the machine has (the caller, which
+    writes what they read, keeps one busy), at least one, at most four. On two cores one
+    reader beside the main job beat two (they took a third of its core; measured)."""
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+# a reader process reads this many reports, then a fresh one takes over: NVIDIA's reader keeps
+# ~15 MB of each report it read (measured on the shipped reports; gc.collect frees none of it)
+REPORTS_PER_READER = 8
 
 
 def prefetch(paths) -> None:
-    """Start reading these reports in the background (two reader processes at a time), so
-    that parse() finds them read: `analyse` reads every counter report while it loads the
-    timelines. A report never parsed afterwards only costs its reading."""
-    global _pool
+    """Start reading these reports in the background (readers() reader processes), so that
+    parse() finds them read: `analyse` reads every counter report while it loads the
+    timelines. A report never parsed afterwards only costs its reading. Each background
+    thread keeps one reader process for report after report (a Python start and the reader's
+    import cost ~0.15 s a report; REPORTS_PER_READER) until the queue is empty; a report that
+    kills it is that report's error, and the next report starts a fresh one."""
+    global _pool, _pending
     from concurrent.futures import ThreadPoolExecutor
 
     if not have_reader():
         return
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="ncu-reader")
+        _pool = ThreadPoolExecutor(max_workers=readers(), thread_name_prefix="ncu-reader")
+    todo = {}
     for p in paths:
         key = _key(Path(p))
         if key not in _ahead:
-            _ahead[key] = _pool.submit(_read, Path(p))
+            todo[key] = Path(p)
+    with _lock:  # all counted before the first starts: a reader that finishes early finds more to do
+        _pending += len(todo)
+    for key, p in todo.items():
+        _ahead[key] = _pool.submit(_read_ahead, p)
+
+
+def _read_ahead(path: Path):
+    """_read in a pool thread, through the thread's reader process."""
+    global _pending
+    try:
+        return _read(path, _server)
+    finally:
+        with _lock:
+            _pending -= 1
+            done = _pending == 0
+        if done:  # nothing left to read: no process waits for work that will not come
+            _stop_servers()
+
+
+def _server(path: Path, d: Path):
+    """Read one report in this thread's reader process, which unpacks and checks it in the
+    scratch folder `d` (_prepare) and reads it: a CompletedProcess as subprocess.run would give
+    for a one-report child (stdout: the pickled answer; on a crash returncode and stderr of the
+    dead reader)."""
+    err = d / "reader.stderr"
+    retired = []
+    with _lock:
+        srv = getattr(_mine, "server", None)
+        if srv is not None and (srv not in _servers or srv.poll() is not None):
+            srv = None  # stopped while idle, or dead
+        elif srv is not None and _served.get(srv, 0) >= REPORTS_PER_READER:
+            _servers.remove(srv)
+            retired, srv = [srv], None
+        if srv is not None:
+            _busy.add(srv)
+    _close(retired)  # (idle: this thread's own)
+    if srv is None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        with open(err, "wb") as log:  # (what it says before its first request: an import error)
+            # -c puts the working directory first on sys.path: dropped (see _read)
+            srv = subprocess.Popen([sys.executable, "-c", "import sys; sys.path[:] = [p for p in sys.path if p]; "
+                                    "from profkit.parsers.ncu_rep import _serve; _serve()"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=d, env=env)
+        _mine.server = srv
+        with _lock:
+            _servers.append(srv)
+            _busy.add(srv)
+    try:
+        try:
+            srv.stdin.write(_frame(pickle.dumps([str(path.resolve()), str(d), str(err)])))
+            srv.stdin.flush()
+            head = _read_exactly(srv.stdout, 8)
+            answer = _read_exactly(srv.stdout, int.from_bytes(head, "big")) if head is not None else None
+        except OSError:  # its input closed: it died
+            answer = None
+        if answer is not None:
+            _served[srv] = _served.get(srv, 0) + 1
+            return subprocess.CompletedProcess(srv.args, 0, answer, b"")
+        code = srv.wait()  # the reader died on this report
+        with _lock:
+            if srv in _servers:
+                _servers.remove(srv)
+            _served.pop(srv, None)
+        _mine.server = None
+        return subprocess.CompletedProcess(srv.args, code, b"", err.read_bytes() if err.is_file() else b"")
+    finally:
+        with _lock:
+            _busy.discard(srv)
+
+
+def _frame(b: bytes) -> bytes:
+    return len(b).to_bytes(8, "big") + b
+
+
+def _read_exactly(f, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        got = f.read(n - len(buf))
+        if not got:
+            return None
+        buf += got
+    return buf
+
+
+def _stop_servers() -> None:
+    """End the idle reader processes (their input closes: they exit)."""
+    with _lock:
+        idle = [srv for srv in _servers if srv not in _busy]
+        _servers[:] = [srv for srv in _servers if srv in _busy]
+    _close(idle)
+
+
+def _close(procs: list) -> None:
+    """End reader processes that no thread uses any more (their input closes: they exit)."""
+    for srv in procs:
+        _served.pop(srv, None)
+        try:
+            srv.stdin.close()
+        except OSError:
+            pass
+        try:
+            srv.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
 
 
 def _key(path: Path):
@@ -149,24 +277,35 @@ def parse(path: Path) -> Parsed:
     raise RuntimeError(f"{path}: reading the report failed:\n{payload[0]}")  # a profkit bug: keep the traceback
 
 
-def _read(path: Path):
+def _read(path: Path, reader=None):
     """Run the reader's child process on one report: its CompletedProcess. Raises BadInput for
-    a broken or oversized xz stream and for a report cut short (checked before the reader)."""
+    a broken or oversized xz stream and for a report cut short (checked before the reader).
+    `reader(path, folder)`: a pool thread's reader process unpacks, checks and reads it instead
+    (_server), its refusals its answer."""
     with workdir("ncu") as d:
-        src = path
-        if path.name.lower().endswith(".xz"):
-            src = Path(d) / "report.ncu-rep"
-            unxz(path, src)  # bounded: the xz index's size, under a ratio and the free disk space
-        # whole or refused: NVIDIA's reader returns the launches before a cut without a word
-        cut = _ncu_framing.check(src)
-        if cut:
-            raise BadInput(path, cut + (" (inside the .xz)" if src is not path else ""))
+        if reader is not None:  # it decompresses and checks there too (_prepare)
+            return reader(path, Path(d))
+        src = _prepare(path, Path(d))
         # The child sees the parent's import path and runs in the empty temp folder: run from a
         # checkout, `-c` would put the working directory first, and its profkit/ (which has no
         # parsers/: they ship from the top-level folder) would shadow the installed package.
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         return subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
                                str(src.resolve())], capture_output=True, cwd=d, env=env)
+
+
+def _prepare(path: Path, d: Path) -> Path:
+    """The report to hand NVIDIA's reader: `path`, or a `.xz` unpacked into the scratch folder
+    `d`. Raises BadInput for a broken or oversized xz stream and a report cut short."""
+    src = path
+    if path.name.lower().endswith(".xz"):
+        src = d / "report.ncu-rep"
+        unxz(path, src)  # bounded: the xz index's size, under a ratio and the free disk space
+    # whole or refused: NVIDIA's reader returns the launches before a cut without a word
+    cut = _ncu_framing.check(src)
+    if cut:
+        raise BadInput(path, cut + (" (inside the .xz)" if src is not path else ""))
+    return src
 
 
 def _why(proc: subprocess.CompletedProcess) -> str:
@@ -176,29 +315,63 @@ def _why(proc: subprocess.CompletedProcess) -> str:
     return f"{code}: {detail[:160]}" if detail else code
 
 
+def _serve() -> None:
+    """A reader process for report after report: each request on stdin is a framed pickle
+    [report, folder, stderr file]; it works inside the folder (the caller's scratch folder of
+    that report, as _child's), unpacks and checks the report there (_prepare), with whatever
+    the reader prints going to the stderr file, and answers as _child does, framed, on the
+    original stdout. Ends when stdin closes."""
+    out = os.fdopen(os.dup(1), "wb")
+    inp = os.fdopen(os.dup(0), "rb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    while True:
+        head = _read_exactly(inp, 8)
+        if head is None:
+            return
+        src, folder, err = pickle.loads(_read_exactly(inp, int.from_bytes(head, "big")))
+        os.chdir(folder)
+        fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)
+        os.dup2(fd, 1)
+        os.close(fd)
+        out.write(_frame(pickle.dumps(_answer(Path(src), Path(folder)))))
+        out.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(null, 2)
+        os.dup2(null, 1)
+        os.chdir("/")
+
+
+def _answer(path: Path, d: Path | None = None) -> tuple:
+    """The reader's answer for a report (`d`: unpack and check it there first)."""
+    try:
+        src = _prepare(path, d) if d is not None else path
+        return ("ok", _parse(src, _load(src)))
+    except BadInput as e:
+        return ("bad", e.problem)
+    except ToolMissing as e:
+        return ("missing", str(e))
+    except Exception:
+        import traceback
+        return ("error", traceback.format_exc())
+
+
 def _child() -> None:
     """In the child: read argv[1], answer with a pickled ("ok", Parsed) | ("bad", problem) |
     ("missing", message) | ("error", traceback) on the original stdout."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever the reader prints goes to stderr
-    path = Path(sys.argv[1])
-    try:
-        answer = ("ok", _parse(path, _load(path)))
-    except BadInput as e:
-        answer = ("bad", e.problem)
-    except ToolMissing as e:
-        answer = ("missing", str(e))
-    except Exception:
-        import traceback
-        answer = ("error", traceback.format_exc())
-    pickle.dump(answer, out)
+    pickle.dump(_answer(Path(sys.argv[1])), out)
     out.flush()
 
 
 def _text(s):
     """ncu_report hands out undecodable bytes of a corrupt report as lone surrogates, which
     SQLite cannot store: they become '?'."""
-    if not isinstance(s, str):
+    if not isinstance(s, str) or s.isascii():  # (ASCII: nothing to replace; most names and units)
         return s
     try:
         s.encode("utf-8")
@@ -217,7 +390,7 @@ def _parse(path: Path, ctx) -> Parsed:
             a = rng.action_by_idx(ai)
             values = {}
             for name in a.metric_names():
-                if _text(name) is not name:  # a corrupt name: the reader cannot look it up again
+                if not name.isascii() and _text(name) is not name:  # a corrupt name: the reader cannot look it up again
                     continue
                 m = a.metric_by_name(name)
                 if m is None or not m.has_value() or m.kind() == m.ValueKind_STRING:
@@ -228,7 +401,7 @@ def _parse(path: Path, ctx) -> Parsed:
                     continue
                 if v != v:  # NaN
                     continue
-                values[_text(name)] = normalise(v, _text(m.unit()))
+                values[name] = normalise(v, _text(m.unit()))
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())

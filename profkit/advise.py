@@ -199,6 +199,19 @@ def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) ->
     return best, how
 
 
+def preload_lab(metas) -> None:
+    """Import the kernel lab's modules now when a run's meta (capture.json) says it came from a
+    lab workload: the main job does it while its first reports are read, instead of inside the
+    first lab run's advice. Nothing is registered (profkit.kernels.preload)."""
+    if not any(lab_op(m or {}) for m in metas):
+        return
+    try:
+        from profkit import kernels as lab
+    except ImportError:
+        return
+    lab.preload()
+
+
 def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
     run came from a lab workload and the lab is installed (the `kernels` extra)."""

@@ -274,22 +274,25 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
 _NO_COUNTERS: dict = {}
 
 
+def _no_counter_values(gpu: gpus.Gpu | None) -> tuple[dict, dict, dict]:
+    """_values of a launch without counters on this GPU row (its SM count at most), made once
+    per row: shared, read them only."""
+    hit = _NO_COUNTERS.get(id(gpu))
+    if hit is None or hit[0] is not gpu:
+        hit = _NO_COUNTERS[id(gpu)] = (gpu, _values({}, gpu))
+    return hit[1]
+
+
 def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
                sampled: bool = False) -> dict:
     if c:
         v, missing, peaks = _values(c, gpu)
-    else:  # most timeline launches have no counters: their (empty) values once per GPU
-        key = getattr(gpu, "name", None)
-        if key not in _NO_COUNTERS:
-            _NO_COUNTERS[key] = _values(c, gpu)
-        v, missing, peaks = _NO_COUNTERS[key]
-        if v or missing or peaks:  # not empty after all: a fresh computation, nothing shared
-            v, missing, peaks = _values(c, gpu)
-        else:
-            v, missing, peaks = {}, {}, {}
+        kr, ridge_of = kernel_ridge(c, ridge, gpu)
+    else:  # most timeline launches have no counters: their values (the GPU's SM count at most) once per GPU
+        v, missing, peaks = (dict(x) for x in _no_counter_values(gpu))  # each launch's own dicts (its evidence holds them)
+        kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
-    kr, ridge_of = kernel_ridge(c, ridge, gpu)
     label, reason, rule = classify_one(v, t, kr, name, ridge_of)
     if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
         r = rates(c, gpu)
@@ -309,6 +312,12 @@ def _impossible(e: dict) -> str | None:
     return None
 
 
+_EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), without a new encoder a launch
+
+
+_fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing.
 
@@ -326,7 +335,45 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from FROM kernels"
                           " WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
+    # Most launches of a timeline have no counters. On one GPU row their label rests on the
+    # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
+    # here as the general path below would (one candidate, nothing ruled out), without its
+    # per-candidate lists (35 k launches in the main job).
+    one = len(options) == 1 and _fast
+    if one:
+        v0, missing0, peaks0 = _no_counter_values(options[0])
+        table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
+        around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
     for k in kernels:
+        if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
+            kid = k["kernel_id"]
+            t = timeline.get(kid)
+            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor")
+            r = RULES.get(rule, {})
+            evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
+                        "ridge_flop_per_byte": ridges[0], "ridge_of": "bf16_tensor"}
+            if peaks0:
+                evidence["peaks"] = peaks0
+            if missing0:
+                evidence["missing"] = missing0
+            if table0:
+                evidence["gpu"] = {"found": found, "candidates": [{"gpu": options[0].name, "label": label}]}
+            tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
+            if kid in ncu_rules:
+                evidence.update(_ncu_side(label, ncu_rules[kid]))
+                text = _EVIDENCE.encode({**evidence, "timeline": tl})
+            else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
+                # after every other key but "values")
+                if (label, rule) not in around:
+                    whole = _EVIDENCE.encode({**evidence, "timeline": None})
+                    cut = whole.index(', "timeline": null, "values": ')
+                    around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
+                head, tail = around[label, rule]
+                text = head + _EVIDENCE.encode(tl) + tail
+            out.append({"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
+                        "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
+                        "sampled_from": None})
+            continue
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
         # counters stand for this one; the time facts (duration, gaps) stay this launch's own
@@ -374,7 +421,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": json.dumps(evidence, sort_keys=True), "sampled_from": sampled})
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
     return out
 
 

@@ -331,18 +331,32 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
 
     def run_landed(run, loaded):  # one line per run, labelled and advised as soon as it is in
-        with Store(db) as s:
-            row = overview.run_summary(s, run, measured)
+        row = overview.run_summary(s, run, measured)
         summaries.append(row)
         if not verbose:
             out.print(_run_line(row), no_wrap=True, overflow="ellipsis", crop=True)
 
+    def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
+        from .advise import preload_lab
+        from .ingest import capture_meta
+
+        metas = []
+        for f in folders:
+            try:
+                metas.append(capture_meta(f))
+            except ProfkitError:  # refused where that folder loads, in its turn
+                pass
+        preload_lab(metas)
+
     if not verbose:
         out.print("run                              launches   counters  labels (% of GPU time)     fix first")
-    with file_progress() as on_progress:
-        loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
-                               on_run=run_landed)
-    with Store(db) as s:
+    # one connection for the whole job; each run's counters are read once for classify, advise,
+    # the claims and the rooflines (Store.keep_counters)
+    with Store(db) as s, s.keep_counters():
+        s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
+        with file_progress() as on_progress:
+            loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
+                                   on_run=run_landed, store=s, on_start=started)
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)

@@ -12,6 +12,7 @@ import inspect
 import json
 import re
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,17 +248,29 @@ def plan(paths: list[Path], run: str | None = None) -> list[Group]:
     return groups
 
 
-def _runs_of(db: str) -> list[str]:
+def _runs_of(db: str, store: Store | None = None) -> list[str]:
     """The runs a database holds, without creating it."""
+    if store is not None:
+        return store.runs()
     if not Path(db).exists():
         return []
     with Store(db) as s:
         return s.runs()
 
 
+@contextmanager
+def _opened(db: str, store: Store | None):
+    """The caller's open Store (left open), else `db` opened here and closed on exit."""
+    if store is not None:
+        yield store
+        return
+    with Store(db) as s:
+        yield s
+
+
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
            parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
-           groups: list[Group] | None = None) -> list[Loaded]:
+           groups: list[Group] | None = None, store: Store | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
@@ -268,8 +281,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     parsed (capture does); `facts` ({path: dict}) adds what the caller knows of a file to its
     facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
     capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
-    files). on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done,
-    total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
+    files); `store`: the caller's open Store of `db` (the main job keeps one), used and left
+    open. on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done, total)
+    of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
     groups = plan(paths, run) if groups is None else groups
     for g in groups:
@@ -280,14 +294,14 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     parsed = []
     # Into a database holding no report, no file can be a repeat: each file's hash is then
     # taken in a thread beside its parse (hashlib works without the GIL), not before it
-    ahead = _Hashes() if not _holds_reports(db) else None
+    ahead = _Hashes() if not _holds_reports(db, store) else None
     try:
         for g in groups:
             for p in g.files:
                 parser = parsers.detect(p)
                 hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
                 parsed.append((g, p, parser, ahead.submit(p) if ahead else sha256_of(p, hashed)))
-        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress)
+        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store)
     finally:
         if ahead:
             ahead.close()
@@ -312,9 +326,11 @@ def _digest(d) -> str:
     return d if isinstance(d, str) else d.result()
 
 
-def _holds_reports(db: str) -> bool:
+def _holds_reports(db: str, store: Store | None = None) -> bool:
     """False only for a database that is missing, empty, or a profkit one without reports
     (looked at read-only: nothing is created or migrated before every file is parsed)."""
+    if store is not None:
+        return store.conn.execute("SELECT 1 FROM report_file LIMIT 1").fetchone() is not None
     what = what_is(db)
     if what in ("missing", "empty"):
         return False
@@ -330,18 +346,19 @@ def _holds_reports(db: str) -> bool:
         return True
 
 
-def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress) -> list[Loaded]:
+def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress,
+                   store: Store | None) -> list[Loaded]:
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
-        have = _runs_of(db)
+        have = _runs_of(db, store)
         for g in alone:
             if g.run not in have:
                 raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
                                             "ingest it with its reports (or their folder)")
     seen = {}
-    if Path(db).exists():
-        with Store(db) as store:
-            seen = {digest: store.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
+    if store is not None or Path(db).exists():
+        with _opened(db, store) as s:
+            seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
     out, todo = [], []
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
@@ -359,7 +376,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
             todo.append((g, p, report, _digest(digest)))
     if not todo and not any(g.meta for g in groups):
         return out
-    with Store(db) as store:
+    with _opened(db, store) as store:
         for g, p, report, digest in todo:
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
             if extra:

@@ -60,9 +60,20 @@ def _clock(c: dict[str, float], short: str, fallback: str | None) -> float | Non
 
 
 def work(c: dict[str, float]) -> dict[str, float]:
-    """FLOPs per precision of one launch ({metric: value}); precisions with none left out."""
+    """FLOPs per precision of one launch ({metric: value}); precisions with none left out.
+    Remembered on a Counters mapping."""
     if not c:
         return {}
+    memo = getattr(c, "memo", None)
+    if memo is None:
+        return _work(c)
+    hit = memo.get("work")  # (not a short name: the metric table has no "work")
+    if hit is None:
+        hit = memo["work"] = _work(c)
+    return dict(hit)
+
+
+def _work(c: dict[str, float]) -> dict[str, float]:
     out = {}
     for key, (_, counters, _, _) in PRECISIONS.items():
         n = sum((lookup(c, short) or 0) * per for short, per in counters)
@@ -105,7 +116,19 @@ def attribute_rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
 def rates(c: dict[str, float], gpu: Gpu | None = None) -> dict[str, tuple[float, str]]:
     """Peak FLOP/s per precision and byte/s per level at this launch's clocks, with how: the
     report's peak metrics, else its device attributes (DRAM, FP32); for a launch whose report
-    gives no peak at all, `gpu`'s datasheet row (profkit.gpus)."""
+    gives no peak at all, `gpu`'s datasheet row (profkit.gpus). Remembered on a Counters
+    mapping, per GPU row (classify, advise and the roofline each ask several times a launch)."""
+    memo = getattr(c, "memo", None)
+    if memo is None:
+        return _rates(c, gpu)
+    key = ("rates", id(gpu))  # (a tuple: never a short name)
+    hit = memo.get(key)
+    if hit is None or hit[0] is not gpu:
+        hit = memo[key] = (gpu, _rates(c, gpu))
+    return dict(hit[1])
+
+
+def _rates(c: dict[str, float], gpu: Gpu | None) -> dict[str, tuple[float, str]]:
     out: dict[str, tuple[float, str]] = {}
     sm = lookup(c, "sm_clock")
     for key, (label, _, peak, per) in PRECISIONS.items():

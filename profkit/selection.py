@@ -82,15 +82,23 @@ _KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, s
 
 
 def groups(store: Store, sel: Selector) -> dict[str, Group]:
-    """The selector's kernels grouped by pairing key (timeline launches; ncu-only runs too)."""
+    """The selector's kernels grouped by pairing key (timeline launches; ncu-only runs too).
+    Within Store.snapshot the same selector's groups are made once (the claims pair the
+    baseline with every other variant): read them, do not change them."""
+    return dict(store.remember(("groups", sel), lambda: _groups(store, sel)))
+
+
+def _groups(store: Store, sel: Selector) -> dict[str, Group]:
     if sel.run not in store.runs():
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     rows = store.query(
         f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL AND nvtx_path != '' "
         "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
     out: dict[str, Group] = {}
+    keys: dict = {}  # a run's launches share a few hundred distinct paths: each one's key once
     for r in rows:
-        key = key_of(names(r), sel.component)
+        at = (r["nvtx_names"], r["nvtx_path"])
+        key = keys[at] if at in keys else keys.setdefault(at, key_of(names(r), sel.component))
         if key is None:
             continue
         g = out.setdefault(key, Group(key, r["nvtx_path"]))

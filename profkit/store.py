@@ -290,6 +290,56 @@ class Store:
         finally:
             self._memo = None
 
+    _kept: dict | None = None  # run -> its counters (keep_counters)
+    _kept_version: int | None = None
+
+    @contextmanager
+    def keep_counters(self):
+        """Within it, each run's counters are read from the database once; every later read of
+        them (any metrics, sampled or not) is answered from that read: for the main job, whose
+        classify, advise, claims and rooflines each read every run's counters. A report this
+        Store adds forgets its run's; a commit by another connection forgets all (PRAGMA
+        data_version). Rows are shared between answers: read them, do not change them."""
+        self._kept, self._kept_version = {}, None
+        try:
+            yield self
+        finally:
+            self._kept = None
+
+    def _kept_counters(self, run: str, metrics, sampled: bool) -> dict[int, dict[str, float]]:
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._kept_version:
+            self._kept.clear()
+            self._kept_version = version
+        base = self._kept.get(run)
+        if base is None:
+            base = self._kept[run] = self._counters(run, None, sampled=False)
+        if metrics is None:
+            out = dict(base)
+        else:  # as _counters reads them: the launches in the same order, each one's metrics in its order
+            wanted = set(metrics)
+            out = {}
+            for kid, c in base.items():
+                if not wanted.isdisjoint(c):
+                    sub = Counters()
+                    for m, v in c.items():
+                        if m in wanted:
+                            dict.__setitem__(sub, m, v)
+                    out[kid] = sub
+        if sampled and out:
+            self._add_sampled(run, out)
+        return out
+
+    def remember(self, key: tuple, compute):
+        """compute(), answered once per key within snapshot() (outside it: computed each time).
+        For what a caller derives from the snapshot's reads (selection.groups)."""
+        if self._memo is None:
+            return compute()
+        key = ("remember",) + key
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
     def _writing(self) -> None:
         if self._memo is not None:
             raise ProfkitError("internal: a write inside Store.snapshot()")
@@ -312,6 +362,8 @@ class Store:
         return json.loads(row[0] or "{}") if row else {}
 
     def counters(self, run: str, metrics=None, sampled: bool = True) -> dict[int, dict[str, float]]:
+        if self._kept is not None:
+            return self._kept_counters(run, metrics, sampled)
         if self._memo is not None:
             key = ("counters", run, None if metrics is None else tuple(metrics), sampled)
             if key not in self._memo:
@@ -336,11 +388,14 @@ class Store:
                 got = out[kid] = Counters()
             dict.__setitem__(got, metric, value)  # filling: nothing looked up yet
         if sampled and out:
-            for kid, measured in self.conn.execute(
-                    "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)):
-                if kid not in out and measured in out:
-                    out[kid] = out[measured]
+            self._add_sampled(run, out)
         return out
+
+    def _add_sampled(self, run: str, out: dict) -> None:
+        for kid, measured in self.conn.execute(
+                "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)):
+            if kid not in out and measured in out:
+                out[kid] = out[measured]
 
     def timeline_source(self, run: str) -> str | None:
         """The tool whose launches are the run's timeline: the most preferred one it has
@@ -354,6 +409,8 @@ class Store:
         rank of a multi-process run (None for a single process). progress(phase, done,
         total): rows written so far."""
         self._writing()
+        if self._kept is not None:
+            self._kept.pop(run, None)
         c = self.conn
         bulk = report.bulk
         journal = None
@@ -577,6 +634,8 @@ class Store:
         range. nsys wins over the CUPTI tracer when a run has both.
         """
         c = self.conn
+        if not c.execute("SELECT 1 FROM launch WHERE run = ? AND source = 'ncu' LIMIT 1", (run,)).fetchone():
+            return  # no ncu launch to tie (a run's timeline loads first): nothing changes below
         c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
         tl = self.timeline_source(run)
         if not tl:
@@ -590,8 +649,9 @@ class Store:
             c.execute(f"""
                 WITH t AS (SELECT id, rank, {key} AS r, short_name,
                                   row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY start_ns, seq) AS k
-                           FROM launch l WHERE run = :run AND source = :tl AND NOT EXISTS
-                               (SELECT 1 FROM launch x WHERE x.run = :run AND x.source = 'ncu' AND x.timeline_id = l.id)),
+                           FROM launch l WHERE run = :run AND source = :tl AND id NOT IN
+                               (SELECT timeline_id FROM launch x WHERE x.run = :run AND x.source = 'ncu'
+                                AND x.timeline_id IS NOT NULL)),
                      n AS (SELECT id, rank, {key} AS r, short_name,
                                   row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY file_id, seq) AS k
                            FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}),
@@ -650,8 +710,8 @@ class Store:
             return
         free: dict = {}
         for tid, rank, path, short in c.execute(
-                "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND NOT EXISTS"
-                " (SELECT 1 FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id = l.id)"
+                "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND id NOT IN"
+                " (SELECT timeline_id FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id IS NOT NULL)"
                 " ORDER BY start_ns, seq", (run, tl)):
             free.setdefault((rank, path, short), []).append(tid)
         pairs = []

@@ -86,3 +86,52 @@ def test_every_rule_is_documented():
     doc = (ROOT / "docs" / "classification.md").read_text()
     for rule in RULES:
         assert f"`{rule}`" in doc, rule
+
+
+def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
+    """Store.keep_counters (the main job): every read, full or of some metrics, sampled or not,
+    equals the database's answer; a report added to the run, or another connection's commit,
+    is seen at the next read."""
+    from profdata import PROFILES
+    from profkit.ingest import ingest
+
+    db = str(tmp_path / "k.db")
+    ingest(db, [PROFILES / "known"])
+    some = ["gpu__time_duration.sum", "dram__bytes.sum", "device__attribute_compute_capability_major", "nope"]
+    fresh = Store(db)
+    with Store(db) as s, s.keep_counters():
+        for run in s.runs():
+            for metrics in (None, some, []):
+                for sampled in (True, False):
+                    got, want = s.counters(run, metrics, sampled), fresh.counters(run, metrics, sampled)
+                    assert got == want and list(got) == list(want)
+                    assert all(list(got[k]) == list(want[k]) for k in got)
+        before = s.counters("known")
+        assert before and s.counters("known") == before
+        # another connection changes the run: the next read sees it
+        fresh.conn.execute("DELETE FROM counter WHERE metric = 'gpu__time_duration.sum'")
+        assert s.counters("known") == fresh.counters("known") != before
+        # a report this Store adds forgets that run's counters
+        ingest(db, [PROFILES / "rope-llama8b-t4096"], run="known", store=s)
+        assert s.counters("known") == fresh.counters("known")
+        assert len(s.counters("known")) > len(before)
+    fresh.close()
+
+
+def test_launches_without_counters_label_as_the_general_path(tmp_path, monkeypatch):
+    """label_rows labels launches without counters on one GPU row by a short path (most of a
+    timeline): the same rows, evidence text included, as the general path on shipped runs
+    (timeline only, timeline + counters, a multi-rank run with NCCL kernels)."""
+    from profdata import PROFILES
+    from profkit import classify as cl
+    from profkit.profiles import load_profiles
+
+    db = str(tmp_path / "f.db")
+    load_profiles(PROFILES, db)
+    with Store(db) as s:
+        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm_linear-llama8b-qkv-m16"]
+        fast = {r: cl.label_rows(s, r) for r in runs}
+        monkeypatch.setattr(cl, "_fast", False)
+        for r in runs:
+            assert fast[r] == cl.label_rows(s, r)
+        assert sum(1 for r in runs for row in fast[r] if json.loads(row["evidence"])["timeline"]) > 10_000

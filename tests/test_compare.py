@@ -142,6 +142,27 @@ def test_bootstrap_band_from_ten_calls():
     assert noise_band(b, a) == ((lo, hi), method)  # fixed seed: the same band every time
 
 
+def test_bootstrap_is_the_pure_python_resampling_bit_for_bit():
+    """The numpy bootstrap draws what random.Random(0).choices drew (before, then after, per
+    resample): the same sorted ratios, not merely close ones (odd and even counts, ties)."""
+    import random
+    import statistics
+
+    from profkit.compare import BOOTSTRAP_SAMPLES, _bootstrap_ratios
+
+    def loop(before, after):
+        rng = random.Random(0)
+        return sorted(statistics.median(rng.choices(before, k=len(before))) /
+                      statistics.median(rng.choices(after, k=len(after))) for _ in range(BOOTSTRAP_SAMPLES))
+
+    src = random.Random(7)
+    cases = [([10.0 + 0.1 * i for i in range(12)], [5.0 + 0.05 * i for i in range(13)]),
+             ([float(src.randint(1, 4)) for _ in range(31)], [src.uniform(0.5, 3.0) for _ in range(10)]),
+             ([src.uniform(1e-3, 1e9) for _ in range(57)], [src.uniform(1e-3, 1e9) for _ in range(44)])]
+    for before, after in cases:
+        assert _bootstrap_ratios(before, after) == loop(before, after)
+
+
 def test_timeline_of_a_side(db):
     s = Store(db)
     try:

@@ -1,8 +1,10 @@
 """ncu reports from the same H200 capture: .ncu-rep (through ncu_report) and its raw CSV."""
 import csv
+import os
 
 import pytest
 
+from profkit.errors import BadInput
 from profkit.parsers import ncu_csv, ncu_rep
 from profkit.rows import KERNEL_FIELDS
 from profkit.units import normalise
@@ -117,3 +119,104 @@ def test_reader_found_in_an_nsight_compute_install_without_the_package(tmp_path)
     got = subprocess.run([sys.executable, "-S", "-c", code, str(KNOWN_NCU_LEAN)], capture_output=True, text=True,
                          env={**env, "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert got.returncode != 0 and "pip install ncu-report, or put ncu on PATH" in got.stderr
+
+
+def _plain_copies(tmp_path, names):
+    """Uncompressed copies of the lean report under these names (the reader sees the name)."""
+    import lzma
+
+    raw = lzma.decompress(KNOWN_NCU_LEAN.read_bytes())
+    out = []
+    for n in names:
+        (tmp_path / n).write_bytes(raw)
+        out.append(tmp_path / n)
+    return out
+
+
+def test_prefetched_reports_read_as_parse_reads_them(tmp_path, monkeypatch):
+    """prefetch reads reports in background reader processes that serve report after report:
+    the same rows as a one-report child, fewer processes than reports, none left afterwards."""
+    import subprocess
+
+    one = [ncu_rep.parse(p) for p in _plain_copies(tmp_path, ["x1.ncu-rep", "x2.ncu-rep"])]
+    started = []
+    real = subprocess.Popen
+
+    def popen(args, *a, **k):
+        started.append(args)
+        return real(args, *a, **k)
+
+    monkeypatch.setattr(ncu_rep.subprocess, "Popen", popen)
+    paths = _plain_copies(tmp_path, [f"r{i}.ncu-rep" for i in range(5)])
+    ncu_rep.prefetch(paths)
+    got = [ncu_rep.parse(p) for p in paths]
+    for r in got:
+        assert (r.kernels, r.counters, r.rules, r.facts) == (one[0].kernels, one[0].counters, one[0].rules, one[0].facts)
+    readers = [a for a in started if "_serve" in " ".join(map(str, a))]
+    assert 1 <= len(readers) <= ncu_rep.readers() < len(paths)
+    assert ncu_rep._servers == [] and ncu_rep._pending == 0
+    # a reader hands over to a fresh process after REPORTS_PER_READER reports (NVIDIA's reader
+    # keeps memory of each): one report each here, same rows
+    monkeypatch.setattr(ncu_rep, "REPORTS_PER_READER", 1)
+    started.clear()
+    again = _plain_copies(tmp_path, [f"s{i}.ncu-rep" for i in range(4)])
+    ncu_rep.prefetch(again)
+    assert all(ncu_rep.parse(p).counters == one[0].counters for p in again)
+    assert len([a for a in started if "_serve" in " ".join(map(str, a))]) == len(again)
+    assert ncu_rep._servers == []
+    # the reader process unpacks and checks too: an .xz reads the same, a cut one (plain or
+    # inside the .xz) is refused with the words of a one-report child
+    import lzma
+    import shutil
+
+    xz = tmp_path / "z.ncu-rep.xz"
+    shutil.copy(KNOWN_NCU_LEAN, xz)
+    raw = lzma.decompress(KNOWN_NCU_LEAN.read_bytes())
+    cut, cut_xz = tmp_path / "cut.ncu-rep", tmp_path / "cut.ncu-rep.xz"
+    cut.write_bytes(raw[:len(raw) // 2])
+    cut_xz.write_bytes(lzma.compress(raw[:len(raw) // 3], format=lzma.FORMAT_XZ))
+    alone = {}
+    for p in (cut, cut_xz):
+        with pytest.raises(BadInput) as e:
+            ncu_rep.parse(p)
+        alone[p] = e.value.problem
+    ncu_rep.prefetch([xz, cut, cut_xz])
+    assert ncu_rep.parse(xz).counters == one[0].counters
+    for p in (cut, cut_xz):
+        with pytest.raises(BadInput) as e:
+            ncu_rep.parse(p)
+        assert e.value.problem == alone[p] and "truncated" in alone[p]
+    assert "inside the .xz" in alone[cut_xz]
+
+
+def test_a_report_that_kills_the_background_reader_is_that_reports_error(tmp_path, monkeypatch):
+    """NVIDIA's reader aborts its process on some corrupt reports: with a reader process kept
+    for many reports, the one it died on is refused with the reader's last words, and the
+    reports after it are read by a fresh process."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "ncu_report.py").write_text(
+        "import os, sys\n"
+        "def load_report(path):\n"
+        "    if 'crash' in os.path.basename(path):\n"
+        "        sys.stderr.write('Check failed: fake reader abort\\n'); sys.stderr.flush(); os.abort()\n"
+        "    raise RuntimeError(f'fake reader pid {os.getpid()}')\n")
+    monkeypatch.syspath_prepend(str(fake))
+    names = ["a.ncu-rep", "b.ncu-rep", "crash.ncu-rep", "c.ncu-rep", "d.ncu-rep", "e.ncu-rep"]
+    paths = _plain_copies(tmp_path, names)
+    ncu_rep.prefetch(paths)
+    pids = []
+    for p in paths:
+        with pytest.raises(BadInput) as e:
+            ncu_rep.parse(p)
+        msg = e.value.problem
+        if p.name.startswith("crash"):
+            assert msg.startswith("Nsight Compute's reader crashed on this report (signal 6: Check failed: fake reader abort")
+        else:
+            assert "Nsight Compute could not read the report (fake reader pid" in msg
+            pids.append(int(msg.split("pid ")[1].split(")")[0]))
+    assert len(set(pids)) <= 3 < len(pids)  # two readers, one restarted after the crash
+    assert ncu_rep._servers == []
+    for pid in set(pids):  # ended, not left waiting
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -251,3 +251,26 @@ def test_write_runs_one_file_for_all_runs(store, tmp_path):
     text = (tmp_path / "roofline.html").read_text()
     assert text.count("Plotly.newPlot") == len(drawn)
     assert not re.search(r"<script[^>]*\ssrc=", text)
+
+
+def test_the_page_draws_each_figure_as_the_validated_figure(store):
+    """write_runs serialises figure_dict without plotly's validation: every run's figure JSON
+    on the page is that of the validated Figure (template expanded as a Figure does)."""
+    import json
+
+    from profkit.outputs.html import figure_html
+
+    def plotted(fragment):
+        m = re.search(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{', fragment, re.S)
+        return json.loads(m.group(1)), json.loads(m.group(2))
+
+    drawn = 0
+    for run in store.runs():
+        try:
+            r = rl.collect(store, run)
+        except Exception:  # noqa: BLE001 - a run without counters has no roofline
+            continue
+        fast, checked = plotted(figure_html(rp.figure_dict(r), False)), plotted(figure_html(rp.figure(r), False))
+        assert fast == checked and checked[1]["template"]["layout"]  # (the template as a Figure expands it)
+        drawn += 1
+    assert drawn >= 10

@@ -70,7 +70,14 @@ def figure(r: Roofline):
     """A plotly Figure of the roofline (log-log), ceilings as lines, points coloured by label."""
     import plotly.graph_objects as go
 
-    fig = go.Figure()
+    return go.Figure(figure_dict(r))
+
+
+def figure_dict(r: Roofline) -> dict:
+    """The roofline figure as plotly's plain {data, layout} (figure() validates it into a
+    Figure; the main job's page serialises it as it is: figure_html)."""
+    data: list[dict] = []
+    annotations: list[dict] = []
     mixed = {p.kind for p in r.points} == {"kernel", "range"}
     shown = list(drawn(r))
     xs = [p.intensity(lev) for p, lev in shown]
@@ -88,14 +95,14 @@ def figure(r: Roofline):
     # ceilings: horizontal FLOP/s roofs from the DRAM ridge on, diagonal bandwidths up to the top roof
     for c in mem:
         x_end = top / c.value
-        fig.add_trace(go.Scatter(
+        data.append(dict(
             x=[x_lo, x_end], y=[c.value * x_lo, top], mode="lines", name=f"{c.label} {_fmt(c.value, 'B/s')}",
             line=dict(color=CEILING_COLOURS[c.key], width=1.5, dash="dash" if c.measured else "solid"),
             hovertemplate=f"{c.label}: {_fmt(c.value, 'B/s')}<br>{c.source}<extra></extra>", meta="ceiling"))
     slowest = min((c.value for c in mem if not c.measured), default=None)
     for c in comp:
         x0 = c.value / slowest if slowest else x_lo
-        fig.add_trace(go.Scatter(
+        data.append(dict(
             x=[max(x0, x_lo), x_hi], y=[c.value, c.value], mode="lines", name=f"{c.label} {_fmt(c.value, 'FLOP/s')}",
             line=dict(color=CEILING_COLOURS[c.key], width=1.5, dash="dash" if c.measured else "solid"),
             hovertemplate=f"{c.label}: {_fmt(c.value, 'FLOP/s')}<br>{c.source}<extra></extra>", meta="ceiling"))
@@ -109,7 +116,7 @@ def figure(r: Roofline):
         sym = [("star" if kind == "range" else LEVEL_SYMBOLS[lev]) + ("-open" if side == "before" else "")
                for _, lev in items]
         name = f"{label}" + (f" ({side})" if side else "") + (" range" if kind == "range" else "")
-        fig.add_trace(go.Scatter(
+        data.append(dict(
             x=[p.intensity(lev) for p, lev in items], y=[p.flop_rate for p, _ in items], mode="markers", name=name,
             marker=dict(color=LABEL_COLOURS.get(label, "#7f7f7f"), symbol=sym, size=14 if kind == "range" else 10,
                         line=dict(width=1.5, color=LABEL_COLOURS.get(label, "#7f7f7f"))),
@@ -118,37 +125,43 @@ def figure(r: Roofline):
     # a key for the level symbols (no points: nothing to count)
     if len(r.levels) > 1:
         for lev in r.levels:
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{LEVEL_LABEL[lev]} intensity",
-                                     marker=dict(symbol=LEVEL_SYMBOLS[lev], color="#999", size=9), meta="key"))
+            data.append(dict(x=[None], y=[None], mode="markers", name=f"{LEVEL_LABEL[lev]} intensity",
+                             marker=dict(symbol=LEVEL_SYMBOLS[lev], color="#999", size=9), meta="key"))
+    for t in data:
+        t["type"] = "scatter"
 
     for a, b in r.arrows:
-        fig.add_annotation(
+        annotations.append(dict(
             # log axes: annotation positions are log10 of the data values
             x=math.log10(b.intensity(r.primary)), y=math.log10(b.flop_rate),
             ax=math.log10(a.intensity(r.primary)), ay=math.log10(a.flop_rate),
             xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=3, arrowsize=1.3,
             arrowwidth=1.8, arrowcolor="#333", text="", name=f"arrow:{a.key}",
             hovertext=(f"{text(a.key)}: {a.time_ns / 1e3:,.1f} → {b.time_ns / 1e3:,.1f} µs per call "
-                       f"({a.time_ns / b.time_ns:.2f}x)"))
+                       f"({a.time_ns / b.time_ns:.2f}x)")))
     if r.arrows and r.arrows[0][0].side == "":  # chain: name each step
         for p, name in zip([r.arrows[0][0]] + [b for _, b in r.arrows],
                            step_names([r.arrows[0][0].key] + [b.key for _, b in r.arrows])):
-            fig.add_annotation(x=math.log10(p.intensity(r.primary)), y=math.log10(p.flop_rate), text=text(name),
-                               showarrow=False, yshift=14, font=dict(size=11))
+            annotations.append(dict(x=math.log10(p.intensity(r.primary)), y=math.log10(p.flop_rate), text=text(name),
+                                    showarrow=False, yshift=14, font=dict(size=11)))
 
     notes = r.notes or ["all levels and ceilings from the report"]
-    fig.add_annotation(xref="paper", yref="paper", x=0, y=-0.1, xanchor="left", yanchor="top", align="left",
-                       showarrow=False, font=dict(size=11, color="#555"), text="<br>".join(text(n) for n in notes))
-    fig.update_layout(
+    annotations.append(dict(xref="paper", yref="paper", x=0, y=-0.1, xanchor="left", yanchor="top", align="left",
+                            showarrow=False, font=dict(size=11, color="#555"), text="<br>".join(text(n) for n in notes)))
+    layout = dict(
+        annotations=annotations,
         title=dict(text=f"{text(r.title)}<br><sup>solid: from the report's peak metrics at the median clocks; "
                         f"hover a point or line for its numbers and sources</sup>", x=0.01),
         margin=dict(b=90 + 16 * len(notes)),
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte at the level)",
+        xaxis=dict(type="log", title=dict(text="arithmetic intensity (FLOP / byte at the level)"),
                    range=[math.log10(x_lo), math.log10(x_hi)]),
-        yaxis=dict(type="log", title="achieved FLOP/s", range=[math.log10(y_lo), math.log10(y_top)]),
-        template="plotly_white", height=700, legend=dict(font=dict(size=10)), hovermode="closest",
+        yaxis=dict(type="log", title=dict(text="achieved FLOP/s"), range=[math.log10(y_lo), math.log10(y_top)]),
+        template=TEMPLATE, height=700, legend=dict(font=dict(size=10)), hovermode="closest",
         meta={"points": len(shown), "arrows": len(r.arrows), "levels": r.levels, "notes": r.notes})
-    return fig
+    return {"data": data, "layout": layout}
+
+
+TEMPLATE = "plotly_white"
 
 
 def build(db, run: str | None = None, compare: str | None = None, by: str = "kernel", chain=None,
@@ -178,7 +191,7 @@ def write_runs(store: Store, path="roofline.html", peaks: list[dict] | None = No
             rows.append({"run": run, "points": None, "why": str(e)})
             continue
         parts.append(f'<h2 id="{text(run)}">{text(run)}</h2>')
-        parts.append(figure_html(figure(r), first=len(parts) == 1))
+        parts.append(figure_html(figure_dict(r), first=len(parts) == 1))
         rows.append({"run": run, "points": sum(1 for _ in drawn(r)), "why": "; ".join(r.notes)})
     if parts:
         toc = " · ".join(f'<a href="#{text(x["run"])}">{text(x["run"])}</a>' for x in rows if x["points"] is not None)
