@@ -73,6 +73,29 @@ def has_warp_specialize() -> bool:
         return False
 
 
+def tma_supported(*tensors, names: str = "ABC") -> str | None:
+    """None when these operands (row-major 2-D tensors, named A, B, C, ...) can go through
+    tensor descriptors (TMA), else the reason they cannot."""
+    if not has_tensor_descriptors():
+        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
+    if not interpreting():
+        import torch
+
+        t0 = tensors[0]
+        if not t0.is_cuda or torch.cuda.get_device_capability(t0.device)[0] < 9:
+            return "tensor descriptors (TMA) need a Hopper-or-newer GPU (compute capability >= 9.0)"
+    for name, t in zip(names, tensors):
+        if not t.is_contiguous():
+            return f"TMA: {name} must be row-major contiguous"
+        if t.data_ptr() % 16:
+            return f"TMA: {name}'s base address must be 16-byte aligned"
+    bad = [f"{name} {tuple(t.shape)} x {t.element_size()} B" for name, t in zip(names, tensors)
+           if (t.shape[-1] * t.element_size()) % 16]
+    if bad:
+        return "TMA: row strides must be multiples of 16 bytes (" + ", ".join(bad) + ")"
+    return None
+
+
 _ALLOCATOR_SET = False
 
 

@@ -19,10 +19,15 @@ folding `acc + dot(a, b, 0)` into `dot(a, b, acc)`, which would drop the promoti
 slower than v1 on an H100 (62 % against 72 % at 4096 x 6144 x 4096): the partial accumulator is
 zeroed and consumed every iteration, so no MMA stays in flight across the adds, and a longer
 interval (512, PROMOTE 4 tiles unrolled in one pipelined iteration) needs PROMOTE x stages tiles
-of shared memory (576 KB: out of resources). Kept as the rejected attempt.
+of shared memory (576 KB: out of resources). Kept as the rejected attempt. v3
+(``fp8_gemm_promote``, variants "triton_promote" / "triton_promote_tensor") promotes at most every
+PROMOTE_K = 2048 elements on a persistent TMA kernel whose (tile, chunk) loop Triton fuses with
+the k loop, so loads run ahead across promotions (round 3, benchmarks/gpu/fp8_promotion/: every
+promotion costs 1-2 us on Hopper + Triton 3.6, and 2048 keeps a 2x margin to the error bound).
 
 Variants: "triton" (v1, per-row scales, promotion every 128), "triton_tensor" (v1, per-tensor),
-"triton_v2" (v2, per-row, every 128), "triton_fastacc" (v1 without promotion: fast, and at
+"triton_v2" (v2, per-row, every 128), "triton_promote" (v3, per-row, every <= 2048),
+"triton_promote_tensor" (v3, per-tensor), "triton_fastacc" (v1 without promotion: fast, and at
 K = 8192 it misses the max-error bound: expected-inexact); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
@@ -33,8 +38,8 @@ import triton
 import triton.language as tl
 
 from . import Workload
-from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting,
-                           tile_coords)
+from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting, num_sms,
+                           tile_coords, tma_supported)
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
@@ -156,6 +161,112 @@ def _promote_kernel(interval: int):
     return k
 
 
+# ---- v3: promotion every <= 2048 K elements, persistent TMA (variant "triton_promote") ----
+#
+# Why 2048: round 3 (benchmarks/results/gemm.md, "Round 3"; experiments in
+# benchmarks/gpu/fp8_promotion/) measured every promotion on Hopper + Triton 3.6 at 1-2 us
+# (MMA wait, 128 FADDs, 128 MOVs to zero the partial, spills); every 128 (v1) costs ~30 %,
+# every <= 2048 elements 0-8 %. The error grows with the interval: max|err|/rms 1.5-2.4e-2 at 2048
+# (v1 and _scaled_mm: 1.2-1.8e-2), 2.0-3.5e-2 at 4096 (and at K <= 4096 that is no promotion at
+# all), 3.3-6.5e-2 without: 2048 keeps a 2x margin to the bound (5e-2) at K up to 18944.
+# Registered, on an H100: 93-106 % of _scaled_mm at M >= 1024 (v1 63-75 %; gemm.md, "Round 3 in
+# the lab").
+PROMOTE_K = 2048
+
+
+@triton.jit
+def promote_chunks(k_tiles, max_tiles):
+    """(n_chunks, chunk): k_tiles split into the fewest chunks of at most max_tiles, all of one
+    length (so the k loop's trip count is loop-invariant), evened out so that the steps past
+    the end, n_chunks * chunk - k_tiles, are fewer than n_chunks (all in the last chunk).
+    Integer arithmetic only: the same code runs in the kernel and, as promote_chunks.fn, on
+    the host (tests)."""
+    n_chunks = (k_tiles + max_tiles - 1) // max_tiles
+    chunk = (k_tiles + n_chunks - 1) // n_chunks
+    return n_chunks, chunk
+
+
+@triton.jit
+def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
+                     ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
+                     NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr):
+    """Persistent; one loop over (output tile, promotion chunk) work items, each a k loop of
+    `chunk` tiles chaining the MMA into `part`, then acc += part in fp32 (the promotion), and
+    after a tile's last chunk the scaled bf16 store. The k loop's trip count is loop-invariant,
+    so Triton fuses it into the outer loop (FuseNestedLoops) and the TMA loads run ahead across
+    promotions and tiles. Descriptors of A (M, K), B (N, K), C (M, N), made on the host (kernel
+    parameters; descriptors made in the kernel measured 2-4 % slower here on an H100): boxes past
+    the edges read zeros, the TMA store clips."""
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    MAX_TILES: tl.constexpr = (CHUNK_K + BLOCK_K - 1) // BLOCK_K  # whole k tiles per promotion
+    n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), MAX_TILES)
+    my_tiles = tl.cdiv(num_pid_m * num_pid_n - start, NUM_SMS)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for w in tl.range(0, my_tiles * n_chunks, flatten=FLATTEN):
+        t = w // n_chunks
+        c = w - t * n_chunks
+        pid_m, pid_n = tile_coords(start + t * NUM_SMS, num_pid_m, num_pid_n, GROUP_M)
+        om = pid_m * BLOCK_M
+        on = pid_n * BLOCK_N
+        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(chunk):  # past K (last chunk only) TMA reads zeros
+            ok = (c * chunk + kk) * BLOCK_K
+            a = a_desc.load([om, ok])
+            b = b_desc.load([on, ok])
+            part = tl.dot(a, b.T, part)
+        last = c == n_chunks - 1
+        if ROW_SCALES:  # loads issued before the promotion waits on the MMA; only the last
+            # chunk's read anything (the bound is a scalar select: Triton 3.9's interpreter
+            # cannot mask with `tensor & scalar bool`)
+            rm = om + tl.arange(0, BLOCK_M)
+            rn = on + tl.arange(0, BLOCK_N)
+            sa = tl.load(SA + rm, mask=rm < tl.where(last, M, 0), other=0.0)
+            sb = tl.load(SB + rn, mask=rn < tl.where(last, N, 0), other=0.0)
+        acc += part  # promotion: the MMA's partial sum into the fp32 accumulator
+        if last:
+            if ROW_SCALES:
+                y = acc * sa[:, None] * sb[None, :]
+            else:
+                y = acc * (tl.load(SA) * tl.load(SB))
+            c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
+        # the next tile starts from zero. Not `if last: acc = 0`: an if that yields acc breaks
+        # FuseNestedLoops in Triton 3.6; acc is finite (fp8 products), so the multiply is exact.
+        acc = acc * (c != n_chunks - 1).to(tl.float32)
+
+
+def _pchunk_configs():
+    """128x256x128 w8 s3: round 3's measured tile (one CTA per SM); 128x128 beside it (more
+    tiles where N is narrow); narrow-M tiles for decode shapes (M <= 64)."""
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                              num_warps=4, num_stages=1, pre_hook=_pchunk_blocks)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": g},
+                          num_warps=w, num_stages=s, pre_hook=_pchunk_blocks)
+            for bm, bn, w, s, g in [(128, 256, 8, 3, 8), (128, 128, 8, 4, 8), (16, 128, 4, 4, 1),
+                                    (64, 128, 4, 4, 1)]]
+
+
+def _pchunk_blocks(nargs):
+    """Autotune pre-hook: the host descriptors' boxes are the config's tiles."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def _prune_pchunk(configs, named_args, **kw):
+    m = named_args["M"]
+    keep = [c for c in configs if (c.kwargs["BLOCK_M"] <= 64) == (m <= 64)]
+    return keep or configs
+
+
+_fp8_pchunk_autotuned = triton.autotune(configs=_pchunk_configs(), key=["M", "N", "K", "ROW_SCALES", "CHUNK_K"],
+                                        prune_configs_by={"early_config_prune": _prune_pchunk})(_fp8_gemm_pchunk)
+
+
 def _configs():
     if interpreting():
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
@@ -229,6 +340,27 @@ def fp8_gemm(a, b, sa, sb, out=None, interval: int = PROMOTE_INTERVAL):
     return out
 
 
+def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None):
+    """v3: a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row);
+    bf16 out. Promotion into fp32 at most every `chunk_k` K elements (rounded up to whole
+    BLOCK_K tiles, 128 on the GPU), persistent over `programs` (default: one per SM). Operands go through
+    tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not)."""
+    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
+    if chunk_k < 1:
+        raise ValueError(f"fp8_gemm_promote: chunk_k must be >= 1, got {chunk_k}")
+    why = tma_supported(a, b, out, names=("A", "B", "out"))
+    if why:
+        raise NotImplementedError(f"triton_promote: {why}")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    progs = programs or num_sms(a.device)
+    grid = lambda meta: (min(progs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+    descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
+    _fp8_pchunk_autotuned[grid](*descs, sa, sb, M, N, K, ROW_SCALES=row, CHUNK_K=chunk_k,
+                                NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting())
+    return out
+
+
 def quantize(x, per_row: bool):
     """x (R, K) -> (x_fp8, scale) with x ~= x_fp8 * scale; scale fp32, () or (R,)."""
     import torch
@@ -266,7 +398,7 @@ def scaled_mm(a, b, sa, sb, out=None):
 
 
 def autotune_choices() -> dict[str, dict[str, str]]:
-    out = {"fp8_gemm.v1": autotune_cache(_fp8_autotuned)}
+    out = {"fp8_gemm.v1": autotune_cache(_fp8_autotuned), "fp8_gemm.promote": autotune_cache(_fp8_pchunk_autotuned)}
     for interval, k in _PROMOTE_KERNELS.items():
         out[f"fp8_gemm.promote{interval}"] = autotune_cache(k)
     return out
@@ -295,6 +427,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_tensor": ("tensor", fp8_gemm_v1),
     "triton_v2": ("row", fp8_gemm),
     "triton_fastacc": ("row", lambda *a, **k: fp8_gemm_v1(*a, imprecise_acc=0, **k)),
+    "triton_promote": ("row", fp8_gemm_promote),
+    "triton_promote_tensor": ("tensor", fp8_gemm_promote),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -339,7 +473,8 @@ WORKLOAD = Workload(
     numerics="gemm",
     baselines=("scaled_mm", "scaled_mm_tensor"),
     peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
-           "triton_tensor": "scaled_mm_tensor"},
+           "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm",
+           "triton_promote_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

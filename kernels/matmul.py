@@ -27,8 +27,7 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
-                           has_tensor_descriptors, has_warp_specialize, interpreting, num_sms,
-                           tile_coords)
+                           has_warp_specialize, interpreting, num_sms, tile_coords, tma_supported)
 
 
 @triton.jit
@@ -199,27 +198,6 @@ _matmul_tma_autotuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "
 
 # None: not tried yet; True/False once a warp-specialized launch compiled or failed
 _WS_STATE: dict[str, object] = {"ok": None, "error": None}
-
-
-def tma_supported(a, b) -> str | None:
-    """None when persistent_tma can run on these operands, else the reason it cannot."""
-    if not has_tensor_descriptors():
-        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
-    if not interpreting():
-        import torch
-
-        if not a.is_cuda or torch.cuda.get_device_capability(a.device)[0] < 9:
-            return "tensor descriptors (TMA) need a Hopper-or-newer GPU (compute capability >= 9.0)"
-    es = a.element_size()
-    for name, t in (("A", a), ("B", b)):
-        if not t.is_contiguous():
-            return f"TMA: {name} must be row-major contiguous"
-        if t.data_ptr() % 16:
-            return f"TMA: {name}'s base address must be 16-byte aligned"
-    if (a.shape[1] * es) % 16 or (b.shape[1] * es) % 16:
-        return (f"TMA: row strides must be multiples of 16 bytes (K={a.shape[1]}, N={b.shape[1]} "
-                f"x {es} B)")
-    return None
 
 
 def matmul_persistent_tma(a, b, out=None, warp_specialize: bool | None = None):

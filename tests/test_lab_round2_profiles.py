@@ -1,4 +1,4 @@
-"""The kernel lab's round-2 before/after pairs (issue 21): captured on an H100 with
+"""The kernel lab's before/after pairs of round 2 and later (issue 21): captured on an H100 with
 `profkit capture OP --variant ... --shape ... --metrics lean --no-nsys` (ncu, NVTX ranges, 3 calls a
 variant, each variant's float64 reference check recorded), one folder per run under profiles/.
 The exact verdicts, speed-ups and DRAM bytes below are what benchmarks/results/kernels.md and
@@ -19,6 +19,9 @@ ROUND2 = {
     "gated_mlp-llama8b-m16": [("cublas_swiglu", "triton", "supported", 1.021, 239.2, 237.5)],
     "fp8_gemm-llama8b-qkv-m4096-r2": [("triton", "triton_v2", "rejected", 0.82, 121.5, 159.8),
                                       ("scaled_mm", "triton", "rejected", 0.66, 124.5, 121.5)],
+    # issue 21 item 4: fp8 v3 (promotion every <= 2048 K elements, persistent TMA) against v1
+    "fp8_gemm-llama8b-qkv-m4096-r3": [("triton", "triton_promote", "supported", 1.447, 122.6, 161.3),
+                                      ("scaled_mm", "triton_promote", "rejected", 0.958, 126.2, 161.3)],
 }
 PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 

@@ -1,7 +1,9 @@
 """fp8 GEMM experiment kernels for issue 21 item 3 (accurate accumulation vs torch._scaled_mm):
 where to promote the fp8 MMA's partial sum into the fp32 accumulator, and how to keep the
 tensor cores busy around it. y = (A @ B^T) * sa * sb, A (M, K) e4m3, B (N, K) e4m3, bf16 out.
-Not a registered lab variant: the measured rows and what they showed are in
+MODE 9 of fp8_tma_pchunk with SCALE_EARLY and P = 16 (every <= 2048) is registered in the lab as
+variants triton_promote / triton_promote_tensor (kernels/fp8_gemm.py, issue 21 item 4); the rest
+stays here. The measured rows and what they showed are in
 benchmarks/results/gemm.md ("Against the targets", fp8), raw rows in
 benchmarks/results/fp8_promotion_h100.json. Run with bench_fp8.py beside this file.
 
