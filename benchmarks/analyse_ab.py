@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--profiles", default="profiles")
     ap.add_argument("--pairs", type=int, default=3)
     a = ap.parse_args()
-    sides = dict(s.split("=", 1) for s in a.sides)
+    sides = {k: os.path.abspath(v) if os.sep in v else v for k, v in (s.split("=", 1) for s in a.sides)}
     runs: dict[str, list[dict]] = {k: [] for k in sides}
     printed: dict[str, str] = {}
     for _ in range(a.pairs):
@@ -55,6 +55,8 @@ def main() -> None:
             row, printed[name] = one(exe, os.path.abspath(a.profiles))
             runs[name].append(row)
             print(json.dumps({"side": name, **row}), flush=True)
+            if row["rc"] != 0:
+                raise SystemExit(f"{name}: {exe} analyse exited with {row['rc']}; nothing to compare")
     base, new = list(sides)
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
     print(json.dumps({"median": med, "ratio_wall": round(med[base]["wall_s"] / med[new]["wall_s"], 2),
