@@ -237,9 +237,11 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     finally:
         if join is not None:
             join.stop()
+    # rowids come back ascending from a table scan; else one sort order serves both lookups
+    order_all = None if len(krow_all) < 2 or (np.diff(krow_all) > 0).all() else np.argsort(krow_all, kind="stable")
+    all_sorted = krow_all if order_all is None else krow_all[order_all]
     # kernels no call launched keep one row without a call (the row path's LEFT JOIN); a
     # joined rowid is one of krow_all's, so a sorted search finds it exactly
-    all_sorted = krow_all if len(krow_all) < 2 or (np.diff(krow_all) > 0).all() else np.sort(krow_all)
     called = np.zeros(len(all_sorted), dtype=bool)
     called[np.searchsorted(all_sorted, jk_sorted)] = True
     lone = all_sorted[~called]
@@ -249,13 +251,12 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     has_call = np.concatenate((np.ones(len(jk), dtype=bool), np.zeros(len(lone), dtype=bool)))
     cstart = np.concatenate((cstart, np.zeros(len(lone), dtype=np.int64)))
     cgtid = np.concatenate((cgtid, np.zeros(len(lone), dtype=np.int64)))
-    pos = np.searchsorted(krow_all, krow)  # rowids come back ascending from a table scan
-    if not (len(krow_all) < 2 or (np.diff(krow_all) > 0).all()):
-        order_all = np.argsort(krow_all, kind="stable")
-        pos = order_all[np.searchsorted(krow_all[order_all], krow)]
+    pos = np.searchsorted(all_sorted, krow)
+    if order_all is not None:
+        pos = order_all[pos]
     seq_order = np.lexsort((rrow, krow, kstart_all[pos]))  # ORDER BY start (ties: file order)
     krow, rrow, has_call, cstart, cgtid = krow[seq_order], rrow[seq_order], has_call[seq_order], cstart[seq_order], cgtid[seq_order]
-    del jk, jr, lone, pos, kstart_all, krow_all
+    del jk, jr, lone, pos, kstart_all, krow_all, all_sorted, order_all
 
     # NVTX ranges and domain names
     names: list = []

@@ -96,26 +96,14 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
 def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None, max_rows=None):
     import adbc_driver_sqlite.dbapi as adbc
     import numpy as np
-    import pyarrow.compute as pc
 
     index: dict[bytes, int] = {}
-    done = 0
     with adbc.connect(f"{Path(path).resolve().as_uri()}?mode=ro") as conn:
         with conn.cursor() as cur:
             if n_rows is None and max_rows is not None and not blob:
                 # a bounded join: filled in place up to its bound, no second copy of its rows
-                # (the bound is raised on the read past it, so `done` never passes it here)
-                n = max_rows
-                out = [np.empty(n, dtype=dtypes[i]) for i in range(n_int)]
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-                cur.execute(sql)
-                for batch in cur.fetch_record_batch():
-                    k = batch.num_rows
-                    if on_rows:
-                        on_rows(done + k)
-                    for i in range(n_int):
-                        out[i][done:done + k] = batch.column(i).to_numpy()
-                    done += k
+                out = [np.empty(max_rows, dtype=dtypes[i]) for i in range(n_int)]
+                done = _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, None, index, exact=False)
                 return [a[:done] for a in out], None
             if n_rows is None:  # a join: counting would run it twice; batches then one copy
                 parts = list(_read_adbc_batches(cur, sql, n_int, blob, on_rows, batch_rows, dtypes, index))
@@ -130,9 +118,10 @@ def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None,
     return out, (codes, list(index)) if blob else None
 
 
-def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index) -> None:
+def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, exact: bool = True) -> int:
     """Fill the arrays `out` (and `codes` with `blob`: indices into `index`, bytes -> code)
-    with the exactly len(out[0]) rows of `sql`."""
+    with the rows of `sql`: exactly len(out[0]) of them, or with `exact` False at most that
+    many (TooManyRows past it). Returns the number of rows."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -142,7 +131,7 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index) ->
     for batch in cur.fetch_record_batch():
         k = batch.num_rows
         if done + k > n:
-            raise ColumnsError("the file changed while it was read")
+            raise ColumnsError("the file changed while it was read") if exact else TooManyRows(f"more than {n} rows")
         for i in range(n_int):
             out[i][done:done + k] = batch.column(i).to_numpy()
         if blob:
@@ -154,8 +143,9 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index) ->
         done += k
         if on_rows:
             on_rows(done)
-    if done != n:
+    if exact and done != n:
         raise ColumnsError("the file changed while it was read")
+    return done
 
 
 def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]], n_int: int, blob: bool = False,

@@ -56,37 +56,27 @@ def settle(conn: sqlite3.Connection) -> None:
     open, so that at rest it is one file, and readers (mode=ro) create no -wal/-shm beside it
     and work in a folder they cannot write. With others still in, it stays WAL (they need it)
     and the last writer out settles it."""
-    try:
-        conn.execute("PRAGMA busy_timeout = 0")
-        conn.execute("PRAGMA journal_mode = DELETE")
-    except sqlite3.Error:
-        pass
+    switch_journal(conn, "DELETE")
 
 
-def _rollback_journal(conn: sqlite3.Connection) -> bool:
-    """A bulk load writes hundreds of MB of new pages: in WAL mode each is written twice (the
-    log, then the checkpoint) and read back once; a rollback journal writes pages appended
-    past the old end of file once and journals only the few it changes. Switch to it when no
-    one else has the database open (never wait for them: they keep WAL). True if switched."""
+def switch_journal(conn: sqlite3.Connection, mode: str) -> bool:
+    """journal_mode = mode if no one else has the database open, never waiting for them (they
+    keep the mode they work in). True if the database is now in `mode`.
+
+    A bulk load switches to DELETE and back to WAL (store.add_report): it writes hundreds of MB
+    of new pages, each written twice in WAL mode (the log, then the checkpoint) and read back
+    once, where a rollback journal writes pages appended past the old end of file once and
+    journals only the few it changes."""
     try:
         conn.execute("PRAGMA busy_timeout = 0")
-        return conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0].lower() == "delete"
+        return str(conn.execute(f"PRAGMA journal_mode = {mode}").fetchone()[0]).lower() == mode.lower()
     except sqlite3.Error:
         return False
     finally:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-
-def _back_to_wal(conn: sqlite3.Connection) -> None:
-    """After a bulk load: WAL again, as connect() left it, if no reader came in meanwhile
-    (else the database stays in rollback mode, which readers and writers also work with)."""
-    try:
-        conn.execute("PRAGMA busy_timeout = 0")
-        conn.execute("PRAGMA journal_mode = WAL")
-    except sqlite3.Error:
-        pass
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.Error:
+            pass
 
 
 def _tables_of(path: Path) -> set[str] | None:
@@ -415,7 +405,7 @@ class Store:
         bulk = report.bulk
         journal = None
         if bulk is not None:  # ATTACH, foreign_keys and journal_mode cannot change inside a transaction
-            journal = _rollback_journal(c)
+            journal = switch_journal(c, "DELETE")
             c.execute("ATTACH ? AS src", (f"{Path(bulk.source).resolve().as_uri()}?mode=ro",))
             # a bulk copy writes ids it just made (run, file, paths): checking each of millions
             # of rows against them costs three index searches a row
@@ -443,7 +433,7 @@ class Store:
                 c.execute("DETACH src")
                 c.execute("PRAGMA foreign_keys = ON")
                 if journal:
-                    _back_to_wal(c)
+                    switch_journal(c, "WAL")
         return {"skipped": False, "file_id": file_id, **report.summary()}
 
     def _add_file(self, run: str, report: Parsed, sha256: str, rank: int | None) -> int:

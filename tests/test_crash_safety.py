@@ -145,3 +145,37 @@ def test_ctrl_c_or_sigterm_inside_the_write_transaction(big, db, sig):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig and "Traceback" not in err, err
     assert _state(db)[0] == before
+
+
+def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db):
+    """A column-path load switches the database to a rollback journal while no one else has it
+    open (pages appended past the end are written once, not journalled). Killed inside its
+    write transaction, while that journal exists, the database opens as it was: the hot journal
+    rolls the partial write back. The same file then loads whole."""
+    from profkit.ingest import ingest
+
+    ingest(db, [KNOWN_CUPTI], run="before")
+    before, state0 = _state(db)
+    # the grown file is under the column path's row threshold: lowered in the child, which
+    # says when it starts writing launches (opening the database makes a -journal for a moment
+    # too: only one seen after that mark is the load's)
+    code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; "
+            "nsys_sqlite.BULK_MIN_ROWS = 0; from profkit.ingest import ingest\n"
+            "def tell(f, phase, done, total):\n"
+            "    if phase == 'writing kernels' and not done: print('writing', flush=True)\n"
+            "ingest(sys.argv[1], [Path(sys.argv[2])], run='big', on_progress=tell)")
+    journal = f"{db}-journal"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(db), str(big)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    saw = False
+    while proc.poll() is None and not saw:
+        saw = os.path.exists(journal)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert saw, "no rollback journal while the launches were written: the bulk load stayed in WAL mode"
+    assert os.path.exists(journal)  # hot: the kill came inside the transaction
+    assert _state(db)[0] == before
+    proc = subprocess.run([sys.executable, "-c", code, str(db), str(big)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert _state(db)[1]["launches"] == state0["launches"] + 166 * REPLICAS
