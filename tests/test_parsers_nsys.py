@@ -98,38 +98,66 @@ def _exports():
     return found + (sorted(field.glob("*/*.sqlite")) if field.is_dir() else [])
 
 
+def _both_paths(export, monkeypatch):
+    """(column path's (kernels, ranges, facts) or refusal, the row path's)."""
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    got = []
+    for split in (10**18, 0):
+        monkeypatch.setattr(nsys_sqlite, "_SPLIT_ROWS", split)
+        try:
+            a = nsys_sqlite.parse(export)
+            assert a.bulk is not None
+            got.append((list(a.kernels), list(a.ranges), a.facts))
+        except BadInput as e:
+            got.append(str(e))
+    assert got[0] == got[1], "the NVTX ranges read in two halves differ from one read"
+    got = got[0]
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 10**18)
+    try:
+        b = nsys_sqlite.parse(export)
+        want = (list(b.kernels), list(b.ranges), b.facts)
+    except BadInput as e:
+        want = str(e)
+    return got, want
+
+
+
 @pytest.mark.parametrize("export", _exports(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_column_path_gives_the_row_path_rows(export, monkeypatch):
     """Large exports take the column path (numpy projection, rows copied by SQL): on every real
     export here it yields exactly the row path's kernels, ranges (paths as exact names) and facts,
     its NVTX ranges read whole or in two halves by two threads (past _SPLIT_ROWS rowids)."""
-    def both():
-        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
-        got = []
-        for split in (10**18, 0):
-            monkeypatch.setattr(nsys_sqlite, "_SPLIT_ROWS", split)
-            try:
-                a = nsys_sqlite.parse(export)
-                assert a.bulk is not None
-                got.append((list(a.kernels), list(a.ranges), a.facts))
-            except BadInput as e:
-                got.append(str(e))
-        assert got[0] == got[1], "the NVTX ranges read in two halves differ from one read"
-        got = got[0]
-        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 10**18)
-        try:
-            b = nsys_sqlite.parse(export)
-            want = (list(b.kernels), list(b.ranges), b.facts)
-        except BadInput as e:
-            want = str(e)
-        return got, want
-
-    got, want = both()
+    got, want = _both_paths(export, monkeypatch)
     assert got == want
     if not isinstance(got, str):
         at = KERNEL_FIELDS.index("nvtx_path")
         assert [k[at].names if k[at] is not None else None for k in got[0]] == \
                [k[at].names if k[at] is not None else None for k in want[0]]
+
+
+def test_kernels_of_calls_under_other_names_still_find_their_call(copy, monkeypatch):
+    """The column path joins the calls named as launches first and the other calls only for
+    kernels left over: a real export whose launch call is renamed (a launch API the name
+    list does not know) and with some calls deleted (kernels without one) gives the row
+    path's rows, through that second join; an untouched export needs only the first."""
+    joins = []
+    real = nsys_sqlite._LaunchCalls._join
+    monkeypatch.setattr(nsys_sqlite._LaunchCalls, "_join", lambda self, where, *a: joins.append(where) or real(self, where, *a))
+    got, want = _both_paths(KNOWN_NSYS, monkeypatch)
+    assert got == want and len(joins) == 2 and "IN (" in joins[0]  # (two parses of the column path)
+    p = copy(KNOWN_NSYS, "renamed.nsys.sqlite")
+    c = sqlite3.connect(p)
+    assert c.execute("UPDATE StringIds SET value = 'myLauncher' WHERE value LIKE 'cudaLaunchKernel%'").rowcount
+    lone = c.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+                     "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 5)").rowcount
+    c.commit()
+    c.close()
+    assert lone == 5
+    joins.clear()
+    got, want = _both_paths(p, monkeypatch)
+    assert got == want and len(joins) == 4 and "NOT IN" in joins[1]
+    api = KERNEL_FIELDS.index("api_name")
+    assert sum(k[api] is None for k in got[0]) == 5 and sum(k[api] == "myLauncher" for k in got[0]) > 100
 
 
 def test_the_traced_environment_and_command_keep_no_secrets(copy, tmp_path):
