@@ -131,11 +131,6 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     need = {"start", "end", "correlationId", "gridX", "blockX"}
     if not need <= kc or not ({"shortName", "demangledName"} & kc):
         raise BadInput(path, f"{kt} lacks columns {sorted(need - kc) or ['shortName/demangledName']}")
-    # times and ids are used as numbers: a corrupt row must stop here, not in the sweep or SQLite
-    bad = _count(conn, kt, "typeof(start) != 'integer' OR typeof(\"end\") != 'integer' OR typeof(\"end\" - start) != 'integer'"
-                 + (" OR typeof(globalPid) NOT IN ('integer', 'null')" if "globalPid" in kc else ""))
-    if bad:
-        raise BadInput(path, f"{kt}: {bad} rows whose start, end or process id is not a 64-bit integer")
 
     def col(name: str, default: str = "NULL") -> str:
         return f"k.{name}" if name in kc else default
@@ -150,6 +145,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
     if _bulk_ok(path, conn, t, kt) and _rows(conn, kt) + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
         return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, progress)
+    bad = _count(conn, kt, "NOT (" + _NUMERIC_KERNEL.format(pid="globalPid" if "globalPid" in kc else "NULL") + ")")
+    if bad:
+        raise BadInput(path, _not_numeric(kt, bad))
     sql = f"""
         SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
@@ -227,7 +225,17 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     n_kernels = conn.execute(f'SELECT count(*) FROM "{kt}"').fetchone()[0]
     join = _LaunchCalls(path, kt, rt, t["StringIds"], n_kernels).start() if rt else None
     try:
-        (krow_all, kstart_all), _ = read_columns(path, f'SELECT rowid, start FROM "{kt}"', 2, on_rows=tell("kernels"))
+        # the kernels' order, their numeric checks and device in one read (each was a scan of its own)
+        pid = "globalPid" if "globalPid" in kc else "NULL"
+        dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
+               "ELSE -2 END" if "deviceId" in kc else "-1")
+        (krow_all, kstart_all, numeric, kdev), _ = read_columns(
+            path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
+                  f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4, on_rows=tell("kernels"))
+        if not numeric.all():
+            raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
+        device = _device_in(conn, kt, kc, kdev)
+        del numeric, kdev
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
         if join is not None:
@@ -317,7 +325,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
         LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
     bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"])
-    facts = _facts(conn, t, _device_of(conn, kt, kc))
+    facts = _facts(conn, t, device)
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
 
@@ -529,6 +537,24 @@ def _device_of(conn, kt: str, kc: set) -> int | None:
     return row[0] if row else None
 
 
+def _device_in(conn, kt: str, kc: set, dev) -> int | None:
+    """_device_of from the kernels' deviceId column as read (-1: NULL, -2: not a
+    non-negative integer, then SQL decides as _device_of does)."""
+    import numpy as np
+
+    if "deviceId" not in kc:
+        return None
+    if (dev == -2).any():
+        return _device_of(conn, kt, kc)
+    dev = dev[dev >= 0]
+    if not len(dev):
+        return None
+    if dev.max() < 1 << 16:
+        return int(np.argmax(np.bincount(dev)))  # (ties: the smallest id, as ORDER BY count DESC, deviceId)
+    ids, counts = np.unique(dev, return_counts=True)
+    return int(ids[np.argmax(counts)])
+
+
 # kernel launch calls of the runtime and driver APIs (cudaLaunchKernel_v7000, cuLaunchKernelEx,
 # cudaLaunchCooperativeKernel, cudaGraphLaunch, cudaLaunch of CUDA < 7, cuLaunchGrid)
 _LAUNCH_CALL = re.compile(r"^cu(da)?(Launch(Cooperative)?Kernel|GraphLaunch|LaunchGrid|Launch(_v\d+)?$)")
@@ -666,6 +692,15 @@ _INT_OR_NULL = (int, type(None))
 
 def _count(conn, table: str, where: str) -> int:
     return conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}').fetchone()[0]
+
+
+# times and ids are used as numbers: a corrupt row must stop the parse, not the sweep or SQLite
+_NUMERIC_KERNEL = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND typeof(\"end\" - start) = 'integer'"
+                   " AND typeof({pid}) IN ('integer', 'null')")
+
+
+def _not_numeric(kt: str, bad: int) -> str:
+    return f"{kt}: {bad} rows whose start, end or process id is not a 64-bit integer"
 
 
 def _capture_facts(rows: list[tuple[str, object]]) -> dict:

@@ -188,3 +188,43 @@ def test_the_traced_environment_and_command_keep_no_secrets(copy, tmp_path):
     with sqlite3.connect(db) as c:
         dump = "\n".join(c.iterdump())
     assert token not in dump and "/opt/tiktoken_cache" not in dump and "profkit.kernels.run" in dump
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["row path", "column path"])
+@pytest.mark.parametrize("change", ["start = 'x'", "\"end\" = 1.5", "globalPid = 'p'", "start = -9223372036854775807"])
+def test_kernel_times_and_process_ids_that_are_not_integers_refuse_the_file(copy, monkeypatch, bulk, change):
+    """Both paths check every kernel's start, end, end - start (overflow) and process id (the
+    column path within its read of the kernels); one bad row refuses the whole file."""
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0 if bulk else 10**18)
+    p = copy(KNOWN_NSYS, "bad.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change} WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    c.commit()
+    c.close()
+    with pytest.raises(BadInput, match="1 rows whose start, end or process id is not a 64-bit integer"):
+        nsys_sqlite.parse(p)
+
+
+def test_the_device_of_most_launches_is_found_from_the_column_as_in_sql(copy):
+    """The run's GPU is that of the device most kernels ran on: the column path counts the
+    deviceId column it reads with the kernels, the row path asks SQL; both agree, ties going
+    to the smaller id (the column NOT NULL here: NULLs are -1 in the column), and a value that is not an integer leaves the choice to SQL."""
+    import numpy as np
+
+    p = copy(KNOWN_NSYS, "dev.nsys.sqlite")
+    c = sqlite3.connect(p)
+    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
+    dev = "CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId ELSE -2 END"
+    seen = []
+    for change in ("rowid % 3 = 0", "rowid % 3 != 0", "rowid % 2 = 0", "rowid < 0"):
+        c.execute(f"UPDATE {kt} SET deviceId = 0")
+        c.execute(f"UPDATE {kt} SET deviceId = 7 WHERE {change}")
+        column = np.array([v for (v,) in c.execute(f"SELECT {dev} FROM {kt}")])
+        want = nsys_sqlite._device_of(c, kt, {"deviceId"})
+        assert nsys_sqlite._device_in(c, kt, {"deviceId"}, column) == want
+        seen.append(want)
+    c.execute(f"UPDATE {kt} SET deviceId = 'gpu' WHERE rowid % 7 = 0")
+    column = np.array([v for (v,) in c.execute(f"SELECT {dev} FROM {kt}")])
+    assert (column == -2).any() and nsys_sqlite._device_in(c, kt, {"deviceId"}, column) == nsys_sqlite._device_of(c, kt, {"deviceId"})
+    c.close()
+    assert seen == [0, 7, seen[2], 0] and seen[2] in (0, 7)
