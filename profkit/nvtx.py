@@ -430,22 +430,27 @@ def _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_ra
             continue
         ses = sorted(((int(r_start[i]), int(r_end[i]), names[r_name[i]]) for i in rs.tolist()),
                      key=lambda x: (x[0], x[1], "" if x[2] is None else x[2]))
-        j, active = 0, []
-        for c in mine[inside].tolist():
-            tc = int(c_time[c])
+        j, active = 0, []  # indices into ses
+        done: dict = {}  # (innermost push/pop range, active start/end ranges) -> path: calls share few
+        calls = mine[inside]
+        for c, tc, r0 in zip(calls.tolist(), c_time[calls].tolist(), call_range[calls].tolist()):
             while j < len(ses) and ses[j][0] <= tc:
-                active.append(ses[j])
+                active.append(j)
                 j += 1
-            active = [a for a in active if a[1] >= tc]
+            active = [a for a in active if ses[a][1] >= tc]
             if not active:
                 continue
             if c in slow_calls:
                 continue  # the sweep placed it, start/end ranges included
-            chain = []
-            r = int(call_range[c])
-            while r >= 0:
-                chain.append((int(r_start[r]), names[r_name[r]]))
-                r = int(parent[r])
-            chain.reverse()
-            enclosing = sorted([(s, None, nm) for s, nm in chain] + active, key=lambda x: x[0])
-            call_path[c] = intern(tuple(x[2] for x in enclosing))
+            key = (r0, tuple(active))
+            got = done.get(key)
+            if got is None:
+                chain = []
+                r = r0
+                while r >= 0:
+                    chain.append((int(r_start[r]), names[r_name[r]]))
+                    r = int(parent[r])
+                chain.reverse()
+                enclosing = sorted([(s, None, nm) for s, nm in chain] + [ses[a] for a in active], key=lambda x: x[0])
+                got = done[key] = intern(tuple(x[2] for x in enclosing))
+            call_path[c] = got
