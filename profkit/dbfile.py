@@ -121,6 +121,7 @@ class _Adbc:
     def execute(self, sql: str) -> None:
         if self._stmt is not None:
             self._stmt.close()
+            self._stmt = None
         self._stmt = self._am.AdbcStatement(self._conn)
         self._stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(self.batch_rows)})
         self._stmt.set_sql_query(sql)
@@ -134,8 +135,10 @@ class _Adbc:
     def __enter__(self) -> "_Adbc":
         return self
 
-    def __exit__(self, *exc) -> None:
-        for x in (self._stmt, self._conn, self._db):
+    def __exit__(self, *exc) -> None:  # (twice: as the connection and as its cursor)
+        for name in ("_stmt", "_conn", "_db"):
+            x = getattr(self, name)
+            setattr(self, name, None)
             if x is not None:
                 x.close()
 

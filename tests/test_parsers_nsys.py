@@ -228,3 +228,20 @@ def test_the_device_of_most_launches_is_found_from_the_column_as_in_sql(copy):
     assert (column == -2).any() and nsys_sqlite._device_in(c, kt, {"deviceId"}, column) == nsys_sqlite._device_of(c, kt, {"deviceId"})
     c.close()
     assert seen == [0, 7, seen[2], 0] and seen[2] in (0, 7)
+
+
+def test_the_column_path_reads_through_adbc_without_falling_back(monkeypatch):
+    """ADBC (a core dependency) reads every column of the column path: its sqlite3 fallback,
+    meant for files whose odd column types the driver cannot infer, is correct but 5-10x
+    slower, so on real exports it must not be taken (a broken fast path would hide behind it)."""
+    from profkit import dbfile
+
+    def no_fallback(*a, **k):
+        raise AssertionError("read_columns fell back to sqlite3")
+
+    monkeypatch.setattr(dbfile, "_read_sqlite3", no_fallback)
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    for split in (10**18, 0):  # the NVTX ranges read whole and in two halves
+        monkeypatch.setattr(nsys_sqlite, "_SPLIT_ROWS", split)
+        rep = nsys_sqlite.parse(KNOWN_NSYS)
+        assert rep.bulk is not None and len(rep.kernels) == 166
