@@ -10,6 +10,7 @@ EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing a
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 import sqlite3
@@ -34,6 +35,7 @@ DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite)"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PUSH_POP, START_END, DOMAIN_CREATE = 59, 60, 75
 _PID = 1 << 24
+_NOT_INT = -(1 << 63)  # a launch call's nameId read as this: not an integer (the least int64, sorted first)
 # from this many kernels + NVTX rows on, the column path (its fixed cost, ~0.2 s, pays off)
 BULK_MIN_ROWS = 200_000
 
@@ -239,9 +241,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
         if join is not None:
-            jk, jr, cstart, cgtid, jk_sorted = join.result(tell("launch calls"))
+            jk, jr, cstart, cgtid, jk_sorted, api_keys = join.result(tell("launch calls"))
         else:
-            jk = jr = cstart = cgtid = jk_sorted = np.zeros(0, dtype=np.int64)
+            jk = jr = cstart = cgtid = jk_sorted = api_keys = np.zeros(0, dtype=np.int64)
     finally:
         if join is not None:
             join.stop()
@@ -299,20 +301,32 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         return f"k.{name}" if name in kc else default
 
     st = t["StringIds"]
-    api = ("sa.value, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
+    api = ("r.nameId, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
            if rt else "NULL, NULL, NULL, NULL, NULL")
-    api_join = (f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow LEFT JOIN src."{st}" sa ON sa.id = r.nameId'
-                if rt else "")
+    api_join = f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow' if rt else ""
+    # names as keys (the kernel's string ids, its call's nameId): the store maps the few
+    # distinct ones to names through name_sql and api_sql, no text per row (rows.Bulk)
     kernel_sql = f"""
-        SELECT b.seq AS seq, coalesce(NULLIF(sd.value, ''), CAST(k.{name_col} AS TEXT), 'None'),
-               coalesce(NULLIF(ss.value, ''), CAST(k.{short_col} AS TEXT), 'None'),
+        SELECT b.seq AS seq, k.{name_col}, k.{short_col},
                k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
                {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
                k.correlationId, {api}, b.path_id
         FROM temp.bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
-        LEFT JOIN src."{st}" sd ON sd.id = k.{name_col} LEFT JOIN src."{st}" ss ON ss.id = k.{short_col}
         {api_join}"""
+    # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
+    name_sql = f"""
+        WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
+        SELECT x, coalesce(NULLIF(s.value, ''), CAST(x AS TEXT), 'None')
+        FROM (SELECT a AS x FROM d UNION SELECT b FROM d) LEFT JOIN src."{st}" s ON s.id = x"""
+    if not rt:
+        api_sql = "SELECT NULL, NULL WHERE 0"
+    elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: read them all here
+        api_sql = (f'SELECT DISTINCT r.nameId, s.value FROM temp.bulk_kernel b JOIN src."{rt}" r ON r.rowid = b.rrow'
+                   f' LEFT JOIN src."{st}" s ON s.id = r.nameId')
+    else:
+        api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
+                   f' LEFT JOIN src."{st}" s ON s.id = j.value')
     nt = t.get("NVTX_EVENTS")
     cols = _columns(conn, nt) if nt else set()
     dom = "n.domainId" if "domainId" in cols else "NULL"
@@ -324,7 +338,8 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
                ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
         FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
         LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-    bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"])
+    bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"],
+                name_sql, api_sql)
     facts = _facts(conn, t, device)
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
@@ -369,10 +384,11 @@ class _LaunchCalls:
         cols, _ = read_columns(self.path, f"""
             SELECT k.rowid, r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
                    CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
-                   typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer'
+                   typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer',
+                   CASE WHEN typeof(r.nameId) = 'integer' THEN r.nameId ELSE {_NOT_INT} END
             FROM "{rt}" r CROSS JOIN "{kt}" k
               ON r.correlationId = k.correlationId AND (r.globalTid / {P}) = (k.globalPid / {P})
-            {where}""", 5, on_rows=lambda n: self._seen(done + n), max_rows=max_rows)  # (a join bomb stops there)
+            {where}""", 6, on_rows=lambda n: self._seen(done + n), max_rows=max_rows)  # (a join bomb stops there)
         return cols
 
     def _run(self) -> None:
@@ -389,14 +405,15 @@ class _LaunchCalls:
                 cols = first if rest is None or not len(rest[0]) else [np.concatenate(x) for x in zip(first, rest)]
             else:
                 cols = self._join("", self.n_kernels)
-            jk, jr, cstart, cgtid, ok = cols
+            jk, jr, cstart, cgtid, ok, name = cols
             jk_sorted = np.sort(jk)  # (np.unique hashes: 8x slower than a sort at 1 M ids)
-            self._out = (jk, jr, cstart, cgtid, ok, jk_sorted)
+            self._out = (jk, jr, cstart, cgtid, ok, jk_sorted, np.unique(name))  # the calls' API name keys
         except BaseException as e:  # handed to the caller's thread by result()
             self._error = e
 
     def result(self, on_rows=None):
-        """(jk, jr, cstart, cgtid, jk sorted) once the join is read; its errors raise here."""
+        """(jk, jr, cstart, cgtid, jk sorted, distinct API name keys) once the join is read; its errors
+        raise here."""
         while self._thread.is_alive():
             self._thread.join(0.1)
             if on_rows:
@@ -407,10 +424,10 @@ class _LaunchCalls:
                                       "process: corrupt")  # one launch call per kernel
         if self._error is not None:
             raise self._error
-        jk, jr, cstart, cgtid, ok, jk_sorted = self._out
+        jk, jr, cstart, cgtid, ok, jk_sorted, api_keys = self._out
         if len(ok) and not ok.all():
             raise BadInput(self.path, f"{self.rt}: a launch call whose start or thread id is not an integer")
-        return jk, jr, cstart, cgtid, jk_sorted
+        return jk, jr, cstart, cgtid, jk_sorted, api_keys
 
     def stop(self) -> None:
         """Stop the read at its next batch (an error or an interrupt in the caller) and wait."""

@@ -23,8 +23,10 @@ KERNEL_FIELDS = (
 )
 # one NVTX range (push/pop or start/end)
 RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
-# a Bulk's kernel query yields these columns (the store adds the NVTX ones from its path table)
+# a Bulk's kernel query yields these columns (the store adds the NVTX ones from its path table);
+# in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, api_sql), not their text
 BULK_KERNEL_FIELDS = tuple(f for f in KERNEL_FIELDS if f not in ("nvtx_range", "nvtx_path"))
+NAME_FIELDS = ("kernel_name", "short_name", "api_name")
 # one counter of one kernel: (kernel seq, metric, unit, value)
 COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
@@ -133,6 +135,11 @@ class Bulk:
     source: the report (a read-only SQLite file) the store ATTACHes as `src`.
     kernel_sql: a SELECT over `src` and temp.bulk_kernel(seq, krow, rrow, path_id) yielding
         BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY.
+        Its kernel_name and short_name are keys of name_sql, its api_name a key of api_sql (the
+        report's string ids): the store maps a few distinct keys, not a text per row.
+    name_sql: a SELECT over `src` (and the temp tables) yielding (key, text): each distinct key
+        of kernel_sql's kernel_name and short_name once, with the name it stands for.
+    api_sql: the same for the keys of api_name (a key it does not list, or NULL: no name).
     range_sql: a SELECT over `src`, bulk_range(seq, row, path_id) (unqualified: a temp table,
         or a CTE of one chunk, see range_chunks) and temp.bulk_domain(id, name) yielding seq,
         domain, kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY.
@@ -152,6 +159,8 @@ class Bulk:
     r_path: object
     paths: list
     domains: list
+    name_sql: str = "SELECT NULL, NULL WHERE 0"
+    api_sql: str = "SELECT NULL, NULL WHERE 0"
 
     @property
     def n_kernels(self) -> int:
@@ -207,14 +216,15 @@ class Bulk:
                        min(lo + chunk, self.n_ranges))
         return chunks()
 
-    def _query(self, sql: str):
+    def _query(self, sql: str, *more: str):
         import sqlite3
 
         conn = sqlite3.connect(":memory:", uri=True)  # uri: ATTACH takes the read-only URI
         try:
             conn.execute("ATTACH ? AS src", (_ro_uri(self.source),))
             self.stage(conn, list(range(len(self.paths))))
-            return conn.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
+            rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
+            return (rows, *(conn.execute(m).fetchall() for m in more)) if more else rows
         finally:
             conn.close()
 
@@ -223,10 +233,16 @@ class Bulk:
         from .nvtx import NvtxPath
 
         paths = [NvtxPath(p) for p in self.paths]
-        at = BULK_KERNEL_FIELDS.index("short_name") + 1
+        rows, names, apis = self._query(self.kernel_sql, self.name_sql, self.api_sql)
+        names, apis = dict(names), dict(apis)
+        kn, ks, ka = (BULK_KERNEL_FIELDS.index(f) for f in NAME_FIELDS)
+        at = ks + 1
         out = []
-        for r in self._query(self.kernel_sql):
+        for r in rows:
             p = paths[r[-1]] if r[-1] is not None else None
+            r = list(r)
+            r[kn], r[ks], r[ka] = names[r[kn]], names[r[ks]], apis.get(r[ka])
+            r = tuple(r)
             out.append(r[:at] + (p.names[-1] if p is not None else None, p) + r[at:-1])
         return out
 

@@ -20,8 +20,8 @@ from .errors import NoSuchRun, ProfkitError
 from .parsers import registry as _parsers, timeline_sources
 from . import sampling
 from .nvtx import names_json, names_of
-from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, Parsed
-from .schema import LATEST, MIGRATIONS
+from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
+from .schema import LATEST, MIGRATIONS, REBUILDS
 
 
 WAL_SWITCH_TIMEOUT_MS = 120_000
@@ -142,20 +142,38 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Apply pending migrations, each in its own transaction. Returns the version reached."""
     if schema_version(conn) >= LATEST:
         return LATEST
-    conn.execute("BEGIN IMMEDIATE")
+    # off while a migration rebuilds a table others reference (SQLite's 12-step ALTER: its
+    # DROP TABLE would delete the referencing rows' parents); the references are checked below
+    fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
     try:
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
-        have = schema_version(conn)
-        for version, name, sql in MIGRATIONS:
-            if version > have:
-                for stmt in _statements(sql):
-                    conn.execute(stmt)
-                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+            have = schema_version(conn)
+            for version, name, sql in MIGRATIONS:
+                if version > have:
+                    before, after = REBUILDS.get(version, ((), ()))
+                    broken = _broken_references(conn, before)
+                    for stmt in _statements(sql):
+                        conn.execute(stmt)
+                    if _broken_references(conn, after) > broken:
+                        raise ProfkitError(f"internal: migration {version} ({name}) broke references between "
+                                           f"tables; the database is left as it was")
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
     return LATEST
+
+
+def _broken_references(conn: sqlite3.Connection, tables) -> int:
+    """Rows of these tables (those that exist) whose foreign keys point at nothing."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sum(len(conn.execute(f'PRAGMA foreign_key_check("{t}")').fetchall()) for t in tables if t in have)
 
 
 def _statements(sql: str):
@@ -431,7 +449,7 @@ class Store:
                 raise
         finally:
             if bulk is not None:
-                for t in ("bulk_kernel", "bulk_range", "bulk_domain"):
+                for t in ("bulk_kernel", "bulk_range", "bulk_domain", "bulk_name", "bulk_api"):
                     c.execute(f"DROP TABLE IF EXISTS temp.{t}")
                 c.execute("DETACH src")
                 c.execute("PRAGMA foreign_keys = ON")
@@ -471,6 +489,15 @@ class Store:
             out.append(row[0])
         return out
 
+    def _name_ids(self, names) -> dict:
+        """launch_name ids of names (added where new): one statement per distinct name."""
+        c = self.conn
+        out = {}
+        for n in dict.fromkeys(names):
+            c.execute("INSERT OR IGNORE INTO launch_name (name) VALUES (?)", (n,))
+            out[n] = c.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()[0]
+        return out
+
     def _add_rows(self, run: str, file_id: int, rank: int | None, report: Parsed) -> None:
         """A report of tuples (every parser but the bulk one)."""
         c = self.conn
@@ -479,12 +506,25 @@ class Store:
         range_names = [names_of(r[8]) or (r[1],) for r in report.ranges]
         distinct = list(dict.fromkeys(n for n in kernel_names + range_names if n))
         ids = dict(zip(distinct, self._path_ids(distinct)))
-        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
-        cols = ("id", "run", "file_id", "rank", "source") + KERNEL_FIELDS + ("path_id",)
-        sql = f"INSERT INTO launch ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        c.executemany(sql, ((base + i, run, file_id, rank, report.source) + k[:at] + (str(k[at]) if k[at] is not None else None,)
-                            + k[at + 1:] + (ids.get(n) if n else None,)
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
+        kn, ks, kr, ka = (KERNEL_FIELDS.index(f) for f in ("kernel_name", "short_name", "nvtx_range", "api_name"))
+        names = self._name_ids(n for k in report.kernels for n in (k[kn], k[ks], k[ka]) if n is not None)
+        names[None] = None
+        plain = [i for i, f in enumerate(KERNEL_FIELDS)
+                 if f not in ("kernel_name", "short_name", "nvtx_range", "nvtx_path", "api_name")]
+        cols = (("id", "run", "file_id", "rank", "source") + tuple(KERNEL_FIELDS[i] for i in plain)
+                + ("name_id", "short_id", "api_id", "path_id"))
+        sql = f"INSERT INTO launch_row ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        c.executemany(sql, ((base + i, run, file_id, rank, report.source) + tuple(k[j] for j in plain)
+                            + (names[k[kn]], names[k[ks]], names[k[ka]], ids.get(n) if n else None)
                             for i, (k, n) in enumerate(zip(report.kernels, kernel_names))))
+        # a launch whose innermost range or path text is not its path's text and path (the view
+        # shows these instead)
+        own = [(base + i, k[kr], str(k[at]) if k[at] is not None else None)
+               for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
+               if (k[kr], str(k[at]) if k[at] is not None else None)
+               != ((n[-1], "/".join("" if x is None else x for x in n)) if n else (None, None))]
+        c.executemany("INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)", own)
         seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
         c.executemany(
             "INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
@@ -510,16 +550,21 @@ class Store:
         tell = (lambda phase, total: (lambda n: progress(phase, n, total))) if progress else (lambda *a: None)
         chunks = bulk.range_chunks(ids)
         bulk.stage(c, ids, on_rows=tell("staging", nk), ranges_streamed=chunks is not None)
-        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch").fetchone()[0]) + 1
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
         fields = BULK_KERNEL_FIELDS + ("path_id",)
+        null_name = self._stage_names(bulk)
+        plain = [f for f in fields if f not in NAME_FIELDS]
         if progress:
             progress("writing kernels", 0, nk)
+        # names through the staged keys (a few rows): the rows hold ids, no text
         c.execute(f"""
-            INSERT INTO launch (id, run, file_id, rank, source, {', '.join(fields)}, nvtx_range, nvtx_path)
+            INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
             WITH q({', '.join(fields)}) AS ({bulk.kernel_sql})
-            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in fields)}, p.text, p.path
-            FROM q LEFT JOIN nvtx_path p ON p.id = q.path_id ORDER BY q.seq""",
-                  (base, run, file_id, rank, report.source))
+            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in plain)},
+                   coalesce(n.id, ?6), coalesce(s.id, ?6), a.id
+            FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
+            LEFT JOIN temp.bulk_api a ON a.key = q.api_name ORDER BY q.seq""",
+                  (base, run, file_id, rank, report.source, null_name))
         if progress:
             progress("writing kernels", nk, nk)
         if progress:
@@ -537,6 +582,21 @@ class Store:
                     progress("writing ranges", done, nr)
         if progress:
             progress("writing ranges", nr, nr)
+
+    def _stage_names(self, bulk) -> int | None:
+        """temp.bulk_name and temp.bulk_api: each name key of the bulk's kernel query -> its
+        launch_name id (names added where new); returns the id of the name of a NULL key."""
+        c = self.conn
+        names, apis = c.execute(bulk.name_sql).fetchall(), c.execute(bulk.api_sql).fetchall()
+        ids = self._name_ids(t for _, t in names + apis if t is not None)
+        for t in ("bulk_name", "bulk_api"):
+            c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+            # (INTEGER: the affinity of the report's id columns, so that the join searches the key)
+            c.execute(f"CREATE TEMP TABLE {t} (key INTEGER PRIMARY KEY, id INTEGER) WITHOUT ROWID")
+        c.executemany("INSERT INTO temp.bulk_name VALUES (?, ?)", [(k, ids[t]) for k, t in names if k is not None])
+        c.executemany("INSERT INTO temp.bulk_api VALUES (?, ?)",
+                      [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])
+        return next((ids[t] for k, t in names if k is None), None)
 
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""
@@ -629,7 +689,7 @@ class Store:
         c = self.conn
         if not c.execute("SELECT 1 FROM launch WHERE run = ? AND source = 'ncu' LIMIT 1", (run,)).fetchone():
             return  # no ncu launch to tie (a run's timeline loads first): nothing changes below
-        c.execute("UPDATE launch SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
+        c.execute("UPDATE launch_row SET timeline_id = NULL WHERE run = ? AND source = 'ncu'", (run,))
         tl = self.timeline_source(run)
         if not tl:
             return
@@ -650,7 +710,7 @@ class Store:
                            FROM launch WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}),
                      m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
                            ON t.short_name = n.short_name AND t.r IS n.r AND t.rank IS n.rank AND t.k = n.k)
-                UPDATE launch SET timeline_id = (SELECT tid FROM m WHERE nid = launch.id)
+                UPDATE launch_row SET timeline_id = (SELECT tid FROM m WHERE nid = launch_row.id)
                 WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}""", {"run": run, "tl": timeline[0]})
         self._link_by_prefix(run, timeline[0], skip)
         if sampled:
@@ -678,21 +738,21 @@ class Store:
             nids, nrows = self._rows("file_id = ? AND source = 'ncu'", (fid,))
             rank = self.conn.execute("SELECT rank FROM report_file WHERE id = ?", (fid,)).fetchone()[0]
             tids, trows = self._rows("run = ? AND source = ? AND rank IS ?", (run, tl, rank))
-            self.conn.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?",
+            self.conn.executemany("UPDATE launch_row SET timeline_id = ? WHERE id = ?",
                                   [(tids[t], nids[n]) for n, t in sampling.pairs(trows, nrows, spec)])
 
     def _link_siblings(self, run: str, tl: str) -> None:
         """Each timeline launch without counters of its own points at the measured launch of the
         same kernel and configuration (sampled_from): classify labels it from those counters."""
         c = self.conn
-        c.execute("UPDATE launch SET sampled_from = NULL WHERE run = ?", (run,))
+        c.execute("UPDATE launch_row SET sampled_from = NULL WHERE run = ?", (run,))
         for (rank,) in c.execute("SELECT DISTINCT rank FROM launch WHERE run = ? AND source = ?", (run, tl)).fetchall():
             tids, trows = self._rows("run = ? AND source = ? AND rank IS ?", (run, tl, rank))
             at = {t: i for i, t in enumerate(tids)}
             measured = {at[t] for (t,) in c.execute(
                 "SELECT DISTINCT timeline_id FROM launch WHERE run = ? AND source = 'ncu' AND timeline_id IS NOT NULL"
                 " AND rank IS ?", (run, rank)) if t in at}
-            c.executemany("UPDATE launch SET sampled_from = ? WHERE id = ?",
+            c.executemany("UPDATE launch_row SET sampled_from = ? WHERE id = ?",
                           [(tids[m], tids[i]) for i, m in sampling.siblings(trows, measured).items()])
 
     def _link_by_prefix(self, run: str, tl: str, skip: str = "") -> None:
@@ -715,7 +775,7 @@ class Store:
                 if todo:
                     pairs.append((todo.pop(0), nid))
                     break
-        c.executemany("UPDATE launch SET timeline_id = ? WHERE id = ?", pairs)
+        c.executemany("UPDATE launch_row SET timeline_id = ? WHERE id = ?", pairs)
 
 
 def command_of(meta: dict) -> list[str] | None:

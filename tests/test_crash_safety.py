@@ -10,6 +10,7 @@ moment the write-ahead log starts to grow.
 import importlib.util
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -102,8 +103,11 @@ def test_sigkill_during_ingest_leaves_no_partial_run(big, db):
     # the first kill finds when the write transaction starts (t_w); the delays are spread
     # around it: startup and imports, parsing, writing
     t_w = _kill_at(db, big, "wal", 64 << 10)
-    plan = [("wal", 2 << 20), ("delay", rng.uniform(0.05, 0.5) * t_w), ("delay", rng.uniform(0.5, 1.0) * t_w),
-            ("wal", 6 << 20), ("wal", 10 << 20), ("delay", rng.uniform(1.0, 1.3) * t_w)]
+    # the WAL kills at fractions of the log a whole load writes (compact rows write less: schema 10),
+    # below the pages its COMMIT writes at once (the last ~2 MB of page cache)
+    wal = _whole_wal(db, big)
+    plan = [("wal", int(0.1 * wal)), ("delay", rng.uniform(0.05, 0.5) * t_w), ("delay", rng.uniform(0.5, 1.0) * t_w),
+            ("wal", int(0.3 * wal)), ("wal", int(0.5 * wal)), ("delay", rng.uniform(1.0, 1.3) * t_w)]
     outcomes = [("wal", _outcome(db, before, whole))]
     for kind, value in plan:
         _kill_at(db, big, kind, value)
@@ -118,6 +122,24 @@ def test_sigkill_during_ingest_leaves_no_partial_run(big, db):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert _outcome(db, before, whole) == "whole"
+
+
+def _whole_wal(db, big) -> int:
+    """The most the write-ahead log grows in a whole load of `big` into a copy of `db`."""
+    copy = f"{db}.copy"
+    shutil.copy(db, copy)
+    try:
+        wal0, most = _wal(copy), 0
+        proc = _ingest(copy, big, quiet=True)
+        while proc.poll() is None:
+            most = max(most, _wal(copy) - wal0)
+            time.sleep(0.002)
+        assert proc.returncode == 0 and most > 1 << 20, most
+        return most
+    finally:
+        for f in (copy, copy + "-wal", copy + "-shm"):
+            if os.path.exists(f):
+                os.remove(f)
 
 
 def _outcome(db, before: str, whole: dict) -> str:

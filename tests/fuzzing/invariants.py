@@ -62,12 +62,12 @@ def check_whole_file(db: Path, template: Path, run: str, existed: bool) -> str |
                 where = f"WHERE id != {fid}"
             elif t == "counter" or "launch_id" in cols:  # counters, ncu rule results: rows of a launch
                 where = f"WHERE launch_id NOT IN (SELECT id FROM launch WHERE file_id = {fid})"
-            elif t == "nvtx_path":  # shared by files: a new file may add paths, never change one
-                where = f"WHERE id <= {b.execute('SELECT coalesce(max(id), 0) FROM nvtx_path').fetchone()[0]}"
+            elif t in ("nvtx_path", "launch_name"):  # shared by files: a new file may add some, never change one
+                where = f"WHERE id <= {b.execute(f'SELECT coalesce(max(id), 0) FROM {t}').fetchone()[0]}"
             elif t == "run":
                 where, params = ("WHERE run != ?", (run,)) if not existed else ("", ())
                 blank = ("meta", "gpu_name") if existed else ()  # the run it joined may gain metadata
-            if t == "launch" and existed:
+            if t in ("launch", "launch_row") and existed:
                 # and its ncu launches are relinked to the timeline, its sampled launches to their sibling
                 blank = ("timeline_id", "sampled_from")
             if _rows(c, t, where, params, blank) != _rows(b, t, where, params, blank):
