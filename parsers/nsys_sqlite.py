@@ -22,7 +22,7 @@ from profkit.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonl
 from profkit.errors import BadInput
 from profkit.names import MAX_NAME, name_too_long
 from profkit.nvtx import I64_MAX, project, project_columns, range_paths
-from profkit.rows import Bulk, LazyRows, Parsed
+from profkit.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.units import normalise
 
 FORMAT = "nsys-sqlite"
@@ -240,8 +240,111 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         del numeric, kdev
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
+    except BaseException:
         if join is not None:
-            jk, jr, cstart, cgtid, jk_sorted, api_keys = join.result(tell("launch calls"))
+            join.stop()
+        raise
+    names: list = r["names"] if r is not None else []
+    longest = max((x for x in names if x is not None), key=len, default="")
+    if len(longest) > MAX_NAME:
+        if join is not None:
+            join.stop()
+        raise BadInput(path, name_too_long(longest))
+    # The kernels (the rest of the join, their order, their calls' paths) are finished by a
+    # thread of their own while the store writes the ranges, whose paths need no call
+    ranges_done = threading.Event()
+    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, krow_all, kstart_all, r, ranges_done))
+    try:
+        if progress:
+            progress("NVTX projection", 0, None)
+        if r is not None:
+            thread = r["gtid"]  # a range without a thread: a key no range has (the kernel part adds calls)
+            if len(thread) and not r["has_thread"].all():
+                thread[~r["has_thread"]] = (int(thread.min()) // _PID - 1) * _PID
+            none = np.zeros(0, dtype=np.int64)
+            proj = project_columns(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"],
+                                   none, None, none, pid_of=lambda x: x // _PID)
+            paths, rpath = proj.paths, proj.range_path
+            # rows in the row path's order: start/end ranges, then push/pop, each by start (ties: file order)
+            order = np.lexsort((r["row"], r["start"], r["pushpop"]))
+            rows, domains = r["row"][order], r["domains"]
+            rpath = rpath[order]
+            del proj, order
+        else:
+            paths, rpath, rows, domains = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
+    finally:
+        ranges_done.set()
+
+    def col(name: str, default: str = "NULL") -> str:
+        return f"k.{name}" if name in kc else default
+
+    st = t["StringIds"]
+    api = ("r.nameId, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
+           if rt else "NULL, NULL, NULL, NULL, NULL")
+    api_join = f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow' if rt else ""
+    # names as keys (the kernel's string ids, its call's nameId): the store maps the few
+    # distinct ones to names through name_sql and api_sql, no text per row (rows.Bulk)
+    kernel_sql = f"""
+        SELECT b.seq AS seq, k.{name_col}, k.{short_col},
+               k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
+               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
+               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
+               k.correlationId, {api}, b.path_id
+        FROM temp.bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
+        {api_join}"""
+    # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
+    name_sql = f"""
+        WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
+        SELECT x, coalesce(NULLIF(s.value, ''), CAST(x AS TEXT), 'None')
+        FROM (SELECT a AS x FROM d UNION SELECT b FROM d) LEFT JOIN src."{st}" s ON s.id = x"""
+    nt = t.get("NVTX_EVENTS")
+    cols = _columns(conn, nt) if nt else set()
+    dom = "n.domainId" if "domainId" in cols else "NULL"
+    g = "n.globalTid" if "globalTid" in cols else "NULL"
+    range_sql = f"""
+        SELECT b.seq, CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0
+                           THEN coalesce(d.name, 'domain' || {dom}) END,
+               CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END, n.start, n."end",
+               ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
+        FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
+        LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
+    bulk = Bulk(str(path), kernel_sql, range_sql, rows, rpath, paths, domains, n_kernels, kernels.result, name_sql)
+    facts = _facts(conn, t, device)
+    return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
+                  LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+
+
+class _Deferred:
+    """fn() in a thread of its own; result() waits for it and returns its value or raises its
+    error in the caller's thread (each time it is asked)."""
+
+    def __init__(self, fn):
+        self._fn, self._out, self._error = fn, None, None
+        self._thread = threading.Thread(target=self._run, name="profkit-kernels", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._out = self._fn()
+        except BaseException as e:  # handed to the caller's thread by result()
+            self._error = e
+
+    def result(self):
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+        if self._error is not None:
+            raise self._error
+        return self._out
+
+
+def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all, r, ranges_done) -> KernelPart:
+    """The kernels in seq order, each with its launch call's rowid and NVTX path (rows.KernelPart):
+    the launch-call join's result, the kernels no call launched, the calls placed in the ranges."""
+    import numpy as np
+
+    try:
+        if join is not None:
+            jk, jr, cstart, cgtid, jk_sorted, api_keys = join.result()
         else:
             jk = jr = cstart = cgtid = jk_sorted = api_keys = np.zeros(0, dtype=np.int64)
     finally:
@@ -266,59 +369,21 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         pos = order_all[pos]
     seq_order = np.lexsort((rrow, krow, kstart_all[pos]))  # ORDER BY start (ties: file order)
     krow, rrow, has_call, cstart, cgtid = krow[seq_order], rrow[seq_order], has_call[seq_order], cstart[seq_order], cgtid[seq_order]
-    del jk, jr, lone, pos, kstart_all, krow_all, all_sorted, order_all
-
-    # NVTX ranges and domain names
-    names: list = []
-    calls = np.flatnonzero(has_call)
-    if progress:
-        progress("NVTX projection", 0, None)
+    del jk, jr, lone, pos, all_sorted, order_all
+    k_path = np.full(len(krow), -1, dtype=np.int64)
+    paths: list = []
     if r is not None:
-        names = r["names"]
-        longest = max((x for x in names if x is not None), key=len, default="")
-        if len(longest) > MAX_NAME:
-            raise BadInput(path, name_too_long(longest))
-        thread = r["gtid"]  # a range without a thread: a key no launch call has, nor its process
-        if len(thread) and not r["has_thread"].all():
-            lo = (min(int(thread.min()), int(cgtid.min()) if len(cgtid) else 0) // _PID - 1) * _PID
-            thread[~r["has_thread"]] = lo
-        proj = project_columns(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"],
+        ranges_done.wait()  # (one projection at a time: its temporaries are the parse's peak memory)
+        calls = np.flatnonzero(has_call)
+        thread = r["gtid"]
+        if len(thread) and not r["has_thread"].all():  # a key no range and no call has, nor its process
+            thread = thread.copy()
+            thread[~r["has_thread"]] = (min(int(thread.min()), int(cgtid.min()) if len(cgtid) else 0) // _PID - 1) * _PID
+        proj = project_columns(r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"],
                                cgtid[calls], None, cstart[calls], pid_of=lambda x: x // _PID)
-        k_path = np.full(len(krow), -1, dtype=np.int64)
         k_path[calls] = proj.call_path
-        paths, rpath = proj.paths, proj.range_path
-        # rows in the row path's order: start/end ranges, then push/pop, each by start (ties: file order)
-        order = np.lexsort((r["row"], r["start"], r["pushpop"]))
-        r = {"row": r["row"][order], "domains": r["domains"]}
-        rpath = rpath[order]
-        del proj, order, thread
-    else:
-        k_path = np.full(len(krow), -1, dtype=np.int64)
-        paths, rpath = [], np.zeros(0, dtype=np.int64)
-        r = {"row": np.zeros(0, dtype=np.int64), "domains": []}
-
-    def col(name: str, default: str = "NULL") -> str:
-        return f"k.{name}" if name in kc else default
-
+        paths = proj.paths
     st = t["StringIds"]
-    api = ("r.nameId, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
-           if rt else "NULL, NULL, NULL, NULL, NULL")
-    api_join = f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow' if rt else ""
-    # names as keys (the kernel's string ids, its call's nameId): the store maps the few
-    # distinct ones to names through name_sql and api_sql, no text per row (rows.Bulk)
-    kernel_sql = f"""
-        SELECT b.seq AS seq, k.{name_col}, k.{short_col},
-               k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
-               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
-               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
-               k.correlationId, {api}, b.path_id
-        FROM temp.bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
-        {api_join}"""
-    # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
-    name_sql = f"""
-        WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
-        SELECT x, coalesce(NULLIF(s.value, ''), CAST(x AS TEXT), 'None')
-        FROM (SELECT a AS x FROM d UNION SELECT b FROM d) LEFT JOIN src."{st}" s ON s.id = x"""
     if not rt:
         api_sql = "SELECT NULL, NULL WHERE 0"
     elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: read them all here
@@ -327,22 +392,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     else:
         api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
                    f' LEFT JOIN src."{st}" s ON s.id = j.value')
-    nt = t.get("NVTX_EVENTS")
-    cols = _columns(conn, nt) if nt else set()
-    dom = "n.domainId" if "domainId" in cols else "NULL"
-    g = "n.globalTid" if "globalTid" in cols else "NULL"
-    range_sql = f"""
-        SELECT b.seq, CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0
-                           THEN coalesce(d.name, 'domain' || {dom}) END,
-               CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END, n.start, n."end",
-               ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
-        FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
-        LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-    bulk = Bulk(str(path), kernel_sql, range_sql, krow, rrow, k_path, r["row"], rpath, paths, r["domains"],
-                name_sql, api_sql)
-    facts = _facts(conn, t, device)
-    return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
-                  LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    return KernelPart(krow, rrow, k_path, paths, api_sql)
 
 
 _SPLIT_ROWS = 2_000_000  # rowids past which the NVTX ranges read in two threads

@@ -376,6 +376,27 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
             todo.append((g, p, report, _digest(digest)))
     if not todo and not any(g.meta for g in groups):
         return out
+    if len(todo) > 1:  # a column-path report finishes its kernels in a thread: all proven whole before any write
+        for *_, report, _ in todo:
+            if report.bulk is not None:
+                report.bulk.kernel_part()
+    new = store is None and what_is(db) == "missing"
+    try:
+        return _write(db, store, todo, groups, out, rank, facts, on_file, on_progress)
+    except BaseException:
+        if new:  # one report, refused while it loaded (its kernels' part): no database left behind
+            _discard_empty(db)
+        raise
+
+
+def _discard_empty(db: str) -> None:
+    """Remove the database this ingest created, if it holds no report."""
+    if what_is(db) == "profkit" and not _holds_reports(db):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(db + suffix).unlink(missing_ok=True)
+
+
+def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> list[Loaded]:
     with _opened(db, store) as store:
         for g, p, report, digest in todo:
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)

@@ -24,7 +24,7 @@ KERNEL_FIELDS = (
 # one NVTX range (push/pop or start/end)
 RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
 # a Bulk's kernel query yields these columns (the store adds the NVTX ones from its path table);
-# in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, api_sql), not their text
+# in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, KernelPart.api_sql), not their text
 BULK_KERNEL_FIELDS = tuple(f for f in KERNEL_FIELDS if f not in ("nvtx_range", "nvtx_path"))
 NAME_FIELDS = ("kernel_name", "short_name", "api_name")
 # one counter of one kernel: (kernel seq, metric, unit, value)
@@ -135,63 +135,59 @@ class Bulk:
     source: the report (a read-only SQLite file) the store ATTACHes as `src`.
     kernel_sql: a SELECT over `src` and temp.bulk_kernel(seq, krow, rrow, path_id) yielding
         BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY.
-        Its kernel_name and short_name are keys of name_sql, its api_name a key of api_sql (the
-        report's string ids): the store maps a few distinct keys, not a text per row.
+        Its kernel_name and short_name are keys of name_sql, its api_name a key of the kernel
+        part's api_sql (the report's string ids): the store maps a few distinct keys, not a text
+        per row.
     name_sql: a SELECT over `src` (and the temp tables) yielding (key, text): each distinct key
         of kernel_sql's kernel_name and short_name once, with the name it stands for.
-    api_sql: the same for the keys of api_name (a key it does not list, or NULL: no name).
     range_sql: a SELECT over `src`, bulk_range(seq, row, path_id) (unqualified: a temp table,
         or a CTE of one chunk, see range_chunks) and temp.bulk_domain(id, name) yielding seq,
         domain, kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY.
-    k_krow, k_rrow, k_path: per kernel in seq order: the rowids kernel_sql joins on (rrow -1:
-        no launch call) and its path (index into `paths`, -1: no range).
-    r_row, r_path: per range in order: its rowid in the report, its path.
-    paths: distinct NVTX paths as name tuples. domains: (id, name) for bulk_domain.
+    r_row, r_path: per range in order: its rowid in the report, its path (index into `paths`).
+    paths: distinct NVTX paths of the ranges as name tuples. domains: (id, name) for bulk_domain.
+    n_kernels: how many kernel rows kernel_part() gives.
+    kernels: a zero-argument callable giving the KernelPart, computed in a thread of the parser
+        (the launch-call join and the calls' NVTX paths) while the store writes the ranges; it
+        waits for that work and raises its errors (BadInput: the file is refused) in the caller.
     """
 
     source: str
     kernel_sql: str
     range_sql: str
-    k_krow: object
-    k_rrow: object
-    k_path: object
     r_row: object
     r_path: object
     paths: list
     domains: list
+    n_kernels: int
+    kernels: object
     name_sql: str = "SELECT NULL, NULL WHERE 0"
-    api_sql: str = "SELECT NULL, NULL WHERE 0"
 
-    @property
-    def n_kernels(self) -> int:
-        return len(self.k_krow)
+    def kernel_part(self) -> "KernelPart":
+        return self.kernels()
 
     @property
     def n_ranges(self) -> int:
         return len(self.r_row)
 
-    def stage(self, conn, path_ids, on_rows=None, ranges_streamed: bool = False) -> None:
-        """The temp tables the queries read, on `conn` (which has `src` attached); path_id is
+    def stage_ranges(self, conn, path_ids, ranges_streamed: bool = False) -> None:
+        """temp.bulk_range and temp.bulk_domain on `conn` (which has `src` attached); path_id is
         path_ids[path] (the store's ids). ranges_streamed: the caller feeds bulk_range by
         range_chunks instead (an empty temp table is made all the same)."""
-        import numpy as np
-
-        ids = np.asarray(path_ids, dtype=np.int64)
-
-        def mapped(p):
-            p = np.asarray(p, dtype=np.int64)
-            return np.where(p >= 0, ids[np.maximum(p, 0)], -1) if len(ids) else np.full(len(p), -1, dtype=np.int64)
-
-        for t in ("bulk_kernel", "bulk_range", "bulk_domain"):
+        for t in ("bulk_range", "bulk_domain"):
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
-        conn.execute("CREATE TEMP TABLE bulk_kernel (seq INTEGER PRIMARY KEY, krow INTEGER, rrow INTEGER, path_id INTEGER)")
         conn.execute("CREATE TEMP TABLE bulk_range (seq INTEGER PRIMARY KEY, row INTEGER, path_id INTEGER)")
         conn.execute("CREATE TEMP TABLE bulk_domain (id INTEGER PRIMARY KEY, name TEXT)")
         conn.executemany("INSERT INTO bulk_domain VALUES (?, ?)", self.domains)
-        _fill(conn, "bulk_kernel", ("krow", "path_id"), self.k_krow, mapped(self.k_path), on_rows)
-        _fill(conn, "bulk_kernel", ("rrow",), self.k_rrow, None, None)
         if not ranges_streamed:
-            _fill(conn, "bulk_range", ("row", "path_id"), self.r_row, mapped(self.r_path), None)
+            _fill(conn, "bulk_range", ("row", "path_id"), self.r_row, _mapped(self.r_path, path_ids), None)
+
+    @staticmethod
+    def stage_kernels(conn, part: "KernelPart", path_ids, on_rows=None) -> None:
+        """temp.bulk_kernel on `conn`: the kernel part, its paths as path_ids[path]."""
+        conn.execute("DROP TABLE IF EXISTS temp.bulk_kernel")
+        conn.execute("CREATE TEMP TABLE bulk_kernel (seq INTEGER PRIMARY KEY, krow INTEGER, rrow INTEGER, path_id INTEGER)")
+        _fill(conn, "bulk_kernel", ("krow", "path_id"), part.krow, _mapped(part.path, path_ids), on_rows)
+        _fill(conn, "bulk_kernel", ("rrow",), part.rrow, None, None)
 
     def range_chunks(self, path_ids, chunk: int = 1 << 20):
         """The ranges as (bulk_range CTE, its parameters) per chunk of rows, the rows of a JSON
@@ -222,7 +218,9 @@ class Bulk:
         conn = sqlite3.connect(":memory:", uri=True)  # uri: ATTACH takes the read-only URI
         try:
             conn.execute("ATTACH ? AS src", (_ro_uri(self.source),))
-            self.stage(conn, list(range(len(self.paths))))
+            self.stage_ranges(conn, list(range(len(self.paths))))
+            part = self.kernel_part()
+            self.stage_kernels(conn, part, list(range(len(part.paths))))
             rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
             return (rows, *(conn.execute(m).fetchall() for m in more)) if more else rows
         finally:
@@ -232,8 +230,9 @@ class Bulk:
         """The kernels as KERNEL_FIELDS tuples (built in memory: for tests and small reports)."""
         from .nvtx import NvtxPath
 
-        paths = [NvtxPath(p) for p in self.paths]
-        rows, names, apis = self._query(self.kernel_sql, self.name_sql, self.api_sql)
+        part = self.kernel_part()
+        paths = [NvtxPath(p) for p in part.paths]
+        rows, names, apis = self._query(self.kernel_sql, self.name_sql, part.api_sql)
         names, apis = dict(names), dict(apis)
         kn, ks, ka = (BULK_KERNEL_FIELDS.index(f) for f in NAME_FIELDS)
         at = ks + 1
@@ -256,6 +255,29 @@ class Bulk:
             path = paths[p]
             out.append((dom, path.names[-1], kind, s, e, pid, tid, len(path.names) - 1, path))
         return out
+
+
+@dataclass
+class KernelPart:
+    """A Bulk's kernels: per kernel in seq order the rowids kernel_sql joins on (rrow -1: no
+    launch call) and its path (index into `paths`, -1: no range); api_sql: a SELECT over `src`
+    yielding (key, text) for each distinct key of kernel_sql's api_name (a key it does not
+    list, or NULL: no name)."""
+
+    krow: object
+    rrow: object
+    path: object
+    paths: list
+    api_sql: str = "SELECT NULL, NULL WHERE 0"
+
+
+def _mapped(p, path_ids):
+    """Path indices -> the store's path ids (-1 stays -1)."""
+    import numpy as np
+
+    ids = np.asarray(path_ids, dtype=np.int64)
+    p = np.asarray(p, dtype=np.int64)
+    return np.where(p >= 0, ids[np.maximum(p, 0)], -1) if len(ids) else np.full(len(p), -1, dtype=np.int64)
 
 
 _PACK = 24  # low bits of a packed value: a path id (all ones: none)

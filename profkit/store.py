@@ -548,25 +548,10 @@ class Store:
         ids = np.array([-1 if i is None else i for i in self._path_ids(bulk.paths)], dtype=np.int64)
         nk, nr = bulk.n_kernels, bulk.n_ranges
         tell = (lambda phase, total: (lambda n: progress(phase, n, total))) if progress else (lambda *a: None)
+        # the ranges first: meanwhile the parser's thread finishes the kernels (the launch-call
+        # join and the calls' paths; SQLite writes without the GIL)
         chunks = bulk.range_chunks(ids)
-        bulk.stage(c, ids, on_rows=tell("staging", nk), ranges_streamed=chunks is not None)
-        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
-        fields = BULK_KERNEL_FIELDS + ("path_id",)
-        null_name = self._stage_names(bulk)
-        plain = [f for f in fields if f not in NAME_FIELDS]
-        if progress:
-            progress("writing kernels", 0, nk)
-        # names through the staged keys (a few rows): the rows hold ids, no text
-        c.execute(f"""
-            INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
-            WITH q({', '.join(fields)}) AS ({bulk.kernel_sql})
-            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in plain)},
-                   coalesce(n.id, ?6), coalesce(s.id, ?6), a.id
-            FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
-            LEFT JOIN temp.bulk_api a ON a.key = q.api_name ORDER BY q.seq""",
-                  (base, run, file_id, rank, report.source, null_name))
-        if progress:
-            progress("writing kernels", nk, nk)
+        bulk.stage_ranges(c, ids, ranges_streamed=chunks is not None)
         if progress:
             progress("writing ranges", 0, nr)
         insert = ("INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
@@ -582,12 +567,32 @@ class Store:
                     progress("writing ranges", done, nr)
         if progress:
             progress("writing ranges", nr, nr)
+        part = bulk.kernel_part()  # (its errors refuse the file: the transaction rolls back)
+        kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
+        bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
+        fields = BULK_KERNEL_FIELDS + ("path_id",)
+        null_name = self._stage_names(bulk, part)
+        plain = [f for f in fields if f not in NAME_FIELDS]
+        if progress:
+            progress("writing kernels", 0, nk)
+        # names through the staged keys (a few rows): the rows hold ids, no text
+        c.execute(f"""
+            INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
+            WITH q({', '.join(fields)}) AS ({bulk.kernel_sql})
+            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in plain)},
+                   coalesce(n.id, ?6), coalesce(s.id, ?6), a.id
+            FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
+            LEFT JOIN temp.bulk_api a ON a.key = q.api_name ORDER BY q.seq""",
+                  (base, run, file_id, rank, report.source, null_name))
+        if progress:
+            progress("writing kernels", nk, nk)
 
-    def _stage_names(self, bulk) -> int | None:
+    def _stage_names(self, bulk, part) -> int | None:
         """temp.bulk_name and temp.bulk_api: each name key of the bulk's kernel query -> its
         launch_name id (names added where new); returns the id of the name of a NULL key."""
         c = self.conn
-        names, apis = c.execute(bulk.name_sql).fetchall(), c.execute(bulk.api_sql).fetchall()
+        names, apis = c.execute(bulk.name_sql).fetchall(), c.execute(part.api_sql).fetchall()
         ids = self._name_ids(t for _, t in names + apis if t is not None)
         for t in ("bulk_name", "bulk_api"):
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")

@@ -204,6 +204,27 @@ def test_column_path_refuses_launch_calls_sharing_ids(tmp_path, column_path):
     assert column_path
 
 
+def test_column_path_refused_while_it_loads_leaves_no_database_and_writes_no_other_file(tmp_path, column_path):
+    """The column path finishes its kernels (the launch-call join) in a thread while the store
+    writes the ranges, so a flaw found there refuses the file inside its transaction: a
+    database the ingest created is removed again, and when several files are named every
+    one is proven whole before the first is written."""
+    bad = _export(tmp_path, "dup.nsys.sqlite", *_dup_calls())
+    db = tmp_path / "new.db"
+    r = run("ingest", "--db", db, bad)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "several launch calls share" in r.output, r.output
+    assert column_path and not [f.name for f in tmp_path.iterdir() if f.name.startswith("new.db")]
+    good = tmp_path / "good.nsys.sqlite"
+    shutil.copy(KNOWN_NSYS, good)
+    r = run("ingest", "--db", db, good, bad)
+    assert r.exit_code == 2 and "several launch calls share" in r.output, r.output
+    assert not db.exists()  # (good.nsys.sqlite was not written either)
+    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
+    before = dump(db)
+    r = run("ingest", "--db", db, good, bad)
+    assert r.exit_code == 2 and dump(db) == before
+
+
 def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path, monkeypatch):
     """2,000 kernels and 2,000 launch calls of one id: a 4 M-row join stops once it has more
     rows than there are kernels (TooManyRows), not after reading them all."""
