@@ -290,7 +290,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
                {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
                k.correlationId, {api}, b.path_id
-        FROM temp.bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
+        FROM bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
         {api_join}"""
     # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
     name_sql = f"""
@@ -392,7 +392,10 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all
     else:
         api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
                    f' LEFT JOIN src."{st}" s ON s.id = j.value')
-    return KernelPart(krow, rrow, k_path, paths, api_sql)
+    part = KernelPart(krow, rrow, k_path, paths, api_sql)
+    if not (len(api_keys) and api_keys[0] == _NOT_INT):  # (that api_sql reads a staged temp.bulk_kernel)
+        part.pack()  # the JSON the store reads the kernels' columns from, made here, beside the ranges' writing
+    return part
 
 
 _SPLIT_ROWS = 2_000_000  # rowids past which the NVTX ranges read in two threads

@@ -133,7 +133,8 @@ class Bulk:
     """Kernels and NVTX ranges as queries plus numpy columns (see the module docstring).
 
     source: the report (a read-only SQLite file) the store ATTACHes as `src`.
-    kernel_sql: a SELECT over `src` and temp.bulk_kernel(seq, krow, rrow, path_id) yielding
+    kernel_sql: a SELECT over `src` and bulk_kernel(seq, krow, rrow, path_id) (unqualified: a
+        temp table, or a CTE over the kernel part's JSON, see KernelPart.cte) yielding
         BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY.
         Its kernel_name and short_name are keys of name_sql, its api_name a key of the kernel
         part's api_sql (the report's string ids): the store maps a few distinct keys, not a text
@@ -269,6 +270,38 @@ class KernelPart:
     path: object
     paths: list
     api_sql: str = "SELECT NULL, NULL WHERE 0"
+    packed: str | None = None  # JSON: krow << 24 | path per kernel (all ones: no path); see pack()
+    rrows: str | None = None  # JSON: rrow per kernel
+
+    def pack(self) -> None:
+        """The columns as JSON arrays SQLite unpacks in C (cte() reads them), where they pack."""
+        import json
+
+        import numpy as np
+
+        if _packable(self.krow, self.path):
+            p = np.asarray(self.path, dtype=np.int64)
+            self.packed = json.dumps(((np.asarray(self.krow, dtype=np.int64) << _PACK)
+                                      | np.where(p < 0, (1 << _PACK) - 1, p)).tolist())
+            self.rrows = json.dumps(np.asarray(self.rrow, dtype=np.int64).tolist())
+
+    def cte(self, conn, path_ids) -> tuple[str, tuple] | None:
+        """(a `bulk_kernel` CTE, its parameters) over the packed JSON, with two small temp tables
+        made on `conn` (rrow by seq, path index -> path_ids): no per-kernel temp table to fill
+        row by row and update. Its rows come in seq order. None when not packed."""
+        if self.packed is None:
+            return None
+        mask = (1 << _PACK) - 1
+        for t in ("bulk_rrow", "bulk_path"):
+            conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        conn.execute("CREATE TEMP TABLE bulk_rrow (seq INTEGER PRIMARY KEY, rrow INTEGER)")
+        conn.execute("INSERT INTO temp.bulk_rrow SELECT j.key, NULLIF(j.value, -1) FROM json_each(?) j", (self.rrows,))
+        conn.execute("CREATE TEMP TABLE bulk_path (idx INTEGER PRIMARY KEY, id INTEGER)")
+        conn.executemany("INSERT INTO temp.bulk_path VALUES (?, ?)",
+                         ((i, int(x)) for i, x in enumerate(path_ids) if x is not None and x >= 0))
+        return (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key, j.value >> {_PACK}, r.rrow, p.id"
+                f" FROM json_each(?) j JOIN temp.bulk_rrow r ON r.seq = j.key"
+                f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", (self.packed,))
 
 
 def _mapped(p, path_ids):

@@ -449,7 +449,7 @@ class Store:
                 raise
         finally:
             if bulk is not None:
-                for t in ("bulk_kernel", "bulk_range", "bulk_domain", "bulk_name", "bulk_api"):
+                for t in ("bulk_kernel", "bulk_range", "bulk_domain", "bulk_name", "bulk_api", "bulk_rrow", "bulk_path"):
                     c.execute(f"DROP TABLE IF EXISTS temp.{t}")
                 c.execute("DETACH src")
                 c.execute("PRAGMA foreign_keys = ON")
@@ -569,7 +569,13 @@ class Store:
             progress("writing ranges", nr, nr)
         part = bulk.kernel_part()  # (its errors refuse the file: the transaction rolls back)
         kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
-        bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
+        if progress:
+            progress("staging", 0, nk)
+        cte = part.cte(c, kids)
+        if cte is None:
+            bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
+        # json_each is the outer loop: rows come in seq order, no sort (a staged table: ORDER BY seq)
+        (cte, params), order = (cte, "") if cte is not None else (("", ()), "ORDER BY q.seq")
         base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
         fields = BULK_KERNEL_FIELDS + ("path_id",)
         null_name = self._stage_names(bulk, part)
@@ -579,12 +585,12 @@ class Store:
         # names through the staged keys (a few rows): the rows hold ids, no text
         c.execute(f"""
             INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
-            WITH q({', '.join(fields)}) AS ({bulk.kernel_sql})
-            SELECT ? + q.seq, ?, ?, ?, ?, {', '.join('q.' + f for f in plain)},
-                   coalesce(n.id, ?6), coalesce(s.id, ?6), a.id
+            WITH {cte + ',' if cte else ''} q({', '.join(fields)}) AS ({bulk.kernel_sql})
+            SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
+                   coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
             FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
-            LEFT JOIN temp.bulk_api a ON a.key = q.api_name ORDER BY q.seq""",
-                  (base, run, file_id, rank, report.source, null_name))
+            LEFT JOIN temp.bulk_api a ON a.key = q.api_name {order}""",
+                  (params[0] if params else None, base, run, file_id, rank, report.source, null_name))
         if progress:
             progress("writing kernels", nk, nk)
 
