@@ -21,7 +21,7 @@ from profkit.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonl
                             read_columns_in_parts, wal_mode, work_budget)
 from profkit.errors import BadInput
 from profkit.names import MAX_NAME, name_too_long
-from profkit.nvtx import I64_MAX, project, project_columns, range_paths
+from profkit.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.units import normalise
 
@@ -214,7 +214,7 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
 def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
                 progress) -> Parsed:
     """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
-    the NVTX projection in numpy (profkit.nvtx.project_columns); kernel rows themselves are
+    the NVTX projection in numpy (profkit.nvtx.Nesting); kernel rows themselves are
     copied by the store straight from this file."""
     import numpy as np
 
@@ -254,24 +254,24 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # The kernels (the rest of the join, their order, their calls' paths) are finished by a
     # thread of their own while the store writes the ranges, whose paths need no call
     ranges_done = threading.Event()
-    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, krow_all, kstart_all, r, ranges_done))
+    nested: list = []  # the ranges' Nesting, once made: the kernel part places the calls in it
+    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, krow_all, kstart_all, r, ranges_done, nested))
     try:
         if progress:
             progress("NVTX projection", 0, None)
         if r is not None:
-            thread = r["gtid"]  # a range without a thread: a key no range has (the kernel part adds calls)
+            thread = r["gtid"]  # a range without a thread: a key no other range has (calls: _kernel_part)
             if len(thread) and not r["has_thread"].all():
                 thread[~r["has_thread"]] = (int(thread.min()) // _PID - 1) * _PID
-            none = np.zeros(0, dtype=np.int64)
-            proj = project_columns(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"],
-                                   none, None, none, pid_of=lambda x: x // _PID)
-            paths, rpath = proj.paths, proj.range_path
+            nest = Nesting(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"], pid_of=lambda x: x // _PID)
+            paths = list(nest.paths)  # (the calls' placing may add paths to nest.paths)
             # rows in the row path's order: start/end ranges, then push/pop, each by start (ties: file order)
             order = np.lexsort((r["row"], r["start"], r["pushpop"]))
             rows, domains = r["row"][order], r["domains"]
             r["row"] = None  # (the kernel part needs no range rowid)
-            rpath = rpath[order]
-            del proj, order
+            rpath = nest.range_path[order]
+            nested.append(nest)
+            del order
         else:
             paths, rpath, rows, domains = [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
     finally:
@@ -350,7 +350,8 @@ class _Deferred:
         return self._out
 
 
-def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all, r, ranges_done) -> KernelPart:
+def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all, r, ranges_done,
+                 nested: list) -> KernelPart:
     """The kernels in seq order, each with its launch call's rowid and NVTX path (rows.KernelPart):
     the launch-call join's result, the kernels no call launched, the calls placed in the ranges."""
     import numpy as np
@@ -386,16 +387,20 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all
     k_path = np.full(len(krow), -1, dtype=np.int64)
     paths: list = []
     if r is not None:
-        ranges_done.wait()  # (one projection at a time: its temporaries are the parse's peak memory)
-        calls = np.flatnonzero(has_call)
-        thread = r["gtid"]
-        if len(thread) and not r["has_thread"].all():  # a key no range and no call has, nor its process
+        ranges_done.wait()
+        if not nested:
+            raise BadInput(path, "the NVTX ranges could not be projected")  # (the parse itself raised why)
+        nest, calls = nested[0], np.flatnonzero(has_call)
+        thread, has_thread = r["gtid"], r["has_thread"]
+        if len(thread) and not has_thread.all() and len(calls) and \
+                (cgtid[calls] // _PID == int(thread[~has_thread][0]) // _PID).any():
+            # a call in the process made up for ranges without a thread (a hostile file): a key no call has
             thread = thread.copy()
-            thread[~r["has_thread"]] = (min(int(thread.min()), int(cgtid.min()) if len(cgtid) else 0) // _PID - 1) * _PID
-        proj = project_columns(r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"],
-                               cgtid[calls], None, cstart[calls], pid_of=lambda x: x // _PID)
-        k_path[calls] = proj.call_path
-        paths = proj.paths
+            thread[~has_thread] = (min(int(thread.min()), int(cgtid.min())) // _PID - 1) * _PID
+            nest = Nesting(r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"],
+                           pid_of=lambda x: x // _PID)
+        k_path[calls] = nest.place(cgtid[calls], None, cstart[calls])
+        paths = nest.paths
     st = t["StringIds"]
     if not rt:
         api_sql = "SELECT NULL, NULL WHERE 0"

@@ -215,56 +215,135 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
     without a thread use a key no call has. r_pid and c_pid may be None with `pid_of`, the
     process key of thread keys (computed only where start/end ranges need it).
     """
-    import numpy as np
+    nest = Nesting(names, r_thread, r_pid, r_start, r_end, r_name, r_pushpop, pid_of)
+    call_path = nest.place(c_thread, c_pid, c_time)
+    return Projection(nest.depth, nest.range_path, call_path, nest.paths)
 
-    n = len(r_start)
-    r_start = np.asarray(r_start, dtype=np.int64)
-    r_end = np.asarray(r_end, dtype=np.int64)
-    r_name = np.asarray(r_name)
-    r_thread = np.asarray(r_thread, dtype=np.int64)
-    pushpop = np.asarray(r_pushpop, dtype=bool)
-    c_thread = np.asarray(c_thread, dtype=np.int64)
-    c_time = np.asarray(c_time, dtype=np.int64)
-    # start/end ranges and their process keys (kept for those ranges only: 16 M push/pop
-    # ranges need none, and a full column would be 128 MB)
-    se = np.flatnonzero(~pushpop)
-    se_pid = pid_of(r_thread[se]) if r_pid is None else np.asarray(r_pid, dtype=np.int64)[se]
-    se_pid = np.asarray(se_pid, dtype=np.int64)
-    if c_pid is None:
-        c_pid = pid_of(c_thread)
-    c_pid = np.asarray(c_pid, dtype=np.int64)
-    ix = np.int32 if n < 2**31 else np.int64  # range indices: 16 M ranges in half the memory
-    call_range = np.full(len(c_time), -1, dtype=np.int64)  # innermost enclosing push/pop range
-    slow_threads = []  # threads that do not nest: the sweep decides
 
-    # push/pop ranges sorted by (thread, start, -end); ties keep input order. All ranges are
-    # sorted, push/pop first, and the rest cut off: subsets of the keys would be three more
-    # copies of the columns
-    neg_end = -r_end
-    order = np.lexsort((neg_end, r_start, r_thread, ~pushpop))
-    del neg_end
-    order = order[:n - len(se)].astype(ix)
-    th = r_thread[order]
-    cuts = np.flatnonzero(th[1:] != th[:-1]) + 1
-    bounds = np.concatenate(([0], cuts, [len(order)]))
-    tkeys = th[bounds[:-1]] if len(order) else th[:0]
-    del th, cuts
-    depth = np.zeros(n, dtype=np.int32)
-    parent = np.full(n, -1, dtype=ix)
-    c_order = np.argsort(c_thread, kind="stable")
-    c_th = c_thread[c_order]
-    for k_th, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        if a == b:
-            continue
-        idx = order[a:b]  # this thread's ranges, sorted
-        tkey = tkeys[k_th]
-        ok = _nest(idx, r_start, r_end, depth, parent)
-        lo, hi = np.searchsorted(c_th, tkey, "left"), np.searchsorted(c_th, tkey, "right")
-        calls = c_order[lo:hi]
-        if not ok:
-            slow_threads.append((idx, calls))
-            continue
-        if len(calls):
+class Nesting:
+    """The ranges' half of project_columns: depth, parent and path of every range (`depth`,
+    `range_path`, `paths`); place() then finds the path of calls (which may add paths). The
+    column path of the nsys parser writes the ranges while a thread places the calls."""
+
+    def __init__(self, names, r_thread, r_pid, r_start, r_end, r_name, r_pushpop, pid_of=None):
+        import numpy as np
+
+        n = len(r_start)
+        self.names, self.pid_of = names, pid_of
+        self.r_start = r_start = np.asarray(r_start, dtype=np.int64)
+        self.r_end = r_end = np.asarray(r_end, dtype=np.int64)
+        self.r_name = r_name = np.asarray(r_name)
+        r_thread = np.asarray(r_thread, dtype=np.int64)
+        pushpop = np.asarray(r_pushpop, dtype=bool)
+        # start/end ranges and their process keys (kept for those ranges only: 16 M push/pop
+        # ranges need none, and a full column would be 128 MB)
+        self.se = se = np.flatnonzero(~pushpop)
+        se_pid = pid_of(r_thread[se]) if r_pid is None else np.asarray(r_pid, dtype=np.int64)[se]
+        self.se_pid = np.asarray(se_pid, dtype=np.int64)
+        ix = np.int32 if n < 2**31 else np.int64  # range indices: 16 M ranges in half the memory
+        # push/pop ranges sorted by (thread, start, -end); ties keep input order. All ranges are
+        # sorted, push/pop first, and the rest cut off: subsets of the keys would be three more
+        # copies of the columns
+        neg_end = -r_end
+        order = np.lexsort((neg_end, r_start, r_thread, ~pushpop))
+        del neg_end
+        self.order = order = order[:n - len(se)].astype(ix)
+        th = r_thread[order]
+        cuts = np.flatnonzero(th[1:] != th[:-1]) + 1
+        self.bounds = bounds = np.concatenate(([0], cuts, [len(order)]))
+        self.tkeys = th[bounds[:-1]] if len(order) else th[:0]
+        del th, cuts
+        self.depth = depth = np.zeros(n, dtype=np.int32)
+        self.parent = parent = np.full(n, -1, dtype=ix)
+        self.fast_threads = []  # (index into tkeys, this thread's ranges sorted) of threads that nest
+        self.slow_threads = slow_threads = []  # (index into tkeys, ranges) of threads that do not: the sweep decides
+        for k_th, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            if a == b:
+                continue
+            idx = order[a:b]  # this thread's ranges, sorted
+            if _nest(idx, r_start, r_end, depth, parent):
+                self.fast_threads.append((k_th, a, b))
+            else:
+                slow_threads.append((k_th, idx))
+
+        # paths of push/pop ranges, one depth level at a time: (parent path, name) -> path id
+        self.paths = paths = []
+        self.index = index = {}
+        # the paths' text, spent as each distinct path is made (ranges nested thousands deep: N^2)
+        name_len = np.fromiter((len(x or "") for x in names), dtype=np.int64, count=len(names))
+        self.budget = budget = _Budget(sum(int(name_len[r_name[a:a + _CHUNK]].sum()) for a in range(0, n, _CHUNK)))
+        self.chars = chars = []  # of each path
+        self.range_path = range_path = np.full(n, -1, dtype=ix)
+        width = len(names) + 1
+        max_depth = int(depth[pushpop].max()) if pushpop.any() else -1
+        fast = pushpop.copy()
+        for _, idx in slow_threads:
+            fast[idx] = False
+        for d in range(max_depth + 1):
+            lvl = np.flatnonzero(fast & (depth == d))
+            if not len(lvl):
+                continue
+            up = range_path[parent[lvl]] if d else np.full(len(lvl), -1, dtype=np.int64)
+            up = up.astype(np.int64)
+            keys = (up + 1) * width + r_name[lvl]
+            uniq, inv = np.unique(keys, return_inverse=True)
+            ids = np.empty(len(uniq), dtype=np.int64)
+            for k, key in enumerate(uniq.tolist()):
+                p, nm = divmod(key, width)
+                names_ = (paths[p - 1] if p else ()) + (names[nm],)
+                pid_ = index.get(names_)
+                if pid_ is None:
+                    chars.append(budget.spend((chars[p - 1] + 1 if p else 0) + int(name_len[nm])))
+                    pid_ = index[names_] = len(paths)
+                    paths.append(names_)
+                ids[k] = pid_
+            range_path[lvl] = ids[inv]
+        del fast
+
+        # threads that do not nest: the sweep (range_paths / project semantics), on those only
+        self.slow_rows = []
+        for _, idx in slow_threads:
+            rows = [self._row(i, "push_pop") for i in idx.tolist()]
+            for i, (dp, p) in zip(idx.tolist(), range_paths(rows)):
+                depth[i] = dp
+                range_path[i] = self.intern(p.names)
+            self.slow_rows.append(rows)
+        # start/end ranges: depth 0, their own name; they join the path of calls they enclose
+        for i in se.tolist():
+            range_path[i] = self.intern((names[r_name[i]],))
+
+    def _row(self, i, kind):
+        end = self.r_end[i]
+        return (None, self.names[self.r_name[i]], kind, int(self.r_start[i]), None if end == I64_MAX else int(end), 0, 0)
+
+    def intern(self, names_: tuple) -> int:
+        pid_ = self.index.get(names_)
+        if pid_ is None:
+            self.chars.append(self.budget.spend(sum(len(x or "") + 1 for x in names_) - 1))
+            pid_ = self.index[names_] = len(self.paths)
+            self.paths.append(names_)
+        return pid_
+
+    def place(self, c_thread, c_pid, c_time):
+        """Per call its path (index into `paths`, -1: none)."""
+        import numpy as np
+
+        r_start, r_end, parent, range_path = self.r_start, self.r_end, self.parent, self.range_path
+        c_thread = np.asarray(c_thread, dtype=np.int64)
+        c_time = np.asarray(c_time, dtype=np.int64)
+        if c_pid is None:
+            c_pid = self.pid_of(c_thread)
+        c_pid = np.asarray(c_pid, dtype=np.int64)
+        call_range = np.full(len(c_time), -1, dtype=np.int64)  # innermost enclosing push/pop range
+        c_order = np.argsort(c_thread, kind="stable")
+        c_th = c_thread[c_order]
+        for k_th, a, b in self.fast_threads:
+            tkey = self.tkeys[k_th]
+            lo, hi = np.searchsorted(c_th, tkey, "left"), np.searchsorted(c_th, tkey, "right")
+            calls = c_order[lo:hi]
+            if not len(calls):
+                continue
+            idx = self.order[a:b]
             s = r_start[idx]
             cand = np.searchsorted(s, c_time[calls], "right") - 1
             got = np.where(cand >= 0, idx[np.maximum(cand, 0)], -1)
@@ -275,79 +354,28 @@ def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end
                 got[closed] = parent[got[closed]]
             call_range[calls] = got
             del s, cand, got
-    del order
-
-    # paths of push/pop ranges, one depth level at a time: (parent path, name) -> path id
-    paths: list[tuple] = []
-    index: dict[tuple, int] = {}
-    # the paths' text, spent as each distinct path is made (ranges nested thousands deep: N^2)
-    name_len = np.fromiter((len(x or "") for x in names), dtype=np.int64, count=len(names))
-    budget = _Budget(sum(int(name_len[r_name[a:a + _CHUNK]].sum()) for a in range(0, n, _CHUNK)))
-    chars: list[int] = []  # of each path
-    range_path = np.full(n, -1, dtype=ix)
-    width = len(names) + 1
-    max_depth = int(depth[pushpop].max()) if pushpop.any() else -1
-    fast = pushpop.copy()
-    for idx, _ in slow_threads:
-        fast[idx] = False
-    for d in range(max_depth + 1):
-        lvl = np.flatnonzero(fast & (depth == d))
-        if not len(lvl):
-            continue
-        up = range_path[parent[lvl]] if d else np.full(len(lvl), -1, dtype=np.int64)
-        up = up.astype(np.int64)
-        keys = (up + 1) * width + r_name[lvl]
-        uniq, inv = np.unique(keys, return_inverse=True)
-        ids = np.empty(len(uniq), dtype=np.int64)
-        for k, key in enumerate(uniq.tolist()):
-            p, nm = divmod(key, width)
-            names_ = (paths[p - 1] if p else ()) + (names[nm],)
-            pid_ = index.get(names_)
-            if pid_ is None:
-                chars.append(budget.spend((chars[p - 1] + 1 if p else 0) + int(name_len[nm])))
-                pid_ = index[names_] = len(paths)
-                paths.append(names_)
-            ids[k] = pid_
-        range_path[lvl] = ids[inv]
-
-    def intern(names_: tuple) -> int:
-        pid_ = index.get(names_)
-        if pid_ is None:
-            chars.append(budget.spend(sum(len(x or "") + 1 for x in names_) - 1))
-            pid_ = index[names_] = len(paths)
-            paths.append(names_)
-        return pid_
-
-    # threads that do not nest: the sweep (range_paths / project semantics), on those only
-
-    def row(i, kind, pid):
-        return (None, names[r_name[i]], kind, int(r_start[i]), None if r_end[i] == I64_MAX else int(r_end[i]), pid, 0)
-
-    for idx, calls in slow_threads:
-        rows = [row(i, "push_pop", 0) for i in idx.tolist()]
-        for i, (dp, p) in zip(idx.tolist(), range_paths(rows)):
-            depth[i] = dp
-            range_path[i] = intern(p.names)
-        for pid in np.unique(c_pid[calls]).tolist():  # with the start/end ranges of the calls' process
-            mine = calls[c_pid[calls] == pid].tolist()
-            rows_p = rows + [row(i, "start_end", 0) for i in se[se_pid == pid].tolist()]
-            got = project(rows_p, [(c, 0, 0, int(c_time[c])) for c in mine])
-            for c in mine:
-                p = got[c][1]
-                call_range[c] = -2 if p is None else -3 - intern(p.names)  # a path, not a range
-
-    # start/end ranges: depth 0, their own name; they join the path of calls they enclose
-    for i in se.tolist():
-        range_path[i] = intern((names[r_name[i]],))
-    call_path = np.full(len(c_time), -1, dtype=np.int64)
-    has = call_range >= 0
-    call_path[has] = range_path[call_range[has]]
-    swept = call_range <= -3
-    call_path[swept] = -3 - call_range[swept]
-    if len(se) and len(c_time):
-        _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
-                   intern, slow_threads)
-    return Projection(depth, range_path, call_path, paths)
+        slow = []  # (ranges, calls) of threads that do not nest
+        for k_th, idx in self.slow_threads:
+            tkey = self.tkeys[k_th]
+            lo, hi = np.searchsorted(c_th, tkey, "left"), np.searchsorted(c_th, tkey, "right")
+            slow.append((idx, c_order[lo:hi]))
+        for (idx, calls), rows in zip(slow, self.slow_rows):
+            for pid in np.unique(c_pid[calls]).tolist():  # with the start/end ranges of the calls' process
+                mine = calls[c_pid[calls] == pid].tolist()
+                rows_p = rows + [self._row(i, "start_end") for i in self.se[self.se_pid == pid].tolist()]
+                got = project(rows_p, [(c, 0, 0, int(c_time[c])) for c in mine])
+                for c in mine:
+                    p = got[c][1]
+                    call_range[c] = -2 if p is None else -3 - self.intern(p.names)  # a path, not a range
+        call_path = np.full(len(c_time), -1, dtype=np.int64)
+        has = call_range >= 0
+        call_path[has] = range_path[call_range[has]]
+        swept = call_range <= -3
+        call_path[swept] = -3 - call_range[swept]
+        if len(self.se) and len(c_time):
+            _start_end(self.names, self.se, self.se_pid, r_start, r_end, self.r_name, c_pid, c_time, call_range,
+                       parent, call_path, self.intern, slow)
+        return call_path
 
 
 def _nest(idx, r_start, r_end, depth, parent) -> bool:
