@@ -226,20 +226,22 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # kernels and the NVTX ranges
     n_kernels = conn.execute(f'SELECT count(*) FROM "{kt}"').fetchone()[0]
     join = _LaunchCalls(path, kt, rt, t["StringIds"], n_kernels).start() if rt else None
+    # the kernels' order, their numeric checks and device in one read (each was a scan of its
+    # own), in a thread beside the NVTX ranges' read
+    pid = "globalPid" if "globalPid" in kc else "NULL"
+    dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
+           "ELSE -2 END" if "deviceId" in kc else "-1")
+    kernels_read = _Deferred(lambda: read_columns(
+        path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
+              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4)[0])
     try:
-        # the kernels' order, their numeric checks and device in one read (each was a scan of its own)
-        pid = "globalPid" if "globalPid" in kc else "NULL"
-        dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
-               "ELSE -2 END" if "deviceId" in kc else "-1")
-        (krow_all, kstart_all, numeric, kdev), _ = read_columns(
-            path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
-                  f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4, on_rows=tell("kernels"))
+        _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
+        r = _range_columns(path, conn, t, tell("NVTX ranges"))
+        krow_all, kstart_all, numeric, kdev = kernels_read.result()
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
         device = _device_in(conn, kt, kc, kdev)
         del numeric, kdev
-        _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
-        r = _range_columns(path, conn, t, tell("NVTX ranges"))
         _release_arrow_memory()
     except BaseException:
         if join is not None:
