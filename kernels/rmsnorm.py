@@ -24,7 +24,7 @@ import triton.language as tl
 
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
-from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, warps_for
 from .timing import tuned
 
 
@@ -97,6 +97,110 @@ def _rmsnorm_bwd_fused(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, 
         tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=m)
         dw += dy * xhat
     tl.store(DWP + pid * N + cols, tl.sum(dw, axis=0), mask=cmask)
+
+
+@triton.jit
+def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.constexpr):
+    """dx of BLOCK_M rows (stored) and their dw contribution sum_rows(dy * xhat), [BLOCK_N] fp32."""
+    x = x.to(tl.float32)
+    dy = dy.to(tl.float32)
+    xhat = x * rstd[:, None]
+    wdy = w[None, :] * dy
+    c = tl.sum(xhat * wdy, axis=1) / N
+    dx = ((wdy - xhat * c[:, None]) * rstd[:, None]).to(DX.dtype.element_ty)
+    ptr = DX + rows[:, None] * stride_dx + cols[None, :]
+    if STORE_HINT == 1:
+        tl.store(ptr, dx, mask=m, eviction_policy="evict_first")
+    elif STORE_HINT == 2:
+        tl.store(ptr, dx, mask=m, cache_modifier=".cs")
+    else:
+        tl.store(ptr, dx, mask=m)
+    return tl.sum(dy * xhat, axis=0)
+
+
+@triton.jit
+def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, DW, BAR, stride_dy, stride_x, stride_dx, M, N, offset,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                    PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, FUSE_DW: tl.constexpr,
+                    SPIN: tl.constexpr, RED_P: tl.constexpr, RED_N: tl.constexpr):
+    """v3: program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
+    rows together); the next steps' dy and x are in flight while this one is reduced: STAGES > 1
+    lets Triton's pipeliner keep them in shared memory (cp.async), PREFETCH loads the next step
+    into registers by hand before the current one is used. dw: one fp32 partial row per program
+    (DWP[p]), summed by _dw_reduce, or, FUSE_DW, in this kernel after a grid barrier (_dw_fused)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    n_steps = tl.cdiv(M, BLOCK_M)
+    if PREFETCH:
+        rows = tl.arange(0, BLOCK_M).to(tl.int64) + pid * BLOCK_M
+        m = (rows < M)[:, None] & cmask[None, :]
+        x_n = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+        dy_n = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+        r_n = tl.load(RSTD + rows, mask=rows < M, other=0.0)
+        for s in range(pid, n_steps, P):
+            rows = tl.arange(0, BLOCK_M).to(tl.int64) + s * BLOCK_M
+            m = (rows < M)[:, None] & cmask[None, :]
+            x, dy, rstd = x_n, dy_n, r_n
+            nrows = rows + P * BLOCK_M  # the next step of this program (masked past M)
+            nm = (nrows < M)[:, None] & cmask[None, :]
+            x_n = tl.load(X + nrows[:, None] * stride_x + cols[None, :], mask=nm, other=0.0,
+                          eviction_policy="evict_first")
+            dy_n = tl.load(DY + nrows[:, None] * stride_dy + cols[None, :], mask=nm, other=0.0,
+                           eviction_policy="evict_first")
+            r_n = tl.load(RSTD + nrows, mask=nrows < M, other=0.0)
+            dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
+    else:
+        for s in tl.range(pid, n_steps, P, num_stages=STAGES):
+            rows = tl.arange(0, BLOCK_M).to(tl.int64) + s * BLOCK_M
+            rmask = rows < M
+            m = rmask[:, None] & cmask[None, :]
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+            rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
+            dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
+    tl.store(DWP + pid.to(tl.int64) * N + cols, dw, mask=cmask)
+    if FUSE_DW:
+        _dw_fused(DWP, DW, BAR, pid, P, N, SPIN, RED_P, RED_N)
+
+
+@triton.jit
+def _dw_fused(DWP, DW, BAR, pid, P, N, SPIN: tl.constexpr, RED_P: tl.constexpr, RED_N: tl.constexpr):
+    """Stage 2 in the same kernel: a grid barrier (BAR = [arrived, generation], int32, left at
+    [0, g + 1]: the last program to arrive resets the count and bumps the generation the others
+    wait on), then program p sums columns [p * RED_N, (p + 1) * RED_N) of the P partial rows.
+    Needs all P programs resident at once (the launcher keeps P <= #SMs). SPIN = False (the
+    interpreter runs programs one after another: nobody could wait) makes the last program to
+    arrive reduce every column instead."""
+    tl.debug_barrier()  # every thread's partial-row store precedes the arrival (release below)
+    gen = tl.atomic_add(BAR + 1, 0, sem="acquire")
+    ticket = tl.atomic_add(BAR, 1, sem="acq_rel")
+    last = ticket == P - 1
+    if last:
+        tl.atomic_xchg(BAR, 0, sem="relaxed")
+        tl.atomic_add(BAR + 1, 1, sem="release")
+    if SPIN:
+        if ticket != P - 1:
+            while tl.atomic_add(BAR + 1, 0, sem="acquire") == gen:
+                pass
+        tl.debug_barrier()
+        c0 = pid * RED_N
+        c1 = c0 + RED_N
+    else:
+        c0 = tl.where(last, 0, N)
+        c1 = N
+    for c in range(c0, c1, RED_N):
+        cc = c + tl.arange(0, RED_N)
+        cm = cc < N
+        acc = tl.zeros([RED_P, RED_N], dtype=tl.float32)
+        for p0 in range(0, P, RED_P):
+            r = p0 + tl.arange(0, RED_P)
+            acc += tl.load(DWP + r[:, None].to(tl.int64) * N + cc[None, :], mask=(r < P)[:, None] & cm[None, :],
+                           other=0.0, cache_modifier=".cg")
+        tl.store(DW + cc, tl.sum(acc, axis=0).to(DW.dtype.element_ty), mask=cm)
 
 
 @triton.jit
@@ -250,6 +354,74 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
         config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
             ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
     launch(config)
+    return dx, dw
+
+
+def _dw_reduce_launch(dwp, dw, P, N, red=None):
+    """Stage 2: dw = sum of the P partial rows, cast (red: (BLOCK_N, BLOCK_P cap, num_warps))."""
+    bn, bp_cap, nw = red or (64, 64, 4)
+    bn = min(bn, triton.next_power_of_2(N))
+    _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(bp_cap, triton.next_power_of_2(P))),
+                                      BLOCK_N=bn, num_warps=nw)
+
+
+_SCRATCH: dict = {}
+
+
+def _partials(P: int, N: int, device):
+    """The P x N fp32 scratch of the dw partials, kept per (device, P, N): allocated once, so a
+    call costs no allocator work and a CUDA graph can capture it."""
+    import torch
+
+    key = (str(device), P, N)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = _SCRATCH[key] = torch.empty(P, N, dtype=torch.float32, device=device)
+    return buf
+
+
+_BARRIERS: dict = {}
+
+
+def _barrier(device):
+    """The grid barrier's two int32 counters, one pair per (device, stream): zeroed once, each
+    call leaves the count at 0 (kernels on one stream run one after another)."""
+    import torch
+
+    stream = torch.cuda.current_stream(device).cuda_stream if str(device).startswith("cuda") else 0
+    key = (str(device), stream)
+    bar = _BARRIERS.get(key)
+    if bar is None:
+        bar = _BARRIERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return bar
+
+
+def rmsnorm_bwd_v3(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, red=None, stage1_only=False,
+                   store_hint: int = 0, fuse_dw: bool = False, programs: int | None = None):
+    """v3 launcher: config (programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH)."""
+    import torch
+
+    x2, dy2 = _rows(x), _rows(dy)
+    M, N = x2.shape
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
+    dx2 = dx.view(M, N)
+    dw = torch.empty(N, dtype=w.dtype, device=w.device)
+    BLOCK_N = triton.next_power_of_2(N)
+    per_sm, bm, nw, stages, pf = config or (1, 1, warps_for(BLOCK_N), 1, 1)
+    sms = num_sms(x.device)
+    P = programs or max(1, min(triton.cdiv(M, bm), per_sm * sms))
+    if fuse_dw:
+        P = min(P, sms)  # the grid barrier needs every program resident
+    dwp = _partials(P, N, x.device)
+    spin = not interpreting()
+    red_n = max(16, triton.next_power_of_2(triton.cdiv(N, P)))
+    _rmsnorm_bwd_v3[(P,)](dy2, x2, w, rstd, dx2, dwp, dw, _barrier(x.device) if fuse_dw else dwp,
+                          dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
+                          1.0 if gemma else 0.0, BLOCK_M=bm, BLOCK_N=BLOCK_N, STAGES=stages, PREFETCH=pf,
+                          STORE_HINT=store_hint, FUSE_DW=fuse_dw, SPIN=spin,
+                          RED_P=min(256, triton.next_power_of_2(P)), RED_N=red_n, num_warps=nw)
+    if not stage1_only and not fuse_dw:
+        _dw_reduce_launch(dwp, dw, P, N, red)
     return dx, dw
 
 
