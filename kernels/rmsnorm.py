@@ -6,14 +6,18 @@ hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~
 the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
 fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned).
 
-Backward (v2, the fused one): dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and
-dw = sum over rows of dy * xhat, in one pass over dy and x. A persistent grid of P programs
-(a few per SM) each walks a contiguous block of rows, BLOCK_M rows at a time, writing dx and
-keeping its share of dw in fp32 registers; the P partial rows of dw (P x N fp32, ~2 MB at
-N = 4096, L2-resident) are then summed and cast to w's dtype by a second, small kernel
-(a deterministic two-stage reduction: no atomics). v1 (``rmsnorm_bwd_v1``, kept as variant
-``triton_v1`` for before/after) launched 4 programs per SM with one row per step, and reduced
-dw with torch (``sum(0)`` then a cast: two more launches).
+Backward: dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and dw = sum over rows of dy * xhat, in
+one pass over dy and x (rstd cached by the forward). v3 (``rmsnorm_bwd``): one program per SM;
+program p takes rows p, p + P, p + 2P, ... (the grid sweeps the rows together) with the next rows'
+dy and x already in flight while the current row is reduced (Triton's pipeliner, tl.range
+num_stages, cp.async into shared memory; or a hand-written register prefetch); its share of dw
+stays in fp32 registers, and the P partial rows (P x N fp32, ~2 MB at N = 4096, L2-resident) are
+summed and cast to w's dtype by a second, small kernel (a deterministic two-stage reduction: no
+atomics), launched as a programmatic dependent where the GPU and Triton allow it.
+v2 (``rmsnorm_bwd_v2``, variant ``triton_v2``): a few programs per SM, each a contiguous block
+of rows, one step at a time with nothing in flight across steps (DRAM 52-63 % busy at 4096 x
+4096). v1 (``rmsnorm_bwd_v1``, variant ``triton_v1``): 4 programs per SM, one row per step, dw
+partials reduced by torch (``sum(0)`` then a cast: two more launches).
 """
 from __future__ import annotations
 
@@ -26,6 +30,11 @@ from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, warps_for
 from .timing import tuned
+
+try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover
+    gdc_launch_dependents = gdc_wait = None
 
 
 @triton.jit
@@ -119,15 +128,17 @@ def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.co
 
 
 @triton.jit
-def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, DW, BAR, stride_dy, stride_x, stride_dx, M, N, offset,
+def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                    PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, FUSE_DW: tl.constexpr,
-                    SPIN: tl.constexpr, RED_P: tl.constexpr, RED_N: tl.constexpr):
+                    PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, PDL: tl.constexpr):
     """v3: program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
     rows together); the next steps' dy and x are in flight while this one is reduced: STAGES > 1
     lets Triton's pipeliner keep them in shared memory (cp.async), PREFETCH loads the next step
     into registers by hand before the current one is used. dw: one fp32 partial row per program
-    (DWP[p]), summed by _dw_reduce, or, FUSE_DW, in this kernel after a grid barrier (_dw_fused)."""
+    (DWP[p]), summed by _dw_reduce. PDL: let the reduce kernel launch now (it waits for this
+    grid's end in gdc_wait): its launch latency hides under this kernel."""
+    if PDL:
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     P = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -163,49 +174,14 @@ def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, DW, BAR, stride_dy, stride_x, strid
             rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
             dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
     tl.store(DWP + pid.to(tl.int64) * N + cols, dw, mask=cmask)
-    if FUSE_DW:
-        _dw_fused(DWP, DW, BAR, pid, P, N, SPIN, RED_P, RED_N)
 
 
 @triton.jit
-def _dw_fused(DWP, DW, BAR, pid, P, N, SPIN: tl.constexpr, RED_P: tl.constexpr, RED_N: tl.constexpr):
-    """Stage 2 in the same kernel: a grid barrier (BAR = [arrived, generation], int32, left at
-    [0, g + 1]: the last program to arrive resets the count and bumps the generation the others
-    wait on), then program p sums columns [p * RED_N, (p + 1) * RED_N) of the P partial rows.
-    Needs all P programs resident at once (the launcher keeps P <= #SMs). SPIN = False (the
-    interpreter runs programs one after another: nobody could wait) makes the last program to
-    arrive reduce every column instead."""
-    tl.debug_barrier()  # every thread's partial-row store precedes the arrival (release below)
-    gen = tl.atomic_add(BAR + 1, 0, sem="acquire")
-    ticket = tl.atomic_add(BAR, 1, sem="acq_rel")
-    last = ticket == P - 1
-    if last:
-        tl.atomic_xchg(BAR, 0, sem="relaxed")
-        tl.atomic_add(BAR + 1, 1, sem="release")
-    if SPIN:
-        if ticket != P - 1:
-            while tl.atomic_add(BAR + 1, 0, sem="acquire") == gen:
-                pass
-        tl.debug_barrier()
-        c0 = pid * RED_N
-        c1 = c0 + RED_N
-    else:
-        c0 = tl.where(last, 0, N)
-        c1 = N
-    for c in range(c0, c1, RED_N):
-        cc = c + tl.arange(0, RED_N)
-        cm = cc < N
-        acc = tl.zeros([RED_P, RED_N], dtype=tl.float32)
-        for p0 in range(0, P, RED_P):
-            r = p0 + tl.arange(0, RED_P)
-            acc += tl.load(DWP + r[:, None].to(tl.int64) * N + cc[None, :], mask=(r < P)[:, None] & cm[None, :],
-                           other=0.0, cache_modifier=".cg")
-        tl.store(DW + cc, tl.sum(acc, axis=0).to(DW.dtype.element_ty), mask=cm)
-
-
-@triton.jit
-def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    """DW[n] = sum_p DWP[p, n], cast to DW's dtype (stage 2 of the dw reduction)."""
+def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+    """DW[n] = sum_p DWP[p, n], cast to DW's dtype (stage 2 of the dw reduction). PDL: launched
+    early (programmatic dependent launch): wait for the partials' kernel to finish first."""
+    if PDL:
+        gdc_wait()
     pid = tl.program_id(0).to(tl.int64)
     cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     cmask = cols < N
@@ -307,8 +283,8 @@ def rmsnorm_bwd_v1(dy, x, w, rstd, gemma: bool = False, dx=None):
 
 
 @functools.lru_cache(maxsize=None)
-def bwd_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
-    """(programs per SM, BLOCK_M, num_warps) of the fused backward, the default first."""
+def bwd_v2_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
+    """(programs per SM, BLOCK_M, num_warps) of the v2 backward, the default first."""
     BLOCK_N = triton.next_power_of_2(N)
     bm0 = max(1, min(16, 2048 // BLOCK_N))
     out = [(2, bm0, warps_for(bm0 * BLOCK_N))]
@@ -319,10 +295,11 @@ def bwd_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
-    """Fused backward: returns (dx, dw), dw in w's dtype. config: (programs per SM, BLOCK_M,
-    num_warps), else the default for small problems and the fastest candidate on this GPU
-    for large ones."""
+def rmsnorm_bwd_v2(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
+    """v2 backward (kept for before/after: variant triton_v2): each of a few programs per SM walks
+    a contiguous block of rows BLOCK_M at a time, no loads in flight across steps; dw partials
+    summed by _dw_reduce (16-column programs of 4 warps). config: (programs per SM, BLOCK_M,
+    num_warps), else the default for small problems and the fastest candidate on this GPU."""
     import torch
 
     x2, dy2 = _rows(x), _rows(dy)
@@ -350,55 +327,58 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
                                           BLOCK_N=bn, num_warps=4)
 
     if config is None:
-        cands = bwd_candidates(N)
+        cands = bwd_v2_candidates(N)
         config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
-            ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
+            ("rmsnorm_bwd_v2", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
     launch(config)
     return dx, dw
 
 
-def _dw_reduce_launch(dwp, dw, P, N, red=None):
-    """Stage 2: dw = sum of the P partial rows, cast (red: (BLOCK_N, BLOCK_P cap, num_warps))."""
-    bn, bp_cap, nw = red or (64, 64, 4)
-    bn = min(bn, triton.next_power_of_2(N))
-    _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(bp_cap, triton.next_power_of_2(P))),
-                                      BLOCK_N=bn, num_warps=nw)
+@functools.lru_cache(maxsize=None)
+def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
+    """(programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH, STORE_HINT) of the v3 backward, the
+    default first. Round 3's sweeps (benchmarks/results/rmsnorm_bwd_r3, graph replay, N = 4096 /
+    3584): one program per SM (two or more were slower on the H100 at every shape), a ~4K-element
+    tile (one row), 8 warps; the winners differ by GPU and shape by 1-7 %: 4 stages with
+    evict-first dx stores (H100, 4096 x 4096 and 32768 x 4096), 5 stages (H200 at 4096 tokens;
+    7 % slower than the best at 32768 x 4096 there), 2-row tiles with 3 stages (H200 at 32768
+    tokens), a 2-row register prefetch (H100 32768 x 4096, runner-up). 4 or 16 warps, 6-8
+    stages, 2 programs per SM or a grid of equal row counts per program never won."""
+    BLOCK_N = triton.next_power_of_2(N)
+    bm = max(1, min(64, 4096 // BLOCK_N))
+    nw = warps_for(bm * BLOCK_N)
+    out = [(1, bm, nw, 4, 0, 1), (1, bm, nw, 5, 0, 0), (1, 2 * bm, nw, 3, 0, 0), (1, 2 * bm, nw, 1, 1, 1),
+           (1, bm, nw, 4, 0, 0)]
+    return tuple(dict.fromkeys(out))
 
 
-_SCRATCH: dict = {}
-
-
-def _partials(P: int, N: int, device):
-    """The P x N fp32 scratch of the dw partials, kept per (device, P, N): allocated once, so a
-    call costs no allocator work and a CUDA graph can capture it."""
+def _pdl_supported() -> bool:
+    """Programmatic dependent launch: Triton with launch_pdl and gdc_*, a Hopper or newer GPU,
+    not the interpreter."""
     import torch
 
-    key = (str(device), P, N)
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = _SCRATCH[key] = torch.empty(P, N, dtype=torch.float32, device=device)
-    return buf
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        ok = "launch_pdl" in CUDAOptions.__dataclass_fields__ and gdc_wait is not None
+    except Exception:  # noqa: BLE001
+        return False
+    return ok and not interpreting() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
-_BARRIERS: dict = {}
+PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see _pdl_supported)
 
 
-def _barrier(device):
-    """The grid barrier's two int32 counters, one pair per (device, stream): zeroed once, each
-    call leaves the count at 0 (kernels on one stream run one after another)."""
-    import torch
-
-    stream = torch.cuda.current_stream(device).cuda_stream if str(device).startswith("cuda") else 0
-    key = (str(device), stream)
-    bar = _BARRIERS.get(key)
-    if bar is None:
-        bar = _BARRIERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return bar
-
-
-def rmsnorm_bwd_v3(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, red=None, stage1_only=False,
-                   store_hint: int = 0, fuse_dw: bool = False, programs: int | None = None):
-    """v3 launcher: config (programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH)."""
+def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=None, red=None,
+                programs=None):
+    """Fused backward (v3): returns (dx, dw), dw in w's dtype. One program per SM sweeps the rows
+    with the next rows' loads in flight (see _rmsnorm_bwd_v3); dw partials (P x N fp32, in L2)
+    summed by _dw_reduce. config: see bwd_candidates; default: its first for small problems,
+    else the fastest candidate on this GPU timed by CUDA-graph replay (timing.tuned, graph=True:
+    by do_bench the launcher's host time decided at 4096 tokens, and the pick was noise, 39.9 us
+    against 38.4 us for the best on the H100; the best differs per GPU by 1-3 %). pdl: launch
+    the reduce as a programmatic dependent (default: where supported). red: the reduce's
+    (BLOCK_N, BLOCK_P cap, num_warps). programs: the grid size (sweeps; default per_sm x SMs)."""
     import torch
 
     x2, dy2 = _rows(x), _rows(dy)
@@ -407,22 +387,36 @@ def rmsnorm_bwd_v3(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, re
     dx2 = dx.view(M, N)
     dw = torch.empty(N, dtype=w.dtype, device=w.device)
     BLOCK_N = triton.next_power_of_2(N)
-    per_sm, bm, nw, stages, pf = config or (1, 1, warps_for(BLOCK_N), 1, 1)
+    if pdl is None:
+        pdl = PDL if PDL is not None else _pdl_ok(str(x.device))
+    bn, bp_cap, rnw = red or (32, 256, 4)
+    bn = min(bn, BLOCK_N)
     sms = num_sms(x.device)
-    P = programs or max(1, min(triton.cdiv(M, bm), per_sm * sms))
-    if fuse_dw:
-        P = min(P, sms)  # the grid barrier needs every program resident
-    dwp = _partials(P, N, x.device)
-    spin = not interpreting()
-    red_n = max(16, triton.next_power_of_2(triton.cdiv(N, P)))
-    _rmsnorm_bwd_v3[(P,)](dy2, x2, w, rstd, dx2, dwp, dw, _barrier(x.device) if fuse_dw else dwp,
-                          dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
-                          1.0 if gemma else 0.0, BLOCK_M=bm, BLOCK_N=BLOCK_N, STAGES=stages, PREFETCH=pf,
-                          STORE_HINT=store_hint, FUSE_DW=fuse_dw, SPIN=spin,
-                          RED_P=min(256, triton.next_power_of_2(P)), RED_N=red_n, num_warps=nw)
-    if not stage1_only and not fuse_dw:
-        _dw_reduce_launch(dwp, dw, P, N, red)
+    off = 1.0 if gemma else 0.0
+
+    def launch(cfg):
+        per_sm, bm, nw, stages, pf, hint = cfg
+        P = programs or max(1, min(triton.cdiv(M, bm), per_sm * sms))
+        dwp = torch.empty(P, N, dtype=torch.float32, device=x.device)
+        _rmsnorm_bwd_v3[(P,)](dy2, x2, w, rstd, dx2, dwp, dy2.stride(0), x2.stride(0), dx2.stride(0), M, N, off,
+                              BLOCK_M=bm, BLOCK_N=BLOCK_N, STAGES=stages, PREFETCH=pf, STORE_HINT=hint, PDL=pdl,
+                              num_warps=nw)
+        _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(bp_cap, triton.next_power_of_2(P))),
+                                          BLOCK_N=bn, PDL=pdl, num_warps=rnw,
+                                          **({"launch_pdl": True} if pdl else {}))
+
+    if config is None:
+        cands = bwd_candidates(N)
+        config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
+            ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device, pdl), cands, launch, x.device,
+            graph=True)
+    launch(config)
     return dx, dw
+
+
+@functools.lru_cache(maxsize=None)
+def _pdl_ok(device: str) -> bool:
+    return device.startswith("cuda") and _pdl_supported()
 
 
 def _autograd(bwd):
@@ -466,6 +460,11 @@ def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None, bwd=None):
 def rmsnorm_v1_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
     """The Triton forward with the v1 backward (variant triton_v1 of rmsnorm_bwd)."""
     return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v1)
+
+
+def rmsnorm_v2_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
+    """The Triton forward with the v2 backward (variant triton_v2 of rmsnorm_bwd)."""
+    return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v2)
 
 
 def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
@@ -576,10 +575,11 @@ WORKLOAD = Workload(
     backward=Backward(
         inputs=("x", "w"),
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
-                 "triton": rmsnorm, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
+                 "triton": rmsnorm, "triton_v2": rmsnorm_v2_bwd, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd), "triton_v1": _direct(rmsnorm_bwd_v1),
+        direct={"triton": _direct(rmsnorm_bwd), "triton_v2": _direct(rmsnorm_bwd_v2),
+                "triton_v1": _direct(rmsnorm_bwd_v1),
                 "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",
 )

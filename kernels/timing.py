@@ -21,6 +21,7 @@ import time
 
 ROTATE_BYTES = 512 << 20  # rotate input copies until the working set is ~8x an H100/H200 L2
 COPY_BYTES = 2 << 30
+L2_FLUSH_BYTES = 256 << 20  # what do_bench zeroes between calls: 5x an H100/H200 L2
 
 
 def timer(device: str, warmup_ms: float = 25, rep_ms: float = 100):
@@ -121,11 +122,12 @@ def tuning_enabled(device) -> bool:
     return str(device).startswith("cuda") and os.environ.get("PROFKIT_TUNE", "1") != "0"
 
 
-def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25):
+def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25, graph: bool = False):
     """The fastest of `candidates` for `key`: each launched through run(candidate) and timed
-    (do_bench median) once per process; later calls with the same key get the cached choice.
-    A candidate that fails to compile or launch is skipped. On the CPU, or with PROFKIT_TUNE=0,
-    the first candidate (the default)."""
+    (do_bench median; graph=True: CUDA-graph replay of an L2 flush and the call, GPU time only,
+    for launchers whose host time would otherwise decide) once per process; later calls with the same key get the cached
+    choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
+    PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
         return _TUNED[key]["config"]
     if not tuning_enabled(device) or len(candidates) == 1:
@@ -134,11 +136,19 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
 
     if torch.cuda.is_current_stream_capturing():  # no timing inside a CUDA graph capture
         return candidates[0]
-    bench = timer("cuda", warmup_ms, rep_ms)
+    bench = graph_timer(rep_ms) if graph else timer("cuda", warmup_ms, rep_ms)
+    flush = None
+    if graph:  # each replayed call after an L2 flush (the same memset for every candidate: the
+        # order is kept), so inputs that would fit the L2 do not favour one candidate
+        flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
     times = {}
     for c in candidates:
         try:
-            times[c] = bench(lambda: run(c))
+            if graph:
+                run(c)  # compiled and warm before the capture
+                times[c] = bench(lambda: (flush.zero_(), run(c)))
+            else:
+                times[c] = bench(lambda: run(c))
         except Exception as e:  # noqa: BLE001  (a config this GPU / Triton cannot compile)
             times[c] = float("inf")
             _TUNED.setdefault("_errors", {}).setdefault(str(key), []).append(f"{c}: {type(e).__name__}")
