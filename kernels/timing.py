@@ -21,7 +21,6 @@ import time
 
 ROTATE_BYTES = 512 << 20  # rotate input copies until the working set is ~8x an H100/H200 L2
 COPY_BYTES = 2 << 30
-L2_FLUSH_BYTES = 256 << 20  # what do_bench zeroes between calls: 5x an H100/H200 L2
 
 
 def timer(device: str, warmup_ms: float = 25, rep_ms: float = 100):
@@ -124,8 +123,9 @@ def tuning_enabled(device) -> bool:
 
 def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25, graph: bool = False):
     """The fastest of `candidates` for `key`: each launched through run(candidate) and timed
-    (do_bench median; graph=True: CUDA-graph replay of an L2 flush and the call, GPU time only,
-    for launchers whose host time would otherwise decide) once per process; later calls with the same key get the cached
+    (do_bench median; graph=True: CUDA-graph replay, GPU time only, for launchers whose host
+    time would otherwise decide; no L2 flush: `run` should rotate its inputs past the L2 where
+    they could fit, as rmsnorm_bwd's does) once per process; later calls with the same key get the cached
     choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
     PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
@@ -137,16 +137,12 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     if torch.cuda.is_current_stream_capturing():  # no timing inside a CUDA graph capture
         return candidates[0]
     bench = graph_timer(rep_ms) if graph else timer("cuda", warmup_ms, rep_ms)
-    flush = None
-    if graph:  # each replayed call after an L2 flush (the same memset for every candidate: the
-        # order is kept), so inputs that would fit the L2 do not favour one candidate
-        flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
     times = {}
     for c in candidates:
         try:
             if graph:
                 run(c)  # compiled and warm before the capture
-                times[c] = bench(lambda: (flush.zero_(), run(c)))
+                times[c] = bench(lambda: run(c))
             else:
                 times[c] = bench(lambda: run(c))
         except Exception as e:  # noqa: BLE001  (a config this GPU / Triton cannot compile)
@@ -155,6 +151,12 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     best = min(times, key=times.get)
     _TUNED[key] = {"config": best, "ms": {str(c): t for c, t in times.items()}}
     return best
+
+
+def tuned_cached(key):
+    """The cached choice for `key`, or None when it has not been timed in this process."""
+    hit = _TUNED.get(key)
+    return hit["config"] if hit else None
 
 
 def tuned_choices() -> dict:

@@ -121,3 +121,17 @@ def test_dw_missing_a_partial_is_caught():
     with pytest.raises(AssertionError):
         check(wrong, gw, "fp32", "dw", grad=True)
     check((dy * xhat).sum(0), gw, "fp32", "dw", grad=True)
+
+
+def test_tuner_rotates_input_copies_past_the_l2(monkeypatch):
+    """rmsnorm_bwd's tuner times candidates over copies of x and dy (~160 MB together), one set
+    after another, so 4096 x 4096 inputs (64 MB) cannot sit in the L2 for every timed call."""
+    monkeypatch.setattr(K, "TUNE_ROTATE_BYTES", 3 * 2 * 4 * 10 * 8)  # 3 sets of a 10 x 8 fp32 pair
+    x, dy, rstd = randn(10, 8), randn(10, 8), torch.empty(10)
+    seen = []
+    run = K._rotated(lambda cfg, xx, dd, rr: seen.append((cfg, xx.data_ptr(), dd.data_ptr())), x, dy, rstd)
+    for _ in range(7):
+        run("c")
+    ptrs = [p[1:] for p in seen]
+    assert len(set(ptrs)) == 3 and ptrs[:3] == ptrs[3:6] and ptrs[6] == ptrs[0]
+    assert ptrs[0] == (x.data_ptr(), dy.data_ptr())
