@@ -139,13 +139,13 @@ def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, 
     grid's end in gdc_wait): its launch latency hides under this kernel."""
     if PDL:
         gdc_launch_dependents()
-    pid = tl.program_id(0)
-    P = tl.num_programs(0)
+    pid = tl.program_id(0).to(tl.int64)  # the row steps, and so the loop, in int64
+    P = tl.num_programs(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     cmask = cols < N
     w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
     dw = tl.zeros([BLOCK_N], dtype=tl.float32)
-    n_steps = tl.cdiv(M, BLOCK_M)
+    n_steps = tl.cdiv(M, BLOCK_M).to(tl.int64)
     if PREFETCH:
         rows = tl.arange(0, BLOCK_M).to(tl.int64) + pid * BLOCK_M
         m = (rows < M)[:, None] & cmask[None, :]
@@ -173,7 +173,7 @@ def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, 
             dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
             rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
             dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
-    tl.store(DWP + pid.to(tl.int64) * N + cols, dw, mask=cmask)
+    tl.store(DWP + pid * N + cols, dw, mask=cmask)
 
 
 @triton.jit
