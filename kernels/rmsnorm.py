@@ -6,14 +6,18 @@ hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~
 the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
 fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned).
 
-Backward (v2, the fused one): dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and
-dw = sum over rows of dy * xhat, in one pass over dy and x. A persistent grid of P programs
-(a few per SM) each walks a contiguous block of rows, BLOCK_M rows at a time, writing dx and
-keeping its share of dw in fp32 registers; the P partial rows of dw (P x N fp32, ~2 MB at
-N = 4096, L2-resident) are then summed and cast to w's dtype by a second, small kernel
-(a deterministic two-stage reduction: no atomics). v1 (``rmsnorm_bwd_v1``, kept as variant
-``triton_v1`` for before/after) launched 4 programs per SM with one row per step, and reduced
-dw with torch (``sum(0)`` then a cast: two more launches).
+Backward: dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and dw = sum over rows of dy * xhat, in
+one pass over dy and x (rstd cached by the forward). v3 (``rmsnorm_bwd``): one program per SM;
+program p takes rows p, p + P, p + 2P, ... (the grid sweeps the rows together) with the next rows'
+dy and x already in flight while the current row is reduced (Triton's pipeliner, tl.range
+num_stages, cp.async into shared memory; or a hand-written register prefetch); its share of dw
+stays in fp32 registers, and the P partial rows (P x N fp32, ~2 MB at N = 4096, L2-resident) are
+summed and cast to w's dtype by a second, small kernel (a deterministic two-stage reduction: no
+atomics), launched as a programmatic dependent where the GPU and Triton allow it.
+v2 (``rmsnorm_bwd_v2``, variant ``triton_v2``): a few programs per SM, each a contiguous block
+of rows, one step at a time with nothing in flight across steps (DRAM 52-63 % busy at 4096 x
+4096). v1 (``rmsnorm_bwd_v1``, variant ``triton_v1``): 4 programs per SM, one row per step, dw
+partials reduced by torch (``sum(0)`` then a cast: two more launches).
 """
 from __future__ import annotations
 
@@ -24,8 +28,13 @@ import triton.language as tl
 
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
-from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
-from .timing import tuned
+from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, warps_for
+from .timing import tuned, tuned_cached, tuning_enabled
+
+try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover
+    gdc_launch_dependents = gdc_wait = None
 
 
 @triton.jit
@@ -100,8 +109,79 @@ def _rmsnorm_bwd_fused(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, 
 
 
 @triton.jit
-def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    """DW[n] = sum_p DWP[p, n], cast to DW's dtype (stage 2 of the dw reduction)."""
+def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.constexpr):
+    """dx of BLOCK_M rows (stored) and their dw contribution sum_rows(dy * xhat), [BLOCK_N] fp32."""
+    x = x.to(tl.float32)
+    dy = dy.to(tl.float32)
+    xhat = x * rstd[:, None]
+    wdy = w[None, :] * dy
+    c = tl.sum(xhat * wdy, axis=1) / N
+    dx = ((wdy - xhat * c[:, None]) * rstd[:, None]).to(DX.dtype.element_ty)
+    ptr = DX + rows[:, None] * stride_dx + cols[None, :]
+    if STORE_HINT == 1:
+        tl.store(ptr, dx, mask=m, eviction_policy="evict_first")
+    elif STORE_HINT == 2:
+        tl.store(ptr, dx, mask=m, cache_modifier=".cs")
+    else:
+        tl.store(ptr, dx, mask=m)
+    return tl.sum(dy * xhat, axis=0)
+
+
+@triton.jit
+def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+                    PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, PDL: tl.constexpr):
+    """v3: program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
+    rows together); the next steps' dy and x are in flight while this one is reduced: STAGES > 1
+    lets Triton's pipeliner keep them in shared memory (cp.async), PREFETCH loads the next step
+    into registers by hand before the current one is used. dw: one fp32 partial row per program
+    (DWP[p]), summed by _dw_reduce. PDL: let the reduce kernel launch now (it waits for this
+    grid's end in gdc_wait): its launch latency hides under this kernel."""
+    if PDL:
+        gdc_launch_dependents()
+    pid = tl.program_id(0).to(tl.int64)  # the row steps, and so the loop, in int64
+    P = tl.num_programs(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    n_steps = tl.cdiv(M, BLOCK_M).to(tl.int64)
+    if PREFETCH:
+        rows = tl.arange(0, BLOCK_M).to(tl.int64) + pid * BLOCK_M
+        m = (rows < M)[:, None] & cmask[None, :]
+        x_n = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+        dy_n = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+        r_n = tl.load(RSTD + rows, mask=rows < M, other=0.0)
+        for s in range(pid, n_steps, P):
+            rows = tl.arange(0, BLOCK_M).to(tl.int64) + s * BLOCK_M
+            m = (rows < M)[:, None] & cmask[None, :]
+            x, dy, rstd = x_n, dy_n, r_n
+            nrows = rows + P * BLOCK_M  # the next step of this program (masked past M)
+            nm = (nrows < M)[:, None] & cmask[None, :]
+            x_n = tl.load(X + nrows[:, None] * stride_x + cols[None, :], mask=nm, other=0.0,
+                          eviction_policy="evict_first")
+            dy_n = tl.load(DY + nrows[:, None] * stride_dy + cols[None, :], mask=nm, other=0.0,
+                           eviction_policy="evict_first")
+            r_n = tl.load(RSTD + nrows, mask=nrows < M, other=0.0)
+            dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
+    else:
+        for s in tl.range(pid, n_steps, P, num_stages=STAGES):
+            rows = tl.arange(0, BLOCK_M).to(tl.int64) + s * BLOCK_M
+            rmask = rows < M
+            m = rmask[:, None] & cmask[None, :]
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+            rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
+            dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
+    tl.store(DWP + pid * N + cols, dw, mask=cmask)
+
+
+@triton.jit
+def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+    """DW[n] = sum_p DWP[p, n], cast to DW's dtype (stage 2 of the dw reduction). PDL: launched
+    early (programmatic dependent launch): wait for the partials' kernel to finish first."""
+    if PDL:
+        gdc_wait()
     pid = tl.program_id(0).to(tl.int64)
     cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     cmask = cols < N
@@ -203,8 +283,8 @@ def rmsnorm_bwd_v1(dy, x, w, rstd, gemma: bool = False, dx=None):
 
 
 @functools.lru_cache(maxsize=None)
-def bwd_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
-    """(programs per SM, BLOCK_M, num_warps) of the fused backward, the default first."""
+def bwd_v2_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
+    """(programs per SM, BLOCK_M, num_warps) of the v2 backward, the default first."""
     BLOCK_N = triton.next_power_of_2(N)
     bm0 = max(1, min(16, 2048 // BLOCK_N))
     out = [(2, bm0, warps_for(bm0 * BLOCK_N))]
@@ -215,10 +295,11 @@ def bwd_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
-    """Fused backward: returns (dx, dw), dw in w's dtype. config: (programs per SM, BLOCK_M,
-    num_warps), else the default for small problems and the fastest candidate on this GPU
-    for large ones."""
+def rmsnorm_bwd_v2(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
+    """v2 backward (kept for before/after: variant triton_v2): each of a few programs per SM walks
+    a contiguous block of rows BLOCK_M at a time, no loads in flight across steps; dw partials
+    summed by _dw_reduce (16-column programs of 4 warps). config: (programs per SM, BLOCK_M,
+    num_warps), else the default for small problems and the fastest candidate on this GPU."""
     import torch
 
     x2, dy2 = _rows(x), _rows(dy)
@@ -246,11 +327,120 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
                                           BLOCK_N=bn, num_warps=4)
 
     if config is None:
-        cands = bwd_candidates(N)
+        cands = bwd_v2_candidates(N)
         config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
-            ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
+            ("rmsnorm_bwd_v2", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
     launch(config)
     return dx, dw
+
+
+@functools.lru_cache(maxsize=None)
+def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
+    """(programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH, STORE_HINT) of the v3 backward, the
+    default first. Round 3's sweeps (benchmarks/results/rmsnorm_bwd_r3, graph replay, N = 4096 /
+    3584): one program per SM (two or more were slower on the H100 at every shape), a ~4K-element
+    tile (one row), 8 warps; the winners differ by GPU and shape by 1-7 %: 4 stages with
+    evict-first dx stores (H100, 4096 x 4096 and 32768 x 4096), 5 stages (H200 at 4096 tokens;
+    7 % slower than the best at 32768 x 4096 there), 2-row tiles with 3 stages (H200 at 32768
+    tokens), a 2-row register prefetch (H100 32768 x 4096, runner-up). 4 or 16 warps, 6-8
+    stages, 2 programs per SM or a grid of equal row counts per program never won."""
+    BLOCK_N = triton.next_power_of_2(N)
+    bm = max(1, min(64, 4096 // BLOCK_N))
+    nw = warps_for(bm * BLOCK_N)
+    out = [(1, bm, nw, 4, 0, 1), (1, bm, nw, 5, 0, 0), (1, 2 * bm, nw, 3, 0, 0), (1, 2 * bm, nw, 1, 1, 1),
+           (1, bm, nw, 4, 0, 0)]
+    return tuple(dict.fromkeys(out))
+
+
+def _pdl_supported() -> bool:
+    """Programmatic dependent launch: Triton with launch_pdl and gdc_*, a Hopper or newer GPU,
+    not the interpreter."""
+    import torch
+
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        ok = "launch_pdl" in CUDAOptions.__dataclass_fields__ and gdc_wait is not None
+    except Exception:  # noqa: BLE001
+        return False
+    return ok and not interpreting() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
+PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see _pdl_supported)
+
+
+def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=None, red=None,
+                programs=None):
+    """Fused backward (v3): returns (dx, dw), dw in w's dtype. One program per SM sweeps the rows
+    with the next rows' loads in flight (see _rmsnorm_bwd_v3); dw partials (P x N fp32, in L2)
+    summed by _dw_reduce. config: see bwd_candidates; default: its first for small problems,
+    else the fastest candidate on this GPU, timed once by CUDA-graph replay over rotated input
+    copies (timing.tuned graph=True, _rotated: by do_bench the launcher's host time decided at
+    4096 tokens and the pick was noise, 39.9 us against 38.4 us for the best on the H100; the
+    best differs per GPU and shape by 1-7 %). pdl: launch the reduce as a programmatic dependent
+    (default: where supported). red: the reduce's (BLOCK_N, BLOCK_P cap, num_warps). programs: the grid size (sweeps; default per_sm x SMs)."""
+    import torch
+
+    x2, dy2 = _rows(x), _rows(dy)
+    M, N = x2.shape
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
+    dx2 = dx.view(M, N)
+    dw = torch.empty(N, dtype=w.dtype, device=w.device)
+    BLOCK_N = triton.next_power_of_2(N)
+    if pdl is None:
+        pdl = PDL if PDL is not None else _pdl_ok(str(x.device))
+    bn, bp_cap, rnw = red or (32, 256, 4)
+    bn = min(bn, BLOCK_N)
+    sms = num_sms(x.device)
+    off = 1.0 if gemma else 0.0
+
+    def launch(cfg, xx=x2, dd=dy2, rr=rstd):
+        per_sm, bm, nw, stages, pf, hint = cfg
+        P = programs or max(1, min(triton.cdiv(M, bm), per_sm * sms))
+        dwp = torch.empty(P, N, dtype=torch.float32, device=x.device)
+        _rmsnorm_bwd_v3[(P,)](dd, xx, w, rr, dx2, dwp, dd.stride(0), xx.stride(0), dx2.stride(0), M, N, off,
+                              BLOCK_M=bm, BLOCK_N=BLOCK_N, STAGES=stages, PREFETCH=pf, STORE_HINT=hint, PDL=pdl,
+                              num_warps=nw)
+        _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(bp_cap, triton.next_power_of_2(P))),
+                                          BLOCK_N=bn, PDL=pdl, num_warps=rnw,
+                                          **({"launch_pdl": True} if pdl else {}))
+
+    if config is None:
+        cands = bwd_candidates(N)
+        key = ("rmsnorm_bwd", triton.next_power_of_2(M), N, x.dtype, x.device, pdl)
+        config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned_cached(key)
+        if config is None:  # first call at this size: time the candidates as the benchmark does
+            if not tuning_enabled(x.device) or torch.cuda.is_current_stream_capturing():
+                config = cands[0]
+            else:
+                config = tuned(key, cands, _rotated(launch, x2, dy2, rstd), x.device, graph=True)
+    launch(config)
+    return dx, dw
+
+
+TUNE_ROTATE_BYTES = 160 << 20  # ~3x an H100 / H200 L2: inputs rotated past it while timing
+
+
+def _rotated(launch, x2, dy2, rstd):
+    """launch(cfg) over copies of (x, dy) (one program of the tuner's CUDA graph after another),
+    as many as make ~160 MB, so that inputs which would fit the L2 do not favour one candidate:
+    tuning on one input set at 4096 x 4096 (64 MB of x and dy), or after do_bench's 256 MB
+    memset (which left ~50 MB of dirty lines for the timed call to write back), picked
+    configurations 1-5 % slower by graph replay over rotated inputs on an H200."""
+    k = max(1, min(4, -(-TUNE_ROTATE_BYTES // (2 * x2.numel() * x2.element_size()))))
+    sets = [(x2, dy2, rstd)] + [(x2.clone(), dy2.clone(), rstd) for _ in range(k - 1)]
+    i = [0]
+
+    def run(cfg):
+        launch(cfg, *sets[i[0] % k])
+        i[0] += 1
+
+    return run
+
+
+@functools.lru_cache(maxsize=None)
+def _pdl_ok(device: str) -> bool:
+    return device.startswith("cuda") and _pdl_supported()
 
 
 def _autograd(bwd):
@@ -294,6 +484,11 @@ def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None, bwd=None):
 def rmsnorm_v1_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
     """The Triton forward with the v1 backward (variant triton_v1 of rmsnorm_bwd)."""
     return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v1)
+
+
+def rmsnorm_v2_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
+    """The Triton forward with the v2 backward (variant triton_v2 of rmsnorm_bwd)."""
+    return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v2)
 
 
 def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
@@ -404,10 +599,11 @@ WORKLOAD = Workload(
     backward=Backward(
         inputs=("x", "w"),
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
-                 "triton": rmsnorm, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
+                 "triton": rmsnorm, "triton_v2": rmsnorm_v2_bwd, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd), "triton_v1": _direct(rmsnorm_bwd_v1),
+        direct={"triton": _direct(rmsnorm_bwd), "triton_v2": _direct(rmsnorm_bwd_v2),
+                "triton_v1": _direct(rmsnorm_bwd_v1),
                 "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",
 )

@@ -121,11 +121,13 @@ def tuning_enabled(device) -> bool:
     return str(device).startswith("cuda") and os.environ.get("PROFKIT_TUNE", "1") != "0"
 
 
-def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25):
+def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25, graph: bool = False):
     """The fastest of `candidates` for `key`: each launched through run(candidate) and timed
-    (do_bench median) once per process; later calls with the same key get the cached choice.
-    A candidate that fails to compile or launch is skipped. On the CPU, or with PROFKIT_TUNE=0,
-    the first candidate (the default)."""
+    (do_bench median; graph=True: CUDA-graph replay, GPU time only, for launchers whose host
+    time would otherwise decide; no L2 flush: `run` should rotate its inputs past the L2 where
+    they could fit, as rmsnorm_bwd's does) once per process; later calls with the same key get the cached
+    choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
+    PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
         return _TUNED[key]["config"]
     if not tuning_enabled(device) or len(candidates) == 1:
@@ -134,17 +136,27 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
 
     if torch.cuda.is_current_stream_capturing():  # no timing inside a CUDA graph capture
         return candidates[0]
-    bench = timer("cuda", warmup_ms, rep_ms)
+    bench = graph_timer(rep_ms) if graph else timer("cuda", warmup_ms, rep_ms)
     times = {}
     for c in candidates:
         try:
-            times[c] = bench(lambda: run(c))
+            if graph:
+                run(c)  # compiled and warm before the capture
+                times[c] = bench(lambda: run(c))
+            else:
+                times[c] = bench(lambda: run(c))
         except Exception as e:  # noqa: BLE001  (a config this GPU / Triton cannot compile)
             times[c] = float("inf")
             _TUNED.setdefault("_errors", {}).setdefault(str(key), []).append(f"{c}: {type(e).__name__}")
     best = min(times, key=times.get)
     _TUNED[key] = {"config": best, "ms": {str(c): t for c, t in times.items()}}
     return best
+
+
+def tuned_cached(key):
+    """The cached choice for `key`, or None when it has not been timed in this process."""
+    hit = _TUNED.get(key)
+    return hit["config"] if hit else None
 
 
 def tuned_choices() -> dict:

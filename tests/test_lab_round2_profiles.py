@@ -19,6 +19,9 @@ ROUND2 = {
     "gated_mlp-llama8b-m16": [("cublas_swiglu", "triton", "supported", 1.021, 239.2, 237.5)],
     "fp8_gemm-llama8b-qkv-m4096-r2": [("triton", "triton_v2", "rejected", 0.82, 121.5, 159.8),
                                       ("scaled_mm", "triton", "rejected", 0.66, 124.5, 121.5)],
+    # issue 21 item 2: the RMSNorm backward v3 (one program per SM, rows in flight, PDL dw reduce)
+    "rmsnorm_bwd-llama8b-t4096-r3": [("triton_v2_direct", "triton_direct", "supported", 1.186, 82.6, 89.0),
+                                     ("compile_direct", "triton_direct", "supported", 1.892, 158.7, 89.0)],
     # issue 21 item 4: fp8 v3 (promotion every <= 2048 K elements, persistent TMA) against v1
     "fp8_gemm-llama8b-qkv-m4096-r3": [("triton", "triton_promote", "supported", 1.447, 122.6, 161.3),
                                       ("scaled_mm", "triton_promote", "rejected", 0.958, 126.2, 161.3)],

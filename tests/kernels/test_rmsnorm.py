@@ -28,12 +28,13 @@ def test_forward_3d_strided_rows():
 
 @pytest.mark.parametrize("n,rows", [(200, 23), (3584, 9)])
 @pytest.mark.parametrize("gemma", [False, True])
-def test_backward(dtype, n, rows, gemma):
+@pytest.mark.parametrize("bwd", ["v3", "v2"])
+def test_backward(dtype, n, rows, gemma, bwd):
     x = randn(rows, n, dtype=dtype, scale=300.0)
     w = randn(n, dtype=dtype, scale=0.1) + (0 if gemma else 1)
     dy = randn(rows, n, dtype=dtype)
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-    K.rmsnorm(xr, wr, 1e-6, gemma).backward(dy)
+    K.rmsnorm(xr, wr, 1e-6, gemma, bwd=K.rmsnorm_bwd if bwd == "v3" else K.rmsnorm_bwd_v2).backward(dy)
     gx, gw = grads64(lambda a, b: K.rmsnorm_reference(a, b, 1e-6, gemma), [x, w], dy)
     check(xr.grad, gx, dtype, "dx", grad=True)
     check(wr.grad, gw, dtype, "dw", grad=True)
@@ -51,15 +52,49 @@ def test_backward_poisoned_dx():
     check(dw, gw, "fp32", "dw", grad=True)
 
 
-@pytest.mark.parametrize("config", [(1, 1, 2), (2, 2, 4), (1, 4, 4), (4, 1, 1)],
-                         ids=lambda c: "per_sm%d-bm%d-w%d" % c)
-def test_fused_backward_configs(config):
-    """Every launch shape of the fused backward: programs walking many rows one or several at a
-    time, a last program with a partial step, more programs than rows per program."""
+@pytest.mark.parametrize("config", [(1, 1, 2, 1, 0, 0), (1, 2, 4, 3, 0, 0), (1, 4, 4, 1, 1, 1), (2, 1, 1, 4, 0, 2),
+                                    (1, 8, 4, 1, 1, 0), (8, 1, 1, 2, 0, 0)],
+                         ids=lambda c: "per_sm%d-bm%d-w%d-st%d-pf%d-hint%d" % c)
+def test_v3_backward_configs(config):
+    """Every launch shape of the v3 backward: programs striding over the rows one or several at a
+    time (pipelined or prefetched by hand, each dx store hint), a last step partly past the final
+    row (its rows must be masked out of dx and dw: a kernel reading rows 37-39 as real rows fails
+    the bm4 / bm8 cases, tried), and more programs than row steps (8 x 4 programs on the interpreter's 4 'SMs' for 37 rows:
+    programs with nothing to do still write a zero partial row)."""
     x, w, dy = randn(37, 200, scale=3.0), randn(200, scale=0.1) + 1, randn(37, 200)
     rstd = torch.empty(37)
     K.rmsnorm_fwd(x, w, rstd=rstd)
     dx, dw = K.rmsnorm_bwd(dy, x, w, rstd, dx=nan_like(x), config=config)
+    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    check(dx, gx, "fp32", "dx", grad=True)
+    check(dw, gw, "fp32", "dw", grad=True)
+
+
+def test_v3_candidates_start_with_one_program_per_sm():
+    for n in (128, 200, 3584, 4096, 8192):
+        cands = K.bwd_candidates(n)
+        assert cands[0][0] == 1 and len(set(cands)) == len(cands)
+        assert all(len(c) == 6 and c[1] * triton_np2(n) <= 16384 for c in cands)
+
+
+def triton_np2(n):
+    return 1 << (n - 1).bit_length()
+
+
+def test_pdl_is_off_on_the_interpreter():
+    assert K._pdl_supported() is False
+
+
+@pytest.mark.parametrize("config", [(1, 1, 2), (2, 2, 4), (1, 4, 4), (4, 1, 1)],
+                         ids=lambda c: "per_sm%d-bm%d-w%d" % c)
+def test_v2_backward_configs(config):
+    """Every launch shape of the v2 backward (kept for before/after): programs walking many rows
+    one or several at a time, a last program with a partial step, more programs than rows per
+    program."""
+    x, w, dy = randn(37, 200, scale=3.0), randn(200, scale=0.1) + 1, randn(37, 200)
+    rstd = torch.empty(37)
+    K.rmsnorm_fwd(x, w, rstd=rstd)
+    dx, dw = K.rmsnorm_bwd_v2(dy, x, w, rstd, dx=nan_like(x), config=config)
     gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
     check(dx, gx, "fp32", "dx", grad=True)
     check(dw, gw, "fp32", "dw", grad=True)
@@ -86,3 +121,17 @@ def test_dw_missing_a_partial_is_caught():
     with pytest.raises(AssertionError):
         check(wrong, gw, "fp32", "dw", grad=True)
     check((dy * xhat).sum(0), gw, "fp32", "dw", grad=True)
+
+
+def test_tuner_rotates_input_copies_past_the_l2(monkeypatch):
+    """rmsnorm_bwd's tuner times candidates over copies of x and dy (~160 MB together), one set
+    after another, so 4096 x 4096 inputs (64 MB) cannot sit in the L2 for every timed call."""
+    monkeypatch.setattr(K, "TUNE_ROTATE_BYTES", 3 * 2 * 4 * 10 * 8)  # 3 sets of a 10 x 8 fp32 pair
+    x, dy, rstd = randn(10, 8), randn(10, 8), torch.empty(10)
+    seen = []
+    run = K._rotated(lambda cfg, xx, dd, rr: seen.append((cfg, xx.data_ptr(), dd.data_ptr())), x, dy, rstd)
+    for _ in range(7):
+        run("c")
+    ptrs = [p[1:] for p in seen]
+    assert len(set(ptrs)) == 3 and ptrs[:3] == ptrs[3:6] and ptrs[6] == ptrs[0]
+    assert ptrs[0] == (x.data_ptr(), dy.data_ptr())
