@@ -543,7 +543,7 @@ class Store:
 
         c = self.conn
         bulk = report.bulk
-        c.execute(f"PRAGMA cache_size = -{os.environ.get('PKC', 262144)}")  # 256 MB of pages: a bulk copy spills less to the log mid-way
+        c.execute("PRAGMA cache_size = -262144")  # 256 MB of pages: a bulk copy spills less to the log mid-way
         c.execute("PRAGMA temp.cache_size = -65536")  # the staged columns (1 M kernels: ~30 MB) stay off disk
         ids = np.array([-1 if i is None else i for i in self._path_ids(bulk.paths)], dtype=np.int64)
         nk, nr = bulk.n_kernels, bulk.n_ranges
