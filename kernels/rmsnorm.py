@@ -192,6 +192,18 @@ def _dw_reduce(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, PDL:
     tl.store(DW + cols, tl.sum(acc, axis=0).to(DW.dtype.element_ty), mask=cmask)
 
 
+def _bwd_buffers(x, dy, w, dx):
+    """The backward's row views and outputs: x and dy as rows, dx (given or new) and its rows,
+    dw, the row count and length, and the power-of-2 block over a row."""
+    import torch
+
+    x2, dy2 = _rows(x), _rows(dy)
+    M, N = x2.shape
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
+    dw = torch.empty(N, dtype=w.dtype, device=w.device)
+    return x2, dy2, dx, dx.view(M, N), dw, M, N, triton.next_power_of_2(N)
+
+
 def _rows(x):
     x2 = x.reshape(-1, x.shape[-1])
     if x2.stride(-1) != 1:
@@ -302,12 +314,7 @@ def rmsnorm_bwd_v2(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
     num_warps), else the default for small problems and the fastest candidate on this GPU."""
     import torch
 
-    x2, dy2 = _rows(x), _rows(dy)
-    M, N = x2.shape
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
-    dx2 = dx.view(M, N)
-    dw = torch.empty(N, dtype=w.dtype, device=w.device)
-    BLOCK_N = triton.next_power_of_2(N)
+    x2, dy2, dx, dx2, dw, M, N, BLOCK_N = _bwd_buffers(x, dy, w, dx)
     sms = num_sms(x.device)
     off = 1.0 if gemma else 0.0
     scratch = {}
@@ -381,12 +388,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     (default: where supported). red: the reduce's (BLOCK_N, BLOCK_P cap, num_warps). programs: the grid size (sweeps; default per_sm x SMs)."""
     import torch
 
-    x2, dy2 = _rows(x), _rows(dy)
-    M, N = x2.shape
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
-    dx2 = dx.view(M, N)
-    dw = torch.empty(N, dtype=w.dtype, device=w.device)
-    BLOCK_N = triton.next_power_of_2(N)
+    x2, dy2, dx, dx2, dw, M, N, BLOCK_N = _bwd_buffers(x, dy, w, dx)
     if pdl is None:
         pdl = PDL if PDL is not None else _pdl_ok(str(x.device))
     bn, bp_cap, rnw = red or (32, 256, 4)

@@ -61,13 +61,7 @@ def test_v3_backward_configs(config):
     row (its rows must be masked out of dx and dw: a kernel reading rows 37-39 as real rows fails
     the bm4 / bm8 cases, tried), and more programs than row steps (8 x 4 programs on the interpreter's 4 'SMs' for 37 rows:
     programs with nothing to do still write a zero partial row)."""
-    x, w, dy = randn(37, 200, scale=3.0), randn(200, scale=0.1) + 1, randn(37, 200)
-    rstd = torch.empty(37)
-    K.rmsnorm_fwd(x, w, rstd=rstd)
-    dx, dw = K.rmsnorm_bwd(dy, x, w, rstd, dx=nan_like(x), config=config)
-    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
-    check(dx, gx, "fp32", "dx", grad=True)
-    check(dw, gw, "fp32", "dw", grad=True)
+    _check_backward_of_37_rows(K.rmsnorm_bwd, config)
 
 
 def test_v3_candidates_start_with_one_program_per_sm():
@@ -91,10 +85,15 @@ def test_v2_backward_configs(config):
     """Every launch shape of the v2 backward (kept for before/after): programs walking many rows
     one or several at a time, a last program with a partial step, more programs than rows per
     program."""
+    _check_backward_of_37_rows(K.rmsnorm_bwd_v2, config)
+
+
+def _check_backward_of_37_rows(bwd, config):
+    """dx and dw of 37 rows of 200 (a partial last step for most launch shapes) against float64."""
     x, w, dy = randn(37, 200, scale=3.0), randn(200, scale=0.1) + 1, randn(37, 200)
     rstd = torch.empty(37)
     K.rmsnorm_fwd(x, w, rstd=rstd)
-    dx, dw = K.rmsnorm_bwd_v2(dy, x, w, rstd, dx=nan_like(x), config=config)
+    dx, dw = bwd(dy, x, w, rstd, dx=nan_like(x), config=config)
     gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
     check(dx, gx, "fp32", "dx", grad=True)
     check(dw, gw, "fp32", "dw", grad=True)
