@@ -222,8 +222,8 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         return (lambda n: progress(phase, n, None)) if progress else None
 
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
-    # its own (SQLite and the ADBC driver work without the GIL) while this one reads the
-    # kernels and the NVTX ranges
+    # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
+    # ranges
     n_kernels = conn.execute(f'SELECT count(*) FROM "{kt}"').fetchone()[0]
     join = _LaunchCalls(path, kt, rt, t["StringIds"], n_kernels).start() if rt else None
     # the kernels' order, their numeric checks and device in one read (each was a scan of its
