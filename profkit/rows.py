@@ -270,38 +270,52 @@ class KernelPart:
     path: object
     paths: list
     api_sql: str = "SELECT NULL, NULL WHERE 0"
-    packed: str | None = None  # JSON: krow << 24 | path per kernel (all ones: no path); see pack()
-    rrows: str | None = None  # JSON: rrow per kernel
+    packs: bool = False  # the columns pack into JSON (pack()); else the store stages a temp table
+    first: tuple | None = None  # the first chunk's JSON (packed, rrows), made by pack() in the parser's thread
 
-    def pack(self) -> None:
-        """The columns as JSON arrays SQLite unpacks in C (cte() reads them), where they pack."""
+    def _json(self, lo: int) -> tuple[str, str]:
         import json
 
         import numpy as np
 
-        if _packable(self.krow, self.path):
-            p = np.asarray(self.path, dtype=np.int64)
-            self.packed = json.dumps(((np.asarray(self.krow, dtype=np.int64) << _PACK)
-                                      | np.where(p < 0, (1 << _PACK) - 1, p)).tolist())
-            self.rrows = json.dumps(np.asarray(self.rrow, dtype=np.int64).tolist())
+        hi = lo + _KERNEL_CHUNK
+        p = np.asarray(self.path[lo:hi], dtype=np.int64)
+        packed = (np.asarray(self.krow[lo:hi], dtype=np.int64) << _PACK) | np.where(p < 0, (1 << _PACK) - 1, p)
+        return json.dumps(packed.tolist()), json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist())
 
-    def cte(self, conn, path_ids) -> tuple[str, tuple] | None:
-        """(a `bulk_kernel` CTE, its parameters) over the packed JSON, with two small temp tables
-        made on `conn` (rrow by seq, path index -> path_ids): no per-kernel temp table to fill
-        row by row and update. Its rows come in seq order. None when not packed."""
-        if self.packed is None:
+    def pack(self) -> None:
+        """Whether the columns pack as JSON arrays SQLite unpacks in C (ctes() reads them), and
+        the first chunk's JSON (a file of up to a chunk of kernels: all of it)."""
+        if _packable(self.krow, self.path):
+            self.packs = True
+            self.first = self._json(0)
+
+    def ctes(self, conn, path_ids):
+        """Per chunk of kernels (a `bulk_kernel` CTE, its JSON parameter, kernels done), with two
+        small temp tables made on `conn` (the chunk's rrow by seq, path index -> path_ids): no
+        per-kernel temp table filled row by row and updated. A chunk's rows come in seq order.
+        None when the columns do not pack."""
+        if not self.packs:
             return None
-        mask = (1 << _PACK) - 1
+        mask, n = (1 << _PACK) - 1, len(self.krow)
         for t in ("bulk_rrow", "bulk_path"):
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
         conn.execute("CREATE TEMP TABLE bulk_rrow (seq INTEGER PRIMARY KEY, rrow INTEGER)")
-        conn.execute("INSERT INTO temp.bulk_rrow SELECT j.key, NULLIF(j.value, -1) FROM json_each(?) j", (self.rrows,))
         conn.execute("CREATE TEMP TABLE bulk_path (idx INTEGER PRIMARY KEY, id INTEGER)")
         conn.executemany("INSERT INTO temp.bulk_path VALUES (?, ?)",
                          ((i, int(x)) for i, x in enumerate(path_ids) if x is not None and x >= 0))
-        return (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key, j.value >> {_PACK}, r.rrow, p.id"
-                f" FROM json_each(?) j JOIN temp.bulk_rrow r ON r.seq = j.key"
-                f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", (self.packed,))
+
+        def chunks():
+            for lo in range(0, n, _KERNEL_CHUNK):
+                (packed, rrows), self.first = (self.first if lo == 0 and self.first else self._json(lo)), None
+                conn.execute("DELETE FROM temp.bulk_rrow")
+                conn.execute(f"INSERT INTO temp.bulk_rrow SELECT j.key + {lo}, NULLIF(j.value, -1) FROM json_each(?) j",
+                             (rrows,))
+                del rrows
+                yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {lo}, j.value >> {_PACK}, r.rrow, p.id"
+                       f" FROM json_each(?1) j JOIN temp.bulk_rrow r ON r.seq = j.key + {lo}"
+                       f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", packed, min(lo + _KERNEL_CHUNK, n))
+        return chunks()
 
 
 def _mapped(p, path_ids):
@@ -314,6 +328,7 @@ def _mapped(p, path_ids):
 
 
 _PACK = 24  # low bits of a packed value: a path id (all ones: none)
+_KERNEL_CHUNK = 1 << 20  # kernels per JSON chunk (KernelPart.ctes): 10 M kernels' JSON at once was ~0.7 GB
 
 
 def _packable(a, b) -> bool:

@@ -571,11 +571,9 @@ class Store:
         kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
         if progress:
             progress("staging", 0, nk)
-        cte = part.cte(c, kids)
-        if cte is None:
+        chunks = part.ctes(c, kids)
+        if chunks is None:
             bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
-        # json_each is the outer loop: rows come in seq order, no sort (a staged table: ORDER BY seq)
-        (cte, params), order = (cte, "") if cte is not None else (("", ()), "ORDER BY q.seq")
         base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
         fields = BULK_KERNEL_FIELDS + ("path_id",)
         null_name = self._stage_names(bulk, part)
@@ -583,14 +581,22 @@ class Store:
         if progress:
             progress("writing kernels", 0, nk)
         # names through the staged keys (a few rows): the rows hold ids, no text
-        c.execute(f"""
+        insert = f"""
             INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
-            WITH {cte + ',' if cte else ''} q({', '.join(fields)}) AS ({bulk.kernel_sql})
+            WITH /*CTE*/ q({', '.join(fields)}) AS ({bulk.kernel_sql})
             SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
                    coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
             FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
-            LEFT JOIN temp.bulk_api a ON a.key = q.api_name {order}""",
-                  (params[0] if params else None, base, run, file_id, rank, report.source, null_name))
+            LEFT JOIN temp.bulk_api a ON a.key = q.api_name /*ORDER*/"""
+        params = (base, run, file_id, rank, report.source, null_name)
+        if chunks is None:
+            c.execute(insert.replace("/*CTE*/", "").replace("/*ORDER*/", "ORDER BY q.seq"), (None,) + params)
+        else:
+            # json_each is the outer loop: a chunk's rows come in seq order, no sort
+            for cte, packed, done in chunks:
+                c.execute(insert.replace("/*CTE*/", cte + ",").replace("/*ORDER*/", ""), (packed,) + params)
+                if progress:
+                    progress("writing kernels", done, nk)
         if progress:
             progress("writing kernels", nk, nk)
 

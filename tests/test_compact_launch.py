@@ -101,12 +101,17 @@ def _real_exports():
     return found
 
 
+@pytest.mark.parametrize("chunk", [None, 7], ids=["one chunk", "chunks of 7 kernels"])
 @pytest.mark.parametrize("export", _real_exports(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_column_path_stores_the_row_paths_launches(export, tmp_path, monkeypatch):
-    """The bulk load (names mapped through the report's string ids) writes every view's rows
-    exactly as the row path (a name per row) does."""
+def test_the_column_path_stores_the_row_paths_launches(export, chunk, tmp_path, monkeypatch):
+    """The bulk load (names mapped through the report's string ids, kernels in JSON chunks)
+    writes every view's rows exactly as the row path (a name per row) does."""
+    from profkit import rows as rows_module
     from profkit.errors import ProfkitError
     from profkit.parsers import nsys_sqlite
+
+    if chunk:
+        monkeypatch.setattr(rows_module, "_KERNEL_CHUNK", chunk)
 
     bulk_loads = []
     add_bulk = Store._add_bulk
