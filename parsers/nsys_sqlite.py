@@ -257,7 +257,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # thread of their own while the store writes the ranges, whose paths need no call
     ranges_done = threading.Event()
     nested: list = []  # the ranges' Nesting, once made: the kernel part places the calls in it
-    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, krow_all, kstart_all, r, ranges_done, nested))
+    kernel_rows = [krow_all, kstart_all]  # (handed over: the kernel part lets them go once ordered)
+    del krow_all, kstart_all
+    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, kernel_rows, r, ranges_done, nested))
     try:
         if progress:
             progress("NVTX projection", 0, None)
@@ -339,8 +341,9 @@ class _Deferred:
         self._thread.start()
 
     def _run(self) -> None:
+        fn, self._fn = self._fn, None  # (its closure's columns go once it has run)
         try:
-            self._out = self._fn()
+            self._out = fn()
         except BaseException as e:  # handed to the caller's thread by result()
             self._error = e
 
@@ -352,12 +355,14 @@ class _Deferred:
         return self._out
 
 
-def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all, r, ranges_done,
+def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r, ranges_done,
                  nested: list) -> KernelPart:
     """The kernels in seq order, each with its launch call's rowid and NVTX path (rows.KernelPart):
     the launch-call join's result, the kernels no call launched, the calls placed in the ranges."""
     import numpy as np
 
+    krow_all, kstart_all = kernel_rows  # every kernel's rowid and start, in file order
+    kernel_rows.clear()
     try:
         if join is not None:
             jk, jr, cstart, cgtid, jk_sorted, api_keys = join.result()
@@ -384,8 +389,13 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all
     if order_all is not None:
         pos = order_all[pos]
     seq_order = np.lexsort((rrow, krow, kstart_all[pos]))  # ORDER BY start (ties: file order)
-    krow, rrow, has_call, cstart, cgtid = krow[seq_order], rrow[seq_order], has_call[seq_order], cstart[seq_order], cgtid[seq_order]
-    del jk, jr, lone, pos, all_sorted, order_all
+    del jk, jr, lone, pos, all_sorted, order_all, krow_all, kstart_all
+    krow = krow[seq_order]  # (one column at a time: 10 M kernels' five at once were 0.4 GB more)
+    rrow = rrow[seq_order]
+    has_call = has_call[seq_order]
+    cstart = cstart[seq_order]
+    cgtid = cgtid[seq_order]
+    del seq_order
     k_path = np.full(len(krow), -1, dtype=np.int64)
     paths: list = []
     if r is not None:
@@ -401,8 +411,11 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, krow_all, kstart_all
             thread[~has_thread] = (min(int(thread.min()), int(cgtid.min())) // _PID - 1) * _PID
             nest = Nesting(r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"],
                            pid_of=lambda x: x // _PID)
-        k_path[calls] = nest.place(cgtid[calls], None, cstart[calls])
+        c_thread, c_time = cgtid[calls], cstart[calls]
+        del cgtid, cstart
+        k_path[calls] = nest.place(c_thread, None, c_time)
         paths = nest.paths
+        del c_thread, c_time
     st = t["StringIds"]
     if not rt:
         api_sql = "SELECT NULL, NULL WHERE 0"
@@ -498,6 +511,7 @@ class _LaunchCalls:
         if self._error is not None:
             raise self._error
         jk, jr, cstart, cgtid, ok, jk_sorted, api_keys = self._out
+        self._out = None  # (the caller owns the columns now: 10 M kernels' are ~0.6 GB)
         if len(ok) and not ok.all():
             raise BadInput(self.path, f"{self.rt}: a launch call whose start or thread id is not an integer")
         return jk, jr, cstart, cgtid, jk_sorted, api_keys
