@@ -267,6 +267,118 @@ _fp8_pchunk_autotuned = triton.autotune(configs=_pchunk_configs(), key=["M", "N"
                                         prune_configs_by={"early_config_prune": _prune_pchunk})(_fp8_gemm_pchunk)
 
 
+# ---- v4: v3 with stream-K over the last partial wave (variants "triton_promote_sk") ----
+#
+# v3 gives each persistent program whole output tiles; where the tiles do not fill the last
+# wave (qwen7b-down-m1024: 112 tiles of 128x256 on 132 SMs) part of the chip idles for a whole
+# tile's K loop. v4 runs the first tiles as v3 does (data-parallel, strided over the programs)
+# and splits the last SK_TILES tiles' (tile, promotion chunk) items evenly over all programs
+# (stream-K at promotion-chunk granularity). A tile cut between programs: every holder but the
+# last to arrive writes its fp32 partial (already promoted: a sum of fp32 chunk sums) to its
+# slot of a workspace and counts in on the tile's counter; the last to arrive adds the other
+# partials in fp32, scales and stores, and resets the counter for the next launch. Nobody waits
+# on anybody (so the interpreter, which runs programs one after another, runs it too).
+
+
+@triton.jit
+def _sk_owner(x, sk_items, NUM_SMS: tl.constexpr):
+    """The program whose stream-K range [sk_items*q//P, sk_items*(q+1)//P) holds item x
+    (sk_items >= P, so no range is empty)."""
+    return ((x + 1) * NUM_SMS + sk_items - 1) // sk_items - 1
+
+
+@triton.jit
+def _fp8_gemm_psk(a_desc, b_desc, c_desc, SA, SB, WS, LOCKS, M, N, K, SK_TILES,
+                  ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
+                  NUM_SMS: tl.constexpr, MAX_SEG: tl.constexpr, FLATTEN: tl.constexpr,
+                  SCALE_LATE: tl.constexpr, UPCAST: tl.constexpr):
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    MAX_TILES: tl.constexpr = (CHUNK_K + BLOCK_K - 1) // BLOCK_K
+    n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), MAX_TILES)
+    dp_tiles = num_pid_m * num_pid_n - SK_TILES
+    my_dp = tl.cdiv(dp_tiles - start, NUM_SMS)  # dp_tiles - start > -NUM_SMS: never negative
+    dp_items = my_dp * n_chunks
+    sk_items = SK_TILES * n_chunks
+    s0 = sk_items * start // NUM_SMS
+    s1 = sk_items * (start + 1) // NUM_SMS
+    total = dp_items + (s1 - s0)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    tile_off = offs_m[:, None] * BLOCK_N + offs_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for w in tl.range(0, total, flatten=FLATTEN):
+        in_dp = w < dp_items
+        g = s0 + w - dp_items  # stream-K item (when not in_dp)
+        t_dp = w // n_chunks
+        t_sk = g // n_chunks
+        t = tl.where(in_dp, start + t_dp * NUM_SMS, dp_tiles + t_sk)
+        c = tl.where(in_dp, w - t_dp * n_chunks, g - t_sk * n_chunks)
+        pid_m, pid_n = tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
+        om = pid_m * BLOCK_M
+        on = pid_n * BLOCK_N
+        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(chunk):
+            ok = (c * chunk + kk) * BLOCK_K
+            a = a_desc.load([om, ok])
+            b = b_desc.load([on, ok])
+            part = tl.dot(a, b.T, part)
+        last = c == n_chunks - 1
+        seg_end = last | (w == total - 1)
+        whole = in_dp | (t_sk * n_chunks >= s0)  # this program's segment began at chunk 0
+        whole = whole & last  # ... and ends at the tile's last chunk: no other holder
+        if ROW_SCALES:
+            if not SCALE_LATE:
+                rm = om + offs_m
+                rn = on + offs_n
+                sa = tl.load(SA + rm, mask=rm < tl.where(whole, M, 0), other=0.0)
+                sb = tl.load(SB + rn, mask=rn < tl.where(whole, N, 0), other=0.0)
+        acc += part  # promotion
+        if seg_end:
+            if whole:
+                if ROW_SCALES:
+                    if SCALE_LATE:
+                        rm = om + offs_m
+                        rn = on + offs_n
+                        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+                        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+                    y = acc * sa[:, None] * sb[None, :]
+                else:
+                    y = acc * (tl.load(SA) * tl.load(SB))
+                c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
+            else:
+                first_item = t_sk * n_chunks
+                q_a = _sk_owner(first_item, sk_items, NUM_SMS)
+                q_b = _sk_owner(first_item + n_chunks - 1, sk_items, NUM_SMS)
+                # slot 0: the program's first stream-K segment, slot 1: its last
+                slot = tl.where(s0 >= first_item, 0, 1)
+                tl.store(WS + (start * 2 + slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off, acc)
+                tl.debug_barrier()  # every thread's partial written before the release below
+                seen = tl.atomic_add(LOCKS + t_sk, 1, sem="acq_rel", scope="gpu")
+                if seen == q_b - q_a:  # the last holder to arrive: add the others' partials
+                    tot = acc  # not acc itself: an if that yields acc breaks FuseNestedLoops (3.6)
+                    for i in tl.static_range(MAX_SEG):
+                        q = q_a + i
+                        q_slot = tl.where(sk_items * q // NUM_SMS >= first_item, 0, 1)
+                        use = (q <= q_b) & (q != start)
+                        p = tl.load(WS + (q * 2 + q_slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off,
+                                    mask=tile_off < tl.where(use, BLOCK_M * BLOCK_N, 0), other=0.0, cache_modifier=".cg")
+                        tot += p
+                    tl.store(LOCKS + t_sk, 0)
+                    if ROW_SCALES:
+                        rm = om + offs_m
+                        rn = on + offs_n
+                        sa2 = tl.load(SA + rm, mask=rm < M, other=0.0)
+                        sb2 = tl.load(SB + rn, mask=rn < N, other=0.0)
+                        y = tot * sa2[:, None] * sb2[None, :]
+                    else:
+                        y = tot * (tl.load(SA) * tl.load(SB))
+                    c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
+        acc = acc * (seg_end == 0).to(tl.float32)
+
+
 def _configs():
     if interpreting():
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
@@ -358,6 +470,79 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
     _fp8_pchunk_autotuned[grid](*descs, sa, sb, M, N, K, ROW_SCALES=row, CHUNK_K=chunk_k,
                                 NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting())
+    return out
+
+
+_SK_BUFFERS: dict = {}
+_SK_LAST: list = [None]  # the last launch's compiled kernel (registers, spills: benchmarks)
+
+
+def _sk_buffers(device, progs: int, tile_elems: int, n_locks: int):
+    """Workspace (two fp32 tile slots per program) and per-tile counters, cached per device;
+    the counters are zero between launches (the last holder of a tile resets its own)."""
+    import torch
+
+    key = str(device)
+    ws, locks = _SK_BUFFERS.get(key, (None, None))
+    if ws is None or ws.numel() < 2 * progs * tile_elems:
+        ws = torch.empty(2 * progs * tile_elems, dtype=torch.float32, device=device)
+    if locks is None or locks.numel() < n_locks:
+        locks = torch.zeros(max(n_locks, 1024), dtype=torch.int32, device=device)
+    _SK_BUFFERS[key] = (ws, locks)
+    return ws, locks
+
+
+def sk_plan(n_tiles: int, n_chunks: int, progs: int, mode: int):
+    """(sk_tiles, max_seg): how many of the last tiles go stream-K (mode 0: none, 1: the partial
+    last wave, 2: that plus one full wave) and the most programs that share one of them; (0, 1)
+    where stream-K does not apply (a full last wave, fewer items than programs, > 4 holders)."""
+    rem = n_tiles % progs
+    if mode == 0 or rem == 0:
+        return 0, 1
+    sk = rem + (progs if mode == 2 and n_tiles >= rem + progs else 0)
+    items = sk * n_chunks
+    if items < progs:
+        return 0, 1
+    bounds = [items * q // progs for q in range(progs + 1)]
+    owner = [0] * items
+    for q in range(progs):
+        for x in range(bounds[q], bounds[q + 1]):
+            owner[x] = q
+    seg = max(owner[t * n_chunks + n_chunks - 1] - owner[t * n_chunks] + 1 for t in range(sk))
+    return (sk, seg) if seg <= 4 else (0, 1)
+
+
+def fp8_gemm_promote_sk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
+                        sk_mode: int = 1, config: dict | None = None, scale_late: bool = False):
+    """v4: v3 (promotion at most every `chunk_k` K elements, persistent TMA) with the last
+    partial wave of output tiles split over all programs by promotion chunks (stream-K,
+    sk_mode 1; 2: one more wave; 0: none). config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+    num_warps, num_stages (default 128x256x128 w8 s3 on the GPU)."""
+    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
+    if chunk_k < 1:
+        raise ValueError(f"fp8_gemm_promote_sk: chunk_k must be >= 1, got {chunk_k}")
+    why = tma_supported(a, b, out, names=("A", "B", "out"))
+    if why:
+        raise NotImplementedError(f"triton_promote_sk: {why}")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if config is None:
+        config = (dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=1) if interpreting()
+                  else dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3))
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    progs = programs or num_sms(a.device)
+    n_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    n_chunks = promote_chunks.fn(triton.cdiv(K, bk), triton.cdiv(chunk_k, bk))[0]
+    sk_tiles, max_seg = sk_plan(n_tiles, n_chunks, progs, sk_mode)
+    if sk_tiles == 0:
+        progs = min(progs, n_tiles)
+    ws, locks = _sk_buffers(a.device, progs, bm * bn, sk_tiles)
+    descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+             TensorDescriptor.from_tensor(out, [bm, bn])]
+    _SK_LAST[0] = _fp8_gemm_psk[(progs,)](*descs, sa, sb, ws, locks, M, N, K, sk_tiles, ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn,
+                            BLOCK_K=bk, GROUP_M=config["GROUP_M"], CHUNK_K=chunk_k, NUM_SMS=progs, MAX_SEG=max_seg,
+                            FLATTEN=not interpreting(), SCALE_LATE=scale_late, UPCAST=interpreting(),
+                            num_warps=config["num_warps"], num_stages=config["num_stages"])
     return out
 
 
