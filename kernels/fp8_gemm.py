@@ -288,95 +288,73 @@ def _sk_owner(x, sk_items, NUM_SMS: tl.constexpr):
 
 
 @triton.jit
-def _fp8_gemm_psk(a_desc, b_desc, c_desc, SA, SB, WS, LOCKS, M, N, K, SK_TILES,
-                  ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
-                  NUM_SMS: tl.constexpr, MAX_SEG: tl.constexpr, FLATTEN: tl.constexpr,
-                  SCALE_LATE: tl.constexpr, UPCAST: tl.constexpr):
+def _fp8_gemm_sk(a_desc, b_desc, c_desc, SA, SB, WS, LOCKS, M, N, K,
+                 ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
+                 NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr):
+    """Stream-K over every tile: program p takes items [s0, s1) of the (tile, chunk) list, as at
+    most a few segments (one per tile it touches); each segment is v3's fused (chunk, k) loop,
+    so the TMA pipeline runs ahead within a segment and drains between segments. A segment that
+    is a whole tile stores it; a cut one goes to the workspace, and the last holder to count in
+    adds them all, scales and stores. The counting, loads and stores of partials stay outside
+    the fused loop (inside it, a first version lost the pipelining: 3x slower)."""
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     MAX_TILES: tl.constexpr = (CHUNK_K + BLOCK_K - 1) // BLOCK_K
     n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), MAX_TILES)
-    dp_tiles = num_pid_m * num_pid_n - SK_TILES
-    my_dp = tl.cdiv(dp_tiles - start, NUM_SMS)  # dp_tiles - start > -NUM_SMS: never negative
-    dp_items = my_dp * n_chunks
-    sk_items = SK_TILES * n_chunks
+    sk_items = num_pid_m * num_pid_n * n_chunks
     s0 = sk_items * start // NUM_SMS
     s1 = sk_items * (start + 1) // NUM_SMS
-    total = dp_items + (s1 - s0)
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     tile_off = offs_m[:, None] * BLOCK_N + offs_n[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for w in tl.range(0, total, flatten=FLATTEN):
-        in_dp = w < dp_items
-        g = s0 + w - dp_items  # stream-K item (when not in_dp)
-        t_dp = w // n_chunks
-        t_sk = g // n_chunks
-        t = tl.where(in_dp, start + t_dp * NUM_SMS, dp_tiles + t_sk)
-        c = tl.where(in_dp, w - t_dp * n_chunks, g - t_sk * n_chunks)
+    for t in range(s0 // n_chunks, (s1 - 1) // n_chunks + 1):
+        first_item = t * n_chunks
+        c0 = tl.maximum(s0 - first_item, 0)
+        c1 = tl.minimum(s1 - first_item, n_chunks)
         pid_m, pid_n = tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
         om = pid_m * BLOCK_M
         on = pid_n * BLOCK_N
-        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for kk in range(chunk):
-            ok = (c * chunk + kk) * BLOCK_K
-            a = a_desc.load([om, ok])
-            b = b_desc.load([on, ok])
-            part = tl.dot(a, b.T, part)
-        last = c == n_chunks - 1
-        seg_end = last | (w == total - 1)
-        whole = in_dp | (t_sk * n_chunks >= s0)  # this program's segment began at chunk 0
-        whole = whole & last  # ... and ends at the tile's last chunk: no other holder
-        if ROW_SCALES:
-            if not SCALE_LATE:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for c in tl.range(c0, c1, flatten=FLATTEN):
+            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for kk in range(chunk):
+                ok = (c * chunk + kk) * BLOCK_K
+                a = a_desc.load([om, ok])
+                b = b_desc.load([on, ok])
+                part = tl.dot(a, b.T, part)
+            acc += part  # promotion
+        if (c0 == 0) & (c1 == n_chunks):
+            tot = acc
+            done = c1 == n_chunks
+        else:
+            slot = tl.where(s0 >= first_item, 0, 1)  # 0: the program's first segment, 1: its last
+            tl.store(WS + (start * 2 + slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off, acc)
+            tl.debug_barrier()  # every thread's partial written before the release below
+            seen = tl.atomic_add(LOCKS + t, 1, sem="acq_rel", scope="gpu")
+            q_a = _sk_owner(first_item, sk_items, NUM_SMS)
+            q_b = _sk_owner(first_item + n_chunks - 1, sk_items, NUM_SMS)
+            done = seen == q_b - q_a  # the last holder to count in finishes the tile
+            tot = acc
+            if done:
+                for q in range(q_a, q_b + 1):
+                    q_slot = tl.where(sk_items * q // NUM_SMS >= first_item, 0, 1)
+                    use = q != start
+                    tot += tl.load(WS + (q * 2 + q_slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off,
+                                   mask=tile_off < tl.where(use, BLOCK_M * BLOCK_N, 0), other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(LOCKS + t, 0)  # zero again for the next launch
+        if done:
+            if ROW_SCALES:
                 rm = om + offs_m
                 rn = on + offs_n
-                sa = tl.load(SA + rm, mask=rm < tl.where(whole, M, 0), other=0.0)
-                sb = tl.load(SB + rn, mask=rn < tl.where(whole, N, 0), other=0.0)
-        acc += part  # promotion
-        if seg_end:
-            if whole:
-                if ROW_SCALES:
-                    if SCALE_LATE:
-                        rm = om + offs_m
-                        rn = on + offs_n
-                        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
-                        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
-                    y = acc * sa[:, None] * sb[None, :]
-                else:
-                    y = acc * (tl.load(SA) * tl.load(SB))
-                c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
+                sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+                sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+                y = tot * sa[:, None] * sb[None, :]
             else:
-                first_item = t_sk * n_chunks
-                q_a = _sk_owner(first_item, sk_items, NUM_SMS)
-                q_b = _sk_owner(first_item + n_chunks - 1, sk_items, NUM_SMS)
-                # slot 0: the program's first stream-K segment, slot 1: its last
-                slot = tl.where(s0 >= first_item, 0, 1)
-                tl.store(WS + (start * 2 + slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off, acc)
-                tl.debug_barrier()  # every thread's partial written before the release below
-                seen = tl.atomic_add(LOCKS + t_sk, 1, sem="acq_rel", scope="gpu")
-                if seen == q_b - q_a:  # the last holder to arrive: add the others' partials
-                    tot = acc  # not acc itself: an if that yields acc breaks FuseNestedLoops (3.6)
-                    for i in tl.static_range(MAX_SEG):
-                        q = q_a + i
-                        q_slot = tl.where(sk_items * q // NUM_SMS >= first_item, 0, 1)
-                        use = (q <= q_b) & (q != start)
-                        p = tl.load(WS + (q * 2 + q_slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off,
-                                    mask=tile_off < tl.where(use, BLOCK_M * BLOCK_N, 0), other=0.0, cache_modifier=".cg")
-                        tot += p
-                    tl.store(LOCKS + t_sk, 0)
-                    if ROW_SCALES:
-                        rm = om + offs_m
-                        rn = on + offs_n
-                        sa2 = tl.load(SA + rm, mask=rm < M, other=0.0)
-                        sb2 = tl.load(SB + rn, mask=rn < N, other=0.0)
-                        y = tot * sa2[:, None] * sb2[None, :]
-                    else:
-                        y = tot * (tl.load(SA) * tl.load(SB))
-                    c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
-        acc = acc * (seg_end == 0).to(tl.float32)
+                y = tot * (tl.load(SA) * tl.load(SB))
+            c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
 
 
 def _configs():
@@ -492,32 +470,22 @@ def _sk_buffers(device, progs: int, tile_elems: int, n_locks: int):
     return ws, locks
 
 
-def sk_plan(n_tiles: int, n_chunks: int, progs: int, mode: int):
-    """(sk_tiles, max_seg): how many of the last tiles go stream-K (mode 0: none, 1: the partial
-    last wave, 2: that plus one full wave) and the most programs that share one of them; (0, 1)
-    where stream-K does not apply (a full last wave, fewer items than programs, > 4 holders)."""
-    rem = n_tiles % progs
-    if mode == 0 or rem == 0:
-        return 0, 1
-    sk = rem + (progs if mode == 2 and n_tiles >= rem + progs else 0)
-    items = sk * n_chunks
+def sk_max_segments(n_tiles: int, n_chunks: int, progs: int) -> int:
+    """The most programs that share one tile when n_tiles * n_chunks items are split evenly
+    over progs programs (the kernel's split); 0 when some program would get no item."""
+    items = n_tiles * n_chunks
     if items < progs:
-        return 0, 1
-    bounds = [items * q // progs for q in range(progs + 1)]
-    owner = [0] * items
-    for q in range(progs):
-        for x in range(bounds[q], bounds[q + 1]):
-            owner[x] = q
-    seg = max(owner[t * n_chunks + n_chunks - 1] - owner[t * n_chunks] + 1 for t in range(sk))
-    return (sk, seg) if seg <= 4 else (0, 1)
+        return 0
+    owner = lambda x: ((x + 1) * progs + items - 1) // items - 1  # noqa: E731 (the kernel's _sk_owner)
+    return max(owner(t * n_chunks + n_chunks - 1) - owner(t * n_chunks) + 1 for t in range(n_tiles))
 
 
 def fp8_gemm_promote_sk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
-                        sk_mode: int = 1, config: dict | None = None, scale_late: bool = False):
-    """v4: v3 (promotion at most every `chunk_k` K elements, persistent TMA) with the last
-    partial wave of output tiles split over all programs by promotion chunks (stream-K,
-    sk_mode 1; 2: one more wave; 0: none). config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-    num_warps, num_stages (default 128x256x128 w8 s3 on the GPU)."""
+                        config: dict | None = None):
+    """v4 (stream-K): v3's promotion (at most every `chunk_k` K elements) with every tile's
+    promotion chunks split evenly over `programs` (default: one per SM); for grids of fewer
+    tiles than SMs. config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages (default
+    128x256x128 w8 s3 on the GPU)."""
     M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
     if chunk_k < 1:
         raise ValueError(f"fp8_gemm_promote_sk: chunk_k must be >= 1, got {chunk_k}")
@@ -533,16 +501,15 @@ def fp8_gemm_promote_sk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, progra
     progs = programs or num_sms(a.device)
     n_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     n_chunks = promote_chunks.fn(triton.cdiv(K, bk), triton.cdiv(chunk_k, bk))[0]
-    sk_tiles, max_seg = sk_plan(n_tiles, n_chunks, progs, sk_mode)
-    if sk_tiles == 0:
-        progs = min(progs, n_tiles)
-    ws, locks = _sk_buffers(a.device, progs, bm * bn, sk_tiles)
+    if sk_max_segments(n_tiles, n_chunks, progs) == 0:
+        raise ValueError(f"fp8_gemm_promote_sk: {n_tiles} tiles x {n_chunks} chunks < {progs} programs")
+    ws, locks = _sk_buffers(a.device, progs, bm * bn, n_tiles)
     descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
              TensorDescriptor.from_tensor(out, [bm, bn])]
-    _SK_LAST[0] = _fp8_gemm_psk[(progs,)](*descs, sa, sb, ws, locks, M, N, K, sk_tiles, ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn,
-                            BLOCK_K=bk, GROUP_M=config["GROUP_M"], CHUNK_K=chunk_k, NUM_SMS=progs, MAX_SEG=max_seg,
-                            FLATTEN=not interpreting(), SCALE_LATE=scale_late, UPCAST=interpreting(),
-                            num_warps=config["num_warps"], num_stages=config["num_stages"])
+    _SK_LAST[0] = _fp8_gemm_sk[(progs,)](*descs, sa, sb, ws, locks, M, N, K, ROW_SCALES=row, BLOCK_M=bm,
+                                         BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], CHUNK_K=chunk_k,
+                                         NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting(),
+                                         num_warps=config["num_warps"], num_stages=config["num_stages"])
     return out
 
 

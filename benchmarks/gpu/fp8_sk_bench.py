@@ -26,15 +26,35 @@ T256x128 = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8, n
 T128x128 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4)
 
 
+def v3_cfg(aq, bq, sa, sb, cfg):
+    """v3's kernel (_fp8_gemm_pchunk) at one explicit config, host descriptors, no autotuner."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    M, N, K, row, sa, sb, out, _ = F._fp8_args(aq, bq, sa, sb, None)
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    progs = min(torch.cuda.get_device_properties(0).multi_processor_count, triton.cdiv(M, bm) * triton.cdiv(N, bn))
+    d = [TensorDescriptor.from_tensor(aq, [bm, bk]), TensorDescriptor.from_tensor(bq, [bn, bk]),
+         TensorDescriptor.from_tensor(out, [bm, bn])]
+    F._SK_LAST[0] = F._fp8_gemm_pchunk[(progs,)](*d, sa, sb, M, N, K, ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                 GROUP_M=cfg["GROUP_M"], CHUNK_K=F.PROMOTE_K, NUM_SMS=progs, FLATTEN=True,
+                                                 UPCAST=False, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return out
+
+
 def candidates(shape, mode):
-    c = {"sk0": dict(sk_mode=0), "sk1": dict(sk_mode=1), "sk2": dict(sk_mode=2)}
-    if mode == "row":
-        c["sk1_late"] = dict(sk_mode=1, scale_late=True)
-    if shape in ("qwen7b-down-m1024", "m8192-n8192-k8192"):
-        c["sk1_256x128"] = dict(sk_mode=1, config=T256x128)
-        c["sk1_128x128"] = dict(sk_mode=1, config=T128x128)
+    """name -> (fn(aq, bq, sa, sb) -> out)"""
+    sk = lambda **kw: (lambda aq, bq, sa, sb: F.fp8_gemm_promote_sk(aq, bq, sa, sb, **kw))  # noqa: E731
+    v3 = lambda cfg: (lambda aq, bq, sa, sb: v3_cfg(aq, bq, sa, sb, cfg))  # noqa: E731
+    c = {"sk": sk()}
     if shape == "qwen7b-down-m1024":
-        c["sk1_c1024"] = dict(sk_mode=1, chunk_k=1024)  # finer stream-K items (every <= 1024)
+        c["sk_256x128"] = sk(config=T256x128)
+        c["sk_128x128"] = sk(config=T128x128)
+        c["sk_c1024"] = sk(chunk_k=1024)
+        c["sk_g4"] = sk(config=dict(T128x256, GROUP_M=4))
+    c["v3_128x256_g8"] = v3(T128x256)
+    c["v3_128x256_g16"] = v3(dict(T128x256, GROUP_M=16))
+    c["v3_256x128_g8"] = v3(T256x128)
+    if shape in ("m8192-n8192-k8192", "llama8b-down-m4096"):
+        c["v3_128x256_g4"] = v3(dict(T128x256, GROUP_M=4))
     return c
 
 
@@ -67,8 +87,8 @@ def main():
             from profkit.kernels._numerics import measure
             fns = {"scaled_mm": lambda: w.variants[base](state), "v3": lambda: w.variants[v3](state)}
             info = {}
-            for name, kw in candidates(shape, mode).items():
-                fn = (lambda kw: lambda: F.fp8_gemm_promote_sk(aq, bq, sa, sb, **kw))(kw)
+            for name, f in candidates(shape, mode).items():
+                fn = (lambda f: lambda: f(aq, bq, sa, sb))(f)
                 try:
                     for _ in range(2):  # twice: the counters must come back to zero
                         out = fn()
