@@ -430,11 +430,21 @@ def fp8_gemm(a, b, sa, sb, out=None, interval: int = PROMOTE_INTERVAL):
     return out
 
 
-def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None):
+# v3's tile at M > 64 (the one the autotuner picked at every registered M >= 1024 shape, both
+# modes): launched directly, without the autotuner. Round 4 (gemm.md) measured the autotuned
+# launcher (a dispatch, a pre-hook setting the boxes, descriptors made per call) 3-19 % slower
+# than the same kernel and config launched directly, in the same process, at M >= 1024.
+PCHUNK_LARGE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3)
+
+
+def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
+                     tuned: bool = False):
     """v3: a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row);
     bf16 out. Promotion into fp32 at most every `chunk_k` K elements (rounded up to whole
     BLOCK_K tiles, 128 on the GPU), persistent over `programs` (default: one per SM). Operands go through
-    tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not)."""
+    tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not).
+    M > 64: PCHUNK_LARGE launched directly; M <= 64, or tuned=True (round 3's launcher, variant
+    "triton_promote_tuned"): through the autotuner."""
     M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
     if chunk_k < 1:
         raise ValueError(f"fp8_gemm_promote: chunk_k must be >= 1, got {chunk_k}")
@@ -444,6 +454,17 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     progs = programs or num_sms(a.device)
+    if M > 64 and not tuned:
+        c = (dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=1) if interpreting()
+             else PCHUNK_LARGE)
+        bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+        progs = min(progs, triton.cdiv(M, bm) * triton.cdiv(N, bn))
+        descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+                 TensorDescriptor.from_tensor(out, [bm, bn])]
+        _fp8_gemm_pchunk[(progs,)](*descs, sa, sb, M, N, K, ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                   GROUP_M=c["GROUP_M"], CHUNK_K=chunk_k, NUM_SMS=progs, FLATTEN=not interpreting(),
+                                   UPCAST=interpreting(), num_warps=c["num_warps"], num_stages=c["num_stages"])
+        return out
     grid = lambda meta: (min(progs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
     _fp8_pchunk_autotuned[grid](*descs, sa, sb, M, N, K, ROW_SCALES=row, CHUNK_K=chunk_k,
@@ -581,6 +602,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_fastacc": ("row", lambda *a, **k: fp8_gemm_v1(*a, imprecise_acc=0, **k)),
     "triton_promote": ("row", fp8_gemm_promote),
     "triton_promote_tensor": ("tensor", fp8_gemm_promote),
+    "triton_promote_tuned": ("row", lambda *a, **k: fp8_gemm_promote(*a, tuned=True, **k)),
+    "triton_promote_tuned_tensor": ("tensor", lambda *a, **k: fp8_gemm_promote(*a, tuned=True, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -626,7 +649,8 @@ WORKLOAD = Workload(
     baselines=("scaled_mm", "scaled_mm_tensor"),
     peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
            "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm",
-           "triton_promote_tensor": "scaled_mm_tensor"},
+           "triton_promote_tensor": "scaled_mm_tensor", "triton_promote_tuned": "scaled_mm",
+           "triton_promote_tuned_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},
