@@ -267,96 +267,6 @@ _fp8_pchunk_autotuned = triton.autotune(configs=_pchunk_configs(), key=["M", "N"
                                         prune_configs_by={"early_config_prune": _prune_pchunk})(_fp8_gemm_pchunk)
 
 
-# ---- v4: v3 with stream-K over the last partial wave (variants "triton_promote_sk") ----
-#
-# v3 gives each persistent program whole output tiles; where the tiles do not fill the last
-# wave (qwen7b-down-m1024: 112 tiles of 128x256 on 132 SMs) part of the chip idles for a whole
-# tile's K loop. v4 runs the first tiles as v3 does (data-parallel, strided over the programs)
-# and splits the last SK_TILES tiles' (tile, promotion chunk) items evenly over all programs
-# (stream-K at promotion-chunk granularity). A tile cut between programs: every holder but the
-# last to arrive writes its fp32 partial (already promoted: a sum of fp32 chunk sums) to its
-# slot of a workspace and counts in on the tile's counter; the last to arrive adds the other
-# partials in fp32, scales and stores, and resets the counter for the next launch. Nobody waits
-# on anybody (so the interpreter, which runs programs one after another, runs it too).
-
-
-@triton.jit
-def _sk_owner(x, sk_items, NUM_SMS: tl.constexpr):
-    """The program whose stream-K range [sk_items*q//P, sk_items*(q+1)//P) holds item x
-    (sk_items >= P, so no range is empty)."""
-    return ((x + 1) * NUM_SMS + sk_items - 1) // sk_items - 1
-
-
-@triton.jit
-def _fp8_gemm_sk(a_desc, b_desc, c_desc, SA, SB, WS, LOCKS, M, N, K,
-                 ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
-                 NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr):
-    """Stream-K over every tile: program p takes items [s0, s1) of the (tile, chunk) list, as at
-    most a few segments (one per tile it touches); each segment is v3's fused (chunk, k) loop,
-    so the TMA pipeline runs ahead within a segment and drains between segments. A segment that
-    is a whole tile stores it; a cut one goes to the workspace, and the last holder to count in
-    adds them all, scales and stores. The counting, loads and stores of partials stay outside
-    the fused loop (inside it, a first version lost the pipelining: 3x slower)."""
-    start = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    MAX_TILES: tl.constexpr = (CHUNK_K + BLOCK_K - 1) // BLOCK_K
-    n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), MAX_TILES)
-    sk_items = num_pid_m * num_pid_n * n_chunks
-    s0 = sk_items * start // NUM_SMS
-    s1 = sk_items * (start + 1) // NUM_SMS
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    tile_off = offs_m[:, None] * BLOCK_N + offs_n[None, :]
-    for t in range(s0 // n_chunks, (s1 - 1) // n_chunks + 1):
-        first_item = t * n_chunks
-        c0 = tl.maximum(s0 - first_item, 0)
-        c1 = tl.minimum(s1 - first_item, n_chunks)
-        pid_m, pid_n = tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
-        om = pid_m * BLOCK_M
-        on = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for c in tl.range(c0, c1, flatten=FLATTEN):
-            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for kk in range(chunk):
-                ok = (c * chunk + kk) * BLOCK_K
-                a = a_desc.load([om, ok])
-                b = b_desc.load([on, ok])
-                part = tl.dot(a, b.T, part)
-            acc += part  # promotion
-        if (c0 == 0) & (c1 == n_chunks):
-            tot = acc
-            done = c1 == n_chunks
-        else:
-            slot = tl.where(s0 >= first_item, 0, 1)  # 0: the program's first segment, 1: its last
-            tl.store(WS + (start * 2 + slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off, acc)
-            tl.debug_barrier()  # every thread's partial written before the release below
-            seen = tl.atomic_add(LOCKS + t, 1, sem="acq_rel", scope="gpu")
-            q_a = _sk_owner(first_item, sk_items, NUM_SMS)
-            q_b = _sk_owner(first_item + n_chunks - 1, sk_items, NUM_SMS)
-            done = seen == q_b - q_a  # the last holder to count in finishes the tile
-            tot = acc
-            if done:
-                for q in range(q_a, q_b + 1):
-                    q_slot = tl.where(sk_items * q // NUM_SMS >= first_item, 0, 1)
-                    use = q != start
-                    tot += tl.load(WS + (q * 2 + q_slot).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_off,
-                                   mask=tile_off < tl.where(use, BLOCK_M * BLOCK_N, 0), other=0.0,
-                                   cache_modifier=".cg")
-                tl.store(LOCKS + t, 0)  # zero again for the next launch
-        if done:
-            if ROW_SCALES:
-                rm = om + offs_m
-                rn = on + offs_n
-                sa = tl.load(SA + rm, mask=rm < M, other=0.0)
-                sb = tl.load(SB + rn, mask=rn < N, other=0.0)
-                y = tot * sa[:, None] * sb[None, :]
-            else:
-                y = tot * (tl.load(SA) * tl.load(SB))
-            c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
-
-
 def _configs():
     if interpreting():
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
@@ -430,21 +340,11 @@ def fp8_gemm(a, b, sa, sb, out=None, interval: int = PROMOTE_INTERVAL):
     return out
 
 
-# v3's tile at M > 64 (the one the autotuner picked at every registered M >= 1024 shape, both
-# modes): launched directly, without the autotuner. Round 4 (gemm.md) measured the autotuned
-# launcher (a dispatch, a pre-hook setting the boxes, descriptors made per call) 3-19 % slower
-# than the same kernel and config launched directly, in the same process, at M >= 1024.
-PCHUNK_LARGE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3)
-
-
-def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
-                     tuned: bool = False):
+def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None):
     """v3: a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row);
     bf16 out. Promotion into fp32 at most every `chunk_k` K elements (rounded up to whole
     BLOCK_K tiles, 128 on the GPU), persistent over `programs` (default: one per SM). Operands go through
-    tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not).
-    M > 64: PCHUNK_LARGE launched directly; M <= 64, or tuned=True (round 3's launcher, variant
-    "triton_promote_tuned"): through the autotuner."""
+    tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not)."""
     M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
     if chunk_k < 1:
         raise ValueError(f"fp8_gemm_promote: chunk_k must be >= 1, got {chunk_k}")
@@ -454,83 +354,10 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     progs = programs or num_sms(a.device)
-    if M > 64 and not tuned:
-        c = (dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=1) if interpreting()
-             else PCHUNK_LARGE)
-        bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
-        progs = min(progs, triton.cdiv(M, bm) * triton.cdiv(N, bn))
-        descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
-                 TensorDescriptor.from_tensor(out, [bm, bn])]
-        _fp8_gemm_pchunk[(progs,)](*descs, sa, sb, M, N, K, ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                   GROUP_M=c["GROUP_M"], CHUNK_K=chunk_k, NUM_SMS=progs, FLATTEN=not interpreting(),
-                                   UPCAST=interpreting(), num_warps=c["num_warps"], num_stages=c["num_stages"])
-        return out
     grid = lambda meta: (min(progs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
     _fp8_pchunk_autotuned[grid](*descs, sa, sb, M, N, K, ROW_SCALES=row, CHUNK_K=chunk_k,
                                 NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting())
-    return out
-
-
-_SK_BUFFERS: dict = {}
-_SK_LAST: list = [None]  # the last launch's compiled kernel (registers, spills: benchmarks)
-
-
-def _sk_buffers(device, progs: int, tile_elems: int, n_locks: int):
-    """Workspace (two fp32 tile slots per program) and per-tile counters, cached per device;
-    the counters are zero between launches (the last holder of a tile resets its own)."""
-    import torch
-
-    key = str(device)
-    ws, locks = _SK_BUFFERS.get(key, (None, None))
-    if ws is None or ws.numel() < 2 * progs * tile_elems:
-        ws = torch.empty(2 * progs * tile_elems, dtype=torch.float32, device=device)
-    if locks is None or locks.numel() < n_locks:
-        locks = torch.zeros(max(n_locks, 1024), dtype=torch.int32, device=device)
-    _SK_BUFFERS[key] = (ws, locks)
-    return ws, locks
-
-
-def sk_max_segments(n_tiles: int, n_chunks: int, progs: int) -> int:
-    """The most programs that share one tile when n_tiles * n_chunks items are split evenly
-    over progs programs (the kernel's split); 0 when some program would get no item."""
-    items = n_tiles * n_chunks
-    if items < progs:
-        return 0
-    owner = lambda x: ((x + 1) * progs + items - 1) // items - 1  # noqa: E731 (the kernel's _sk_owner)
-    return max(owner(t * n_chunks + n_chunks - 1) - owner(t * n_chunks) + 1 for t in range(n_tiles))
-
-
-def fp8_gemm_promote_sk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
-                        config: dict | None = None):
-    """v4 (stream-K): v3's promotion (at most every `chunk_k` K elements) with every tile's
-    promotion chunks split evenly over `programs` (default: one per SM); for grids of fewer
-    tiles than SMs. config: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages (default
-    128x256x128 w8 s3 on the GPU)."""
-    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
-    if chunk_k < 1:
-        raise ValueError(f"fp8_gemm_promote_sk: chunk_k must be >= 1, got {chunk_k}")
-    why = tma_supported(a, b, out, names=("A", "B", "out"))
-    if why:
-        raise NotImplementedError(f"triton_promote_sk: {why}")
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    if config is None:
-        config = (dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=1) if interpreting()
-                  else dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3))
-    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    progs = programs or num_sms(a.device)
-    n_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    n_chunks = promote_chunks.fn(triton.cdiv(K, bk), triton.cdiv(chunk_k, bk))[0]
-    if sk_max_segments(n_tiles, n_chunks, progs) == 0:
-        raise ValueError(f"fp8_gemm_promote_sk: {n_tiles} tiles x {n_chunks} chunks < {progs} programs")
-    ws, locks = _sk_buffers(a.device, progs, bm * bn, n_tiles)
-    descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
-             TensorDescriptor.from_tensor(out, [bm, bn])]
-    _SK_LAST[0] = _fp8_gemm_sk[(progs,)](*descs, sa, sb, ws, locks, M, N, K, ROW_SCALES=row, BLOCK_M=bm,
-                                         BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], CHUNK_K=chunk_k,
-                                         NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting(),
-                                         num_warps=config["num_warps"], num_stages=config["num_stages"])
     return out
 
 
@@ -602,8 +429,6 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_fastacc": ("row", lambda *a, **k: fp8_gemm_v1(*a, imprecise_acc=0, **k)),
     "triton_promote": ("row", fp8_gemm_promote),
     "triton_promote_tensor": ("tensor", fp8_gemm_promote),
-    "triton_promote_tuned": ("row", lambda *a, **k: fp8_gemm_promote(*a, tuned=True, **k)),
-    "triton_promote_tuned_tensor": ("tensor", lambda *a, **k: fp8_gemm_promote(*a, tuned=True, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -649,8 +474,7 @@ WORKLOAD = Workload(
     baselines=("scaled_mm", "scaled_mm_tensor"),
     peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
            "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm",
-           "triton_promote_tensor": "scaled_mm_tensor", "triton_promote_tuned": "scaled_mm",
-           "triton_promote_tuned_tensor": "scaled_mm_tensor"},
+           "triton_promote_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

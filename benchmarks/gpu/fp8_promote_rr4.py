@@ -9,6 +9,9 @@ median each, L2 flushed) and reported as the median of the R, so clock drift hit
 time per call (back-to-back calls, no sync) at the decode shape.
 
     python3 benchmarks/gpu/fp8_promote_rr.py [--rounds 7] [--out DIR]   # -> DIR/fp8_promote_rr4.json
+
+Runs against kernels/fp8_gemm.py of commit 0356793 on branch fp8c (the stream-K kernel and the
+triton_promote_tuned variants were measured, did not win, and were taken out again: gemm.md, round 4).
 """
 import argparse
 import datetime

@@ -6,6 +6,9 @@ Every candidate is checked against float64 first (the lab's gemm policy), then a
 round-robin R times (do_bench median each, L2 flushed; the median of the R reported).
 
     python3 benchmarks/gpu/fp8_sk_bench.py [--rounds 5] [--out DIR] [--shapes a,b]  # -> DIR/fp8_sk.json
+
+Runs against kernels/fp8_gemm.py of commit 0356793 on branch fp8c (the stream-K kernel and the
+triton_promote_tuned variants were measured, did not win, and were taken out again: gemm.md, round 4).
 """
 import argparse
 import datetime

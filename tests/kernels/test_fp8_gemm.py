@@ -101,8 +101,7 @@ def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
-                               "triton_promote_tensor", "triton_promote_tuned", "triton_promote_tuned_tensor",
-                               "scaled_mm", "scaled_mm_tensor"}
+                               "triton_promote_tensor", "scaled_mm", "scaled_mm_tensor"}
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
     for name, p in w.shapes.items():
         assert "/" not in name
@@ -110,8 +109,7 @@ def test_workload_registration():
         assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
-    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_tensor",
-                 "triton_promote_tuned", "triton_promote_tuned_tensor"):
+    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 
