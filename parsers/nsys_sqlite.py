@@ -145,8 +145,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
-    if _bulk_ok(path, conn, t, kt) and _rows(conn, kt) + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
-        return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, progress)
+    n_kernels = _rows(conn, kt)
+    if _bulk_ok(path, conn, t, kt) and n_kernels + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
+        return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, n_kernels, progress)
     bad = _count(conn, kt, "NOT (" + _NUMERIC_KERNEL.format(pid="globalPid" if "globalPid" in kc else "NULL") + ")")
     if bad:
         raise BadInput(path, _not_numeric(kt, bad))
@@ -212,7 +213,7 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
 
 
 def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
-                progress) -> Parsed:
+                n_kernels: int, progress) -> Parsed:
     """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
     the NVTX projection in numpy (profkit.nvtx.Nesting); kernel rows themselves are
     copied by the store straight from this file."""
@@ -224,7 +225,6 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
     # ranges
-    n_kernels = conn.execute(f'SELECT count(*) FROM "{kt}"').fetchone()[0]
     join = _LaunchCalls(path, kt, rt, t["StringIds"], n_kernels).start() if rt else None
     # the kernels' order, their numeric checks and device in one read (each was a scan of its
     # own), in a thread beside the NVTX ranges' read

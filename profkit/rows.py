@@ -205,9 +205,7 @@ class Bulk:
 
         def chunks():
             for lo in range(0, self.n_ranges, chunk):
-                p = np.asarray(self.r_path[lo:lo + chunk], dtype=np.int64)
-                pid = np.where(p >= 0, ids[np.maximum(p, 0)], mask) if len(ids) else np.full(len(p), mask)
-                packed = (np.asarray(self.r_row[lo:lo + chunk], dtype=np.int64) << _PACK) | pid
+                packed = _pack(self.r_row[lo:lo + chunk], _mapped(self.r_path[lo:lo + chunk], ids))
                 yield (f"bulk_range(seq, row, path_id) AS (SELECT j.key + ?, j.value >> {_PACK}, "
                        f"NULLIF(j.value & {mask}, {mask}) FROM json_each(?) j)", (lo, json.dumps(packed.tolist())),
                        min(lo + chunk, self.n_ranges))
@@ -279,9 +277,8 @@ class KernelPart:
         import numpy as np
 
         hi = lo + _KERNEL_CHUNK
-        p = np.asarray(self.path[lo:hi], dtype=np.int64)
-        packed = (np.asarray(self.krow[lo:hi], dtype=np.int64) << _PACK) | np.where(p < 0, (1 << _PACK) - 1, p)
-        return json.dumps(packed.tolist()), json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist())
+        return (json.dumps(_pack(self.krow[lo:hi], self.path[lo:hi]).tolist()),
+                json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist()))
 
     def pack(self) -> None:
         """Whether the columns pack as JSON arrays SQLite unpacks in C (ctes() reads them), and
@@ -331,6 +328,14 @@ _PACK = 24  # low bits of a packed value: a path id (all ones: none)
 _KERNEL_CHUNK = 1 << 20  # kernels per JSON chunk (KernelPart.ctes): 10 M kernels' JSON at once was ~0.7 GB
 
 
+def _pack(a, b):
+    """a << _PACK | b per row (b < 0: all ones, none), as int64: what the JSON queries unpack."""
+    import numpy as np
+
+    b = np.asarray(b, dtype=np.int64)
+    return (np.asarray(a, dtype=np.int64) << _PACK) | np.where(b < 0, (1 << _PACK) - 1, b)
+
+
 def _packable(a, b) -> bool:
     import numpy as np
 
@@ -356,8 +361,7 @@ def _fill(conn, table: str, cols: tuple, a, b, on_rows, chunk: int = 1 << 20) ->
             conn.execute(f"UPDATE {table} SET {cols[0]} = NULLIF(j.value, -1) FROM json_each(?) j"
                          f" WHERE {table}.seq = j.key + ?", (json.dumps(a[lo:hi].tolist()), lo))
         elif packable:
-            bb = np.asarray(b[lo:hi], dtype=np.int64)
-            packed = (a[lo:hi] << _PACK) | np.where(bb < 0, (1 << _PACK) - 1, bb)
+            packed = _pack(a[lo:hi], b[lo:hi])
             conn.execute(f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) SELECT j.key + ?, j.value >> {_PACK},"
                          f" NULLIF(j.value & {(1 << _PACK) - 1}, {(1 << _PACK) - 1}) FROM json_each(?) j",
                          (lo, json.dumps(packed.tolist())))
