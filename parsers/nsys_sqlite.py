@@ -145,9 +145,12 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
-    n_kernels = _rows(conn, kt)
-    if _bulk_ok(path, conn, t, kt) and n_kernels + _rows(conn, t.get("NVTX_EVENTS")) >= BULK_MIN_ROWS:
-        return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, n_kernels, progress)
+    # rowid spans, not counts: a count reads every page of the table (0.1 s at 1 M kernels,
+    # before any thread starts); a span bounds it from the b-tree's ends
+    size = path.stat().st_size
+    most = _span(conn, kt, size)
+    if _bulk_ok(path, conn, t, kt) and most + _span(conn, t.get("NVTX_EVENTS"), size) >= BULK_MIN_ROWS:
+        return _parse_bulk(path, conn, t, kt, kc, rt if api_join else None, name_col, short_col, most, progress)
     bad = _count(conn, kt, "NOT (" + _NUMERIC_KERNEL.format(pid="globalPid" if "globalPid" in kc else "NULL") + ")")
     if bad:
         raise BadInput(path, _not_numeric(kt, bad))
@@ -189,8 +192,24 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     return rep
 
 
-def _rows(conn, table: str | None) -> int:
-    return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if table else 0
+def _rowids(conn, table: str) -> tuple:
+    """(min rowid, max rowid) of a table, from its b-tree's ends (one query with both
+    aggregates would scan it); (None, None) when it is empty."""
+    return conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")').fetchone()
+
+
+# a row of a real export's kernel or NVTX table takes more bytes of the file than this
+_ROW_BYTES = 16
+
+
+def _span(conn, table: str | None, size: int) -> int:
+    """An upper bound of a table's rows: its rowid span, read from the b-tree's ends; its count
+    where the span is more rows than a file of `size` bytes holds (sparse rowids: a hand-made
+    or hostile file, whose span would size the columns read into it)."""
+    lo, hi = _rowids(conn, table) if table else (None, None)
+    if lo is None:
+        return 0
+    return hi - lo + 1 if hi - lo + 1 <= size // _ROW_BYTES else conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
 
 
 def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
@@ -213,7 +232,7 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
 
 
 def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
-                n_kernels: int, progress) -> Parsed:
+                most: int, progress) -> Parsed:
     """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
     the NVTX projection in numpy (profkit.nvtx.Nesting); kernel rows themselves are
     copied by the store straight from this file."""
@@ -222,22 +241,24 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     def tell(phase):
         return (lambda n: progress(phase, n, None)) if progress else None
 
-    # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
-    # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
-    # ranges
-    join = _LaunchCalls(path, kt, rt, t["StringIds"], n_kernels).start() if rt else None
     # the kernels' order, their numeric checks and device in one read (each was a scan of its
-    # own), in a thread beside the NVTX ranges' read
+    # own), in a thread beside the NVTX ranges' read; it counts them too
     pid = "globalPid" if "globalPid" in kc else "NULL"
     dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
            "ELSE -2 END" if "deviceId" in kc else "-1")
     kernels_read = _Deferred(lambda: read_columns(
         path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
-              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4)[0])
+              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4, n_rows=most, bound=True)[0])
+    # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
+    # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
+    # ranges
+    join = _LaunchCalls(path, kt, rt, t["StringIds"], most, lambda: len(kernels_read.result()[0])).start() \
+        if rt else None
     try:
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
         krow_all, kstart_all, numeric, kdev = kernels_read.result()
+        n_kernels = len(krow_all)
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
         device = _device_in(conn, kt, kc, kdev)
@@ -443,8 +464,10 @@ class _LaunchCalls:
     calls named as launches (_LAUNCH_CALL) join first; only when kernels are left without a
     call are the other calls joined too, so the result is the full join's, exactly."""
 
-    def __init__(self, path: Path, kt: str, rt: str, st: str, n_kernels: int):
-        self.path, self.kt, self.rt, self.st, self.n_kernels = path, kt, rt, st, n_kernels
+    def __init__(self, path: Path, kt: str, rt: str, st: str, most: int, count):
+        # most: an upper bound of the kernels (a join bomb stops there); count(): how many
+        # there are (the kernels' own read), asked once the launch-named calls are joined
+        self.path, self.kt, self.rt, self.st, self.most, self.count = path, kt, rt, st, most, count
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
@@ -483,14 +506,14 @@ class _LaunchCalls:
         try:
             ids = ",".join(map(str, self._launch_name_ids()))
             if ids:
-                first = self._join(f"WHERE r.nameId IN ({ids})", self.n_kernels)
-                rest = None
-                if len(first[0]) < self.n_kernels:  # kernels left: calls under other names may own them
+                first = self._join(f"WHERE r.nameId IN ({ids})", self.most)
+                rest, n_kernels = None, self.count()
+                if len(first[0]) < n_kernels:  # kernels left: calls under other names may own them
                     rest = self._join(f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})",
-                                      self.n_kernels - len(first[0]), len(first[0]))
+                                      n_kernels - len(first[0]), len(first[0]))
                 cols = first if rest is None or not len(rest[0]) else [np.concatenate(x) for x in zip(first, rest)]
             else:
-                cols = self._join("", self.n_kernels)
+                cols = self._join("", self.most)
             jk, jr, cstart, cgtid, ok, name = cols
             jk_sorted = np.sort(jk)  # (np.unique hashes: 8x slower than a sort at 1 M ids)
             self._out = (jk, jr, cstart, cgtid, ok, jk_sorted, np.unique(name))  # the calls' API name keys
@@ -559,7 +582,7 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
                if "textId" in cols else "NULL")
     gtid = "globalTid" if "globalTid" in cols else "NULL"
     where = f'FROM "{nt}" WHERE eventType IN ({PUSH_POP}, {START_END})'
-    lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{nt}"').fetchone()  # b-tree ends: no scan
+    lo, hi = _rowids(conn, nt)
     row_t = "int32" if -2**31 <= (lo or 0) and (hi or 0) < 2**31 else "int64"
     select = f"""
         SELECT rowid, CASE WHEN typeof(start) = 'integer' THEN start ELSE 0 END,
@@ -573,11 +596,15 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
     # range-heavy export: 16 M ranges ~10 s of one core); counted per half, filled in place
     halves = [(lo, lo + (hi - lo) // 2), (lo + (hi - lo) // 2 + 1, hi)] if lo is not None and hi - lo > _SPLIT_ROWS \
         else [(lo, hi)]
-    parts = [(f"{select} AND rowid BETWEEN {a} AND {b} ORDER BY rowid",
-              conn.execute(f"SELECT count(*) {where} AND rowid BETWEEN {a} AND {b}").fetchone()[0])
-             for a, b in halves] if lo is not None else [(f"{select} ORDER BY rowid", 0)]
+    if len(halves) > 1:  # (placed back to back by their counts)
+        parts = [(f"{select} AND rowid BETWEEN {a} AND {b} ORDER BY rowid",
+                  conn.execute(f"SELECT count(*) {where} AND rowid BETWEEN {a} AND {b}").fetchone()[0])
+                 for a, b in halves]
+    else:  # one read, filled in place up to the rowid span and cut: no count scan before it
+        parts = [(f"{select} ORDER BY rowid", _span(conn, nt, path.stat().st_size))]
     (rowid, start, end, pushpop, g, tid_, flags), (code, raw) = read_columns_in_parts(
-        path, parts, 7, blob=True, on_rows=on_rows, dtypes=[row_t, "int64", "int64", "bool", "int64", "int32", "int8"])
+        path, parts, 7, blob=True, on_rows=on_rows, dtypes=[row_t, "int64", "int64", "bool", "int64", "int32", "int8"],
+        bound=len(parts) == 1)
     bad = int(np.count_nonzero(flags & 8))  # checked in the same pass as the read
     if bad:
         raise BadInput(path, f"{nt}: {bad} ranges whose start, end or thread id is not a 64-bit integer")

@@ -59,7 +59,8 @@ class TooManyRows(ColumnsError):
 
 
 def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = False, on_rows=None,
-                 batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None, max_rows: int | None = None):
+                 batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None, max_rows: int | None = None,
+                 bound: bool = False):
     """The result of `sql` on a read-only SQLite file as numpy columns: the first `n_int`
     columns are 64-bit integers, never NULL (the query coalesces); with `blob`, one last
     column of bytes, never NULL, comes back deduplicated as (codes, values).
@@ -67,7 +68,9 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     Read through Arrow's ADBC SQLite driver where installed (rows become columns in C, no
     Python object per value), else through sqlite3 in batches. `on_rows(n)`: rows read so far.
     `dtypes`: a narrower numpy type per integer column (the query guarantees the range).
-    `n_rows`: the row count where known cheaply: columns are then filled in place.
+    `n_rows`: the row count where known cheaply: columns are then filled in place. With
+    `bound`, n_rows is only an upper bound (a table's rowid span: its b-tree ends, where a
+    count would read every page): filled in place, then cut to the rows read.
     `max_rows`: more rows than this raise TooManyRows as soon as they are read (a join that
     multiplies rows stops there, not after filling memory).
     Returns (list of arrays, (codes, values) or None).
@@ -84,7 +87,7 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     if not _has_adbc():
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
     try:
-        return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows)
+        return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
     except ColumnsError:
         raise
     except Exception:  # the driver infers a column's type from its first rows: an odd file reads the slow way
@@ -155,7 +158,7 @@ def _numpy(a):
     return a.to_numpy()
 
 
-def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None, max_rows=None):
+def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None, max_rows=None, bound=False):
     import numpy as np
 
     index: dict[bytes, int] = {}
@@ -175,7 +178,12 @@ def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None,
             n = n_rows  # columns filled in place: no second copy of millions of rows
             out = [np.empty(n, dtype=dtypes[i]) for i in range(n_int)]
             codes = np.empty(n, dtype=np.int32)
-            _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index)
+            try:
+                done = _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, exact=not bound)
+            except TooManyRows:  # more rows than the rowid span held
+                raise ColumnsError("the file changed while it was read") from None
+            if done < n:
+                out, codes = [a[:done] for a in out], codes[:done]
     return out, (codes, list(index)) if blob else None
 
 
@@ -210,17 +218,20 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, ex
 
 
 def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]], n_int: int, blob: bool = False,
-                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None):
+                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None, bound: bool = False):
     """read_columns of the queries `parts` [(sql, its row count)], a thread each, into one set
     of columns in part order (SQLite and the ADBC driver work without the GIL: on a machine
-    with several cores the parts read at once). Without ADBC, one after the other."""
+    with several cores the parts read at once). Without ADBC, one after the other. `bound`
+    (one part only): its count is an upper bound (read_columns)."""
     import threading
 
     import numpy as np
 
     dtypes = dtypes or ["int64"] * n_int
+    if bound and len(parts) > 1:
+        raise ValueError("an upper bound serves one part only: parts are placed by their counts")
     if not _has_adbc() or len(parts) < 2:
-        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
+        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound)
     total = sum(n for _, n in parts)
     out = [np.empty(total, dtype=dtypes[i]) for i in range(n_int)]
     codes = np.empty(total, dtype=np.int32)
@@ -271,14 +282,14 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
                              into=codes)
 
 
-def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes):
+def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound=False):
     import numpy as np
 
     got, before = [], 0
     for sql, n in parts:
         told = (lambda done, before=before: on_rows(before + done)) if on_rows else None
-        got.append(read_columns(path, sql, n_int, blob, told, batch_rows, dtypes, n_rows=n))
-        before += n
+        got.append(read_columns(path, sql, n_int, blob, told, batch_rows, dtypes, n_rows=n, bound=bound))
+        before += len(got[-1][0][0])
     out = [np.concatenate([g[0][i] for g in got]) if len(got) > 1 else got[0][0][i] for i in range(n_int)]
     return out, (_merge_codes([g[1] for g in got]) if blob else None)
 

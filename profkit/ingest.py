@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 import re
 import sqlite3
 from contextlib import contextmanager
@@ -113,7 +114,8 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
     return rank_in_name(path)
 
 
-def _load(store: Store, path: Path, report, digest: str, run: str, rank: int | None, on_progress=None) -> Loaded:
+def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None) -> Loaded:
+    """digest: the file's sha256, or a _LateHash (the store resolves it)."""
     tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
     out = store.add_report(run, report, digest, rank, progress=tell)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
@@ -292,15 +294,17 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     # parse everything before writing anything: one bad file leaves the database untouched
     # (and a database that did not exist is not created)
     parsed = []
-    # Into a database holding no report, no file can be a repeat: each file's hash is then
-    # taken in a thread beside its parse (hashlib works without the GIL), not before it
+    # Into a database holding no report, no file can be a repeat of one loaded before: each
+    # file's hash is then taken in a thread of low priority (hashlib works without the GIL)
+    # while the file is parsed and written, and the store checks it for repeats just before
+    # COMMIT
     ahead = _Hashes() if not _holds_reports(db, store) else None
     try:
         for g in groups:
             for p in g.files:
                 parser = parsers.detect(p)
                 hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
-                parsed.append((g, p, parser, ahead.submit(p) if ahead else sha256_of(p, hashed)))
+                parsed.append((g, p, parser, ahead.later(p) if ahead else sha256_of(p, hashed)))
         return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store)
     finally:
         if ahead:
@@ -313,17 +317,39 @@ class _Hashes:
     def __init__(self):
         from concurrent.futures import ThreadPoolExecutor
 
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="profkit-hash")
+        # at the lowest priority: the hash waits for a core the parse and the writes leave idle
+        # (it is needed only at COMMIT), never slowing the launch-call join or the writes
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="profkit-hash", initializer=_lowest_priority)
 
-    def submit(self, path: Path):
-        return self.pool.submit(sha256_of, path)
+    def later(self, path: Path) -> "_LateHash":
+        return _LateHash(self.pool, path).begin()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _digest(d) -> str:
-    return d if isinstance(d, str) else d.result()
+def _lowest_priority() -> None:
+    """This thread at nice 19 (Linux: a thread's own; elsewhere, where it fails: as it is)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except (AttributeError, OSError):
+        pass
+
+
+class _LateHash:
+    """A file's sha256, taken in the pool's thread from begin() on; result() waits for it
+    (begun then if it was not). What Store.add_report takes for a hash it resolves late."""
+
+    def __init__(self, pool, path: Path):
+        self.pool, self.path, self.future = pool, path, None
+
+    def begin(self) -> "_LateHash":
+        if self.future is None:
+            self.future = self.pool.submit(sha256_of, self.path)
+        return self
+
+    def result(self) -> str:
+        return self.begin().future.result()
 
 
 def _holds_reports(db: str, store: Store | None = None) -> bool:
@@ -373,7 +399,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                 raise BadInput(p, str(e)) from None
             _check_names(p, report)
             report.path = as_text(p)
-            todo.append((g, p, report, _digest(digest)))
+            todo.append((g, p, report, digest))
     if not todo and not any(g.meta for g in groups):
         return out
     if len(todo) > 1:  # a column-path report finishes its kernels in a thread: all proven whole before any write

@@ -270,31 +270,52 @@ class KernelPart:
     api_sql: str = "SELECT NULL, NULL WHERE 0"
     packs: bool = False  # the columns pack into JSON (pack()); else the store stages a temp table
     first: tuple | None = None  # the first chunk's JSON (packed, rrows), made by pack() in the parser's thread
+    # kernels from side_from on are a share a second writer may build (profkit.side_writer), at
+    # most SIDE_SHARE of a chunk; side: their JSON, made by pack() too. None: no share
+    side_from: int | None = None
+    side: tuple | None = None
+    # bits of (rrow + 1, path + 1) when all three columns pack into one value (a file of up to
+    # a few M kernels and tens of M calls: no rrow array, no temp table of it); else None
+    bits: tuple | None = None
 
-    def _json(self, lo: int) -> tuple[str, str]:
+    def _json(self, lo: int, hi: int) -> tuple[str, str | None]:
         import json
 
         import numpy as np
 
-        hi = lo + _KERNEL_CHUNK
+        if self.bits:
+            rb, pb = self.bits
+            k, r, p = (np.asarray(x[lo:hi], dtype=np.int64) for x in (self.krow, self.rrow, self.path))
+            return json.dumps(((k << (rb + pb)) | ((r + 1) << pb) | (p + 1)).tolist()), None
         return (json.dumps(_pack(self.krow[lo:hi], self.path[lo:hi]).tolist()),
                 json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist()))
 
     def pack(self) -> None:
-        """Whether the columns pack as JSON arrays SQLite unpacks in C (ctes() reads them), and
-        the first chunk's JSON (a file of up to a chunk of kernels: all of it)."""
-        if _packable(self.krow, self.path):
-            self.packs = True
-            self.first = self._json(0)
+        """Whether the columns pack as JSON arrays SQLite unpacks in C (ctes() reads them); the
+        side share, if the file is worth one; the JSON of the first chunk and of the side share."""
+        import numpy as np
 
-    def ctes(self, conn, path_ids):
-        """Per chunk of kernels (a `bulk_kernel` CTE, its JSON parameter, kernels done), with two
-        small temp tables made on `conn` (the chunk's rrow by seq, path index -> path_ids): no
-        per-kernel temp table filled row by row and updated. A chunk's rows come in seq order.
-        None when the columns do not pack."""
+        if not _packable(self.krow, self.path):
+            return
+        self.packs, n = True, len(self.krow)
+        if n:
+            kb = max(int(np.max(self.krow)).bit_length(), 1)  # (rowids >= 0: _packable)
+            rb, pb = (max((int(np.max(x)) + 1).bit_length(), 1) for x in (self.rrow, self.path))
+            if kb + rb + pb <= _PACK_BITS and int(np.min(self.rrow)) >= -1:  # (a negative rowid: no)
+                self.bits = (rb, pb)
+        if n >= max(SIDE_MIN_KERNELS, 2):
+            self.side_from = n - int(min(n, _KERNEL_CHUNK) * SIDE_SHARE)
+            self.side = self._json(self.side_from, n)
+        self.first = self._json(0, min(n if self.side_from is None else self.side_from, _KERNEL_CHUNK))
+
+    def ctes(self, conn, path_ids, lo: int = 0, hi: int | None = None):
+        """Per chunk of kernels lo..hi (a `bulk_kernel` CTE, its JSON parameter, kernels done),
+        with two small temp tables made on `conn` (the chunk's rrow by seq, path index ->
+        path_ids): no per-kernel temp table filled row by row and updated. A chunk's rows come
+        in seq order. None when the columns do not pack."""
         if not self.packs:
             return None
-        mask, n = (1 << _PACK) - 1, len(self.krow)
+        mask, hi = (1 << _PACK) - 1, len(self.krow) if hi is None else hi
         for t in ("bulk_rrow", "bulk_path"):
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
         conn.execute("CREATE TEMP TABLE bulk_rrow (seq INTEGER PRIMARY KEY, rrow INTEGER)")
@@ -302,16 +323,33 @@ class KernelPart:
         conn.executemany("INSERT INTO temp.bulk_path VALUES (?, ?)",
                          ((i, int(x)) for i, x in enumerate(path_ids) if x is not None and x >= 0))
 
+        def made(a: int, b: int):
+            """The JSON of a..b: made by pack() where it was (handed over once), else now."""
+            if a == 0 and self.first is not None and b == min(self.side_from or b, _KERNEL_CHUNK):
+                out, self.first = self.first, None
+            elif a == self.side_from and self.side is not None and b == len(self.krow):
+                out, self.side = self.side, None
+            else:
+                out = self._json(a, b)
+            return out
+
         def chunks():
-            for lo in range(0, n, _KERNEL_CHUNK):
-                (packed, rrows), self.first = (self.first if lo == 0 and self.first else self._json(lo)), None
+            for a in range(lo, hi, _KERNEL_CHUNK):
+                b = min(a + _KERNEL_CHUNK, hi)
+                packed, rrows = made(a, b)
+                if self.bits:
+                    rb, pb = self.bits
+                    yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {rb + pb},"
+                           f" NULLIF((j.value >> {pb}) & {(1 << rb) - 1}, 0) - 1, p.id FROM json_each(?1) j"
+                           f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {(1 << pb) - 1}) - 1)", packed, b)
+                    continue
                 conn.execute("DELETE FROM temp.bulk_rrow")
-                conn.execute(f"INSERT INTO temp.bulk_rrow SELECT j.key + {lo}, NULLIF(j.value, -1) FROM json_each(?) j",
+                conn.execute(f"INSERT INTO temp.bulk_rrow SELECT j.key + {a}, NULLIF(j.value, -1) FROM json_each(?) j",
                              (rrows,))
                 del rrows
-                yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {lo}, j.value >> {_PACK}, r.rrow, p.id"
-                       f" FROM json_each(?1) j JOIN temp.bulk_rrow r ON r.seq = j.key + {lo}"
-                       f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", packed, min(lo + _KERNEL_CHUNK, n))
+                yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {_PACK}, r.rrow, p.id"
+                       f" FROM json_each(?1) j JOIN temp.bulk_rrow r ON r.seq = j.key + {a}"
+                       f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", packed, b)
         return chunks()
 
 
@@ -325,7 +363,14 @@ def _mapped(p, path_ids):
 
 
 _PACK = 24  # low bits of a packed value: a path id (all ones: none)
+_PACK_BITS = 62  # bits a kernel's three packed columns may take (KernelPart.bits): a JSON integer is an int64
 _KERNEL_CHUNK = 1 << 20  # kernels per JSON chunk (KernelPart.ctes): 10 M kernels' JSON at once was ~0.7 GB
+# a side writer (profkit.side_writer) builds the last SIDE_SHARE of a chunk of kernels while the
+# store writes the rest: it builds a row in ~1.8 us, the store copies it in ~0.45 us, and builds
+# its own in ~1.8 us beside it (benchmarks/RESULTS.md, round 5); below SIDE_MIN_KERNELS it is
+# not worth its thread
+SIDE_SHARE = 0.5
+SIDE_MIN_KERNELS = 200_000
 
 
 def _pack(a, b):

@@ -21,6 +21,7 @@ from .parsers import registry as _parsers, timeline_sources
 from . import sampling
 from .nvtx import names_json, names_of
 from .rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
+from .side_writer import SideWriter, table_ddl
 from .schema import LATEST, MIGRATIONS, REBUILDS
 
 
@@ -415,10 +416,12 @@ class Store:
         return next((s for s in timeline_sources() if s in have), None)
 
     # --- writing -------------------------------------------------------------------------
-    def add_report(self, run: str, report: Parsed, sha256: str, rank: int | None = None, progress=None) -> dict:
+    def add_report(self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process). progress(phase, done,
-        total): rows written so far."""
+        total): rows written so far. sha256: the file's hash, or an object whose result()
+        gives it (taken in another thread meanwhile): the file is then checked for a repeat
+        just before COMMIT instead of first (skipped all the same)."""
         self._writing()
         if self._kept is not None:
             self._kept.pop(run, None)
@@ -434,15 +437,23 @@ class Store:
         try:
             c.execute("BEGIN IMMEDIATE")
             try:
-                if c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
+                late = not isinstance(sha256, str)
+                if not late and c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
                     c.execute("ROLLBACK")
                     return {"skipped": True}
-                file_id = self._add_file(run, report, sha256, rank)
+                # (a late hash: a placeholder no file has, replaced before COMMIT)
+                file_id = self._add_file(run, report, f"pending:{os.getpid()}:{id(sha256)}" if late else sha256, rank)
                 if bulk is not None:
                     self._add_bulk(run, file_id, rank, report, progress)
                 else:
                     self._add_rows(run, file_id, rank, report)
                 self._link(run)
+                if late:
+                    digest = sha256.result()
+                    if c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (digest,)).fetchone():
+                        c.execute("ROLLBACK")
+                        return {"skipped": True}
+                    c.execute("UPDATE report_file SET sha256 = ? WHERE id = ?", (digest, file_id))
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
@@ -451,6 +462,8 @@ class Store:
             if bulk is not None:
                 for t in ("bulk_kernel", "bulk_range", "bulk_domain", "bulk_name", "bulk_api", "bulk_rrow", "bulk_path"):
                     c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+                if any(r[1] == "side" for r in c.execute("PRAGMA database_list")):
+                    c.execute("DETACH side")  # (a side writer's rows: the database goes with it)
                 c.execute("DETACH src")
                 c.execute("PRAGMA foreign_keys = ON")
                 if journal:
@@ -571,49 +584,62 @@ class Store:
         kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
         if progress:
             progress("staging", 0, nk)
-        chunks = part.ctes(c, kids)
-        if chunks is None:
-            bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
         base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
         fields = BULK_KERNEL_FIELDS + ("path_id",)
-        null_name = self._stage_names(bulk, part)
+        null_name, name_ids = self._stage_names(bulk, part)
         plain = [f for f in fields if f not in NAME_FIELDS]
-        if progress:
-            progress("writing kernels", 0, nk)
         # names through the staged keys (a few rows): the rows hold ids, no text
         insert = f"""
-            INSERT INTO launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
+            INSERT INTO /*INTO*/launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
             WITH /*CTE*/ q({', '.join(fields)}) AS ({bulk.kernel_sql})
             SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
                    coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
             FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
             LEFT JOIN temp.bulk_api a ON a.key = q.api_name /*ORDER*/"""
         params = (base, run, file_id, rank, report.source, null_name)
-        if chunks is None:
-            c.execute(insert.replace("/*CTE*/", "").replace("/*ORDER*/", "ORDER BY q.seq"), (None,) + params)
-        else:
-            # json_each is the outer loop: a chunk's rows come in seq order, no sort
-            for cte, packed, done in chunks:
-                c.execute(insert.replace("/*CTE*/", cte + ",").replace("/*ORDER*/", ""), (packed,) + params)
-                if progress:
-                    progress("writing kernels", done, nk)
+        # the last share of the kernels built by a second writer meanwhile (side_writer)
+        side = None if part.side_from is None else SideWriter.start(
+            bulk.source, table_ddl(c, "launch_row"), lambda conn: _name_tables(conn, *name_ids),
+            insert.replace("/*INTO*/", "side.").replace("/*ORDER*/", ""), params, part, kids, part.side_from, nk)
+        try:
+            chunks = part.ctes(c, kids, hi=part.side_from if side else None)
+            if chunks is None:
+                bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
+            if progress:
+                progress("writing kernels", 0, nk)
+            insert = insert.replace("/*INTO*/", "")
+            if chunks is None:
+                c.execute(insert.replace("/*CTE*/", "").replace("/*ORDER*/", "ORDER BY q.seq"), (None,) + params)
+            else:
+                # json_each is the outer loop: a chunk's rows come in seq order, no sort
+                for cte, packed, done in chunks:
+                    c.execute(insert.replace("/*CTE*/", cte + ",").replace("/*ORDER*/", ""), (packed,) + params)
+                    if progress:
+                        progress("writing kernels", done, nk)
+            if side is not None:
+                side.result()
+                c.execute("ATTACH ? AS side", (side.uri,))  # (detached by add_report, after COMMIT)
+                side.close()
+                side = None
+                # the same schema, nothing but SELECT *: SQLite copies the records as they are
+                c.execute("INSERT INTO main.launch_row SELECT * FROM side.launch_row")
+        finally:
+            if side is not None:  # an error or an interrupt: the writer stops, its rows go
+                side.stop()
         if progress:
             progress("writing kernels", nk, nk)
 
-    def _stage_names(self, bulk, part) -> int | None:
+    def _stage_names(self, bulk, part) -> tuple:
         """temp.bulk_name and temp.bulk_api: each name key of the bulk's kernel query -> its
-        launch_name id (names added where new); returns the id of the name of a NULL key."""
+        launch_name id (names added where new). Returns the id of the name of a NULL key, and
+        the two tables' rows (a side writer stages them on its own connection)."""
         c = self.conn
         names, apis = c.execute(bulk.name_sql).fetchall(), c.execute(part.api_sql).fetchall()
         ids = self._name_ids(t for _, t in names + apis if t is not None)
-        for t in ("bulk_name", "bulk_api"):
-            c.execute(f"DROP TABLE IF EXISTS temp.{t}")
-            # (INTEGER: the affinity of the report's id columns, so that the join searches the key)
-            c.execute(f"CREATE TEMP TABLE {t} (key INTEGER PRIMARY KEY, id INTEGER) WITHOUT ROWID")
-        c.executemany("INSERT INTO temp.bulk_name VALUES (?, ?)", [(k, ids[t]) for k, t in names if k is not None])
-        c.executemany("INSERT INTO temp.bulk_api VALUES (?, ?)",
-                      [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])
-        return next((ids[t] for k, t in names if k is None), None)
+        rows = ([(k, ids[t]) for k, t in names if k is not None],
+                [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])
+        _name_tables(c, *rows)
+        return next((ids[t] for k, t in names if k is None), None), rows
 
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""
@@ -793,6 +819,16 @@ class Store:
                     pairs.append((todo.pop(0), nid))
                     break
         c.executemany("UPDATE launch_row SET timeline_id = ? WHERE id = ?", pairs)
+
+
+def _name_tables(conn: sqlite3.Connection, names: list, apis: list) -> None:
+    """temp.bulk_name and temp.bulk_api on `conn`: (report's name key, launch_name id) rows."""
+    for t in ("bulk_name", "bulk_api"):
+        conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        # (INTEGER: the affinity of the report's id columns, so that the join searches the key)
+        conn.execute(f"CREATE TEMP TABLE {t} (key INTEGER PRIMARY KEY, id INTEGER) WITHOUT ROWID")
+    conn.executemany("INSERT INTO temp.bulk_name VALUES (?, ?)", names)
+    conn.executemany("INSERT INTO temp.bulk_api VALUES (?, ?)", apis)
 
 
 def command_of(meta: dict) -> list[str] | None:

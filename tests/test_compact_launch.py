@@ -101,17 +101,32 @@ def _real_exports():
     return found
 
 
-@pytest.mark.parametrize("chunk", [None, 7], ids=["one chunk", "chunks of 7 kernels"])
+# how the column path writes its kernels: JSON chunks of all of them or of 7; a side writer
+# building the last share meanwhile (copied in by SQLite's transfer); the kernel's three
+# columns packed in one JSON value, or the launch call's rowid in a second array and table
+_WRITES = {"one chunk": (None, False, True), "chunks of 7 kernels": (7, False, True),
+           "side writer": (None, True, True), "side writer, chunks of 7, two arrays": (7, True, False)}
+
+
+@pytest.mark.parametrize("writes", list(_WRITES))
 @pytest.mark.parametrize("export", _real_exports(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_column_path_stores_the_row_paths_launches(export, chunk, tmp_path, monkeypatch):
+def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path, monkeypatch):
     """The bulk load (names mapped through the report's string ids, kernels in JSON chunks)
     writes every view's rows exactly as the row path (a name per row) does."""
-    from profkit import rows as rows_module
+    from profkit import rows as rows_module, side_writer
     from profkit.errors import ProfkitError
     from profkit.parsers import nsys_sqlite
 
+    chunk, use_side, three = _WRITES[writes]
     if chunk:
         monkeypatch.setattr(rows_module, "_KERNEL_CHUNK", chunk)
+    monkeypatch.setattr(rows_module, "SIDE_MIN_KERNELS", 0 if use_side else 10**18)
+    if not three:
+        monkeypatch.setattr(rows_module, "_PACK_BITS", 0)
+    sides = []
+    start = side_writer.SideWriter.start.__func__
+    monkeypatch.setattr(side_writer.SideWriter, "start",
+                        classmethod(lambda cls, *a, **k: sides.append(start(cls, *a, **k)) or sides[-1]))
 
     bulk_loads = []
     add_bulk = Store._add_bulk
@@ -133,6 +148,7 @@ def test_the_column_path_stores_the_row_paths_launches(export, chunk, tmp_path, 
         assert got["column"] == got["row"]
         pytest.skip(f"not loadable: {got['row']}")
     assert bulk_loads == [1], "the column path was not taken"
+    assert len(sides) == use_side and all(sides), "the side writer was not used as asked"
     assert got["column"] == got["row"]
     assert got["row"]["launch"][2], "no launches: nothing compared"
 

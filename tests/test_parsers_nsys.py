@@ -135,6 +135,29 @@ def test_column_path_gives_the_row_path_rows(export, monkeypatch):
                [k[at].names if k[at] is not None else None for k in want[0]]
 
 
+def test_sparse_rowids_size_no_read_by_their_span(copy, monkeypatch):
+    """The column path sizes its kernel and NVTX reads by the tables' rowid spans (a count would
+    read every page first); a file whose rowids leap (one kernel and one range moved to rowid
+    2^40: a hand-made or hostile file) is counted instead, never read into columns of 2^40
+    rows, and gives the row path's rows."""
+    p = copy(KNOWN_NSYS, "sparse.nsys.sqlite")
+    c = sqlite3.connect(p)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS"):
+        assert c.execute(f"UPDATE {t} SET rowid = {1 << 40} WHERE rowid = (SELECT max(rowid) FROM {t})").rowcount
+    c.commit()
+    c.close()
+    sized = []
+    real = nsys_sqlite.read_columns
+
+    def spy(*a, **k):
+        sized.append(k.get("n_rows"))
+        return real(*a, **k)
+    monkeypatch.setattr(nsys_sqlite, "read_columns", spy)
+    got, want = _both_paths(p, monkeypatch)
+    assert got == want and not isinstance(got, str)
+    assert any(sized) and max(n or 0 for n in sized) <= p.stat().st_size, sized
+
+
 def test_kernels_of_calls_under_other_names_still_find_their_call(copy, monkeypatch):
     """The column path joins the calls named as launches first and the other calls only for
     kernels left over: a real export whose launch call is renamed (a launch API the name
