@@ -246,9 +246,13 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     pid = "globalPid" if "globalPid" in kc else "NULL"
     dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
            "ELSE -2 END" if "deviceId" in kc else "-1")
-    kernels_read = _Deferred(lambda: read_columns(
+    # and the name keys: the few distinct ones are found here, not by a scan in the store
+    keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in (name_col, short_col))
+    flags = " | ".join(f"(({c} IS NULL) << {2 * i}) | ((typeof({c}) NOT IN ('integer', 'null')) << {2 * i + 1})"
+                       for i, c in enumerate((name_col, short_col)))
+    kernels_read = _Deferred(lambda: _name_keys(read_columns(
         path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
-              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev} FROM "{kt}"', 4, n_rows=most, bound=True)[0])
+              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev}, {keys}{flags} FROM "{kt}"', 7, n_rows=most, bound=True)[0]))
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
     # ranges
@@ -257,7 +261,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     try:
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
-        krow_all, kstart_all, numeric, kdev = kernels_read.result()
+        krow_all, kstart_all, numeric, kdev, name_keys = kernels_read.result()
         n_kernels = len(krow_all)
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
@@ -324,6 +328,11 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
         SELECT x, coalesce(NULLIF(s.value, ''), CAST(x AS TEXT), 'None')
         FROM (SELECT a AS x FROM d UNION SELECT b FROM d) LEFT JOIN src."{st}" s ON s.id = x"""
+    if name_keys is not None:  # every key an integer or NULL: the distinct ones, read with the kernels
+        ints, has_null = name_keys
+        name_sql = (f"""SELECT j.value, coalesce(NULLIF(s.value, ''), CAST(j.value AS TEXT), 'None')
+            FROM json_each('{json.dumps(ints.tolist())}') j LEFT JOIN src."{st}" s ON s.id = j.value"""
+                    + (" UNION ALL SELECT NULL, 'None'" if has_null else ""))
     nt = t.get("NVTX_EVENTS")
     cols = _columns(conn, nt) if nt else set()
     dom = "n.domainId" if "domainId" in cols else "NULL"
@@ -339,6 +348,18 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     facts = _facts(conn, t, device)
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+
+
+def _name_keys(cols: list) -> list:
+    """The kernel read's columns, its name key columns replaced by (the distinct integer keys,
+    whether a key is NULL); None where a key is neither (the store's name query scans then)."""
+    import numpy as np
+
+    *head, name, short, flags = cols
+    if (flags & 0b1010).any():
+        return [*head, None]
+    keys = np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0]))
+    return [*head, (keys, bool((flags & 0b0101).any()))]
 
 
 def _release_arrow_memory() -> None:

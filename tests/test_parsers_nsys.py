@@ -135,6 +135,27 @@ def test_column_path_gives_the_row_path_rows(export, monkeypatch):
                [k[at].names if k[at] is not None else None for k in want[0]]
 
 
+@pytest.mark.parametrize("change", [
+    "demangledName = NULL WHERE rowid % 5 = 0",  # no name
+    "demangledName = 999999999 WHERE rowid % 6 = 0",  # a key StringIds lacks
+    "shortName = 'text ' || rowid WHERE rowid % 7 = 0",  # a name as text, not a key
+])
+def test_odd_name_keys_give_the_row_paths_names(copy, monkeypatch, change):
+    """The column path finds the distinct name keys in its kernel read (every key an integer
+    or NULL) or, where a key is neither, by the store's scan: both give the row path's names."""
+    p = copy(KNOWN_NSYS, "names.nsys.sqlite")
+    c = sqlite3.connect(p)
+    # (the table again without its NOT NULL constraints, rows in the same rowid order)
+    c.execute("CREATE TABLE k AS SELECT rowid AS r, * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid")
+    c.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    c.execute("ALTER TABLE k RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    assert c.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change.replace('rowid %', 'r %')}").rowcount
+    c.commit()
+    c.close()
+    got, want = _both_paths(p, monkeypatch)
+    assert got == want and not isinstance(got, str)
+
+
 def test_sparse_rowids_size_no_read_by_their_span(copy, monkeypatch):
     """The column path sizes its kernel and NVTX reads by the tables' rowid spans (a count would
     read every page first); a file whose rowids leap (one kernel and one range moved to rowid
