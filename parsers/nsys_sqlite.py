@@ -173,7 +173,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
             raise BadInput(path, f"{rt}: a launch call whose start or thread id is not an integer")
         gtid = r[20] if r[20] is not None else r[16]
         if r[18] is not None and gtid is not None:
-            calls.append((i, gtid // _PID, gtid % _PID, r[18]))
+            calls.append((i, _sql_div(gtid, _PID), _sql_mod(gtid, _PID), r[18]))
     proj = project(ranges, calls)
     kernels = []
     for i, r in enumerate(rows):
@@ -183,10 +183,11 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
             i, strings.get(r[2]) or str(r[2]), strings.get(r[3]) or str(r[3]), rng, path_, r[0], r[1], r[1] - r[0],
             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
             strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
-            (gtid // _PID) % _PID if gtid is not None else None, gtid % _PID if gtid is not None else None,
+            _sql_mod(_sql_div(gtid, _PID), _PID) if gtid is not None else None,
+            _sql_mod(gtid, _PID) if gtid is not None else None,
         ))
     paths = range_paths(ranges)
-    range_rows = [(r[0], r[1], r[2], r[3], r[4], r[5] % _PID if r[5] is not None else None, r[6], d, p)
+    range_rows = [(r[0], r[1], r[2], r[3], r[4], _sql_mod(r[5], _PID) if r[5] is not None else None, r[6], d, p)
                   for r, (d, p) in zip(ranges, paths)]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
     return rep
@@ -246,22 +247,41 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     pid = "globalPid" if "globalPid" in kc else "NULL"
     dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
            "ELSE -2 END" if "deviceId" in kc else "-1")
-    # and the name keys: the few distinct ones are found here, not by a scan in the store
-    keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in (name_col, short_col))
+    # and the name keys (the few distinct ones are found here, not by a scan in the store) and
+    # the launch-call join's keys (correlation id, process), each with flags: NULL, not an integer
+    cols = (name_col, short_col, "correlationId", pid)
+    keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in cols)
     flags = " | ".join(f"(({c} IS NULL) << {2 * i}) | ((typeof({c}) NOT IN ('integer', 'null')) << {2 * i + 1})"
-                       for i, c in enumerate((name_col, short_col)))
-    kernels_read = _Deferred(lambda: _name_keys(read_columns(
-        path, f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
-              f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev}, {keys}{flags} FROM "{kt}"', 7, n_rows=most, bound=True)[0]))
+                       for i, c in enumerate(cols))
+    typed = (f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
+             f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev}, {keys}{flags} FROM "{kt}"')
+    # the same columns as they are: a clean export's values are all integers, which ADBC's
+    # strictly typed read proves (typeof() for each value and key cost 0.5 s of 0.8 at 1 M)
+    raw = (f'SELECT rowid, start, "end", {pid}, {"deviceId" if "deviceId" in kc else "-1"}, {name_col}, {short_col},'
+           f' correlationId FROM "{kt}"')
+
+    def read_kernels():
+        import numpy as np
+
+        try:
+            row, start, end, gpid, dev, name, short, corr = read_columns(path, raw, 8, n_rows=most, bound=True,
+                                                                         strict=True)[0]
+        except ColumnsError:  # a NULL, or a value of another type: typeof() tells them apart
+            return _kernel_keys(read_columns(path, typed, 9, n_rows=most, bound=True)[0])
+        numeric = ~_sub_overflows(end, start)  # ("end" - start is then a real number in SQLite)
+        del end
+        if "deviceId" in kc:
+            dev = np.where(dev >= 0, dev, -2)
+        return _kernel_keys([row, start, numeric, dev, name, short, corr, gpid, np.zeros(len(row), dtype=np.uint8)])
+    kernels_read = _Deferred(read_kernels)
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
     # ranges
-    join = _LaunchCalls(path, kt, rt, t["StringIds"], most, lambda: len(kernels_read.result()[0])).start() \
-        if rt else None
+    join = _LaunchCalls(path, kt, rt, t["StringIds"], most, kernels_read.result).start() if rt else None
     try:
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
-        krow_all, kstart_all, numeric, kdev, name_keys = kernels_read.result()
+        krow_all, kstart_all, numeric, kdev, name_keys, _ = kernels_read.result()
         n_kernels = len(krow_all)
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
@@ -350,16 +370,91 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
 
 
-def _name_keys(cols: list) -> list:
-    """The kernel read's columns, its name key columns replaced by (the distinct integer keys,
-    whether a key is NULL); None where a key is neither (the store's name query scans then)."""
+def _kernel_keys(cols: list) -> list:
+    """The kernel read's columns, its key columns replaced by
+    - names: (the distinct integer name keys, whether a key is NULL); None where a key is
+      neither (the store's name query scans then);
+    - the join's: a _Keys of the kernels (rowid, correlation id, process); None where one is
+      neither an integer nor NULL (the launch-call join then runs in SQLite, whose
+      comparisons of other types numpy does not copy)."""
     import numpy as np
 
-    *head, name, short, flags = cols
+    krow, *head, name, short, corr, gpid, flags = cols
     if (flags & 0b1010).any():
-        return [*head, None]
-    keys = np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0]))
-    return [*head, (keys, bool((flags & 0b0101).any()))]
+        names = None
+    else:
+        names = (np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0])),
+                 bool((flags & 0b0101).any()))
+    del name, short
+    keys = None if (flags & 0b10100000).any() else _Keys(krow, corr, _pid_of(gpid), (flags & 0b01010000) == 0)
+    return [krow, *head, names, keys]
+
+
+class _Keys:
+    """Rows and their join keys: correlation id, process (SQLite's globalId / 2^24, truncated);
+    `usable`: neither is NULL (a NULL key joins nothing)."""
+
+    def __init__(self, row, corr, pid, usable):
+        self.row, self.corr, self.pid, self.usable = row, corr, pid, usable
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+def _sub_overflows(a, b):
+    """Where a - b leaves int64 (numpy wraps it around; SQLite makes it a real number)."""
+    d = a - b
+    return ((a ^ b) & (a ^ d)) < 0
+
+
+def _sql_div(a: int, b: int) -> int:
+    """a / b as SQLite divides integers (b > 0): truncated toward zero, as the column path's
+    SQL computes a process and thread id from a global one (Python's // floors: a negative id
+    of a hostile file would differ)."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def _sql_mod(a: int, b: int) -> int:
+    """a % b as SQLite takes it (b > 0): the sign of a."""
+    return a - b * _sql_div(a, b)
+
+
+def _pid_of(gid):
+    """gid / 2^24 as SQLite divides integers: truncated toward zero (numpy's // floors)."""
+    q = gid // _PID
+    q += ((gid % _PID) != 0) & (gid < 0)
+    return q
+
+
+def _matched(kernels: "_Keys", calls: "_Keys", most: int):
+    """(kernel index, call index) of every kernel and call with equal keys, as SQLite's join
+    of them would pair them; None where the keys do not fit numpy's one-key search (the join
+    runs in SQLite). More than `most` pairs raise TooManyRows, before they are made."""
+    import numpy as np
+
+    pids = np.unique(kernels.pid[kernels.usable])
+    m = max(len(pids), 1)
+    big = max((max(-int(x.min()), int(x.max())) for x in (kernels.corr, calls.corr) if len(x)), default=0)
+    if big >= (1 << 62) // (m + 1):
+        return None  # corr * m + process index would overflow
+    kp = np.searchsorted(pids, kernels.pid)
+    cp = np.searchsorted(pids, calls.pid)
+    c_ok = calls.usable & (cp < len(pids))
+    c_ok[c_ok] &= pids[cp[c_ok]] == calls.pid[c_ok]
+    kkey = np.where(kernels.usable, kernels.corr * m + np.minimum(kp, m - 1), np.iinfo(np.int64).max)
+    order = np.argsort(kkey, kind="stable")
+    sk = kkey[order]
+    del kkey, kp
+    ckey = calls.corr * m + np.minimum(cp, m - 1)
+    lo = np.searchsorted(sk, ckey, "left")
+    n = np.where(c_ok, np.searchsorted(sk, ckey, "right") - lo, 0)  # (a kernel without keys: past every call's)
+    total = int(n.sum())
+    if total > most:
+        raise TooManyRows(f"more than {most} rows")
+    ci = np.repeat(np.arange(len(n)), n)
+    first = np.repeat(lo, n) + (np.arange(total) - np.repeat(np.cumsum(n) - n, n))
+    return order[first], ci
 
 
 def _release_arrow_memory() -> None:
@@ -485,10 +580,10 @@ class _LaunchCalls:
     calls named as launches (_LAUNCH_CALL) join first; only when kernels are left without a
     call are the other calls joined too, so the result is the full join's, exactly."""
 
-    def __init__(self, path: Path, kt: str, rt: str, st: str, most: int, count):
-        # most: an upper bound of the kernels (a join bomb stops there); count(): how many
-        # there are (the kernels' own read), asked once the launch-named calls are joined
-        self.path, self.kt, self.rt, self.st, self.most, self.count = path, kt, rt, st, most, count
+    def __init__(self, path: Path, kt: str, rt: str, st: str, most: int, kernels):
+        # most: an upper bound of the kernels (a join bomb stops there); kernels(): the kernels'
+        # own read (_kernel_keys: rowids first, join keys last), asked once the calls are read
+        self.path, self.kt, self.rt, self.st, self.most, self.kernels = path, kt, rt, st, most, kernels
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
@@ -521,14 +616,54 @@ class _LaunchCalls:
             {where}""", 6, on_rows=lambda n: self._seen(done + n), max_rows=max_rows)  # (a join bomb stops there)
         return cols
 
+    def _calls(self, where: str):
+        """The join in numpy: the calls' columns read alone (no probe of the kernels per call),
+        paired with the kernels' keys read beside the NVTX ranges; None where the keys are not
+        all integers (or NULL) or do not fit one int64 (then _join, in SQLite)."""
+        import numpy as np
+
+        try:  # the columns as they are, where all are integers (read_kernels)
+            row, start, gtid, name, corr = read_columns(self.path, f"""
+                SELECT r.rowid, r.start, r.globalTid, r.nameId, r.correlationId FROM "{self.rt}" r {where}""",
+                5, on_rows=self._seen, strict=True)[0]
+            ok, flags = np.ones(len(row), dtype=bool), np.zeros(len(row), dtype=np.uint8)
+        except ColumnsError:
+            row = None
+        if row is None:
+            row, start, gtid, ok, name, corr, flags = self._typed_calls(where)
+        kernels = self.kernels()[-1]
+        if kernels is None or (flags & 2).any():
+            return None
+        pairs = _matched(kernels, _Keys(row, corr, _pid_of(gtid), flags == 0), self.most)
+        if pairs is None:
+            return None
+        ki, ci = pairs
+        return [kernels.row[ki], row[ci], start[ci], gtid[ci], ok[ci], name[ci]]
+
+    def _typed_calls(self, where: str) -> list:
+        """The calls' columns with typeof(): a NULL or a value of another type in them."""
+        cols, _ = read_columns(self.path, f"""
+            SELECT r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
+                   CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
+                   typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer',
+                   CASE WHEN typeof(r.nameId) = 'integer' THEN r.nameId ELSE {_NOT_INT} END,
+                   CASE WHEN typeof(r.correlationId) = 'integer' THEN r.correlationId ELSE 0 END,
+                   (r.correlationId IS NULL OR r.globalTid IS NULL)
+                   | ((typeof(r.correlationId) NOT IN ('integer', 'null')
+                       OR typeof(r.globalTid) NOT IN ('integer', 'null')) << 1)
+            FROM "{self.rt}" r {where}""", 7, on_rows=self._seen)
+        return cols
+
     def _run(self) -> None:
         import numpy as np
 
         try:
             ids = ",".join(map(str, self._launch_name_ids()))
             if ids:
-                first = self._join(f"WHERE r.nameId IN ({ids})", self.most)
-                rest, n_kernels = None, self.count()
+                first = self._calls(f"WHERE r.nameId IN ({ids})")
+                if first is None:
+                    first = self._join(f"WHERE r.nameId IN ({ids})", self.most)
+                rest, n_kernels = None, len(self.kernels()[0])
                 if len(first[0]) < n_kernels:  # kernels left: calls under other names may own them
                     rest = self._join(f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})",
                                       n_kernels - len(first[0]), len(first[0]))
@@ -799,9 +934,9 @@ def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:
             domains[dom] = name
             continue
         kind = "push_pop" if etype == PUSH_POP else "start_end"
-        pid = g // _PID if g is not None else None
+        pid = _sql_div(g, _PID) if g is not None else None
         out.append((domains.get(dom, f"domain{dom}") if dom else None, name, kind, start, end,
-                    pid, g % _PID if g is not None else None))
+                    pid, _sql_mod(g, _PID) if g is not None else None))
     return out
 
 

@@ -60,7 +60,7 @@ class TooManyRows(ColumnsError):
 
 def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = False, on_rows=None,
                  batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None, max_rows: int | None = None,
-                 bound: bool = False):
+                 bound: bool = False, strict: bool = False):
     """The result of `sql` on a read-only SQLite file as numpy columns: the first `n_int`
     columns are 64-bit integers, never NULL (the query coalesces); with `blob`, one last
     column of bytes, never NULL, comes back deduplicated as (codes, values).
@@ -71,6 +71,9 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     `n_rows`: the row count where known cheaply: columns are then filled in place. With
     `bound`, n_rows is only an upper bound (a table's rowid span: its b-tree ends, where a
     count would read every page): filled in place, then cut to the rows read.
+    `strict`: through ADBC only, whose columns keep one type: a value that is not a 64-bit
+    integer (or a NULL the query left) raises ColumnsError, as does a missing ADBC, instead of
+    the sqlite3 read (which would truncate a real number): the caller asks with typeof() then.
     `max_rows`: more rows than this raise TooManyRows as soon as they are read (a join that
     multiplies rows stops there, not after filling memory).
     Returns (list of arrays, (codes, values) or None).
@@ -85,12 +88,18 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
             if told:
                 told(done)
     if not _has_adbc():
+        if strict:
+            raise ColumnsError("no ADBC driver: no strictly typed read")
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
     try:
         return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
     except ColumnsError:
         raise
-    except Exception:  # the driver infers a column's type from its first rows: an odd file reads the slow way
+    except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
+        if strict and isinstance(e, (OSError, ValueError, TypeError)):  # (the driver's, Arrow's, numpy's)
+            raise ColumnsError(f"a value that is not a 64-bit integer ({e})") from None
+        if strict:
+            raise
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
 
 
@@ -148,11 +157,15 @@ class _Adbc:
 
 def _numpy(a):
     """An Arrow array of integers as numpy, without a copy where it has no nulls (Arrow's
-    to_numpy imports pandas on its first call: 0.16 s)."""
+    to_numpy imports pandas on its first call: 0.16 s). A batch of another type (the driver
+    infers each batch's types: a batch of real numbers) raises TypeError, never truncated
+    into the integer columns."""
     import numpy as np
 
     kind = {"int": "i", "uint": "u"}.get(str(a.type).rstrip("0123456789"))
-    if kind and a.null_count == 0:
+    if not kind:
+        raise TypeError(f"a column of {a.type}, not of integers")
+    if a.null_count == 0:
         size = a.type.bit_width // 8
         return np.frombuffer(a.buffers()[1], dtype=f"{kind}{size}", count=len(a), offset=a.offset * size)
     return a.to_numpy()

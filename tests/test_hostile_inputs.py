@@ -227,20 +227,21 @@ def test_column_path_refused_while_it_loads_leaves_no_database_and_writes_no_oth
 
 def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path, monkeypatch):
     """2,000 kernels and 2,000 launch calls of one id: a 4 M-row join stops once it has more
-    rows than there are kernels (TooManyRows), not after reading them all."""
+    rows than there are kernels (TooManyRows), not after making them all: the join in numpy
+    counts its pairs before it makes them."""
     from profkit.dbfile import TooManyRows
     from profkit.parsers import nsys_sqlite
 
-    stopped, real = [], nsys_sqlite.read_columns
+    stopped, real = [], nsys_sqlite._matched
 
-    def spy(*a, **k):
+    def spy(kernels, calls, most):
         try:
-            return real(*a, **k)
+            return real(kernels, calls, most)
         except TooManyRows:
-            stopped.append(k.get("max_rows"))
+            stopped.append(most)
             raise
 
-    monkeypatch.setattr(nsys_sqlite, "read_columns", spy)
+    monkeypatch.setattr(nsys_sqlite, "_matched", spy)
     p = _export(tmp_path, "bomb.nsys.sqlite",
                 "CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1",
                 "CREATE TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = "

@@ -136,24 +136,59 @@ def test_column_path_gives_the_row_path_rows(export, monkeypatch):
 
 
 @pytest.mark.parametrize("change", [
-    "demangledName = NULL WHERE rowid % 5 = 0",  # no name
-    "demangledName = 999999999 WHERE rowid % 6 = 0",  # a key StringIds lacks
-    "shortName = 'text ' || rowid WHERE rowid % 7 = 0",  # a name as text, not a key
+    "K demangledName = NULL WHERE r % 5 = 0",  # no name
+    "K demangledName = 999999999 WHERE r % 6 = 0",  # a key StringIds lacks
+    "K shortName = 'text ' || r WHERE r % 7 = 0",  # a name as text, not a key
+    "K correlationId = NULL WHERE r % 5 = 0",  # kernels no call can launch
+    "K correlationId = 'c' || correlationId WHERE r % 9 = 0",  # join keys as text: the join in SQLite
+    # process ids below zero: SQLite's division truncates, numpy's floors
+    "R globalTid = -globalTid; K globalPid = -globalPid",
 ])
-def test_odd_name_keys_give_the_row_paths_names(copy, monkeypatch, change):
+def test_odd_keys_give_the_row_paths_names_and_calls(copy, monkeypatch, change):
     """The column path finds the distinct name keys in its kernel read (every key an integer
-    or NULL) or, where a key is neither, by the store's scan: both give the row path's names."""
+    or NULL) or, where a key is neither, by the store's scan; it pairs kernels with their
+    launch calls in numpy where every key is an integer or NULL, else in SQLite. Each gives
+    the row path's names and calls."""
     p = copy(KNOWN_NSYS, "names.nsys.sqlite")
     c = sqlite3.connect(p)
-    # (the table again without its NOT NULL constraints, rows in the same rowid order)
-    c.execute("CREATE TABLE k AS SELECT rowid AS r, * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid")
-    c.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
-    c.execute("ALTER TABLE k RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
-    assert c.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {change.replace('rowid %', 'r %')}").rowcount
+    # (the tables again without their NOT NULL constraints, rows in the same rowid order)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        c.execute(f"CREATE TABLE k AS SELECT rowid AS r, * FROM {t} ORDER BY rowid")
+        c.execute(f"DROP TABLE {t}")
+        c.execute(f"ALTER TABLE k RENAME TO {t}")
+    for one in change.split("; "):
+        table = {"K": "CUPTI_ACTIVITY_KIND_KERNEL", "R": "CUPTI_ACTIVITY_KIND_RUNTIME"}[one[0]]
+        assert c.execute(f"UPDATE {table} SET {one[2:]}").rowcount
     c.commit()
     c.close()
     got, want = _both_paths(p, monkeypatch)
     assert got == want and not isinstance(got, str)
+    api = KERNEL_FIELDS.index("api_name")
+    assert sum(k[api] is not None for k in got[0]) > len(got[0]) // 2, "most kernels lost their launch call"
+
+
+def test_a_clean_export_is_read_without_typeof_and_an_odd_one_with_it(copy, monkeypatch):
+    """The column path reads the kernels' and launch calls' columns as they are, typed by ADBC
+    (typeof() on each value cost most of the read); a NULL or a value of another type (a real
+    number in the last batch: ADBC types each batch) sends it to the typeof() read."""
+    reads = []
+    real = nsys_sqlite.read_columns
+
+    def spy(path, sql, *a, **k):
+        reads.append(("typeof" in sql, "CUPTI_ACTIVITY_KIND_KERNEL" in sql, k.get("strict", False)))
+        return real(path, sql, *a, **k)
+    monkeypatch.setattr(nsys_sqlite, "read_columns", spy)
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    nsys_sqlite.parse(KNOWN_NSYS).bulk.kernel_part()
+    assert sorted(reads) == [(False, False, True), (False, True, True)], reads  # the calls', the kernels'
+    p = copy(KNOWN_NSYS, "real.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0.5 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    c.commit()
+    c.close()
+    reads.clear()
+    nsys_sqlite.parse(p).bulk.kernel_part()
+    assert (True, True, False) in reads, reads
 
 
 def test_sparse_rowids_size_no_read_by_their_span(copy, monkeypatch):
@@ -185,10 +220,12 @@ def test_kernels_of_calls_under_other_names_still_find_their_call(copy, monkeypa
     list does not know) and with some calls deleted (kernels without one) gives the row
     path's rows, through that second join; an untouched export needs only the first."""
     joins = []
-    real = nsys_sqlite._LaunchCalls._join
-    monkeypatch.setattr(nsys_sqlite._LaunchCalls, "_join", lambda self, where, *a: joins.append(where) or real(self, where, *a))
+    for how in ("_calls", "_join"):  # (in numpy, in SQLite)
+        real = getattr(nsys_sqlite._LaunchCalls, how)
+        monkeypatch.setattr(nsys_sqlite._LaunchCalls, how,
+                            lambda self, where, *a, how=how, real=real: joins.append(f"{how} {where}") or real(self, where, *a))
     got, want = _both_paths(KNOWN_NSYS, monkeypatch)
-    assert got == want and len(joins) == 2 and "IN (" in joins[0]  # (two parses of the column path)
+    assert got == want and len(joins) == 2 and all(j.startswith("_calls WHERE r.nameId IN (") for j in joins), joins
     p = copy(KNOWN_NSYS, "renamed.nsys.sqlite")
     c = sqlite3.connect(p)
     assert c.execute("UPDATE StringIds SET value = 'myLauncher' WHERE value LIKE 'cudaLaunchKernel%'").rowcount
@@ -199,7 +236,7 @@ def test_kernels_of_calls_under_other_names_still_find_their_call(copy, monkeypa
     assert lone == 5
     joins.clear()
     got, want = _both_paths(p, monkeypatch)
-    assert got == want and len(joins) == 4 and "NOT IN" in joins[1]
+    assert got == want and len(joins) == 4 and joins[1].startswith("_join") and "NOT IN" in joins[1], joins
     api = KERNEL_FIELDS.index("api_name")
     assert sum(k[api] is None for k in got[0]) == 5 and sum(k[api] == "myLauncher" for k in got[0]) > 100
 
