@@ -281,7 +281,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     try:
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
-        krow_all, kstart_all, numeric, kdev, name_keys, _ = kernels_read.result()
+        read = kernels_read.result()
+        krow_all, kstart_all, numeric, kdev, name_keys = read[:5]
+        read[:4] = [None] * 4  # (the join's thread holds the list: the columns go once used here)
         n_kernels = len(krow_all)
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
@@ -374,6 +376,7 @@ def _kernel_keys(cols: list) -> list:
     """The kernel read's columns, its key columns replaced by
     - names: (the distinct integer name keys, whether a key is NULL); None where a key is
       neither (the store's name query scans then);
+    - the number of kernels (kept where the parse lets the columns go);
     - the join's: a _Keys of the kernels (rowid, correlation id, process); None where one is
       neither an integer nor NULL (the launch-call join then runs in SQLite, whose
       comparisons of other types numpy does not copy)."""
@@ -387,7 +390,7 @@ def _kernel_keys(cols: list) -> list:
                  bool((flags & 0b0101).any()))
     del name, short
     keys = None if (flags & 0b10100000).any() else _Keys(krow, corr, _pid_of(gpid), (flags & 0b01010000) == 0)
-    return [krow, *head, names, keys]
+    return [krow, *head, names, len(krow), keys]
 
 
 class _Keys:
@@ -438,22 +441,31 @@ def _matched(kernels: "_Keys", calls: "_Keys", most: int):
     big = max((max(-int(x.min()), int(x.max())) for x in (kernels.corr, calls.corr) if len(x)), default=0)
     if big >= (1 << 62) // (m + 1):
         return None  # corr * m + process index would overflow
-    kp = np.searchsorted(pids, kernels.pid)
+    # (one array at a time, each let go once used: 10 M kernels' and calls' keys are 80 MB each)
+    kkey = np.minimum(np.searchsorted(pids, kernels.pid), m - 1)
+    kkey += kernels.corr * m
+    kkey[~kernels.usable] = np.iinfo(np.int64).max  # (past every call's key)
+    order = np.argsort(kkey, kind="stable")
+    sk = kkey[order]
+    del kkey
     cp = np.searchsorted(pids, calls.pid)
     c_ok = calls.usable & (cp < len(pids))
     c_ok[c_ok] &= pids[cp[c_ok]] == calls.pid[c_ok]
-    kkey = np.where(kernels.usable, kernels.corr * m + np.minimum(kp, m - 1), np.iinfo(np.int64).max)
-    order = np.argsort(kkey, kind="stable")
-    sk = kkey[order]
-    del kkey, kp
-    ckey = calls.corr * m + np.minimum(cp, m - 1)
+    np.minimum(cp, m - 1, out=cp)
+    cp += calls.corr * m
+    ckey = cp
+    del cp
     lo = np.searchsorted(sk, ckey, "left")
-    n = np.where(c_ok, np.searchsorted(sk, ckey, "right") - lo, 0)  # (a kernel without keys: past every call's)
+    n = np.searchsorted(sk, ckey, "right")
+    n -= lo
+    n[~c_ok] = 0
     total = int(n.sum())
     if total > most:
         raise TooManyRows(f"more than {most} rows")
-    ci = np.repeat(np.arange(len(n)), n)
+    del ckey, sk, c_ok
+    ci = np.repeat(np.arange(len(n), dtype=np.int32 if len(n) < 2**31 else np.int64), n)
     first = np.repeat(lo, n) + (np.arange(total) - np.repeat(np.cumsum(n) - n, n))
+    del lo, n
     return order[first], ci
 
 
@@ -582,7 +594,7 @@ class _LaunchCalls:
 
     def __init__(self, path: Path, kt: str, rt: str, st: str, most: int, kernels):
         # most: an upper bound of the kernels (a join bomb stops there); kernels(): the kernels'
-        # own read (_kernel_keys: rowids first, join keys last), asked once the calls are read
+        # own read (_kernel_keys: its count and join keys last), asked once the calls are read
         self.path, self.kt, self.rt, self.st, self.most, self.kernels = path, kt, rt, st, most, kernels
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
@@ -635,10 +647,15 @@ class _LaunchCalls:
         if kernels is None or (flags & 2).any():
             return None
         pairs = _matched(kernels, _Keys(row, corr, _pid_of(gtid), flags == 0), self.most)
+        del corr, flags
         if pairs is None:
             return None
         ki, ci = pairs
-        return [kernels.row[ki], row[ci], start[ci], gtid[ci], ok[ci], name[ci]]
+        out = [kernels.row[ki]]
+        del ki
+        for col in (row, start, gtid, ok, name):  # (one at a time: 10 M calls' columns are 80 MB each)
+            out.append(col[ci])
+        return out
 
     def _typed_calls(self, where: str) -> list:
         """The calls' columns with typeof(): a NULL or a value of another type in them."""
@@ -663,7 +680,8 @@ class _LaunchCalls:
                 first = self._calls(f"WHERE r.nameId IN ({ids})")
                 if first is None:
                     first = self._join(f"WHERE r.nameId IN ({ids})", self.most)
-                rest, n_kernels = None, len(self.kernels()[0])
+                read = self.kernels()
+                rest, n_kernels, read[-1] = None, read[-2], None  # (the keys: used)
                 if len(first[0]) < n_kernels:  # kernels left: calls under other names may own them
                     rest = self._join(f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})",
                                       n_kernels - len(first[0]), len(first[0]))
