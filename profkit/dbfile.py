@@ -231,11 +231,12 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, ex
 
 
 def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]], n_int: int, blob: bool = False,
-                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None, bound: bool = False):
+                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None, bound: bool = False,
+                          strict: bool = False):
     """read_columns of the queries `parts` [(sql, its row count)], a thread each, into one set
     of columns in part order (SQLite and the ADBC driver work without the GIL: on a machine
     with several cores the parts read at once). Without ADBC, one after the other. `bound`
-    (one part only): its count is an upper bound (read_columns)."""
+    (one part only): its count is an upper bound; `strict`: as read_columns'."""
     import threading
 
     import numpy as np
@@ -244,7 +245,7 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
     if bound and len(parts) > 1:
         raise ValueError("an upper bound serves one part only: parts are placed by their counts")
     if not _has_adbc() or len(parts) < 2:
-        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound)
+        return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound, strict)
     total = sum(n for _, n in parts)
     out = [np.empty(total, dtype=dtypes[i]) for i in range(n_int)]
     codes = np.empty(total, dtype=np.int32)
@@ -287,6 +288,10 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
                      errors[0])
         if isinstance(first, ColumnsError) or not isinstance(first, Exception):
             raise first
+        if strict and isinstance(first, (OSError, ValueError, TypeError)):  # (as read_columns)
+            raise ColumnsError(f"a value that is not a 64-bit integer ({first})") from None
+        if strict:
+            raise first
         out = codes = None  # the driver inferred a column's type from its first rows: read_columns' slow way
         return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
     if not blob:
@@ -295,13 +300,13 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
                              into=codes)
 
 
-def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound=False):
+def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound=False, strict=False):
     import numpy as np
 
     got, before = [], 0
     for sql, n in parts:
         told = (lambda done, before=before: on_rows(before + done)) if on_rows else None
-        got.append(read_columns(path, sql, n_int, blob, told, batch_rows, dtypes, n_rows=n, bound=bound))
+        got.append(read_columns(path, sql, n_int, blob, told, batch_rows, dtypes, n_rows=n, bound=bound, strict=strict))
         before += len(got[-1][0][0])
     out = [np.concatenate([g[0][i] for g in got]) if len(got) > 1 else got[0][0][i] for i in range(n_int)]
     return out, (_merge_codes([g[1] for g in got]) if blob else None)
