@@ -366,7 +366,8 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
                ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
         FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
         LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-    bulk = Bulk(str(path), kernel_sql, range_sql, rows, rpath, paths, domains, n_kernels, kernels.result, name_sql)
+    bulk = Bulk(str(path), kernel_sql, range_sql, rows, rpath, paths, domains, n_kernels, kernels.result, name_sql,
+                ready=kernels.done)
     facts = _facts(conn, t, device)
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
@@ -502,6 +503,9 @@ class _Deferred:
         if self._error is not None:
             raise self._error
         return self._out
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
 
 
 def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r, ranges_done,

@@ -150,6 +150,7 @@ class Bulk:
     kernels: a zero-argument callable giving the KernelPart, computed in a thread of the parser
         (the launch-call join and the calls' NVTX paths) while the store writes the ranges; it
         waits for that work and raises its errors (BadInput: the file is refused) in the caller.
+        ready(): whether that work is done (the store asks between its statements).
     """
 
     source: str
@@ -162,9 +163,13 @@ class Bulk:
     n_kernels: int
     kernels: object
     name_sql: str = "SELECT NULL, NULL WHERE 0"
+    ready: object = None  # a zero-argument callable: whether kernel_part() would return at once
 
     def kernel_part(self) -> "KernelPart":
         return self.kernels()
+
+    def kernels_ready(self) -> bool:
+        return self.ready is None or bool(self.ready())
 
     @property
     def n_ranges(self) -> int:

@@ -563,45 +563,30 @@ class Store:
         tell = (lambda phase, total: (lambda n: progress(phase, n, total))) if progress else (lambda *a: None)
         # the ranges first: meanwhile the parser's thread finishes the kernels (the launch-call
         # join and the calls' paths; SQLite writes without the GIL)
-        chunks = bulk.range_chunks(ids)
+        chunks = bulk.range_chunks(ids, chunk=_RANGE_CHUNK)
         bulk.stage_ranges(c, ids, ranges_streamed=chunks is not None)
         if progress:
             progress("writing ranges", 0, nr)
         insert = ("INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
                   " WITH {cte} q(seq, domain, kind, start_ns, end_ns, pid, tid, path_id) AS (" + bulk.range_sql + ")"
                   " SELECT ?, ?, ?, domain, kind, start_ns, end_ns, pid, tid, path_id FROM q {order}")
-        if chunks is None:
-            c.execute(insert.format(cte="", order="ORDER BY seq"), (run, file_id, rank))
-        else:
-            # a chunk's rows come in array order (json_each is the outer loop): no sort of them
-            for cte, params, done in chunks:
-                c.execute(insert.format(cte=cte + ",", order=""), params + (run, file_id, rank))
-                if progress:
-                    progress("writing ranges", done, nr)
-        if progress:
-            progress("writing ranges", nr, nr)
-        part = bulk.kernel_part()  # (its errors refuse the file: the transaction rolls back)
-        kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
-        if progress:
-            progress("staging", 0, nk)
-        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
-        fields = BULK_KERNEL_FIELDS + ("path_id",)
-        null_name, name_ids = self._stage_names(bulk, part)
-        plain = [f for f in fields if f not in NAME_FIELDS]
-        # names through the staged keys (a few rows): the rows hold ids, no text
-        insert = f"""
-            INSERT INTO /*INTO*/launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
-            WITH /*CTE*/ q({', '.join(fields)}) AS ({bulk.kernel_sql})
-            SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
-                   coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
-            FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
-            LEFT JOIN temp.bulk_api a ON a.key = q.api_name /*ORDER*/"""
-        params = (base, run, file_id, rank, report.source, null_name)
-        # the last share of the kernels built by a second writer meanwhile (side_writer)
-        side = None if part.side_from is None else SideWriter.start(
-            bulk.source, table_ddl(c, "launch_row"), lambda conn: _name_tables(conn, *name_ids),
-            insert.replace("/*INTO*/", "side.").replace("/*ORDER*/", ""), params, part, kids, part.side_from, nk)
+        kernels = None  # (part, path ids, insert, params, side writer) once the kernel part is ready
         try:
+            if chunks is None:
+                c.execute(insert.format(cte="", order="ORDER BY seq"), (run, file_id, rank))
+            else:
+                # a chunk's rows come in array order (json_each is the outer loop): no sort of them
+                for cte, params, done in chunks:
+                    c.execute(insert.format(cte=cte + ",", order=""), params + (run, file_id, rank))
+                    if progress:
+                        progress("writing ranges", done, nr)
+                    if kernels is None and bulk.kernels_ready():  # the side writer starts between two chunks
+                        kernels = self._begin_kernels(bulk, run, file_id, rank, report.source)
+            if progress:
+                progress("writing ranges", nr, nr)
+            if kernels is None:
+                kernels = self._begin_kernels(bulk, run, file_id, rank, report.source)
+            part, kids, insert, params, side = kernels
             chunks = part.ctes(c, kids, hi=part.side_from if side else None)
             if chunks is None:
                 bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
@@ -620,14 +605,43 @@ class Store:
                 side.result()
                 c.execute("ATTACH ? AS side", (side.uri,))  # (detached by add_report, after COMMIT)
                 side.close()
-                side = None
+                kernels = None
                 # the same schema, nothing but SELECT *: SQLite copies the records as they are
                 c.execute("INSERT INTO main.launch_row SELECT * FROM side.launch_row")
         finally:
-            if side is not None:  # an error or an interrupt: the writer stops, its rows go
-                side.stop()
+            if kernels is not None and kernels[-1] is not None:  # an error or an interrupt: the writer stops
+                kernels[-1].stop()
         if progress:
             progress("writing kernels", nk, nk)
+
+    def _begin_kernels(self, bulk, run: str, file_id: int, rank: int | None, source: str) -> tuple:
+        """Once the parser's kernel part is ready (waiting for it): its paths and names staged,
+        the launch insert made, and the last share of the kernels given to a side writer
+        (side_writer), which starts at once. Returns (part, path ids, insert, its parameters
+        after the JSON, side writer or None)."""
+        import numpy as np
+
+        c = self.conn
+        part = bulk.kernel_part()  # (its errors refuse the file: the transaction rolls back)
+        kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
+        base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
+        fields = BULK_KERNEL_FIELDS + ("path_id",)
+        null_name, name_ids = self._stage_names(bulk, part)
+        plain = [f for f in fields if f not in NAME_FIELDS]
+        # names through the staged keys (a few rows): the rows hold ids, no text
+        insert = f"""
+            INSERT INTO /*INTO*/launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
+            WITH /*CTE*/ q({', '.join(fields)}) AS ({bulk.kernel_sql})
+            SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
+                   coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
+            FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
+            LEFT JOIN temp.bulk_api a ON a.key = q.api_name /*ORDER*/"""
+        params = (base, run, file_id, rank, source, null_name)
+        side = None if part.side_from is None else SideWriter.start(
+            bulk.source, table_ddl(c, "launch_row"), lambda conn: _name_tables(conn, *name_ids),
+            insert.replace("/*INTO*/", "side.").replace("/*ORDER*/", ""), params, part, kids, part.side_from,
+            bulk.n_kernels)
+        return part, kids, insert, params, side
 
     def _stage_names(self, bulk, part) -> tuple:
         """temp.bulk_name and temp.bulk_api: each name key of the bulk's kernel query -> its
@@ -819,6 +833,11 @@ class Store:
                     pairs.append((todo.pop(0), nid))
                     break
         c.executemany("UPDATE launch_row SET timeline_id = ? WHERE id = ?", pairs)
+
+
+# ranges per statement of a bulk load: between two, the store starts the side writer once the
+# parser's kernel part is ready (1 M ranges: 4 statements)
+_RANGE_CHUNK = 1 << 18
 
 
 def _name_tables(conn: sqlite3.Connection, names: list, apis: list) -> None:
