@@ -429,6 +429,12 @@ SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, r.rule, r.severity, r.
        r.speedup_type, r.section, l.kernel_name, l.nvtx_range, l.rank
 FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 """))
+# No index on nvtx_event(file_id) (issue 19): nothing reads ranges by file (they are read by run,
+# which that index never served), and keeping it cost a bulk load of 1 M ranges 0.15-0.2 s of
+# its 3.2 s (benchmarks/RESULTS.md, round 5) and 11 MB.
+MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by file)", """
+DROP INDEX IF EXISTS nvtx_event_file;
+"""))
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
