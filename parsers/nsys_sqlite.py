@@ -14,6 +14,7 @@ import json
 import re
 import threading
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 
 from profkit import environment
@@ -104,12 +105,20 @@ def parse(path: Path, progress=None) -> Parsed:
     cut = check_whole(path)
     if cut:
         raise BadInput(path, cut)
-    try:
+    with _refusing(path):
         conn = _open(path)
         try:
             return _parse(path, conn, progress)
         finally:
             conn.close()
+
+
+@contextmanager
+def _refusing(path: Path):
+    """A file SQLite cannot read, read whole, or read as text: refused in one line (BadInput),
+    in the parse and in the kernel part its thread finishes while the store writes."""
+    try:
+        yield
     except ColumnsError as e:
         raise BadInput(path, f"unreadable SQLite export ({e})") from None
     except sqlite3.DatabaseError as e:
@@ -306,7 +315,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     nested: list = []  # the ranges' Nesting, once made: the kernel part places the calls in it
     kernel_rows = [krow_all, kstart_all]  # (handed over: the kernel part lets them go once ordered)
     del krow_all, kstart_all
-    kernels = _Deferred(lambda: _kernel_part(path, t, rt, join, kernel_rows, r, ranges_done, nested))
+    kernels = _Deferred(lambda: _refused_part(path, t, rt, join, kernel_rows, r, ranges_done, nested))
     try:
         if progress:
             progress("NVTX projection", 0, None)
@@ -506,6 +515,13 @@ class _Deferred:
 
     def done(self) -> bool:
         return not self._thread.is_alive()
+
+
+def _refused_part(path: Path, *a) -> KernelPart:
+    """_kernel_part, its read errors (a corrupt page of the runtime table, found by the join)
+    refusing the file as the parse would."""
+    with _refusing(path):
+        return _kernel_part(path, *a)
 
 
 def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r, ranges_done,

@@ -96,10 +96,8 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
     except ColumnsError:
         raise
     except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
-        if strict and isinstance(e, (OSError, ValueError, TypeError)):  # (the driver's, Arrow's, numpy's)
-            raise ColumnsError(f"a value that is not a 64-bit integer ({e})") from None
-        if strict:
-            raise
+        if strict:  # (a type the driver refused, or anything else it could not read: the caller's typed read judges it)
+            raise ColumnsError(f"not read as 64-bit integers ({e})") from None
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
 
 
@@ -288,10 +286,8 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
                      errors[0])
         if isinstance(first, ColumnsError) or not isinstance(first, Exception):
             raise first
-        if strict and isinstance(first, (OSError, ValueError, TypeError)):  # (as read_columns)
-            raise ColumnsError(f"a value that is not a 64-bit integer ({first})") from None
-        if strict:
-            raise first
+        if strict:  # (as read_columns)
+            raise ColumnsError(f"not read as 64-bit integers ({first})") from None
         out = codes = None  # the driver inferred a column's type from its first rows: read_columns' slow way
         return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
     if not blob:

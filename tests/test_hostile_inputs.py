@@ -256,6 +256,28 @@ def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path
     assert column_path and stopped == [2000]
 
 
+def test_column_path_refuses_a_corrupt_page_only_its_launch_call_read_meets(tmp_path, column_path):
+    """A page of the runtime table overwritten (found by the fuzzer: a bit flip there): only the
+    launch calls' read, in the thread that finishes the kernels while the ranges are written,
+    meets it. The file is refused in one line, as the parse refuses a corrupt file, and the
+    database is as it was."""
+    p = _export(tmp_path, "corrupt.nsys.sqlite")
+    c = sqlite3.connect(p)
+    try:
+        page, size = c.execute("SELECT pageno, (SELECT page_size FROM pragma_page_size) FROM dbstat "
+                               "WHERE name = 'CUPTI_ACTIVITY_KIND_RUNTIME' AND pagetype = 'leaf' "
+                               "ORDER BY pageno LIMIT 1 OFFSET 5").fetchone()
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table to find a page of the runtime table with")
+    finally:
+        c.close()
+    with open(p, "r+b") as f:  # the page's cell pointers and first cells: garbage
+        f.seek((page - 1) * size + 8)
+        f.write(b"\xff" * 64)
+    _refused(tmp_path, p, "unreadable SQLite export (database disk image is malformed)")
+    assert column_path
+
+
 def test_column_path_refuses_a_huge_kernel_name(tmp_path, column_path):
     p = _export(tmp_path, "kname.nsys.sqlite")
     c = sqlite3.connect(p)

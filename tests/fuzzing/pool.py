@@ -20,6 +20,7 @@ from .mutators import build_file
 
 _FULL: dict = {}
 _BULK_MIN_ROWS = __import__("profkit.parsers.nsys_sqlite", fromlist=["x"]).BULK_MIN_ROWS
+_SIDE_MIN_KERNELS = __import__("profkit.rows", fromlist=["x"]).SIDE_MIN_KERNELS
 
 
 def seed_counts(case: dict, folder: Path):
@@ -60,10 +61,13 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
     import profkit
     from profkit.errors import ProfkitError
     from profkit.ingest import ingest
+    from profkit import rows
     from profkit.parsers import nsys_sqlite
 
-    # the column path (ingest at scale) or the row path, whatever the export's size
+    # the column path (ingest at scale, with its side writer) or the row path, whatever the
+    # export's size
     nsys_sqlite.BULK_MIN_ROWS = 0 if case.get("column_path") else _BULK_MIN_ROWS
+    rows.SIDE_MIN_KERNELS = 0 if case.get("column_path") else _SIDE_MIN_KERNELS
 
     folder = work / f"c{case['id']}"
     folder.mkdir()
