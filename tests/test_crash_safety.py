@@ -169,20 +169,23 @@ def test_ctrl_c_or_sigterm_inside_the_write_transaction(big, db, sig):
     assert _state(db)[0] == before
 
 
-def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db):
+@pytest.mark.parametrize("side", [False, True], ids=["one writer", "with the side writer"])
+def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db, side):
     """A column-path load switches the database to a rollback journal while no one else has it
     open (pages appended past the end are written once, not journalled). Killed inside its
-    write transaction, while that journal exists, the database opens as it was: the hot journal
+    write transaction, while that journal exists (and, with the side writer, while it builds
+    the last half of the launches in memory), the database opens as it was: the hot journal
     rolls the partial write back. The same file then loads whole."""
     from profkit.ingest import ingest
 
     ingest(db, [KNOWN_CUPTI], run="before")
     before, state0 = _state(db)
-    # the grown file is under the column path's row threshold: lowered in the child, which
-    # says when it starts writing launches (opening the database makes a -journal for a moment
-    # too: only one seen after that mark is the load's)
-    code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; "
-            "nsys_sqlite.BULK_MIN_ROWS = 0; from profkit.ingest import ingest\n"
+    # the grown file is under the column path's row threshold (and the side writer's):
+    # lowered in the child, which says when it starts writing launches (opening the database
+    # makes a -journal for a moment too: only one seen after that mark is the load's)
+    code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; from profkit import rows; "
+            f"nsys_sqlite.BULK_MIN_ROWS = 0; rows.SIDE_MIN_KERNELS = {0 if side else 10**18}; "
+            "from profkit.ingest import ingest\n"
             "def tell(f, phase, done, total):\n"
             "    if phase == 'writing kernels' and not done: print('writing', flush=True)\n"
             "ingest(sys.argv[1], [Path(sys.argv[2])], run='big', on_progress=tell)")
