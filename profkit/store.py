@@ -581,15 +581,13 @@ class Store:
                     if progress:
                         progress("writing ranges", done, nr)
                     if kernels is None and bulk.kernels_ready():  # the side writer starts between two chunks
-                        kernels = self._begin_kernels(bulk, run, file_id, rank, report.source)
+                        kernels = self._begin_kernels(bulk, run, file_id, rank, report.source, tell("staging", nk))
             if progress:
                 progress("writing ranges", nr, nr)
             if kernels is None:
-                kernels = self._begin_kernels(bulk, run, file_id, rank, report.source)
+                kernels = self._begin_kernels(bulk, run, file_id, rank, report.source, tell("staging", nk))
             part, kids, insert, params, side = kernels
-            chunks = part.ctes(c, kids, hi=part.side_from if side else None)
-            if chunks is None:
-                bulk.stage_kernels(c, part, kids, on_rows=tell("staging", nk))
+            chunks = part.ctes(c, kids, hi=part.side_from if side else None)  # (None: staged as a table)
             if progress:
                 progress("writing kernels", 0, nk)
             insert = insert.replace("/*INTO*/", "")
@@ -614,16 +612,19 @@ class Store:
         if progress:
             progress("writing kernels", nk, nk)
 
-    def _begin_kernels(self, bulk, run: str, file_id: int, rank: int | None, source: str) -> tuple:
+    def _begin_kernels(self, bulk, run: str, file_id: int, rank: int | None, source: str, on_rows=None) -> tuple:
         """Once the parser's kernel part is ready (waiting for it): its paths and names staged,
         the launch insert made, and the last share of the kernels given to a side writer
-        (side_writer), which starts at once. Returns (part, path ids, insert, its parameters
-        after the JSON, side writer or None)."""
+        (side_writer), which starts at once. A part whose columns do not pack into JSON is
+        staged as temp.bulk_kernel here, first (its api_sql may read it). Returns (part, path
+        ids, insert, its parameters after the JSON, side writer or None)."""
         import numpy as np
 
         c = self.conn
         part = bulk.kernel_part()  # (its errors refuse the file: the transaction rolls back)
         kids = np.array([-1 if i is None else i for i in self._path_ids(part.paths)], dtype=np.int64)
+        if not part.packs:
+            bulk.stage_kernels(c, part, kids, on_rows=on_rows)
         base = (c.execute("SELECT coalesce(max(id), 0) FROM launch_row").fetchone()[0]) + 1
         fields = BULK_KERNEL_FIELDS + ("path_id",)
         null_name, name_ids = self._stage_names(bulk, part)

@@ -153,6 +153,45 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
     assert got["row"]["launch"][2], "no launches: nothing compared"
 
 
+@pytest.mark.parametrize("side", [False, True], ids=["one writer", "side writer"])
+@pytest.mark.parametrize("change", [
+    "R nameId = '' WHERE r % 2 = 0",  # launch-call names that are not keys (found by the fuzzer)
+    "K correlationId = 'c' || correlationId WHERE r % 9 = 0",  # join keys as text: SQLite's join
+    "K shortName = 'text ' || r WHERE r % 7 = 0",  # a kernel name as text, not a key
+])
+def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkeypatch):
+    """An export whose keys are not all integers takes the column path's slower ways (the
+    calls' names read through a staged kernel table, SQLite's join, the name scan): the store
+    writes what the row path writes. (The fuzzer found the first one ending in 'no such table:
+    temp.bulk_kernel' once the names were staged before the kernels.)"""
+    import shutil
+
+    from profkit import rows as rows_module
+    from profkit.parsers import nsys_sqlite
+
+    p = tmp_path / "odd.nsys.sqlite"
+    shutil.copy(KNOWN_NSYS, p)
+    c = sqlite3.connect(p)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):  # (without NOT NULL, same rowids)
+        c.execute(f"CREATE TABLE k AS SELECT rowid AS r, * FROM {t} ORDER BY rowid")
+        c.execute(f"DROP TABLE {t}")
+        c.execute(f"ALTER TABLE k RENAME TO {t}")
+    table = {"K": "CUPTI_ACTIVITY_KIND_KERNEL", "R": "CUPTI_ACTIVITY_KIND_RUNTIME"}[change[0]]
+    assert c.execute(f"UPDATE {table} SET {change[2:]}").rowcount
+    c.commit()
+    c.close()
+    monkeypatch.setattr(rows_module, "SIDE_MIN_KERNELS", 0 if side else 10**18)
+    got = {}
+    for path, rows in (("column", 0), ("row", 10**18)):
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", rows)
+        ingest(str(tmp_path / f"{path}.db"), [p], run="r")
+        got[path] = _dump(str(tmp_path / f"{path}.db"), {"launch", "kernels", "nvtx_range"})
+        cols, types, launches = got[path]["launch"]  # (path ids are numbered in another order)
+        at = cols.index("path_id")
+        got[path]["launch"] = (cols[:at] + cols[at + 1:], types[:at] + types[at + 1:], [x[:at] + x[at + 1:] for x in launches])
+    assert got["column"] == got["row"] and got["row"]["launch"][2]
+
+
 def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
     """capture's PyTorch clean-up hands paths as plain text, which the store splits at '/': a
     TensorRT range named with '/' then has names whose innermost is not the launch's range
