@@ -212,11 +212,12 @@ def _rowids(conn, table: str) -> tuple:
 _ROW_BYTES = 16
 
 
-def _span(conn, table: str | None, size: int) -> int:
-    """An upper bound of a table's rows: its rowid span, read from the b-tree's ends; its count
-    where the span is more rows than a file of `size` bytes holds (sparse rowids: a hand-made
-    or hostile file, whose span would size the columns read into it)."""
-    lo, hi = _rowids(conn, table) if table else (None, None)
+def _span(conn, table: str | None, size: int, ends: tuple | None = None) -> int:
+    """An upper bound of a table's rows: its rowid span, read from the b-tree's ends (or
+    `ends`, read already); its count where the span is more rows than a file of `size` bytes
+    holds (sparse rowids: a hand-made or hostile file, whose span would size the columns read
+    into it)."""
+    lo, hi = ends if ends is not None else _rowids(conn, table) if table else (None, None)
     if lo is None:
         return 0
     return hi - lo + 1 if hi - lo + 1 <= size // _ROW_BYTES else conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
@@ -276,12 +277,12 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
             row, start, end, gpid, dev, name, short, corr = read_columns(path, raw, 8, n_rows=most, bound=True,
                                                                          strict=True)[0]
         except ColumnsError:  # a NULL, or a value of another type: typeof() tells them apart
-            return _kernel_keys(read_columns(path, typed, 9, n_rows=most, bound=True)[0])
+            return _KernelRead(*read_columns(path, typed, 9, n_rows=most, bound=True)[0])
         numeric = ~_sub_overflows(end, start)  # ("end" - start is then a real number in SQLite)
         del end
         if "deviceId" in kc:
             dev = np.where(dev >= 0, dev, -2)
-        return _kernel_keys([row, start, numeric, dev, name, short, corr, gpid, np.zeros(len(row), dtype=np.uint8)])
+        return _KernelRead(row, start, numeric, dev, name, short, corr, gpid, np.zeros(len(row), dtype=np.uint8))
     kernels_read = _Deferred(read_kernels)
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
@@ -291,8 +292,8 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
         read = kernels_read.result()
-        krow_all, kstart_all, numeric, kdev, name_keys = read[:5]
-        read[:4] = [None] * 4  # (the join's thread holds the list: the columns go once used here)
+        krow_all, kstart_all, numeric, kdev, name_keys = read.row, read.start, read.numeric, read.dev, read.names
+        read.row = read.start = read.numeric = read.dev = None  # (the join's thread holds it: used here, let go)
         n_kernels = len(krow_all)
         if not numeric.all():
             raise BadInput(path, _not_numeric(kt, int(len(numeric) - np.count_nonzero(numeric))))
@@ -382,25 +383,24 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
 
 
-def _kernel_keys(cols: list) -> list:
-    """The kernel read's columns, its key columns replaced by
+class _KernelRead:
+    """The kernels' read, its key columns made into
     - names: (the distinct integer name keys, whether a key is NULL); None where a key is
       neither (the store's name query scans then);
-    - the number of kernels (kept where the parse lets the columns go);
-    - the join's: a _Keys of the kernels (rowid, correlation id, process); None where one is
-      neither an integer nor NULL (the launch-call join then runs in SQLite, whose
-      comparisons of other types numpy does not copy)."""
-    import numpy as np
+    - keys: a _Keys of the kernels (rowid, correlation id, process) for the launch-call join;
+      None where one is neither an integer nor NULL (the join then runs in SQLite, whose
+      comparisons of other types numpy does not copy).
+    row, start, numeric, dev: per kernel its rowid, start, whether its numbers are integers,
+    its device (-1 none, -2 not one); count: how many (kept where the parse lets them go)."""
 
-    krow, *head, name, short, corr, gpid, flags = cols
-    if (flags & 0b1010).any():
-        names = None
-    else:
-        names = (np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0])),
-                 bool((flags & 0b0101).any()))
-    del name, short
-    keys = None if (flags & 0b10100000).any() else _Keys(krow, corr, _pid_of(gpid), (flags & 0b01010000) == 0)
-    return [krow, *head, names, len(krow), keys]
+    def __init__(self, row, start, numeric, dev, name, short, corr, gpid, flags):
+        import numpy as np
+
+        self.row, self.start, self.numeric, self.dev, self.count = row, start, numeric, dev, len(row)
+        self.names = None if (flags & 0b1010).any() else (
+            np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0])),
+            bool((flags & 0b0101).any()))
+        self.keys = None if (flags & 0b10100000).any() else _Keys(row, corr, _pid_of(gpid), (flags & 0b01010000) == 0)
 
 
 class _Keys:
@@ -409,9 +409,6 @@ class _Keys:
 
     def __init__(self, row, corr, pid, usable):
         self.row, self.corr, self.pid, self.usable = row, corr, pid, usable
-
-    def __len__(self) -> int:
-        return len(self.row)
 
 
 def _sub_overflows(a, b):
@@ -614,7 +611,7 @@ class _LaunchCalls:
 
     def __init__(self, path: Path, kt: str, rt: str, st: str, most: int, kernels):
         # most: an upper bound of the kernels (a join bomb stops there); kernels(): the kernels'
-        # own read (_kernel_keys: its count and join keys last), asked once the calls are read
+        # own read (a _KernelRead: its count and join keys), asked once the calls are read
         self.path, self.kt, self.rt, self.st, self.most, self.kernels = path, kt, rt, st, most, kernels
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
@@ -663,7 +660,7 @@ class _LaunchCalls:
             row = None
         if row is None:
             row, start, gtid, ok, name, corr, flags = self._typed_calls(where)
-        kernels = self.kernels()[-1]
+        kernels = self.kernels().keys
         if kernels is None or (flags & 2).any():
             return None
         pairs = _matched(kernels, _Keys(row, corr, _pid_of(gtid), flags == 0), self.most)
@@ -701,7 +698,7 @@ class _LaunchCalls:
                 if first is None:
                     first = self._join(f"WHERE r.nameId IN ({ids})", self.most)
                 read = self.kernels()
-                rest, n_kernels, read[-1] = None, read[-2], None  # (the keys: used)
+                rest, n_kernels, read.keys = None, read.count, None  # (the keys: used)
                 if len(first[0]) < n_kernels:  # kernels left: calls under other names may own them
                     rest = self._join(f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})",
                                       n_kernels - len(first[0]), len(first[0]))
@@ -803,7 +800,7 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
                   for a, b in halves]
         parts = [(f"{{}} AND rowid BETWEEN {a} AND {b} ORDER BY rowid", n) for (a, b), n in zip(halves, counts)]
     else:  # one read, filled in place up to the rowid span and cut: no count scan before it
-        parts = [("{} ORDER BY rowid", _span(conn, nt, path.stat().st_size))]
+        parts = [("{} ORDER BY rowid", _span(conn, nt, path.stat().st_size, (lo, hi)))]
     dtypes = [row_t, "int64", "int64", "bool", "int64", "int32", "int8"]
     try:
         (rowid, start, end, pushpop, g, tid_, flags), (code, raw) = read_columns_in_parts(

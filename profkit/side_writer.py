@@ -42,7 +42,6 @@ class SideWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._stop = False
-        self.rows = 0
 
     @classmethod
     def start(cls, source: str, ddl: list[str], stage, insert: str, params: tuple, part, path_ids, lo: int,
@@ -73,22 +72,20 @@ class SideWriter:
         c = self.conn
         try:
             c.execute("BEGIN")
-            for cte, packed, done in part.ctes(c, path_ids, lo, hi):
+            for cte, packed, _ in part.ctes(c, path_ids, lo, hi):
                 if self._stop:
                     raise _Stopped()
                 c.execute(insert.replace("/*CTE*/", cte + ","), (packed,) + params)
-                self.rows = done - lo
             c.execute("COMMIT")
         except BaseException as e:  # raised in the caller's thread by result()
             self._error = e
 
-    def result(self) -> int:
-        """Wait for the rows; raise the writer's error here. Returns how many it wrote."""
+    def result(self) -> None:
+        """Wait for the rows; raise the writer's error here."""
         while self._thread.is_alive():
             self._thread.join(0.1)
         if self._error is not None:
             raise self._error
-        return self.rows
 
     def stop(self) -> None:
         """Stop the writer (an error or an interrupt in the caller) and let its database go."""
