@@ -28,3 +28,15 @@ def test_in_place_residual():
     assert s is r
     check(y, yr, "bf16")
     check(r, sr, "bf16")
+
+
+def test_without_l2_hints():
+    x = randn(13, 96, dtype="bf16", scale=300.0)
+    r = randn(13, 96, dtype="bf16", scale=300.0)
+    w = randn(96, dtype="bf16", scale=0.1) + 1
+    yr, sr = K.add_rmsnorm_reference(x, r, w, 1e-6)
+    for evict in (False, True):
+        y, s = K.add_rmsnorm(x, r, w, 1e-6, out=nan_like(x), residual_out=nan_like(r), evict=evict)
+        check(y, yr, "bf16", f"normed evict={evict}")
+        check(s, sr, "bf16", f"residual evict={evict}")
+    assert "triton_evict" in K.WORKLOAD.variants

@@ -101,7 +101,7 @@ def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
-                               "triton_promote_tensor", "scaled_mm", "scaled_mm_tensor"}
+                               "triton_promote_early", "triton_promote_tensor", "scaled_mm", "scaled_mm_tensor"}
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
     for name, p in w.shapes.items():
         assert "/" not in name
@@ -109,7 +109,8 @@ def test_workload_registration():
         assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
-    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_tensor"):
+    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_early",
+                 "triton_promote_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 
@@ -159,15 +160,40 @@ PROMOTE_CASES = [(33, 24, 64, 2048, None), (70, 40, 96, 64, None), (160, 136, 30
 
 
 @pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+@pytest.mark.parametrize("late", [False, True], ids=["scales_early", "scales_late"])
 @pytest.mark.parametrize("case", PROMOTE_CASES, ids=lambda c: "x".join(map(str, c[:3])) + f"-c{c[3]}-p{c[4]}")
-def test_promote_vs_dequantized_float64(case, per_row):
+def test_promote_vs_dequantized_float64(case, per_row, late):
     M, N, K, chunk_k, programs = case
     _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
     out = _poisoned(M, N)
-    res = F.fp8_gemm_promote(aq, bq, sa, sb, out=out, chunk_k=chunk_k, programs=programs)
+    res = F.fp8_gemm_promote(aq, bq, sa, sb, out=out, chunk_k=chunk_k, programs=programs, scale_late=late)
     assert res.data_ptr() == out.data_ptr()
     ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
     assert ok, info
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+def test_promote_later_calls_skip_the_autotuner_and_agree(per_row, monkeypatch):
+    """After a problem's first call the launcher keeps the autotuner's pick and launches the
+    kernel itself: later calls must not enter the autotuner, must give the first call's output
+    bit for bit and pass the float64 check; a new problem (other programs) is planned anew."""
+    M, N, K = 70, 40, 96
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    F._PLANS.clear()
+    first = F.fp8_gemm_promote(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=64, programs=3)
+    key = (M, N, K, per_row, 64, 3, True, aq.device)
+    assert key in F._PLANS and F._PLANS[key][4]["BLOCK_M"] == 32
+    entered = []
+    real_run = F._fp8_pchunk_autotuned.run
+    monkeypatch.setattr(F._fp8_pchunk_autotuned, "run", lambda *a, **k: entered.append(1) or real_run(*a, **k))
+    for _ in range(2):
+        again = F.fp8_gemm_promote(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=64, programs=3)
+        assert torch.equal(again.view(torch.int16), first.view(torch.int16))
+    assert not entered
+    ok, info = check(again, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+    F.fp8_gemm_promote(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=64, programs=2)
+    assert entered and (M, N, K, per_row, 64, 2, True, aq.device) in F._PLANS
 
 
 def test_promote_wrong_scales_fail():

@@ -134,3 +134,32 @@ def test_tuner_rotates_input_copies_past_the_l2(monkeypatch):
     ptrs = [p[1:] for p in seen]
     assert len(set(ptrs)) == 3 and ptrs[:3] == ptrs[3:6] and ptrs[6] == ptrs[0]
     assert ptrs[0] == (x.data_ptr(), dy.data_ptr())
+
+
+@pytest.mark.parametrize("evict", [True, False], ids=["hints", "no_hints"])
+def test_forward_with_and_without_l2_hints(evict):
+    """EVICT only changes the loads' L2 policy: each path checked against float64 on its own
+    (2 rows per program: the row mask and the row-wise reduction in both branches)."""
+    x = randn(19, 200, dtype="bf16", scale=40.0)
+    w = randn(200, dtype="bf16", scale=0.1) + 1
+    y = K.rmsnorm_fwd(x, w, out=nan_like(x), block_m=2, num_warps=4, evict=evict)
+    check(y, K.rmsnorm_reference(x, w), "bf16", f"evict={evict}")
+
+
+def test_row_config_tunes_the_hints_as_a_third_field(monkeypatch):
+    """With evict choices the candidates are (BLOCK_M, num_warps, EVICT), each BLOCK_M/num_warps
+    pair with every choice, the default (the first choice) first; the tuner key keeps them apart."""
+    seen = {}
+
+    def fake_tuned(key, cands, run, device, **kw):
+        seen[key] = cands
+        return cands[-1]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    base = K.row_candidates(4096)
+    got = K.row_config("rmsnorm_fwd", 32768, 4096, torch.bfloat16, "cuda", None, evict=(True, False))
+    (key, cands), = seen.items()
+    assert key[-1] == (True, False) and cands[0] == (*base[0], True)
+    assert set(cands) == {(*c, e) for c in base for e in (True, False)} and got == (*base[-1], False)
+    assert K.row_config("rmsnorm_fwd", 32768, 4096, torch.bfloat16, "cuda", None) in base  # 2-tuples
+    assert "triton_evict" in K.WORKLOAD.variants
