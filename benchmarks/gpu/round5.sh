@@ -30,9 +30,10 @@ norms)
 ties)
   cap() { local run=$1; shift; echo "== capture $run"; timeout 120 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run "$@" > $O/cap-$run.log 2>&1; echo "   rc=$?"; tail -2 $O/cap-$run.log; }
   cmp() { echo "== compare $1 -> $2"; python3 -m profkit compare --db $DB "$1" "$2" 2>&1 | tail -6; python3 -m profkit compare --db $DB "$1" "$2" --json > $O/cmp-$(echo "$1-$2" | tr ':/' '__').json 2>&1; }
-  timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rmsnorm,add_rmsnorm --no-backward --variants triton,compile,liger --out $O > $O/kernels.log 2>&1; echo "kernels rc=$?"; tail -25 $O/kernels.log
+  timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rmsnorm,add_rmsnorm --no-backward --variants triton,triton_evict,compile,liger --out $O > $O/kernels.log 2>&1; echo "kernels rc=$?"; grep -E "t32768|t4096" $O/kernels.log | grep -E "triton|liger" | cut -c1-150
   for op in rmsnorm add_rmsnorm; do
-    cap $op-llama8b-t32768-$TAG $op --variant triton --variant liger --shape llama8b-t32768
+    cap $op-llama8b-t32768-$TAG $op --variant triton_evict --variant triton --variant liger --shape llama8b-t32768
+    cmp $op-llama8b-t32768-$TAG:triton_evict $op-llama8b-t32768-$TAG:triton
     cmp $op-llama8b-t32768-$TAG:liger $op-llama8b-t32768-$TAG:triton
   done
   cap fp8_gemm-llama8b-qkv-m4096-r5-$TAG fp8_gemm --variant triton_promote_early --variant triton_promote --variant scaled_mm --shape llama8b-qkv-m4096
