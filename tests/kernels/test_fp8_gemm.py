@@ -221,3 +221,16 @@ def test_promote_gpu_only_paths_are_skipped_with_reason():
                 "promotion bounds); the fused (tile, chunk) loop (FLATTEN, FuseNestedLoops), TMA "
                 "hardware and the autotuned 128x256x128 tiles. benchmarks/gemm.py checks "
                 "triton_promote against float64 on the GPU at every registered shape")
+
+
+def test_promote_prune_keeps_the_measured_tiles():
+    """The GPU configs' pruning: decode tiles only at M <= 64; 128x128 only where N < 256."""
+    import triton
+
+    cfgs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": 8})
+            for bm, bn in [(128, 256), (128, 128), (64, 128), (64, 32)]]
+    tiles = lambda m, n: [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"])
+                          for c in F._prune_pchunk(cfgs, {"M": m, "N": n})]
+    assert tiles(4096, 6144) == [(128, 256)]
+    assert tiles(1024, 128) == [(128, 256), (128, 128)]
+    assert tiles(16, 6144) == [(64, 128), (64, 32)]
