@@ -389,7 +389,8 @@ def _run_line(row: dict) -> str:
     first = row["advice"][0] if row["advice"] else None
     fix = (f"{first.action.split(':')[0]} [{first.nvtx_path or first.kernel_name}] ({first.recoverable_ns / 1e3:,.0f} us)"
            if first and first.recoverable_ns > 0 else "-")
-    return f"{plain(row['run'])[:32]:<32} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)[:26]:<26} {plain(fix)}"
+    # the run name whole (it is what `advise --run` takes): a longer one shifts the columns
+    return f"{plain(row['run']):<32} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)[:26]:<26} {plain(fix)}"
 
 
 def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:

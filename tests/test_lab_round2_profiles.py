@@ -1,4 +1,4 @@
-"""The kernel lab's before/after pairs of round 2 and later (issue 21): captured on an H100 with
+"""The kernel lab's before/after pairs of round 2 and later (issue 21): captured on an H100 (round 5: the *-h100f / *-h200f runs on an H100 and an H200) with
 `profkit capture OP --variant ... --shape ... --metrics lean --no-nsys` (ncu, NVTX ranges, 3 calls a
 variant, each variant's float64 reference check recorded), one folder per run under profiles/.
 The exact verdicts, speed-ups and DRAM bytes below are what benchmarks/results/kernels.md and
@@ -25,6 +25,20 @@ ROUND2 = {
     # issue 21 item 4: fp8 v3 (promotion every <= 2048 K elements, persistent TMA) against v1
     "fp8_gemm-llama8b-qkv-m4096-r3": [("triton", "triton_promote", "supported", 1.447, 122.6, 161.3),
                                       ("scaled_mm", "triton_promote", "rejected", 0.958, 126.2, 161.3)],
+    # round 5, H100 and H200: the norms' L2 eviction hints tuned (triton_evict: round 4's launch) and
+    # Liger beside them; fp8 v3's per-row scales loaded after the last promotion (early: before it)
+    "rmsnorm-llama8b-t32768-h100f": [("triton_evict", "triton", "caveated", 1.004, 514.9, 515.2),
+                                     ("liger", "triton", "rejected", 0.997, 516.3, 515.2)],
+    "add_rmsnorm-llama8b-t32768-h100f": [("triton_evict", "triton", "supported", 1.009, 1052.1, 1052.0),
+                                         ("liger", "triton", "rejected", 0.998, 1052.9, 1052.0)],
+    "fp8_gemm-llama8b-qkv-m4096-r5-h100f": [("triton_promote_early", "triton_promote", "supported", 1.087, 155.2, 157.8),
+                                            ("scaled_mm", "triton_promote", "rejected", 0.965, 124.4, 157.8)],
+    "rmsnorm-llama8b-t32768-h200f": [("triton_evict", "triton", "supported", 1.017, 510.3, 512.4),
+                                     ("liger", "triton", "rejected", 0.981, 512.8, 512.4)],
+    "add_rmsnorm-llama8b-t32768-h200f": [("triton_evict", "triton", "supported", 1.051, 1047.1, 1050.0),
+                                         ("liger", "triton", "supported", 1.006, 1049.5, 1050.0)],
+    "fp8_gemm-llama8b-qkv-m4096-r5-h200f": [("triton_promote_early", "triton_promote", "supported", 1.095, 144.7, 131.4),
+                                            ("scaled_mm", "triton_promote", "rejected", 0.987, 113.2, 131.4)],
 }
 PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 
@@ -58,7 +72,8 @@ def test_round2_verdicts(store, run, before, after, verdict, speedup, mb_before,
 def test_round2_runs_record_gpu_versions_and_passing_reference_checks():
     for run in ROUND2:
         meta = json.loads((PROFILES / run / "capture.json").read_text())
-        assert meta["gpu_name"] == "NVIDIA H100 80GB HBM3" and meta["driver"] == "580.159.04"
+        gpu = "NVIDIA H200" if run.endswith("-h200f") else "NVIDIA H100 80GB HBM3"
+        assert meta["gpu_name"] == gpu and meta["driver"] == "580.159.04"
         assert meta["torch_version"].startswith("2.11") and meta["triton_version"] == "3.6.0"
         assert meta["ncu_version"] and "profkit.kernels.run" in meta["command"]
         assert meta["correctness"] and all(c["ok"] for c in meta["correctness"].values())
