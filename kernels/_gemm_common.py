@@ -5,8 +5,6 @@ numerics module, kernels/_numerics.py (policy "gemm": rel_fro and max_rel, GEMM_
 """
 from __future__ import annotations
 
-import functools
-
 from ._numerics import ESIZE, interpreting, num_sms  # noqa: F401  (the family imports them from here)
 
 # (K, N) of the projections of one decoder layer, x @ W^T with W of shape (N, K)
@@ -57,7 +55,6 @@ UPCAST_NOTE = (
     "path; on a GPU UPCAST is False and the tiles go to the tensor cores as bf16/fp16.")
 
 
-@functools.cache
 def has_tensor_descriptors() -> bool:
     import triton
     import triton.language as tl
@@ -76,19 +73,6 @@ def has_warp_specialize() -> bool:
         return False
 
 
-_MAJOR: dict = {}
-
-
-def _major(device) -> int:
-    """Compute capability major of a CUDA device, looked up once (a launcher asks per call)."""
-    m = _MAJOR.get(device)
-    if m is None:
-        import torch
-
-        m = _MAJOR[device] = torch.cuda.get_device_capability(device)[0]
-    return m
-
-
 def tma_supported(*tensors, names: str = "ABC") -> str | None:
     """None when these operands (row-major 2-D tensors, named A, B, C, ...) can go through
     tensor descriptors (TMA), else the reason they cannot."""
@@ -98,7 +82,7 @@ def tma_supported(*tensors, names: str = "ABC") -> str | None:
         import torch
 
         t0 = tensors[0]
-        if not t0.is_cuda or _major(t0.device) < 9:
+        if not t0.is_cuda or torch.cuda.get_device_capability(t0.device)[0] < 9:
             return "tensor descriptors (TMA) need a Hopper-or-newer GPU (compute capability >= 9.0)"
     for name, t in zip(names, tensors):
         if not t.is_contiguous():

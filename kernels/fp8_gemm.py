@@ -371,6 +371,8 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     why = tma_supported(a, b, out, names=("A", "B", "out"))
     if why:
         raise NotImplementedError(f"triton_promote: {why}")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     progs = programs or num_sms(a.device)
     key = (M, N, K, row, chunk_k, progs, scale_late, a.device)
     plan = _PLANS.get(key)
@@ -380,17 +382,15 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     # later calls: the same compiled kernel launched with the pick, past the autotuner's dispatch
     # and pre-hook (host time per call: benchmarks/results/gemm.md, "the launcher")
     grid, box_a, box_b, box_c, kw = plan
-    _fp8_gemm_pchunk[grid](_Desc.from_tensor(a, box_a), _Desc.from_tensor(b, box_b), _Desc.from_tensor(out, box_c),
-                           sa, sb, M, N, K, **kw)
+    _fp8_gemm_pchunk[grid](TensorDescriptor.from_tensor(a, box_a), TensorDescriptor.from_tensor(b, box_b),
+                           TensorDescriptor.from_tensor(out, box_c), sa, sb, M, N, K, **kw)
     return out
 
 
 def _plan(key, a, b, sa, sb, out):
     """Autotuned launch of a new problem; its pick kept in _PLANS as (grid, boxes, kwargs)."""
-    global _Desc
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    _Desc = TensorDescriptor
     M, N, K, row, chunk_k, progs, scale_late, _ = key
     grid = lambda meta: (min(progs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
@@ -403,7 +403,6 @@ def _plan(key, a, b, sa, sb, out):
                    {**const, **cfg.all_kwargs()})
 
 
-_Desc = None  # triton.tools.tensor_descriptor.TensorDescriptor, imported on first use
 # (M, N, K, per-row, chunk_k, programs, scale_late, device) -> (grid, boxes of A, B, C, kernel
 # kwargs): the autotuner's pick for that problem. The key holds every input of the autotuner's
 # own key (M, N, K, ROW_SCALES, CHUNK_K; the operand dtypes are fixed: fp8 in, bf16 out) and of
