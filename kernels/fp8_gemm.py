@@ -410,6 +410,136 @@ def _plan(key, a, b, sa, sb, out):
 _PLANS: dict[tuple, tuple] = {}
 
 
+# ---- split-K for decode shapes (variants "triton_splitk" / "triton_splitk_tensor") -------------
+#
+# Why (round 6): at M = 16 (llama8b-qkv decode, N 6144, K 4096) v3 gives each 64-wide N tile
+# one program that walks all 32 k tiles in series, 13-14 us of GPU time against cuBLAS's 6-7 us
+# per-tensor kernel (weights warm in the L2, H100 and H200): a chain of 32 dependent TMA-wait /
+# MMA steps, not bandwidth. Split-K cuts the chain: SPLIT programs per N tile each sum one
+# K range of at most PROMOTE_K elements (the split is the promotion chunk, so the numerics are
+# v3's), write the fp32 partial, and count themselves in on a per-tile semaphore; the last to
+# arrive adds the tile's partials in split order (so the result does not depend on who came
+# last), scales, stores bf16 and resets the counter. One launch, no float atomics. The tile is
+# computed transposed (B tile x A tile^T: the N tile is the MMA's 64/128-row side and the few
+# tokens its narrow side), as small-M kernels do, instead of padding M to 64 rows.
+
+@triton.jit
+def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, stride_cm, k_per_split,
+                     ROW_SCALES: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    k0 = pid_s * k_per_split
+    k_end = tl.minimum(k0 + k_per_split, K)
+    b_ptr = B + rn[:, None].to(tl.int64) * stride_bn + (k0 + rk)[None, :]
+    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + (k0 + rk)[None, :]
+    nmask = rn[:, None] < N
+    mmask = rm[:, None] < M
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for k in range(k0, k_end, BLOCK_K):
+        kmask = (k + rk)[None, :] < k_end
+        b = tl.load(b_ptr, mask=nmask & kmask, other=0.0)
+        a = tl.load(a_ptr, mask=mmask & kmask, other=0.0)
+        acc = tl.dot(b, a.T, acc)  # <= PROMOTE_K elements: one chain, promoted by the fp32 sum below
+        b_ptr += BLOCK_K
+        a_ptr += BLOCK_K
+    out_mask = (rn[:, None] < N) & (rm[None, :] < M)
+    tile_off = rm[None, :].to(tl.int64) * N + rn[:, None]  # P[s] is (M, N), written transposed
+    tl.store(P + pid_s.to(tl.int64) * M * N + tile_off, acc, mask=out_mask)
+    # every thread's partial stored before the release below (CUTLASS's semaphore pattern:
+    # barrier, then one gpu-scope release by the counting thread)
+    tl.debug_barrier()
+    lock = LOCKS + pid_m * tl.num_programs(0) + pid_n
+    if tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
+        tot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for s in tl.static_range(SPLIT):  # split order: the same sum whoever arrives last
+            tot += tl.load(P + s * M * N + tile_off, mask=out_mask, other=0.0, cache_modifier=".cg")
+        if ROW_SCALES:
+            sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+            sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+            tot = tot * sb[:, None] * sa[None, :]
+        else:
+            tot = tot * (tl.load(SA) * tl.load(SB))
+        c_ptr = C + rm[None, :].to(tl.int64) * stride_cm + rn[:, None]
+        tl.store(c_ptr, cast_out(tot, C.dtype.element_ty, UPCAST), mask=out_mask)
+        tl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+
+
+SPLITK_MAX_M = 64  # decode: above this v3's tiles have work enough per program
+
+
+def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int, int, int, int], ...]:
+    """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: 2-6 programs per SM,
+    every K range at most PROMOTE_K elements (the promotion bound) and at least two k tiles."""
+    if interpreting():
+        return ((32, 32, max(2, triton.cdiv(K, 64)), 4, 1),)
+    bm = max(16, min(64, triton.next_power_of_2(M)))
+    out = []
+    for bn, bk, per_sm, w, st in [(64, 128, 3, 4, 4), (64, 128, 6, 4, 4), (128, 128, 3, 4, 4), (64, 256, 3, 4, 3),
+                                  (32, 128, 3, 4, 4), (128, 128, 6, 8, 4)]:
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        split = max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles), K // (2 * bk)), 1)
+        c = (bn, bk, split, w, st)
+        if c not in out:
+            out.append(c)
+    return tuple(out)
+
+
+# (device, stream) -> [semaphores (int32, zero between launches), partials (fp32)]: kept across
+# calls (a launch leaves its semaphores at zero); per stream, so launches on two streams never
+# share them
+_SPLITK_BUFS: dict[tuple, list] = {}
+
+
+def _splitk_buffers(device, tiles: int, partial: int):
+    import torch
+
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    bufs = _SPLITK_BUFS.get(key)
+    if bufs is None or bufs[0].numel() < tiles or bufs[1].numel() < partial:
+        old = bufs or [torch.empty(0, dtype=torch.int32), torch.empty(0)]
+        bufs = _SPLITK_BUFS[key] = [
+            torch.zeros(max(tiles, old[0].numel()), dtype=torch.int32, device=device),
+            torch.empty(max(partial, old[1].numel()), dtype=torch.float32, device=device)]
+    return bufs
+
+
+def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
+    """Split-K fp8 GEMM for decode shapes (M <= SPLITK_MAX_M): a (M, K) fp8, b (N, K) fp8,
+    sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row); bf16 out (contiguous).
+    config: (BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), else the fastest candidate on this
+    GPU (timing.tuned, once per problem). Promotion into fp32 at most every PROMOTE_K elements,
+    as v3 (each split is one chain)."""
+    from .timing import tuned
+
+    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
+    if M > SPLITK_MAX_M:
+        raise NotImplementedError(f"triton_splitk: for decode shapes (M <= {SPLITK_MAX_M}); M = {M}")
+    if not out.is_contiguous() or a.stride(1) != 1 or b.stride(1) != 1:
+        raise NotImplementedError("triton_splitk: a, b need unit stride along K and out must be contiguous")
+    bm = max(16, min(64, triton.next_power_of_2(M)))
+
+    def launch(cfg):
+        bn, bk, split, w, st = cfg
+        k_per_split = triton.cdiv(triton.cdiv(K, split), bk) * bk
+        split = triton.cdiv(K, k_per_split)
+        if k_per_split > max(PROMOTE_K, bk):
+            raise ValueError(f"triton_splitk: {k_per_split} K elements per split exceed PROMOTE_K = {PROMOTE_K}")
+        grid = (triton.cdiv(N, bn), split, triton.cdiv(M, bm))
+        locks, part = _splitk_buffers(a.device, grid[0] * grid[2], split * M * N)
+        _fp8_gemm_splitk[grid](a, b, out, sa, sb, part, locks, M, N, K, a.stride(0), b.stride(0), out.stride(0),
+                               k_per_split, ROW_SCALES=row, SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                               UPCAST=interpreting(), num_warps=w, num_stages=st)
+
+    cands = splitk_candidates(M, N, K, num_sms(a.device))
+    launch(config or tuned(("fp8_gemm_splitk", M, N, K, row, a.device), cands, launch, a.device))
+    return out
+
+
 def quantize(x, per_row: bool):
     """x (R, K) -> (x_fp8, scale) with x ~= x_fp8 * scale; scale fp32, () or (R,)."""
     import torch
@@ -479,6 +609,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_promote": ("row", fp8_gemm_promote),
     "triton_promote_early": ("row", lambda *a, **k: fp8_gemm_promote(*a, scale_late=False, **k)),
     "triton_promote_tensor": ("tensor", fp8_gemm_promote),
+    "triton_splitk": ("row", fp8_gemm_splitk),
+    "triton_splitk_tensor": ("tensor", fp8_gemm_splitk),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -524,7 +656,8 @@ WORKLOAD = Workload(
     baselines=("scaled_mm", "scaled_mm_tensor"),
     peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
            "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm", "triton_promote_early": "scaled_mm",
-           "triton_promote_tensor": "scaled_mm_tensor"},
+           "triton_promote_tensor": "scaled_mm_tensor", "triton_splitk": "scaled_mm",
+           "triton_splitk_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

@@ -101,7 +101,9 @@ def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
-                               "triton_promote_early", "triton_promote_tensor", "scaled_mm", "scaled_mm_tensor"}
+                               "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
+                               "scaled_mm", "scaled_mm_tensor"}
+    assert w.peers["triton_splitk"] == "scaled_mm" and w.peers["triton_splitk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
     for name, p in w.shapes.items():
         assert "/" not in name
@@ -110,7 +112,7 @@ def test_workload_registration():
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
     for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_early",
-                 "triton_promote_tensor"):
+                 "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 
@@ -234,3 +236,65 @@ def test_promote_prune_keeps_the_measured_tiles():
     assert tiles(4096, 6144) == [(128, 256)]
     assert tiles(1024, 128) == [(128, 256), (128, 128)]
     assert tiles(16, 6144) == [(64, 128), (64, 32)]
+
+
+# ---- split-K for decode shapes, "triton_splitk": one launch, per-tile semaphores ------------
+
+# (M, N, K): under the interpreter BLOCK_N 32, BLOCK_K 32 and two k tiles per split, so K 256 is
+# 4 splits, K 300 five (the last split ends in a partial k tile); M 33 a 64-row token tile,
+# N 70 / 24 partial N tiles
+SPLITK_CASES = [(16, 96, 256), (1, 24, 64), (33, 70, 300), (64, 40, 128), (5, 33, 192)]
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+@pytest.mark.parametrize("shape", SPLITK_CASES, ids=lambda s: "x".join(map(str, s)))
+def test_splitk_vs_dequantized_float64(shape, per_row):
+    M, N, K = shape
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    out = _poisoned(M, N)
+    res = F.fp8_gemm_splitk(aq, bq, sa, sb, out=out)
+    assert res.data_ptr() == out.data_ptr()
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+
+
+def test_splitk_semaphores_reset_and_calls_agree():
+    """The last program of a tile resets its semaphore: after a call every counter is zero, and a
+    second call (same buffers) gives the first one's output bit for bit. A counter left at 1
+    (a launch that died half way) would make the wrong program reduce: caught by the check."""
+    M, N, K = 16, 96, 256
+    _, _, aq, bq, sa, sb = _operands(M, N, K, True)
+    F._SPLITK_BUFS.clear()
+    first = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+    (locks, part), = F._SPLITK_BUFS.values()
+    assert locks.numel() >= 3 and int(locks.abs().sum()) == 0
+    again = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+    assert torch.equal(again.view(torch.int16), first.view(torch.int16))
+    locks[0] = 1  # tile 0's count off by one: its third split reduces, before the fourth is written
+    part.fill_(float("nan"))  # (not the last call's partials, which would hide it)
+    bad = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+    assert not check(bad, F.fp8_reference(aq, bq, sa, sb), "fp8")[0]
+    assert bad[:, 32:].isfinite().all() and not bad[:, :32].isfinite().any()  # tile 0 only
+    F._SPLITK_BUFS.clear()
+
+
+def test_splitk_refuses_prefill_and_bad_configs():
+    _, _, aq, bq, sa, sb = _operands(65, 24, 64, True)
+    with pytest.raises(NotImplementedError, match="decode"):
+        F.fp8_gemm_splitk(aq, bq, sa, sb)
+    _, _, aq, bq, sa, sb = _operands(16, 24, 4096, True)
+    with pytest.raises(ValueError, match="PROMOTE_K"):  # one split of 4096: past the promotion bound
+        F.fp8_gemm_splitk(aq, bq, sa, sb, config=(32, 32, 1, 4, 1))
+
+
+def test_splitk_candidates_keep_the_promotion_bound(monkeypatch):
+    """GPU candidates (host arithmetic): every split at most PROMOTE_K elements and at least two
+    k tiles, several programs per SM, at the registered decode shape and the long-K ones."""
+    monkeypatch.setattr(F, "interpreting", lambda: False)
+    for M, N, K in [(16, 6144, 4096), (16, 4096, 14336), (16, 3584, 18944), (1, 4096, 4096), (64, 8192, 8192)]:
+        cands = F.splitk_candidates(M, N, K, 132)
+        assert len(cands) >= 4
+        for bn, bk, split, w, st in cands:
+            per = -(-(-(-K // split)) // bk) * bk
+            assert per <= F.PROMOTE_K and split * per >= K, (M, N, K, bn, bk, split)
+            assert -(-N // bn) * split >= 132  # at least one program per SM

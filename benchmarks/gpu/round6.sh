@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Device calls, kernel lab round 6 (issue 21): fp8 split-K at decode shapes; the 1-token shapes of
+# the memory-bound operators.
+#   bash benchmarks/gpu/round6.sh fp8dec TAG   # fp8_decode.py + profkit capture pairs at llama8b-qkv-m16
+#                                              # -> $OUT/fp8dec_TAG.tar.xz
+#   bash benchmarks/gpu/round6.sh decode TAG   # decode_sweep.py + capture pairs at the 1-token shapes
+#                                              # -> $OUT/decode_TAG.tar.xz
+set -u
+MODE=$1 TAG=$2
+source benchmarks/gpu/device_env.sh
+case $MODE in
+fp8dec)
+  timeout 330 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
+  grep -v "^   " $O/fp8_decode.log | cut -c1-170
+  run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
+  cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \
+      --variant triton_promote --variant triton_splitk --variant scaled_mm --shape llama8b-qkv-m16
+  cmp $run:triton_promote_tensor $run:triton_splitk_tensor
+  cmp $run:scaled_mm_tensor $run:triton_splitk_tensor
+  cmp $run:triton_promote $run:triton_splitk
+  cmp $run:scaled_mm $run:triton_splitk
+  pack $OUT/fp8dec_$TAG.tar.xz
+  ;;
+decode)
+  timeout 300 python3 $R/benchmarks/gpu/decode_sweep.py --rounds 5 --out $O > $O/decode_sweep.log 2>&1; echo "decode_sweep rc=$?"
+  tail -40 $O/decode_sweep.log | cut -c1-170
+  pack $OUT/decode_$TAG.tar.xz
+  ;;
+esac
