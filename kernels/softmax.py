@@ -9,11 +9,22 @@ rescaled sum (two exponentials per element: exp(m_old - m_new) and exp(x - m_new
 second wrote exp(x - max) / sum. At 2048 x 128256 bf16 on an H200 that ran at 57 % of copy:
 three exponentials per element put the SFU near the memory time, and with every row's
 program resident at once (2048 rows x 256 KB) the second read missed the L2.
-v2 (``softmax``): a persistent grid (a few programs per SM, each walking rows), so only
-~SMs x 256 KB of rows are in flight and the second read of a row is an L2 hit (first read
+v2 (``softmax`` where there are many rows): a persistent grid (a few programs per SM, each
+walking rows), so only ~SMs x 256 KB of rows are in flight and the second read of a row is an L2 hit (first read
 marked evict_last, second evict_first); the running max is one scalar per chunk (a max
 reduction per chunk), so the first pass costs one exponential per element, the rescale of the
 per-lane sums one per chunk.
+v3 (``softmax``; the v2 launch kept as ``softmax_rowprog``, variant ``triton_rowprog``): few long
+rows (decode: 1 x 128256 logits) split over many programs. v2 gave a row to one program: one SM
+walked 128k elements twice while the rest idled (22.5 us on an H100, torch.compile's split
+reduction 8.9). Now program (chunk, row) of ``_softmax_split_partials`` writes its chunk's max
+and sum of exp(x - max) to a small fp32 workspace, and program (chunk, row) of
+``_softmax_split_apply`` combines that row's partials (a few dozen numbers) into the row's max
+and sum, re-reads its chunk (an L2 hit: the first read was marked evict_last) and writes
+exp(x - max) / sum. Two launches, no atomics: every program of a row combines the same partials
+in the same order, so the result is deterministic. Taken when one program per row would leave
+at least half the SMs idle and the rows fit well inside the L2 (``split_rows``); (chunk,
+num_warps) picked per shape on the GPU by CUDA-graph replay.
 """
 from __future__ import annotations
 
@@ -27,6 +38,8 @@ from .timing import tuned
 
 MAX_SINGLE = 16384
 CHUNK = 4096
+SPLIT_MAX_BYTES = 16 << 20  # the split path reads its rows twice: they should stay in the L2 (50 MB)
+MAX_PARTS = 1024  # partials per row at most (the combine loads them all): longer rows get longer chunks
 
 
 @triton.jit
@@ -87,6 +100,69 @@ def _softmax_online(X, Y, sx, sy, N, BLOCK: tl.constexpr):
         tl.store(Y + row * sy + start + cols, (tl.exp(x - mx) * inv).to(Y.dtype.element_ty), mask=mk)
 
 
+@triton.jit
+def _softmax_split_partials(X, WS, sx, N, P, BLOCK: tl.constexpr):
+    """Stage 1 of the split-row softmax: program (c, row) reduces columns [c * BLOCK, (c + 1) *
+    BLOCK) of its row to (max, sum of exp(x - max)), stored at WS[row, c] and WS[row, P + c]."""
+    c = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    cols = c.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    # evict_last: stage 2 reads the same chunk again, from the L2
+    x = tl.load(X + row * sx + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last").to(tl.float32)
+    m = tl.max(x, axis=0)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
+    tl.store(WS + row * 2 * P + c, m)
+    tl.store(WS + row * 2 * P + P + c, tl.sum(tl.exp(x - m_safe), axis=0))
+
+
+@triton.jit
+def _softmax_split_apply(X, Y, WS, sx, sy, N, P, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr):
+    """Stage 2: program (c, row) combines the row's P partials into its max and sum (every program
+    of the row the same numbers in the same order: deterministic) and writes its chunk."""
+    c = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    cols = c.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mk = cols < N
+    x = tl.load(X + row * sx + cols, mask=mk, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+    p = tl.arange(0, BLOCK_P)
+    pm = p < P
+    mp = tl.load(WS + row * 2 * P + p, mask=pm, other=-float("inf"))
+    sp = tl.load(WS + row * 2 * P + P + p, mask=pm, other=0.0)
+    mx = tl.max(mp, axis=0)
+    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)  # chunks of -inf only and padding: 0 * 0
+    tl.store(Y + row * sy + cols, (tl.exp(x - mx) * inv).to(Y.dtype.element_ty), mask=mk)
+
+
+# (chunk, num_warps) of the split-row kernels, the default first: 1-8 k elements per program
+# (128256: 16-126 programs per row), 4-32 elements per thread
+SPLIT_CANDIDATES = [(2048, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 4), (4096, 8), (4096, 16), (8192, 8),
+                    (8192, 16)]
+
+
+def split_rows(R: int, N: int, esize: int, device) -> bool:
+    """The split-row path for rows too long to hold whole: when one program per row would leave
+    at least half the SMs idle (2 R <= SMs) and the rows, read twice, fit well inside the L2."""
+    return 2 * R <= num_sms(device) and R * N * esize <= SPLIT_MAX_BYTES and R < 65536
+
+
+def split_chunk(N: int, chunk: int) -> int:
+    """The chunk a (chunk, num_warps) candidate runs with: longer where it would give a row more
+    than MAX_PARTS partials."""
+    return max(chunk, triton.next_power_of_2(triton.cdiv(N, MAX_PARTS)))
+
+
+def _launch_split(x2, y2, cfg):
+    import torch
+
+    R, N = x2.shape
+    chunk, nw = split_chunk(N, cfg[0]), cfg[1]
+    P = triton.cdiv(N, chunk)
+    ws = torch.empty(R, 2 * P, dtype=torch.float32, device=x2.device)
+    _softmax_split_partials[(P, R)](x2, ws, x2.stride(0), N, P, BLOCK=chunk, num_warps=nw)
+    _softmax_split_apply[(P, R)](x2, y2, ws, x2.stride(0), y2.stride(0), N, P, BLOCK=chunk,
+                                 BLOCK_P=triton.next_power_of_2(P), num_warps=nw)
+
+
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
 ONLINE_CANDIDATES = [(2, 8192, 8), (1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (4, 4096, 4), (1, 16384, 16),
                      (2, 16384, 16), (1, 32768, 32), (1, 16384, 32)]
@@ -103,10 +179,12 @@ def _prep(x, out):
     return x2, y, y.view(x2.shape[0], N)
 
 
-def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None):
+def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps) for rows held whole, (programs per SM, chunk, num_warps) for
-    the online kernel; else picked per shape on the GPU."""
+    the persistent online kernel, (chunk, num_warps) for the split-row kernels; else picked per
+    shape on the GPU. split: rows longer than max_single through the split-row kernels (True)
+    or the persistent one (False); None: by shape (split_rows), or by the config's length."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -118,6 +196,15 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None):
                                                        BLOCK_N=BLOCK_N, num_warps=cfg[1])
 
         launch(config or row_config("softmax", R, N, x.dtype, x.device, launch))
+        return y
+    if split is None:
+        split = len(config) == 2 if config is not None else split_rows(R, N, x2.element_size(), x.device)
+    if split:
+        def launch_split(cfg):
+            _launch_split(x2, y2, cfg)
+
+        launch_split(config or tuned(("softmax_split", triton.next_power_of_2(R), N, x.dtype, x.device),
+                                     SPLIT_CANDIDATES, launch_split, x.device, graph=True))
         return y
     sms = num_sms(x.device)
 
@@ -132,6 +219,11 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None):
             launch_online, x.device)
     launch_online(config)
     return y
+
+
+def softmax_rowprog(x, out=None):
+    """v2's launch at every shape (before/after baseline of v3): a long row is one program's."""
+    return softmax(x, out=out, split=False)
 
 
 def softmax_v1(x, out=None, max_single: int = MAX_SINGLE, chunk: int = CHUNK):
@@ -196,6 +288,7 @@ _VARIANTS = {
     "eager": lambda s: softmax_eager(s["x"]),
     "compile": lambda s: compiled("softmax", softmax_eager)(s["x"]),
     "triton": lambda s: softmax(s["x"]),
+    "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_v1": lambda s: softmax_v1(s["x"]),
 }
 if has_module("liger_kernel"):

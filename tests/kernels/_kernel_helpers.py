@@ -21,3 +21,25 @@ def grads64(ref_fn, inputs, dy):
     out = ref_fn(*xs)
     out.backward(dy.double())
     return [x.grad for x in xs]
+
+
+class LaunchSpy:
+    """Stands in for a @triton.jit kernel in its module (monkeypatch.setattr): records the grid
+    of each launch, then launches the real kernel."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.grids = []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+def spy(monkeypatch, module, *names):
+    """LaunchSpy each named kernel of `module`; returns {name: spy}."""
+    out = {}
+    for n in names:
+        out[n] = LaunchSpy(getattr(module, n))
+        monkeypatch.setattr(module, n, out[n])
+    return out

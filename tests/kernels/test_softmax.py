@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from _kernel_helpers import check, nan_like, randn
+from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import softmax as K
 
 
@@ -61,3 +61,69 @@ def test_liger_variant_refuses_rows_wider_than_liger_supports():
 
     with pytest.raises(ValueError, match="at most 65536"):
         sm._liger({"x": torch.zeros(1, sm.LIGER_MAX_N + 1)})
+
+
+# --- v3: the split-row path (few long rows) ---------------------------------------------------
+
+@pytest.mark.parametrize("config", [(256, 4), (1024, 8), (2048, 4)], ids=str)
+def test_split_rows(dtype, config):
+    """Several rows, each over several chunks, the last chunk partial (5003 is no multiple of any
+    chunk); a row starting with whole chunks of -inf, a row whose max is in its last chunk. The
+    rows are a strided view whose padding holds large logits: a read past a row's end shows."""
+    n = 5003
+    base = randn(5, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
+    base[:, n:] = 5e3
+    x = base[:, :n]
+    x[1, : n // 2] = -float("inf")
+    x[3, -3:] = 1e4 if dtype != "fp16" else 6e4
+    y = K.softmax(x, out=nan_like(x), max_single=256, config=config)  # a 2-tuple: the split path
+    check(y, K.softmax_reference(x), dtype, f"split {config}")
+    assert torch.equal(y, K.softmax(x, max_single=256, config=config, split=True))  # deterministic
+
+
+@pytest.mark.parametrize("config", K.SPLIT_CANDIDATES, ids=str)
+def test_every_split_candidate(config):
+    x = randn(2, 20000, dtype="bf16", scale=8.0)
+    check(K.softmax(x, out=nan_like(x), config=config), K.softmax_reference(x), "bf16", f"split {config}")
+
+
+def test_split_caps_the_partials_per_row(monkeypatch):
+    """Rows that would take more than MAX_PARTS chunks get longer chunks (the combine loads every
+    partial of its row in one block)."""
+    monkeypatch.setattr(K, "MAX_PARTS", 4)
+    launches = spy(monkeypatch, K, "_softmax_split_partials")["_softmax_split_partials"]
+    x = randn(3, 5003, scale=10.0)
+    check(K.softmax(x, out=nan_like(x), max_single=256, config=(256, 4)), K.softmax_reference(x), "fp32")
+    assert launches.grids == [(3, 3)]  # chunks of 2048, not 20 of 256
+    assert K.split_chunk(5003, 256) == 2048 and K.split_chunk(1000, 256) == 256
+
+
+def test_split_fp32_out_for_bf16_input():
+    x = randn(2, 20000, dtype="bf16", scale=10.0)
+    out = torch.full((2, 20000), float("nan"), dtype=torch.float32)
+    K.softmax(x, out=out, split=True)
+    check(out, K.softmax_reference(x), "fp32")
+
+
+def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
+    """Long rows: split over programs while one program per row would leave half the SMs idle
+    (the interpreter has 4 'SMs': 1-2 rows), the persistent kernel for more rows, rows held whole
+    for short rows; triton_rowprog (v2's launch) never splits."""
+    assert K.num_sms("cpu") == 4
+    kernels = spy(monkeypatch, K, "_softmax_split_partials", "_softmax_split_apply", "_softmax_online_persistent",
+                  "_softmax_single")
+
+    def ran(x, fn=K.softmax):
+        for s in kernels.values():
+            s.grids.clear()
+        check(fn(x), K.softmax_reference(x), "bf16")
+        return {n for n, s in kernels.items() if s.grids}
+
+    assert ran(randn(1, 20000, dtype="bf16", scale=5.0)) == {"_softmax_split_partials", "_softmax_split_apply"}
+    assert kernels["_softmax_split_partials"].grids == [(10, 1)]  # 20000 / 2048: 10 programs for one row
+    assert ran(randn(2, 20000, dtype="bf16")) == {"_softmax_split_partials", "_softmax_split_apply"}
+    assert ran(randn(3, 20000, dtype="bf16")) == {"_softmax_online_persistent"}
+    assert ran(randn(1, 20000, dtype="bf16"), K.softmax_rowprog) == {"_softmax_online_persistent"}
+    assert ran(randn(1, 3000, dtype="bf16")) == {"_softmax_single"}
+    assert K.WORKLOAD.variants["triton_rowprog"]
+    assert not K.split_rows(1, 1 << 24, 2, "cpu")  # 32 MB of row: the second read would miss the L2
