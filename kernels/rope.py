@@ -9,6 +9,15 @@ Layouts, on the first rotary_dim dims of each head (the rest pass through unchan
     NeoX (rotate_half, Llama/Qwen HF):  pairs (d, d + rotary_dim/2)
     GPT-J (interleaved):                pairs (2d, 2d + 1)
 The cos/sin row of a token is loaded once and reused for every q and k head.
+
+Launches. Many tokens: one program per token, all its q and k heads (``_rope_fwd``; at 96-98 %
+of copy at 4096 tokens). Few tokens (decode, fewer tokens than SMs; round 6): that launch put a
+token's 40 heads (Llama 8B) on one program, 1.87 us by graph replay on an H100 against Liger's
+1.46; ``_rope_fwd_heads`` splits the heads too, grid (tokens, head groups of BLOCK_H q or k
+heads), and issues the heads' loads before the position's (the cos/sin loads wait on it, so the
+two latency chains overlap). (BLOCK_H, num_warps) is picked per shape on the GPU by CUDA-graph
+replay, the per-token launch among the candidates (BLOCK_H = 0); the per-token launch at every
+shape is kept as ``rope(..., split=False)``, variant ``triton_tokenprog``.
 """
 from __future__ import annotations
 
@@ -17,8 +26,8 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
-from ._numerics import ESIZE, compiled, has_module, warps_for
-from .timing import tuned
+from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from .timing import tuned, tuned_cached
 
 
 @triton.jit
@@ -76,6 +85,77 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
         _copy_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
 
 
+@triton.jit
+def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, HALF, PASS,
+                           INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
+                           BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+    """Rotate heads [0, min(H, BLOCK_H)) of one token: the heads' loads first, then the
+    position and its cos/sin (a dependent load), so the two wait on memory together."""
+    d = tl.arange(0, BLOCK_HALF)
+    dmask = d < HALF
+    if INTERLEAVED:
+        ia = 2 * d
+        ib = 2 * d + 1
+    else:
+        ia = d
+        ib = d + HALF
+    h = tl.arange(0, BLOCK_H)
+    m = (h < H)[:, None] & dmask[None, :]
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0).to(tl.float32)
+    pos = tl.load(POS + t).to(tl.int64)
+    c = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)[None, :]
+    s = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)[None, :]
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+    if COPY_PASS:
+        _copy_heads(X, XO, sx_h, sxo_h, H, 2 * HALF, PASS, BLOCK_H, BLOCK_PASS)
+
+
+@triton.jit
+def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
+                    sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
+                    HQ, HK, HALF, PASS, GQ,
+                    INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
+                    BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+    """Few tokens: program (t, g) rotates token t's q heads [g * BLOCK_H, ...) for g < GQ, else
+    its k heads [(g - GQ) * BLOCK_H, ...): a token's heads spread over several programs."""
+    t = tl.program_id(0).to(tl.int64)
+    g = tl.program_id(1)
+    if g < GQ:
+        h0 = g.to(tl.int64) * BLOCK_H
+        _rotate_heads_late_pos(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, sq_h, sqo_h, HQ - h0,
+                               COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
+                               BLOCK_HALF, BLOCK_PASS)
+    else:
+        h0 = (g - GQ).to(tl.int64) * BLOCK_H
+        _rotate_heads_late_pos(K + t * sk_t + h0 * sk_h, KO + t * sko_t + h0 * sko_h, sk_h, sko_h, HK - h0,
+                               COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
+                               BLOCK_HALF, BLOCK_PASS)
+
+
+def head_candidates(HQ: int, HK: int, half: int) -> tuple[tuple[int, int], ...]:
+    """(BLOCK_H, num_warps) launches of the few-token kernel, the default first: BLOCK_H q or k
+    heads per program, 2-16 rotated pairs per thread; last, (0, num_warps): one program per
+    token, the many-token launch (so the tuner can keep it)."""
+    BH = triton.next_power_of_2(half)
+    top = triton.next_power_of_2(max(HQ, HK))
+    out = [(min(4, top), 2)]
+    for bh in (1, 2, 4, 8, 16, 32, 64):
+        if bh > top:
+            break
+        for nw in (1, 2, 4, 8):
+            if 2 <= bh * BH // (32 * nw) <= 16 and (bh, nw) not in out:
+                out.append((bh, nw))
+    out.append((0, warps_for(triton.next_power_of_2(HQ) * BH)))
+    return tuple(out)
+
+
+def split_tokens(T: int, device) -> bool:
+    """The head-split launch when one program per token would leave SMs idle."""
+    return T < num_sms(device)
+
+
 def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu"):
     """(cos, sin) fp32 tables [max_pos, rotary_dim // 2], computed in float64."""
     import torch
@@ -101,8 +181,11 @@ def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
 
 
 def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None):
-    """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place."""
+         q_out=None, k_out=None, split: bool | None = None, config=None):
+    """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place.
+    split: the head-split launch (True), one program per token (False), None: by the token
+    count (split_tokens). config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0:
+    one program per token with num_warps), else picked per shape on the GPU."""
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -121,8 +204,31 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                         BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
                         BLOCK_PASS=triton.next_power_of_2(max(P, 1)), num_warps=nw)
 
-    nw = warps_for(BHQ * BH)
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
+    if split is None:
+        split = config is not None or split_tokens(T, q.device)
+    if split:
+        def launch_heads(cfg):
+            bh, nw = cfg
+            if bh == 0:
+                return launch(nw)
+            GQ = triton.cdiv(HQ, bh)
+            _rope_fwd_heads[(T, GQ + triton.cdiv(HK, bh))](
+                q, k, qo, ko, cos, sin, positions, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0), HQ, HK, half, P, GQ,
+                INTERLEAVED=interleaved, COPY_PASS=copy_pass, BLOCK_H=bh, BLOCK_HALF=BH,
+                BLOCK_PASS=triton.next_power_of_2(max(P, 1)), num_warps=nw)
+
+        if config is None:
+            cands = head_candidates(HQ, HK, half)
+            key = ("rope_heads", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device)
+            # timing launches would rotate an in-place q/k again and again: take an out-of-place
+            # call's choice if there was one, else the default
+            config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_heads, q.device,
+                                                                            graph=True)
+        launch_heads(config)
+        return qo, ko
+    nw = warps_for(BHQ * BH)
     if T >= 1024 and not in_place:  # timing launches rotate their outputs: never in place
         nw = tuned(("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device),
                    tuple(dict.fromkeys((nw, 2, 4, 8))), launch, q.device)
@@ -227,6 +333,9 @@ _VARIANTS = {
     "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"],
                                                       s["interleaved"]),
     "triton": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]),
+    # before round 6 at every shape: one program per token (all its heads)
+    "triton_tokenprog": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
+                                       s["interleaved"], split=False),
     "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
                                 s["interleaved"]),
 }

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from _kernel_helpers import check, nan_like, randn
+from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import rope as K
 
 # (q heads, kv heads, head_dim, rotary_dim): GQA, non-power-of-two heads, partial rotary
@@ -40,3 +40,80 @@ def test_rope_views_of_fused_qkv_in_place():
     check(q, qr, "bf16", "q in place")
     check(k, kr, "bf16", "k in place")
     assert torch.equal(qkv[:, hq + hk:], v)  # v untouched
+
+
+# --- few tokens: heads split over programs (round 6) ------------------------------------------
+
+SPLIT_CONFIGS = [(1, 1), (2, 2), (4, 2), (8, 4), (0, 4)]  # (BLOCK_H, num_warps); 0: one program per token
+
+
+@pytest.mark.parametrize("config", SPLIT_CONFIGS, ids=str)
+@pytest.mark.parametrize("geom", GEOMS, ids=lambda g: "hq{}-hk{}-d{}-rd{}".format(*g))
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_rope_head_split(dtype, geom, interleaved, config):
+    """Head groups of 1-8 q or k heads (7 q heads: a last group partly empty; 1 k head), token
+    and head strides of views into a padded buffer whose padding holds NaN (a read past a head
+    or a group shows), positions out of order."""
+    hq, hk, d, rd = geom
+    T = 3
+    qbuf = randn(T, hq + 1, d + 4, dtype=dtype, scale=300.0)
+    kbuf = randn(T, hk + 1, d + 4, dtype=dtype)
+    qbuf[:, hq:], qbuf[..., d:], kbuf[:, hk:], kbuf[..., d:] = (float("nan"),) * 4
+    q, k = qbuf[:, :hq, :d], kbuf[:, :hk, :d]
+    cos, sin = K.rope_cache(512, rd)
+    pos = torch.tensor([301, 7, 150])
+    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), config=config)
+    qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
+    check(qo, qr, dtype, f"q {config}")
+    check(ko, kr, dtype, f"k {config}")
+    if rd < d:  # pass-through dims are copied bit-exactly
+        assert torch.equal(qo[..., rd:], q[..., rd:]) and torch.equal(ko[..., rd:], k[..., rd:])
+
+
+def test_rope_head_split_in_place_on_fused_qkv():
+    T, hq, hk, d = 2, 7, 3, 16
+    qkv = randn(T, hq + 2 * hk, d, dtype="bf16")
+    q, k = qkv[:, :hq], qkv[:, hq:hq + hk]
+    cos, sin = K.rope_cache(64, d)
+    pos = torch.arange(T) + 3
+    qr, kr = K.rope_reference(q, k, cos, sin, pos)
+    v = qkv[:, hq + hk:].clone()
+    K.rope(q, k, cos, sin, pos, q_out=q, k_out=k, config=(2, 1))
+    check(q, qr, "bf16", "q in place")
+    check(k, kr, "bf16", "k in place")
+    assert torch.equal(qkv[:, hq + hk:], v)
+
+
+def test_dispatch_few_tokens_split_heads(monkeypatch):
+    """Fewer tokens than SMs (4 under the interpreter): the head-split kernel, grid (tokens, q
+    groups + k groups) of the default candidate; more tokens, or split=False (the registered
+    triton_tokenprog): one program per token."""
+    assert K.num_sms("cpu") == 4
+    kernels = spy(monkeypatch, K, "_rope_fwd", "_rope_fwd_heads")
+    cos, sin = K.rope_cache(64, 16)
+
+    def ran(T, **kw):
+        for s in kernels.values():
+            s.grids.clear()
+        q, k, pos = randn(T, 7, 16), randn(T, 3, 16), torch.arange(T)
+        qo, ko = K.rope(q, k, cos, sin, pos, **kw)
+        qr, kr = K.rope_reference(q, k, cos, sin, pos)
+        check(qo, qr, "fp32")
+        check(ko, kr, "fp32")
+        return {n: s.grids for n, s in kernels.items() if s.grids}
+
+    bh = K.head_candidates(7, 3, 8)[0][0]
+    assert ran(1) == {"_rope_fwd_heads": [(1, -(-7 // bh) + -(-3 // bh))]}
+    assert ran(3) == {"_rope_fwd_heads": [(3, -(-7 // bh) + -(-3 // bh))]}
+    assert ran(4) == {"_rope_fwd": [(4,)]}
+    assert ran(1, split=False) == {"_rope_fwd": [(1,)]}
+    assert "triton_tokenprog" in K.WORKLOAD.variants
+
+
+def test_head_candidates():
+    """The default first, the per-token launch last (BLOCK_H 0, the many-token num_warps), and in
+    between 2-16 rotated pairs per thread with no group wider than the heads."""
+    c = K.head_candidates(32, 8, 64)
+    assert c[0] == (4, 2) and c[-1] == (0, 4) and len(set(c)) == len(c)
+    assert all(2 <= bh * 64 // (32 * nw) <= 16 and bh <= 32 for bh, nw in c[1:-1])
+    assert K.head_candidates(1, 1, 64)[0] == (1, 2)
