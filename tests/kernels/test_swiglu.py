@@ -49,3 +49,41 @@ def test_launch_configs(config):
     gg, gu = grads64(K.swiglu_reference, [g, u], dy)
     check(dg, gg, "fp32", grad=True)
     check(du, gu, "fp32", grad=True)
+
+
+@pytest.mark.parametrize("config", K.SMALL_CANDIDATES, ids=str)
+def test_small_launch_candidates(dtype, config):
+    """Every small-size candidate: 3000 elements is no multiple of any block (the last program
+    partial); the output poisoned first."""
+    g, u = randn(3, 1000, dtype=dtype, scale=30.0), randn(3, 1000, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        y = K.swiglu_fwd(g, u, out=nan_like(g), config=config)
+    check(y, K.swiglu_reference(g, u), dtype, f"small {config}")
+
+
+def test_small_sizes_tune_small_blocks_by_graph_replay(monkeypatch):
+    """Below TUNE_MIN_ELEMS the forward times SMALL_CANDIDATES by graph replay (v1's launch among
+    them, last); at and above it the round-4 candidates by do_bench; the backward keeps v1's
+    launch below it, untimed."""
+    calls = []
+
+    def fake_tuned(key, cands, run, device, **kw):
+        calls.append((key, cands, kw))
+        run(cands[-1])
+        return cands[-1]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    monkeypatch.setattr(K, "TUNE_MIN_ELEMS", 2000)
+    g, u, dy = randn(1, 1500), randn(1, 1500), randn(1, 1500)
+    check(K.swiglu_fwd(g, u), K.swiglu_reference(g, u), "fp32")
+    (key, cands, kw), = calls
+    assert key[:2] == ("swiglu_fwd", "small") and cands == K.SMALL_CANDIDATES and kw == {"graph": True}
+    assert cands[-1] == K.CANDIDATES[0]
+    calls.clear()
+    K.swiglu_bwd(dy, g, u)
+    assert calls == []  # v1's launch
+    g, u = randn(1, 3000), randn(1, 3000)
+    check(K.swiglu_fwd(g, u), K.swiglu_reference(g, u), "fp32")
+    (key, cands, kw), = calls
+    assert key[0] == "swiglu_fwd" and cands == K.CANDIDATES and kw == {}
