@@ -10,7 +10,7 @@ MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
 case $MODE in
 fp8dec)
-  timeout 330 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
+  timeout 330 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O ${FP8_SHAPES:+--shapes $FP8_SHAPES} > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
   grep -v "^   " $O/fp8_decode.log | cut -c1-170
   run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
   cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \

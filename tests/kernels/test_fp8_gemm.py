@@ -298,3 +298,25 @@ def test_splitk_candidates_keep_the_promotion_bound(monkeypatch):
             per = -(-(-(-K // split)) // bk) * bk
             assert per <= F.PROMOTE_K and split * per >= K, (M, N, K, bn, bk, split)
             assert -(-N // bn) * split >= 132  # at least one program per SM
+
+
+def test_splitk_plans_once_and_buffers_stay_bounded(monkeypatch):
+    """The first call of a problem picks and keeps its plan (later calls skip the tuner); buffers
+    are kept per stream, at most _SPLITK_STREAMS of them."""
+    import profkit.kernels.timing as T
+
+    M, N, K = 5, 33, 192
+    _, _, aq, bq, sa, sb = _operands(M, N, K, False)
+    F._SK_PLANS.clear()
+    first = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+    assert (M, N, K, False, aq.device) in F._SK_PLANS
+    monkeypatch.setattr(T, "tuned", lambda *a, **k: pytest.fail("tuner entered on a planned problem"))
+    again = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+    assert torch.equal(again.view(torch.int16), first.view(torch.int16))
+    F._SPLITK_BUFS.clear()
+    for i in range(F._SPLITK_STREAMS):
+        F._SPLITK_BUFS[("fake", i)] = [torch.zeros(1, dtype=torch.int32), torch.empty(1)]
+    F._splitk_buffers(aq.device, 4, 64)
+    assert len(F._SPLITK_BUFS) == F._SPLITK_STREAMS  # at the cap: the oldest out, the new one in
+    assert ("fake", 0) not in F._SPLITK_BUFS and (aq.device, 0) in F._SPLITK_BUFS
+    F._SPLITK_BUFS.clear()
