@@ -6,6 +6,8 @@
 Unfused that is 3 reads + 1 write (add) + 1 read + 1 write (norm); fused it is 2 reads and
 2 writes. The sum is formed in fp32 and normalised from fp32 (vLLM's fused_add_rms_norm
 normalises the same fp32 sum); the stored residual is that sum rounded to the dtype.
+Launch: rmsnorm.row_config (at a few rows, decode, num_warps of the one-row launch timed by
+CUDA-graph replay since round 6; the default launch without tuning: variant ``triton_untuned``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._numerics import ESIZE, compiled, has_module
-from .rmsnorm import row_config, rmsnorm_reference
+from .rmsnorm import row_config, rmsnorm_reference, untuned_config
 
 
 @triton.jit
@@ -46,10 +48,10 @@ def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M,
 
 
 def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None, residual_out=None,
-                evict: bool | None = None):
+                evict: bool | None = None, config=None):
     """Returns (normed, new_residual). out / residual_out: optional preallocated outputs;
     residual_out=residual updates the residual in place (each element is read before it is
-    written by the same program)."""
+    written by the same program). config: (BLOCK_M, num_warps, EVICT), else picked per shape."""
     import torch
 
     N = x.shape[-1]
@@ -75,8 +77,11 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
     # tuning launches write ro from x + r: never time them in place (they would add r twice)
     in_place = ro2.data_ptr() == r2.data_ptr()
     ev = (True, False) if evict is None else (evict,)
-    launch(row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev) if not in_place else
-           row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev))
+    if config is not None:
+        launch(tuple(config))
+    else:
+        launch(row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev) if not in_place else
+               row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev))
     return y, ro
 
 
@@ -129,6 +134,8 @@ _VARIANTS = {
     "triton": lambda s: add_rmsnorm(s["x"], s["r"], s["w"]),
     # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
     "triton_evict": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], evict=True),
+    # no tuning: the default launch, what shapes under TUNE_MIN_ELEMS (decode included) ran before round 6
+    "triton_untuned": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], config=untuned_config(s["x"].shape[-1])),
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = lambda s: _liger(s["x"], s["r"], s["w"])

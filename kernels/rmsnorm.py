@@ -4,7 +4,9 @@ Memory-bound: one read of x, one write of y; w is read once per program (it stay
 Forward: a program normalises BLOCK_M rows held whole in registers (BLOCK_M > 1 for small
 hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~4-16 KB);
 the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
-fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned).
+fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned);
+at a few rows (decode) the one-row launch's num_warps, by CUDA-graph replay (round 6; the
+default launch without tuning kept as variant ``triton_untuned``).
 
 Backward: dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and dw = sum over rows of dy * xhat, in
 one pass over dy and x (rstd cached by the forward). v3 (``rmsnorm_bwd``): one program per SM;
@@ -224,7 +226,8 @@ def fwd_config(N: int):
     return BLOCK_M, BLOCK_N, warps_for(BLOCK_M * BLOCK_N)
 
 
-TUNE_MIN_ELEMS = 1 << 22  # below ~4M elements a launch is too short for the config to matter
+TUNE_MIN_ELEMS = 1 << 22  # below ~4M elements a launch is too short for the config to matter...
+DECODE_ROWS = 64  # ...except at decode: a few rows, where the launch is all there is (graph-timed)
 
 
 @functools.lru_cache(maxsize=None)
@@ -244,13 +247,34 @@ def row_candidates(N: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=None)
+def decode_candidates(N: int) -> tuple[tuple[int, int], ...]:
+    """(BLOCK_M, num_warps) candidates of a row kernel at a few rows, the default first: one row
+    per program (rows are few: a program each) over num_warps, 2-64 elements per thread."""
+    BLOCK_N = triton.next_power_of_2(N)
+    out = [row_candidates(N)[0]]
+    for nw in (1, 2, 4, 8, 16, 32):
+        if 2 <= BLOCK_N // (32 * nw) <= 64 and (1, nw) not in out:
+            out.append((1, nw))
+    return tuple(out)
+
+
 def row_config(name: str, M: int, N: int, dtype, device, run, evict: tuple[bool, ...] = ()):
     """(BLOCK_M, num_warps) for a row kernel: the default for small problems, else the
     fastest candidate on this GPU (timing.tuned, once per (kernel, M bucket, N, dtype)).
     evict: the kernel's L2 eviction hints (EVICT) are a choice too, among these values:
     candidates become (BLOCK_M, num_warps, EVICT), the first value the default. Round 5 (H200,
     benchmarks/gpu/norm_occupancy.py): without the hints the RMSNorm forward at 32768 x 4096
-    took 130 us instead of 135 (graph replay; Liger 130), same DRAM bytes."""
+    took 130 us instead of 135 (graph replay; Liger 130), same DRAM bytes.
+    Round 6: at most DECODE_ROWS rows (decode: 1 x 4096 took 1.70 us on an H100, Liger 1.62) the
+    one-row launch's num_warps (decode_candidates) is timed too, by CUDA-graph replay (GPU time:
+    do_bench would time the launcher's host time at this size)."""
+    if M <= DECODE_ROWS and M * N < TUNE_MIN_ELEMS:
+        cands = decode_candidates(N)
+        if evict:
+            cands = tuple((bm, nw, e) for e in evict for bm, nw in cands)
+        return tuned((name, "decode", triton.next_power_of_2(M), N, dtype, device, evict), cands, run, device,
+                     graph=True)
     cands = row_candidates(N)
     if evict:
         cands = tuple((bm, nw, e) for e in evict for bm, nw in cands)
@@ -259,10 +283,17 @@ def row_config(name: str, M: int, N: int, dtype, device, run, evict: tuple[bool,
     return tuned((name, triton.next_power_of_2(M), N, dtype, device, evict), cands, run, device)
 
 
+def untuned_config(N: int) -> tuple[int, int, bool]:
+    """The default (BLOCK_M, num_warps, EVICT) of a row kernel over hidden size N, no tuning."""
+    return (*row_candidates(N)[0], True)
+
+
 def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
-                block_m: int | None = None, num_warps: int | None = None, evict: bool | None = None):
+                block_m: int | None = None, num_warps: int | None = None, evict: bool | None = None,
+                config=None):
     """Forward launcher. out: optional preallocated y (shape of x); rstd: optional fp32 [rows]
-    to keep for the backward. Returns y."""
+    to keep for the backward. Returns y. config: (BLOCK_M, num_warps, EVICT), else block_m /
+    num_warps / evict over the default, else picked per shape on the GPU (row_config)."""
     import torch
 
     x2 = _rows(x)
@@ -277,7 +308,9 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
                                             y2.stride(0), M, N, eps, 1.0 if gemma else 0.0, BLOCK_M=bm,
                                             BLOCK_N=BLOCK_N, STORE_RSTD=rstd is not None, EVICT=ev, num_warps=nw)
 
-    if block_m or num_warps:
+    if config is not None:
+        cfg = tuple(config)
+    elif block_m or num_warps:
         bm0, _, nw0 = fwd_config(N)
         cfg = (block_m or bm0, num_warps or nw0, True if evict is None else evict)
     else:
@@ -589,6 +622,9 @@ _VARIANTS = {
     "triton": lambda s: rmsnorm(s["x"], s["w"]),
     # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
     "triton_evict": lambda s: rmsnorm_fwd(s["x"], s["w"], evict=True),
+    # no tuning: the default launch (fwd_config, hints on), what shapes under TUNE_MIN_ELEMS
+    # (decode included) ran before round 6
+    "triton_untuned": lambda s: rmsnorm_fwd(s["x"], s["w"], config=untuned_config(s["x"].shape[-1])),
     "cuda": lambda s: rmsnorm_cuda(s["x"], s["w"]),  # kernels/cuda/rmsnorm.cu
 }
 if has_module("liger_kernel"):

@@ -1,6 +1,6 @@
 import pytest
 
-from _kernel_helpers import check, nan_like, randn
+from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import add_rmsnorm as K
 
 
@@ -40,3 +40,39 @@ def test_without_l2_hints():
         check(y, yr, "bf16", f"normed evict={evict}")
         check(s, sr, "bf16", f"residual evict={evict}")
     assert "triton_evict" in K.WORKLOAD.variants
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_decode_candidates_each(rows, monkeypatch):
+    from profkit.kernels.rmsnorm import decode_candidates
+
+    launches = spy(monkeypatch, K, "_add_rmsnorm_fwd")["_add_rmsnorm_fwd"]
+    n = 4096
+    x, r = randn(rows, n, dtype="bf16", scale=30.0), randn(rows, n, dtype="bf16", scale=30.0)
+    w = randn(n, dtype="bf16", scale=0.1) + 1
+    yr, sr = K.add_rmsnorm_reference(x, r, w)
+    for bm, nw in decode_candidates(n):
+        for ev in (True, False):
+            y, s = K.add_rmsnorm(x, r, w, out=nan_like(x), residual_out=nan_like(r), config=(bm, nw, ev))
+            check(y, yr, "bf16", f"normed {(bm, nw, ev)}")
+            check(s, sr, "bf16", f"residual {(bm, nw, ev)}")
+            kw = launches.kwargs[-1]
+            assert (kw["BLOCK_M"], kw["num_warps"], kw["EVICT"]) == (bm, nw, ev)
+
+
+def test_decode_rows_are_tuned_and_the_untuned_variant_is_not(monkeypatch):
+    from profkit.kernels import rmsnorm
+
+    calls = []
+
+    def fake_tuned(key, cands, run, device, **kw):
+        calls.append((key, kw))
+        return cands[0]
+
+    monkeypatch.setattr(rmsnorm, "tuned", fake_tuned)
+    s = K.WORKLOAD.setup({"tokens": 1, "hidden": 4096}, "bf16", "cpu")
+    assert K.WORKLOAD.check(s, "triton", K.WORKLOAD.variants["triton"](s), "bf16").ok
+    assert [(k[:2], kw) for k, kw in calls] == [(("add_rmsnorm", "decode"), {"graph": True})]
+    calls.clear()
+    assert K.WORKLOAD.check(s, "triton_untuned", K.WORKLOAD.variants["triton_untuned"](s), "bf16").ok
+    assert calls == []

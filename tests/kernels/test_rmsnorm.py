@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from _kernel_helpers import check, grads64, nan_like, randn
+from _kernel_helpers import check, grads64, nan_like, randn, spy
 from profkit.kernels import rmsnorm as K
 
 
@@ -163,3 +163,57 @@ def test_row_config_tunes_the_hints_as_a_third_field(monkeypatch):
     assert set(cands) == {(*c, e) for c in base for e in (True, False)} and got == (*base[-1], False)
     assert K.row_config("rmsnorm_fwd", 32768, 4096, torch.bfloat16, "cuda", None) in base  # 2-tuples
     assert "triton_evict" in K.WORKLOAD.variants
+
+
+# --- decode (a few rows): num_warps of the one-row launch timed by graph replay (round 6) -----
+
+@pytest.mark.parametrize("n", [200, 4096])
+def test_decode_candidates_each(dtype, n, monkeypatch):
+    """Every decode candidate, with and without the L2 hints, at 1 and 3 rows (the default of
+    n = 200 takes 8 rows a program: its one program partly past the last row), launched as asked."""
+    launches = spy(monkeypatch, K, "_rmsnorm_fwd")["_rmsnorm_fwd"]
+    cands = K.decode_candidates(n)
+    assert cands[0] == K.row_candidates(n)[0] and all(bm == 1 for bm, _ in cands[1:])
+    w = randn(n, dtype=dtype, scale=0.1) + 1
+    for rows in (1, 3):
+        x = randn(rows, n, dtype=dtype, scale=400.0)
+        ref = K.rmsnorm_reference(x, w)
+        for bm, nw in cands:
+            for ev in (True, False):
+                y = K.rmsnorm_fwd(x, w, out=nan_like(x), config=(bm, nw, ev))
+                check(y, ref, dtype, f"rows={rows} config={(bm, nw, ev)}")
+                kw = launches.kwargs[-1]
+                assert (kw["BLOCK_M"], kw["num_warps"], kw["EVICT"]) == (bm, nw, ev)
+
+
+def test_row_config_times_decode_launches_by_graph_replay(monkeypatch):
+    """Up to DECODE_ROWS rows: decode_candidates (x each eviction choice), timed by graph replay
+    under a key of their own; more rows of a small problem: the default, untimed."""
+    seen = []
+
+    def fake_tuned(key, cands, run, device, **kw):
+        seen.append((key, cands, kw))
+        return cands[-1]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    dec = K.decode_candidates(4096)
+    assert dec[0] == (1, 8) and {nw for _, nw in dec} == {2, 4, 8, 16, 32} and {bm for bm, _ in dec} == {1}
+    got = K.row_config("rmsnorm_fwd", 1, 4096, torch.bfloat16, "cuda", None, evict=(True, False))
+    (key, cands, kw), = seen
+    assert key[:2] == ("rmsnorm_fwd", "decode") and kw == {"graph": True}
+    assert cands == tuple((bm, nw, e) for e in (True, False) for bm, nw in dec) and got == cands[-1]
+    seen.clear()
+    assert K.row_config("softmax", K.DECODE_ROWS, 4096, torch.bfloat16, "cuda", None) == dec[-1]  # 2-tuples
+    assert seen[0][0][:3] == ("softmax", "decode", K.DECODE_ROWS)
+    seen.clear()
+    assert K.row_config("rmsnorm_fwd", K.DECODE_ROWS + 1, 4096, torch.bfloat16, "cuda", None,
+                        evict=(True, False)) == (*K.row_candidates(4096)[0], True)
+    assert seen == []
+
+
+def test_untuned_variant_is_the_default_launch(monkeypatch):
+    calls = []
+    monkeypatch.setattr(K, "tuned", lambda *a, **k: calls.append(a) or a[1][0])
+    s = K.WORKLOAD.setup({"tokens": 1, "hidden": 4096}, "bf16", "cpu")
+    assert K.WORKLOAD.check(s, "triton_untuned", K.WORKLOAD.variants["triton_untuned"](s), "bf16").ok
+    assert calls == [] and K.untuned_config(4096) == (1, 8, True)
