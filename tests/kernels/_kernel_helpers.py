@@ -25,15 +25,23 @@ def grads64(ref_fn, inputs, dy):
 
 class LaunchSpy:
     """Stands in for a @triton.jit kernel in its module (monkeypatch.setattr): records the grid
-    of each launch, then launches the real kernel."""
+    and the keyword arguments (constexprs, num_warps) of each launch, then launches the real
+    kernel."""
 
     def __init__(self, kernel):
         self.kernel = kernel
         self.grids = []
+        self.kwargs = []
 
     def __getitem__(self, grid):
         self.grids.append(grid)
-        return self.kernel[grid]
+        launch = self.kernel[grid]
+
+        def call(*args, **kwargs):
+            self.kwargs.append(kwargs)
+            return launch(*args, **kwargs)
+
+        return call
 
 
 def spy(monkeypatch, module, *names):

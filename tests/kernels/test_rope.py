@@ -50,7 +50,7 @@ SPLIT_CONFIGS = [(1, 1), (2, 2), (4, 2), (8, 4), (0, 4)]  # (BLOCK_H, num_warps)
 @pytest.mark.parametrize("config", SPLIT_CONFIGS, ids=str)
 @pytest.mark.parametrize("geom", GEOMS, ids=lambda g: "hq{}-hk{}-d{}-rd{}".format(*g))
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
-def test_rope_head_split(dtype, geom, interleaved, config):
+def test_rope_head_split(dtype, geom, interleaved, config, monkeypatch):
     """Head groups of 1-8 q or k heads (7 q heads: a last group partly empty; 1 k head), token
     and head strides of views into a padded buffer whose padding holds NaN (a read past a head
     or a group shows), positions out of order."""
@@ -62,7 +62,14 @@ def test_rope_head_split(dtype, geom, interleaved, config):
     q, k = qbuf[:, :hq, :d], kbuf[:, :hk, :d]
     cos, sin = K.rope_cache(512, rd)
     pos = torch.tensor([301, 7, 150])
+    kernels = spy(monkeypatch, K, "_rope_fwd", "_rope_fwd_heads")
     qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), config=config)
+    bh, nw = config
+    if bh:  # launched as asked
+        assert kernels["_rope_fwd_heads"].grids == [(T, -(-hq // bh) + -(-hk // bh))]
+        assert (kernels["_rope_fwd_heads"].kwargs[0]["BLOCK_H"], kernels["_rope_fwd_heads"].kwargs[0]["num_warps"]) == config
+    else:
+        assert kernels["_rope_fwd"].grids == [(T,)] and kernels["_rope_fwd"].kwargs[0]["num_warps"] == nw
     qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
     check(qo, qr, dtype, f"q {config}")
     check(ko, kr, dtype, f"k {config}")

@@ -82,9 +82,13 @@ def test_split_rows(dtype, config):
 
 
 @pytest.mark.parametrize("config", K.SPLIT_CANDIDATES, ids=str)
-def test_every_split_candidate(config):
+def test_every_split_candidate(config, monkeypatch):
+    kernels = spy(monkeypatch, K, "_softmax_split_partials", "_softmax_split_apply")
     x = randn(2, 20000, dtype="bf16", scale=8.0)
     check(K.softmax(x, out=nan_like(x), config=config), K.softmax_reference(x), "bf16", f"split {config}")
+    for s in kernels.values():  # launched as asked: a chunk a program, both stages
+        assert s.grids == [(-(-20000 // config[0]), 2)]
+        assert (s.kwargs[0]["BLOCK"], s.kwargs[0]["num_warps"]) == config
 
 
 def test_split_caps_the_partials_per_row(monkeypatch):

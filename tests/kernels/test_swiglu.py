@@ -3,7 +3,7 @@ import warnings
 import pytest
 import torch
 
-from _kernel_helpers import check, grads64, nan_like, randn
+from _kernel_helpers import check, grads64, nan_like, randn, spy
 from profkit.kernels import swiglu as K
 
 
@@ -52,14 +52,17 @@ def test_launch_configs(config):
 
 
 @pytest.mark.parametrize("config", K.SMALL_CANDIDATES, ids=str)
-def test_small_launch_candidates(dtype, config):
-    """Every small-size candidate: 3000 elements is no multiple of any block (the last program
-    partial); the output poisoned first."""
+def test_small_launch_candidates(dtype, config, monkeypatch):
+    """Every small-size candidate, launched as asked: 3000 elements is no multiple of any block
+    (the last program partial); the output poisoned first."""
+    launches = spy(monkeypatch, K, "_swiglu_fwd")["_swiglu_fwd"]
     g, u = randn(3, 1000, dtype=dtype, scale=30.0), randn(3, 1000, dtype=dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         y = K.swiglu_fwd(g, u, out=nan_like(g), config=config)
     check(y, K.swiglu_reference(g, u), dtype, f"small {config}")
+    kw = launches.kwargs[0]
+    assert launches.grids == [(-(-3000 // config[0]),)] and (kw["BLOCK"], kw["num_warps"], kw["EVICT"]) == config
 
 
 def test_small_sizes_tune_small_blocks_by_graph_replay(monkeypatch):
