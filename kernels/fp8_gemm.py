@@ -475,14 +475,16 @@ SPLITK_MAX_M = 64  # decode: above this v3's tiles have work enough per program
 def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int, int, int, int], ...]:
     """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: 1-6 programs per SM,
     every K range at most PROMOTE_K elements (the promotion bound) and at least two k tiles.
-    Round 6 (H100, llama8b-qkv-m16 per-tensor, GPU time): BLOCK_K 256 with 3 stages 7.7 us,
-    128 with 4 stages 8.4 us, SPLIT 9 10.8 us: fewer, longer splits of wider k tiles."""
+    Round 6 (H100, llama8b-qkv-m16 per-tensor, GPU time): BLOCK_K 128 with 4 stages 8.4 us, SPLIT 9
+    10.8 us; BLOCK_K 256 with 3 stages 7.7 us, SPLIT 2 with 4 stages 7.3 us: fewer, longer splits of
+    wider k tiles, and deeper pipelines (the last three candidates)."""
     if interpreting():
         return ((32, 32, max(2, triton.cdiv(K, 64)), 4, 1),)
     bm = max(16, min(64, triton.next_power_of_2(M)))
     out = []
     for bn, bk, per_sm, w, st in [(64, 256, 3, 4, 3), (64, 256, 2, 4, 3), (64, 256, 1, 4, 4), (128, 256, 2, 4, 3),
-                                  (64, 128, 3, 4, 4), (32, 256, 2, 4, 3), (64, 256, 4, 4, 3), (128, 256, 3, 8, 3)]:
+                                  (64, 128, 3, 4, 4), (32, 256, 2, 4, 3), (64, 256, 4, 4, 3), (128, 256, 3, 8, 3),
+                                  (64, 256, 1, 4, 5), (64, 128, 1, 4, 8), (64, 256, 1, 8, 4)]:
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
         split = max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles), K // (2 * bk)), 1)
         c = (bn, bk, split, w, st)
