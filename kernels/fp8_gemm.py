@@ -426,27 +426,36 @@ _PLANS: dict[tuple, tuple] = {}
 @triton.jit
 def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, stride_cm, k_per_split,
                      ROW_SCALES: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
+                     TMA: tl.constexpr = False):
+    """TMA: A and B are tensor descriptors (boxes BLOCK_M x BLOCK_K, BLOCK_N x BLOCK_K; zeros past
+    the edges), else pointers with masked loads."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     pid_m = tl.program_id(2)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rk = tl.arange(0, BLOCK_K)
     k0 = pid_s * k_per_split
     k_end = tl.minimum(k0 + k_per_split, K)
-    b_ptr = B + rn[:, None].to(tl.int64) * stride_bn + (k0 + rk)[None, :]
-    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + (k0 + rk)[None, :]
-    nmask = rn[:, None] < N
-    mmask = rm[:, None] < M
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for k in range(k0, k_end, BLOCK_K):
-        kmask = (k + rk)[None, :] < k_end
-        b = tl.load(b_ptr, mask=nmask & kmask, other=0.0)
-        a = tl.load(a_ptr, mask=mmask & kmask, other=0.0)
-        acc = tl.dot(b, a.T, acc)  # <= PROMOTE_K elements: one chain, promoted by the fp32 sum below
-        b_ptr += BLOCK_K
-        a_ptr += BLOCK_K
+    if TMA:  # a split's range is whole k tiles (the last one ends at K, past which TMA reads zeros)
+        for k in range(k0, k_end, BLOCK_K):
+            b = B.load([pid_n * BLOCK_N, k])
+            a = A.load([pid_m * BLOCK_M, k])
+            acc = tl.dot(b, a.T, acc)
+    else:
+        rk = tl.arange(0, BLOCK_K)
+        b_ptr = B + rn[:, None].to(tl.int64) * stride_bn + (k0 + rk)[None, :]
+        a_ptr = A + rm[:, None].to(tl.int64) * stride_am + (k0 + rk)[None, :]
+        nmask = rn[:, None] < N
+        mmask = rm[:, None] < M
+        for k in range(k0, k_end, BLOCK_K):
+            kmask = (k + rk)[None, :] < k_end
+            b = tl.load(b_ptr, mask=nmask & kmask, other=0.0)
+            a = tl.load(a_ptr, mask=mmask & kmask, other=0.0)
+            acc = tl.dot(b, a.T, acc)  # <= PROMOTE_K elements: one chain, promoted by the fp32 sum below
+            b_ptr += BLOCK_K
+            a_ptr += BLOCK_K
     out_mask = (rn[:, None] < N) & (rm[None, :] < M)
     tile_off = rm[None, :].to(tl.int64) * N + rn[:, None]  # P[s] is (M, N), written transposed
     tl.store(P + pid_s.to(tl.int64) * M * N + tile_off, acc, mask=out_mask)
@@ -519,16 +528,18 @@ def _splitk_buffers(device, tiles: int, partial: int):
 
 
 def _splitk_plan(M, N, K, cfg):
-    """(grid, k_per_split, kernel kwargs) of a candidate (the split evened to whole k tiles)."""
-    bn, bk, split, w, st = cfg
+    """(grid, k_per_split, boxes of A and B or None, kernel kwargs) of a candidate (BLOCK_N,
+    BLOCK_K, SPLIT, num_warps, num_stages[, TMA]); the split evened to whole k tiles."""
+    bn, bk, split, w, st = cfg[:5]
+    tma = len(cfg) > 5 and cfg[5]
     k_per_split = triton.cdiv(triton.cdiv(K, split), bk) * bk
     if k_per_split > max(PROMOTE_K, bk):
         raise ValueError(f"triton_splitk: {k_per_split} K elements per split exceed PROMOTE_K = {PROMOTE_K}")
     split = triton.cdiv(K, k_per_split)
     bm = max(16, min(64, triton.next_power_of_2(M)))
     grid = (triton.cdiv(N, bn), split, triton.cdiv(M, bm))
-    return grid, k_per_split, dict(SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(),
-                                   num_warps=w, num_stages=st)
+    return grid, k_per_split, ([bm, bk], [bn, bk]) if tma else None, dict(
+        SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), TMA=tma, num_warps=w, num_stages=st)
 
 
 # (M, N, K, per-row, device) -> the picked candidate's plan (the launcher's host time at decode
@@ -539,7 +550,7 @@ _SK_PLANS: dict[tuple, tuple] = {}
 def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
     """Split-K fp8 GEMM for decode shapes (M <= SPLITK_MAX_M): a (M, K) fp8, b (N, K) fp8,
     sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row); bf16 out (contiguous).
-    config: (BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), else the candidate with the least
+    config: (BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages[, TMA]), else the candidate with the least
     GPU time on this GPU (timing.tuned by CUDA-graph replay, once per problem: do_bench would time
     the launcher). Promotion into fp32 at most every PROMOTE_K elements, as v3 (each split is one
     chain)."""
@@ -550,9 +561,14 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
         raise NotImplementedError("triton_splitk: a, b need unit stride along K and out must be contiguous")
 
     def launch(plan):
-        grid, k_per_split, kw = plan
+        grid, k_per_split, boxes, kw = plan
         locks, part = _splitk_buffers(a.device, grid[0] * grid[2], grid[1] * M * N)
-        _fp8_gemm_splitk[grid](a, b, out, sa, sb, part, locks, M, N, K, a.stride(0), b.stride(0), out.stride(0),
+        A, B = a, b
+        if boxes:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            A, B = TensorDescriptor.from_tensor(a, boxes[0]), TensorDescriptor.from_tensor(b, boxes[1])
+        _fp8_gemm_splitk[grid](A, B, out, sa, sb, part, locks, M, N, K, a.stride(0), b.stride(0), out.stride(0),
                                k_per_split, ROW_SCALES=row, **kw)
 
     if config is not None:
@@ -564,6 +580,8 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
         from .timing import tuned
 
         cands = splitk_candidates(M, N, K, num_sms(a.device))
+        if tma_supported(a, b, names=("A", "B")) is None:  # each candidate also through TMA
+            cands = cands + tuple(c + (True,) for c in cands)
         best = tuned(("fp8_gemm_splitk",) + key, cands, lambda c: launch(_splitk_plan(M, N, K, c)), a.device,
                      graph=True)
         plan = _SK_PLANS[key] = _splitk_plan(M, N, K, best)

@@ -258,6 +258,18 @@ def test_splitk_vs_dequantized_float64(shape, per_row):
     assert ok, info
 
 
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+@pytest.mark.parametrize("shape", [s for s in SPLITK_CASES if s[2] % 16 == 0], ids=lambda s: "x".join(map(str, s)))
+def test_splitk_tma_loads_vs_dequantized_float64(shape, per_row):
+    """The candidates' TMA form (A and B through tensor descriptors; zeros past the M and N edges)."""
+    M, N, K = shape
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    out = _poisoned(M, N)
+    F.fp8_gemm_splitk(aq, bq, sa, sb, out=out, config=(32, 32, max(2, -(-K // 64)), 4, 1, True))
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+
+
 def test_splitk_semaphores_reset_and_calls_agree():
     """The last program of a tile resets its semaphore: after a call every counter is zero, and a
     second call (same buffers) gives the first one's output bit for bit. A counter left at 1
