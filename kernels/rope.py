@@ -121,14 +121,14 @@ def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
     """Few tokens: program (t, g) rotates token t's q heads [g * BLOCK_H, ...) for g < GQ, else
     its k heads [(g - GQ) * BLOCK_H, ...): a token's heads spread over several programs."""
     t = tl.program_id(0).to(tl.int64)
-    g = tl.program_id(1)
+    g = tl.program_id(1).to(tl.int64)
     if g < GQ:
-        h0 = g.to(tl.int64) * BLOCK_H
+        h0 = g * BLOCK_H
         _rotate_heads_late_pos(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, sq_h, sqo_h, HQ - h0,
                                COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
                                BLOCK_HALF, BLOCK_PASS)
     else:
-        h0 = (g - GQ).to(tl.int64) * BLOCK_H
+        h0 = (g - GQ) * BLOCK_H
         _rotate_heads_late_pos(K + t * sk_t + h0 * sk_h, KO + t * sko_t + h0 * sko_h, sk_h, sko_h, HK - h0,
                                COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
                                BLOCK_HALF, BLOCK_PASS)

@@ -104,9 +104,9 @@ def _softmax_online(X, Y, sx, sy, N, BLOCK: tl.constexpr):
 def _softmax_split_partials(X, WS, sx, N, P, BLOCK: tl.constexpr):
     """Stage 1 of the split-row softmax: program (c, row) reduces columns [c * BLOCK, (c + 1) *
     BLOCK) of its row to (max, sum of exp(x - max)), stored at WS[row, c] and WS[row, P + c]."""
-    c = tl.program_id(0)
+    c = tl.program_id(0).to(tl.int64)
     row = tl.program_id(1).to(tl.int64)
-    cols = c.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    cols = c * BLOCK + tl.arange(0, BLOCK)
     # evict_last: stage 2 reads the same chunk again, from the L2
     x = tl.load(X + row * sx + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last").to(tl.float32)
     m = tl.max(x, axis=0)
@@ -119,9 +119,9 @@ def _softmax_split_partials(X, WS, sx, N, P, BLOCK: tl.constexpr):
 def _softmax_split_apply(X, Y, WS, sx, sy, N, P, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr):
     """Stage 2: program (c, row) combines the row's P partials into its max and sum (every program
     of the row the same numbers in the same order: deterministic) and writes its chunk."""
-    c = tl.program_id(0)
+    c = tl.program_id(0).to(tl.int64)
     row = tl.program_id(1).to(tl.int64)
-    cols = c.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    cols = c * BLOCK + tl.arange(0, BLOCK)
     mk = cols < N
     x = tl.load(X + row * sx + cols, mask=mk, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
     p = tl.arange(0, BLOCK_P)
