@@ -94,8 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--ops", default=",".join(CELLS), help="comma list of cells (default: all five)")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
-    ap.add_argument("--rep-ms", type=float, default=20.0, help="graph_timer repetition time per timing")
-    ap.add_argument("--budget-s", type=float, default=210.0,
+    ap.add_argument("--rep-ms", type=float, default=10.0, help="graph_timer repetition time per timing")
+    ap.add_argument("--budget-s", type=float, default=200.0,
                     help="no new round once this many seconds have passed (at least one round runs)")
     ap.add_argument("--cpu-smoke", action="store_true", help="CPU, TRITON_INTERPRET=1, 1 round, no compile")
     a = ap.parse_args(argv)
