@@ -3,8 +3,10 @@
 # the memory-bound operators.
 #   bash benchmarks/gpu/round6.sh fp8dec TAG   # fp8_decode.py + profkit capture pairs at llama8b-qkv-m16
 #                                              # -> $OUT/fp8dec_TAG.tar.xz
-#   bash benchmarks/gpu/round6.sh decode TAG   # decode_sweep.py + capture pairs at the 1-token shapes
-#                                              # -> $OUT/decode_TAG.tar.xz
+#   bash benchmarks/gpu/round6.sh decode TAG   # decode_sweep.py -> $OUT/decode_TAG.tar.xz
+#   bash benchmarks/gpu/round6.sh final TAG    # fp8_decode.py at llama8b-qkv-m16, profkit capture pairs (fp8
+#                                              # split-K; the 1-token operators: old launch -> new, best peer -> new),
+#                                              # then decode_sweep.py -> $OUT/final_TAG.tar.xz
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -25,5 +27,32 @@ decode)
   timeout 300 python3 $R/benchmarks/gpu/decode_sweep.py --rounds 5 --out $O > $O/decode_sweep.log 2>&1; echo "decode_sweep rc=$?"
   tail -40 $O/decode_sweep.log | cut -c1-170
   pack $OUT/decode_$TAG.tar.xz
+  ;;
+final)
+  timeout 120 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O --shapes llama8b-qkv-m16 > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
+  grep -v "^   " $O/fp8_decode.log | cut -c1-170
+  run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
+  cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \
+      --variant triton_promote --variant triton_splitk --variant scaled_mm --shape llama8b-qkv-m16
+  cmp $run:triton_promote_tensor $run:triton_splitk_tensor
+  cmp $run:scaled_mm_tensor $run:triton_splitk_tensor
+  cmp $run:triton_promote $run:triton_splitk
+  cmp $run:scaled_mm $run:triton_splitk
+  # op shape old-launch best-peer
+  while read op shape old peer; do
+    run=$op-$shape-r6-$TAG
+    cap $run $op --variant $old --variant triton --variant $peer --shape $shape
+    cmp $run:$old $run:triton
+    cmp $run:$peer $run:triton
+  done <<LIST
+softmax llama3vocab-t1 triton_rowprog compile
+swiglu llama8b-t1 triton_v1 compile
+rope llama8b-t1 triton_tokenprog liger
+rmsnorm llama8b-t1 triton_untuned liger
+add_rmsnorm llama8b-t1 triton_untuned liger
+LIST
+  timeout 240 python3 $R/benchmarks/gpu/decode_sweep.py --rounds 3 --out $O > $O/decode_sweep.log 2>&1; echo "decode_sweep rc=$?"
+  tail -40 $O/decode_sweep.log | cut -c1-170
+  pack $OUT/final_$TAG.tar.xz
   ;;
 esac
