@@ -10,6 +10,17 @@
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
+# add+RMSNorm at one token: before round 6 (untuned launch; w after the reduction) -> now, and Liger
+addnorm_pairs() {
+  local run=add_rmsnorm-llama8b-t1-r6-$TAG
+  cap $run add_rmsnorm --variant triton_untuned --variant triton_wlate --variant triton --variant liger --shape llama8b-t1
+  cmp $run:triton_untuned $run:triton; cmp $run:triton_wlate $run:triton; cmp $run:liger $run:triton
+}
+# every add+RMSNorm shape by graph replay: w loaded first must not cost the large shapes
+addnorm_rows() {
+  timeout 150 python3 $R/benchmarks/kernels.py --graph --ops add_rmsnorm --no-backward --variants triton,triton_wlate,compile,liger --out $O > $O/kernels_addnorm.log 2>&1; echo "kernels rc=$?"
+  grep -E "triton|liger|compile" $O/kernels_addnorm.log | cut -c1-160 | tail -20
+}
 case $MODE in
 fp8dec)
   timeout 330 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O ${FP8_SHAPES:+--shapes $FP8_SHAPES} > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
@@ -49,10 +60,18 @@ softmax llama3vocab-t1 triton_rowprog compile
 swiglu llama8b-t1 triton_v1 compile
 rope llama8b-t1 triton_tokenprog liger
 rmsnorm llama8b-t1 triton_untuned liger
-add_rmsnorm llama8b-t1 triton_untuned liger
 LIST
+  addnorm_pairs
   timeout 240 python3 $R/benchmarks/gpu/decode_sweep.py --rounds 3 --out $O > $O/decode_sweep.log 2>&1; echo "decode_sweep rc=$?"
   tail -40 $O/decode_sweep.log | cut -c1-170
+  addnorm_rows
   pack $OUT/final_$TAG.tar.xz
+  ;;
+addnorm)  # add+RMSNorm with w loaded first (round 6's change after the H100 final run)
+  addnorm_pairs
+  timeout 150 python3 $R/benchmarks/gpu/decode_sweep.py --rounds 3 --ops add_rmsnorm,rmsnorm --out $O > $O/decode_sweep.log 2>&1; echo "decode_sweep rc=$?"
+  tail -24 $O/decode_sweep.log | cut -c1-170
+  addnorm_rows
+  pack $OUT/addnorm_$TAG.tar.xz
   ;;
 esac

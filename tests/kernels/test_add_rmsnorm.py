@@ -76,3 +76,21 @@ def test_decode_rows_are_tuned_and_the_untuned_variant_is_not(monkeypatch):
     calls.clear()
     assert K.WORKLOAD.check(s, "triton_untuned", K.WORKLOAD.variants["triton_untuned"](s), "bf16").ok
     assert calls == []
+
+
+@pytest.mark.parametrize("w_first", [True, False], ids=["w_first", "w_late"])
+@pytest.mark.parametrize("rows,n", [(1, 4096), (5, 300)], ids=["decode", "rows"])
+def test_w_load_order_both_ways(rows, n, w_first, monkeypatch):
+    """Round 6: w issued with x and r (default) or after the reduction (triton_wlate, round 5's
+    order): both against float64, and the kernel ran with the order asked for."""
+    launches = spy(monkeypatch, K, "_add_rmsnorm_fwd")["_add_rmsnorm_fwd"]
+    x, r = randn(rows, n, dtype="bf16", scale=30.0), randn(rows, n, dtype="bf16", scale=30.0)
+    w = randn(n, dtype="bf16", scale=0.1) + 1
+    yr, sr = K.add_rmsnorm_reference(x, r, w)
+    y, s = K.add_rmsnorm(x, r, w, out=nan_like(x), residual_out=nan_like(r), config=(1, 4, True), w_first=w_first)
+    check(y, yr, "bf16", f"normed w_first={w_first}")
+    check(s, sr, "bf16", f"residual w_first={w_first}")
+    assert launches.kwargs[-1]["W_FIRST"] is w_first
+    st = K.WORKLOAD.setup({"tokens": rows, "hidden": n}, "bf16", "cpu")
+    assert K.WORKLOAD.check(st, "triton_wlate", K.WORKLOAD.variants["triton_wlate"](st), "bf16").ok
+    assert launches.kwargs[-1]["W_FIRST"] is False
