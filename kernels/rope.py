@@ -56,17 +56,23 @@ def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BL
     """cos/sin of token t's position and the two halves' lane indices (NeoX: d, d + HALF;
     GPT-J interleaved: 2d, 2d + 1). Shared with the fused RMSNorm + RoPE kernel."""
     pos = tl.load(POS + t).to(tl.int64)
-    d = tl.arange(0, BLOCK_HALF)
-    dmask = d < HALF
+    d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
     cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
     sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
+    return cos, sin, ia, ib, dmask
+
+
+@triton.jit
+def rope_lanes(HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """(d, the two halves' lane indices, d's mask): NeoX d, d + HALF; GPT-J interleaved 2d, 2d + 1."""
+    d = tl.arange(0, BLOCK_HALF)
     if INTERLEAVED:
         ia = 2 * d
         ib = 2 * d + 1
     else:
         ia = d
         ib = d + HALF
-    return cos, sin, ia, ib, dmask
+    return d, ia, ib, d < HALF
 
 
 @triton.jit
@@ -91,14 +97,7 @@ def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, H
                            BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
     """Rotate heads [0, min(H, BLOCK_H)) of one token: the heads' loads first, then the
     position and its cos/sin (a dependent load), so the two wait on memory together."""
-    d = tl.arange(0, BLOCK_HALF)
-    dmask = d < HALF
-    if INTERLEAVED:
-        ia = 2 * d
-        ib = 2 * d + 1
-    else:
-        ia = d
-        ib = d + HALF
+    d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
     h = tl.arange(0, BLOCK_H)
     m = (h < H)[:, None] & dmask[None, :]
     xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)

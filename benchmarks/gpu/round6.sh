@@ -10,6 +10,14 @@
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
+# fp8 at the decode shape: v3 -> split-K and _scaled_mm -> split-K, both scale modes
+fp8_pairs() {
+  local run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
+  cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \
+      --variant triton_promote --variant triton_splitk --variant scaled_mm --shape llama8b-qkv-m16
+  cmp $run:triton_promote_tensor $run:triton_splitk_tensor; cmp $run:scaled_mm_tensor $run:triton_splitk_tensor
+  cmp $run:triton_promote $run:triton_splitk; cmp $run:scaled_mm $run:triton_splitk
+}
 # add+RMSNorm at one token: before round 6 (untuned launch; w after the reduction) -> now, and Liger
 addnorm_pairs() {
   local run=add_rmsnorm-llama8b-t1-r6-$TAG
@@ -25,13 +33,7 @@ case $MODE in
 fp8dec)
   timeout 330 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O ${FP8_SHAPES:+--shapes $FP8_SHAPES} > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
   grep -v "^   " $O/fp8_decode.log | cut -c1-170
-  run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
-  cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \
-      --variant triton_promote --variant triton_splitk --variant scaled_mm --shape llama8b-qkv-m16
-  cmp $run:triton_promote_tensor $run:triton_splitk_tensor
-  cmp $run:scaled_mm_tensor $run:triton_splitk_tensor
-  cmp $run:triton_promote $run:triton_splitk
-  cmp $run:scaled_mm $run:triton_splitk
+  fp8_pairs
   pack $OUT/fp8dec_$TAG.tar.xz
   ;;
 decode)
@@ -42,13 +44,7 @@ decode)
 final)
   timeout 120 python3 $R/benchmarks/gpu/fp8_decode.py --rounds 5 --out $O --shapes llama8b-qkv-m16 > $O/fp8_decode.log 2>&1; echo "fp8_decode rc=$?"
   grep -v "^   " $O/fp8_decode.log | cut -c1-170
-  run=fp8_gemm-llama8b-qkv-m16-r6-$TAG
-  cap $run fp8_gemm --variant triton_promote_tensor --variant triton_splitk_tensor --variant scaled_mm_tensor \
-      --variant triton_promote --variant triton_splitk --variant scaled_mm --shape llama8b-qkv-m16
-  cmp $run:triton_promote_tensor $run:triton_splitk_tensor
-  cmp $run:scaled_mm_tensor $run:triton_splitk_tensor
-  cmp $run:triton_promote $run:triton_splitk
-  cmp $run:scaled_mm $run:triton_splitk
+  fp8_pairs
   # op shape old-launch best-peer
   while read op shape old peer; do
     run=$op-$shape-r6-$TAG
