@@ -542,6 +542,12 @@ def _splitk_plan(M, N, K, cfg):
         SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), TMA=tma, num_warps=w, num_stages=st)
 
 
+def _tma_ready(a, b) -> bool:
+    """What a plan made with TMA needs of later operands of its shape (K, in the key, already
+    keeps the rows 16-byte multiples): row-major and 16-byte aligned."""
+    return a.is_contiguous() and b.is_contiguous() and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+
+
 # (M, N, K, per-row, device) -> the picked candidate's plan (the launcher's host time at decode
 # shapes is the whole call when do_bench flushes the L2: each piece not redone per call counts)
 _SK_PLANS: dict[tuple, tuple] = {}
@@ -564,7 +570,9 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
         grid, k_per_split, boxes, kw = plan
         locks, part = _splitk_buffers(a.device, grid[0] * grid[2], grid[1] * M * N)
         A, B = a, b
-        if boxes:
+        if boxes and not _tma_ready(a, b):  # planned on operands TMA can read; these it cannot: same tiles, pointers
+            kw = {**kw, "TMA": False}
+        elif boxes:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             A, B = TensorDescriptor.from_tensor(a, boxes[0]), TensorDescriptor.from_tensor(b, boxes[1])

@@ -332,3 +332,30 @@ def test_splitk_plans_once_and_buffers_stay_bounded(monkeypatch):
     assert len(F._SPLITK_BUFS) == F._SPLITK_STREAMS  # at the cap: the oldest out, the new one in
     assert ("fake", 0) not in F._SPLITK_BUFS and (aq.device, 0) in F._SPLITK_BUFS
     F._SPLITK_BUFS.clear()
+
+
+def test_splitk_tma_plan_falls_back_to_pointers_for_operands_tma_cannot_read(monkeypatch):
+    """A plan picked with TMA loads (aligned, row-major operands) meets a later call of the same
+    shape whose A is a strided view: the same tiles run with pointer loads, and the result holds."""
+    from _kernel_helpers import LaunchSpy
+
+    M, N, K = 16, 96, 256
+    _, _, aq, bq, sa, sb = _operands(M, N, K, False)
+    wide = torch.zeros(M, K + 32, dtype=aq.dtype)
+    wide[:, 16:16 + K] = aq
+    view = wide[:, 16:16 + K]  # rows K + 32 apart: not row-major
+    key = (M, N, K, False, aq.device)
+    F._SK_PLANS[key] = F._splitk_plan(M, N, K, (32, 32, 4, 4, 1, True))
+    spy = LaunchSpy(F._fp8_gemm_splitk)
+    monkeypatch.setattr(F, "_fp8_gemm_splitk", spy)
+    try:
+        out = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N))
+        assert spy.kwargs[-1]["TMA"] is True
+        ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+        assert ok, info
+        out = F.fp8_gemm_splitk(view, bq, sa, sb, out=_poisoned(M, N))
+        assert spy.kwargs[-1]["TMA"] is False
+        ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+        assert ok, info
+    finally:
+        F._SK_PLANS.pop(key, None)
