@@ -427,9 +427,12 @@ _PLANS: dict[tuple, tuple] = {}
 def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, stride_cm, k_per_split,
                      ROW_SCALES: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
-                     TMA: tl.constexpr = False):
+                     TMA: tl.constexpr = False, PROMOTE_EACH: tl.constexpr = False):
     """TMA: A and B are tensor descriptors (boxes BLOCK_M x BLOCK_K, BLOCK_N x BLOCK_K; zeros past
-    the edges), else pointers with masked loads."""
+    the edges), else pointers with masked loads. PROMOTE_EACH: a split longer than PROMOTE_K
+    (SPLIT 1: the whole K, one program per tile as cuBLAS's kernel) promotes every k tile through
+    tl.dot's max_num_imprecise_acc (v1's way; the MMA wait it adds hides behind the loads at
+    decode). SPLIT 1 stores its tile directly: no partial, no semaphore."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     pid_m = tl.program_id(2)
@@ -442,7 +445,7 @@ def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, s
         for k in range(k0, k_end, BLOCK_K):
             b = B.load([pid_n * BLOCK_N, k])
             a = A.load([pid_m * BLOCK_M, k])
-            acc = tl.dot(b, a.T, acc)
+            acc = _splitk_dot(b, a, acc, BLOCK_K, PROMOTE_EACH)
     else:
         rk = tl.arange(0, BLOCK_K)
         b_ptr = B + rn[:, None].to(tl.int64) * stride_bn + (k0 + rk)[None, :]
@@ -453,29 +456,48 @@ def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, s
             kmask = (k + rk)[None, :] < k_end
             b = tl.load(b_ptr, mask=nmask & kmask, other=0.0)
             a = tl.load(a_ptr, mask=mmask & kmask, other=0.0)
-            acc = tl.dot(b, a.T, acc)  # <= PROMOTE_K elements: one chain, promoted by the fp32 sum below
+            acc = _splitk_dot(b, a, acc, BLOCK_K, PROMOTE_EACH)
             b_ptr += BLOCK_K
             a_ptr += BLOCK_K
     out_mask = (rn[:, None] < N) & (rm[None, :] < M)
-    tile_off = rm[None, :].to(tl.int64) * N + rn[:, None]  # P[s] is (M, N), written transposed
-    tl.store(P + pid_s.to(tl.int64) * M * N + tile_off, acc, mask=out_mask)
-    # every thread's partial stored before the release below (CUTLASS's semaphore pattern:
-    # barrier, then one gpu-scope release by the counting thread)
-    tl.debug_barrier()
-    lock = LOCKS + pid_m * tl.num_programs(0) + pid_n
-    if tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-        tot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        for s in tl.static_range(SPLIT):  # split order: the same sum whoever arrives last
-            tot += tl.load(P + s * M * N + tile_off, mask=out_mask, other=0.0, cache_modifier=".cg")
-        if ROW_SCALES:
-            sa = tl.load(SA + rm, mask=rm < M, other=0.0)
-            sb = tl.load(SB + rn, mask=rn < N, other=0.0)
-            tot = tot * sb[:, None] * sa[None, :]
-        else:
-            tot = tot * (tl.load(SA) * tl.load(SB))
-        c_ptr = C + rm[None, :].to(tl.int64) * stride_cm + rn[:, None]
-        tl.store(c_ptr, cast_out(tot, C.dtype.element_ty, UPCAST), mask=out_mask)
-        tl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+    if SPLIT == 1:
+        _splitk_store(C, SA, SB, acc, rm, rn, M, N, stride_cm, out_mask, ROW_SCALES, UPCAST)
+    else:
+        tile_off = rm[None, :].to(tl.int64) * N + rn[:, None]  # P[s] is (M, N), written transposed
+        tl.store(P + pid_s.to(tl.int64) * M * N + tile_off, acc, mask=out_mask)
+        # every thread's partial stored before the release below (CUTLASS's semaphore pattern:
+        # barrier, then one gpu-scope release by the counting thread)
+        tl.debug_barrier()
+        lock = LOCKS + pid_m * tl.num_programs(0) + pid_n
+        if tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
+            tot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for s in tl.static_range(SPLIT):  # split order: the same sum whoever arrives last
+                tot += tl.load(P + s * M * N + tile_off, mask=out_mask, other=0.0, cache_modifier=".cg")
+            _splitk_store(C, SA, SB, tot, rm, rn, M, N, stride_cm, out_mask, ROW_SCALES, UPCAST)
+            tl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+
+
+@triton.jit
+def _splitk_dot(b, a, acc, BLOCK_K: tl.constexpr, PROMOTE_EACH: tl.constexpr):
+    """acc + b @ a^T: a chain of at most PROMOTE_K elements (promoted by the fp32 sum of the
+    splits), or promoted into fp32 every k tile."""
+    if PROMOTE_EACH:
+        return tl.dot(b, a.T, acc, max_num_imprecise_acc=BLOCK_K)
+    return tl.dot(b, a.T, acc)
+
+
+@triton.jit
+def _splitk_store(C, SA, SB, tot, rm, rn, M, N, stride_cm, out_mask, ROW_SCALES: tl.constexpr,
+                  UPCAST: tl.constexpr):
+    """The scaled bf16 tile (tot is transposed: channels x tokens) into C (tokens x channels)."""
+    if ROW_SCALES:
+        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+        tot = tot * sb[:, None] * sa[None, :]
+    else:
+        tot = tot * (tl.load(SA) * tl.load(SB))
+    c_ptr = C + rm[None, :].to(tl.int64) * stride_cm + rn[:, None]
+    tl.store(c_ptr, cast_out(tot, C.dtype.element_ty, UPCAST), mask=out_mask)
 
 
 SPLITK_MAX_M = 64  # decode: above this v3's tiles have work enough per program
@@ -483,7 +505,9 @@ SPLITK_MAX_M = 64  # decode: above this v3's tiles have work enough per program
 
 def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int, int, int, int], ...]:
     """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: 1-6 programs per SM,
-    every K range at most PROMOTE_K elements (the promotion bound) and at least two k tiles.
+    every K range at most PROMOTE_K elements (the promotion bound) and at least two k tiles; and
+    SPLIT 1 (per_sm 0 below: one program per tile, deep pipelines, promotion every k tile), the
+    shape of cuBLAS's decode kernel (ncu: 96 CTAs, 180 KB of shared memory at llama8b-qkv-m16).
     Round 6 (H100, llama8b-qkv-m16 per-tensor, GPU time): BLOCK_K 128 with 4 stages 8.4 us, SPLIT 9
     10.8 us; BLOCK_K 256 with 3 stages 7.7 us, SPLIT 2 with 4 stages 7.3 us: fewer, longer splits of
     wider k tiles, and deeper pipelines (the last three candidates)."""
@@ -493,9 +517,11 @@ def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int,
     out = []
     for bn, bk, per_sm, w, st in [(64, 256, 3, 4, 3), (64, 256, 2, 4, 3), (64, 256, 1, 4, 4), (128, 256, 2, 4, 3),
                                   (64, 128, 3, 4, 4), (32, 256, 2, 4, 3), (64, 256, 4, 4, 3), (128, 256, 3, 8, 3),
-                                  (64, 256, 1, 4, 5), (64, 128, 1, 4, 8), (64, 256, 1, 8, 4)]:
+                                  (64, 256, 1, 4, 5), (64, 128, 1, 4, 8), (64, 256, 1, 8, 4),
+                                  (64, 256, 0, 4, 6), (64, 256, 0, 4, 8), (64, 128, 0, 4, 8), (32, 256, 0, 4, 8)]:
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-        split = max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles), K // (2 * bk)), 1)
+        split = 1 if per_sm == 0 else max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles),
+                                                                          K // (2 * bk)), 1)
         c = (bn, bk, split, w, st)
         if c not in out:
             out.append(c)
@@ -533,13 +559,12 @@ def _splitk_plan(M, N, K, cfg):
     bn, bk, split, w, st = cfg[:5]
     tma = len(cfg) > 5 and cfg[5]
     k_per_split = triton.cdiv(triton.cdiv(K, split), bk) * bk
-    if k_per_split > max(PROMOTE_K, bk):
-        raise ValueError(f"triton_splitk: {k_per_split} K elements per split exceed PROMOTE_K = {PROMOTE_K}")
     split = triton.cdiv(K, k_per_split)
     bm = max(16, min(64, triton.next_power_of_2(M)))
     grid = (triton.cdiv(N, bn), split, triton.cdiv(M, bm))
     return grid, k_per_split, ([bm, bk], [bn, bk]) if tma else None, dict(
-        SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), TMA=tma, num_warps=w, num_stages=st)
+        SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), TMA=tma,
+        PROMOTE_EACH=k_per_split > PROMOTE_K, num_warps=w, num_stages=st)
 
 
 def _tma_ready(a, b) -> bool:
@@ -568,7 +593,7 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
 
     def launch(plan):
         grid, k_per_split, boxes, kw = plan
-        locks, part = _splitk_buffers(a.device, grid[0] * grid[2], grid[1] * M * N)
+        locks, part = _splitk_buffers(a.device, grid[0] * grid[2], grid[1] * M * N) if grid[1] > 1 else (out, out)
         A, B = a, b
         if boxes and not _tma_ready(a, b):  # planned on operands TMA can read; these it cannot: same tiles, pointers
             kw = {**kw, "TMA": False}

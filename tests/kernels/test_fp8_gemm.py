@@ -294,22 +294,43 @@ def test_splitk_refuses_prefill_and_bad_configs():
     _, _, aq, bq, sa, sb = _operands(65, 24, 64, True)
     with pytest.raises(NotImplementedError, match="decode"):
         F.fp8_gemm_splitk(aq, bq, sa, sb)
-    _, _, aq, bq, sa, sb = _operands(16, 24, 4096, True)
-    with pytest.raises(ValueError, match="PROMOTE_K"):  # one split of 4096: past the promotion bound
-        F.fp8_gemm_splitk(aq, bq, sa, sb, config=(32, 32, 1, 4, 1))
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+def test_splitk_one_split_promotes_every_tile_and_stores_directly(per_row, tma, monkeypatch):
+    """SPLIT 1 (one program per tile, as cuBLAS's decode kernel): a K longer than PROMOTE_K (made
+    64 here) promotes every k tile; no partial and no semaphore (the buffers stay untouched)."""
+    from _kernel_helpers import LaunchSpy
+
+    monkeypatch.setattr(F, "PROMOTE_K", 64)
+    M, N, K = 5, 70, 256
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    spy = LaunchSpy(F._fp8_gemm_splitk)
+    monkeypatch.setattr(F, "_fp8_gemm_splitk", spy)
+    F._SPLITK_BUFS.clear()
+    out = F.fp8_gemm_splitk(aq, bq, sa, sb, out=_poisoned(M, N), config=(32, 32, 1, 4, 1, tma))
+    kw = spy.kwargs[-1]
+    assert spy.grids[-1] == (3, 1, 1) and kw["SPLIT"] == 1 and kw["PROMOTE_EACH"] is True and kw["TMA"] is tma
+    assert not F._SPLITK_BUFS
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
 
 
 def test_splitk_candidates_keep_the_promotion_bound(monkeypatch):
-    """GPU candidates (host arithmetic): every split at most PROMOTE_K elements and at least two
-    k tiles, several programs per SM, at the registered decode shape and the long-K ones."""
+    """GPU candidates (host arithmetic): every split of several at most PROMOTE_K elements (so no
+    per-tile promotion) and at least two k tiles, several programs per SM, at the registered decode
+    shape and the long-K ones; SPLIT 1 candidates beside them."""
     monkeypatch.setattr(F, "interpreting", lambda: False)
     for M, N, K in [(16, 6144, 4096), (16, 4096, 14336), (16, 3584, 18944), (1, 4096, 4096), (64, 8192, 8192)]:
         cands = F.splitk_candidates(M, N, K, 132)
         assert len(cands) >= 4
-        for bn, bk, split, w, st in cands:
+        assert any(c[2] == 1 for c in cands)  # one program per tile (cuBLAS's shape), promoting every tile
+        for bn, bk, split, w, st in (c for c in cands if c[2] > 1):
             per = -(-(-(-K // split)) // bk) * bk
             assert per <= F.PROMOTE_K and split * per >= K, (M, N, K, bn, bk, split)
             assert -(-N // bn) * split >= 132  # at least one program per SM
+            assert F._splitk_plan(M, N, K, (bn, bk, split, w, st))[3]["PROMOTE_EACH"] is False
 
 
 def test_splitk_plans_once_and_buffers_stay_bounded(monkeypatch):
