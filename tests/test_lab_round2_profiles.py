@@ -47,6 +47,9 @@ ROUND2 = {
                                           ("scaled_mm_tensor", "triton_splitk_tensor", "rejected", 0.954, 25.36, 25.68),
                                           ("triton_promote", "triton_splitk", "supported", 1.562, 25.37, 25.56),
                                           ("scaled_mm", "triton_splitk", "supported", 1.419, 25.45, 25.56)],
+    # after the SPLIT 1 candidates (one program per tile, promotion every k tile): H100 only
+    "fp8_gemm-llama8b-qkv-m16-r6-h100s": [("scaled_mm_tensor", "triton_splitk_tensor", "rejected", 0.979, 25.35, 25.49),
+                                          ("scaled_mm", "triton_splitk", "supported", 1.42, 25.4, 25.63)],
     "softmax-llama3vocab-t1-r6-h100f": [("triton_rowprog", "triton", "supported", 4.277, 0.27, 0.53),
                                         ("compile", "triton", "supported", 2.563, 1.31, 0.53)],
     "swiglu-llama8b-t1-r6-h100f": [("triton_v1", "triton", "supported", 1.14, 0.07, 0.07),
