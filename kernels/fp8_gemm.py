@@ -507,7 +507,8 @@ def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int,
     """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: 1-6 programs per SM,
     every K range at most PROMOTE_K elements (the promotion bound) and at least two k tiles; and
     SPLIT 1 (per_sm 0 below: one program per tile, deep pipelines, promotion every k tile), the
-    shape of cuBLAS's decode kernel (ncu: 96 CTAs, 180 KB of shared memory at llama8b-qkv-m16).
+    shape of cuBLAS's decode kernel (ncu: 96 CTAs, 180 KB of shared memory at llama8b-qkv-m16):
+    on an H100 there, (64, 256, 1, 4, 6) took 6.76 us per-tensor against the best split's 7.25.
     Round 6 (H100, llama8b-qkv-m16 per-tensor, GPU time): BLOCK_K 128 with 4 stages 8.4 us, SPLIT 9
     10.8 us; BLOCK_K 256 with 3 stages 7.7 us, SPLIT 2 with 4 stages 7.3 us: fewer, longer splits of
     wider k tiles, and deeper pipelines (the last three candidates)."""
