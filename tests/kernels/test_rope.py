@@ -28,18 +28,22 @@ def test_rope(dtype, geom, interleaved):
     check(ke, kr, dtype, "eager k")
 
 
-def test_rope_views_of_fused_qkv_in_place():
-    T, hq, hk, d = 5, 4, 2, 16
+def _rope_fused_qkv_in_place(T, hq, hk, d, **kw):
+    """q and k as views of one fused [T, hq + 2 hk, d] qkv, rotated in place; v must be untouched."""
     qkv = randn(T, hq + 2 * hk, d, dtype="bf16")
     q, k = qkv[:, :hq], qkv[:, hq:hq + hk]
     cos, sin = K.rope_cache(64, d)
     pos = torch.arange(T) + 3
     qr, kr = K.rope_reference(q, k, cos, sin, pos)
     v = qkv[:, hq + hk:].clone()
-    qo, ko = K.rope(q, k, cos, sin, pos, q_out=q, k_out=k)
+    K.rope(q, k, cos, sin, pos, q_out=q, k_out=k, **kw)
     check(q, qr, "bf16", "q in place")
     check(k, kr, "bf16", "k in place")
     assert torch.equal(qkv[:, hq + hk:], v)  # v untouched
+
+
+def test_rope_views_of_fused_qkv_in_place():
+    _rope_fused_qkv_in_place(5, 4, 2, 16)
 
 
 # --- few tokens: heads split over programs (round 6) ------------------------------------------
@@ -78,17 +82,7 @@ def test_rope_head_split(dtype, geom, interleaved, config, monkeypatch):
 
 
 def test_rope_head_split_in_place_on_fused_qkv():
-    T, hq, hk, d = 2, 7, 3, 16
-    qkv = randn(T, hq + 2 * hk, d, dtype="bf16")
-    q, k = qkv[:, :hq], qkv[:, hq:hq + hk]
-    cos, sin = K.rope_cache(64, d)
-    pos = torch.arange(T) + 3
-    qr, kr = K.rope_reference(q, k, cos, sin, pos)
-    v = qkv[:, hq + hk:].clone()
-    K.rope(q, k, cos, sin, pos, q_out=q, k_out=k, config=(2, 1))
-    check(q, qr, "bf16", "q in place")
-    check(k, kr, "bf16", "k in place")
-    assert torch.equal(qkv[:, hq + hk:], v)
+    _rope_fused_qkv_in_place(2, 7, 3, 16, config=(2, 1))
 
 
 def test_dispatch_few_tokens_split_heads(monkeypatch):
