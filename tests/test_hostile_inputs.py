@@ -274,7 +274,10 @@ def test_column_path_refuses_a_corrupt_page_only_its_launch_call_read_meets(tmp_
     with open(p, "r+b") as f:  # the page's cell pointers and first cells: garbage
         f.seek((page - 1) * size + 8)
         f.write(b"\xff" * 64)
-    _refused(tmp_path, p, "unreadable SQLite export (database disk image is malformed)")
+    try:
+        _refused(tmp_path, p, "unreadable SQLite export (database disk image is malformed)")
+    except AssertionError as e:  # (failed once in a full run, 2026-11-23, not reproduced: say which path read it)
+        raise AssertionError(f"{e}\ncolumn path taken: {bool(column_path)}") from None
     assert column_path
 
 
