@@ -29,7 +29,8 @@ Variants: "triton" (v1, per-row scales, promotion every 128), "triton_tensor" (v
 "triton_v2" (v2, per-row, every 128), "triton_promote" (v3, per-row, every <= 2048; round 5:
 scales loaded after the last promotion), "triton_promote_early" (v3 as rounds 3-4 ran it: scales
 loaded before each promotion),
-"triton_promote_tensor" (v3, per-tensor), "triton_fastacc" (v1 without promotion: fast, and at
+"triton_promote_tensor" (v3, per-tensor), "triton_splitk" / "triton_splitk_tensor" (decode, M <= 64:
+split-K or one program per tile, round 6; see fp8_gemm_splitk), "triton_fastacc" (v1 without promotion: fast, and at
 K = 8192 it misses the max-error bound: expected-inexact); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
@@ -421,7 +422,9 @@ _PLANS: dict[tuple, tuple] = {}
 # arrive adds the tile's partials in split order (so the result does not depend on who came
 # last), scales, stores bf16 and resets the counter. One launch, no float atomics. The tile is
 # computed transposed (B tile x A tile^T: the N tile is the MMA's 64/128-row side and the few
-# tokens its narrow side), as small-M kernels do, instead of padding M to 64 rows.
+# tokens its narrow side), as small-M kernels do, instead of padding M to 64 rows. SPLIT 1 is a
+# candidate too (one program per tile, deep pipeline, promotion every k tile: cuBLAS's shape),
+# the fastest at llama8b-qkv-m16 on an H100 (splitk_candidates).
 
 @triton.jit
 def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, stride_cm, k_per_split,
@@ -585,7 +588,7 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
     config: (BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages[, TMA]), else the candidate with the least
     GPU time on this GPU (timing.tuned by CUDA-graph replay, once per problem: do_bench would time
     the launcher). Promotion into fp32 at most every PROMOTE_K elements, as v3 (each split is one
-    chain)."""
+    chain; a split longer than that, SPLIT 1 included, promotes every k tile)."""
     M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
     if M > SPLITK_MAX_M:
         raise NotImplementedError(f"triton_splitk: for decode shapes (M <= {SPLITK_MAX_M}); M = {M}")
@@ -594,6 +597,7 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
 
     def launch(plan):
         grid, k_per_split, boxes, kw = plan
+        # (SPLIT 1 stores its tile directly: no semaphore, no partial; any pointer fills the slots)
         locks, part = _splitk_buffers(a.device, grid[0] * grid[2], grid[1] * M * N) if grid[1] > 1 else (out, out)
         A, B = a, b
         if boxes and not _tma_ready(a, b):  # planned on operands TMA can read; these it cannot: same tiles, pointers

@@ -269,16 +269,15 @@ def row_config(name: str, M: int, N: int, dtype, device, run, evict: tuple[bool,
     Round 6: at most DECODE_ROWS rows (decode: 1 x 4096 took 1.70 us on an H100, Liger 1.62) the
     one-row launch's num_warps (decode_candidates) is timed too, by CUDA-graph replay (GPU time:
     do_bench would time the launcher's host time at this size)."""
-    if M <= DECODE_ROWS and M * N < TUNE_MIN_ELEMS:
-        cands = decode_candidates(N)
-        if evict:
-            cands = tuple((bm, nw, e) for e in evict for bm, nw in cands)
-        return tuned((name, "decode", triton.next_power_of_2(M), N, dtype, device, evict), cands, run, device,
-                     graph=True)
-    cands = row_candidates(N)
+    small = M * N < TUNE_MIN_ELEMS
+    decode = small and M <= DECODE_ROWS
+    cands = decode_candidates(N) if decode else row_candidates(N)
     if evict:
         cands = tuple((bm, nw, e) for e in evict for bm, nw in cands)
-    if M * N < TUNE_MIN_ELEMS:
+    if decode:
+        return tuned((name, "decode", triton.next_power_of_2(M), N, dtype, device, evict), cands, run, device,
+                     graph=True)
+    if small:
         return cands[0]
     return tuned((name, triton.next_power_of_2(M), N, dtype, device, evict), cands, run, device)
 

@@ -25,7 +25,7 @@ from profkit.kernels import get
 from profkit.kernels.timing import graph_timer, header, stamp, timer, tuned_choices
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fp8_launch import host_us  # noqa: E402
+from fp8_launch import host_us, round_robin  # noqa: E402
 
 MODES = {"row": ("triton_splitk", "triton_promote", "scaled_mm"),
          "tensor": ("triton_splitk_tensor", "triton_promote_tensor", "scaled_mm_tensor")}
@@ -54,11 +54,7 @@ def main():
                 assert r.ok, (shape, v, str(r))
                 fns[v] = (lambda v: lambda: w.variants[v](state))(v)
         torch.cuda.synchronize()
-        times = {v: [] for v in fns}
-        for _ in range(args.rounds):
-            for v, fn in fns.items():
-                times[v].append(bench(fn))
-        med = {v: sorted(t)[len(t) // 2] for v, t in times.items()}
+        times, med = round_robin(fns, bench, args.rounds)
         graph = {v: gbench(fn) for v, fn in fns.items()}
         host = {v: host_us(fn, 200) for v, fn in fns.items()}
         for mode, (sk, v3, peer) in MODES.items():

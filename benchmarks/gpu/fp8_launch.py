@@ -45,6 +45,16 @@ def host_us(fn, n=200):
     return t
 
 
+def round_robin(fns, bench, rounds):
+    """({name: the times of each round}, {name: their median}): every fn timed once per round,
+    in turn, so clock drift hits all alike."""
+    times = {v: [] for v in fns}
+    for _ in range(rounds):
+        for v, fn in fns.items():
+            times[v].append(bench(fn))
+    return times, {v: sorted(t)[len(t) // 2] for v, t in times.items()}
+
+
 def pieces(s):
     """Host time of each piece of one planned call (decode shape), timed alone."""
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -125,11 +135,7 @@ def main():
             r = w.check(state, v, w.variants[v](state), "fp8")
             assert r.ok, (shape, v, str(r))
         torch.cuda.synchronize()
-        times = {v: [] for v in fns}
-        for _ in range(args.rounds):
-            for v, fn in fns.items():
-                times[v].append(bench(fn))
-        med = {v: sorted(t)[len(t) // 2] for v, t in times.items()}
+        times, med = round_robin(fns, bench, args.rounds)
         graph = {}
         for v in GRAPHED:
             fns[v]()
