@@ -194,7 +194,7 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
                      ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
                      NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr,
-                     SCALE_LATE: tl.constexpr = False):
+                     SCALE_LATE: tl.constexpr = False, SK_TILES: tl.constexpr = 0):
     """Persistent; one loop over (output tile, promotion chunk) work items, each a k loop of
     `chunk` tiles chaining the MMA into `part`, then acc += part in fp32 (the promotion), and
     after a tile's last chunk the scaled bf16 store. The k loop's trip count is loop-invariant,
@@ -203,13 +203,14 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
     parameters; descriptors made in the kernel measured 2-4 % slower here on an H100): boxes past
     the edges read zeros, the TMA store clips. SCALE_LATE: per-row scales loaded after a tile's
     last promotion (fewer registers live across the loop) instead of before it (latency hidden
-    behind the MMA wait)."""
+    behind the MMA wait). SK_TILES > 0 (fp8_gemm_streamk): the last SK_TILES tiles are left to
+    the stream-K kernel launched after this one (_fp8_gemm_sktail)."""
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     MAX_TILES: tl.constexpr = (CHUNK_K + BLOCK_K - 1) // BLOCK_K  # whole k tiles per promotion
     n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), MAX_TILES)
-    my_tiles = tl.cdiv(num_pid_m * num_pid_n - start, NUM_SMS)
+    my_tiles = tl.cdiv(num_pid_m * num_pid_n - SK_TILES - start, NUM_SMS)  # <= 0: none
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for w in tl.range(0, my_tiles * n_chunks, flatten=FLATTEN):
         t = w // n_chunks
@@ -246,6 +247,99 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
         # the next tile starts from zero. Not `if last: acc = 0`: an if that yields acc breaks
         # FuseNestedLoops in Triton 3.6; acc is finite (fp8 products), so the multiply is exact.
         acc = acc * (c != n_chunks - 1).to(tl.float32)
+
+
+# ---- stream-K tail (variants "triton_streamk" / "triton_streamk_tensor", round 7) ----------------
+#
+# Why: at qwen7b-down-m1024 (N = 3584) v3 has 112 tiles of 128x256 for 132 SMs: one wave, 15 % of
+# the chip idle, and per-tensor _scaled_mm runs 256 tiles of 112x128 in two waves (ncu/torch.profiler
+# names, H200, round 7); at 8192^3 the 2048 tiles leave a last wave of 68. Triton tiles are powers of
+# two, so the balance has to come from K: the last T % NUM_SMS tiles' (tile, promotion chunk) items
+# are dealt out in equal contiguous ranges, one per program (stream-K, Osama et al. 2023; "DP + SK").
+# Fewer items than a tile per program, so a range touches at most two tiles: the head of the later
+# one (run first; its partial stored and flagged unless it is the whole tile) and the tail of the
+# earlier one (run second; it holds the tile's last item, so it adds the partials of the programs
+# before it that hold the rest, nearest first, and stores the tile). A program only waits on
+# programs before it, which ran their heads first: no long waits on the GPU, and none at all under
+# the interpreter, which runs programs in order. Round 4's stream-K kept the partial store, the
+# atomic and the barrier inside the fused loop and lost the pipelining; here each segment is a loop
+# of its own with v3's body, and all the synchronisation is between the loops.
+
+@triton.jit
+def _sk_segment(a_desc, b_desc, om, on, s0, s1, t, n_chunks, chunk, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FLATTEN: tl.constexpr):
+    """fp32 sum of items [s0, s1) of tile t (whole promotion chunks, each promoted into acc)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for w in tl.range(s0, s1, flatten=FLATTEN):
+        c = w - t * n_chunks
+        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(chunk):
+            ok = (c * chunk + kk) * BLOCK_K
+            a = a_desc.load([om, ok])
+            b = b_desc.load([on, ok])
+            part = tl.dot(a, b.T, part)
+        acc += part
+    return acc
+
+
+@triton.jit
+def _sk_finish(acc, c_desc, SA, SB, P, LOCKS, M, N, om, on, pid, t, SK_ITEMS, n_chunks, ROW_SCALES: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SMS: tl.constexpr, UPCAST: tl.constexpr):
+    """The tile's last segment: add the partials of programs pid-1, pid-2, ... whose ranges reach
+    into tile t (each waited for on its flag, which is then reset), scale, store bf16."""
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    q = pid - 1
+    hi_q = pid * SK_ITEMS // NUM_SMS
+    while (q >= 0) & (hi_q > t * n_chunks):
+        lo_q = q * SK_ITEMS // NUM_SMS
+        if hi_q > lo_q:
+            while tl.atomic_add(LOCKS + q, 0, sem="acquire", scope="gpu") == 0:
+                pass
+            acc += tl.load(P + q.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+            tl.atomic_xchg(LOCKS + q, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+        hi_q = lo_q
+        q -= 1
+    if ROW_SCALES:
+        rm = om + tl.arange(0, BLOCK_M)
+        rn = on + tl.arange(0, BLOCK_N)
+        y = acc * tl.load(SA + rm, mask=rm < M, other=0.0)[:, None] * tl.load(SB + rn, mask=rn < N, other=0.0)[None, :]
+    else:
+        y = acc * (tl.load(SA) * tl.load(SB))
+    c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
+
+
+@triton.jit
+def _streamk_tail(a_desc, b_desc, c_desc, SA, SB, P, LOCKS, M, N, pid, num_pid_m, num_pid_n, first, SK_ITEMS,
+                  n_chunks, chunk, ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr,
+                  UPCAST: tl.constexpr):
+    """Program pid's share of the stream-K tiles (ids first, first + 1, ...): items [lo, hi). Both
+    segment loops sit outside any `if` (an empty range is a zero-trip loop), as v3's loop does: only
+    the epilogues are conditional."""
+    lo = pid * SK_ITEMS // NUM_SMS
+    hi = (pid + 1) * SK_ITEMS // NUM_SMS
+    tb = (tl.maximum(hi, 1) - 1) // n_chunks  # the later tile: its head [s0, hi)
+    s0 = tl.maximum(lo, tb * n_chunks)
+    pid_m, pid_n = tile_coords(first + tb, num_pid_m, num_pid_n, GROUP_M)
+    acc = _sk_segment(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, s0, hi, tb, n_chunks, chunk,
+                      BLOCK_M, BLOCK_N, BLOCK_K, FLATTEN)
+    if hi > lo:
+        if hi == (tb + 1) * n_chunks:  # holds the tile's end (and, if s0 == lo, waits on earlier programs)
+            _sk_finish(acc, c_desc, SA, SB, P, LOCKS, M, N, pid_m * BLOCK_M, pid_n * BLOCK_N, pid, tb, SK_ITEMS,
+                       n_chunks, ROW_SCALES, BLOCK_M, BLOCK_N, NUM_SMS, UPCAST)
+        else:
+            offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+            tl.store(P + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
+            tl.debug_barrier()  # every thread's part stored before the one release (as _fp8_gemm_splitk)
+            tl.atomic_xchg(LOCKS + pid, 1, sem="release", scope="gpu")
+    ta = lo // n_chunks  # the earlier tile's tail [lo, end of ta), when the range reaches past it
+    split = (ta != tb) & (hi > lo)
+    pid_m, pid_n = tile_coords(first + ta, num_pid_m, num_pid_n, GROUP_M)
+    acc = _sk_segment(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, lo, tl.where(split, (ta + 1) * n_chunks, lo),
+                      ta, n_chunks, chunk, BLOCK_M, BLOCK_N, BLOCK_K, FLATTEN)
+    if split:  # its last segment
+        _sk_finish(acc, c_desc, SA, SB, P, LOCKS, M, N, pid_m * BLOCK_M, pid_n * BLOCK_N, pid, ta, SK_ITEMS,
+                   n_chunks, ROW_SCALES, BLOCK_M, BLOCK_N, NUM_SMS, UPCAST)
 
 
 def _pchunk_configs():
@@ -402,6 +496,58 @@ def _plan(key, a, b, sa, sb, out):
     bm, bn, bk = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.kwargs["BLOCK_K"]
     _PLANS[key] = ((min(progs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),), [bm, bk], [bn, bk], [bm, bn],
                    {**const, **cfg.all_kwargs()})
+
+
+@triton.jit
+def _fp8_gemm_sktail(a_desc, b_desc, c_desc, SA, SB, P, LOCKS, M, N, K, SK_TILES,
+                     ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
+                     NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr):
+    """The stream-K tiles, as a kernel of their own after v3's (in one kernel with v3's loop the
+    128x256 accumulator pair spilled 78-86 registers against v3's 20-22, and the spill traffic
+    through the L2 made it 1.2x slower than v3 alone: H100, round 7)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), (CHUNK_K + BLOCK_K - 1) // BLOCK_K)
+    _streamk_tail(a_desc, b_desc, c_desc, SA, SB, P, LOCKS, M, N, tl.program_id(0), num_pid_m, num_pid_n,
+                  num_pid_m * num_pid_n - SK_TILES, SK_TILES * n_chunks, n_chunks, chunk, ROW_SCALES,
+                  BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, FLATTEN, UPCAST)
+
+
+# 128x256x128, 8 warps, 3 stages, GROUP_M 8: the tile v3's autotuner picks at every registered
+# M >= 1024 shape on both GPUs (rounds 3-5)
+STREAMK_TILE = (128, 256, 128, 8, 3, 8)
+
+
+def fp8_gemm_streamk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
+                     config: tuple | None = None):
+    """v3 with a stream-K tail (see _streamk_tail): the first T - T % programs output tiles as v3
+    (persistent, promotion every <= chunk_k), the last T % programs tiles' promotion chunks dealt
+    out evenly over all programs. Same operands, scales and numerics as fp8_gemm_promote (each
+    partial is whole promotion chunks, added in fp32 in a fixed order: deterministic).
+    config: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M), default STREAMK_TILE."""
+    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
+    if chunk_k < 1:
+        raise ValueError(f"fp8_gemm_streamk: chunk_k must be >= 1, got {chunk_k}")
+    why = tma_supported(a, b, out, names=("A", "B", "out"))
+    if why:
+        raise NotImplementedError(f"triton_streamk: {why}")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bm, bn, bk, w, st, g = config or ((32, 32, 32, 4, 1, 4) if interpreting() else STREAMK_TILE)
+    progs = programs or num_sms(a.device)
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    sk = tiles % progs
+    descs = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+             TensorDescriptor.from_tensor(out, [bm, bn]))
+    const = dict(ROW_SCALES=row, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g, CHUNK_K=chunk_k, NUM_SMS=progs,
+                 FLATTEN=not interpreting(), UPCAST=interpreting(), num_warps=w, num_stages=st)
+    if tiles > sk:  # whole waves: v3
+        _fp8_gemm_pchunk[(progs,)](*descs, sa, sb, M, N, K, SCALE_LATE=True, SK_TILES=sk, **const)
+    if sk:
+        locks, part = _splitk_buffers(a.device, progs, progs * bm * bn)
+        _fp8_gemm_sktail[(progs,)](*descs, sa, sb, part, locks, M, N, K, sk, **const)
+    return out
 
 
 # (M, N, K, per-row, chunk_k, programs, scale_late, device) -> (grid, boxes of A, B, C, kernel
@@ -696,6 +842,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_promote": ("row", fp8_gemm_promote),
     "triton_promote_early": ("row", lambda *a, **k: fp8_gemm_promote(*a, scale_late=False, **k)),
     "triton_promote_tensor": ("tensor", fp8_gemm_promote),
+    "triton_streamk": ("row", fp8_gemm_streamk),
+    "triton_streamk_tensor": ("tensor", fp8_gemm_streamk),
     "triton_splitk": ("row", fp8_gemm_splitk),
     "triton_splitk_tensor": ("tensor", fp8_gemm_splitk),
     "scaled_mm": ("row", scaled_mm),
@@ -744,7 +892,8 @@ WORKLOAD = Workload(
     peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
            "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm", "triton_promote_early": "scaled_mm",
            "triton_promote_tensor": "scaled_mm_tensor", "triton_splitk": "scaled_mm",
-           "triton_splitk_tensor": "scaled_mm_tensor"},
+           "triton_splitk_tensor": "scaled_mm_tensor", "triton_streamk": "scaled_mm",
+           "triton_streamk_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

@@ -102,7 +102,8 @@ def test_workload_registration():
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
                                "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
-                               "scaled_mm", "scaled_mm_tensor"}
+                               "triton_streamk", "triton_streamk_tensor", "scaled_mm", "scaled_mm_tensor"}
+    assert w.peers["triton_streamk"] == "scaled_mm" and w.peers["triton_streamk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_splitk"] == "scaled_mm" and w.peers["triton_splitk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
     for name, p in w.shapes.items():
@@ -112,7 +113,8 @@ def test_workload_registration():
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
     for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_early",
-                 "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor"):
+                 "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor", "triton_streamk",
+                 "triton_streamk_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 
@@ -380,3 +382,51 @@ def test_splitk_tma_plan_falls_back_to_pointers_for_operands_tma_cannot_read(mon
         assert ok, info
     finally:
         F._SK_PLANS.pop(key, None)
+
+
+# (M, N, K, chunk_k, programs) with 32x32x32 tiles under the interpreter: 9 tiles on 4 programs (8 of
+# them v3's, 1 shared out: a tile over 4 programs), on 5 (5 + 4 shared out: ranges over two tiles),
+# on 13 (all 9 shared out, more programs than tiles); K of 7 k tiles in chunks of 2 (the last one part
+# past K); 3 programs on 4 tiles of 10 k tiles; 5 programs, 6 tiles, one chunk each
+STREAMK_CASES = [(70, 96, 208, 64, 4), (70, 96, 208, 64, 5), (70, 96, 208, 64, 13), (64, 64, 320, 64, 3),
+                 (96, 64, 96, 32, 5)]
+
+
+@pytest.mark.parametrize("case", STREAMK_CASES, ids=[f"m{c[0]}-n{c[1]}-k{c[2]}-c{c[3]}-p{c[4]}" for c in STREAMK_CASES])
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+def test_streamk_vs_dequantized_float64(case, per_row):
+    """v3's tiles plus the stream-K tail: every tile, whoever holds its pieces, against float64;
+    the flags are back at zero after the call (the next launch starts clean)."""
+    M, N, K, chunk_k, programs = case
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    F._SPLITK_BUFS.clear()
+    out = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+    if F._SPLITK_BUFS:
+        (locks, _), = F._SPLITK_BUFS.values()
+        assert int(locks.abs().sum()) == 0
+    F._SPLITK_BUFS.clear()
+
+
+def test_streamk_partials_are_written_before_they_are_read():
+    """Each shared tile's last segment reads only partials written in the same launch: with the
+    partial buffer poisoned between two calls the second gives the first's output bit for bit (the
+    order of the adds is fixed, so the result is deterministic)."""
+    M, N, K, chunk_k, programs = 70, 96, 208, 64, 5
+    _, _, aq, bq, sa, sb = _operands(M, N, K, True)
+    F._SPLITK_BUFS.clear()
+    good = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
+    (locks, part), = F._SPLITK_BUFS.values()
+    part.fill_(float("nan"))
+    again = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
+    assert torch.equal(again.view(torch.int16), good.view(torch.int16))  # partials rewritten before use
+    F._SPLITK_BUFS.clear()
+
+
+def test_streamk_refuses_what_tma_cannot_read():
+    _, _, aq, bq, sa, sb = _operands(33, 24, 40, True)
+    with pytest.raises(NotImplementedError, match="triton_streamk"):
+        F.fp8_gemm_streamk(aq, bq, sa, sb)
+    with pytest.raises(ValueError, match="chunk_k"):
+        F.fp8_gemm_streamk(aq, bq, sa, sb, chunk_k=0)
