@@ -432,6 +432,17 @@ def _fp8_args(a, b, sa, sb, out):
     return M, N, K, row, sa, sb, out, grid
 
 
+def _tma_args(a, b, sa, sb, out, chunk_k, name):
+    """_fp8_args of the TMA kernels (v3, stream-K): chunk_k >= 1, operands TMA can read."""
+    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
+    if chunk_k < 1:
+        raise ValueError(f"fp8_gemm_{name}: chunk_k must be >= 1, got {chunk_k}")
+    why = tma_supported(a, b, out, names=("A", "B", "out"))
+    if why:
+        raise NotImplementedError(f"triton_{name}: {why}")
+    return M, N, K, row, sa, sb, out
+
+
 def fp8_gemm_v1(a, b, sa, sb, out=None, imprecise_acc: int | None = None):
     """v1: a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row);
     promotion through tl.dot's max_num_imprecise_acc (0: none, fast accumulation)."""
@@ -460,12 +471,7 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     tensor descriptors: contiguous, K a multiple of 16 and N of 8 (NotImplementedError if not).
     scale_late: per-row scales loaded after a tile's last promotion (see the kernel; round 5: 2-8 %
     less GPU time per call than loading them before it, H100, benchmarks/results/gemm.md)."""
-    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
-    if chunk_k < 1:
-        raise ValueError(f"fp8_gemm_promote: chunk_k must be >= 1, got {chunk_k}")
-    why = tma_supported(a, b, out, names=("A", "B", "out"))
-    if why:
-        raise NotImplementedError(f"triton_promote: {why}")
+    M, N, K, row, sa, sb, out = _tma_args(a, b, sa, sb, out, chunk_k, "promote")
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     progs = programs or num_sms(a.device)
@@ -526,12 +532,7 @@ def fp8_gemm_streamk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     out evenly over all programs. Same operands, scales and numerics as fp8_gemm_promote (each
     partial is whole promotion chunks, added in fp32 in a fixed order: deterministic).
     config: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M), default STREAMK_TILE."""
-    M, N, K, row, sa, sb, out, _ = _fp8_args(a, b, sa, sb, out)
-    if chunk_k < 1:
-        raise ValueError(f"fp8_gemm_streamk: chunk_k must be >= 1, got {chunk_k}")
-    why = tma_supported(a, b, out, names=("A", "B", "out"))
-    if why:
-        raise NotImplementedError(f"triton_streamk: {why}")
+    M, N, K, row, sa, sb, out = _tma_args(a, b, sa, sb, out, chunk_k, "streamk")
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     bm, bn, bk, w, st, g = config or ((32, 32, 32, 4, 1, 4) if interpreting() else STREAMK_TILE)

@@ -14,7 +14,6 @@ qwen7b-gateup-m8192), 99-109 % elsewhere. Here, per shape:
 
     python3 benchmarks/gpu/bf16_rr.py [--rounds 7] [--out DIR] [--shapes a,b]   # -> DIR/bf16_rr.json
 """
-import argparse
 import json
 import os
 import sys
@@ -24,10 +23,10 @@ import triton
 
 from profkit.kernels import get
 from profkit.kernels import matmul as Mm
-from profkit.kernels.timing import graph_timer, header, stamp, timer
+from profkit.kernels.timing import stamp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fp8_launch import round_robin  # noqa: E402
+from fp8_launch import device_cli, round_robin  # noqa: E402
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M): the registered configurations and their neighbours
 EXTRA = [(128, 256, 64, 8, 3, 4), (128, 256, 64, 8, 3, 16), (256, 128, 64, 8, 4, 8), (128, 256, 128, 8, 2, 8),
@@ -70,18 +69,7 @@ def kernel_names(fn):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--shapes", default="")
-    args = ap.parse_args()
-    w = get("matmul")
-    shapes = {k: v for k, v in w.shapes.items() if v["M"] >= 1024}
-    if args.shapes:
-        shapes = {k: shapes[k] for k in args.shapes.split(",")}
-    hdr = header("cuda")
-    print(json.dumps(stamp(hdr)), flush=True)
-    bench, gbench = timer("cuda", warmup_ms=10, rep_ms=60), graph_timer(rep_ms=60)
+    args, w, shapes, hdr, bench, gbench = device_cli("matmul", 7, lambda p: p["M"] >= 1024)
     Mm.ensure_tma_allocator()
     rows, per_shape = [], {}
     for shape, p in shapes.items():

@@ -55,6 +55,23 @@ def round_robin(fns, bench, rounds):
     return times, {v: sorted(t)[len(t) // 2] for v, t in times.items()}
 
 
+def device_cli(op, rounds, keep):
+    """The round-robin scripts' common start: (args, workload, its shapes kept by keep(p) or named
+    by --shapes, the run's header, do_bench timer, graph timer); the header printed."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="", help="comma-separated shape names")
+    args = ap.parse_args()
+    w = get(op)
+    shapes = {k: v for k, v in w.shapes.items() if keep(v)}
+    if args.shapes:
+        shapes = {k: shapes[k] for k in args.shapes.split(",")}
+    hdr = header("cuda")
+    print(json.dumps(stamp(hdr)), flush=True)
+    return args, w, shapes, hdr, timer("cuda", warmup_ms=10, rep_ms=60), graph_timer(rep_ms=60)
+
+
 def pieces(s):
     """Host time of each piece of one planned call (decode shape), timed alone."""
     from triton.tools.tensor_descriptor import TensorDescriptor

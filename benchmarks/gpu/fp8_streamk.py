@@ -8,7 +8,6 @@ torch._scaled_mm at every registered M >= 1024 shape, both scale modes:
 
     python3 benchmarks/gpu/fp8_streamk.py [--rounds 5] [--out DIR] [--shapes a,b]   # -> DIR/fp8_streamk.json
 """
-import argparse
 import json
 import os
 import sys
@@ -16,11 +15,10 @@ import sys
 import torch
 
 from profkit.kernels import fp8_gemm as F
-from profkit.kernels import get
-from profkit.kernels.timing import graph_timer, header, stamp, timer
+from profkit.kernels.timing import stamp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fp8_launch import host_us, round_robin  # noqa: E402
+from fp8_launch import device_cli, host_us, round_robin  # noqa: E402
 
 MODES = {"row": ("triton_streamk", "triton_promote", "scaled_mm"),
          "tensor": ("triton_streamk_tensor", "triton_promote_tensor", "scaled_mm_tensor")}
@@ -45,18 +43,7 @@ def dump_ir(out_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--shapes", default="")
-    args = ap.parse_args()
-    w = get("fp8_gemm")
-    shapes = {k: v for k, v in w.shapes.items() if v["M"] >= 1024}
-    if args.shapes:
-        shapes = {k: shapes[k] for k in args.shapes.split(",")}
-    hdr = header("cuda")
-    print(json.dumps(stamp(hdr)), flush=True)
-    bench, gbench = timer("cuda", warmup_ms=10, rep_ms=60), graph_timer(rep_ms=60)
+    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for shape, p in shapes.items():
