@@ -64,14 +64,18 @@ def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
 @triton.jit
 def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
                         sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-                        HQ, HK, D, HALF, PASS, eps, offset, GQ,
+                        HQ, HK, D, HALF, PASS, eps, offset, GQ, G,
                         INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
                         BLOCK_PASS: tl.constexpr):
-    """Program (t, g): token t's q heads [g * BLOCK_H, ...) for g < GQ, else its k heads
-    [(g - GQ) * BLOCK_H, ...) (rope._rope_fwd_heads' grid): q's and k's loads in different
-    programs instead of one after the other in one."""
-    t = tl.program_id(0).to(tl.int64)
-    g = tl.program_id(1).to(tl.int64)
+    """Program t * G + g: token t's q heads [g * BLOCK_H, ...) for g < GQ, else its k heads
+    [(g - GQ) * BLOCK_H, ...): q's and k's loads in different programs instead of one after the
+    other in one. A token's G programs are consecutive, so its cos/sin row is read from DRAM once
+    and hit in the L2 by the others (with the token on the grid's first axis, as the first build
+    had it, the groups of a token ran a whole sweep apart: ncu counted the 16.8 MB of tables read
+    G times, H100 and H200, round 7)."""
+    pid = tl.program_id(0).to(tl.int64)
+    t = pid // G
+    g = pid - t * G
     cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
     if g < GQ:
         h0 = g * BLOCK_H
@@ -109,8 +113,9 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
                                     BLOCK_PASS=bp, num_warps=nw)
             return
         GQ = triton.cdiv(HQ, bh)
-        _rmsnorm_rope_heads[(T, GQ + triton.cdiv(HK, bh))](*args, GQ, INTERLEAVED=interleaved, BLOCK_H=bh,
-                                                            BLOCK_HALF=BH, BLOCK_PASS=bp, num_warps=nw)
+        G = GQ + triton.cdiv(HK, bh)
+        _rmsnorm_rope_heads[(T * G,)](*args, GQ, G, INTERLEAVED=interleaved, BLOCK_H=bh, BLOCK_HALF=BH,
+                                      BLOCK_PASS=bp, num_warps=nw)
 
     if config is None:
         key = ("rmsnorm_rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device)

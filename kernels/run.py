@@ -82,13 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--check-out", metavar="PATH",
                    help="Check each variant's last output against the reference; write {range: record} JSON here.")
+    p.add_argument("--tuned-out", metavar="PATH", help="Write the launch configurations tuned in this run here.")
+    p.add_argument("--tuned-in", metavar="PATH",
+                   help="Take these tuned launch configurations (a --tuned-out file) instead of timing candidates.")
     a, rest = p.parse_known_args(argv)
     w = get(a.op)
     if getattr(w, "main", None) is not None:
         return w.main(rest) or 0
+    from .timing import dump_tuned, load_tuned
+
+    if a.tuned_in:
+        load_tuned(a.tuned_in)
     checks: dict | None = {} if a.check_out else None
     for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks):
         print(name, file=sys.stderr)
+    if a.tuned_out:
+        dump_tuned(a.tuned_out)
     if a.check_out:
         import json
 

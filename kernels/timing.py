@@ -130,6 +130,8 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
         return _TUNED[key]["config"]
+    if (pre := _preset(key)) is not None:
+        return pre
     if not tuning_enabled(device) or len(candidates) == 1:
         return candidates[0]
     import torch
@@ -154,9 +156,55 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
 
 
 def tuned_cached(key):
-    """The cached choice for `key`, or None when it has not been timed in this process."""
+    """The cached choice for `key` (timed in this process, or handed over by load_tuned), or None."""
     hit = _TUNED.get(key)
-    return hit["config"] if hit else None
+    return hit["config"] if hit else _preset(key)
+
+
+# Picks handed over from another process (load_tuned): {repr(key): repr(config)}. Why: under a
+# profiler every launch is intercepted (ncu serialises and replays them), so timing candidates
+# there picks by the profiler's overhead, not the kernel's speed: `profkit capture` of a lab
+# workload tunes in a plain run first (dump_tuned) and the profiled run takes those picks.
+_PRESET: dict[str, str] = {}
+
+
+def _preset(key):
+    pre = _PRESET.get(repr(key))
+    if pre is None:
+        return None
+    import ast
+
+    config = ast.literal_eval(pre)
+    _TUNED[key] = {"config": config, "ms": {"preset": float("nan")}}
+    return config
+
+
+def dump_tuned(path) -> dict:
+    """Write every pick of this process ({repr(key): repr(config)}, JSON) to `path`; returns it."""
+    import json
+
+    picks = {repr(k): repr(v["config"]) for k, v in _TUNED.items() if k != "_errors"}
+    with open(path, "w") as f:
+        json.dump(picks, f, indent=1, sort_keys=True)
+    return picks
+
+
+def load_tuned(path) -> int:
+    """Take the picks dump_tuned wrote (configs are Python literals: tuples of numbers and bools);
+    later tuned() calls with those keys return them without timing. Returns how many."""
+    import ast
+    import json
+
+    with open(path) as f:
+        picks = json.load(f)
+    if not isinstance(picks, dict):
+        raise ValueError(f"{path}: not a dump_tuned file")
+    for k, v in picks.items():
+        if not (isinstance(k, str) and isinstance(v, str)):
+            raise ValueError(f"{path}: not a dump_tuned file")
+        ast.literal_eval(v)  # a literal, or refused here rather than at the first lookup
+    _PRESET.update(picks)
+    return len(picks)
 
 
 def tuned_choices() -> dict:

@@ -183,3 +183,35 @@ def test_default_run_names_come_from_the_program():
     assert cap.default_run_name(["python3", "-m", "pkg.train"]) == "train"
     assert cap.default_run_name(["./vector add"]) == "vector_add"
     assert cap.default_run_name(["/usr/bin/python3", "-c", "x"]) == "python3"
+
+
+def test_a_lab_capture_tunes_in_a_plain_run_and_hands_the_picks_over(tmp_path, monkeypatch):
+    """The tuning run is the workload without a profiler (no ncu/nsys in its argument list), and
+    the profiled command gets its picks with --tuned-in; the picks land in the run meta."""
+    seen = []
+
+    def plain_run(args, progress=None, env=None):
+        seen.append(args)
+        out = args[args.index("--tuned-out") + 1]
+        with open(out, "w") as f:
+            f.write('{"(\'rmsnorm_rope\', 4096)": "(8, 1)"}')
+        return 0, ""
+
+    monkeypatch.setattr(cap, "_run", plain_run)
+    got = cap.Captured("r", tmp_path)
+    cmd = cap.workload_command("rmsnorm_rope", ["triton"], ["qwen3-8b-t4096"])
+    new = cap._tune_first(got, cmd, "rmsnorm_rope", ["triton"], ["qwen3-8b-t4096"], None, lambda t: None)
+    (plain,) = seen
+    assert plain[1:3] == ["-m", "profkit.kernels.run"] and "--iters" in plain
+    assert new[:len(cmd)] == cmd and new[-2] == "--tuned-in" and new[-1] == str(got.tuned_file)
+    assert got.meta["tuned"] == {"('rmsnorm_rope', 4096)": "(8, 1)"}
+
+
+def test_a_failed_tuning_run_leaves_the_profiled_command_as_it_was(tmp_path, monkeypatch):
+    notes = []
+    monkeypatch.setattr(cap, "_run", lambda args, progress=None, env=None: (1, "Traceback\nRuntimeError: boom"))
+    got = cap.Captured("r", tmp_path)
+    cmd = cap.workload_command("rmsnorm", [], [])
+    assert cap._tune_first(got, cmd, "rmsnorm", [], [], None, notes.append) == cmd
+    assert "tuned" not in got.meta and got.tuned_file is None
+    assert len(notes) == 1 and "exit 1" in notes[0] and "boom" in notes[0]

@@ -73,8 +73,8 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
                          "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
                          *LAB_VERDICTS, *ROUND2, *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    h200_round5 = {r for r in ROUND2 if r.endswith("-h200f")}  # round 5 captured the pairs on both GPUs
-    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == set(ROUND2) - h200_round5 | set(PROGRAMS)
+    h200 = {r for r in ROUND2 if "-h200" in r}  # rounds 5-7 captured the pairs on both GPUs
+    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == set(ROUND2) - h200 | set(PROGRAMS)
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
     # every ncu launch found the timeline launch it profiled (round 2: ncu-only captures, no timeline)
     assert {r["run"] for r in unlinked} <= set(ROUND2)

@@ -98,6 +98,18 @@ ROUND2 = {
                                             ("scaled_mm_tensor", "triton_streamk_tensor", "rejected", 0.783, 117.1, 127.86)],
     "fp8_gemm-qwen7b-down-m1024-r7-h200q": [("triton_promote_tensor", "triton_streamk_tensor", "rejected", 0.922, 89.74, 118.21),
                                             ("scaled_mm_tensor", "triton_streamk_tensor", "rejected", 0.817, 117.14, 118.21)],
+    # round 7, second build: a token's head groups consecutive on a 1-D grid (cos/sin read once: DRAM
+    # at the minimum). -h100r t4096 was captured before `profkit capture` tuned in a plain run: the
+    # launch picked under ncu (1 head, 4 warps) is 1.6x slower than the plain run's (8, 1): rejected,
+    # kept. -h200r: the picks handed over (capture.json `tuned`)
+    "rmsnorm_rope-qwen3-8b-t32768-r7-h100r": [("triton_tokenprog", "triton", "supported", 1.147, 670.83, 668.33),
+                                              ("compile", "triton", "supported", 1.143, 674.22, 668.33)],
+    "rmsnorm_rope-qwen3-8b-t4096-r7-h100r": [("triton_tokenprog", "triton", "rejected", 0.615, 68.73, 70.42),
+                                             ("compile", "triton", "rejected", 0.611, 62.95, 70.42)],
+    "rmsnorm_rope-qwen3-8b-t32768-r7-h200r": [("triton_tokenprog", "triton", "supported", 1.261, 668.12, 665.66),
+                                              ("compile", "triton", "supported", 1.269, 671.73, 665.66)],
+    "rmsnorm_rope-qwen3-8b-t4096-r7-h200r": [("triton_tokenprog", "triton", "supported", 1.277, 65.9, 64.22),
+                                             ("compile", "triton", "supported", 1.307, 60.23, 64.22)],
 }
 PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 
@@ -148,4 +160,14 @@ def test_softmax_v1_reread_its_rows_and_v2_does_not():
 
 def test_round2_folders_are_small():
     total = sum(f.stat().st_size for run in ROUND2 for f in (PROFILES / run).iterdir())
-    assert total < 2_000_000  # 1.63 MB for 33 runs at round 7: ncu's lean set, xz'd
+    assert total < 2_000_000  # 1.81 MB for 37 runs at round 7: ncu's lean set, xz'd
+
+
+def test_round7_captures_ran_the_plain_runs_tuned_launch():
+    """-h200r's capture tuned in a plain run and handed the picks over: the profiled launch is the
+    plain run's (8 heads, 1 warp at both shapes; r7/h200r/kernels.json picked the same)."""
+    for run in ("rmsnorm_rope-qwen3-8b-t32768-r7-h200r", "rmsnorm_rope-qwen3-8b-t4096-r7-h200r"):
+        tuned = json.loads((PROFILES / run / "capture.json").read_text())["tuned"]
+        (pick,) = tuned.values()
+        assert pick == "(8, 1)"
+    assert "tuned" not in json.loads((PROFILES / "rmsnorm_rope-qwen3-8b-t4096-r7-h100r" / "capture.json").read_text())
