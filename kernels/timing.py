@@ -179,32 +179,89 @@ def _preset(key):
     return config
 
 
+def _autotuners() -> dict:
+    """Every triton.autotune'd kernel of the loaded lab modules, by name (module.attribute, or
+    module.attribute[key] for the ones kept in a dict): found, not listed by hand."""
+    import sys
+
+    from triton.runtime.autotuner import Autotuner
+
+    found = {}
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith(__name__.rsplit(".", 1)[0] + ".") or mod is None:
+            continue
+        for attr, val in list(vars(mod).items()):
+            if isinstance(val, Autotuner):
+                found[f"{mod_name}.{attr}"] = val
+            elif isinstance(val, dict):
+                for k, v in list(val.items()):
+                    if isinstance(v, Autotuner):
+                        found[f"{mod_name}.{attr}[{k!r}]"] = v
+    return found
+
+
+def _describe(cfg) -> str:
+    return repr((tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages))
+
+
+def _literal(text: str) -> bool:
+    import ast
+
+    try:
+        ast.literal_eval(text)
+        return True
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
 def dump_tuned(path) -> dict:
-    """Write every pick of this process ({repr(key): repr(config)}, JSON) to `path`; returns it."""
+    """Write every pick of this process to `path` (JSON): {"tuned": {repr(key): repr(config)}} for
+    tuned() and {"autotune": {kernel: {repr(key): config}}} for the lab's triton.autotune'd kernels
+    (their caches); returns it."""
     import json
 
-    picks = {repr(k): repr(v["config"]) for k, v in _TUNED.items() if k != "_errors"}
+    picks = {"tuned": {repr(k): repr(v["config"]) for k, v in _TUNED.items() if k != "_errors"}, "autotune": {}}
+    for name, kernel in _autotuners().items():
+        got = {repr(k): _describe(c) for k, c in (getattr(kernel, "cache", None) or {}).items() if _literal(repr(k))}
+        if got:
+            picks["autotune"][name] = got
     with open(path, "w") as f:
         json.dump(picks, f, indent=1, sort_keys=True)
     return picks
 
 
 def load_tuned(path) -> int:
-    """Take the picks dump_tuned wrote (configs are Python literals: tuples of numbers and bools);
-    later tuned() calls with those keys return them without timing. Returns how many."""
+    """Take the picks dump_tuned wrote (keys and configs are Python literals): later tuned() calls
+    with those keys return them without timing, and the autotuned kernels of the loaded modules
+    start with those configs in their caches (matched against each kernel's own configs, pre-hooks
+    and all). Returns how many picks were taken."""
     import ast
     import json
 
     with open(path) as f:
-        picks = json.load(f)
-    if not isinstance(picks, dict):
+        data = json.load(f)
+    if not isinstance(data, dict):
         raise ValueError(f"{path}: not a dump_tuned file")
-    for k, v in picks.items():
-        if not (isinstance(k, str) and isinstance(v, str)):
+    tuned, auto = (data.get("tuned", {}), data.get("autotune", {})) if "tuned" in data or "autotune" in data \
+        else (data, {})  # the first format: tuned() picks only
+    if not (isinstance(tuned, dict) and isinstance(auto, dict)):
+        raise ValueError(f"{path}: not a dump_tuned file")
+    for k, v in tuned.items():
+        if not (isinstance(k, str) and isinstance(v, str)) or not _literal(v):
             raise ValueError(f"{path}: not a dump_tuned file")
-        ast.literal_eval(v)  # a literal, or refused here rather than at the first lookup
-    _PRESET.update(picks)
-    return len(picks)
+    _PRESET.update(tuned)
+    n = len(tuned)
+    kernels = _autotuners()
+    for name, picks in auto.items():
+        kernel = kernels.get(name)
+        if kernel is None or not isinstance(picks, dict):
+            continue  # a kernel this process has not loaded: it tunes itself
+        configs = {_describe(c): c for c in kernel.configs}
+        for k, desc in picks.items():
+            if isinstance(k, str) and _literal(k) and desc in configs:
+                kernel.cache[ast.literal_eval(k)] = configs[desc]
+                n += 1
+    return n
 
 
 def tuned_choices() -> dict:

@@ -644,8 +644,9 @@ def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, 
 def _tune_first(got, cmd, workload, variants, shapes, progress, say) -> list[str]:
     """The lab's tuned launches (kernels/timing.tuned) picked in a plain run, before any profiler:
     under ncu every candidate's timing is the profiler's (seen: a fused RMSNorm + RoPE pick 1.6x
-    slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in`; the picks go
-    into the run meta as `tuned`. Triton's own @autotune still times inside the profiled run."""
+    slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in` (tuned() picks
+    and the autotuned kernels' caches, kernels/timing.dump_tuned); the picks go into the run meta
+    as `tuned`."""
     path = got.folder.resolve() / "tuned.json"
     path.unlink(missing_ok=True)
     rc, text = _run(workload_command(workload, variants, shapes) + ["--iters", "1", "--tuned-out", str(path)],

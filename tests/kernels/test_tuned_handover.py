@@ -30,7 +30,7 @@ def test_picks_round_trip_and_win_over_timing(tmp_path):
     timing._TUNED[("other", 1)] = {"config": (0, 4, True), "ms": {}}
     path = tmp_path / "tuned.json"
     picks = timing.dump_tuned(path)
-    assert json.loads(path.read_text()) == picks and picks[repr(key)] == "(8, 1)"
+    assert json.loads(path.read_text()) == picks and picks["tuned"][repr(key)] == "(8, 1)"
     timing._TUNED.clear()
     assert timing.load_tuned(path) == 2
     ran = []
@@ -40,7 +40,8 @@ def test_picks_round_trip_and_win_over_timing(tmp_path):
     assert timing.tuned(("unknown",), ((1,), (2,)), ran.append, "cpu") == (1,)
 
 
-@pytest.mark.parametrize("text", ['{"k": 3}', '{"k": "__import__(\'os\')"}', "[1, 2]"])
+@pytest.mark.parametrize("text", ['{"k": 3}', '{"k": "__import__(\'os\')"}', "[1, 2]",
+                                  '{"tuned": {"k": "os.system(1)"}}', '{"tuned": [], "autotune": {}}'])
 def test_a_file_that_is_not_a_picks_file_is_refused(tmp_path, text):
     path = tmp_path / "tuned.json"
     path.write_text(text)
@@ -71,3 +72,29 @@ def test_the_fused_rmsnorm_rope_launcher_runs_the_handed_over_launch(tmp_path, m
     monkeypatch.setattr(K, "_rmsnorm_rope_heads", Spy())
     K.rmsnorm_rope(q, k, w, w, cos, sin, pos)
     assert grids == [(T * (hq // 2 + hk // 2),)]
+
+
+def test_autotuned_kernels_start_from_the_handed_over_config(tmp_path):
+    """A triton.autotune'd lab kernel (the fp8 v3's, with its pre-hook): its cache is dumped by
+    kernel name and key, and a fresh process-state takes it back (the config object is the
+    kernel's own, pre-hook and all); a pick for a kernel not loaded is skipped. (Under the
+    interpreter each autotuner has one config and never fills its cache: the pick is set here as
+    a GPU run would have left it, key as Triton builds it.)"""
+    from profkit.kernels import fp8_gemm as F
+
+    kernel = F._fp8_pchunk_autotuned
+    key, cfg = (4096, 6144, 4096, True, 2048, True, "torch.float32", "torch.float32"), kernel.configs[-1]
+    saved = dict(kernel.cache)
+    kernel.cache.clear()
+    kernel.cache[key] = cfg
+    path = tmp_path / "tuned.json"
+    picks = timing.dump_tuned(path)["autotune"]
+    assert picks["profkit.kernels.fp8_gemm._fp8_pchunk_autotuned"] == {repr(key): timing._describe(cfg)}
+    data = json.loads(path.read_text())
+    data["autotune"]["profkit.kernels.not_loaded._k"] = {"(1,)": "x"}
+    path.write_text(json.dumps(data))
+    kernel.cache.clear()
+    assert timing.load_tuned(path) == 1 and kernel.cache == {key: cfg} and kernel.cache[key] is cfg
+    assert cfg.pre_hook is F._pchunk_blocks
+    kernel.cache.clear()
+    kernel.cache.update(saved)
