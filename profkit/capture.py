@@ -647,6 +647,13 @@ def _tune_first(got, cmd, workload, variants, shapes, progress, say) -> list[str
     slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in` (tuned() picks
     and the autotuned kernels' caches, kernels/timing.dump_tuned); the picks go into the run meta
     as `tuned`."""
+    try:
+        from profkit.kernels import get
+
+        if getattr(get(workload), "main", None) is not None:  # a program of its own (e2e): runs as it is
+            return cmd
+    except Exception:  # noqa: BLE001 - the profiled run says what is wrong with the workload
+        return cmd
     path = got.folder.resolve() / "tuned.json"
     path.unlink(missing_ok=True)
     rc, text = _run(workload_command(workload, variants, shapes) + ["--iters", "1", "--tuned-out", str(path)],

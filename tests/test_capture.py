@@ -215,3 +215,14 @@ def test_a_failed_tuning_run_leaves_the_profiled_command_as_it_was(tmp_path, mon
     assert cap._tune_first(got, cmd, "rmsnorm", [], [], None, notes.append) == cmd
     assert "tuned" not in got.meta and got.tuned_file is None
     assert len(notes) == 1 and "exit 1" in notes[0] and "boom" in notes[0]
+
+
+def test_a_workload_that_is_its_own_program_gets_no_tuning_run(tmp_path, monkeypatch):
+    from profkit.kernels import get
+
+    own = "known"  # kernels/known.py: the known-answer program, a main of its own
+    assert get(own).main is not None
+    monkeypatch.setattr(cap, "_run", lambda *a, **k: pytest.fail("a tuning run"))
+    got = cap.Captured("r", tmp_path)
+    cmd = cap.workload_command(own)
+    assert cap._tune_first(got, cmd, own, [], [], None, lambda t: None) == cmd and "tuned" not in got.meta
