@@ -48,6 +48,16 @@ FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
 @triton.jit
+def _scaled(acc, SA, SB, rm, rn, M, N, ROW_SCALES: tl.constexpr):
+    """The fp32 tile acc (rows rm, columns rn) times its scales: sa[m] * sb[n], or the two scalars."""
+    if ROW_SCALES:
+        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
+        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
+        return acc * sa[:, None] * sb[None, :]
+    return acc * (tl.load(SA) * tl.load(SB))
+
+
+@triton.jit
 def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
                      stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                      ROW_SCALES: tl.constexpr,
@@ -78,12 +88,7 @@ def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
             acc = tl.dot(a, b, acc)
         a_ptr += BLOCK_K * stride_ak
         b_ptr += BLOCK_K * stride_bk
-    if ROW_SCALES:
-        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
-        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
-        acc = acc * sa[:, None] * sb[None, :]
-    else:
-        acc = acc * (tl.load(SA) * tl.load(SB))
+    acc = _scaled(acc, SA, SB, rm, rn, M, N, ROW_SCALES)
     c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
     tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -116,12 +121,7 @@ def _fp8_gemm_promote(A, B, C, SA, SB, M, N, K,
             a_ptr += BLOCK_K * stride_ak
             b_ptr += BLOCK_K * stride_bk
         acc += part  # promotion: the MMA's partial sum into the fp32 accumulator
-    if ROW_SCALES:
-        sa = tl.load(SA + rm, mask=rm < M, other=0.0)
-        sb = tl.load(SB + rn, mask=rn < N, other=0.0)
-        acc = acc * sa[:, None] * sb[None, :]
-    else:
-        acc = acc * (tl.load(SA) * tl.load(SB))
+    acc = _scaled(acc, SA, SB, rm, rn, M, N, ROW_SCALES)
     c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
     tl.store(c_ptr, cast_out(acc, C.dtype.element_ty, UPCAST), mask=mmask & nmask)
 
@@ -299,12 +299,7 @@ def _sk_finish(acc, c_desc, SA, SB, P, LOCKS, M, N, om, on, pid, t, SK_ITEMS, n_
             tl.atomic_xchg(LOCKS + q, 0, sem="relaxed", scope="gpu")  # ready for the next launch
         hi_q = lo_q
         q -= 1
-    if ROW_SCALES:
-        rm = om + tl.arange(0, BLOCK_M)
-        rn = on + tl.arange(0, BLOCK_N)
-        y = acc * tl.load(SA + rm, mask=rm < M, other=0.0)[:, None] * tl.load(SB + rn, mask=rn < N, other=0.0)[None, :]
-    else:
-        y = acc * (tl.load(SA) * tl.load(SB))
+    y = _scaled(acc, SA, SB, om + tl.arange(0, BLOCK_M), on + tl.arange(0, BLOCK_N), M, N, ROW_SCALES)
     c_desc.store([om, on], cast_out(y, c_desc.dtype, UPCAST))
 
 

@@ -91,7 +91,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
                  interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None):
     """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place).
     config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0: one program per token,
-    round 2's launch, with num_warps); else picked per shape on the GPU by graph replay among
+    round 2's launch, with num_warps, or its default warps for None); else picked per shape on the GPU by graph replay among
     rope.head_candidates (round 7: at 32768 tokens one program per token kept the H200 at 75-77 %
     of copy)."""
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
@@ -106,9 +106,12 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
             1.0 if gemma else 0.0)
     bp = triton.next_power_of_2(max(P, 1))
 
+    token = (0, warps_for(2 * BHQ * BH))  # round 2's launch: the default, and the pick in place
+
     def launch(cfg):
         bh, nw = cfg
         if bh == 0:
+            nw = nw or token[1]
             _rmsnorm_rope_fwd[(T,)](*args, INTERLEAVED=interleaved, BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
                                     BLOCK_PASS=bp, num_warps=nw)
             return
@@ -121,7 +124,6 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
         key = ("rmsnorm_rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device)
         config = tuned_cached(key)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
-            token = (0, warps_for(2 * BHQ * BH))  # round 2's launch: the default, and the pick in place
             cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
             # timing launches would normalise an in-place q/k again and again
             in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
@@ -182,9 +184,7 @@ WORKLOAD = Workload(
                                          rotary_dim=s["rotary_dim"]),
         # round 2-6's launch (one program per token), kept for the before/after pair
         "triton_tokenprog": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                                   rotary_dim=s["rotary_dim"], config=(0, warps_for(
-                                                       2 * triton.next_power_of_2(s["q"].shape[1])
-                                                       * triton.next_power_of_2(s["rotary_dim"] // 2)))),
+                                                   rotary_dim=s["rotary_dim"], config=(0, None)),
     },
     shapes={
         # Qwen3-8B: 32 q / 8 kv heads; Qwen2.5-7B geometry (28 / 4) as if it had qk-norm

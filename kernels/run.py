@@ -92,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     from .timing import dump_tuned, load_tuned
 
     if a.tuned_in:
-        load_tuned(a.tuned_in)
+        try:
+            load_tuned(a.tuned_in)
+        except (OSError, ValueError) as e:  # (json's errors are ValueErrors)
+            print(f"--tuned-in {a.tuned_in}: {e}", file=sys.stderr)
+            return 2
     checks: dict | None = {} if a.check_out else None
     for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks):
         print(name, file=sys.stderr)

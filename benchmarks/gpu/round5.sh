@@ -9,15 +9,8 @@
 # liger-kernel) in .carry-r5-whl beside it.
 set -u
 MODE=$1 TAG=$2
-R=$PWD
-source .gpu-libs/env.sh >/dev/null; unset NVTX_INJECTION64_PATH
-NCU_PY=$(dirname "$(find /opt/nvidia /usr/local -name ncu_report.py -path '*extras/python*' 2>/dev/null | head -1)")
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .carry-r5-whl/*.whl || exit 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site . || exit 1
-export PYTHONPATH=/tmp/site:$NCU_PY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
+source benchmarks/gpu/device_env.sh  # (round 6 took this preamble out of here into device_env.sh)
 O=/tmp/r5; mkdir -p $O/prof; DB=$O/prof/r5.db
-cd /tmp  # the checkout's own profkit/ would shadow the installed package
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 case $MODE in
 fp8)
   timeout 540 python3 $R/benchmarks/gpu/fp8_launch.py --rounds 7 --out $O
@@ -28,8 +21,6 @@ norms)
   cp $O/norm_occupancy.json $OUT/norm_occupancy_$TAG.json
   ;;
 ties)
-  cap() { local run=$1; shift; echo "== capture $run"; timeout 120 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run "$@" > $O/cap-$run.log 2>&1; echo "   rc=$?"; tail -2 $O/cap-$run.log; }
-  cmp() { echo "== compare $1 -> $2"; python3 -m profkit compare --db $DB "$1" "$2" 2>&1 | tail -6; python3 -m profkit compare --db $DB "$1" "$2" --json > $O/cmp-$(echo "$1-$2" | tr ':/' '__').json 2>&1; }
   timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rmsnorm,add_rmsnorm --no-backward --variants triton,triton_evict,compile,liger --out $O > $O/kernels.log 2>&1; echo "kernels rc=$?"; grep -E "t32768|t4096" $O/kernels.log | grep -E "triton|liger" | cut -c1-150
   for op in rmsnorm add_rmsnorm; do
     cap $op-llama8b-t32768-$TAG $op --variant triton_evict --variant triton --variant liger --shape llama8b-t32768
@@ -39,8 +30,6 @@ ties)
   cap fp8_gemm-llama8b-qkv-m4096-r5-$TAG fp8_gemm --variant triton_promote_early --variant triton_promote --variant scaled_mm --shape llama8b-qkv-m4096
   cmp fp8_gemm-llama8b-qkv-m4096-r5-$TAG:triton_promote_early fp8_gemm-llama8b-qkv-m4096-r5-$TAG:triton_promote
   cmp fp8_gemm-llama8b-qkv-m4096-r5-$TAG:scaled_mm fp8_gemm-llama8b-qkv-m4096-r5-$TAG:triton_promote
-  for f in $O/prof/*/*.ncu-rep; do [ -f "$f" ] && xz -9 -T0 "$f"; done
-  rm -f $O/prof/*/*.nsys-rep $O/prof/*.db-*
-  tar -cJf $OUT/ties_$TAG.tar.xz -C $O . && ls -la $OUT
+  pack $OUT/ties_$TAG.tar.xz
   ;;
 esac

@@ -98,3 +98,14 @@ def test_autotuned_kernels_start_from_the_handed_over_config(tmp_path):
     assert cfg.pre_hook is F._pchunk_blocks
     kernel.cache.clear()
     kernel.cache.update(saved)
+
+
+def test_the_runner_refuses_a_bad_picks_file_in_one_line(tmp_path, capsys):
+    from profkit.kernels.run import main
+
+    bad = tmp_path / "tuned.json"
+    bad.write_text("{not json")
+    assert main(["rmsnorm", "--tuned-in", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and "Traceback" not in err
+    assert main(["rmsnorm", "--tuned-in", str(tmp_path / "missing.json")]) == 2
