@@ -278,7 +278,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     transaction.
 
     The files named go to one run: `run`, or the name of the first file; a folder is a run
-    of its own (plan). Each file's rank is `rank` if given, else found by rank_of (None for
+    of its own (plan). A run takes one timeline and one counter report per rank, from this
+    call or an earlier one: a second from another file is refused before anything is written
+    (one_per_role). Each file's rank is `rank` if given, else found by rank_of (None for
     single-process runs). `parsed_reports` ({path: Parsed}) holds files a caller already
     parsed (capture does); `facts` ({path: dict}) adds what the caller knows of a file to its
     facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
@@ -381,10 +383,11 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
             if g.run not in have:
                 raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
                                             "ingest it with its reports (or their folder)")
-    seen = {}
+    seen, held = {}, []
     if store is not None or Path(db).exists():
         with _opened(db, store) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
+            held = _held(s, {g.run for g in groups if g.files})
     out, todo = [], []
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
@@ -400,6 +403,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
             _check_names(p, report)
             report.path = as_text(p)
             todo.append((g, p, report, digest))
+    one_per_role(todo, {p: parser.ROLE for _, p, parser, _ in parsed}, rank, held)
     if not todo and not any(g.meta for g in groups):
         return out
     if len(todo) > 1:  # a column-path report finishes its kernels in a thread: all proven whole before any write
@@ -413,6 +417,64 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
         if new:  # one report, refused while it loaded (its kernels' part): no database left behind
             _discard_empty(db)
         raise
+
+
+def _held(s: Store, runs) -> list[tuple[str, int | None, str, str]]:
+    """(run, rank, format, path) of each report the database holds in these runs."""
+    runs = sorted(r for r in runs if r is not None)
+    if not runs:
+        return []
+    return [tuple(r) for r in s.conn.execute(
+        f"SELECT run, rank, format, path FROM report_file WHERE run IN ({','.join('?' * len(runs))}) ORDER BY id",
+        runs)]
+
+
+def _role_of(fmt: str) -> str | None:
+    try:
+        return parsers.by_format(fmt).ROLE
+    except KeyError:  # a format whose parser is gone: nothing to compare it with
+        return None
+
+
+def _same_bytes(a: Path, a_digest, b: Path, b_digest) -> bool:
+    """The same file named twice, or two copies of it (the second is then skipped as a repeat)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    digest = [d if isinstance(d, str) else d.result() for d in (a_digest, b_digest)]  # (a late hash: waited for)
+    return digest[0] == digest[1]
+
+
+def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
+    """One timeline and one counter file per run and rank, as report_files takes a folder, for
+    files named one by one too: refuse (one line, before anything is written) a plan that gives
+    a run and rank a second report of a role from another file, in this ingest (two exports both
+    named report2.sqlite would both go to run report2) or from an earlier one (`held`: (run,
+    rank, format, path) of the reports the database holds). The same bytes again are not
+    another file: they are skipped as a repeat. `todo`: (group, path, parsed report, digest) of
+    the files to write; `roles`: each path's role; `rank`: --rank, or None."""
+    taken: dict[tuple, tuple[Path, object]] = {}
+    for g, p, report, digest in todo:
+        key = (g.run, rank_of(p, report, rank), roles[p])
+        if key not in taken:
+            taken[key] = (p, digest)
+        elif not _same_bytes(*taken[key], p, digest):
+            run, r, role = key
+            raise BadArgument(f"two {role} reports for run {run!r}{_per(r)}: {as_text(taken[key][0])} and "
+                              f"{as_text(p)}; ingest each as a run of its own (--run NAME) or, if they are "
+                              "ranks of one job, each with its --rank N")
+    for run, r, fmt, path in held:
+        key = (run, r, _role_of(fmt))
+        if key in taken:
+            p = taken[key][0]
+            again = as_text(Path(p).resolve()) == as_text(Path(path).resolve())
+            raise BadArgument(f"run {run!r} already holds a {key[2]} report{_per(r)}, {path}, loaded earlier: "
+                              + (f"{as_text(p)} has changed since" if again else f"{as_text(p)} is another file")
+                              + "; ingest it as a run of its own (--run NAME)"
+                              + ("" if again else " or, if it is another rank of that job, with its --rank N"))
+
+
+def _per(rank: int | None) -> str:
+    return " (one per process)" if rank is None else f" rank {rank} (one per rank)"
 
 
 def _discard_empty(db: str) -> None:

@@ -111,8 +111,9 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
         # another connection changes the run: the next read sees it
         fresh.conn.execute("DELETE FROM counter WHERE metric = 'gpu__time_duration.sum'")
         assert s.counters("known") == fresh.counters("known") != before
-        # a report this Store adds forgets that run's counters
-        ingest(db, [PROFILES / "rope-llama8b-t4096"], run="known", store=s)
+        # a report this Store adds forgets that run's counters (another capture's: as another rank,
+        # since a run takes one timeline and one counter report per rank)
+        ingest(db, [PROFILES / "rope-llama8b-t4096"], run="known", rank=1, store=s)
         assert s.counters("known") == fresh.counters("known")
         assert len(s.counters("known")) > len(before)
     fresh.close()

@@ -138,3 +138,130 @@ def test_bad_input_one_line_nonzero_database_unchanged(make, words, db, copy, tm
     assert len(lines) == 1 and lines[0].startswith("profkit: ") and str(bad) in lines[0] and words in lines[0], r.output
     assert "Traceback" not in r.output
     assert dump(db) == before
+
+
+# --- one timeline and one counter report per run and rank, for files named one by one too -----
+# Two different reports of the same file name used to load silently into one run (the run is
+# named after the first file): two timelines (or two counter reports) of different programs
+# mixed into one.
+
+from profdata import FIELD_H100, FIELD_REPORTS, PROFILES  # noqa: E402
+
+
+def field(*parts):
+    path = FIELD_REPORTS.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} absent (public reports live in ../shared/field-reports beside the clone)")
+    return path
+
+
+def refused(r, *files):
+    """One line on stderr naming every file, the way out (--run NAME), exit 2, no traceback."""
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("profkit: ") and "Traceback" not in r.output, r.output
+    assert all(str(f) in lines[0] for f in files) and "--run NAME" in lines[0], r.output
+    return lines[0]
+
+
+def files_of(db):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT run, rank, format, kernels FROM report_file ORDER BY id").fetchall()
+
+
+def test_same_stem_exports_of_two_programs_are_refused_in_one_call(db):
+    """Two public nsys exports both named report2.sqlite (a V100 run, an RTX 3080 run)."""
+    beast, kmeans = field("beast", "report2.sqlite"), field("kmeans", "report2.sqlite")
+    line = refused(run("ingest", "--db", db, beast, kmeans), beast, kmeans)
+    assert "two timeline reports for run 'report2' (one per process)" in line
+    assert not os.path.exists(db)  # refused before the database was created
+    # into a database that holds a run: nothing of either lands
+    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
+    before = dump(db)
+    refused(run("ingest", "--db", db, beast, kmeans), beast, kmeans)
+    assert dump(db) == before
+    # named, each is a run of its own
+    assert run("ingest", "--db", db, beast, "--run", "beast").exit_code == 0
+    assert run("ingest", "--db", db, kmeans, "--run", "kmeans").exit_code == 0
+    assert files_of(db)[1:] == [("beast", None, "nsys-sqlite", 2419), ("kmeans", None, "nsys-sqlite", 51)]
+
+
+def test_another_file_into_a_run_that_holds_its_role_is_refused(db):
+    """report2.sqlite of one program loaded; report2.sqlite of another would join its run."""
+    beast, kmeans = field("beast", "report2.sqlite"), field("kmeans", "report2.sqlite")
+    assert run("ingest", "--db", db, beast).exit_code == 0
+    before = dump(db)
+    line = refused(run("ingest", "--db", db, kmeans), beast, kmeans)
+    assert "run 'report2' already holds a timeline report (one per process)" in line and "is another file" in line
+    assert dump(db) == before
+    # the same bytes again are still a repeat, whatever the run: nothing added, no refusal
+    r = run("ingest", "--db", db, beast)
+    assert r.exit_code == 0 and "already loaded" in r.output and dump(db) == before
+    assert run("ingest", "--db", db, kmeans, "--run", "kmeans").exit_code == 0
+    assert files_of(db) == [("report2", None, "nsys-sqlite", 2419), ("kmeans", None, "nsys-sqlite", 51)]
+
+
+def test_two_counter_reports_for_one_run_are_refused(db):
+    """Two public .ncu-rep of different programs named together: both would go to run vec_add."""
+    vec_add, drv = field("lakshya", "vec_add.ncu-rep"), field("nvidia_training", "CuVectorAddDrv.ncu-rep")
+    line = refused(run("ingest", "--db", db, vec_add, drv), vec_add, drv)
+    assert "two counters reports for run 'vec_add' (one per process)" in line
+    assert not os.path.exists(db)
+    assert run("ingest", "--db", db, vec_add).exit_code == 0
+    before = dump(db)
+    refused(run("ingest", "--db", db, drv, "--run", "vec_add"), vec_add, drv)
+    assert dump(db) == before
+
+
+def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
+    """The same without ../shared: two of our H100/H200 exports, each saved as report.sqlite."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = tmp_path / "a" / "report.sqlite", tmp_path / "b" / "report.sqlite"
+    a.write_bytes((FIELD_H100 / "ws.nsys.sqlite").read_bytes())
+    b.write_bytes(KNOWN_NSYS.read_bytes())
+    refused(run("ingest", "--db", db, a, b), a, b)
+    assert not os.path.exists(db)
+    refused(run("ingest", "--db", db, a, b, "--rank", "0"), a, b)  # one rank named for both: still two
+    assert run("ingest", "--db", db, a).exit_code == 0
+    before = dump(db)
+    refused(run("ingest", "--db", db, b), a, b)
+    refused(run("ingest", "--db", db, b, "--run", "report"), a, b)  # --run names the run, it does not append
+    assert dump(db) == before
+    # the same file twice, or a copy of it, is one report (the copy is skipped as a repeat)
+    c = tmp_path / "c.sqlite"
+    c.write_bytes(a.read_bytes())
+    r = run("ingest", "--db", db, a, a, c)
+    assert r.exit_code == 0 and r.output.count("already loaded") == 3 and dump(db) == before
+    # the file loaded before, rewritten since (another capture saved over it): not a repeat either
+    a.write_bytes(b.read_bytes())
+    line = refused(run("ingest", "--db", db, a), a)
+    assert f"already holds a timeline report (one per process), {a}, loaded earlier: {a} has changed since" in line
+    assert dump(db) == before
+    a.write_bytes(c.read_bytes())
+    fresh = str(db) + ".2"  # (into a new database the repeats are found as they are written)
+    r = run("ingest", "--db", fresh, a, a, c)
+    assert r.exit_code == 0 and r.output.count("already loaded") == 2, r.output
+    assert files_of(fresh) == [("report", None, "nsys-sqlite", 52)]
+
+
+def test_timeline_and_counters_of_one_stem_join_one_run(db):
+    """The nsys export and the ncu report of one capture (swiglu-llama8b-t4096.*): one run,
+    named together or one after the other; ranks of one job keep a timeline each."""
+    swiglu = PROFILES / "swiglu-llama8b-t4096"
+    nsys, ncu = swiglu / "swiglu-llama8b-t4096.nsys.sqlite", swiglu / "swiglu-llama8b-t4096.ncu-rep.xz"
+    r = run("ingest", "--db", db, nsys, ncu)
+    assert r.exit_code == 0, r.output
+    assert [f[:3] for f in files_of(db)] == [("swiglu-llama8b-t4096", None, "nsys-sqlite"),
+                                              ("swiglu-llama8b-t4096", None, "ncu-rep")]
+    other = str(db) + ".2"
+    assert run("ingest", "--db", other, nsys).exit_code == 0
+    assert run("ingest", "--db", other, ncu).exit_code == 0
+    assert files_of(other) == files_of(db)
+    ddp = PROFILES / "ddp-2gpu"
+    ranks = str(db) + ".3"
+    assert run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank0.nsys.sqlite", ddp / "ddp-2gpu.rank0.ncu-rep.xz").exit_code == 0
+    r = run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank1.nsys.sqlite")
+    assert r.exit_code == 0, r.output
+    assert [f[:3] for f in files_of(ranks)] == [("ddp-2gpu", 0, "nsys-sqlite"), ("ddp-2gpu", 0, "ncu-rep"),
+                                                 ("ddp-2gpu", 1, "nsys-sqlite")]

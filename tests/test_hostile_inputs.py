@@ -214,7 +214,7 @@ def test_column_path_refused_while_it_loads_leaves_no_database_and_writes_no_oth
     r = run("ingest", "--db", db, bad)
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "several launch calls share" in r.output, r.output
     assert column_path and not [f.name for f in tmp_path.iterdir() if f.name.startswith("new.db")]
-    good = tmp_path / "good.nsys.sqlite"
+    good = tmp_path / "good.rank0.nsys.sqlite"  # (another rank: a run takes one timeline per rank)
     shutil.copy(KNOWN_NSYS, good)
     r = run("ingest", "--db", db, good, bad)
     assert r.exit_code == 2 and "several launch calls share" in r.output, r.output
