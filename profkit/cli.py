@@ -162,7 +162,9 @@ def ingest(paths, db, run, rank, gpu):
     .json[.gz]) or capture folders (one run each: its reports, one per role and rank, and capture.json as run metadata).
 
     Each file loads whole or not at all; files named together join one run (the ncu launches
-    attach to the timeline's).
+    attach to the timeline's). A run takes one timeline and one counter report per rank: a
+    second from another file (two exports both named report2.sqlite) is refused, nothing
+    loaded; give each its own --run NAME (or --rank N).
 
     \b
     Examples:
