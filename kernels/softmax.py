@@ -163,6 +163,119 @@ def _launch_split(x2, y2, cfg):
                                  BLOCK_P=triton.next_power_of_2(P), num_warps=nw)
 
 
+@triton.jit
+def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.constexpr, SYNC: tl.constexpr,
+               SLOT: tl.constexpr):
+    """One row of the row-group softmax, this program's chunk x of it (see _softmax_rowgroup)."""
+    xf = x.to(tl.float32)
+    m = tl.max(xf, axis=0)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
+    e = tl.exp(xf - m_safe)
+    s = tl.sum(e, axis=0)
+    kk = tl.arange(0, KP)
+    if SLOT:
+        # the chunk's (max, sum) as one 64-bit word in its slot (the slots start at -1, a pattern no
+        # pair of floats computed here has): a reader sees both or neither, so the wait for the
+        # partners and the read of their partials are one L2 round trip, with no counter
+        ws = WS + row * KP
+        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+        tl.atomic_xchg(ws + c, word, sem="relaxed")
+        p = tl.load(ws + kk, mask=kk < K, other=0, volatile=True)  # volatile: from the L2, never the L1
+        while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
+            p = tl.load(ws + kk, mask=kk < K, other=0, volatile=True)
+        mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+        sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    else:
+        ws = WS + row * 2 * KP
+        tl.store(ws + c, m)
+        tl.store(ws + KP + c, s)
+        tl.debug_barrier()  # every thread's partial stored before the count is released
+        tl.atomic_add(CNT + row, 1, sem="release")
+        if SYNC:  # (False: a probe of what the wait costs; wrong results)
+            while tl.atomic_add(CNT + row, 0, sem="acquire") < K:
+                pass
+        # volatile: not from the L1, where a line shared with a row still being reduced may sit
+        mp = tl.load(ws + kk, mask=kk < K, other=-float("inf"), volatile=True)
+        sp = tl.load(ws + KP + kk, mask=kk < K, other=0.0, volatile=True)
+    mx = tl.max(mp, axis=0)
+    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
+    tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
+
+
+@triton.jit
+def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr,
+                      BLOCK: tl.constexpr, DEPTH: tl.constexpr = 1, SYNC: tl.constexpr = True,
+                      SLOT: tl.constexpr = True):
+    """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
+    BLOCK columns each, held in registers: each writes its chunk's (max, sum of exp(x - max)) to
+    WS, counts itself in on CNT[row], waits for the other K - 1, combines the row's K partials and
+    writes its chunk. Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
+    loaded before the wait, so they are in flight while the partners catch up (Triton's pipeliner,
+    tl.range num_stages, leaves this loop alone: the wait is a loop inside it). Every program of
+    a row combines the same partials in the same order: deterministic. Launched cooperatively
+    (all programs resident, or the launch fails: a program waiting for a partner never scheduled
+    would hang)."""
+    pid = tl.program_id(0)
+    g = pid // K
+    c = pid % K
+    cols = c * BLOCK + tl.arange(0, BLOCK)
+    mk = cols < N
+    g64 = g.to(tl.int64)
+    x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
+                eviction_policy="evict_first")  # a group past the last row loads nothing
+    x1 = x
+    if DEPTH == 2:  # two rows ahead in flight
+        r1 = g64 + NGROUP
+        x1 = tl.load(X + r1 * sx + cols, mask=cols < tl.where(r1 < R, N, 0), other=-float("inf"),
+                     eviction_policy="evict_first")
+    for i in range(0, R, NGROUP):
+        row = g64 + i
+        nxt = row + DEPTH * NGROUP
+        x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
+                         eviction_policy="evict_first")
+        if row < R:  # the same for the K programs of a group: all wait, or none
+            _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT)
+        if DEPTH == 2:
+            x = x1
+            x1 = x_next
+        else:
+            x = x_next
+
+
+# ("group", BLOCK, programs per SM, num_warps) of the row-group kernel, a row over cdiv(N, BLOCK)
+# programs. Round 8's probe (H100, benchmarks/results/r8): several small programs per SM beat one
+# large one (while one waits for its row's partners the others stream), so 2-16 k columns a
+# program, 3-12 programs per SM; a candidate whose programs cannot all be resident fails its
+# cooperative launch and the tuner skips it.
+GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048, 8, 4), ("group", 2048, 12, 4),
+                    ("group", 4096, 8, 4), ("group", 2048, 10, 2), ("group", 8192, 2, 8), ("group", 16384, 1, 16),
+                    ("group", 32768, 1, 32)]
+
+
+def _launch_group(x2, y2, cfg, **probe):
+    import torch
+
+    from ._numerics import interpreting
+
+    R, N = x2.shape
+    _, block, per_sm, nw = cfg[:4]
+    depth = cfg[4] if len(cfg) > 4 else 1  # rows in flight ahead of the one reduced
+    k = triton.cdiv(N, block)
+    if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
+        raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
+    ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
+    kp = triton.next_power_of_2(k)
+    if probe.get("SLOT", True):
+        ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)
+        cnt = ws
+    else:
+        ws = torch.empty(R, 2 * kp, dtype=torch.float32, device=x2.device)
+        cnt = torch.zeros(R, dtype=torch.int32, device=x2.device)
+    _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, cnt, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp,
+                                     BLOCK=block, DEPTH=depth, num_warps=nw, launch_cooperative_grid=True, **probe)
+
+
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
 ONLINE_CANDIDATES = [(2, 8192, 8), (1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (4, 4096, 4), (1, 16384, 16),
                      (2, 16384, 16), (1, 32768, 32), (1, 16384, 32)]
@@ -179,12 +292,15 @@ def _prep(x, out):
     return x2, y, y.view(x2.shape[0], N)
 
 
-def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None):
+def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
+            group: bool = True):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps) for rows held whole, (programs per SM, chunk, num_warps) for
-    the persistent online kernel, (chunk, num_warps) for the split-row kernels; else picked per
-    shape on the GPU. split: rows longer than max_single through the split-row kernels (True)
-    or the persistent one (False); None: by shape (split_rows), or by the config's length."""
+    the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
+    kernel, (chunk, num_warps) for the split-row kernels; else picked per shape on the GPU.
+    split: rows longer than max_single through the split-row kernels (True) or the persistent /
+    row-group ones (False); None: by shape (split_rows), or by the config's length. group: the
+    row-group kernel among the tuner's candidates (False: v3's launches only)."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -209,21 +325,31 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     sms = num_sms(x.device)
 
     def launch_online(cfg):
+        if cfg[0] == "group":
+            _launch_group(x2, y2, cfg)
+            return
         per_sm, chunk, nw = cfg
         P = max(1, min(R, per_sm * sms))
         _softmax_online_persistent[(P,)](x2, y2, x2.stride(0), y2.stride(0), R, N, P, BLOCK=chunk, num_warps=nw)
 
     if config is None:
+        # the persistent kernel stays the default (it runs anywhere, the interpreter included)
+        # and a candidate: the tuner takes the row-group kernel only where it is faster
+        key = ("softmax_online" if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype, x.device)
         config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(
-            ("softmax_online", triton.next_power_of_2(R), N, x.dtype, x.device), ONLINE_CANDIDATES,
-            launch_online, x.device)
+            key, ONLINE_CANDIDATES + (GROUP_CANDIDATES if group else []), launch_online, x.device)
     launch_online(config)
     return y
 
 
 def softmax_rowprog(x, out=None):
     """v2's launch at every shape (before/after baseline of v3): a long row is one program's."""
-    return softmax(x, out=out, split=False)
+    return softmax(x, out=out, split=False, group=False)
+
+
+def softmax_twopass(x, out=None):
+    """v3's launches (before/after baseline of v4): long rows read twice, never by a row group."""
+    return softmax(x, out=out, group=False)
 
 
 def softmax_v1(x, out=None, max_single: int = MAX_SINGLE, chunk: int = CHUNK):
@@ -289,6 +415,7 @@ _VARIANTS = {
     "compile": lambda s: compiled("softmax", softmax_eager)(s["x"]),
     "triton": lambda s: softmax(s["x"]),
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
+    "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
     "triton_v1": lambda s: softmax_v1(s["x"]),
 }
 if has_module("liger_kernel"):

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Round 8 (issue 21 item 1): softmax over vocabulary rows, v4's row groups against v3's two passes.
+
+v3 reads a long row twice (the second read an L2 hit), one program per row walking it: 65-73 % of
+copy on the H100, 55-61 % on the H200, latency-bound (ncu: DRAM 70 % busy, 1.07x the minimum
+bytes). v4 (`_softmax_rowgroup`) gives a row to K co-resident programs, each holding its chunk in
+registers: one read, one write. Per vocabulary shape:
+- float64 check of every candidate launch (the workload's check) first;
+- every launch candidate of the long-row path timed alone (do_bench median, and CUDA-graph replay
+  where the cooperative launch can be captured), with the compiled kernel's registers;
+- round-robin over R rounds (do_bench, L2 flushed): the registered `triton` (the tuner's pick),
+  `triton_twopass` (v3), torch.compile and a copy of the same bytes; medians, % of copy.
+
+With PROBE=1 in the environment, only the probe: row-group launches with one or two rows in flight
+ahead (DEPTH), the partials exchanged through 64-bit slots (SLOT, one L2 round trip) or through a
+counter and a separate read (two), and with SYNC_PROBE=1 the counter launch without its wait for
+a row's partners (SYNC=False: wrong results, timed only, to read what the wait costs); do_bench
+median each.
+
+    python3 benchmarks/gpu/softmax_group.py [--rounds 5] [--out DIR] [--shapes a,b]   # -> DIR/softmax_group.json
+"""
+import json
+import os
+import sys
+
+import torch
+
+from profkit.kernels import softmax as K
+from profkit.kernels.timing import stamp, tuned_choices
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fp8_launch import device_cli, round_robin  # noqa: E402
+
+
+def regs(fn):
+    """(registers, spills) of each compiled specialisation of a Triton kernel, where Triton says."""
+    out = []
+    try:
+        for caches in fn.device_caches.values():
+            for k in caches[0].values():
+                out.append((getattr(k, "n_regs", None), getattr(k, "n_spills", None), k.metadata.num_warps))
+    except Exception as e:  # noqa: BLE001  (the cache layout differs between Triton versions)
+        out.append(repr(e)[:80])
+    return out
+
+
+PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(16384, 2, 16), (16384, 1, 32), (16384, 1, 16), (32768, 1, 32),
+                                             (8192, 2, 8), (8192, 3, 8), (8192, 2, 16), (4096, 4, 4), (4096, 6, 4),
+                                             (4096, 4, 8)] for d in (1, 2)]
+SYNC_PROBE = os.environ.get("SYNC_PROBE") == "1"  # also the counter launch without its wait (round 8's first probe)
+
+
+def probe(w, shapes, hdr, bench):
+    rows = []
+    for name, p in shapes.items():
+        x = w.setup(p, "bf16", "cuda")["x"]
+        ref = K.softmax_reference(x)
+        y = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        for b, ps, nw, d in PROBE:
+            for kw in ({"SLOT": True}, {"SLOT": False}) + (({"SLOT": False, "SYNC": False},) if SYNC_PROBE else ()):
+                cfg = ("group", b, ps, nw, d)
+                row = {"shape": name, "config": list(cfg), **kw, **stamp(hdr)}
+                try:
+                    K._launch_group(x, y, cfg, **kw)
+                    torch.cuda.synchronize()
+                    row["err"] = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+                    row["ms"] = bench(lambda: K._launch_group(x, y, cfg, **kw))
+                    row["gbps"] = nbytes / row["ms"] / 1e6
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = f"{type(e).__name__}: {str(e)[:100]}"
+                rows.append(row)
+                print(f"probe {name[:14]} {cfg} {kw} " + (f"{row['ms'] * 1e3:.1f} us  {row['gbps']:.0f} GB/s  err {row['err']:.1e}"
+                                                          if "ms" in row else row["error"]), flush=True)
+        dst = torch.empty_like(x)
+        row = {"shape": name, "copy_ms": bench(lambda: dst.copy_(x)), **stamp(hdr)}
+        print(f"probe {name[:14]} copy {row['copy_ms'] * 1e3:.1f} us", flush=True)
+        rows.append(row)
+        del x, y, ref, dst
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    args, w, shapes, hdr, bench, gbench = device_cli("softmax", 5, lambda p: p["n"] > K.MAX_SINGLE and p["rows"] > 2)
+    if os.environ.get("PROBE") == "1":
+        rows = probe(w, shapes, hdr, bench)
+        with open(os.path.join(args.out, "softmax_group_probe.json"), "w") as f:
+            json.dump({"header": hdr, "rows": rows, "regs_rowgroup": regs(K._softmax_rowgroup)}, f, indent=1, default=str)
+        return
+    rows = []
+    for name, p in shapes.items():
+        s = w.setup(p, "bf16", "cuda")
+        x = s["x"]
+        ref = K.softmax_reference(x)
+        y = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        for cfg in K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES:
+            row = {"shape": name, "config": list(cfg), **stamp(hdr)}
+            try:
+                K.softmax(x, out=y, config=cfg)
+                torch.cuda.synchronize()
+                err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+                row["err"] = err
+                row["ms"] = bench(lambda: K.softmax(x, out=y, config=cfg))
+                row["gbps"] = nbytes / row["ms"] / 1e6
+                try:
+                    row["graph_ms"] = gbench(lambda: K.softmax(x, out=y, config=cfg))
+                except Exception as e:  # noqa: BLE001
+                    row["graph_err"] = f"{type(e).__name__}: {str(e)[:120]}"
+            except Exception as e:  # noqa: BLE001
+                row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        dst = torch.empty_like(x)
+        fns = {"triton": lambda: w.variants["triton"](s), "triton_twopass": lambda: w.variants["triton_twopass"](s),
+               "compile": lambda: w.variants["compile"](s), "copy": lambda: dst.copy_(x)}
+        for v in ("triton", "triton_twopass", "compile"):
+            out = fns[v]()
+            torch.cuda.synchronize()
+            print(f"   check {name} {v}: rel err {((out.double() - ref).abs().max() / ref.abs().max()).item():.2e}")
+        times, med = round_robin(fns, bench, args.rounds)
+        gtimes = {}
+        for v, fn in fns.items():
+            try:
+                gtimes[v] = gbench(fn)
+            except Exception as e:  # noqa: BLE001
+                gtimes[v] = f"{type(e).__name__}: {str(e)[:100]}"
+        summ = {"shape": name, "rr_ms": med, "rr_all": times, "graph_ms": gtimes, "bytes": nbytes,
+                "pct_copy": {v: 100 * med["copy"] / med[v] for v in med},
+                "x_compile": med["compile"] / med["triton"], "x_twopass": med["triton_twopass"] / med["triton"],
+                **stamp(hdr)}
+        rows.append(summ)
+        print(f"{name}: " + "  ".join(f"{v} {med[v] * 1e3:.1f} us ({summ['pct_copy'][v]:.0f} % copy)" for v in med)
+              + f"  x compile {summ['x_compile']:.2f}  x v3 {summ['x_twopass']:.2f}", flush=True)
+        print(f"   graph: {gtimes}", flush=True)
+        del s, x, y, ref, dst
+        torch.cuda.empty_cache()
+    extra = {"regs_rowgroup": regs(K._softmax_rowgroup), "regs_online": regs(K._softmax_online_persistent),
+             "tuned": {k: v for k, v in tuned_choices().items() if "softmax" in k or k == "_errors"}}
+    print(json.dumps(extra, default=str), flush=True)
+    with open(os.path.join(args.out, "softmax_group.json"), "w") as f:
+        json.dump({"header": hdr, "rows": rows, **extra}, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
