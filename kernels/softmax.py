@@ -165,10 +165,11 @@ def _launch_split(x2, y2, cfg):
 
 @triton.jit
 def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.constexpr, SYNC: tl.constexpr,
-               SLOT: tl.constexpr, RECOMPUTE: tl.constexpr):
+               SLOT: tl.constexpr):
     """One row of the row-group softmax, this program's chunk x of it (see _softmax_rowgroup).
-    RECOMPUTE: the output as exp(x - (max + log sum)) from x, so exp(x - m) is not held in fp32
-    registers across the wait (fewer registers, more programs resident: one more exponential)."""
+    exp(x - m) stays in fp32 registers across the wait: recomputing it from x after (round 8,
+    commit e6b3a1b) was 6-24 % slower on the H200 (a second exponential) and freed too few
+    registers for another program per SM."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
@@ -200,23 +201,19 @@ def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.cons
         mp = tl.load(ws + kk, mask=kk < K, other=-float("inf"), volatile=True)
         sp = tl.load(ws + KP + kk, mask=kk < K, other=0.0, volatile=True)
     mx = tl.max(mp, axis=0)
-    total = tl.sum(sp * tl.exp(mp - mx), axis=0)
-    if RECOMPUTE:
-        y = tl.exp(xf - (mx + tl.log(total)))
-    else:
-        scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) / total)  # not exp(0 - mx): may overflow
-        y = e * scale
-    tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
+    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
+    tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
 
 
 @triton.jit
 def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr,
                       BLOCK: tl.constexpr, DEPTH: tl.constexpr = 1, SYNC: tl.constexpr = True,
-                      SLOT: tl.constexpr = True, RECOMPUTE: tl.constexpr = False):
+                      SLOT: tl.constexpr = True):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
     BLOCK columns each, held in registers: each writes its chunk's (max, sum of exp(x - max)) to
     WS, counts itself in on CNT[row], waits for the other K - 1, combines the row's K partials and
-    writes its chunk. Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
+    writes its chunk. Group g walks rows g, g + NGROUP, ...; the next DEPTH (0-2) rows' chunks are
     loaded before the wait, so they are in flight while the partners catch up (Triton's pipeliner,
     tl.range num_stages, leaves this loop alone: the wait is a loop inside it). Every program of
     a row combines the same partials in the same order: deterministic. Launched cooperatively
@@ -227,6 +224,14 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
     c = pid % K
     cols = c * BLOCK + tl.arange(0, BLOCK)
     mk = cols < N
+    if DEPTH == 0:  # no row ahead: fewer registers, more programs resident to cover the wait
+        for i in range(0, R, NGROUP):
+            row = g64 + i
+            x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
+                        eviction_policy="evict_first")
+            if row < R:
+                _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT)
+        return
     x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
                 eviction_policy="evict_first")  # a group past the last row loads nothing
     x1 = x
@@ -240,7 +245,7 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
         x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
                          eviction_policy="evict_first")
         if row < R:  # the same for the K programs of a group: all wait, or none
-            _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT, RECOMPUTE)
+            _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT)
         if DEPTH == 2:
             x = x1
             x1 = x_next

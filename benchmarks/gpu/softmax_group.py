@@ -13,8 +13,8 @@ registers: one read, one write. Per vocabulary shape:
 
 With PROBE=1 in the environment, only the probe: row-group launches with one or two rows in flight
 ahead (DEPTH), the partials exchanged through 64-bit slots (SLOT, one L2 round trip) or through a
-counter and a separate read (two), with RECOMPUTE=1 the slot launch with and without exp(x - m)
-held across the wait (more programs per SM), and with SYNC_PROBE=1 the counter launch without its wait for
+counter and a separate read (two), with DEPTH0=1 the slot launch with no row loaded ahead (more
+programs per SM), and with SYNC_PROBE=1 the counter launch without its wait for
 a row's partners (SYNC=False: wrong results, timed only, to read what the wait costs); do_bench
 median each.
 
@@ -48,12 +48,12 @@ def regs(fn):
 PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(16384, 2, 16), (16384, 1, 32), (16384, 1, 16), (32768, 1, 32),
                                              (8192, 2, 8), (8192, 3, 8), (8192, 2, 16), (4096, 4, 4), (4096, 6, 4),
                                              (4096, 4, 8)] for d in (1, 2)]
-# RECOMPUTE=1: round 8's second probe, the slot launch keeping exp(x - m) in registers or not, with
-# more programs per SM (the fp32 array dropped frees a third of the registers)
-if os.environ.get("RECOMPUTE") == "1":
-    PROBE = [(b, ps, nw, 1) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 8, 4), (4096, 10, 4), (2048, 12, 4),
+# DEPTH0=1: round 8's third probe, the slot launch with no row loaded ahead (DEPTH 0: fewer
+# registers) and more programs per SM, beside DEPTH 1 (round 8's second probe, RECOMPUTE, at e6b3a1b)
+if os.environ.get("DEPTH0") == "1":
+    PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 8, 4), (4096, 10, 4), (2048, 12, 4),
                                                 (2048, 16, 4), (2048, 16, 2), (8192, 4, 8), (8192, 5, 8), (16384, 2, 16),
-                                                (16384, 3, 16), (32768, 1, 32)]]
+                                                (32768, 1, 32)] for d in (0, 1)]
 SYNC_PROBE = os.environ.get("SYNC_PROBE") == "1"  # also the counter launch without its wait (round 8's first probe)
 
 
@@ -66,8 +66,8 @@ def probe(w, shapes, hdr, bench):
         nbytes = 2 * x.numel() * x.element_size()
         for b, ps, nw, d in PROBE:
             kws = ({"SLOT": True}, {"SLOT": False}) + (({"SLOT": False, "SYNC": False},) if SYNC_PROBE else ())
-            if os.environ.get("RECOMPUTE") == "1":
-                kws = ({"RECOMPUTE": False}, {"RECOMPUTE": True})
+            if os.environ.get("DEPTH0") == "1":
+                kws = ({},)
             for kw in kws:
                 cfg = ("group", b, ps, nw, d)
                 row = {"shape": name, "config": list(cfg), **kw, **stamp(hdr)}
