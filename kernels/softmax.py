@@ -25,6 +25,15 @@ exp(x - max) / sum. Two launches, no atomics: every program of a row combines th
 in the same order, so the result is deterministic. Taken when one program per row would leave
 at least half the SMs idle and the rows fit well inside the L2 (``split_rows``); (chunk,
 num_warps) picked per shape on the GPU by CUDA-graph replay.
+v4 (round 8; v3's launches kept as ``softmax_twopass``, variant ``triton_twopass``): many long
+rows read once. v3 read each row twice (the second an L2 hit) with one program per row: 73 % of
+copy on an H100, 61 % on an H200, ncu showing the minimum bytes but DRAM 70 % busy (latency).
+``_softmax_rowgroup`` gives each row to a group of co-resident programs (cooperative launch),
+a chunk each held in registers; the chunks' (max, sum) partials meet through 64-bit slots in
+global memory and every program writes its chunk: one read, one write, and 88-90 % of copy on
+the H100, 77-79 % on the H200 (benchmarks/results/kernels.md, "Round 8"). The tuner weighs v4's
+launches against v3's; under the interpreter only one program a row can run (programs run one
+after another there), so the tests run v4 with rows of one chunk.
 """
 from __future__ import annotations
 
@@ -169,7 +178,8 @@ def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.cons
     """One row of the row-group softmax, this program's chunk x of it (see _softmax_rowgroup).
     exp(x - m) stays in fp32 registers across the wait: recomputing it from x after (round 8,
     commit e6b3a1b) was 6-24 % slower on the H200 (a second exponential) and freed too few
-    registers for another program per SM."""
+    registers for another program per SM. Loading no row ahead (DEPTH 0, commit ae96052), for more
+    programs per SM, was 2-18 % slower there too."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
@@ -211,9 +221,11 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
                       BLOCK: tl.constexpr, DEPTH: tl.constexpr = 1, SYNC: tl.constexpr = True,
                       SLOT: tl.constexpr = True):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
-    BLOCK columns each, held in registers: each writes its chunk's (max, sum of exp(x - max)) to
-    WS, counts itself in on CNT[row], waits for the other K - 1, combines the row's K partials and
-    writes its chunk. Group g walks rows g, g + NGROUP, ...; the next DEPTH (0-2) rows' chunks are
+    BLOCK columns each, held in registers: each publishes its chunk's (max, sum of exp(x - max)),
+    waits for the other K - 1, combines the row's K partials and writes its chunk. SLOT (the
+    default): the pair is one 64-bit word in the row's slots of WS, and waiting and reading are the
+    same load; False (the first build): WS holds the partials, CNT[row] counts them in, then WS is
+    read: two L2 round trips a row (H100: 6-23 % slower with several programs per SM). Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
     loaded before the wait, so they are in flight while the partners catch up (Triton's pipeliner,
     tl.range num_stages, leaves this loop alone: the wait is a loop inside it). Every program of
     a row combines the same partials in the same order: deterministic. Launched cooperatively
@@ -224,14 +236,6 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
     c = pid % K
     cols = c * BLOCK + tl.arange(0, BLOCK)
     mk = cols < N
-    if DEPTH == 0:  # no row ahead: fewer registers, more programs resident to cover the wait
-        for i in range(0, R, NGROUP):
-            row = g64 + i
-            x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
-                        eviction_policy="evict_first")
-            if row < R:
-                _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT)
-        return
     x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
                 eviction_policy="evict_first")  # a group past the last row loads nothing
     x1 = x

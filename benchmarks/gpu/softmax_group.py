@@ -48,8 +48,8 @@ def regs(fn):
 PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(16384, 2, 16), (16384, 1, 32), (16384, 1, 16), (32768, 1, 32),
                                              (8192, 2, 8), (8192, 3, 8), (8192, 2, 16), (4096, 4, 4), (4096, 6, 4),
                                              (4096, 4, 8)] for d in (1, 2)]
-# DEPTH0=1: round 8's third probe, the slot launch with no row loaded ahead (DEPTH 0: fewer
-# registers) and more programs per SM, beside DEPTH 1 (round 8's second probe, RECOMPUTE, at e6b3a1b)
+# DEPTH0=1: round 8's third probe (at ae96052, where the kernel had DEPTH 0: no row loaded ahead,
+# fewer registers) and more programs per SM; the second probe, RECOMPUTE, ran at e6b3a1b
 if os.environ.get("DEPTH0") == "1":
     PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 8, 4), (4096, 10, 4), (2048, 12, 4),
                                                 (2048, 16, 4), (2048, 16, 2), (8192, 4, 8), (8192, 5, 8), (16384, 2, 16),

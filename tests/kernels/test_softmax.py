@@ -131,3 +131,88 @@ def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
     assert ran(randn(1, 3000, dtype="bf16")) == {"_softmax_single"}
     assert K.WORKLOAD.variants["triton_rowprog"]
     assert not K.split_rows(1, 1 << 24, 2, "cpu")  # 32 MB of row: the second read would miss the L2
+
+
+# --- v4: the row-group kernel (many long rows, each read once) --------------------------------
+# The interpreter runs programs one after another, so a row can have one program here (its chunk
+# the whole row): the partial's publish, wait and combine all run, the cross-program meeting only
+# on the GPU (benchmarks/gpu/softmax_group.py checks every launch candidate there in float64).
+
+@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4, 2)], ids=str)
+@pytest.mark.parametrize("slot", [True, False], ids=["slots", "counter"])
+def test_row_group(dtype, config, slot):
+    """More rows than groups (each group walks several, one or two rows ahead in flight), a row of
+    -inf but one late logit, a row starting with -inf, a row whose max is last; the rows a strided
+    view whose padding holds large logits (a read past a row's end shows)."""
+    n = 5003
+    base = randn(11, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
+    base[:, n:] = 5e3
+    x = base[:, :n]
+    x[1, : n // 2] = -float("inf")
+    x[2, :] = -float("inf")
+    x[2, 4000] = -30.0
+    x[3, -3:] = 1e4 if dtype != "fp16" else 6e4
+    launches = []
+    real = K._softmax_rowgroup
+
+    class Spy:
+        def __getitem__(self, grid):
+            def call(*a, **kw):
+                launches.append((grid, kw))
+                return real[grid](*a, **kw)
+            return call
+
+    y = nan_like(x)
+    try:
+        K._softmax_rowgroup = Spy()
+        K._launch_group(x, y, config, SLOT=slot)
+    finally:
+        K._softmax_rowgroup = real
+    check(y, K.softmax_reference(x), dtype, f"group {config}")
+    ((grid, kw),) = launches
+    assert grid == (config[2] * K.num_sms("cpu"),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
+    assert kw["DEPTH"] == (config[4] if len(config) > 4 else 1)
+    y2 = nan_like(x)
+    K._launch_group(x, y2, config, SLOT=slot)
+    assert torch.equal(y, y2)  # deterministic
+
+
+def test_row_group_through_softmax_and_its_workspace_sentinel():
+    """softmax(config=("group", ...)) takes the row-group kernel; a NaN logit gives a NaN row (as
+    torch's softmax), not a wait forever: a computed NaN partial is no -1 slot."""
+    x = randn(6, 5003, scale=10.0)
+    x[4, 17] = float("nan")
+    y = K.softmax(x, out=nan_like(x), max_single=256, config=("group", 8192, 1, 4))
+    ref = torch.softmax(x.double(), dim=-1)
+    assert torch.isnan(y[4]).all() and torch.isnan(ref[4]).all()
+    keep = [0, 1, 2, 3, 5]
+    check(y[keep], K.softmax_reference(x[keep]), "fp32")
+
+
+def test_row_group_refuses_partners_under_the_interpreter():
+    """Rows longer than one chunk need partners running at once: under TRITON_INTERPRET that is a
+    one-line refusal, not a hang."""
+    x = randn(3, 5003)
+    with pytest.raises(ValueError, match="cannot run under TRITON_INTERPRET"):
+        K.softmax(x, max_single=256, config=("group", 2048, 1, 4))
+
+
+def test_tuner_weighs_row_groups_unless_asked_for_v3(monkeypatch):
+    """The long-row path offers the tuner v3's persistent launches plus v4's row groups (the
+    persistent one first: the default where nothing is timed); triton_twopass (v3) and
+    triton_rowprog (v2) never get a row group, under their own tuning key."""
+    seen = []
+
+    def fake_tuned(key, candidates, run, device, **kw):
+        seen.append((key[0], list(candidates)))
+        return candidates[0]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    x = randn(256, 16400, dtype="bf16", scale=4.0)  # 4.2 M elements: tuned, not the small-shape default
+    for fn in (K.softmax, K.softmax_twopass):
+        check(fn(x), K.softmax_reference(x), "bf16")
+    (k1, c1), (k2, c2) = seen
+    assert k1 == "softmax_online" and c1 == K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
+    assert k2 == "softmax_online_v3" and c2 == K.ONLINE_CANDIDATES
+    assert all(c[0] == "group" and len(c) == 4 for c in K.GROUP_CANDIDATES)
+    assert {"triton_twopass", "triton_rowprog", "triton"} <= set(K.WORKLOAD.variants)
