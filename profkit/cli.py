@@ -656,6 +656,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     elif ncu_ranks:
         raise ProfkitError("--ncu-ranks needs --ranks")
     run = cap.check_run_name(run or workload or cap.default_run_name(command))
+    _refuse_a_second_capture(db, run, use_nsys, use_ncu)
     # (a kernel name in the description is data: no markup, control characters escaped)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TextColumn("kernels"),
                TimeElapsedColumn())
@@ -702,6 +703,20 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
             click.echo(f"profkit: {plain(f)}", err=True)
         where = (f"; loaded as run {run}" if loaded else "; nothing loaded") + f"; reports in {got.folder}"
         _fail(failures[-1] + where, 4)
+
+
+def _refuse_a_second_capture(db, run: str, use_nsys: bool, use_ncu: bool) -> None:
+    """Before anything runs: a run holds one timeline and one counter report (per rank), so a
+    capture into a run that already has the report it would make is refused now, not after the
+    program ran (a before/after pair is two runs: --run NAME-after)."""
+    from .errors import BadArgument
+    from .ingest import roles_held
+
+    made = ({"timeline"} if use_nsys else set()) | ({"counters"} if use_ncu else set())
+    clash = sorted(roles_held(db, run) & made)
+    if clash:
+        raise BadArgument(f"run {run!r} in {db} already holds a {' and a '.join(clash)} report: give this capture a "
+                          f"run of its own (--run {run}-2, e.g. the after of a before/after pair) or another --db")
 
 
 def _load_capture(db, got, failures: list[str]) -> int:

@@ -473,6 +473,16 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
                               + ("" if again else " or, if it is another rank of that job, with its --rank N"))
 
 
+def roles_held(db, run: str) -> set[str]:
+    """The roles ("timeline", "counters") run `run` already holds in database `db`: none where
+    the file or the run is missing. (capture asks before it profiles: a report of a role the run
+    already has would be refused when loaded, after the program's whole run.)"""
+    if what_is(db) != "profkit":
+        return set()
+    with Store(db, readonly=True) as s:
+        return {role for _, _, fmt, _ in _held(s, [run]) if (role := _role_of(fmt))}
+
+
 def _per(rank: int | None) -> str:
     return " (one per process)" if rank is None else f" rank {rank} (one per rank)"
 

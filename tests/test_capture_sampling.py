@@ -295,3 +295,40 @@ def test_profiler_windows_from_a_timeline(tmp_path):
     rows_ = rows(nsys_sqlite.parse(f))
     inside = sampling.select(rows_, sampling.Spec(time=[[t[20], t[40]]], per_config=False))
     assert inside and all(t[20] <= (r[10] or r[11]) < t[40] for r in (rows_[i] for i in inside))
+
+
+def test_a_second_capture_into_a_run_is_refused_before_the_program_runs(tmp_path):
+    """A run holds one timeline and one counter report: capturing the same run again (the after
+    of a before/after pair, under the default name) was refused only when loaded, after the
+    program's whole run under both profilers. Now before anything runs, in one line; a run of
+    its own, or a report of the role the run lacks, still captures."""
+    assert capture(tmp_path, "--run", "ws").exit_code == 0
+    n = len(calls(tmp_path))
+    r = capture(tmp_path, "--run", "ws", program=("-c", "open('ran', 'w').write('x')"))
+    assert r.exit_code == 2, r.output
+    last = r.output.strip().splitlines()[-1]
+    assert "run 'ws' in" in last and "already holds a counters and a timeline report" in last and "--run ws-2" in last
+    assert len(calls(tmp_path)) == n and not (tmp_path / "ran").exists()  # no profiler, no program
+    r = capture(tmp_path, "--run", "ws", "--no-ncu")
+    assert r.exit_code == 2 and "already holds a timeline report" in r.output.strip().splitlines()[-1]
+    # the after capture makes other bytes than the before (the stand-in: the same export, vacuumed)
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{WS}?mode=ro", uri=True)
+    src.execute(f"VACUUM INTO '{tmp_path / 'after.sqlite'}'")
+    src.close()
+    after = fake(tmp_path, "nsys", nsys_sqlite=tmp_path / "after.sqlite")
+    r = capture(tmp_path, "--run", "ws-2", "--no-ncu", nsys=after)
+    assert r.exit_code == 0, r.output
+    with Store(tmp_path / "d.db") as s:
+        assert s.runs() == ["ws", "ws-2"]
+
+
+def test_a_capture_adds_the_role_a_run_lacks(tmp_path):
+    """A timeline-only capture, then an ncu-only capture of the same run: one run, both roles."""
+    assert capture(tmp_path, "--run", "ws", "--no-ncu").exit_code == 0
+    r = capture(tmp_path, "--run", "ws", "--no-nsys")
+    assert r.exit_code == 0, r.output
+    with Store(tmp_path / "d.db") as s:
+        assert s.query("SELECT format FROM report_file WHERE run = 'ws' ORDER BY id") == [
+            {"format": "nsys-sqlite"}, {"format": "ncu-rep"}]
