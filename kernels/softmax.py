@@ -30,10 +30,10 @@ rows read once. v3 read each row twice (the second an L2 hit) with one program p
 copy on an H100, 61 % on an H200, ncu showing the minimum bytes but DRAM 70 % busy (latency).
 ``_softmax_rowgroup`` gives each row to a group of co-resident programs (cooperative launch),
 a chunk each held in registers; the chunks' (max, sum) partials meet through 64-bit slots in
-global memory and every program writes its chunk: one read, one write, and 88-90 % of copy on
-the H100, 77-79 % on the H200 (benchmarks/results/kernels.md, "Round 8"). The tuner weighs v4's
-launches against v3's; under the interpreter only one program a row can run (programs run one
-after another there), so the tests run v4 with rows of one chunk.
+global memory and every program writes its chunk: one read, one write (measured in
+benchmarks/results/kernels.md, "Round 8"). The tuner weighs v4's launches against v3's; under
+the interpreter only one program a row can run (programs run one after another there), so the
+tests run v4 with rows of one chunk.
 """
 from __future__ import annotations
 
@@ -217,15 +217,47 @@ def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.cons
 
 
 @triton.jit
+def _lag_publish(x, row, c, R, WS, KP: tl.constexpr):
+    """LAG: this program's (max, sum) of its chunk of `row` into the row's slot; (max, exp(x - max))."""
+    xf = x.to(tl.float32)
+    m = tl.max(xf, axis=0)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    e = tl.exp(xf - m_safe)
+    s = tl.sum(e, axis=0)
+    if row < R:
+        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+        tl.atomic_xchg(WS + row * KP + c, word, sem="relaxed")
+    return m, e
+
+
+@triton.jit
+def _lag_finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr):
+    """LAG: the row's slots `p` (loaded before this row's successor was reduced) waited for if
+    needed, combined, and this program's chunk written."""
+    kk = tl.arange(0, KP)
+    while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
+        p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
+    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    mx = tl.max(mp, axis=0)
+    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)
+    tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
+
+
+@triton.jit
 def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr,
                       BLOCK: tl.constexpr, DEPTH: tl.constexpr = 1, SYNC: tl.constexpr = True,
-                      SLOT: tl.constexpr = True):
+                      SLOT: tl.constexpr = True, LAG: tl.constexpr = 0):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
     BLOCK columns each, held in registers: each publishes its chunk's (max, sum of exp(x - max)),
     waits for the other K - 1, combines the row's K partials and writes its chunk. SLOT (the
     default): the pair is one 64-bit word in the row's slots of WS, and waiting and reading are the
     same load; False (the first build): WS holds the partials, CNT[row] counts them in, then WS is
-    read: two L2 round trips a row (H100: 6-23 % slower with several programs per SM). Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
+    read: two L2 round trips a row (H100: 6-23 % slower with several programs per SM). LAG 1
+    (slots only): each row is finished one row late, its slots loaded before the next row is
+    reduced, so the wait for the partners overlaps that work (H200: up to 7 % faster, with fewer
+    programs per SM: two rows' exp(x - m) held). Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
     loaded before the wait, so they are in flight while the partners catch up (Triton's pipeliner,
     tl.range num_stages, leaves this loop alone: the wait is a loop inside it). Every program of
     a row combines the same partials in the same order: deterministic. Launched cooperatively
@@ -238,6 +270,26 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
     mk = cols < N
     x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
                 eviction_policy="evict_first")  # a group past the last row loads nothing
+    if LAG == 1:  # a row finished one row late: its wait overlaps the next row's reduction (slots)
+        kk = tl.arange(0, KP)
+        m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
+        e_prev = tl.zeros([BLOCK], dtype=tl.float32)
+        for i in range(0, R + NGROUP, NGROUP):
+            row = g64 + i
+            prev = row - NGROUP
+            live = (prev >= 0) & (prev < R)
+            prev_at = tl.maximum(prev, 0)
+            p = tl.load(WS + prev_at * KP + kk, mask=kk < tl.where(live, K, 0), other=0, volatile=True)
+            nxt = row + NGROUP
+            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
+                             eviction_policy="evict_first")
+            m, e = _lag_publish(x, row, c, R, WS, KP)
+            if live:
+                _lag_finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP)
+            m_prev = m
+            e_prev = e
+            x = x_next
+        return
     x1 = x
     if DEPTH == 2:  # two rows ahead in flight
         r1 = g64 + NGROUP
@@ -258,13 +310,15 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
 
 
 # ("group", BLOCK, programs per SM, num_warps) of the row-group kernel, a row over cdiv(N, BLOCK)
-# programs. Round 8's probe (H100, benchmarks/results/r8): several small programs per SM beat one
-# large one (while one waits for its row's partners the others stream), so 2-16 k columns a
-# program, 3-12 programs per SM; a candidate whose programs cannot all be resident fails its
-# cooperative launch and the tuner skips it.
-GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048, 8, 4), ("group", 2048, 12, 4),
-                    ("group", 4096, 8, 4), ("group", 2048, 10, 2), ("group", 8192, 2, 8), ("group", 16384, 1, 16),
-                    ("group", 32768, 1, 32)]
+# programs; "group_lag": each row finished one row late (LAG 1). Round 8's probes (H100 and H200,
+# benchmarks/results/r8): several small programs per SM beat one large one (while one waits for
+# its row's partners the others stream), so 2-16 k columns a program, 2-12 programs per SM; the
+# late finish holds two rows' exp(x - m), so fewer of its programs fit. A candidate whose programs
+# cannot all be resident fails its cooperative launch and the tuner skips it.
+GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048, 8, 4), ("group", 2048, 12, 2),
+                    ("group", 2048, 10, 2), ("group", 8192, 2, 8), ("group", 32768, 1, 32),
+                    ("group_lag", 4096, 4, 4), ("group_lag", 2048, 8, 2), ("group_lag", 8192, 2, 8),
+                    ("group_lag", 2048, 8, 4), ("group_lag", 2048, 6, 4), ("group_lag", 4096, 3, 4)]
 
 
 def _launch_group(x2, y2, cfg, **probe):
@@ -275,6 +329,10 @@ def _launch_group(x2, y2, cfg, **probe):
     R, N = x2.shape
     _, block, per_sm, nw = cfg[:4]
     depth = cfg[4] if len(cfg) > 4 else 1  # rows in flight ahead of the one reduced
+    if cfg[0] == "group_lag":
+        probe = {"LAG": 1, **probe}
+    if probe.get("LAG") and not probe.get("SLOT", True):
+        raise ValueError("the late finish (LAG) exchanges partials through the slots only (SLOT)")
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
@@ -339,7 +397,7 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     sms = num_sms(x.device)
 
     def launch_online(cfg):
-        if cfg[0] == "group":
+        if cfg[0] in ("group", "group_lag"):
             _launch_group(x2, y2, cfg)
             return
         per_sm, chunk, nw = cfg

@@ -13,7 +13,8 @@ registers: one read, one write. Per vocabulary shape:
 
 With PROBE=1 in the environment, only the probe: row-group launches with one or two rows in flight
 ahead (DEPTH), the partials exchanged through 64-bit slots (SLOT, one L2 round trip) or through a
-counter and a separate read (two), with DEPTH0=1 the slot launch with no row loaded ahead (more
+counter and a separate read (two), with LAG=1 the slot launch finishing each row one row late,
+with DEPTH0=1 the slot launch with no row loaded ahead (more
 programs per SM), and with SYNC_PROBE=1 the counter launch without its wait for
 a row's partners (SYNC=False: wrong results, timed only, to read what the wait costs); do_bench
 median each.
@@ -54,6 +55,12 @@ if os.environ.get("DEPTH0") == "1":
     PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 8, 4), (4096, 10, 4), (2048, 12, 4),
                                                 (2048, 16, 4), (2048, 16, 2), (8192, 4, 8), (8192, 5, 8), (16384, 2, 16),
                                                 (32768, 1, 32)] for d in (0, 1)]
+# LAG=1: round 8's fourth probe, the slot launch finishing each row one row late (its wait behind
+# the next row's reduction) beside the same launch finishing it at once
+if os.environ.get("LAG") == "1":
+    PROBE = [(b, ps, nw, 1) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 5, 4), (4096, 4, 4), (2048, 8, 2),
+                                                (2048, 10, 2), (2048, 12, 2), (8192, 2, 8), (16384, 1, 16),
+                                                (32768, 1, 32)]]
 SYNC_PROBE = os.environ.get("SYNC_PROBE") == "1"  # also the counter launch without its wait (round 8's first probe)
 
 
@@ -68,6 +75,8 @@ def probe(w, shapes, hdr, bench):
             kws = ({"SLOT": True}, {"SLOT": False}) + (({"SLOT": False, "SYNC": False},) if SYNC_PROBE else ())
             if os.environ.get("DEPTH0") == "1":
                 kws = ({},)
+            if os.environ.get("LAG") == "1":
+                kws = ({}, {"LAG": 1})
             for kw in kws:
                 cfg = ("group", b, ps, nw, d)
                 row = {"shape": name, "config": list(cfg), **kw, **stamp(hdr)}

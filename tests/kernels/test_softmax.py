@@ -138,7 +138,8 @@ def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
 # the whole row): the partial's publish, wait and combine all run, the cross-program meeting only
 # on the GPU (benchmarks/gpu/softmax_group.py checks every launch candidate there in float64).
 
-@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4, 2)], ids=str)
+@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4, 2), ("group_lag", 8192, 1, 4),
+                                    ("group_lag", 8192, 3, 4)], ids=str)
 @pytest.mark.parametrize("slot", [True, False], ids=["slots", "counter"])
 def test_row_group(dtype, config, slot):
     """More rows than groups (each group walks several, one or two rows ahead in flight), a row of
@@ -163,6 +164,10 @@ def test_row_group(dtype, config, slot):
             return call
 
     y = nan_like(x)
+    if config[0] == "group_lag" and not slot:
+        with pytest.raises(ValueError, match="slots only"):
+            K._launch_group(x, y, config, SLOT=slot)
+        return
     try:
         K._softmax_rowgroup = Spy()
         K._launch_group(x, y, config, SLOT=slot)
@@ -170,8 +175,9 @@ def test_row_group(dtype, config, slot):
         K._softmax_rowgroup = real
     check(y, K.softmax_reference(x), dtype, f"group {config}")
     ((grid, kw),) = launches
-    assert grid == (config[2] * K.num_sms("cpu"),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
+    assert grid == (min(11, config[2] * K.num_sms("cpu")),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
     assert kw["DEPTH"] == (config[4] if len(config) > 4 else 1)
+    assert kw.get("LAG", 0) == (config[0] == "group_lag")  # (a late finish: slots only)
     y2 = nan_like(x)
     K._launch_group(x, y2, config, SLOT=slot)
     assert torch.equal(y, y2)  # deterministic
@@ -214,5 +220,5 @@ def test_tuner_weighs_row_groups_unless_asked_for_v3(monkeypatch):
     (k1, c1), (k2, c2) = seen
     assert k1 == "softmax_online" and c1 == K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
     assert k2 == "softmax_online_v3" and c2 == K.ONLINE_CANDIDATES
-    assert all(c[0] == "group" and len(c) == 4 for c in K.GROUP_CANDIDATES)
+    assert all(c[0] in ("group", "group_lag") and len(c) == 4 for c in K.GROUP_CANDIDATES)
     assert {"triton_twopass", "triton_rowprog", "triton"} <= set(K.WORKLOAD.variants)
