@@ -304,7 +304,7 @@ def test_a_second_capture_into_a_run_is_refused_before_the_program_runs(tmp_path
     its own, or a report of the role the run lacks, still captures."""
     assert capture(tmp_path, "--run", "ws").exit_code == 0
     n = len(calls(tmp_path))
-    r = capture(tmp_path, "--run", "ws", program=("-c", "open('ran', 'w').write('x')"))
+    r = capture(tmp_path, "--run", "ws", program=("-c", f"open({str(tmp_path / 'ran')!r}, 'w').write('x')"))
     assert r.exit_code == 2, r.output
     last = r.output.strip().splitlines()[-1]
     assert "run 'ws' in" in last and "already holds a counters and a timeline report" in last and "--run ws-2" in last
