@@ -322,6 +322,8 @@ GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048
 
 
 def _launch_group(x2, y2, cfg, **probe):
+    """One row-group launch: cfg ("group" or "group_lag", BLOCK, programs per SM, num_warps[,
+    DEPTH]); probe: the kernel's SYNC / SLOT / LAG flags, for softmax_group.py's probes."""
     import torch
 
     from ._numerics import interpreting
