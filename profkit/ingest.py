@@ -114,10 +114,11 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
     return rank_in_name(path)
 
 
-def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None) -> Loaded:
-    """digest: the file's sha256, or a _LateHash (the store resolves it)."""
+def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None,
+          guard=None) -> Loaded:
+    """digest: the file's sha256, or a _LateHash (the store resolves it); guard: see add_report."""
     tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
-    out = store.add_report(run, report, digest, rank, progress=tell)
+    out = store.add_report(run, report, digest, rank, progress=tell, guard=guard)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
         return Loaded(as_text(path), run, report.format, True, rank=rank)
     return Loaded(as_text(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
@@ -421,10 +422,14 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
 
 def _held(s: Store, runs) -> list[tuple[str, int | None, str, str]]:
     """(run, rank, format, path) of each report the database holds in these runs."""
+    return _held_conn(s.conn, runs)
+
+
+def _held_conn(conn, runs) -> list[tuple[str, int | None, str, str]]:
     runs = sorted(r for r in runs if r is not None)
     if not runs:
         return []
-    return [tuple(r) for r in s.conn.execute(
+    return [tuple(r) for r in conn.execute(
         f"SELECT run, rank, format, path FROM report_file WHERE run IN ({','.join('?' * len(runs))}) ORDER BY id",
         runs)]
 
@@ -500,7 +505,20 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> l
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
             if extra:
                 report.facts = {**(report.facts or {}), **extra}
-            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress)
+            # one_per_role again inside the file's write transaction: another process may have
+            # loaded a report of this role into the run since the check before parsing
+            def guard(conn, g=g, p=p, report=report, digest=digest):
+                role = _role_of(report.format)
+                key = (g.run, rank_of(p, report, rank), role)
+                clash = [h for h in _held_conn(conn, {g.run}) if (h[0], h[1], _role_of(h[2])) == key]
+                if not clash:
+                    return
+                mine = digest if isinstance(digest, str) else digest.result()  # (a hash still being taken)
+                if conn.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (mine,)).fetchone():
+                    return  # these very bytes (a copy): the store's repeat check skips them
+                one_per_role([(g, p, report, mine)], {p: role}, rank, clash)
+
+            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard)
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
             if release is not None:
                 release()

@@ -416,12 +416,15 @@ class Store:
         return next((s for s in timeline_sources() if s in have), None)
 
     # --- writing -------------------------------------------------------------------------
-    def add_report(self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None) -> dict:
+    def add_report(self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None,
+                   guard=None) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process). progress(phase, done,
         total): rows written so far. sha256: the file's hash, or an object whose result()
         gives it (taken in another thread meanwhile): the file is then checked for a repeat
-        just before COMMIT instead of first (skipped all the same)."""
+        just before COMMIT instead of first (skipped all the same). guard(conn): called inside
+        the transaction, before any row is written (its error rolls back): the caller's checks
+        against what the database holds, safe from another writer between check and write."""
         self._writing()
         if self._kept is not None:
             self._kept.pop(run, None)
@@ -441,6 +444,8 @@ class Store:
                 if not late and c.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (sha256,)).fetchone():
                     c.execute("ROLLBACK")
                     return {"skipped": True}
+                if guard is not None:
+                    guard(c)
                 # (a late hash: a placeholder no file has, replaced before COMMIT)
                 file_id = self._add_file(run, report, f"pending:{os.getpid()}:{id(sha256)}" if late else sha256, rank)
                 if bulk is not None:
