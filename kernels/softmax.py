@@ -173,55 +173,14 @@ def _launch_split(x2, y2, cfg):
 
 
 @triton.jit
-def _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K: tl.constexpr, KP: tl.constexpr, SYNC: tl.constexpr,
-               SLOT: tl.constexpr):
-    """One row of the row-group softmax, this program's chunk x of it (see _softmax_rowgroup).
-    exp(x - m) stays in fp32 registers across the wait: recomputing it from x after (round 8,
-    commit e6b3a1b) was 6-24 % slower on the H200 (a second exponential) and freed too few
-    registers for another program per SM. Loading no row ahead (DEPTH 0, commit ae96052), for more
-    programs per SM, was 2-18 % slower there too."""
+def _publish(x, row, c, R, WS, KP: tl.constexpr):
+    """This program's chunk x of `row`: its (max, sum of exp(x - max)) as one 64-bit word in the
+    row's slot c (the slots start at -1, a pattern no pair of floats computed here has: a reader
+    sees both or neither, so waiting for the partners and reading their partials are one load).
+    Returns (max, exp(x - max)): held, in fp32 registers, until the row is combined."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
-    e = tl.exp(xf - m_safe)
-    s = tl.sum(e, axis=0)
-    kk = tl.arange(0, KP)
-    if SLOT:
-        # the chunk's (max, sum) as one 64-bit word in its slot (the slots start at -1, a pattern no
-        # pair of floats computed here has): a reader sees both or neither, so the wait for the
-        # partners and the read of their partials are one L2 round trip, with no counter
-        ws = WS + row * KP
-        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-        tl.atomic_xchg(ws + c, word, sem="relaxed")
-        p = tl.load(ws + kk, mask=kk < K, other=0, volatile=True)  # volatile: from the L2, never the L1
-        while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
-            p = tl.load(ws + kk, mask=kk < K, other=0, volatile=True)
-        mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-        sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    else:
-        ws = WS + row * 2 * KP
-        tl.store(ws + c, m)
-        tl.store(ws + KP + c, s)
-        tl.debug_barrier()  # every thread's partial stored before the count is released
-        tl.atomic_add(CNT + row, 1, sem="release")
-        if SYNC:  # (False: a probe of what the wait costs; wrong results)
-            while tl.atomic_add(CNT + row, 0, sem="acquire") < K:
-                pass
-        # volatile: not from the L1, where a line shared with a row still being reduced may sit
-        mp = tl.load(ws + kk, mask=kk < K, other=-float("inf"), volatile=True)
-        sp = tl.load(ws + KP + kk, mask=kk < K, other=0.0, volatile=True)
-    mx = tl.max(mp, axis=0)
-    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
-    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
-    tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
-
-
-@triton.jit
-def _lag_publish(x, row, c, R, WS, KP: tl.constexpr):
-    """LAG: this program's (max, sum) of its chunk of `row` into the row's slot; (max, exp(x - max))."""
-    xf = x.to(tl.float32)
-    m = tl.max(xf, axis=0)
-    m_safe = tl.where(m == -float("inf"), 0.0, m)
     e = tl.exp(xf - m_safe)
     s = tl.sum(e, axis=0)
     if row < R:
@@ -231,9 +190,11 @@ def _lag_publish(x, row, c, R, WS, KP: tl.constexpr):
 
 
 @triton.jit
-def _lag_finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr):
-    """LAG: the row's slots `p` (loaded before this row's successor was reduced) waited for if
-    needed, combined, and this program's chunk written."""
+def _finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr):
+    """The row's slots p (a load already issued: volatile, from the L2, never the L1 where a line
+    shared with a row still being reduced may sit), reloaded until every partner has published;
+    the K partials combined (every program of the row alike: deterministic) and this program's
+    chunk written."""
     kk = tl.arange(0, KP)
     while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
         p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
@@ -241,40 +202,39 @@ def _lag_finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.const
     sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
     mx = tl.max(mp, axis=0)
     inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
-    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)
+    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
     tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
 
 
 @triton.jit
-def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr,
-                      BLOCK: tl.constexpr, DEPTH: tl.constexpr = 1, SYNC: tl.constexpr = True,
-                      SLOT: tl.constexpr = True, LAG: tl.constexpr = 0):
+def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
+                      LAG: tl.constexpr = 0):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
-    BLOCK columns each, held in registers: each publishes its chunk's (max, sum of exp(x - max)),
-    waits for the other K - 1, combines the row's K partials and writes its chunk. SLOT (the
-    default): the pair is one 64-bit word in the row's slots of WS, and waiting and reading are the
-    same load; False (the first build): WS holds the partials, CNT[row] counts them in, then WS is
-    read: two L2 round trips a row (H100: 6-23 % slower with several programs per SM). LAG 1
-    (slots only): each row is finished one row late, its slots loaded before the next row is
-    reduced, so the wait for the partners overlaps that work (H200: up to 7 % faster, with fewer
-    programs per SM: two rows' exp(x - m) held). Group g walks rows g, g + NGROUP, ...; the next DEPTH (1-2) rows' chunks are
-    loaded before the wait, so they are in flight while the partners catch up (Triton's pipeliner,
-    tl.range num_stages, leaves this loop alone: the wait is a loop inside it). Every program of
-    a row combines the same partials in the same order: deterministic. Launched cooperatively
-    (all programs resident, or the launch fails: a program waiting for a partner never scheduled
-    would hang)."""
+    BLOCK columns each, held in registers: each publishes its chunk's partial (_publish), waits
+    for the other K - 1 and writes its chunk (_finish). Group g walks rows g, g + NGROUP, ...
+    with the next row's chunk loading meanwhile. LAG 1: each row finished one row late, its
+    slots loaded before the next row is reduced, so the wait overlaps that work (H200: up to 7 %
+    faster; two rows' exp(x - m) held, so fewer programs fit per SM). Launched cooperatively (all
+    programs resident, or the launch fails: a program waiting for a partner never scheduled
+    would hang).
+    Measured and not kept (round 8; the probes' code at commit 950075c, results in
+    benchmarks/results/r8): the partials counted in through an atomic counter and then read, two
+    L2 round trips a row (the first build; 6-23 % slower with several programs per SM); two rows
+    ahead in flight (no gain); exp(x - m) recomputed after the wait (e6b3a1b: 6-24 % slower on the
+    H200); no row ahead (ae96052: 2-18 % slower). Triton's pipeliner (tl.range num_stages) leaves
+    this loop alone: the wait is a loop inside it."""
     pid = tl.program_id(0).to(tl.int64)
     g64 = pid // K
     c = pid % K
     cols = c * BLOCK + tl.arange(0, BLOCK)
     mk = cols < N
+    kk = tl.arange(0, KP)
     x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
                 eviction_policy="evict_first")  # a group past the last row loads nothing
-    if LAG == 1:  # a row finished one row late: its wait overlaps the next row's reduction (slots)
-        kk = tl.arange(0, KP)
+    if LAG == 1:
         m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
         e_prev = tl.zeros([BLOCK], dtype=tl.float32)
-        for i in range(0, R + NGROUP, NGROUP):
+        for i in range(0, R + NGROUP, NGROUP):  # one step more: the last row's finish
             row = g64 + i
             prev = row - NGROUP
             live = (prev >= 0) & (prev < R)
@@ -283,29 +243,22 @@ def _softmax_rowgroup(X, Y, WS, CNT, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: 
             nxt = row + NGROUP
             x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
                              eviction_policy="evict_first")
-            m, e = _lag_publish(x, row, c, R, WS, KP)
+            m, e = _publish(x, row, c, R, WS, KP)
             if live:
-                _lag_finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP)
+                _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP)
             m_prev = m
             e_prev = e
             x = x_next
-        return
-    x1 = x
-    if DEPTH == 2:  # two rows ahead in flight
-        r1 = g64 + NGROUP
-        x1 = tl.load(X + r1 * sx + cols, mask=cols < tl.where(r1 < R, N, 0), other=-float("inf"),
-                     eviction_policy="evict_first")
-    for i in range(0, R, NGROUP):
-        row = g64 + i
-        nxt = row + DEPTH * NGROUP
-        x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
-                         eviction_policy="evict_first")
-        if row < R:  # the same for the K programs of a group: all wait, or none
-            _group_row(x, row, c, cols, mk, WS, CNT, Y, sy, K, KP, SYNC, SLOT)
-        if DEPTH == 2:
-            x = x1
-            x1 = x_next
-        else:
+    else:
+        for i in range(0, R, NGROUP):
+            row = g64 + i
+            nxt = row + NGROUP
+            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
+                             eviction_policy="evict_first")
+            if row < R:  # the same for the K programs of a group: all wait, or none
+                m, e = _publish(x, row, c, R, WS, KP)
+                p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
+                _finish(p, row, m, e, cols, mk, WS, Y, sy, K, KP)
             x = x_next
 
 
@@ -321,33 +274,22 @@ GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048
                     ("group_lag", 2048, 8, 4), ("group_lag", 2048, 6, 4), ("group_lag", 4096, 3, 4)]
 
 
-def _launch_group(x2, y2, cfg, **probe):
-    """One row-group launch: cfg ("group" or "group_lag", BLOCK, programs per SM, num_warps[,
-    DEPTH]); probe: the kernel's SYNC / SLOT / LAG flags, for softmax_group.py's probes."""
+def _launch_group(x2, y2, cfg):
+    """One row-group launch: cfg ("group" or "group_lag", BLOCK, programs per SM, num_warps)."""
     import torch
 
     from ._numerics import interpreting
 
     R, N = x2.shape
-    _, block, per_sm, nw = cfg[:4]
-    depth = cfg[4] if len(cfg) > 4 else 1  # rows in flight ahead of the one reduced
-    if cfg[0] == "group_lag":
-        probe = {"LAG": 1, **probe}
-    if probe.get("LAG") and not probe.get("SLOT", True):
-        raise ValueError("the late finish (LAG) exchanges partials through the slots only (SLOT)")
+    kind, block, per_sm, nw = cfg
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
     ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
     kp = triton.next_power_of_2(k)
-    if probe.get("SLOT", True):
-        ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)
-        cnt = ws
-    else:
-        ws = torch.empty(R, 2 * kp, dtype=torch.float32, device=x2.device)
-        cnt = torch.zeros(R, dtype=torch.int32, device=x2.device)
-    _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, cnt, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp,
-                                     BLOCK=block, DEPTH=depth, num_warps=nw, launch_cooperative_grid=True, **probe)
+    ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
+    _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
+                                     LAG=int(kind == "group_lag"), num_warps=nw, launch_cooperative_grid=True)
 
 
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first

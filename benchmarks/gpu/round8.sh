@@ -1,19 +1,15 @@
 #!/usr/bin/env bash
 # Device calls, kernel lab round 8 (issue 21):
-#   bash benchmarks/gpu/round8.sh probe TAG  # softmax_group.py's probe (PROBE=1) -> $OUT/r8_TAG.tar.xz
 #   bash benchmarks/gpu/round8.sh ncu TAG    # ncu --set full of two row-group launches: stall reasons, per-SASS stalls
-#   bash benchmarks/gpu/round8.sh sm TAG   # softmax over vocabulary rows: can a cooperative launch be captured in a
-#                                          # CUDA graph (probe), softmax_group.py, kernels.py --graph for softmax,
-#                                          # the pairs v3 -> v4 and compile -> v4 at both vocabulary shapes
-#                                          # -> $OUT/r8_TAG.tar.xz
+#                                            # (r8/h100n profiled the first build, commit 65cd070)
+#   bash benchmarks/gpu/round8.sh sm TAG     # softmax over vocabulary rows: can a cooperative launch be captured in a
+#                                            # CUDA graph (probe), softmax_group.py, kernels.py --graph for softmax,
+#                                            # the pairs v3 -> v4 and compile -> v4 at both vocabulary shapes
+#                                            # -> $OUT/r8_TAG.tar.xz
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
 case $MODE in
-probe)  # the row-group launch's probe alone (softmax_group.py with PROBE=1)
-  PROBE=1 timeout 300 python3 $R/benchmarks/gpu/softmax_group.py --out $O > $O/softmax_probe.log 2>&1; echo "probe rc=$?"
-  grep -v '^{' $O/softmax_probe.log | cut -c1-200 | tail -80
-  ;;
 ncu)  # where the row-group launch's warps wait: ncu --set full on one launch of each of two configs
   cat > $O/one.py <<'PY'
 import torch

@@ -11,13 +11,10 @@ registers: one read, one write. Per vocabulary shape:
 - round-robin over R rounds (do_bench, L2 flushed): the registered `triton` (the tuner's pick),
   `triton_twopass` (v3), torch.compile and a copy of the same bytes; medians, % of copy.
 
-With PROBE=1 in the environment, only the probe: row-group launches with one or two rows in flight
-ahead (DEPTH), the partials exchanged through 64-bit slots (SLOT, one L2 round trip) or through a
-counter and a separate read (two), with LAG=1 the slot launch finishing each row one row late,
-with DEPTH0=1 the slot launch with no row loaded ahead (more
-programs per SM), and with SYNC_PROBE=1 the counter launch without its wait for
-a row's partners (SYNC=False: wrong results, timed only, to read what the wait costs); do_bench
-median each.
+Round 8's probes (the partials through a counter and a separate read, the wait left out, two
+rows ahead, exp recomputed, no row ahead, the late finish) ran through this script's PROBE mode,
+removed with the probe knobs once the kernel settled: the code at commits 950075c (counter,
+SYNC, DEPTH 2, LAG), e6b3a1b (RECOMPUTE), ae96052 (DEPTH 0); results in benchmarks/results/r8/*p*/.
 
     python3 benchmarks/gpu/softmax_group.py [--rounds 5] [--out DIR] [--shapes a,b]   # -> DIR/softmax_group.json
 """
@@ -46,67 +43,8 @@ def regs(fn):
     return out
 
 
-PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(16384, 2, 16), (16384, 1, 32), (16384, 1, 16), (32768, 1, 32),
-                                             (8192, 2, 8), (8192, 3, 8), (8192, 2, 16), (4096, 4, 4), (4096, 6, 4),
-                                             (4096, 4, 8)] for d in (1, 2)]
-# DEPTH0=1: round 8's third probe (at ae96052, where the kernel had DEPTH 0: no row loaded ahead,
-# fewer registers) and more programs per SM; the second probe, RECOMPUTE, ran at e6b3a1b
-if os.environ.get("DEPTH0") == "1":
-    PROBE = [(b, ps, nw, d) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 8, 4), (4096, 10, 4), (2048, 12, 4),
-                                                (2048, 16, 4), (2048, 16, 2), (8192, 4, 8), (8192, 5, 8), (16384, 2, 16),
-                                                (32768, 1, 32)] for d in (0, 1)]
-# LAG=1: round 8's fourth probe, the slot launch finishing each row one row late (its wait behind
-# the next row's reduction) beside the same launch finishing it at once
-if os.environ.get("LAG") == "1":
-    PROBE = [(b, ps, nw, 1) for (b, ps, nw) in [(4096, 6, 4), (8192, 3, 8), (4096, 5, 4), (4096, 4, 4), (2048, 8, 2),
-                                                (2048, 10, 2), (2048, 12, 2), (8192, 2, 8), (16384, 1, 16),
-                                                (32768, 1, 32)]]
-SYNC_PROBE = os.environ.get("SYNC_PROBE") == "1"  # also the counter launch without its wait (round 8's first probe)
-
-
-def probe(w, shapes, hdr, bench):
-    rows = []
-    for name, p in shapes.items():
-        x = w.setup(p, "bf16", "cuda")["x"]
-        ref = K.softmax_reference(x)
-        y = torch.empty_like(x)
-        nbytes = 2 * x.numel() * x.element_size()
-        for b, ps, nw, d in PROBE:
-            kws = ({"SLOT": True}, {"SLOT": False}) + (({"SLOT": False, "SYNC": False},) if SYNC_PROBE else ())
-            if os.environ.get("DEPTH0") == "1":
-                kws = ({},)
-            if os.environ.get("LAG") == "1":
-                kws = ({}, {"LAG": 1})
-            for kw in kws:
-                cfg = ("group", b, ps, nw, d)
-                row = {"shape": name, "config": list(cfg), **kw, **stamp(hdr)}
-                try:
-                    K._launch_group(x, y, cfg, **kw)
-                    torch.cuda.synchronize()
-                    row["err"] = ((y.double() - ref).abs().max() / ref.abs().max()).item()
-                    row["ms"] = bench(lambda: K._launch_group(x, y, cfg, **kw))
-                    row["gbps"] = nbytes / row["ms"] / 1e6
-                except Exception as e:  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {str(e)[:100]}"
-                rows.append(row)
-                print(f"probe {name[:14]} {cfg} {kw} " + (f"{row['ms'] * 1e3:.1f} us  {row['gbps']:.0f} GB/s  err {row['err']:.1e}"
-                                                          if "ms" in row else row["error"]), flush=True)
-        dst = torch.empty_like(x)
-        row = {"shape": name, "copy_ms": bench(lambda: dst.copy_(x)), **stamp(hdr)}
-        print(f"probe {name[:14]} copy {row['copy_ms'] * 1e3:.1f} us", flush=True)
-        rows.append(row)
-        del x, y, ref, dst
-        torch.cuda.empty_cache()
-    return rows
-
-
 def main():
     args, w, shapes, hdr, bench, gbench = device_cli("softmax", 5, lambda p: p["n"] > K.MAX_SINGLE and p["rows"] > 2)
-    if os.environ.get("PROBE") == "1":
-        rows = probe(w, shapes, hdr, bench)
-        with open(os.path.join(args.out, "softmax_group_probe.json"), "w") as f:
-            json.dump({"header": hdr, "rows": rows, "regs_rowgroup": regs(K._softmax_rowgroup)}, f, indent=1, default=str)
-        return
     rows = []
     for name, p in shapes.items():
         s = w.setup(p, "bf16", "cuda")

@@ -138,13 +138,13 @@ def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
 # the whole row): the partial's publish, wait and combine all run, the cross-program meeting only
 # on the GPU (benchmarks/gpu/softmax_group.py checks every launch candidate there in float64).
 
-@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4, 2), ("group_lag", 8192, 1, 4),
+@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4), ("group_lag", 8192, 1, 4),
                                     ("group_lag", 8192, 3, 4)], ids=str)
-@pytest.mark.parametrize("slot", [True, False], ids=["slots", "counter"])
-def test_row_group(dtype, config, slot):
-    """More rows than groups (each group walks several, one or two rows ahead in flight), a row of
-    -inf but one late logit, a row starting with -inf, a row whose max is last; the rows a strided
-    view whose padding holds large logits (a read past a row's end shows)."""
+def test_row_group(dtype, config):
+    """More rows than groups (each group walks several, the next row loading; the late finish
+    one row behind), a row of -inf but one late logit, a row starting with -inf, a row whose max
+    is last; the rows a strided view whose padding holds large logits (a read past a row's end
+    shows)."""
     n = 5003
     base = randn(11, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
     base[:, n:] = 5e3
@@ -164,22 +164,17 @@ def test_row_group(dtype, config, slot):
             return call
 
     y = nan_like(x)
-    if config[0] == "group_lag" and not slot:
-        with pytest.raises(ValueError, match="slots only"):
-            K._launch_group(x, y, config, SLOT=slot)
-        return
     try:
         K._softmax_rowgroup = Spy()
-        K._launch_group(x, y, config, SLOT=slot)
+        K._launch_group(x, y, config)
     finally:
         K._softmax_rowgroup = real
     check(y, K.softmax_reference(x), dtype, f"group {config}")
     ((grid, kw),) = launches
     assert grid == (min(11, config[2] * K.num_sms("cpu")),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
-    assert kw["DEPTH"] == (config[4] if len(config) > 4 else 1)
-    assert kw.get("LAG", 0) == (config[0] == "group_lag")  # (a late finish: slots only)
+    assert kw["LAG"] == (config[0] == "group_lag")
     y2 = nan_like(x)
-    K._launch_group(x, y2, config, SLOT=slot)
+    K._launch_group(x, y2, config)
     assert torch.equal(y, y2)  # deterministic
 
 
