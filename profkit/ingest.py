@@ -388,7 +388,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
     if store is not None or Path(db).exists():
         with _opened(db, store) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
-            held = _held(s, {g.run for g in groups if g.files})
+            held = _held(s.conn, {g.run for g in groups if g.files})
     out, todo = [], []
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
@@ -420,18 +420,14 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
         raise
 
 
-def _held(s: Store, runs) -> list[tuple[str, int | None, str, str]]:
-    """(run, rank, format, path) of each report the database holds in these runs."""
-    return _held_conn(s.conn, runs)
-
-
-def _held_conn(conn, runs) -> list[tuple[str, int | None, str, str]]:
+def _held(conn, runs) -> list[tuple[str, int | None, str, str, str]]:
+    """(run, rank, format, path, sha256) of each report the database holds in these runs."""
     runs = sorted(r for r in runs if r is not None)
     if not runs:
         return []
     return [tuple(r) for r in conn.execute(
-        f"SELECT run, rank, format, path FROM report_file WHERE run IN ({','.join('?' * len(runs))}) ORDER BY id",
-        runs)]
+        f"SELECT run, rank, format, path, sha256 FROM report_file WHERE run IN ({','.join('?' * len(runs))}) "
+        "ORDER BY id", runs)]
 
 
 def _role_of(fmt: str) -> str | None:
@@ -456,7 +452,9 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
     named report2.sqlite would both go to run report2) or from an earlier one (`held`: (run,
     rank, format, path) of the reports the database holds). The same bytes again are not
     another file: they are skipped as a repeat. `todo`: (group, path, parsed report, digest) of
-    the files to write; `roles`: each path's role; `rank`: --rank, or None."""
+    the files to write; `roles`: each path's role; `rank`: --rank, or None. Called before
+    parsing and again inside each file's write transaction (_write), where `held` may hold what
+    another process loaded meanwhile."""
     taken: dict[tuple, tuple[Path, object]] = {}
     for g, p, report, digest in todo:
         key = (g.run, rank_of(p, report, rank), roles[p])
@@ -467,10 +465,12 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
             raise BadArgument(f"two {role} reports for run {run!r}{_per(r)}: {as_text(taken[key][0])} and "
                               f"{as_text(p)}; ingest each as a run of its own (--run NAME) or, if they are "
                               "ranks of one job, each with its --rank N")
-    for run, r, fmt, path in held:
+    for run, r, fmt, path, sha in held:
         key = (run, r, _role_of(fmt))
         if key in taken:
-            p = taken[key][0]
+            p, digest = taken[key]
+            if (digest if isinstance(digest, str) else digest.result()) == sha:
+                continue  # these very bytes, loaded meanwhile by another process: the store skips a repeat
             again = as_text(Path(p).resolve()) == as_text(Path(path).resolve())
             raise BadArgument(f"run {run!r} already holds a {key[2]} report{_per(r)}, {path}, loaded earlier: "
                               + (f"{as_text(p)} has changed since" if again else f"{as_text(p)} is another file")
@@ -485,7 +485,7 @@ def roles_held(db, run: str) -> set[str]:
     if what_is(db) != "profkit":
         return set()
     with Store(db, readonly=True) as s:
-        return {role for _, _, fmt, _ in _held(s, [run]) if (role := _role_of(fmt))}
+        return {role for _, _, fmt, _, _ in _held(s.conn, [run]) if (role := _role_of(fmt))}
 
 
 def _per(rank: int | None) -> str:
@@ -508,15 +508,7 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> l
             # one_per_role again inside the file's write transaction: another process may have
             # loaded a report of this role into the run since the check before parsing
             def guard(conn, g=g, p=p, report=report, digest=digest):
-                role = _role_of(report.format)
-                key = (g.run, rank_of(p, report, rank), role)
-                clash = [h for h in _held_conn(conn, {g.run}) if (h[0], h[1], _role_of(h[2])) == key]
-                if not clash:
-                    return
-                mine = digest if isinstance(digest, str) else digest.result()  # (a hash still being taken)
-                if conn.execute("SELECT 1 FROM report_file WHERE sha256 = ?", (mine,)).fetchone():
-                    return  # these very bytes (a copy): the store's repeat check skips them
-                one_per_role([(g, p, report, mine)], {p: role}, rank, clash)
+                one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
 
             loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard)
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)

@@ -271,8 +271,8 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
     """Two processes loading two timelines into one run at once: each checks the database before
     parsing, both find the run free, both would write. The check runs again inside each file's
     write transaction (one writer at a time), so the second is refused there, one line, its
-    rows rolled back. Here the other process's write lands between the two: the check before
-    parsing is made to see the database as it was before it."""
+    rows rolled back. Here another profkit process loads its timeline while this one parses its
+    own: after the first check, before the write."""
     from profkit import ingest as I
 
     (tmp_path / "a").mkdir()
@@ -280,29 +280,24 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
     a, b = tmp_path / "a" / "report.sqlite", tmp_path / "b" / "report.sqlite"
     a.write_bytes((FIELD_H100 / "ws.nsys.sqlite").read_bytes())
     b.write_bytes(KNOWN_NSYS.read_bytes())
-    assert run("ingest", "--db", db, a).exit_code == 0
-    before = dump(db)
-    monkeypatch.setattr(I, "_held", lambda s, runs: [])  # the first check: before the other write
-    line = refused(run("ingest", "--db", db, b), b)
+    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "warm").exit_code == 0  # (an existing database)
+    real_parse = I._parse
+
+    def parse_while_another_loads(parser, path, on_progress):
+        other = subprocess.run([sys.executable, "-m", "profkit", "ingest", "--db", str(db), str(a)],
+                               capture_output=True, text=True)
+        assert other.returncode == 0, other.stderr
+        return real_parse(parser, path, on_progress)
+
+    monkeypatch.setattr(I, "_parse", parse_while_another_loads)
+    r = run("ingest", "--db", db, b)
+    monkeypatch.setattr(I, "_parse", real_parse)
+    line = refused(r, b)
     assert f"already holds a timeline report (one per process), {a}, loaded earlier: {b} is another file" in line
-    assert dump(db) == before
+    assert [f[:3] for f in files_of(db)] == [("warm", None, "cupti-trace"), ("report", None, "nsys-sqlite")]
+    before = dump(db)
+    assert run("ingest", "--db", db, b).exit_code == 2 and dump(db) == before  # (the first check, now)
     # the legitimate join still writes: counters into a run that holds a timeline
     ncu = PROFILES / "swiglu-llama8b-t4096" / "swiglu-llama8b-t4096.ncu-rep.xz"
     assert run("ingest", "--db", db, ncu, "--run", "report").exit_code == 0
-    assert [f[:3] for f in files_of(db)] == [("report", None, "nsys-sqlite"), ("report", None, "ncu-rep")]
-
-
-def test_two_processes_racing_two_timelines_into_one_run_load_one(tmp_path):
-    """The same race for real: two profkit processes, started together, each loading a different
-    timeline as run 'report' into one database. One loads; the other is refused in one line
-    (by the check before parsing or by the one in the write); the run holds one timeline."""
-    db = tmp_path / "race.db"
-    assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "warm").exit_code == 0  # (the database exists: no create race)
-    files = [FIELD_H100 / "ws.nsys.sqlite", KNOWN_NSYS]
-    procs = [subprocess.Popen([sys.executable, "-m", "profkit", "ingest", "--db", str(db), str(f), "--run", "report"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in files]
-    outs = [(p.wait(timeout=120), *p.communicate()) for p in procs]
-    assert sorted(rc for rc, *_ in outs) == [0, 2], outs
-    rc2, out2, err2 = next(o for o in outs if o[0] == 2)
-    assert len(err2.strip().splitlines()) == 1 and "already holds a timeline report" in err2 and "Traceback" not in err2
-    assert [(run_, fmt) for run_, _, fmt, _ in files_of(db) if run_ == "report"] == [("report", "nsys-sqlite")]
+    assert [f[:3] for f in files_of(db)][1:] == [("report", None, "nsys-sqlite"), ("report", None, "ncu-rep")]

@@ -13,7 +13,7 @@ import sys
 import time
 
 from dbcheck import PROBLEMS, WHOLE_RUNS, whole_runs
-from profdata import KNOWN_CUPTI, PROFILES
+from profdata import FIELD_H100, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 
 # one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
 RUNS = ("known", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096")
@@ -112,3 +112,60 @@ def test_the_same_file_from_several_processes_lands_once(tmp_path):
     state = whole_runs(c)
     c.close()
     assert state["files"] == 2 and state["runs"] == 1 and {k: state[k] for k in PROBLEMS} == dict.fromkeys(PROBLEMS, 0)
+
+
+def test_two_ingests_started_together_on_a_database_at_rest(tmp_path):
+    """Two processes, started together, each loading a different timeline into a database at
+    rest (rollback journal), several times over:
+    - into two runs: both land (2-10 % of such starts refused one of them before connect()
+      retried the switch to WAL: the next test);
+    - into one run: one lands, the other is refused in one line (by the check before parsing or
+      by the one inside its write transaction); the run holds one timeline, never both."""
+    files = [FIELD_H100 / "ws.nsys.sqlite", KNOWN_NSYS]
+    for trial in range(6):
+        db = tmp_path / f"t{trial}.db"
+        assert subprocess.run([sys.executable, "-m", "profkit", "ingest", "--db", str(db), str(KNOWN_CUPTI), "--run",
+                               "warm"], capture_output=True).returncode == 0
+        same = trial % 2 == 1
+        runs = ["report", "report"] if same else ["r0", "r1"]
+        procs = [subprocess.Popen([sys.executable, "-m", "profkit", "ingest", "--db", str(db), str(f), "--run", r],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f, r in zip(files, runs)]
+        outs = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        assert all("locked" not in o + e and "Traceback" not in e for _, o, e in outs), outs
+        got = sqlite3.connect(db).execute("SELECT run, format FROM report_file WHERE run != 'warm'").fetchall()
+        if same:
+            assert sorted(rc for rc, *_ in outs) == [0, 2], outs
+            (err,) = [e for rc, _, e in outs if rc == 2]
+            assert len(err.strip().splitlines()) == 1 and "already holds a timeline report" in err
+            assert got == [("report", "nsys-sqlite")]
+        else:
+            assert [rc for rc, *_ in outs] == [0, 0], outs
+            assert sorted(got) == [("r0", "nsys-sqlite"), ("r1", "nsys-sqlite")]
+
+
+def test_connect_waits_for_a_writer_holding_the_rollback_journal(tmp_path):
+    """A database at rest is in rollback-journal mode; a writer there inside BEGIN IMMEDIATE makes
+    SQLite refuse another connection's switch to WAL at once, busy timeout or not ("database is
+    locked" in 0.0 s). profkit's connect() waits it out: here the writer commits after 0.5 s."""
+    import threading
+
+    from profkit.store import connect
+
+    db = tmp_path / "rest.db"
+    a = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    a.execute("CREATE TABLE t(x)")
+    assert a.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    a.execute("BEGIN IMMEDIATE")
+    a.execute("INSERT INTO t VALUES (1)")
+    done = threading.Timer(0.5, lambda: a.execute("COMMIT"))
+    t0 = time.monotonic()
+    done.start()
+    try:
+        conn = connect(db)
+    finally:
+        done.join()
+    waited = time.monotonic() - t0
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal" and waited >= 0.4
+    assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
+    conn.close()
+    a.close()
