@@ -204,12 +204,8 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                         BLOCK_PASS=triton.next_power_of_2(max(P, 1)), num_warps=nw)
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
-    # many tokens (round 9): the tuner weighs the head-split launch beside the per-token one. On
-    # an H200 at 32768 tokens the per-token launch (2 warps, 72 registers) kept 39 % of the warp
-    # slots busy, compile's 87 %, for the same DRAM bytes (benchmarks/results/kernels.md, "Round 9")
-    many = T >= 1024 and not in_place  # timing launches rotate their outputs: never in place
     if split is None:
-        split = config is not None or split_tokens(T, q.device) or many
+        split = config is not None or split_tokens(T, q.device)
     if split:
         def launch_heads(cfg):
             bh, nw = cfg
@@ -224,9 +220,6 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
 
         if config is None:
             cands = head_candidates(HQ, HK, half)
-            if many and not split_tokens(T, q.device):  # the per-token launches first: the default untimed
-                per_token = tuple((0, nw) for nw in dict.fromkeys((warps_for(BHQ * BH), 2, 4, 8)))
-                cands = per_token + tuple(c for c in cands if c not in per_token)
             key = ("rope_heads", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device)
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
@@ -235,7 +228,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
         launch_heads(config)
         return qo, ko
     nw = warps_for(BHQ * BH)
-    if many:
+    if T >= 1024 and not in_place:  # timing launches rotate their outputs: never in place
         nw = tuned(("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device),
                    tuple(dict.fromkeys((nw, 2, 4, 8))), launch, q.device)
     launch(nw)

@@ -111,41 +111,6 @@ def test_dispatch_few_tokens_split_heads(monkeypatch):
     assert "triton_tokenprog" in K.WORKLOAD.variants
 
 
-def test_many_tokens_weigh_the_head_split_launch(monkeypatch):
-    """Round 9: at >= 1024 tokens the tuner weighs the head-split launches beside the per-token
-    ones (those first: the default when nothing is timed); the pick is what runs, and right.
-    split=False (triton_tokenprog) and in-place calls keep the per-token launch."""
-    kernels = spy(monkeypatch, K, "_rope_fwd", "_rope_fwd_heads")
-    seen = {}
-
-    def fake_tuned(key, cands, run, device, **kw):
-        seen[key[0]] = cands
-        return cands[-2] if key[0] == "rope_heads" else cands[0]  # a head-split launch
-
-    monkeypatch.setattr(K, "tuned", fake_tuned)
-    cos, sin = K.rope_cache(1024, 16)
-    T = 1024
-    q, k, pos = randn(T, 7, 16), randn(T, 3, 16), torch.arange(T)
-    qr, kr = K.rope_reference(q, k, cos, sin, pos)
-    qo, ko = K.rope(q, k, cos, sin, pos)
-    check(qo, qr, "fp32")
-    check(ko, kr, "fp32")
-    cands = seen.pop("rope_heads")
-    n_tok = sum(1 for bh, _ in cands if bh == 0)
-    assert n_tok >= 2 and all(bh == 0 for bh, _ in cands[:n_tok]) and all(bh > 0 for bh, _ in cands[n_tok:])
-    bh = cands[-2][0]
-    assert kernels["_rope_fwd_heads"].grids == [(T, -(-7 // bh) + -(-3 // bh))] and not kernels["_rope_fwd"].grids
-    kernels["_rope_fwd_heads"].grids.clear()
-    qo, ko = K.rope(q, k, cos, sin, pos, split=False)
-    check(qo, qr, "fp32")
-    assert kernels["_rope_fwd"].grids == [(T,)] and not kernels["_rope_fwd_heads"].grids and "rope_heads" not in seen
-    kernels["_rope_fwd"].grids.clear()
-    q2, k2 = q.clone(), k.clone()
-    K.rope(q2, k2, cos, sin, pos, q_out=q2, k_out=k2)  # in place: never timed, the per-token launch
-    check(q2, qr, "fp32")
-    assert kernels["_rope_fwd"].grids == [(T,)] and not kernels["_rope_fwd_heads"].grids
-
-
 def test_head_candidates():
     """The default first, the per-token launch last (BLOCK_H 0, the many-token num_warps), and in
     between 2-16 rotated pairs per thread with no group wider than the heads."""
