@@ -235,12 +235,16 @@ def summary(paths: list[str], variants=("triton", "triton_direct")) -> str:
     return "\n".join(lines)
 
 
-def pick_shapes(w, mode: str) -> dict:
+def pick_shapes(w, mode: str, only: list[str] | None = None) -> dict:
+    """The shapes a run times: the workload's selftest, quick or registered shapes; only: of
+    those, the ones whose name contains one of these strings."""
     if mode == "selftest":
-        return dict(w.selftest)
-    if mode == "quick":
-        return {s: w.shapes[s] for s in (w.quick or tuple(w.shapes)[:2])}
-    return dict(w.shapes)
+        shapes = dict(w.selftest)
+    elif mode == "quick":
+        shapes = {s: w.shapes[s] for s in (w.quick or tuple(w.shapes)[:2])}
+    else:
+        shapes = dict(w.shapes)
+    return {k: v for k, v in shapes.items() if not only or any(o in k for o in only)}
 
 
 def main(argv=None) -> int:
@@ -249,6 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="each workload's quick shapes")
     ap.add_argument("--ops", help="comma list of workloads (default: every bench='kernels' workload)")
     ap.add_argument("--variants", help="comma list of variants (default: all)")
+    ap.add_argument("--shapes", help="comma list: only the shapes whose names contain one of these")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
     ap.add_argument("--no-backward", action="store_true", help="skip the <op>_bwd workloads")
@@ -295,7 +300,7 @@ def main(argv=None) -> int:
     mode = "selftest" if a.selftest else "quick" if a.quick else "default"
     rows: list = []
     for op in ops:
-        run_forward(op, pick_shapes(registry[op], mode), a.dtype, device, bench, copy["gbps"], variants, rows,
+        run_forward(op, pick_shapes(registry[op], mode, a.shapes.split(",") if a.shapes else None), a.dtype, device, bench, copy["gbps"], variants, rows,
                     row_stamp, graph_timer() if (a.graph and device == "cuda") else None)
         if a.out:  # partial results survive a time limit
             os.makedirs(a.out, exist_ok=True)

@@ -52,12 +52,17 @@ MAX_PARTS = 1024  # partials per row at most (the combine loads them all): longe
 
 
 @triton.jit
-def _softmax_single(X, Y, sx, sy, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _softmax_single(X, Y, sx, sy, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    EVICT: tl.constexpr = True):
+    """EVICT: x read evict-first (an L2 hint; a tuned choice since round 9, as RMSNorm's in round 5)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     m = (rows < M)[:, None] & (cols < N)[None, :]
-    x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf"),
-                eviction_policy="evict_first").to(tl.float32)
+    if EVICT:
+        x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf"),
+                    eviction_policy="evict_first").to(tl.float32)
+    else:
+        x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, axis=1)[:, None])
     y = e / tl.sum(e, axis=1)[:, None]
     tl.store(Y + rows[:, None] * sy + cols[None, :], y.to(Y.dtype.element_ty), mask=m)
@@ -309,14 +314,15 @@ def _prep(x, out):
 
 
 def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
-            group: bool = True):
+            group: bool = True, evict: tuple[bool, ...] = (True, False)):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
-    config: (BLOCK_M, num_warps) for rows held whole, (programs per SM, chunk, num_warps) for
+    config: (BLOCK_M, num_warps[, EVICT]) for rows held whole, (programs per SM, chunk, num_warps) for
     the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
     kernel, (chunk, num_warps) for the split-row kernels; else picked per shape on the GPU.
     split: rows longer than max_single through the split-row kernels (True) or the persistent /
     row-group ones (False); None: by shape (split_rows), or by the config's length. group: the
-    row-group kernel among the tuner's candidates (False: v3's launches only)."""
+    row-group kernel among the tuner's candidates (False: v3's launches only). evict: the
+    EVICT values the tuner weighs for rows held whole (round 9; (True,): round 8's launch)."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -325,9 +331,10 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     if BLOCK_N <= max_single:
         def launch(cfg):
             _softmax_single[(triton.cdiv(R, cfg[0]),)](x2, y2, x2.stride(0), y2.stride(0), R, N, BLOCK_M=cfg[0],
-                                                       BLOCK_N=BLOCK_N, num_warps=cfg[1])
+                                                       BLOCK_N=BLOCK_N, EVICT=cfg[2] if len(cfg) > 2 else True,
+                                                       num_warps=cfg[1])
 
-        launch(config or row_config("softmax", R, N, x.dtype, x.device, launch))
+        launch(config or row_config("softmax", R, N, x.dtype, x.device, launch, evict=evict))
         return y
     if split is None:
         split = len(config) == 2 if config is not None else split_rows(R, N, x2.element_size(), x.device)
@@ -361,6 +368,12 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
 def softmax_rowprog(x, out=None):
     """v2's launch at every shape (before/after baseline of v3): a long row is one program's."""
     return softmax(x, out=out, split=False, group=False)
+
+
+def softmax_evict(x, out=None):
+    """Round 8's launch of rows held whole (before/after baseline of round 9): x always read
+    evict-first."""
+    return softmax(x, out=out, evict=(True,))
 
 
 def softmax_twopass(x, out=None):
@@ -432,6 +445,7 @@ _VARIANTS = {
     "triton": lambda s: softmax(s["x"]),
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
+    "triton_evict": lambda s: softmax_evict(s["x"]),  # round 8: rows held whole read evict-first
     "triton_v1": lambda s: softmax_v1(s["x"]),
 }
 if has_module("liger_kernel"):

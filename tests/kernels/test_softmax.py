@@ -16,6 +16,31 @@ def test_single_tile(dtype, n, block_m):
     check(K.softmax_v1(x, out=nan_like(x)), K.softmax_reference(x), dtype, "v1")
 
 
+def test_rows_held_whole_tune_the_l2_hint(monkeypatch):
+    """Round 9: the evict-first hint on x of rows held whole is a tuned choice, (BLOCK_M,
+    num_warps, EVICT) candidates under their own key; both kernels right; triton_evict (round 8's
+    launch) weighs the hinted launch only."""
+    from profkit.kernels import rmsnorm as RN
+
+    seen = {}
+
+    def fake_tuned(key, cands, run, device, **kw):
+        seen[key] = cands
+        return cands[-1]  # the last candidate: no hint
+
+    monkeypatch.setattr(RN, "TUNE_MIN_ELEMS", 0)  # tune even this small problem
+    monkeypatch.setattr(RN, "tuned", fake_tuned)
+    spies = spy(monkeypatch, K, "_softmax_single")
+    x = randn(6, 300, scale=10.0)
+    for fn, evict, hint in ((K.softmax, (True, False), False), (K.softmax_evict, (True,), True)):
+        check(fn(x, out=nan_like(x)), K.softmax_reference(x), "bf16", f"evict={hint}")
+        assert spies["_softmax_single"].kwargs[-1]["EVICT"] is hint
+        (key, cands), = seen.items()
+        seen.clear()
+        assert key[-1] == evict and {c[2] for c in cands} == set(evict) and cands[0][2] is True
+    assert "triton_evict" in K.WORKLOAD.variants
+
+
 @pytest.mark.parametrize("n", [1000, 5003])
 @pytest.mark.parametrize("per_sm", [1, 2])
 def test_online_long_rows(dtype, n, per_sm):
