@@ -134,6 +134,27 @@ ROUND2 = {
                                            ("compile", "triton", "supported", 1.954, 1528.62, 1025.57)],
     "softmax-qwen7bvocab-t1024-r8-h200d": [("triton_twopass", "triton", "supported", 1.395, 678.51, 596.68),
                                            ("compile", "triton", "supported", 1.936, 888.28, 596.68)],
+    # round 9: rows held whole by softmax without the evict-first hint where the tuner finds that
+    # faster (triton_evict: round 8's launch), both GPUs; and RoPE at many tokens on the H200: the
+    # per-token launch against compile (-h200a), then with the head-split launch among the tuner's
+    # candidates (-h200b, commit 1ffb7fa, reverted: the tuner kept the per-token launch at 32768)
+    "softmax-scores-r32768-n4096-r9-h200a": [("triton_evict", "triton", "supported", 1.036, 510.53, 512.3),
+                                             ("liger", "triton", "supported", 1.016, 511.04, 512.3),
+                                             ("compile", "triton", "supported", 2.433, 516.51, 512.3)],
+    "softmax-scores-r65536-n1024-r9-h200a": [("triton_evict", "triton", "caveated", 1.007, 242.37, 243.45),
+                                             ("liger", "triton", "supported", 1.089, 243.46, 243.45),
+                                             ("compile", "triton", "caveated", 1.007, 243.34, 243.45)],
+    "softmax-scores-r32768-n4096-r9-h100d": [("triton_evict", "triton", "supported", 1.006, 515.19, 515.51),
+                                             ("liger", "triton", "rejected", 0.993, 515.09, 515.51),
+                                             ("compile", "triton", "supported", 1.783, 519.75, 515.51)],
+    "softmax-scores-r65536-n1024-r9-h100d": [("triton_evict", "triton", "supported", 1.01, 246.75, 247.43),
+                                             ("liger", "triton", "caveated", 1.008, 247.23, 247.43),
+                                             ("compile", "triton", "caveated", 1.008, 247.7, 247.43)],
+    "rope-llama8b-t32768-r9-h200a": [("compile", "triton", "rejected", 0.977, 657.11, 664.56)],
+    "rope-llama8b-t32768-r9-h200b": [("triton_tokenprog", "triton", "rejected", 0.992, 664.59, 664.51),
+                                     ("compile", "triton", "rejected", 0.976, 656.43, 664.51)],
+    "rope-qwen7b-t4096-r9-h200b": [("triton_tokenprog", "triton", "rejected", 0.997, 47.58, 48.66),
+                                   ("compile", "triton", "supported", 1.125, 46.62, 48.66)],
 }
 PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 
@@ -184,7 +205,7 @@ def test_softmax_v1_reread_its_rows_and_v2_does_not():
 
 def test_round2_folders_are_small():
     total = sum(f.stat().st_size for run in ROUND2 for f in (PROFILES / run).iterdir())
-    assert total < 2_600_000  # 2.53 MB for 47 runs at round 8: ncu's lean set, xz'd
+    assert total < 2_900_000  # 2.77 MB for 54 runs at round 9: ncu's lean set, xz'd
 
 
 def test_round7_captures_ran_the_plain_runs_tuned_launch():
@@ -211,3 +232,12 @@ def test_round8_softmax_reads_each_vocabulary_row_once():
         tuned = json.loads((PROFILES / run / "capture.json").read_text())["tuned"]["tuned"]
         (pick,) = [v for k, v in tuned.items() if k.startswith("('softmax_online',")]
         assert pick.startswith("('group_lag'," if run.endswith("d") else "('group',"), run
+
+
+def test_round9_softmax_captures_ran_without_the_hint_where_the_tuner_found_it_faster():
+    """The plain run's picks handed to the profiled one: triton (EVICT among the choices) took the
+    unhinted launch on both GPUs at both score shapes; triton_evict (round 8's launch) the hint."""
+    for run in [r for r in ROUND2 if r.startswith("softmax-scores") and "-r9-" in r]:
+        tuned = json.loads((PROFILES / run / "capture.json").read_text())["tuned"]["tuned"]
+        picks = {("both" if "(True, False)" in k else "hint"): v for k, v in tuned.items()}
+        assert picks["both"].endswith("False)") and picks["hint"].endswith("True)"), (run, picks)
