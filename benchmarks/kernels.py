@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Memory-bound LLM operators: eager vs torch.compile vs Liger vs the lab's Triton kernels.
 
-    python3 benchmarks/kernels.py --out DIR [--quick] [--ops rmsnorm,rope] [--dtype bf16]
+    python3 benchmarks/kernels.py --out DIR [--quick] [--ops rmsnorm,rope] [--shapes t32768,scores] [--dtype bf16]
                                   [--no-backward] [--no-compile] [--variants triton,liger]
     python3 benchmarks/kernels.py --selftest [--out DIR]   # CPU, TRITON_INTERPRET=1, tiny shapes
 

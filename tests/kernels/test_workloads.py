@@ -184,6 +184,22 @@ def test_benchmark_selftest(tmp_path):
     assert "| op | shape |" in r.stdout
 
 
+def test_benchmark_shapes_filter(tmp_path):
+    """--shapes: only the shapes whose names contain one of the strings (a device call times only
+    the cells it is about); the other ops' shapes that do not match are not run."""
+    import json
+    import subprocess
+    import sys
+
+    script = _HERE.parents[1] / "benchmarks" / "kernels.py"
+    r = subprocess.run([sys.executable, str(script), "--selftest", "--ops", "softmax,rmsnorm", "--shapes", "2x300",
+                        "--variants", "triton", "--out", str(tmp_path)], cwd=tmp_path, env=_env_without_interpret(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads((tmp_path / "kernels.json").read_text())["rows"]
+    assert {(x["op"], x["shape"]) for x in rows} == {("softmax", "t-2x300")} and all(x["ok"] for x in rows)
+
+
 def test_gemm_benchmark_selftest(tmp_path):
     """benchmarks/gemm.py --selftest: every bench='gemm' workload at its selftest shapes, on CPU."""
     import json
