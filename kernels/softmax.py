@@ -1,7 +1,7 @@
 """Row softmax over the last dim, fp32 math, output in the input dtype.
 
 Rows up to MAX_SINGLE elements are held whole in registers, BLOCK_M rows per program: one
-read, one write (the minimum); (BLOCK_M, num_warps) is picked per shape on the GPU.
+read, one write (the minimum); (BLOCK_M, num_warps, L2 hint on x) is picked per shape on the GPU.
 
 Longer rows (vocabulary logits, 128k-152k) take two passes over the row. v1
 (``softmax_v1``): one program per row; the first pass kept a per-lane running max and
