@@ -167,6 +167,31 @@ def num_sms(device) -> int:
     return n
 
 
+def pdl_supported() -> bool:
+    """Programmatic dependent launch: Triton with launch_pdl and gdc_*, a Hopper or newer GPU,
+    not the interpreter."""
+    import torch
+
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+        from triton.language.extra.cuda import gdc_wait  # noqa: F401 - Triton >= 3.4
+
+        ok = "launch_pdl" in CUDAOptions.__dataclass_fields__
+    except Exception:  # noqa: BLE001
+        return False
+    return ok and not interpreting() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
+_PDL_OK: dict[str, bool] = {}
+
+
+def pdl_ok(device: str) -> bool:
+    """pdl_supported() for a launch on `device` (a CUDA device), probed once."""
+    if device not in _PDL_OK:
+        _PDL_OK[device] = device.startswith("cuda") and pdl_supported()
+    return _PDL_OK[device]
+
+
 _COMPILED: dict = {}
 
 

@@ -43,6 +43,12 @@ import triton.language as tl
 from . import Workload
 from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting, num_sms,
                            tile_coords, tma_supported)
+from ._numerics import pdl_ok
+
+try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover
+    gdc_launch_dependents = gdc_wait = None
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
@@ -194,7 +200,8 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
                      ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
                      NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr,
-                     SCALE_LATE: tl.constexpr = False, SK_TILES: tl.constexpr = 0):
+                     SCALE_LATE: tl.constexpr = False, SK_TILES: tl.constexpr = 0, P=None, stride_p=0,
+                     SUMS: tl.constexpr = False, PDL: tl.constexpr = False):
     """Persistent; one loop over (output tile, promotion chunk) work items, each a k loop of
     `chunk` tiles chaining the MMA into `part`, then acc += part in fp32 (the promotion), and
     after a tile's last chunk the scaled bf16 store. The k loop's trip count is loop-invariant,
@@ -204,7 +211,11 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
     the edges read zeros, the TMA store clips. SCALE_LATE: per-row scales loaded after a tile's
     last promotion (fewer registers live across the loop) instead of before it (latency hidden
     behind the MMA wait). SK_TILES > 0 (fp8_gemm_streamk): the last SK_TILES tiles are left to
-    the stream-K kernel launched after this one (_fp8_gemm_sktail)."""
+    the stream-K kernel launched after this one (_fp8_gemm_sktail). SUMS (fp8_gemm_helped's helper
+    grid): each tile's fp32 sum goes unscaled to P (row stride stride_p) instead of C, and with
+    PDL the dependent grid (_fp8_gemm_head) may launch at once."""
+    if SUMS and PDL:
+        gdc_launch_dependents()
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -233,7 +244,12 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
             sa = tl.load(SA + rm, mask=rm < tl.where(last, M, 0), other=0.0)
             sb = tl.load(SB + rn, mask=rn < tl.where(last, N, 0), other=0.0)
         acc += part  # promotion: the MMA's partial sum into the fp32 accumulator
-        if last:
+        if SUMS:
+            if last:
+                pr = om + tl.arange(0, BLOCK_M)
+                pc = on + tl.arange(0, BLOCK_N)
+                tl.store(P + pr.to(tl.int64)[:, None] * stride_p + pc[None, :], acc)
+        elif last:
             if ROW_SCALES and SCALE_LATE:
                 rm = om + tl.arange(0, BLOCK_M)
                 rn = on + tl.arange(0, BLOCK_N)
@@ -247,6 +263,40 @@ def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
         # the next tile starts from zero. Not `if last: acc = 0`: an if that yields acc breaks
         # FuseNestedLoops in Triton 3.6; acc is finite (fp8 products), so the multiply is exact.
         acc = acc * (c != n_chunks - 1).to(tl.float32)
+
+
+@triton.jit
+def _fp8_gemm_head(a_desc, b_desc, c_desc, SA, SB, P, stride_p, M, N, K,
+                   ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
+                   FLATTEN: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr):
+    """fp8_gemm_helped's main grid: one output tile a program, v3's (promotion chunk, k) loop over
+    the head of K (the descriptors' K), then, after the loop, the helper grid's sum of the tile's
+    tail (P, fp32, row stride stride_p; with PDL waited for here and only here) added before the
+    scales. The wait and the sum's load sit after the loop: inside v3's fused loop gdc_wait kept
+    Triton from pipelining the TMA loads, and the load's layout change took 128 KB of shared
+    memory beside the loop's buffers (sm_90a builds, Triton 3.9)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    om = pid_m * BLOCK_M
+    on = pid_n * BLOCK_N
+    n_chunks, chunk = promote_chunks(tl.cdiv(K, BLOCK_K), (CHUNK_K + BLOCK_K - 1) // BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for c in tl.range(0, n_chunks, flatten=FLATTEN):
+        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(chunk):  # past the head (last chunk only) TMA reads zeros
+            ok = (c * chunk + kk) * BLOCK_K
+            a = a_desc.load([om, ok])
+            b = b_desc.load([on, ok])
+            part = tl.dot(a, b.T, part)
+        acc += part  # promotion
+    if PDL:
+        gdc_wait()
+    pr = om + tl.arange(0, BLOCK_M)
+    pc = on + tl.arange(0, BLOCK_N)
+    acc += tl.load(P + pr.to(tl.int64)[:, None] * stride_p + pc[None, :])
+    c_desc.store([om, on], cast_out(_scaled(acc, SA, SB, pr, pc, M, N, ROW_SCALES), c_desc.dtype, UPCAST))
 
 
 # ---- stream-K tail (variants "triton_streamk" / "triton_streamk_tensor", round 7) ----------------
@@ -546,6 +596,101 @@ def fp8_gemm_streamk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     return out
 
 
+# ---- helper SMs for one-wave shapes (variants "triton_helped" / "triton_helped_tensor", round 10) --
+#
+# Why: at qwen7b-down-m1024 v3's 112 tiles of 128x256 leave 20 of 132 SMs idle for the whole
+# kernel (stream-K, round 7, spilled: its bookkeeping lives in the k loop's registers). Here K is
+# cut instead, between two grids that run side by side: the helper grid (one program on each idle
+# SM; v3's kernel with SUMS) computes the tail of K for every tile and stores fp32 sums; the main
+# grid (one program a tile, _fp8_gemm_head) runs v3's loop over the head, so each main program
+# does ~15 % fewer k steps, and waits for the helper grid only after its loop (programmatic
+# dependent launch), where it adds the tile's sum before scaling. Nothing is added to a k loop.
+# The helpers' tiles are 128x128 (their fp32 store's layout change fits beside the loop's buffers
+# in shared memory; 128x256's does not) over the same sums matrix.
+
+HELP_TILE = (128, 128, 128, 8, 4, 8)  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M) of the helpers
+HELP_EPILOGUE_STEPS = 2  # cost of storing / loading one tile's fp32 sum, in the main tile's k steps
+
+
+def helped_split(M: int, N: int, K: int, tile=None, sms: int = 132, chunk_k: int = PROMOTE_K,
+                 main_k_tiles: int | None = None, help_tile=None):
+    """(main tiles, helpers, main k tiles) of a helped launch, or None where the main tiles fill
+    the chip. The head is as long as balances a main program (the head's k steps, in whole
+    promotion chunks, and its epilogue) against the busiest helper (its tiles' tails, each step
+    weighted by its tile's size against the main tile's, and their stores); main_k_tiles
+    overrides it."""
+    bm, bn, bk = (tile or STREAMK_TILE)[:3]
+    hm, hn = (help_tile or HELP_TILE)[:2]
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    kt = triton.cdiv(K, bk)
+    helpers = sms - tiles
+    if helpers < 1 or kt < 2:
+        return None
+    per = triton.cdiv(triton.cdiv(M, hm) * triton.cdiv(N, hn), helpers)
+    weight = hm * hn / (bm * bn)
+    e = HELP_EPILOGUE_STEPS
+    most = triton.cdiv(chunk_k, bk)
+
+    def steps(k):  # k steps a grid runs for k tiles of K: whole promotion chunks (zeros past the end)
+        n, c = promote_chunks.fn(k, most)
+        return n * c
+
+    head = main_k_tiles or min(range(1, kt),
+                               key=lambda h: (max(steps(h) + e, per * weight * (steps(kt - h) + e)), -h))
+    if not 0 < head < kt:
+        raise ValueError(f"fp8_gemm_helped: main_k_tiles must be in 1..{kt - 1}, got {head}")
+    return tiles, helpers, head
+
+
+def fp8_gemm_helped(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs: int | None = None,
+                    main_k_tiles: int | None = None, config: tuple | None = None, help_config: tuple | None = None,
+                    pdl: bool | None = None):
+    """v3 where its tiles leave SMs idle (see helped_split): the idle SMs compute the tail of every
+    tile's K (fp32 sums in a scratch matrix), the tiles' programs the head, side by side; else v3's
+    launch (fp8_gemm_streamk with no stream-K tiles). Same numerics as v3 (promotion every <=
+    chunk_k; the head's and the tail's sums added in fp32 in a fixed order: deterministic).
+    config / help_config: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M) of the main
+    and helper grids (the helper's tile must divide the main one). pdl: the main grid launched as a
+    programmatic dependent of the helper grid (default: where supported; without it the grids run
+    one after the other: correct, not faster)."""
+    import torch
+
+    M, N, K, row, sa, sb, out = _tma_args(a, b, sa, sb, out, chunk_k, "helped")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    small = (32, 32, 32, 4, 1, 4) if interpreting() else None
+    bm, bn, bk, w, st, g = config or small or STREAMK_TILE
+    hm, hn, _, hw, hst, hg = help_config or small or HELP_TILE
+    if bm % hm or bn % hn:
+        raise ValueError(f"fp8_gemm_helped: the helper tile {hm}x{hn} must divide the main tile {bm}x{bn}")
+    progs = programs or num_sms(a.device)
+    split = helped_split(M, N, K, (bm, bn, bk), progs, chunk_k, main_k_tiles, (hm, hn))
+    if split is None:
+        return fp8_gemm_streamk(a, b, sa, sb, out, chunk_k, programs, (bm, bn, bk, w, st, g))
+    tiles, helpers, head = split
+    if pdl is None:
+        pdl = pdl_ok(str(a.device))
+    kh = head * bk
+    const = dict(ROW_SCALES=row, BLOCK_K=bk, CHUNK_K=chunk_k, FLATTEN=not interpreting(), UPCAST=interpreting(),
+                 PDL=pdl)
+    # the sums, padded to whole main tiles (no masks); every element is written by a helper
+    stride_p = triton.cdiv(N, bn) * bn
+    part = torch.empty((triton.cdiv(M, bm) * bm, stride_p), dtype=torch.float32, device=a.device)
+    # the tail and the head: views of A and B (TMA reads zeros past a view's end, so a promotion
+    # chunk that overruns it adds nothing)
+    _fp8_gemm_pchunk[(helpers,)](TensorDescriptor.from_tensor(a[:, kh:], [hm, bk]),
+                                 TensorDescriptor.from_tensor(b[:, kh:], [hn, bk]),
+                                 TensorDescriptor.from_tensor(out, [hm, hn]), sa, sb, M, N, K - kh,
+                                 BLOCK_M=hm, BLOCK_N=hn, GROUP_M=hg, NUM_SMS=helpers, P=part, stride_p=stride_p,
+                                 SUMS=True, num_warps=hw, num_stages=hst, **const)
+    _fp8_gemm_head[(tiles,)](TensorDescriptor.from_tensor(a[:, :kh], [bm, bk]),
+                             TensorDescriptor.from_tensor(b[:, :kh], [bn, bk]),
+                             TensorDescriptor.from_tensor(out, [bm, bn]), sa, sb, part, stride_p, M, N, kh,
+                             BLOCK_M=bm, BLOCK_N=bn, GROUP_M=g, num_warps=w, num_stages=st, **const,
+                             **({"launch_pdl": True} if pdl else {}))
+    return out
+
+
 # (M, N, K, per-row, chunk_k, programs, scale_late, device) -> (grid, boxes of A, B, C, kernel
 # kwargs): the autotuner's pick for that problem. The key holds every input of the autotuner's
 # own key (M, N, K, ROW_SCALES, CHUNK_K; the operand dtypes are fixed: fp8 in, bf16 out) and of
@@ -842,6 +987,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_streamk_tensor": ("tensor", fp8_gemm_streamk),
     "triton_splitk": ("row", fp8_gemm_splitk),
     "triton_splitk_tensor": ("tensor", fp8_gemm_splitk),
+    "triton_helped": ("row", fp8_gemm_helped),
+    "triton_helped_tensor": ("tensor", fp8_gemm_helped),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -889,7 +1036,8 @@ WORKLOAD = Workload(
            "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm", "triton_promote_early": "scaled_mm",
            "triton_promote_tensor": "scaled_mm_tensor", "triton_splitk": "scaled_mm",
            "triton_splitk_tensor": "scaled_mm_tensor", "triton_streamk": "scaled_mm",
-           "triton_streamk_tensor": "scaled_mm_tensor"},
+           "triton_streamk_tensor": "scaled_mm_tensor", "triton_helped": "scaled_mm",
+           "triton_helped_tensor": "scaled_mm_tensor"},
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

@@ -30,7 +30,7 @@ import triton.language as tl
 
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
-from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, warps_for
+from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, pdl_ok, pdl_supported, warps_for
 from .timing import tuned, tuned_cached, tuning_enabled
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
@@ -404,18 +404,7 @@ def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _pdl_supported() -> bool:
-    """Programmatic dependent launch: Triton with launch_pdl and gdc_*, a Hopper or newer GPU,
-    not the interpreter."""
-    import torch
-
-    try:
-        from triton.backends.nvidia.compiler import CUDAOptions
-
-        ok = "launch_pdl" in CUDAOptions.__dataclass_fields__ and gdc_wait is not None
-    except Exception:  # noqa: BLE001
-        return False
-    return ok and not interpreting() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+_pdl_supported = pdl_supported  # the name round 3's sweep scripts call
 
 
 PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see _pdl_supported)
@@ -435,7 +424,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
 
     x2, dy2, dx, dx2, dw, M, N, BLOCK_N = _bwd_buffers(x, dy, w, dx)
     if pdl is None:
-        pdl = PDL if PDL is not None else _pdl_ok(str(x.device))
+        pdl = PDL if PDL is not None else pdl_ok(str(x.device))
     bn, bp_cap, rnw = red or (32, 256, 4)
     bn = min(bn, BLOCK_N)
     sms = num_sms(x.device)
@@ -483,11 +472,6 @@ def _rotated(launch, x2, dy2, rstd):
         i[0] += 1
 
     return run
-
-
-@functools.lru_cache(maxsize=None)
-def _pdl_ok(device: str) -> bool:
-    return device.startswith("cuda") and _pdl_supported()
 
 
 def _autograd(bwd):

@@ -3,8 +3,11 @@ roofline, and a verdict in a kernel lab's terms (supported / caveated / rejected
 
 Method (docs/compare.md says the same for readers):
 - A range's launches split into repeated calls (selection.iterations); a call's GPU time is
-  the sum of its kernels' durations, its span runs from its first kernel's start to its last
-  kernel's end (idle gaps included; timeline runs only).
+  the time its kernels kept the GPU busy: on a timeline, the union of their [start, end]
+  intervals (kernels that overlap -- other streams, programmatic dependent launches -- count
+  once; for kernels one after another it is the sum of their durations), else (ncu-only runs:
+  each kernel replayed alone) the sum of their durations. Its span runs from its first
+  kernel's start to its last kernel's end (idle gaps included; timeline runs only).
 - Speed-up = median(before GPU time per call) / median(after). Noise band: with fewer than
   BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
   max(before)/min(after) -- every pairing of calls, no distribution assumed; from
@@ -140,10 +143,12 @@ class _RunContext:
 
     def side(self, group: selection.Group) -> Side:
         calls = selection.iterations(group.kernels)
-        gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
         spans = None
         if all(k["start_ns"] is not None and k["end_ns"] is not None for k in group.kernels):
+            gpu = [busy_ns(c) / 1e3 for c in calls]
             spans = [(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c)) / 1e3 for c in calls]
+        else:
+            gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
         labels: dict[str, float] = {}
         for k in group.kernels:
             lab = self.labels.get(k["kernel_id"], "unknown")
@@ -155,6 +160,21 @@ class _RunContext:
                  correctness=self.correctness.get(group.path))
         _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
         return s
+
+
+def busy_ns(kernels) -> int:
+    """Nanoseconds in which at least one of `kernels` (rows with start_ns / end_ns) ran: the
+    length of the union of their intervals, so concurrent kernels count once."""
+    total, end = 0, None
+    for k in sorted(kernels, key=lambda k: k["start_ns"]):
+        s, e = k["start_ns"], k["end_ns"]
+        if end is None or s >= end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
 
 
 def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:

@@ -102,7 +102,9 @@ def test_workload_registration():
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
                                "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
-                               "triton_streamk", "triton_streamk_tensor", "scaled_mm", "scaled_mm_tensor"}
+                               "triton_streamk", "triton_streamk_tensor", "triton_helped", "triton_helped_tensor",
+                               "scaled_mm", "scaled_mm_tensor"}
+    assert w.peers["triton_helped"] == "scaled_mm" and w.peers["triton_helped_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_streamk"] == "scaled_mm" and w.peers["triton_streamk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_splitk"] == "scaled_mm" and w.peers["triton_splitk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
@@ -114,7 +116,7 @@ def test_workload_registration():
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
     for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_early",
                  "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor", "triton_streamk",
-                 "triton_streamk_tensor"):
+                 "triton_streamk_tensor", "triton_helped", "triton_helped_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
 
@@ -430,3 +432,67 @@ def test_streamk_refuses_what_tma_cannot_read():
         F.fp8_gemm_streamk(aq, bq, sa, sb)
     with pytest.raises(ValueError, match="chunk_k"):
         F.fp8_gemm_streamk(aq, bq, sa, sb, chunk_k=0)
+
+
+# (M, N, K, chunk_k, programs, main_k_tiles) with 32x32x32 tiles under the interpreter: 6 tiles and 3
+# helpers (2 tails each), K of 10 k tiles, the head balanced by helped_split; the same with a head of
+# 3 (chunks of 2 overrun it: zeros past the view); 3 tiles, 9 helpers (more helpers than tiles), a
+# head of 1 k tile over a K that ends mid-tile; 6 tiles on 4 programs: no idle SM, v3's launch
+HELPED_CASES = [(64, 96, 320, 64, 9, None), (64, 96, 320, 64, 9, 3), (96, 32, 208, 32, 12, 1),
+                (64, 96, 320, 64, 4, None)]
+
+
+@pytest.mark.parametrize("case", HELPED_CASES, ids=[f"m{c[0]}-n{c[1]}-k{c[2]}-c{c[3]}-p{c[4]}-h{c[5]}"
+                                                    for c in HELPED_CASES])
+@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
+def test_helped_vs_dequantized_float64(case, per_row):
+    """The head of every tile's K on the tiles' programs, the tail on the idle ones: each tile
+    against float64 (without its tail's sums a tile misses 1/10 to 9/10 of its K: see below)."""
+    M, N, K, chunk_k, programs, head = case
+    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
+    out = F.fp8_gemm_helped(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs,
+                            main_k_tiles=head)
+    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert ok, info
+
+
+class _DropHelpers:
+    """Stands in for _fp8_gemm_pchunk: launches all but the helper grid (SUMS=True)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.dropped = kernel, 0
+
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            if kw.get("SUMS"):
+                self.dropped += 1
+                return None
+            return self.kernel[grid](*args, **kw)
+        return launch
+
+
+def test_helped_without_the_tails_sums_is_caught(monkeypatch):
+    """The check above can fail: the main grid alone (the helpers' sums left as zeros) is refused."""
+    M, N, K, chunk_k, programs, _ = HELPED_CASES[0]
+    _, _, aq, bq, sa, sb = _operands(M, N, K, True)
+    fake = _DropHelpers(F._fp8_gemm_pchunk)
+    monkeypatch.setattr(F, "_fp8_gemm_pchunk", fake)
+    monkeypatch.setattr(torch, "empty", torch.zeros)  # the sums buffer: zeros, not leftovers
+    out = F.fp8_gemm_helped(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
+    assert fake.dropped == 1
+    ok, _ = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
+    assert not ok
+
+
+def test_helped_split_balances_the_head_against_the_tails():
+    """qwen7b-down-m1024 on 132 SMs: 112 tiles of 128x256, 20 helpers with 12 tails each of 128x128
+    (half a main tile's work a step); a head of 128 k tiles (8 whole chunks of 16) against 12 tails of
+    20 (2 chunks of 10) plus their stores."""
+    assert F.helped_split(1024, 3584, 18944, sms=132) == (112, 20, 128)
+    assert F.helped_split(4096, 6144, 4096, sms=132) is None  # 768 tiles: no idle SM
+    assert F.helped_split(1024, 3584, 18944, sms=132, main_k_tiles=140) == (112, 20, 140)
+    with pytest.raises(ValueError, match="main_k_tiles"):
+        F.helped_split(1024, 3584, 18944, sms=132, main_k_tiles=148)
+    _, _, aq, bq, sa, sb = _operands(64, 96, 320, True)
+    with pytest.raises(ValueError, match="must divide"):
+        F.fp8_gemm_helped(aq, bq, sa, sb, config=(32, 32, 32, 4, 1, 4), help_config=(32, 64, 32, 4, 1, 4))

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Round 10 (issue 21 item 3): helper SMs for the one-wave shape (fp8_gemm_helped).
+
+At qwen7b-down-m1024 v3's 112 tiles of 128x256 leave 20 of 132 SMs idle (H100 and H200). The
+helped launch runs the tail of every tile's K on those SMs beside the tiles' own programs (which
+run the head), joined by a programmatic dependent launch. This script: float64 check of each
+launch first, then round-robin do_bench beside v3 and both _scaled_mm modes, GPU time by graph
+replay, host time per call, and the registers / spills of every compiled kernel. Launches: the
+registered variant (balanced head), heads of 120 / 126 / 135 k tiles, the helpers at 3 stages,
+and the control without PDL (the grids one after the other).
+
+    python3 benchmarks/gpu/fp8_helped.py [--rounds 5] [--out DIR] [--shapes a,b]
+"""
+import json
+import os
+import sys
+
+from profkit.kernels import fp8_gemm as F
+
+LAUNCHES = {  # name -> fp8_gemm_helped keyword arguments
+    "helped": {},
+    "helped_h120": {"main_k_tiles": 120},
+    "helped_h126": {"main_k_tiles": 126},
+    "helped_h135": {"main_k_tiles": 135},
+    "helped_s3": {"help_config": (128, 128, 128, 8, 3, 8)},
+    "helped_nopdl": {"pdl": False},
+}
+
+
+def dump_ir():
+    res = []
+    for name in ("_fp8_gemm_head", "_fp8_gemm_pchunk"):
+        for cache in getattr(F, name).device_caches.values():
+            kernels = cache[0] if isinstance(cache, tuple) else cache
+            for k in getattr(kernels, "values", lambda: [])():
+                ir = k.asm.get("ttgir", "")
+                res.append(dict(kernel=name, n_regs=getattr(k, "n_regs", None), n_spills=getattr(k, "n_spills", None),
+                                shared=getattr(k.metadata, "shared", None), wgmma=ir.count("warp_group_dot "),
+                                tma_loads=ir.count("async_tma_copy_global_to_local")))
+    return res
+
+
+def main():
+    import torch
+
+    from profkit.kernels.timing import stamp
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from fp8_launch import device_cli, host_us, round_robin
+
+    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for shape, p in shapes.items():
+        if F.helped_split(p["M"], p["N"], p["K"], sms=sms) is None:
+            print(f"{shape}: no idle SM at 128x256 ({sms} SMs), skipped", flush=True)
+            continue
+        print(shape, "split (tiles, helpers, head):", F.helped_split(p["M"], p["N"], p["K"], sms=sms), flush=True)
+        state = w.setup(p, "fp8", "cuda")
+        for mode, (v3, peer) in {"tensor": ("triton_promote_tensor", "scaled_mm_tensor"),
+                                 "row": ("triton_promote", "scaled_mm")}.items():
+            fns, checks = {}, {}
+            for v in (v3, peer):
+                r = w.check(state, v, w.variants[v](state), "fp8")
+                checks[v] = str(r)
+                fns[v] = (lambda v: lambda: w.variants[v](state))(v)
+            aq, bq, sa, sb = state[mode]
+            for name, kw in LAUNCHES.items():
+                out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
+                try:
+                    F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw)
+                except Exception as e:  # noqa: BLE001 - a launch that does not compile is a row
+                    print(f"{shape} {mode} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+                r = w.check(state, v3, out, "fp8")
+                checks[name] = str(r)
+                if not r.ok:
+                    print(f"{shape} {mode} {name}: check failed {r}", flush=True)
+                    continue
+                fns[name] = (lambda kw, out: lambda: F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw))(kw, out)
+            torch.cuda.synchronize()
+            times, med = round_robin(fns, bench, args.rounds)
+            graph = {v: gbench(fn) for v, fn in fns.items()}
+            host = {v: host_us(fn, 50) for v, fn in fns.items()}
+            for v in fns:
+                row = dict(shape=shape, mode=mode, variant=v, ms=med[v], ms_all=times[v], peer=peer,
+                           pct_peer=100 * med[peer] / med[v], graph_ms=graph[v],
+                           graph_pct_peer=100 * graph[peer] / graph[v], graph_x_v3=graph[v3] / graph[v],
+                           host_us_per_call=round(host[v], 1), check=checks[v], **stamp(hdr))
+                rows.append(row)
+                print(f"{shape:20} {mode:6} {v:22} {med[v] * 1e3:7.1f} us [{min(times[v]) * 1e3:.1f}-"
+                      f"{max(times[v]) * 1e3:.1f}] {row['pct_peer']:5.1f} % graph {graph[v] * 1e3:7.1f} us "
+                      f"({row['graph_pct_peer']:5.1f} % of peer, {row['graph_x_v3']:.3f}x v3) host {host[v]:.0f} us",
+                      flush=True)
+        del state
+        torch.cuda.empty_cache()
+    ir = dump_ir()
+    for d in ir:
+        print("compiled", d, flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "fp8_helped.json"), "w") as f:
+        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=ir, launches=LAUNCHES), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Device calls, kernel lab round 10 (issue 21):
+#   bash benchmarks/gpu/round10.sh fh TAG    # fp8: helper SMs at the one-wave shape (fp8_helped.py: round-robin
+#                                            # beside v3 and _scaled_mm), then profkit capture WITH a timeline
+#                                            # (nsys: the two grids overlap; ncu alone would replay them one
+#                                            # after the other) and lean counters, and the pairs
+set -u
+MODE=$1 TAG=$2
+source benchmarks/gpu/device_env.sh
+mkdir -p $O/r10
+for M in ${MODE//,/ }; do
+case $M in
+fh)
+  timeout 300 python3 $R/benchmarks/gpu/fp8_helped.py --rounds 5 --out $O/r10 --shapes qwen7b-down-m1024 2>&1 | grep -v -i warn | tee $O/r10/fp8_helped.log | tail -40
+  run=fp8_gemm-qwen7b-down-m1024-r10-$TAG
+  echo "== capture $run (nsys + ncu lean)"
+  timeout 240 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --run $run fp8_gemm \
+    --variant triton_promote_tensor --variant triton_helped_tensor --variant scaled_mm_tensor \
+    --variant triton_promote --variant triton_helped --variant scaled_mm --shape qwen7b-down-m1024 > $O/cap-$run.log 2>&1
+  echo "   rc=$?"; tail -3 $O/cap-$run.log
+  cmp $run:triton_promote_tensor $run:triton_helped_tensor; cmp $run:scaled_mm_tensor $run:triton_helped_tensor
+  cmp $run:triton_promote $run:triton_helped; cmp $run:scaled_mm $run:triton_helped
+  python3 -m profkit timeline --db $DB --run $run 2>&1 | head -24
+  ;;
+esac
+done
+if ls $O/prof/*/ >/dev/null 2>&1; then cp $O/cap-*.log $O/r10/ 2>/dev/null; pack $OUT/r10_prof_$TAG.tar.xz; fi
+tar -cJf $OUT/r10_$TAG.tar.xz -C $O r10 && ls -la $OUT
