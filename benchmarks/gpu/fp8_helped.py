@@ -17,7 +17,7 @@ import sys
 
 from profkit.kernels import fp8_gemm as F
 
-LAUNCHES = {  # name -> fp8_gemm_helped keyword arguments
+LAUNCHES = {  # name -> fp8_gemm_helped keyword arguments (run a: the first six)
     "helped": {},
     "helped_h120": {"main_k_tiles": 120},
     "helped_h126": {"main_k_tiles": 126},
@@ -25,6 +25,41 @@ LAUNCHES = {  # name -> fp8_gemm_helped keyword arguments
     "helped_s3": {"help_config": (128, 128, 128, 8, 3, 8)},
     "helped_nopdl": {"pdl": False},
 }
+# run b (--set b): helpers with the main tile's shape (2 stages: the fp32 store's layout change
+# beside the loop's buffers), or one warpgroup's 64x256; and each grid alone (the other's launch
+# dropped: wrong output, timed only) to see whether the two grids slow each other down
+LAUNCHES_B = {
+    "helped": {},
+    "helped_h135": {"main_k_tiles": 135},
+    "help256s2_h128": {"help_config": (128, 256, 128, 8, 2, 8), "main_k_tiles": 128},
+    "help256s2_h132": {"help_config": (128, 256, 128, 8, 2, 8), "main_k_tiles": 132},
+    "help64x256_h128": {"help_config": (64, 256, 128, 4, 3, 8), "main_k_tiles": 128},
+    "head_only_h128": {"main_k_tiles": 128, "_drop": "helper"},
+    "head_only_h135": {"main_k_tiles": 135, "_drop": "helper"},
+    "helpers_only_h128": {"main_k_tiles": 128, "_drop": "head"},
+    "helpers256s2_only_h128": {"help_config": (128, 256, 128, 8, 2, 8), "main_k_tiles": 128, "_drop": "head"},
+}
+
+
+class _Drop:
+    """Stands in for one of the helped launch's kernels: its launch is skipped."""
+
+    def __getitem__(self, grid):
+        return lambda *a, **k: None
+
+
+def helped(aq, bq, sa, sb, out, kw):
+    kw = dict(kw)
+    drop = kw.pop("_drop", None)
+    if not drop:
+        return F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw)
+    name = "_fp8_gemm_pchunk" if drop == "helper" else "_fp8_gemm_head"
+    keep = getattr(F, name)
+    setattr(F, name, _Drop())
+    try:
+        return F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw)
+    finally:
+        setattr(F, name, keep)
 
 
 def dump_ir():
@@ -48,6 +83,7 @@ def main():
     sys.path.insert(0, os.path.dirname(__file__))
     from fp8_launch import device_cli, host_us, round_robin
 
+    launches = LAUNCHES_B if os.environ.get("HELPED_SET") == "b" else LAUNCHES
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
@@ -65,19 +101,19 @@ def main():
                 checks[v] = str(r)
                 fns[v] = (lambda v: lambda: w.variants[v](state))(v)
             aq, bq, sa, sb = state[mode]
-            for name, kw in LAUNCHES.items():
+            for name, kw in launches.items():
                 out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
                 try:
-                    F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw)
+                    helped(aq, bq, sa, sb, out, kw)
                 except Exception as e:  # noqa: BLE001 - a launch that does not compile is a row
                     print(f"{shape} {mode} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
                 r = w.check(state, v3, out, "fp8")
                 checks[name] = str(r)
-                if not r.ok:
+                if not r.ok and "_drop" not in kw:
                     print(f"{shape} {mode} {name}: check failed {r}", flush=True)
                     continue
-                fns[name] = (lambda kw, out: lambda: F.fp8_gemm_helped(aq, bq, sa, sb, out=out, **kw))(kw, out)
+                fns[name] = (lambda kw, out: lambda: helped(aq, bq, sa, sb, out, kw))(kw, out)
             torch.cuda.synchronize()
             times, med = round_robin(fns, bench, args.rounds)
             graph = {v: gbench(fn) for v, fn in fns.items()}
@@ -98,8 +134,8 @@ def main():
     for d in ir:
         print("compiled", d, flush=True)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "fp8_helped.json"), "w") as f:
-        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=ir, launches=LAUNCHES), f, indent=1)
+    with open(os.path.join(args.out, f"fp8_helped{os.environ.get('HELPED_SET', '')}.json"), "w") as f:
+        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=ir, launches=launches), f, indent=1)
 
 
 if __name__ == "__main__":

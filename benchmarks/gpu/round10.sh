@@ -4,6 +4,7 @@
 #                                            # beside v3 and _scaled_mm), then profkit capture WITH a timeline
 #                                            # (nsys: the two grids overlap; ncu alone would replay them one
 #                                            # after the other) and lean counters, and the pairs
+#   bash benchmarks/gpu/round10.sh fhb TAG   # fp8_helped.py's set b only (helper tiles, each grid alone)
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -21,6 +22,10 @@ fh)
   cmp $run:triton_promote_tensor $run:triton_helped_tensor; cmp $run:scaled_mm_tensor $run:triton_helped_tensor
   cmp $run:triton_promote $run:triton_helped; cmp $run:scaled_mm $run:triton_helped
   python3 -m profkit timeline --db $DB --run $run 2>&1 | head -24
+  ;;
+fhb)
+  HELPED_SET=b timeout 300 python3 $R/benchmarks/gpu/fp8_helped.py --rounds 5 --out $O/r10 --shapes qwen7b-down-m1024 2>&1 | grep -v -i warn | tee $O/r10/fp8_helped_b.log | grep -v compiled | tail -24
+  grep compiled $O/r10/fp8_helped_b.log | sort | uniq -c
   ;;
 esac
 done
