@@ -5,6 +5,7 @@
 #                                            # (nsys: the two grids overlap; ncu alone would replay them one
 #                                            # after the other) and lean counters, and the pairs
 #   bash benchmarks/gpu/round10.sh fhb TAG   # fp8_helped.py's set b only (helper tiles, each grid alone)
+#   bash benchmarks/gpu/round10.sh fc TAG    # SM clock and power while v3, _scaled_mm and the helped grids run (fp8_helped_clocks.py)
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -26,6 +27,9 @@ fh)
 fhb)
   HELPED_SET=b timeout 300 python3 $R/benchmarks/gpu/fp8_helped.py --rounds 5 --out $O/r10 --shapes qwen7b-down-m1024 2>&1 | grep -v -i warn | tee $O/r10/fp8_helped_b.log | grep -v compiled | tail -24
   grep compiled $O/r10/fp8_helped_b.log | sort | uniq -c
+  ;;
+fc)
+  timeout 120 python3 $R/benchmarks/gpu/fp8_helped_clocks.py --out $O/r10 2>&1 | grep -v -i warn | tee $O/r10/fp8_helped_clocks.log | tail -8
   ;;
 esac
 done
