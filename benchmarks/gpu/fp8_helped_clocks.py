@@ -6,7 +6,8 @@ Each launch is replayed from a CUDA graph of 20 calls for ~3 s while nvidia-smi 
 clock, power draw and the active clock-event (throttle) reasons every 50 ms; the first 0.5 s of
 samples are dropped. Prints and writes fp8_helped_clocks.json (rows stamped).
 
-    python3 benchmarks/gpu/fp8_helped_clocks.py [--out DIR]
+    python3 benchmarks/gpu/fp8_helped_clocks.py [--out DIR] [--shapes a,b]   # other shapes: v3 and
+                                                                     # _scaled_mm, both scale modes
 """
 import json
 import os
@@ -60,25 +61,34 @@ def main():
     from profkit.kernels.timing import header, stamp
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else "."
+    shapes = (sys.argv[sys.argv.index("--shapes") + 1].split(",") if "--shapes" in sys.argv
+              else ["qwen7b-down-m1024"])
     hdr = header("cuda")
     w = get("fp8_gemm")
-    state = w.setup(w.shapes["qwen7b-down-m1024"], "fp8", "cuda")
-    aq, bq, sa, sb = state["tensor"]
-    o = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
-    fns = {"triton_promote_tensor": lambda: w.variants["triton_promote_tensor"](state),
-           "scaled_mm_tensor": lambda: w.variants["scaled_mm_tensor"](state),
-           "helped_h135": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 135}),
-           "helped_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128}),
-           "head_only_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128, "_drop": "helper"}),
-           "helpers_only_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128, "_drop": "head"})}
     rows = []
-    for name, fn in fns.items():
-        r = dict(variant=name, shape="qwen7b-down-m1024", **sample(fn), **stamp(hdr))
-        rows.append(r)
-        print(f"{name:24} {r['us_per_call']:7.1f} us/call  SM {r['sm_mhz_mean']:6.0f} MHz (min {r['sm_mhz_min']:.0f})  "
-              f"{r['power_w_mean']:5.0f} W  reasons {r['reasons']}", flush=True)
+    for shape in shapes:
+        state = w.setup(w.shapes[shape], "fp8", "cuda")
+        aq, bq, sa, sb = state["tensor"]
+        o = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
+        names = ["triton_promote_tensor", "scaled_mm_tensor"] + (["triton_promote", "scaled_mm"]
+                                                                  if shape != "qwen7b-down-m1024" else [])
+        fns = {v: (lambda v: lambda: w.variants[v](state))(v) for v in names}
+        if shape == "qwen7b-down-m1024":
+            fns.update({
+                "helped_h135": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 135}),
+                "helped_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128}),
+                "head_only_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128, "_drop": "helper"}),
+                "helpers_only_h128": lambda: helped(aq, bq, sa, sb, o, {"main_k_tiles": 128, "_drop": "head"})})
+        for name, fn in fns.items():
+            r = dict(variant=name, shape=shape, **sample(fn), **stamp(hdr))
+            rows.append(r)
+            print(f"{shape:20} {name:24} {r['us_per_call']:7.1f} us/call  SM {r['sm_mhz_mean']:6.0f} MHz "
+                  f"(min {r['sm_mhz_min']:.0f})  {r['power_w_mean']:5.0f} W  reasons {r['reasons']}", flush=True)
+        del state
+        torch.cuda.empty_cache()
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "fp8_helped_clocks.json"), "w") as f:
+    tag = "" if shapes == ["qwen7b-down-m1024"] else "_shapes"
+    with open(os.path.join(out_dir, f"fp8_helped_clocks{tag}.json"), "w") as f:
         json.dump(dict(header=hdr, rows=rows), f, indent=1)
 
 

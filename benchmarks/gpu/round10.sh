@@ -6,6 +6,8 @@
 #                                            # after the other) and lean counters, and the pairs
 #   bash benchmarks/gpu/round10.sh fhb TAG   # fp8_helped.py's set b only (helper tiles, each grid alone)
 #   bash benchmarks/gpu/round10.sh fc TAG    # SM clock and power while v3, _scaled_mm and the helped grids run (fp8_helped_clocks.py)
+#   bash benchmarks/gpu/round10.sh fcs TAG   # the same for v3 and _scaled_mm at 8192^3, llama8b-down-m4096 and llama8b-gateup-m1024
+#   bash benchmarks/gpu/round10.sh rf TAG    # RMSNorm backward: the fastest same-bytes kernel at 4096 tokens (rmsnorm_bwd/floor.py)
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -30,6 +32,12 @@ fhb)
   ;;
 fc)
   timeout 120 python3 $R/benchmarks/gpu/fp8_helped_clocks.py --out $O/r10 2>&1 | grep -v -i warn | tee $O/r10/fp8_helped_clocks.log | tail -8
+  ;;
+fcs)
+  timeout 200 python3 $R/benchmarks/gpu/fp8_helped_clocks.py --out $O/r10 --shapes m8192-n8192-k8192,llama8b-down-m4096,llama8b-gateup-m1024 2>&1 | grep -v -i warn | tee $O/r10/fp8_clocks_shapes.log | tail -14
+  ;;
+rf)
+  timeout 300 python3 $R/benchmarks/gpu/rmsnorm_bwd/floor.py $O/r10 2>&1 | grep -v -i warn | tee $O/r10/rmsnorm_bwd_floor.log | grep -E "==|torch_add|compile|v3 |copy GB" 
   ;;
 esac
 done
