@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu/round10.sh fhb TAG   # fp8_helped.py's set b only (helper tiles, each grid alone)
 #   bash benchmarks/gpu/round10.sh fc TAG    # SM clock and power while v3, _scaled_mm and the helped grids run (fp8_helped_clocks.py)
 #   bash benchmarks/gpu/round10.sh fcs TAG   # the same for v3 and _scaled_mm at 8192^3, llama8b-down-m4096 and llama8b-gateup-m1024
+#   bash benchmarks/gpu/round10.sh sw TAG    # SwiGLU at one token: the lab's launch and compile's timed four ways (swiglu_t1.py)
 #   bash benchmarks/gpu/round10.sh rf TAG    # RMSNorm backward: the fastest same-bytes kernel at 4096 tokens (rmsnorm_bwd/floor.py)
 set -u
 MODE=$1 TAG=$2
@@ -38,6 +39,9 @@ fcs)
   ;;
 rf)
   timeout 300 python3 $R/benchmarks/gpu/rmsnorm_bwd/floor.py $O/r10 2>&1 | grep -v -i warn | tee $O/r10/rmsnorm_bwd_floor.log | grep -E "==|torch_add|compile|v3 |copy GB" 
+  ;;
+sw)
+  timeout 200 python3 $R/benchmarks/gpu/swiglu_t1.py --rounds 5 --out $O/r10 2>&1 | grep -v -i warn | tee $O/r10/swiglu_t1.log | tail -24
   ;;
 esac
 done
