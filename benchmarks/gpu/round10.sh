@@ -42,6 +42,11 @@ rf)
   ;;
 sw)
   timeout 200 python3 $R/benchmarks/gpu/swiglu_t1.py --rounds 5 --out $O/r10 2>&1 | grep -v -i warn | tee $O/r10/swiglu_t1.log | tail -24
+  # and kernels.py's own rows for that shape, twice, each in a fresh process (round 9's full run had 0.88-0.90x)
+  for i in 1 2; do
+    timeout 150 python3 $R/benchmarks/kernels.py --graph --ops swiglu --no-backward --shapes llama8b-t1 --out $O/r10/swiglu_t1_kernels$i > $O/r10/swiglu_t1_kernels$i.log 2>&1
+    echo "kernels.py run $i rc=$?"; grep -E "^\| swiglu" $O/r10/swiglu_t1_kernels$i.log | cut -c1-150
+  done
   ;;
 esac
 done
