@@ -69,6 +69,22 @@ def test_overlapping_grids_count_once(store):
     assert head["start_ns"] < helper["end_ns"]  # the dependent grid began before its primary ended
 
 
+def test_on_the_h200_every_helped_call_overlaps(store):
+    """H200: in each of the 6 helped calls the main grid started 16-44 us before the helper grid
+    ended, and the call's GPU time is the sum of the durations less that overlap."""
+    from profkit import selection
+
+    run = "fp8_gemm-qwen7b-down-m1024-r10-h200a"
+    for v in ("triton_helped_tensor", "triton_helped"):
+        (c,) = compare(store, f"{run}:triton_promote", f"{run}:{v}")
+        (group,) = selection.groups(store, selection.parse(f"{run}:{v}")).values()
+        for call, gpu in zip(selection.iterations(group.kernels), c.after.gpu_us):
+            helper, head = sorted(call, key=lambda k: k["start_ns"])
+            overlap = (helper["end_ns"] - head["start_ns"]) / 1e3
+            assert 16 < overlap < 45
+            assert gpu == pytest.approx((helper["duration_ns"] + head["duration_ns"]) / 1e3 - overlap)
+
+
 def test_busy_ns_is_the_union_of_intervals():
     ks = [{"start_ns": 0, "end_ns": 10}, {"start_ns": 5, "end_ns": 8}, {"start_ns": 8, "end_ns": 12},
           {"start_ns": 20, "end_ns": 25}]
