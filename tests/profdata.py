@@ -15,3 +15,16 @@ FIELD_H100 = DATA / "field-h100"  # our own H100 captures of the kinds users hav
 FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
 # more public reports (another engineer's collection, SOURCES.md there)
 FIELD_EXTRA = ROOT.parent / "field-extra"
+
+
+def load_runs(root: Path, runs, db_name: str):
+    """A Store of only `runs` (folders of profiles/, linked under `root`): a small database, fast
+    to load; the caller closes it."""
+    from profkit.profiles import load_profiles
+    from profkit.store import Store
+
+    for run in runs:
+        (root / run).symlink_to(PROFILES / run, target_is_directory=True)
+    db = str(root / db_name)
+    load_profiles(root, db)
+    return Store(db)

@@ -9,10 +9,8 @@ import json
 
 import pytest
 
-from profdata import PROFILES
+from profdata import PROFILES, load_runs
 from profkit.compare import busy_ns, compare, rows
-from profkit.profiles import load_profiles
-from profkit.store import Store
 
 RUNS = {  # run -> [(before, after, speed-up)], all rejected
     "fp8_gemm-qwen7b-down-m1024-r10-h100a": [("triton_promote_tensor", "triton_helped_tensor", 0.534),
@@ -29,12 +27,7 @@ PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("round10")
-    for run in RUNS:
-        (root / run).symlink_to(PROFILES / run, target_is_directory=True)
-    db = str(root / "r10.db")
-    load_profiles(root, db)
-    s = Store(db)
+    s = load_runs(tmp_path_factory.mktemp("round10"), RUNS, "r10.db")
     yield s
     s.close()
 

@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from profkit.profiles import load_profiles
-from profkit.store import Store
-from profdata import PROFILES
+from profdata import PROFILES, load_runs
 
 # run -> [(before, after, verdict, speed-up, DRAM MB per call before, after)]
 ROUND2 = {
@@ -161,12 +159,7 @@ PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("round2")
-    for run in ROUND2:  # only these runs: a small database, fast to load
-        (root / run).symlink_to(PROFILES / run, target_is_directory=True)
-    db = str(root / "r2.db")
-    load_profiles(root, db)
-    s = Store(db)
+    s = load_runs(tmp_path_factory.mktemp("round2"), ROUND2, "r2.db")
     yield s
     s.close()
 

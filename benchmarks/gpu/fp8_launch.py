@@ -55,6 +55,24 @@ def round_robin(fns, bench, rounds):
     return times, {v: sorted(t)[len(t) // 2] for v, t in times.items()}
 
 
+def measure(shape, mode, fns, checks, v3, peer, bench, gbench, rounds, hdr):
+    """The round-robin scripts' timing of one (shape, scale mode): do_bench round-robin, graph
+    replay and host time per call of each fn; one stamped row each, printed."""
+    times, med = round_robin(fns, bench, rounds)
+    graph = {v: gbench(fn) for v, fn in fns.items()}
+    host = {v: host_us(fn, 50) for v, fn in fns.items()}
+    rows = []
+    for v in fns:
+        row = dict(shape=shape, mode=mode, variant=v, ms=med[v], ms_all=times[v], peer=peer,
+                   pct_peer=100 * med[peer] / med[v], graph_ms=graph[v], graph_pct_peer=100 * graph[peer] / graph[v],
+                   graph_x_v3=graph[v3] / graph[v], host_us_per_call=round(host[v], 1), check=checks[v], **stamp(hdr))
+        rows.append(row)
+        print(f"{shape:20} {mode:6} {v:24} {med[v] * 1e3:7.1f} us [{min(times[v]) * 1e3:.1f}-"
+              f"{max(times[v]) * 1e3:.1f}] {row['pct_peer']:5.1f} % graph {graph[v] * 1e3:7.1f} us "
+              f"({row['graph_pct_peer']:5.1f} % of peer, {row['graph_x_v3']:.3f}x v3) host {host[v]:.0f} us", flush=True)
+    return rows
+
+
 def device_cli(op, rounds, keep):
     """The round-robin scripts' common start: (args, workload, its shapes kept by keep(p) or named
     by --shapes, the run's header, do_bench timer, graph timer); the header printed."""

@@ -145,10 +145,8 @@ def dump_ir():
 def main():
     import torch
 
-    from profkit.kernels.timing import stamp
-
     sys.path.insert(0, os.path.dirname(__file__))
-    from fp8_launch import device_cli, host_us, round_robin
+    from fp8_launch import device_cli, measure
 
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -179,18 +177,7 @@ def main():
                     continue
                 fns[name] = (lambda cfg, out: lambda: ntile_launch(aq, bq, sa, sb, out, cfg, sms))(cfg, out)
             torch.cuda.synchronize()
-            times, med = round_robin(fns, bench, args.rounds)
-            graph = {v: gbench(fn) for v, fn in fns.items()}
-            host = {v: host_us(fn, 50) for v, fn in fns.items()}
-            for v in fns:
-                row = dict(shape=shape, mode=mode, variant=v, ms=med[v], ms_all=times[v], peer=peer,
-                           pct_peer=100 * med[peer] / med[v], graph_ms=graph[v],
-                           graph_pct_peer=100 * graph[peer] / graph[v], host_us_per_call=round(host[v], 1),
-                           check=checks[v], **stamp(hdr))
-                rows.append(row)
-                print(f"{shape:20} {mode:6} {v:24} {med[v] * 1e3:7.1f} us [{min(times[v]) * 1e3:.1f}-"
-                      f"{max(times[v]) * 1e3:.1f}] {row['pct_peer']:5.1f} % graph {graph[v] * 1e3:7.1f} us "
-                      f"({row['graph_pct_peer']:5.1f} %) host {host[v]:.0f} us", flush=True)
+            rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
         del state
         torch.cuda.empty_cache()
     os.makedirs(args.out, exist_ok=True)
