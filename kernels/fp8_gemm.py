@@ -30,7 +30,8 @@ Variants: "triton" (v1, per-row scales, promotion every 128), "triton_tensor" (v
 scales loaded after the last promotion), "triton_promote_early" (v3 as rounds 3-4 ran it: scales
 loaded before each promotion),
 "triton_promote_tensor" (v3, per-tensor), "triton_splitk" / "triton_splitk_tensor" (decode, M <= 64:
-split-K or one program per tile, round 6; see fp8_gemm_splitk), "triton_fastacc" (v1 without promotion: fast, and at
+split-K or one program per tile, round 6; see fp8_gemm_splitk), "triton_streamk" / "_tensor" and
+"triton_helped" / "_tensor" (one-wave shapes, rounds 7 and 10: the rejected attempts, kept), "triton_fastacc" (v1 without promotion: fast, and at
 K = 8192 it misses the max-error bound: expected-inexact); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
@@ -607,6 +608,10 @@ def fp8_gemm_streamk(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
 # dependent launch), where it adds the tile's sum before scaling. Nothing is added to a k loop.
 # The helpers' tiles are 128x128 (their fp32 store's layout change fits beside the loop's buffers
 # in shared memory; 128x256's does not) over the same sums matrix.
+# Measured (round 10, benchmarks/results/gemm.md): 0.86-0.91x of v3 at the balance on an H100 and
+# an H200, 0.95-1.01x at best. Each grid alone is as fast as predicted; together they are not,
+# because v3 already runs at the board's power cap and the extra SMs lower the clock. Kept as the
+# rejected attempt.
 
 HELP_TILE = (128, 128, 128, 8, 4, 8)  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M) of the helpers
 HELP_EPILOGUE_STEPS = 2  # cost of storing / loading one tile's fp32 sum, in the main tile's k steps
