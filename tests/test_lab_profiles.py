@@ -10,6 +10,7 @@ from profkit.parsers import cupti_trace, nsys_sqlite
 from profkit.store import Store
 from profdata import DATA, PROFILES
 from test_lab_round2_profiles import ROUND2  # the round-2 kernel lab captures (H100, ncu only)
+from test_lab_round10_profiles import RUNS as ROUND10  # round 10: the helped fp8 launch (nsys + ncu)
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +72,11 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
                          "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
-                         *LAB_VERDICTS, *ROUND2, *PROGRAMS}
+                         *LAB_VERDICTS, *ROUND2, *ROUND10, *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    h200 = {r for r in ROUND2 if "-h200" in r}  # rounds 5-7 captured the pairs on both GPUs
-    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == set(ROUND2) - h200 | set(PROGRAMS)
+    paired = set(ROUND2) | set(ROUND10)  # rounds 5-10 captured the pairs on both GPUs
+    h200 = {r for r in paired if "-h200" in r}
+    assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == paired - h200 | set(PROGRAMS)
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
     # every ncu launch found the timeline launch it profiled (round 2: ncu-only captures, no timeline)
     assert {r["run"] for r in unlinked} <= set(ROUND2)
