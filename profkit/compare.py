@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import selection
 from .classify import labels as _labels
+from .intervals import covered
 from .metrics import lookup
 from .model import roof_time_ns
 from .store import Store
@@ -164,17 +165,8 @@ class _RunContext:
 
 def busy_ns(kernels) -> int:
     """Nanoseconds in which at least one of `kernels` (rows with start_ns / end_ns) ran: the
-    length of the union of their intervals, so concurrent kernels count once."""
-    total, end = 0, None
-    for k in sorted(kernels, key=lambda k: k["start_ns"]):
-        s, e = k["start_ns"], k["end_ns"]
-        if end is None or s >= end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
+    length of the union of their intervals (intervals.covered), so concurrent kernels count once."""
+    return covered((k["start_ns"], k["end_ns"]) for k in kernels)
 
 
 def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:

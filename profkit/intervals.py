@@ -1,7 +1,8 @@
 """Time intervals (start, end) on one clock: their union, its length, and overlaps.
 
-The one place intervals are merged: a range's busy time (timeline), a rank's compute and
-communication time and what of it overlaps (ranks), a range's GPU time (advise).
+The one place intervals are merged: a range's busy time (timeline), a call's GPU time
+(compare), a rank's compute and communication time and what of it overlaps (ranks), a range's
+GPU time (advise).
 """
 from __future__ import annotations
 

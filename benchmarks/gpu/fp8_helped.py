@@ -79,40 +79,25 @@ def main():
     import torch
 
     sys.path.insert(0, os.path.dirname(__file__))
-    from fp8_launch import device_cli, measure
+    from fp8_launch import MODES, checked_launches, device_cli, measure
 
     launches = LAUNCHES_B if os.environ.get("HELPED_SET") == "b" else LAUNCHES
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for shape, p in shapes.items():
-        if F.helped_split(p["M"], p["N"], p["K"], sms=sms) is None:
+        split = F.helped_split(p["M"], p["N"], p["K"], sms=sms)
+        if split is None:
             print(f"{shape}: no idle SM at 128x256 ({sms} SMs), skipped", flush=True)
             continue
-        print(shape, "split (tiles, helpers, head):", F.helped_split(p["M"], p["N"], p["K"], sms=sms), flush=True)
+        print(shape, "split (tiles, helpers, head):", split, flush=True)
         state = w.setup(p, "fp8", "cuda")
-        for mode, (v3, peer) in {"tensor": ("triton_promote_tensor", "scaled_mm_tensor"),
-                                 "row": ("triton_promote", "scaled_mm")}.items():
-            fns, checks = {}, {}
-            for v in (v3, peer):
-                r = w.check(state, v, w.variants[v](state), "fp8")
-                checks[v] = str(r)
-                fns[v] = (lambda v: lambda: w.variants[v](state))(v)
+        for mode, (v3, peer) in MODES.items():
             aq, bq, sa, sb = state[mode]
-            for name, kw in launches.items():
-                out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
-                try:
-                    helped(aq, bq, sa, sb, out, kw)
-                except Exception as e:  # noqa: BLE001 - a launch that does not compile is a row
-                    print(f"{shape} {mode} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-                    continue
-                r = w.check(state, v3, out, "fp8")
-                checks[name] = str(r)
-                if not r.ok and "_drop" not in kw:
-                    print(f"{shape} {mode} {name}: check failed {r}", flush=True)
-                    continue
-                fns[name] = (lambda kw, out: lambda: helped(aq, bq, sa, sb, out, kw))(kw, out)
-            torch.cuda.synchronize()
+            fns, checks = checked_launches(
+                w, state, shape, mode, v3, peer,
+                {name: (lambda kw: lambda out: helped(aq, bq, sa, sb, out, kw))(kw) for name, kw in launches.items()},
+                keep_failed={name for name, kw in launches.items() if "_drop" in kw})
             rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
         del state
         torch.cuda.empty_cache()

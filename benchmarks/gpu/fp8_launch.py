@@ -55,6 +55,33 @@ def round_robin(fns, bench, rounds):
     return times, {v: sorted(t)[len(t) // 2] for v, t in times.items()}
 
 
+def checked_launches(w, state, shape, mode, v3, peer, launches, keep_failed=()):
+    """The round-robin scripts' contenders at one (shape, scale mode): v3 and its peer (the
+    workload's variants), then each experiment launch (name -> fn(out) writing the bf16 product
+    into out), checked against v3's float64 reference first. A launch that raises or fails the
+    check is printed and left out, unless named in keep_failed (timed only). -> (fns, checks)."""
+    fns, checks = {}, {}
+    for v in (v3, peer):
+        checks[v] = str(w.check(state, v, w.variants[v](state), "fp8"))
+        fns[v] = (lambda v: lambda: w.variants[v](state))(v)
+    aq, bq = state[mode][:2]
+    for name, launch in launches.items():
+        out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
+        try:
+            launch(out)
+        except Exception as e:  # noqa: BLE001 - a launch that does not compile is a row
+            print(f"{shape} {mode} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        r = w.check(state, v3, out, "fp8")
+        checks[name] = str(r)
+        if not r.ok and name not in keep_failed:
+            print(f"{shape} {mode} {name}: check failed {r}", flush=True)
+            continue
+        fns[name] = (lambda launch, out: lambda: launch(out))(launch, out)
+    torch.cuda.synchronize()
+    return fns, checks
+
+
 def measure(shape, mode, fns, checks, v3, peer, bench, gbench, rounds, hdr):
     """The round-robin scripts' timing of one (shape, scale mode): do_bench round-robin, graph
     replay and host time per call of each fn; one stamped row each, printed."""

@@ -146,37 +146,20 @@ def main():
     import torch
 
     sys.path.insert(0, os.path.dirname(__file__))
-    from fp8_launch import device_cli, measure
+    from fp8_launch import MODES, checked_launches, device_cli, measure
 
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for shape, p in shapes.items():
         state = w.setup(p, "fp8", "cuda")
-        for mode, (v3, peer) in {"tensor": ("triton_promote_tensor", "scaled_mm_tensor"),
-                                 "row": ("triton_promote", "scaled_mm")}.items():
-            fns, checks = {}, {}
-            for v in (v3, peer):
-                r = w.check(state, v, w.variants[v](state), "fp8")
-                checks[v] = str(r)
-                fns[v] = (lambda v: lambda: w.variants[v](state))(v)
+        for mode, (v3, peer) in MODES.items():
             aq, bq, sa, sb = state[mode]
             sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
-            for cfg in CONFIGS:
-                name = f"ntile_{cfg[1][0]}+{cfg[1][1]}+{cfg[1][2]}_g{cfg[3]}"
-                out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
-                try:
-                    ntile_launch(aq, bq, sa, sb, out, cfg, sms)
-                except Exception as e:  # noqa: BLE001 - a config that does not compile is a row
-                    print(f"{shape} {mode} {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-                    continue
-                r = w.check(state, v3, out, "fp8")
-                checks[name] = str(r)
-                if not r.ok:
-                    print(f"{shape} {mode} {name}: check failed {r}", flush=True)
-                    continue
-                fns[name] = (lambda cfg, out: lambda: ntile_launch(aq, bq, sa, sb, out, cfg, sms))(cfg, out)
-            torch.cuda.synchronize()
+            fns, checks = checked_launches(
+                w, state, shape, mode, v3, peer,
+                {f"ntile_{c[1][0]}+{c[1][1]}+{c[1][2]}_g{c[3]}": (lambda c: lambda out: ntile_launch(
+                    aq, bq, sa, sb, out, c, sms))(c) for c in CONFIGS})
             rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
         del state
         torch.cuda.empty_cache()
