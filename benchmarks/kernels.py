@@ -68,13 +68,6 @@ def copy_bandwidth(device: str, bench) -> dict:
     return cb(device, bench)
 
 
-def _clone(state):
-    """Fresh copies of the input tensors; per-state caches ('_' keys) are not carried over."""
-    import torch
-
-    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items() if not k.startswith("_")}
-
-
 def _variants(w, wanted) -> list[str]:
     """The variants to time: `wanted`, else all but the CUDA C++ ones (benchmarks/cuda_lab.py
     times those: their first call builds with nvcc)."""
@@ -88,14 +81,13 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
     import torch
 
     from profkit.kernels import get
-    from profkit.kernels.timing import n_copies, rotating
+    from profkit.kernels.timing import fresh, n_copies, rotating
 
     w = get(op)
     for shape, p in shapes.items():
         t0 = time.perf_counter()
         try:
             state = w.setup(p, dtype, device)
-            ref_state = _clone(state)  # the reference reads untouched inputs (some baselines rotate in place)
             states = [state] + [w.setup(p, dtype, device) for _ in range(n_copies(state, device) - 1)]
         except Exception as e:  # noqa: BLE001
             rows.append({**(stamp or {}), "op": op, "shape": shape, "dtype": dtype, "variant": "-",
@@ -115,7 +107,10 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
                 continue
             fn = w.variants[v]
             try:
-                out = fn(_clone(state))  # first call: compiles, outside the timing
+                # the inputs as this variant reads them: an in-place variant timed before it (Liger's
+                # RoPE, triton_inplace) has rotated `state`
+                ref_state = fresh(state)
+                out = fn(fresh(state))  # first call: compiles, outside the timing
                 r = w.check(ref_state, v, out, dtype)
                 row.update(rel_err=r.rel_err, tol=r.tol, ok=r.ok)
                 del out
@@ -139,7 +134,7 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
             log(f"{op}/{v}/{shape} {dtype}: " + (f"{row['ms']:.4f} ms {row['gbps']:.0f} GB/s "
                                                    f"({row['pct_copy']:.0f}% copy) err {row['rel_err']:.1e}"
                                                    if "ms" in row else row.get("error", "")))
-        del state, states, ref_state
+        del state, states
         if device == "cuda":
             torch.cuda.empty_cache()
         log(f"  {op}/{shape}: {time.perf_counter() - t0:.1f}s")

@@ -18,6 +18,11 @@ heads), and issues the heads' loads before the position's (the cos/sin loads wai
 two latency chains overlap). (BLOCK_H, num_warps) is picked per shape on the GPU by CUDA-graph
 replay, the per-token launch among the candidates (BLOCK_H = 0); the per-token launch at every
 shape is kept as ``rope(..., split=False)``, variant ``triton_tokenprog``.
+
+Round 11: the per-token program issues all its loads (q, k, the position) before any store;
+before, k was read only after q was stored, and the compiler may not move a load above a store
+to memory that could alias it. The old order is kept as ``loads_first=False``, variant
+``triton_r10``.
 """
 from __future__ import annotations
 
@@ -28,18 +33,6 @@ from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
 from .timing import tuned, tuned_cached
-
-
-@triton.jit
-def _rotate_heads(X, XO, sx_h, sxo_h, H, ia, ib, dmask, cos, sin, BLOCK_H: tl.constexpr):
-    h = tl.arange(0, BLOCK_H)
-    m = (h < H)[:, None] & dmask[None, :]
-    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)
-    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0).to(tl.float32)
-    c = cos[None, :]
-    s = sin[None, :]
-    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
-    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -55,11 +48,18 @@ def _copy_heads(X, XO, sx_h, sxo_h, H, start, P, BLOCK_H: tl.constexpr, BLOCK_P:
 def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """cos/sin of token t's position and the two halves' lane indices (NeoX: d, d + HALF;
     GPT-J interleaved: 2d, 2d + 1). Shared with the fused RMSNorm + RoPE kernel."""
-    pos = tl.load(POS + t).to(tl.int64)
     d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
+    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+    return cos, sin, ia, ib, dmask
+
+
+@triton.jit
+def _angles(COS, SIN, POS, t, stride_cs, d, dmask):
+    """Token t's position, then its cos/sin row (a load that waits on the first)."""
+    pos = tl.load(POS + t).to(tl.int64)
     cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
     sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
-    return cos, sin, ia, ib, dmask
+    return cos, sin
 
 
 @triton.jit
@@ -76,16 +76,55 @@ def rope_lanes(HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
 
 
 @triton.jit
+def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr):
+    """Heads [0, H) of one token, the two rotated halves, in the input dtype (and their mask)."""
+    h = tl.arange(0, BLOCK_H)
+    m = (h < H)[:, None] & dmask[None, :]
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0)
+    return xa, xb, m
+
+
+@triton.jit
+def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr):
+    h = tl.arange(0, BLOCK_H)
+    xa = xa.to(tl.float32)
+    xb = xb.to(tl.float32)
+    c = cos[None, :]
+    s = sin[None, :]
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _rotate_heads(X, XO, sx_h, sxo_h, H, ia, ib, dmask, cos, sin, BLOCK_H: tl.constexpr):
+    xa, xb, m = _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H)
+    _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H)
+
+
+@triton.jit
 def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
               sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
               HQ, HK, HALF, PASS,
               INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
               BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr):
+              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
-    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
-    _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
-    _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
+    if LOADS_FIRST:
+        # round 11: every load of the token before any store. In program order the k loads come
+        # after q's stores, and the compiler keeps them there (q's output may alias k), so each
+        # program waited on memory three times in a row (position -> cos/sin, q, k); here the q
+        # and k loads and the position are in flight together.
+        d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
+        qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ)
+        ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK)
+        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+        _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ)
+        _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK)
+    else:
+        cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
+        _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
+        _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
     if COPY_PASS:
         _copy_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
         _copy_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
@@ -98,15 +137,9 @@ def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, H
     """Rotate heads [0, min(H, BLOCK_H)) of one token: the heads' loads first, then the
     position and its cos/sin (a dependent load), so the two wait on memory together."""
     d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
-    h = tl.arange(0, BLOCK_H)
-    m = (h < H)[:, None] & dmask[None, :]
-    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0).to(tl.float32)
-    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0).to(tl.float32)
-    pos = tl.load(POS + t).to(tl.int64)
-    c = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)[None, :]
-    s = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)[None, :]
-    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
-    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+    xa, xb, m = _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H)
+    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+    _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H)
     if COPY_PASS:
         _copy_heads(X, XO, sx_h, sxo_h, H, 2 * HALF, PASS, BLOCK_H, BLOCK_PASS)
 
@@ -180,11 +213,12 @@ def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
 
 
 def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None, split: bool | None = None, config=None):
+         q_out=None, k_out=None, split: bool | None = None, config=None, loads_first: bool = True):
     """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place.
     split: the head-split launch (True), one program per token (False), None: by the token
     count (split_tokens). config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0:
-    one program per token with num_warps), else picked per shape on the GPU."""
+    one program per token with num_warps), else picked per shape on the GPU. loads_first=False:
+    the per-token program as it was before round 11 (q rotated and stored before k is read)."""
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -201,7 +235,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                         qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
                         HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
                         BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
-                        BLOCK_PASS=triton.next_power_of_2(max(P, 1)), num_warps=nw)
+                        BLOCK_PASS=triton.next_power_of_2(max(P, 1)), LOADS_FIRST=loads_first, num_warps=nw)
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
     if split is None:
@@ -228,9 +262,11 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
         launch_heads(config)
         return qo, ko
     nw = warps_for(BHQ * BH)
-    if T >= 1024 and not in_place:  # timing launches rotate their outputs: never in place
-        nw = tuned(("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device),
-                   tuple(dict.fromkeys((nw, 2, 4, 8))), launch, q.device)
+    if T >= 1024:
+        key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, q.device)
+        # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice
+        nw = (tuned_cached(key) or nw) if in_place else tuned(key, tuple(dict.fromkeys((nw, 2, 4, 8))), launch,
+                                                               q.device)
     launch(nw)
     return qo, ko
 
@@ -335,6 +371,12 @@ _VARIANTS = {
     # before round 6 at every shape: one program per token (all its heads)
     "triton_tokenprog": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
                                        s["interleaved"], split=False),
+    # in place, as Liger's and vLLM's RoPE work (the same DRAM bytes; half the lines in the L2)
+    "triton_inplace": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
+                                     q_out=s["q"], k_out=s["k"]),
+    # before round 11: the per-token program read k only after storing q
+    "triton_r10": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
+                                 loads_first=False),
     "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
                                 s["interleaved"]),
 }

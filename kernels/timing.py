@@ -68,6 +68,14 @@ def n_copies(state, device: str, rotate_bytes: int = ROTATE_BYTES, most: int = 8
     return max(1, min(most, math.ceil(rotate_bytes / max(1, state_bytes(state)))))
 
 
+def fresh(state):
+    """Fresh copies of a state's input tensors; per-state caches ('_' keys) are not carried over
+    (a reference must read inputs that no in-place baseline has touched)."""
+    import torch
+
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items() if not k.startswith("_")}
+
+
 def rotating(fn, states):
     """fn over the states in turn, one per call."""
     i = [0]

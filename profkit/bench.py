@@ -39,18 +39,12 @@ def workload(spec: str):
     return ws[spec]
 
 
-def _clone(state):
-    import torch
-
-    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items() if not k.startswith("_")}
-
-
 def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None = None, dtype: str | None = None,
         quick: bool = False, progress=None) -> tuple[list[dict], dict]:
     """(rows, copy) for every (shape, variant); `progress(what)` hears each step."""
     import torch
 
-    from .kernels.timing import copy_bandwidth, header, n_copies, rotating, stamp, timer
+    from .kernels.timing import copy_bandwidth, fresh, header, n_copies, rotating, stamp, timer
 
     w = workload(spec)
     if w.model is None or not w.shapes:
@@ -73,7 +67,6 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
     for shape in names:
         p = table[shape]
         state = w.setup(p, dtype, device)
-        ref_state = _clone(state)
         states = [state] + [w.setup(p, dtype, device) for _ in range(n_copies(state, device) - 1)]
         mdl = w.model(p, dtype)
         for v in wanted:
@@ -86,7 +79,10 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
                 continue
             fn = w.variants[v]
             try:
-                out = fn(_clone(state))  # first call compiles, outside the timing
+                # the inputs as this variant reads them: timing an in-place variant before it (RoPE's
+                # triton_inplace, Liger's RoPE) has rotated `state`
+                ref_state = fresh(state)
+                out = fn(fresh(state))  # first call compiles, outside the timing
                 r = w.check(ref_state, v, out, dtype)
                 del out
             except Exception as e:  # noqa: BLE001 - the variant's own failure: one row that says so
@@ -103,7 +99,7 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
                        pct_of_copy=100 * mdl["bytes"] / ms / 1e6 / copy["gbps"],
                        note=None if r is not None else "no reference: not checked")
             rows.append(row)
-        del state, states, ref_state
+        del state, states
         if device == "cuda":
             torch.cuda.empty_cache()
     _speedups(rows, w)

@@ -29,7 +29,6 @@ if "--cpu-smoke" in sys.argv:  # before triton is imported anywhere
     os.environ["TRITON_INTERPRET"] = "1"
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -49,14 +48,6 @@ TUNER = {"softmax": "('softmax_split',", "swiglu": "('swiglu_fwd', 'small',", "r
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def bench_kernels():
-    """benchmarks/kernels.py as a module (its _clone: fresh inputs, per-state caches dropped)."""
-    spec = importlib.util.spec_from_file_location("profkit_bench_kernels", HERE.parent / "kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def candidates(op: str, p: dict) -> dict:
@@ -103,7 +94,7 @@ def main(argv=None) -> int:
     import torch
 
     from profkit.kernels import get
-    from profkit.kernels.timing import graph_timer, header, n_copies, rotating, stamp, timer, tuned_choices
+    from profkit.kernels.timing import fresh, graph_timer, header, n_copies, rotating, stamp, timer, tuned_choices
 
     device = "cpu" if a.cpu_smoke else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -111,7 +102,6 @@ def main(argv=None) -> int:
         return 2
     if a.cpu_smoke:
         a.rounds, a.no_compile = 1, True
-    kb = bench_kernels()
     hdr = header(device)
     row_stamp = stamp(hdr)
     print(json.dumps(row_stamp), flush=True)
@@ -124,7 +114,7 @@ def main(argv=None) -> int:
         w = get(op)
         p = w.shapes[shape]
         state = w.setup(p, DTYPE, device)
-        ref_state = kb._clone(state)  # the reference reads untouched inputs (Liger's RoPE rotates in place)
+        ref_state = fresh(state)  # the reference reads untouched inputs (Liger's RoPE rotates in place)
         states = [state] + [w.setup(p, DTYPE, device) for _ in range(n_copies(state, device) - 1)]
         fns = {}
         for v in [*PEERS, old, "triton"]:
@@ -142,7 +132,7 @@ def main(argv=None) -> int:
         for name, (row, fn, as_variant) in fns.items():
             t = time.perf_counter()
             try:
-                out = fn(kb._clone(state))
+                out = fn(fresh(state))
                 r = w.check(ref_state, as_variant, out, DTYPE)
                 row.update(rel_err=r.rel_err, tol=r.tol, ok=r.ok, first_call_s=round(time.perf_counter() - t, 2))
                 if r.ok:

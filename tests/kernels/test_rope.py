@@ -8,15 +8,20 @@ from profkit.kernels import rope as K
 GEOMS = [(4, 2, 16, 16), (7, 1, 20, 8), (3, 3, 24, 12)]
 
 
+@pytest.mark.parametrize("loads_first", [True, False], ids=["loads-first", "r10"])
 @pytest.mark.parametrize("geom", GEOMS, ids=lambda g: "hq{}-hk{}-d{}-rd{}".format(*g))
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
-def test_rope(dtype, geom, interleaved):
+def test_rope(dtype, geom, interleaved, loads_first, monkeypatch):
+    """The per-token program in both orders (round 11's loads first, and before it) against float64."""
     hq, hk, d, rd = geom
     T = 6
     q, k = randn(T, hq, d, dtype=dtype, scale=300.0), randn(T, hk, d, dtype=dtype)
     cos, sin = K.rope_cache(512, rd)
     pos = torch.randint(0, 512, (T,))
-    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k))
+    kernels = spy(monkeypatch, K, "_rope_fwd")
+    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), split=False,
+                    loads_first=loads_first)
+    assert [kw["LOADS_FIRST"] for kw in kernels["_rope_fwd"].kwargs] == [loads_first]
     qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
     check(qo, qr, dtype, "q")
     check(ko, kr, dtype, "k")
@@ -42,8 +47,9 @@ def _rope_fused_qkv_in_place(T, hq, hk, d, **kw):
     assert torch.equal(qkv[:, hq + hk:], v)  # v untouched
 
 
-def test_rope_views_of_fused_qkv_in_place():
-    _rope_fused_qkv_in_place(5, 4, 2, 16)
+@pytest.mark.parametrize("loads_first", [True, False], ids=["loads-first", "r10"])
+def test_rope_views_of_fused_qkv_in_place(loads_first):
+    _rope_fused_qkv_in_place(5, 4, 2, 16, split=False, loads_first=loads_first)
 
 
 # --- few tokens: heads split over programs (round 6) ------------------------------------------

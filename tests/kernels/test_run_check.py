@@ -57,3 +57,17 @@ def test_run_records_each_range_after_it_closes(monkeypatch, tmp_path):
     assert ran == ["swiglu/eager/llama8b-t1", "swiglu/triton/llama8b-t1"]
     assert set(checks) == set(ran) and all(r["ok"] for r in checks.values())
     assert pushed.count(None) == 6
+
+
+def test_run_checks_an_in_place_variant_against_the_inputs_it_read(monkeypatch):
+    """triton_inplace rotates q and k in place: by the end of the range the state holds the
+    warm-up's and the range's rotations, so the check needs its own call on inputs copied first
+    (it recorded a failure for every in-place variant, Liger's RoPE among them, before)."""
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: None)
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: None)
+    # three tokens at positions 0-2: a rotation that is not the identity (one token at 0 would hide it)
+    monkeypatch.setitem(get("rope").shapes, "t3", {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16})
+    checks = {}
+    runner.run("rope", ["triton_inplace", "triton"], ["t3"], "fp32", iters=2, warmup=1, device="cpu", checks=checks)
+    assert set(checks) == {"rope/triton_inplace/t3", "rope/triton/t3"}
+    assert all(r["ok"] and r["rel_err"] < 1e-5 for r in checks.values()), checks

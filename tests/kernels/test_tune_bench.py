@@ -150,3 +150,15 @@ def test_bench_catches_a_wrong_variant_and_does_not_time_it(tmp_path):
     with Store(db) as s:
         bad = s.query("SELECT ok, ms, rel_err FROM bench WHERE variant = 'off_by_one'")[0]
     assert bad["ok"] == 0 and bad["ms"] is None and bad["rel_err"] > 0.01
+
+
+def test_bench_checks_each_variant_against_the_inputs_it_reads(tmp_path):
+    """An in-place variant timed first (RoPE's triton_inplace) rotates the shape's inputs: the
+    variants after it must be checked against those inputs, not the ones the shape started with."""
+    db = tmp_path / "b.db"
+    r = _run("bench", "rope", "--variant", "triton_inplace", "--variant", "triton", "--variant", "eager", "--db", db)
+    assert r.exit_code == 0, r.output
+    with Store(db) as s:
+        rows = s.query("SELECT variant, shape, ok, rel_err, note FROM bench")
+    assert {x["variant"] for x in rows} == {"triton_inplace", "triton", "eager"}
+    assert all(x["ok"] == 1 and x["rel_err"] < 1e-2 for x in rows), rows
