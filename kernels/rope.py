@@ -2,7 +2,8 @@
 
     q [tokens, n_q_heads, head_dim], k [tokens, n_kv_heads, head_dim] (any token/head
     strides, unit stride on head_dim: views into a fused qkv buffer work)
-    cos, sin: precomputed fp32 tables [max_pos, rotary_dim // 2] (see rope_cache)
+    cos, sin: precomputed tables [max_pos, rotary_dim // 2] (see rope_cache), fp32 or the model's
+    dtype (as HF's and vLLM's caches are kept; the lab's workload since round 11), math in fp32
     positions: int [tokens]
 
 Layouts, on the first rotary_dim dims of each head (the rest pass through unchanged):
@@ -188,13 +189,15 @@ def split_tokens(T: int, device) -> bool:
     return T < num_sms(device)
 
 
-def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu"):
-    """(cos, sin) fp32 tables [max_pos, rotary_dim // 2], computed in float64."""
+def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu", dtype=None):
+    """(cos, sin) tables [max_pos, rotary_dim // 2], computed in float64, stored as `dtype`
+    (default fp32)."""
     import torch
 
     inv = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
     f = torch.outer(torch.arange(max_pos, dtype=torch.float64), inv)
-    return f.cos().float().to(device), f.sin().float().to(device)
+    dtype = dtype or torch.float32
+    return f.cos().to(dtype).to(device), f.sin().to(dtype).to(device)
 
 
 def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
@@ -322,11 +325,12 @@ def rope_reference(q, k, cos, sin, positions, rotary_dim: int | None = None, int
 
 
 def model(p: dict, dtype: str) -> dict:
-    """q and k read and written once, positions, and one cos+sin row (fp32) per token."""
+    """q and k read and written once, positions, and one cos+sin row per token in the tables'
+    dtype: the model's since round 11 (fp32 before)."""
     e = ESIZE[dtype]
     t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
     rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2),
+    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * e * t * (rd // 2),
             "flops": 3 * t * (hq + hk) * rd}
 
 
@@ -339,11 +343,14 @@ def _setup(p: dict, dtype: str, device: str):
     inter = p.get("interleaved", False)
     q = torch.randn(t, hq, d, dtype=dt, device=device)
     k = torch.randn(t, hk, d, dtype=dt, device=device)
-    cos, sin = rope_cache(max(t, 4096), rd, p.get("base", 500000.0), device)
+    # the tables in the model's dtype (round 11), as the peers get cos/sin and as HF and vLLM keep
+    # them: at 32768 tokens fp32 tables are 17 MB of a 690 MB call; fp32 ones kept for triton_r10
+    cos32, sin32 = rope_cache(max(t, 4096), rd, p.get("base", 500000.0), device)
+    cos, sin = cos32.to(dt), sin32.to(dt)
     pos = torch.arange(t, device=device)
     cf, sf = full_cos_sin(cos, sin, pos, inter, dt)
-    s = {"q": q, "k": k, "cos": cos, "sin": sin, "pos": pos, "cos_full": cf, "sin_full": sf,
-         "rotary_dim": rd, "interleaved": inter}
+    s = {"q": q, "k": k, "cos": cos, "sin": sin, "cos32": cos32, "sin32": sin32, "pos": pos, "cos_full": cf,
+         "sin_full": sf, "rotary_dim": rd, "interleaved": inter}
     return s
 
 
@@ -374,10 +381,13 @@ _VARIANTS = {
     # in place, as Liger's and vLLM's RoPE work (the same DRAM bytes; half the lines in the L2)
     "triton_inplace": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
                                      q_out=s["q"], k_out=s["k"]),
-    # before round 11: the per-token program read k only after storing q
-    "triton_r10": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
+    # round 11's loads-first program on round 10's fp32 tables
+    "triton_fp32tab": lambda s: rope(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],
+                                     s["interleaved"]),
+    # before round 11: the per-token program read k only after storing q, fp32 tables
+    "triton_r10": lambda s: rope(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"], s["interleaved"],
                                  loads_first=False),
-    "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
+    "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
                                 s["interleaved"]),
 }
 if has_module("liger_kernel"):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Device calls, kernel lab round 11 (issue 21):
-#   bash benchmarks/gpu/round11.sh rp TAG   # RoPE: every load of a token before any store (triton) against the
-#                                           # round-10 order (triton_r10), Liger and compile: round-robin GPU time
-#                                           # (variants_rr.py), kernels.py's RoPE rows, and profkit capture (ncu lean)
-#                                           # of the four at 4096 and 32768 tokens with the pairs
+#   bash benchmarks/gpu/round11.sh rp TAG   # RoPE: round 10's program (triton_r10), every load of a token before any
+#                                           # store (triton_fp32tab), then bf16 tables (triton), against Liger and
+#                                           # compile: round-robin GPU time (variants_rr.py), kernels.py's RoPE rows,
+#                                           # and profkit capture (ncu lean) at 4096 and 32768 tokens with the pairs
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -11,14 +11,14 @@ mkdir -p $O/r11
 for M in ${MODE//,/ }; do
 case $M in
 rp)
-  timeout 240 python3 $R/benchmarks/gpu/variants_rr.py --op rope --variants triton,triton_r10,liger,compile \
+  timeout 240 python3 $R/benchmarks/gpu/variants_rr.py --op rope --variants triton,triton_fp32tab,triton_r10,liger,compile \
     --shapes llama8b-t4096,qwen7b-t4096,llama8b-t32768,phi2partial-t4096 --rounds 5 --out $O/r11 2>&1 | grep -v -i warn | tee $O/r11/rope_rr.log
-  timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rope --out $O/r11/rope_kernels > $O/r11/rope_kernels.log 2>&1
+  timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rope --variants compile,triton,triton_fp32tab,triton_r10,triton_inplace,liger --out $O/r11/rope_kernels > $O/r11/rope_kernels.log 2>&1
   echo "kernels.py rc=$?"; grep -E "^\| rope" $O/r11/rope_kernels.log | cut -c1-160
   for s in llama8b-t4096 llama8b-t32768; do
     run=rope-$s-r11-$TAG
-    cap $run rope --variant triton_r10 --variant triton --variant liger --variant compile --shape $s
-    cmp $run:triton_r10 $run:triton; cmp $run:liger $run:triton; cmp $run:compile $run:triton
+    cap $run rope --variant triton_r10 --variant triton_fp32tab --variant triton --variant liger --variant compile --shape $s
+    cmp $run:triton_r10 $run:triton_fp32tab; cmp $run:triton_fp32tab $run:triton; cmp $run:triton_r10 $run:triton; cmp $run:liger $run:triton; cmp $run:compile $run:triton
   done
   ;;
 esac

@@ -124,3 +124,21 @@ def test_head_candidates():
     assert c[0] == (4, 2) and c[-1] == (0, 4) and len(set(c)) == len(c)
     assert all(2 <= bh * 64 // (32 * nw) <= 16 and bh <= 32 for bh, nw in c[1:-1])
     assert K.head_candidates(1, 1, 64)[0] == (1, 2)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_rope_tables_in_the_model_dtype(interleaved):
+    """bf16 cos/sin tables (the workload's since round 11, as HF and vLLM keep them): the kernel
+    reads them as they are and does the math in fp32; the reference is built from the same tables."""
+    T, hq, hk, d = 5, 4, 2, 16
+    q, k = randn(T, hq, d, dtype="bf16", scale=300.0), randn(T, hk, d, dtype="bf16")
+    cos, sin = K.rope_cache(512, d, dtype=torch.bfloat16)
+    assert cos.dtype == sin.dtype == torch.bfloat16
+    pos = torch.tensor([511, 0, 17, 300, 2])
+    qo, ko = K.rope(q, k, cos, sin, pos, interleaved=interleaved, q_out=nan_like(q), k_out=nan_like(k))
+    qr, kr = K.rope_reference(q, k, cos, sin, pos, interleaved=interleaved)
+    check(qo, qr, "bf16", "q")
+    check(ko, kr, "bf16", "k")
+    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
+    assert s["cos"].dtype == torch.bfloat16 and s["cos32"].dtype == torch.float32
+    assert K.WORKLOAD.check(s, "triton_r10", K.WORKLOAD.variants["triton_r10"](s), "bf16").ok
