@@ -31,7 +31,7 @@ import triton.language as tl
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, pdl_ok, pdl_supported, warps_for
-from .timing import tuned, tuned_cached, tuning_enabled
+from .timing import rotated, tuned, tuned_cached, tuning_enabled
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -416,7 +416,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     with the next rows' loads in flight (see _rmsnorm_bwd_v3); dw partials (P x N fp32, in L2)
     summed by _dw_reduce. config: see bwd_candidates; default: its first for small problems,
     else the fastest candidate on this GPU, timed once by CUDA-graph replay over rotated input
-    copies (timing.tuned graph=True, _rotated: by do_bench the launcher's host time decided at
+    copies (timing.tuned graph=True, timing.rotated: by do_bench the launcher's host time decided at
     4096 tokens and the pick was noise, 39.9 us against 38.4 us for the best on the H100; the
     best differs per GPU and shape by 1-7 %). pdl: launch the reduce as a programmatic dependent
     (default: where supported). red: the reduce's (BLOCK_N, BLOCK_P cap, num_warps). programs: the grid size (sweeps; default per_sm x SMs)."""
@@ -449,29 +449,10 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
             if not tuning_enabled(x.device) or torch.cuda.is_current_stream_capturing():
                 config = cands[0]
             else:
-                config = tuned(key, cands, _rotated(launch, x2, dy2, rstd), x.device, graph=True)
+                config = tuned(key, cands, rotated(lambda c, x_, dy_: launch(c, x_, dy_, rstd), (x2, dy2)), x.device,
+                               graph=True)
     launch(config)
     return dx, dw
-
-
-TUNE_ROTATE_BYTES = 160 << 20  # ~3x an H100 / H200 L2: inputs rotated past it while timing
-
-
-def _rotated(launch, x2, dy2, rstd):
-    """launch(cfg) over copies of (x, dy) (one program of the tuner's CUDA graph after another),
-    as many as make ~160 MB, so that inputs which would fit the L2 do not favour one candidate:
-    tuning on one input set at 4096 x 4096 (64 MB of x and dy), or after do_bench's 256 MB
-    memset (which left ~50 MB of dirty lines for the timed call to write back), picked
-    configurations 1-5 % slower by graph replay over rotated inputs on an H200."""
-    k = max(1, min(4, -(-TUNE_ROTATE_BYTES // (2 * x2.numel() * x2.element_size()))))
-    sets = [(x2, dy2, rstd)] + [(x2.clone(), dy2.clone(), rstd) for _ in range(k - 1)]
-    i = [0]
-
-    def run(cfg):
-        launch(cfg, *sets[i[0] % k])
-        i[0] += 1
-
-    return run
 
 
 def _autograd(bwd):

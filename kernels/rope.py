@@ -33,7 +33,7 @@ import triton.language as tl
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
-from .timing import tuned, tuned_cached
+from .timing import rotated, tuned, tuned_cached
 
 
 @triton.jit
@@ -184,6 +184,9 @@ def head_candidates(HQ: int, HK: int, half: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+TUNE_MIN_TOKENS = 1024  # below, the per-token launch takes warps_for's default untimed
+
+
 def split_tokens(T: int, device) -> bool:
     """The head-split launch when one program per token would leave SMs idle."""
     return T < num_sms(device)
@@ -232,7 +235,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     if T == 0:
         return qo, ko
 
-    def launch(nw):
+    def launch(nw, q=q, k=k):  # (q, k): the tuner's rotated copies
         _rope_fwd[(T,)](q, k, qo, ko, cos, sin, positions,
                         q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                         qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
@@ -257,7 +260,8 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
 
         if config is None:
             cands = head_candidates(HQ, HK, half)
-            key = ("rope_heads", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, q.device)
+            key = ("rope_heads", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
+                   q.device)
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
             config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_heads, q.device,
@@ -265,11 +269,14 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
         launch_heads(config)
         return qo, ko
     nw = warps_for(BHQ * BH)
-    if T >= 1024:
-        key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, q.device)
-        # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice
-        nw = (tuned_cached(key) or nw) if in_place else tuned(key, tuple(dict.fromkeys((nw, 2, 4, 8))), launch,
-                                                               q.device)
+    if T >= TUNE_MIN_TOKENS:
+        key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
+               q.device)
+        # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
+        # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
+        # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
+        nw = (tuned_cached(key) or nw) if in_place else tuned(key, tuple(dict.fromkeys((nw, 2, 4, 8))),
+                                                               rotated(launch, (q, k)), q.device, graph=True)
     launch(nw)
     return qo, ko
 

@@ -121,6 +121,29 @@ def stamp(info: dict) -> dict:
 _TUNED: dict = {}
 
 
+TUNE_ROTATE_BYTES = 160 << 20  # ~3x an H100 / H200 L2: inputs rotated past it while timing
+
+
+def rotated(launch, tensors, rotate_bytes: int = TUNE_ROTATE_BYTES, most: int = 4):
+    """run(cfg) for `tuned(..., graph=True)`: launch(cfg, *inputs) over copies of `tensors`, one
+    set after another (each a program of the tuner's CUDA graph), as many as make ~160 MB, so
+    that inputs which would fit the L2 do not favour one candidate. Tuning on one input set
+    (RMSNorm backward at 4096 x 4096: 64 MB of x and dy), or after do_bench's 256 MB memset (which
+    left ~50 MB of dirty lines for the timed call to write back), picked configurations 1-5 %
+    slower by graph replay over rotated inputs on an H200. A copy is contiguous: `launch` must
+    read the strides of the tensors it is given."""
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    k = max(1, min(most, -(-rotate_bytes // max(1, nbytes))))
+    sets = [tuple(tensors)] + [tuple(t.clone() for t in tensors) for _ in range(k - 1)]
+    i = [0]
+
+    def run(cfg):
+        launch(cfg, *sets[i[0] % k])
+        i[0] += 1
+
+    return run
+
+
 def tuning_enabled(device) -> bool:
     """Configs are timed on a CUDA device unless PROFKIT_TUNE=0; the CPU interpreter takes the
     first (default) candidate."""

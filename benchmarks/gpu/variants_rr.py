@@ -78,6 +78,9 @@ def main():
                   f"{pct:5.1f} % copy  {names[0]} is {med / base:.3f}x faster", flush=True)
         out["shapes"][shape] = rows
         del state, states, fns
+    out["tuned"] = tuned_choices()  # each launcher's pick in this process, with its candidates' times
+    for key, v in out["tuned"].items():
+        print(f"tuned {key}: {v}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"variants_rr_{args.op}.json"), "w") as f:
         json.dump(out, f, indent=1, default=str)

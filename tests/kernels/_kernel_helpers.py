@@ -24,13 +24,14 @@ def grads64(ref_fn, inputs, dy):
 
 
 class LaunchSpy:
-    """Stands in for a @triton.jit kernel in its module (monkeypatch.setattr): records the grid
-    and the keyword arguments (constexprs, num_warps) of each launch, then launches the real
-    kernel."""
+    """Stands in for a @triton.jit kernel in its module (monkeypatch.setattr): records the grid,
+    the positional arguments and the keyword arguments (constexprs, num_warps) of each launch,
+    then launches the real kernel."""
 
     def __init__(self, kernel):
         self.kernel = kernel
         self.grids = []
+        self.args = []
         self.kwargs = []
 
     def __getitem__(self, grid):
@@ -38,6 +39,7 @@ class LaunchSpy:
         launch = self.kernel[grid]
 
         def call(*args, **kwargs):
+            self.args.append(args)
             self.kwargs.append(kwargs)
             return launch(*args, **kwargs)
 

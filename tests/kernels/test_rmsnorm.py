@@ -3,6 +3,7 @@ import torch
 
 from _kernel_helpers import check, grads64, nan_like, randn, spy
 from profkit.kernels import rmsnorm as K
+from profkit.kernels.timing import rotated
 
 
 @pytest.mark.parametrize("n", [128, 200, 3584])
@@ -122,18 +123,24 @@ def test_dw_missing_a_partial_is_caught():
     check((dy * xhat).sum(0), gw, "fp32", "dw", grad=True)
 
 
-def test_tuner_rotates_input_copies_past_the_l2(monkeypatch):
-    """rmsnorm_bwd's tuner times candidates over copies of x and dy (~160 MB together), one set
-    after another, so 4096 x 4096 inputs (64 MB) cannot sit in the L2 for every timed call."""
-    monkeypatch.setattr(K, "TUNE_ROTATE_BYTES", 3 * 2 * 4 * 10 * 8)  # 3 sets of a 10 x 8 fp32 pair
-    x, dy, rstd = randn(10, 8), randn(10, 8), torch.empty(10)
+def test_tuner_rotates_input_copies_past_the_l2():
+    """timing.rotated (rmsnorm_bwd's and RoPE's tuners) times candidates over copies of the inputs
+    (~160 MB together), one set after another, so 4096 x 4096 inputs (64 MB of x and dy) cannot
+    sit in the L2 for every timed call."""
+    x, dy = randn(10, 8), randn(10, 8)
     seen = []
-    run = K._rotated(lambda cfg, xx, dd, rr: seen.append((cfg, xx.data_ptr(), dd.data_ptr())), x, dy, rstd)
+    run = rotated(lambda cfg, xx, dd: seen.append((cfg, xx.data_ptr(), dd.data_ptr())), (x, dy),
+                  rotate_bytes=3 * 2 * 4 * 10 * 8)  # 3 sets of a 10 x 8 fp32 pair
     for _ in range(7):
         run("c")
     ptrs = [p[1:] for p in seen]
     assert len(set(ptrs)) == 3 and ptrs[:3] == ptrs[3:6] and ptrs[6] == ptrs[0]
     assert ptrs[0] == (x.data_ptr(), dy.data_ptr())
+    few = []
+    run = rotated(lambda cfg, xx: few.append(xx.data_ptr()), (x,), rotate_bytes=10**12)
+    for _ in range(10):
+        run("c")
+    assert len(set(few)) == 4  # at most 4 sets, however small the inputs
 
 
 @pytest.mark.parametrize("evict", [True, False], ids=["hints", "no_hints"])

@@ -142,3 +142,36 @@ def test_rope_tables_in_the_model_dtype(interleaved):
     s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
     assert s["cos"].dtype == torch.bfloat16 and s["cos32"].dtype == torch.float32
     assert K.WORKLOAD.check(s, "triton_r10", K.WORKLOAD.variants["triton_r10"](s), "bf16").ok
+
+
+def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
+    """At >= TUNE_MIN_TOKENS (1024) tokens the per-token launch's num_warps is timed by CUDA-graph replay over q/k
+    copies rotated past the L2 (by do_bench the launcher's host time decided), once per table
+    dtype and program order; an in-place call takes the out-of-place call's pick and times nothing."""
+    calls = []
+
+    def fake_tuned(key, cands, run, device, **kw):
+        calls.append((key, cands, kw))
+        n = len(kernels["_rope_fwd"].args)
+        for _ in range(5):
+            run(cands[0])
+        rotated = {a[0].data_ptr() for a in kernels["_rope_fwd"].args[n:]}  # q as launched
+        assert len(rotated) == 4 and q.data_ptr() in rotated  # q and 3 copies (tiny inputs: the most)
+        return cands[-1]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    monkeypatch.setattr(K, "tuned_cached", lambda key: next((c[1][-1] for c in calls if c[0] == key), None))
+    kernels = spy(monkeypatch, K, "_rope_fwd")
+    monkeypatch.setattr(K, "TUNE_MIN_TOKENS", 16)  # 1024 in use: a CPU-sized stand-in
+    T = 16
+    q, k, pos = randn(T, 2, 8), randn(T, 1, 8), torch.arange(T)
+    for dt in (torch.float32, torch.bfloat16):
+        cos, sin = K.rope_cache(T, 8, dtype=dt)
+        qo, ko = K.rope(q, k, cos, sin, pos, split=False)
+        check(qo, K.rope_reference(q, k, cos, sin, pos)[0], "fp32" if dt == torch.float32 else "bf16")
+    assert len(calls) == 2 and calls[0][0] != calls[1][0]  # the table dtype is part of the key
+    assert {c[0][-2] for c in calls} == {torch.float32, torch.bfloat16}
+    assert all(kw == {"graph": True} for _, _, kw in calls)
+    assert kernels["_rope_fwd"].kwargs[-1]["num_warps"] == calls[-1][1][-1]
+    K.rope(q, k, cos, sin, pos, split=False, q_out=q, k_out=k)  # in place: no timing, the cached pick
+    assert len(calls) == 2 and kernels["_rope_fwd"].kwargs[-1]["num_warps"] == calls[-1][1][-1]
