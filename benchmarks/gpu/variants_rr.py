@@ -28,6 +28,7 @@ def main():
         rotating,
         stamp,
         timer,
+        tuned_choices,
     )
 
     ap = argparse.ArgumentParser()
