@@ -131,13 +131,17 @@ def rotated(launch, tensors, rotate_bytes: int = TUNE_ROTATE_BYTES, most: int = 
     (RMSNorm backward at 4096 x 4096: 64 MB of x and dy), or after do_bench's 256 MB memset (which
     left ~50 MB of dirty lines for the timed call to write back), picked configurations 1-5 %
     slower by graph replay over rotated inputs on an H200. A copy is contiguous: `launch` must
-    read the strides of the tensors it is given."""
+    read the strides of the tensors it is given. The copies are made at the first run, not
+    here: a launcher builds this on every call and the tuner runs it only once per key (made
+    eagerly, they cost RoPE at 4096 tokens 4x its time on every call)."""
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     k = max(1, min(most, -(-rotate_bytes // max(1, nbytes))))
-    sets = [tuple(tensors)] + [tuple(t.clone() for t in tensors) for _ in range(k - 1)]
+    sets = [tuple(tensors)]
     i = [0]
 
     def run(cfg):
+        if len(sets) < k:
+            sets.extend(tuple(t.clone() for t in tensors) for _ in range(k - 1))
         launch(cfg, *sets[i[0] % k])
         i[0] += 1
 

@@ -175,3 +175,19 @@ def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
     assert kernels["_rope_fwd"].kwargs[-1]["num_warps"] == calls[-1][1][-1]
     K.rope(q, k, cos, sin, pos, split=False, q_out=q, k_out=k)  # in place: no timing, the cached pick
     assert len(calls) == 2 and kernels["_rope_fwd"].kwargs[-1]["num_warps"] == calls[-1][1][-1]
+
+
+def test_a_tuned_call_copies_nothing(monkeypatch):
+    """Once the pick is cached a call launches the kernel and nothing else: the tuner's rotated
+    copies are made only when it times (made on every call, they cost 4x the kernel at 4096 tokens)."""
+    monkeypatch.setattr(K, "TUNE_MIN_TOKENS", 16)
+    monkeypatch.setattr(K, "tuned", lambda key, cands, run, device, **kw: cands[0])  # cached: run never called
+    clones = []
+    real = torch.Tensor.clone
+    monkeypatch.setattr(torch.Tensor, "clone", lambda self, *a, **kw: clones.append(1) or real(self, *a, **kw))
+    T = 16
+    q, k, pos = randn(T, 2, 8), randn(T, 1, 8), torch.arange(T)
+    cos, sin = K.rope_cache(T, 8)
+    qo, ko = K.rope(q, k, cos, sin, pos, split=False)
+    check(qo, K.rope_reference(q, k, cos, sin, pos)[0], "fp32")
+    assert clones == []
