@@ -27,7 +27,7 @@ rp2)
   # the picks' stability shows, then kernels.py's rows and the pairs of the final code at three shapes
   for i in 1 2; do
     timeout 200 python3 $R/benchmarks/gpu/variants_rr.py --op rope --variants triton,triton_fp32tab,triton_r10,liger,compile \
-      --shapes llama8b-t4096,qwen7b-t4096,llama8b-t32768 --rounds 7 --out $O/r11/rr$i 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r11/rope_rr2_$i.log | grep -v "^tuned"
+      --shapes llama8b-t4096,qwen7b-t4096,llama8b-t32768 --rounds 5 --out $O/r11/rr$i 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r11/rope_rr2_$i.log | grep -v "^tuned"
     grep "^tuned ('rope'" $O/r11/rope_rr2_$i.log | sed -E "s/device\(type='cuda', index=0\)//; s/torch\.//g" | cut -c1-200
   done
   timeout 200 python3 $R/benchmarks/kernels.py --graph --ops rope --variants compile,triton,triton_fp32tab,triton_r10,liger --out $O/r11/rope_kernels2 > $O/r11/rope_kernels2.log 2>&1
