@@ -88,9 +88,13 @@ def workdir(prefix: str = "work"):
         raise ProfkitError(f"{base}: not a folder of this user; set TMPDIR to a private folder")
     clean_stale()
     folder = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=base))
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    # the lock file appears under its name only once locked: a profkit starting beside this one
+    # must never find it unlocked (it would take the folder for a dead process's and remove it;
+    # parallel ingests hit that window). Until the rename the folder is young, which counts as owned.
+    fd = os.open(folder / (LOCK + ".new"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(folder / (LOCK + ".new"), folder / LOCK)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)

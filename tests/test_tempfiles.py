@@ -97,6 +97,28 @@ def test_a_live_process_keeps_its_folder(scratch):
     assert not mine.exists()
 
 
+def test_a_folder_being_made_is_never_taken(scratch, monkeypatch):
+    """Another profkit cleaning up at the moment this one locks its new folder (parallel ingests
+    start together) must not take the folder: its lock file becomes visible only once locked.
+    Before, the lock file was created and then locked, and a clean_stale in that window found it
+    unlocked and removed the folder (CI: FileNotFoundError in a parallel ingest)."""
+    real = tempfiles.fcntl.flock
+    raced = []
+
+    def flock(fd, op):
+        if op == tempfiles.fcntl.LOCK_EX and not raced:  # the creator, about to lock its new folder
+            raced.append(tempfiles.clean_stale())  # what another process would see right now
+        return real(fd, op)
+
+    monkeypatch.setattr(tempfiles.fcntl, "flock", flock)
+    with tempfiles.workdir("ncu") as mine:
+        assert raced == [[]] and mine.exists() and (mine / tempfiles.LOCK).exists()
+        child = subprocess.run([sys.executable, "-c", "from profkit import tempfiles; print(tempfiles.clean_stale())"],
+                               capture_output=True, text=True, env=dict(os.environ))
+        assert child.stdout.strip() == "[]" and mine.exists()  # locked, as before
+    assert not mine.exists()
+
+
 def test_scratch_root_of_someone_else_is_refused(scratch):
     """A shared /tmp: a profkit-<uid> folder made by another user (or a symlink) is not used."""
     from profkit.errors import ProfkitError
