@@ -77,24 +77,36 @@ def rope_lanes(HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
 
 
 @triton.jit
-def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr):
-    """Heads [0, H) of one token, the two rotated halves, in the input dtype (and their mask)."""
+def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr, STREAM: tl.constexpr = False):
+    """Heads [0, H) of one token, the two rotated halves, in the input dtype (and their mask).
+    STREAM: read evict-first (each line is read once)."""
     h = tl.arange(0, BLOCK_H)
     m = (h < H)[:, None] & dmask[None, :]
-    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0)
-    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0)
+    if STREAM:
+        xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+        xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+    else:
+        xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0)
+        xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0)
     return xa, xb, m
 
 
 @triton.jit
-def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr):
+def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr, STREAM: tl.constexpr = False):
+    """STREAM: streaming stores (.cs: written once, not read back here)."""
     h = tl.arange(0, BLOCK_H)
     xa = xa.to(tl.float32)
     xb = xb.to(tl.float32)
     c = cos[None, :]
     s = sin[None, :]
-    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
-    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+    if STREAM:
+        tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m,
+                 cache_modifier=".cs")
+        tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m,
+                 cache_modifier=".cs")
+    else:
+        tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
+        tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -109,7 +121,7 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
               HQ, HK, HALF, PASS,
               INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
               BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr):
+              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr, STREAM: tl.constexpr = False):
     t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
     if LOADS_FIRST:
         # round 11: every load of the token before any store. In program order the k loads come
@@ -117,11 +129,11 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
         # program waited on memory three times in a row (position -> cos/sin, q, k); here the q
         # and k loads and the position are in flight together.
         d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
-        qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ)
-        ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK)
+        qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ, STREAM)
+        ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK, STREAM)
         cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
-        _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ)
-        _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK)
+        _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ, STREAM)
+        _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK, STREAM)
     else:
         cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
         _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
@@ -219,12 +231,15 @@ def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
 
 
 def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None, split: bool | None = None, config=None, loads_first: bool = True):
+         q_out=None, k_out=None, split: bool | None = None, config=None, loads_first: bool = True,
+         stream: bool = False):
     """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place.
     split: the head-split launch (True), one program per token (False), None: by the token
     count (split_tokens). config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0:
     one program per token with num_warps), else picked per shape on the GPU. loads_first=False:
-    the per-token program as it was before round 11 (q rotated and stored before k is read)."""
+    the per-token program as it was before round 11 (q rotated and stored before k is read).
+    stream: the per-token program reads q/k evict-first and stores streaming (.cs) (round 12's
+    probe, variant ``triton_stream``)."""
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -241,7 +256,8 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                         qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
                         HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
                         BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
-                        BLOCK_PASS=triton.next_power_of_2(max(P, 1)), LOADS_FIRST=loads_first, num_warps=nw)
+                        BLOCK_PASS=triton.next_power_of_2(max(P, 1)), LOADS_FIRST=loads_first, STREAM=stream,
+                        num_warps=nw)
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
     if split is None:
@@ -271,7 +287,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     nw = warps_for(BHQ * BH)
     if T >= TUNE_MIN_TOKENS:
         key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
-               q.device)
+               q.device) + (("stream",) if stream else ())
         # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
         # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
         # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
@@ -394,6 +410,9 @@ _VARIANTS = {
     # before round 11: the per-token program read k only after storing q, fp32 tables
     "triton_r10": lambda s: rope(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"], s["interleaved"],
                                  loads_first=False),
+    # round 12's probe: q/k read evict-first, the outputs stored streaming (.cs)
+    "triton_stream": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
+                                    stream=True),
     "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
                                 s["interleaved"]),
 }

@@ -34,6 +34,11 @@ global memory and every program writes its chunk: one read, one write (measured 
 benchmarks/results/kernels.md, "Round 8"). The tuner weighs v4's launches against v3's; under
 the interpreter only one program a row can run (programs run one after another there), so the
 tests run v4 with rows of one chunk.
+Round 12 (round 11's launches kept as ``softmax_r11``, variant ``triton_r11``): v4's launches with
+an L2 bulk prefetch of the chunk 1-2 rows ahead among the tuner's candidates (``triton_pf`` alone:
+bytes in flight beyond the registers, the H100's gain), and the exponentials as exp2 with the
+log2(e) scale fused (4 instructions an element fewer: the H200's gain). Measured in
+benchmarks/results/kernels.md, "Round 12"; the rejected third change is ``triton_full``.
 """
 from __future__ import annotations
 
@@ -178,15 +183,59 @@ def _launch_split(x2, y2, cfg):
 
 
 @triton.jit
-def _publish(x, row, c, R, WS, KP: tl.constexpr):
+def _prefetch_l2(ptr, nbytes):
+    """Ask the copy engine (TMA) to bring [ptr, ptr + nbytes) into the L2: one thread of the
+    program issues one bulk prefetch (sm_90+, ptr and nbytes multiples of 16). Nothing lands in
+    registers, so bytes can be in flight beyond what a program holds (round 12)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_chunk(X, row, sx, c, R, N, BLOCK: tl.constexpr, ESIZE: tl.constexpr):
+    """Prefetch program c's chunk of `row` into the L2 (nothing past the last row or column)."""
+    n = tl.minimum(N - c * BLOCK, BLOCK)
+    if (row < R) & (n > 0):
+        _prefetch_l2(X + row * sx + c * BLOCK, (n * ESIZE) // 16 * 16)
+
+
+@triton.jit
+def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr, FULL: tl.constexpr):
+    """Program c's chunk of `row`, read evict-first. A row past the last: nothing (-inf), or with
+    FULL the last row again (read, never published: its partial is skipped). FULL (round 12,
+    rejected): the K - 1 programs whose chunk lies inside the row load without a mask (a masked
+    load first sets every register it may leave untouched to -inf: 16 instructions a step of 32
+    elements); measured 0.82-0.88x on the H200 (ncu pairs r12-h200c): the load in a branch."""
+    if FULL:
+        r = tl.minimum(row, R - 1)
+        if c < K - 1:
+            x = tl.load(X + r * sx + cols, eviction_policy="evict_first")
+        else:
+            x = tl.load(X + r * sx + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_first")
+    else:
+        x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
+                    eviction_policy="evict_first")
+    return x
+
+
+@triton.jit
+def _publish(x, row, c, R, WS, KP: tl.constexpr, EXP2: tl.constexpr = 0):
     """This program's chunk x of `row`: its (max, sum of exp(x - max)) as one 64-bit word in the
     row's slot c (the slots start at -1, a pattern no pair of floats computed here has: a reader
     sees both or neither, so waiting for the partners and reading their partials are one load).
-    Returns (max, exp(x - max)): held, in fp32 registers, until the row is combined."""
+    Returns (max, exp(x - max)): held, in fp32 registers, until the row is combined.
+    EXP2 (round 12): exp(x - m) as exp2(x log2e - m log2e), one FFMA and ex2.approx.ftz a
+    element; tl.exp lowers to the non-ftz ex2.approx with its subnormal range fix (FSETP and
+    three FMUL) and a separate subtract: 4 instructions an element fewer (sm_90 SASS)."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
-    e = tl.exp(xf - m_safe)
+    if EXP2:
+        e = tl.exp2(xf * 1.4426950408889634 - m_safe * 1.4426950408889634)
+    else:
+        e = tl.exp(xf - m_safe)
     s = tl.sum(e, axis=0)
     if row < R:
         word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
@@ -213,7 +262,7 @@ def _finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr
 
 @triton.jit
 def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
-                      LAG: tl.constexpr = 0):
+                      LAG: tl.constexpr = 0, PF: tl.constexpr = 0, EXP2: tl.constexpr = 0, FULL: tl.constexpr = 0):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
     BLOCK columns each, held in registers: each publishes its chunk's partial (_publish), waits
     for the other K - 1 and writes its chunk (_finish). Group g walks rows g, g + NGROUP, ...
@@ -227,15 +276,20 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     L2 round trips a row (the first build; 6-23 % slower with several programs per SM); two rows
     ahead in flight (no gain); exp(x - m) recomputed after the wait (e6b3a1b: 6-24 % slower on the
     H200); no row ahead (ae96052: 2-18 % slower). Triton's pipeliner (tl.range num_stages) leaves
-    this loop alone: the wait is a loop inside it."""
+    this loop alone: the wait is a loop inside it.
+    PF > 0 (round 12): the chunk PF rows beyond the one loading into registers is prefetched into
+    the L2 (_prefetch_l2), so more bytes are in flight than registers hold; the loads then hit
+    the L2."""
     pid = tl.program_id(0).to(tl.int64)
     g64 = pid // K
     c = pid % K
     cols = c * BLOCK + tl.arange(0, BLOCK)
     mk = cols < N
     kk = tl.arange(0, KP)
-    x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
-                eviction_policy="evict_first")  # a group past the last row loads nothing
+    ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
+    for j in tl.static_range(2, PF + 2):  # rows g + 2 NGROUP ... g + (PF + 1) NGROUP: the in-loop prefetch's lead
+        _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
+    x = _load_chunk(X, g64, sx, cols, c, R, N, K, FULL)
     if LAG == 1:
         m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
         e_prev = tl.zeros([BLOCK], dtype=tl.float32)
@@ -246,9 +300,10 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
             prev_at = tl.maximum(prev, 0)
             p = tl.load(WS + prev_at * KP + kk, mask=kk < tl.where(live, K, 0), other=0, volatile=True)
             nxt = row + NGROUP
-            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
-                             eviction_policy="evict_first")
-            m, e = _publish(x, row, c, R, WS, KP)
+            if PF > 0:
+                _prefetch_chunk(X, nxt + PF * NGROUP, sx, c, R, N, BLOCK, ES)
+            x_next = _load_chunk(X, nxt, sx, cols, c, R, N, K, FULL)
+            m, e = _publish(x, row, c, R, WS, KP, EXP2)
             if live:
                 _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP)
             m_prev = m
@@ -258,10 +313,11 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
         for i in range(0, R, NGROUP):
             row = g64 + i
             nxt = row + NGROUP
-            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
-                             eviction_policy="evict_first")
+            if PF > 0:
+                _prefetch_chunk(X, nxt + PF * NGROUP, sx, c, R, N, BLOCK, ES)
+            x_next = _load_chunk(X, nxt, sx, cols, c, R, N, K, FULL)
             if row < R:  # the same for the K programs of a group: all wait, or none
-                m, e = _publish(x, row, c, R, WS, KP)
+                m, e = _publish(x, row, c, R, WS, KP, EXP2)
                 p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
                 _finish(p, row, m, e, cols, mk, WS, Y, sy, K, KP)
             x = x_next
@@ -276,25 +332,58 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
 GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048, 8, 4), ("group", 2048, 12, 2),
                     ("group", 2048, 10, 2), ("group", 8192, 2, 8), ("group", 32768, 1, 32),
                     ("group_lag", 4096, 4, 4), ("group_lag", 2048, 8, 2), ("group_lag", 8192, 2, 8),
-                    ("group_lag", 2048, 8, 4), ("group_lag", 2048, 6, 4), ("group_lag", 4096, 3, 4)]
+                    ("group_lag", 2048, 8, 4), ("group_lag", 2048, 6, 4), ("group_lag", 4096, 3, 4),
+                    ("group_lag", 4096, 3, 8)]  # round 12: 8 warps on 4096 columns, 24 warps an SM
+# round 12: the strongest of those with the L2 prefetch 1 or 2 rows ahead of the register load
+# (kind + "_pf<n>"); on a GPU before Hopper they raise and the tuner skips them.
+GROUP_CANDIDATES += [(f"{kind}_pf{pf}", *rest) for pf in (1, 2)
+                     for kind, *rest in (("group_lag", 4096, 4, 4), ("group_lag", 8192, 2, 8), ("group_lag", 2048, 8, 2),
+                                         ("group", 8192, 3, 8), ("group", 4096, 6, 4), ("group", 2048, 12, 2),
+                                         ("group_lag", 4096, 3, 8))]
 
 
-def _launch_group(x2, y2, cfg):
-    """One row-group launch: cfg ("group" or "group_lag", BLOCK, programs per SM, num_warps)."""
+def group_kind(kind: str) -> tuple[int, int]:
+    """(LAG, PF) of a row-group kind: "group" / "group_lag", "_pf<n>" appended for an L2
+    prefetch n rows ahead (round 12)."""
+    base, sep, pf = kind.partition("_pf")
+    if base not in ("group", "group_lag") or (sep and not pf.isdigit()):
+        raise ValueError(f"not a row-group softmax kind: {kind!r}")
+    return int(base == "group_lag"), int(pf or 0)
+
+
+def prefetch_ok(x2) -> bool:
+    """The L2 bulk prefetch: a Hopper or newer GPU (not the interpreter), rows starting on
+    16-byte boundaries."""
+    import torch
+
+    from ._numerics import interpreting
+
+    return (not interpreting() and x2.is_cuda and torch.cuda.get_device_capability(x2.device)[0] >= 9
+            and x2.data_ptr() % 16 == 0 and (x2.stride(0) * x2.element_size()) % 16 == 0)
+
+
+def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
+    """One row-group launch: cfg (kind, BLOCK, programs per SM, num_warps), kind one of
+    group_kind's; exp2: the partials' exponentials as exp2 with the scale fused; full: the chunks
+    inside the row loaded without a mask (both round 12; full rejected)."""
     import torch
 
     from ._numerics import interpreting
 
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
+    lag, pf = group_kind(kind)
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
+    if pf and not prefetch_ok(x2):
+        raise ValueError("the L2 prefetch needs a Hopper or newer GPU and rows on 16-byte boundaries")
     ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
     kp = triton.next_power_of_2(k)
     ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
     _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
-                                     LAG=int(kind == "group_lag"), num_warps=nw, launch_cooperative_grid=True)
+                                     LAG=lag, PF=pf, EXP2=int(exp2), FULL=int(full), num_warps=nw,
+                                     launch_cooperative_grid=True)
 
 
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
@@ -314,7 +403,8 @@ def _prep(x, out):
 
 
 def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
-            group: bool = True, evict: tuple[bool, ...] = (True, False)):
+            group: bool = True, evict: tuple[bool, ...] = (True, False), prefetch: bool = True,
+            exp2: bool = True, full: bool = False):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps[, EVICT]) for rows held whole, (programs per SM, chunk, num_warps) for
     the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
@@ -322,7 +412,11 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     split: rows longer than max_single through the split-row kernels (True) or the persistent /
     row-group ones (False); None: by shape (split_rows), or by the config's length. group: the
     row-group kernel among the tuner's candidates (False: v3's launches only). evict: the
-    EVICT values the tuner weighs for rows held whole (round 9; (True,): round 8's launch)."""
+    EVICT values the tuner weighs for rows held whole (round 9; (True,): round 8's launch).
+    prefetch: the row-group launches with the L2 prefetch among them (round 12; False: round
+    11's candidates). exp2: the row-group kernel's exponentials as exp2 with the log2(e) scale
+    fused (round 12; False: round 11's tl.exp). full: its chunks inside the row loaded without a
+    mask (round 12, rejected: 0.82-0.88x on the H200; variant triton_full)."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -348,8 +442,8 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     sms = num_sms(x.device)
 
     def launch_online(cfg):
-        if cfg[0] in ("group", "group_lag"):
-            _launch_group(x2, y2, cfg)
+        if isinstance(cfg[0], str):
+            _launch_group(x2, y2, cfg, exp2=exp2, full=full)
             return
         per_sm, chunk, nw = cfg
         P = max(1, min(R, per_sm * sms))
@@ -358,11 +452,32 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     if config is None:
         # the persistent kernel stays the default (it runs anywhere, the interpreter included)
         # and a candidate: the tuner takes the row-group kernel only where it is faster
-        key = ("softmax_online" if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype, x.device)
-        config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(
-            key, ONLINE_CANDIDATES + (GROUP_CANDIDATES if group else []), launch_online, x.device)
+        groups = [c for c in GROUP_CANDIDATES if prefetch or not group_kind(c[0])[1]] if group else []
+        flags = (prefetch, exp2, full)  # round 12's changes, in order; each stage's picks under a key of its own
+        rnd = {(True, True, False): "", (False, False, False): "_r11", (True, False, False): "_pf",
+               (True, True, True): "_full"}.get(flags, "_" + "".join(str(int(f)) for f in flags))
+        key = ("softmax_online" + rnd if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype,
+               x.device)
+        config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(key, ONLINE_CANDIDATES + groups, launch_online,
+                                                                      x.device)
     launch_online(config)
     return y
+
+
+def softmax_r11(x, out=None):
+    """Round 11's launches: the row-group kernel without the L2 prefetch, with tl.exp, every load
+    masked (before of round 12)."""
+    return softmax(x, out=out, prefetch=False, exp2=False, full=False)
+
+
+def softmax_pf(x, out=None):
+    """Round 12's first change alone: the L2 prefetch among the row-group launches."""
+    return softmax(x, out=out, exp2=False, full=False)
+
+
+def softmax_full(x, out=None):
+    """Round 12's third change, rejected: the chunks inside the row loaded without a mask."""
+    return softmax(x, out=out, full=True)
 
 
 def softmax_rowprog(x, out=None):
@@ -443,6 +558,9 @@ _VARIANTS = {
     "eager": lambda s: softmax_eager(s["x"]),
     "compile": lambda s: compiled("softmax", softmax_eager)(s["x"]),
     "triton": lambda s: softmax(s["x"]),
+    "triton_r11": lambda s: softmax_r11(s["x"]),  # round 11: no L2 prefetch, tl.exp in the row-group kernel
+    "triton_pf": lambda s: softmax_pf(s["x"]),  # round 12's L2 prefetch alone (tl.exp)
+    "triton_full": lambda s: softmax_full(s["x"]),  # round 12's rejected third change (unmasked inner chunks)
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
     "triton_evict": lambda s: softmax_evict(s["x"]),  # round 8: rows held whole read evict-first

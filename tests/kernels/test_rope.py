@@ -144,6 +144,25 @@ def test_rope_tables_in_the_model_dtype(interleaved):
     assert K.WORKLOAD.check(s, "triton_r10", K.WORKLOAD.variants["triton_r10"](s), "bf16").ok
 
 
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_rope_stream_hints_keep_the_result(interleaved, monkeypatch):
+    """Round 12's probe (q/k read evict-first, outputs stored .cs) is the per-token program with
+    cache hints only: the same rotation, partial rotary's pass-through included."""
+    T, hq, hk, d, rd = 6, 4, 2, 32, 16
+    q, k = randn(T, hq, d, dtype="bf16", scale=30.0), randn(T, hk, d, dtype="bf16")
+    cos, sin = K.rope_cache(64, rd, dtype=torch.bfloat16)
+    pos = torch.tensor([63, 0, 5, 31, 2, 9])
+    launches = spy(monkeypatch, K, "_rope_fwd")["_rope_fwd"]
+    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), split=False,
+                    stream=True)
+    assert [kw["STREAM"] for kw in launches.kwargs] == [True]
+    qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
+    check(qo, qr, "bf16", "q")
+    check(ko, kr, "bf16", "k")
+    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
+    assert K.WORKLOAD.check(s, "triton_stream", K.WORKLOAD.variants["triton_stream"](s), "bf16").ok
+
+
 def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
     """At >= TUNE_MIN_TOKENS (1024) tokens the per-token launch's num_warps is timed by CUDA-graph replay over q/k
     copies rotated past the L2 (by do_bench the launcher's host time decided), once per table

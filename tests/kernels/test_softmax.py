@@ -1,8 +1,17 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import softmax as K
+from profkit.kernels.softmax import _load_chunk
 
 
 @pytest.mark.parametrize("n", [100, 3000])
@@ -163,9 +172,10 @@ def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
 # the whole row): the partial's publish, wait and combine all run, the cross-program meeting only
 # on the GPU (benchmarks/gpu/softmax_group.py checks every launch candidate there in float64).
 
+@pytest.mark.parametrize("exp2, full", [(True, False), (False, False), (True, True)], ids=["r12", "r11", "full"])
 @pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4), ("group_lag", 8192, 1, 4),
                                     ("group_lag", 8192, 3, 4)], ids=str)
-def test_row_group(dtype, config):
+def test_row_group(dtype, config, exp2, full):
     """More rows than groups (each group walks several, the next row loading; the late finish
     one row behind), a row of -inf but one late logit, a row starting with -inf, a row whose max
     is last; the rows a strided view whose padding holds large logits (a read past a row's end
@@ -191,15 +201,15 @@ def test_row_group(dtype, config):
     y = nan_like(x)
     try:
         K._softmax_rowgroup = Spy()
-        K._launch_group(x, y, config)
+        K._launch_group(x, y, config, exp2=exp2, full=full)
     finally:
         K._softmax_rowgroup = real
     check(y, K.softmax_reference(x), dtype, f"group {config}")
     ((grid, kw),) = launches
     assert grid == (min(11, config[2] * K.num_sms("cpu")),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
-    assert kw["LAG"] == (config[0] == "group_lag")
+    assert kw["LAG"] == (config[0] == "group_lag") and kw["PF"] == 0 and kw["EXP2"] == exp2 and kw["FULL"] == full
     y2 = nan_like(x)
-    K._launch_group(x, y2, config)
+    K._launch_group(x, y2, config, exp2=exp2, full=full)
     assert torch.equal(y, y2)  # deterministic
 
 
@@ -235,10 +245,99 @@ def test_tuner_weighs_row_groups_unless_asked_for_v3(monkeypatch):
 
     monkeypatch.setattr(K, "tuned", fake_tuned)
     x = randn(256, 16400, dtype="bf16", scale=4.0)  # 4.2 M elements: tuned, not the small-shape default
-    for fn in (K.softmax, K.softmax_twopass):
+    for fn in (K.softmax, K.softmax_twopass, K.softmax_r11, K.softmax_pf, K.softmax_full):
         check(fn(x), K.softmax_reference(x), "bf16")
-    (k1, c1), (k2, c2) = seen
+    (k1, c1), (k2, c2), (k3, c3), (k4, c4), (k5, c5) = seen
     assert k1 == "softmax_online" and c1 == K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
     assert k2 == "softmax_online_v3" and c2 == K.ONLINE_CANDIDATES
-    assert all(c[0] in ("group", "group_lag") and len(c) == 4 for c in K.GROUP_CANDIDATES)
-    assert {"triton_twopass", "triton_rowprog", "triton"} <= set(K.WORKLOAD.variants)
+    # round 11's launches: the row groups without the L2 prefetch, under a key of their own
+    pf = [c for c in K.GROUP_CANDIDATES if K.group_kind(c[0])[1]]
+    assert k3 == "softmax_online_r11" and c3 == K.ONLINE_CANDIDATES + [c for c in K.GROUP_CANDIDATES if c not in pf]
+    assert k4 == "softmax_online_pf" and c4 == c1  # the prefetch alone: its own key (tl.exp in the kernel)
+    assert k5 == "softmax_online_full" and c5 == c1
+    assert {K.group_kind(c[0])[1] for c in pf} == {1, 2} and len(pf) == 14
+    assert all(len(c) == 4 and K.group_kind(c[0]) for c in K.GROUP_CANDIDATES)
+    assert {"triton_twopass", "triton_rowprog", "triton", "triton_r11", "triton_pf", "triton_full"} <= set(
+        K.WORKLOAD.variants)
+
+
+@pytest.mark.parametrize("kind, lag_pf", [("group", (0, 0)), ("group_lag", (1, 0)), ("group_pf1", (0, 1)),
+                                          ("group_lag_pf2", (1, 2))])
+def test_group_kind(kind, lag_pf):
+    assert K.group_kind(kind) == lag_pf
+
+
+@pytest.mark.parametrize("kind", ["groups", "group_lag_pfx", "group_pf", "lag"])
+def test_group_kind_refuses(kind):
+    with pytest.raises(ValueError, match="not a row-group softmax kind"):
+        K.group_kind(kind)
+
+
+@triton.jit
+def _load_chunk_probe(X, OUT, row, sx, R, N, K: tl.constexpr, BLOCK: tl.constexpr, FULL: tl.constexpr):
+    c = tl.program_id(0)
+    x = _load_chunk(X, row, sx, c * BLOCK + tl.arange(0, BLOCK), c, R, N, K, FULL)  # K: the chunks a row
+    tl.store(OUT + c * BLOCK + tl.arange(0, BLOCK), x)
+
+
+@pytest.mark.parametrize("full", [True, False])
+@pytest.mark.parametrize("row", [0, 2, 3, 7])
+def test_load_chunk(full, row):
+    """The row-group kernel's chunk load (a row of K = 3 chunks of 8, the last one partial): the
+    first K - 1 chunks whole, the last masked to -inf past the row's end (the next row's large
+    values never show); a row past the last gives -inf, or with FULL (round 12: unmasked loads) the
+    last row again, never a read past the array."""
+    R, N, B = 3, 21, 8
+    x = torch.arange(R * (N + 3), dtype=torch.float32).reshape(R, N + 3) + 100.0
+    out = torch.full((3 * B,), float("nan"))
+    _load_chunk_probe[(3,)](x, out, row, x.stride(0), R, N, K=3, BLOCK=B, FULL=full)
+    want = torch.full((3 * B,), -float("inf"))
+    if row < R or full:
+        want[:N] = x[min(row, R - 1), :N]
+    assert torch.equal(out, want)
+
+
+def test_prefetch_refused_off_hopper():
+    """The L2 bulk prefetch is sm_90+ PTX: on the CPU (and under the interpreter) a prefetching
+    launch is refused in one line (the tuner then skips it), never run without its prefetch."""
+    x = randn(3, 5003)
+    with pytest.raises(ValueError, match="L2 prefetch needs a Hopper"):
+        K._launch_group(x, nan_like(x), ("group_lag_pf1", 8192, 1, 4))
+
+
+def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
+    """The row-group kernel with PF rows of L2 prefetch, compiled for an H100 (sm_90a) without a
+    GPU (in a child process: the tests' TRITON_INTERPRET gives interpreted kernels, which do not
+    compile): the PTX carries the bulk prefetch (one before the loop per row of lead, one a step)
+    and ptxas assembles it; PF 0 carries none. EXP2 1 gives the ftz exp2 an element."""
+    pytest.importorskip("triton")
+    code = textwrap.dedent("""
+        import json, triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from profkit.kernels import softmax as K
+        sig = {"X": "*bf16", "Y": "*bf16", "WS": "*i64", "sx": "i64", "sy": "i64", "R": "i32", "N": "i32",
+               "NGROUP": "i32", "K": "constexpr", "KP": "constexpr", "BLOCK": "constexpr", "LAG": "constexpr",
+               "PF": "constexpr", "EXP2": "constexpr", "FULL": "constexpr"}
+        names = list(sig)
+        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("X", "Y", "WS", "sx", "sy", "N")}
+        counts = {}
+        for pf, exp2 in ((0, 0), (1, 0), (2, 1)):
+            src = ASTSource(fn=K._softmax_rowgroup, signature=sig, attrs=attrs,
+                            constexprs={"K": 32, "KP": 32, "BLOCK": 4096, "LAG": 1, "PF": pf, "EXP2": exp2,
+                                        "FULL": exp2})
+            kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+            assert kern.asm["cubin"]
+            ptx = kern.asm["ptx"]
+            counts[f"{pf}{exp2}"] = [ptx.count("cp.async.bulk.prefetch.L2.global"), ptx.count("ex2.approx.ftz.f32")]
+        print(json.dumps(counts))
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [c[0] for c in counts.values()] == [0, 2, 3]
+    # EXP2: exp2 (ex2.approx.ftz) for every one of a thread's 32 elements; tl.exp: the non-ftz form only
+    assert counts["00"][1] == counts["10"][1] == 0 and counts["21"][1] >= 32
