@@ -16,6 +16,10 @@ rows ahead, exp recomputed, no row ahead, the late finish) ran through this scri
 removed with the probe knobs once the kernel settled: the code at commits 950075c (counter,
 SYNC, DEPTH 2, LAG), e6b3a1b (RECOMPUTE), ae96052 (DEPTH 0); results in benchmarks/results/r8/*p*/.
 
+Round 12: the row-group launches with the L2 prefetch (kinds "*_pf1", "*_pf2") are among the
+candidates, and `triton_r11` (the tuner without them) joins the round-robin; SOFTMAX_GROUPS_ONLY=1
+sweeps the row-group candidates only (v3's persistent launches are known to be slower there).
+
     python3 benchmarks/gpu/softmax_group.py [--rounds 5] [--out DIR] [--shapes a,b]   # -> DIR/softmax_group.json
 """
 import json
@@ -52,7 +56,8 @@ def main():
         ref = K.softmax_reference(x)
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
-        for cfg in K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES:
+        sweep = K.GROUP_CANDIDATES if os.environ.get("SOFTMAX_GROUPS_ONLY") == "1" else K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
+        for cfg in sweep:
             row = {"shape": name, "config": list(cfg), **stamp(hdr)}
             try:
                 K.softmax(x, out=y, config=cfg)
@@ -70,9 +75,10 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
         dst = torch.empty_like(x)
-        fns = {"triton": lambda: w.variants["triton"](s), "triton_twopass": lambda: w.variants["triton_twopass"](s),
+        fns = {"triton": lambda: w.variants["triton"](s), "triton_r11": lambda: w.variants["triton_r11"](s),
+               "triton_twopass": lambda: w.variants["triton_twopass"](s),
                "compile": lambda: w.variants["compile"](s), "copy": lambda: dst.copy_(x)}
-        for v in ("triton", "triton_twopass", "compile"):
+        for v in ("triton", "triton_r11", "triton_twopass", "compile"):
             out = fns[v]()
             torch.cuda.synchronize()
             print(f"   check {name} {v}: rel err {((out.double() - ref).abs().max() / ref.abs().max()).item():.2e}")
@@ -86,10 +92,11 @@ def main():
         summ = {"shape": name, "rr_ms": med, "rr_all": times, "graph_ms": gtimes, "bytes": nbytes,
                 "pct_copy": {v: 100 * med["copy"] / med[v] for v in med},
                 "x_compile": med["compile"] / med["triton"], "x_twopass": med["triton_twopass"] / med["triton"],
+                "x_r11": med["triton_r11"] / med["triton"],
                 **stamp(hdr)}
         rows.append(summ)
         print(f"{name}: " + "  ".join(f"{v} {med[v] * 1e3:.1f} us ({summ['pct_copy'][v]:.0f} % copy)" for v in med)
-              + f"  x compile {summ['x_compile']:.2f}  x v3 {summ['x_twopass']:.2f}", flush=True)
+              + f"  x compile {summ['x_compile']:.2f}  x v3 {summ['x_twopass']:.2f}  x r11 {summ['x_r11']:.3f}", flush=True)
         print(f"   graph: {gtimes}", flush=True)
         del s, x, y, ref, dst
         torch.cuda.empty_cache()
