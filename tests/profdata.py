@@ -28,3 +28,19 @@ def load_runs(root: Path, runs, db_name: str):
     db = str(root / db_name)
     load_profiles(root, db)
     return Store(db)
+
+
+def pair_row(store, run, before, after, verdict, speedup):
+    """profkit compare's row for RUN:BEFORE -> RUN:AFTER of a shipped lab pair, its verdict and
+    speed-up checked (the rounds' pair tables); a supported verdict names its passing reference
+    check."""
+    import pytest
+
+    from profkit.compare import rows
+
+    (r,) = rows(store, f"{run}:{before}", f"{run}:{after}")
+    assert r["verdict"] == verdict, r["why"]
+    assert r["speedup"] == pytest.approx(speedup, abs=0.005)
+    if verdict == "supported":
+        assert "reference check passed" in r["why"] and r["speedup_low"] > 1.0
+    return r
