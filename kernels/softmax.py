@@ -195,10 +195,11 @@ def _prefetch_l2(ptr, nbytes):
 
 @triton.jit
 def _prefetch_chunk(X, row, sx, c, R, N, BLOCK: tl.constexpr, ESIZE: tl.constexpr):
-    """Prefetch program c's chunk of `row` into the L2 (nothing past the last row or column)."""
-    n = tl.minimum(N - c * BLOCK, BLOCK)
-    if (row < R) & (n > 0):
-        _prefetch_l2(X + row * sx + c * BLOCK, (n * ESIZE) // 16 * 16)
+    """Prefetch program c's chunk of `row` into the L2 (nothing past the last row, nor a tail
+    under 16 bytes: the bulk prefetch moves whole 16-byte units, at least one)."""
+    nbytes = (tl.minimum(N - c * BLOCK, BLOCK) * ESIZE) // 16 * 16
+    if (row < R) & (nbytes > 0):
+        _prefetch_l2(X + row * sx + c * BLOCK, nbytes)
 
 
 @triton.jit
