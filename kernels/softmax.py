@@ -42,6 +42,8 @@ benchmarks/results/kernels.md, "Round 12"; the rejected third change is ``triton
 """
 from __future__ import annotations
 
+import re
+
 import triton
 import triton.language as tl
 
@@ -222,34 +224,58 @@ def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr, FULL: tl.constexpr):
 
 
 @triton.jit
-def _publish(x, row, c, R, WS, KP: tl.constexpr, EXP2: tl.constexpr = 0):
+def _combine_partials(m1, s1, m2, s2):
+    """Two (max, sum of exp(x - max)) partials as one (chunks of -inf only: (-inf, 0))."""
+    m = tl.maximum(m1, m2)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    return m, s1 * tl.exp2((m1 - m_safe) * 1.4426950408889634) + s2 * tl.exp2((m2 - m_safe) * 1.4426950408889634)
+
+
+@triton.jit
+def _publish(x, row, c, R, WS, KP: tl.constexpr, EXP2: tl.constexpr = 0, LOCAL: tl.constexpr = 0):
     """This program's chunk x of `row`: its (max, sum of exp(x - max)) as one 64-bit word in the
     row's slot c (the slots start at -1, a pattern no pair of floats computed here has: a reader
     sees both or neither, so waiting for the partners and reading their partials are one load).
     Returns (max, exp(x - max)): held, in fp32 registers, until the row is combined.
     EXP2 (round 12): exp(x - m) as exp2(x log2e - m log2e), one FFMA and ex2.approx.ftz a
     element; tl.exp lowers to the non-ftz ex2.approx with its subnormal range fix (FSETP and
-    three FMUL) and a separate subtract: 4 instructions an element fewer (sm_90 SASS)."""
+    three FMUL) and a separate subtract: 4 instructions an element fewer (sm_90 SASS).
+    LOCAL = the program's thread count (round 13): each thread's exponentials taken against its
+    own elements' max (the chunk viewed as [reps, threads, 16-byte vector], the layout of the
+    load), so they start without waiting for the program-wide max; one cross-thread reduction of
+    (max, sum) pairs instead of two. Returns (each thread's max, exp(x - that max))."""
     xf = x.to(tl.float32)
-    m = tl.max(xf, axis=0)
-    m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
-    if EXP2:
-        e = tl.exp2(xf * 1.4426950408889634 - m_safe * 1.4426950408889634)
+    if LOCAL:
+        V: tl.constexpr = 128 // x.dtype.primitive_bitwidth
+        x3 = tl.reshape(xf, [xf.shape[0] // (LOCAL * V), LOCAL, V])
+        mt = tl.max(tl.max(x3, axis=2), axis=0)
+        mt_safe = tl.where(mt == -float("inf"), 0.0, mt)
+        e = tl.exp2(x3 * 1.4426950408889634 - (mt_safe * 1.4426950408889634)[None, :, None])
+        st = tl.sum(tl.sum(e, axis=2), axis=0)
+        m, s = tl.reduce((mt, st), 0, _combine_partials)
+        m_out = mt
     else:
-        e = tl.exp(xf - m_safe)
-    s = tl.sum(e, axis=0)
+        m = tl.max(xf, axis=0)
+        m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of -inf only sums to 0, not NaN
+        if EXP2:
+            e = tl.exp2(xf * 1.4426950408889634 - m_safe * 1.4426950408889634)
+        else:
+            e = tl.exp(xf - m_safe)
+        s = tl.sum(e, axis=0)
+        m_out = m
     if row < R:
         word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
         tl.atomic_xchg(WS + row * KP + c, word, sem="relaxed")
-    return m, e
+    return m_out, e
 
 
 @triton.jit
-def _finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr):
+def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
     """The row's slots p (a load already issued: volatile, from the L2, never the L1 where a line
     shared with a row still being reduced may sit), reloaded until every partner has published;
     the K partials combined (every program of the row alike: deterministic) and this program's
-    chunk written."""
+    chunk written. h: exp(x - m) as _publish returned it (m a thread's max with LOCAL), in fp32
+    or rounded to bf16 (round 13's HOLD 2: rounded again on output)."""
     kk = tl.arange(0, KP)
     while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
         p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
@@ -258,12 +284,17 @@ def _finish(p, row, m, e, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr
     mx = tl.max(mp, axis=0)
     inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
     scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
-    tl.store(Y + row * sy + cols, (e * scale).to(Y.dtype.element_ty), mask=mk)
+    if LOCAL:
+        y = tl.reshape(h.to(tl.float32) * scale[None, :, None], [h.shape[0] * h.shape[1] * h.shape[2]])
+    else:
+        y = h.to(tl.float32) * scale
+    tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
 
 
 @triton.jit
 def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
-                      LAG: tl.constexpr = 0, PF: tl.constexpr = 0, EXP2: tl.constexpr = 0, FULL: tl.constexpr = 0):
+                      LAG: tl.constexpr = 0, PF: tl.constexpr = 0, EXP2: tl.constexpr = 0, FULL: tl.constexpr = 0,
+                      HOLD: tl.constexpr = 0, LOCAL: tl.constexpr = 0, FF: tl.constexpr = 0):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
     BLOCK columns each, held in registers: each publishes its chunk's partial (_publish), waits
     for the other K - 1 and writes its chunk (_finish). Group g walks rows g, g + NGROUP, ...
@@ -280,7 +311,14 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     this loop alone: the wait is a loop inside it.
     PF > 0 (round 12): the chunk PF rows beyond the one loading into registers is prefetched into
     the L2 (_prefetch_l2), so more bytes are in flight than registers hold; the loads then hit
-    the L2."""
+    the L2.
+    Round 13 (H200 probes, benchmarks/results/r13): the wait for the partners costs ~3 % (taken
+    out, 2048 x 128256 ran 1.027x faster); what a program holds bounds the bytes in flight an SM.
+    LOCAL (the program's thread count): exponentials against each thread's own max (_publish);
+    HOLD 2: the earlier row's exponentials held in a 16-bit input's dtype (5 programs of 4 warps
+    an SM at 4096 columns where 4 fitted: 1.04x there, one rounding more); FF 1 (rejected): the
+    earlier row finished before the next is reduced, which frees registers but waits on the
+    partials' L2 round trip every row (0.82x)."""
     pid = tl.program_id(0).to(tl.int64)
     g64 = pid // K
     c = pid % K
@@ -291,9 +329,16 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     for j in tl.static_range(2, PF + 2):  # rows g + 2 NGROUP ... g + (PF + 1) NGROUP: the in-loop prefetch's lead
         _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
     x = _load_chunk(X, g64, sx, cols, c, R, N, K, FULL)
+    # what a program holds of its chunk: exp(x - m) in fp32, or (HOLD 2) in a 16-bit input's dtype
+    HT: tl.constexpr = X.dtype.element_ty if (HOLD == 2) and (ES == 2) else tl.float32
     if LAG == 1:
-        m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
-        e_prev = tl.zeros([BLOCK], dtype=tl.float32)
+        if LOCAL:
+            V: tl.constexpr = 16 // ES
+            m_prev = tl.zeros([LOCAL], dtype=tl.float32)
+            e_prev = tl.zeros([BLOCK // (LOCAL * V), LOCAL, V], dtype=HT)
+        else:
+            m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
+            e_prev = tl.zeros([BLOCK], dtype=HT)
         for i in range(0, R + NGROUP, NGROUP):  # one step more: the last row's finish
             row = g64 + i
             prev = row - NGROUP
@@ -304,11 +349,16 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
             if PF > 0:
                 _prefetch_chunk(X, nxt + PF * NGROUP, sx, c, R, N, BLOCK, ES)
             x_next = _load_chunk(X, nxt, sx, cols, c, R, N, K, FULL)
-            m, e = _publish(x, row, c, R, WS, KP, EXP2)
-            if live:
-                _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP)
+            if FF:  # the earlier row written first: its exponentials' registers free before this row's exist
+                if live:
+                    _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP, LOCAL)
+                m, e = _publish(x, row, c, R, WS, KP, EXP2, LOCAL)
+            else:
+                m, e = _publish(x, row, c, R, WS, KP, EXP2, LOCAL)
+                if live:
+                    _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP, LOCAL)
             m_prev = m
-            e_prev = e
+            e_prev = e.to(HT)
             x = x_next
     else:
         for i in range(0, R, NGROUP):
@@ -318,9 +368,9 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
                 _prefetch_chunk(X, nxt + PF * NGROUP, sx, c, R, N, BLOCK, ES)
             x_next = _load_chunk(X, nxt, sx, cols, c, R, N, K, FULL)
             if row < R:  # the same for the K programs of a group: all wait, or none
-                m, e = _publish(x, row, c, R, WS, KP, EXP2)
+                m, e = _publish(x, row, c, R, WS, KP, EXP2, LOCAL)
                 p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
-                _finish(p, row, m, e, cols, mk, WS, Y, sy, K, KP)
+                _finish(p, row, m, e.to(HT), cols, mk, WS, Y, sy, K, KP, LOCAL)
             x = x_next
 
 
@@ -341,15 +391,38 @@ GROUP_CANDIDATES += [(f"{kind}_pf{pf}", *rest) for pf in (1, 2)
                      for kind, *rest in (("group_lag", 4096, 4, 4), ("group_lag", 8192, 2, 8), ("group_lag", 2048, 8, 2),
                                          ("group", 8192, 3, 8), ("group", 4096, 6, 4), ("group", 2048, 12, 2),
                                          ("group_lag", 4096, 3, 8))]
+# round 13 (measured on the H200, benchmarks/results/r13): each thread's exponentials against its
+# own max ("_loc": one cross-thread reduction a row instead of two, 3 barriers a step instead of
+# 8 in the sm_90a SASS; 1.00-1.007x); the late finish first ("_ff": the earlier row's
+# exponentials freed before the next row's exist, 106-109 registers instead of 118-122 at 4096
+# columns on 4 warps) with the registers capped to fit the programs an SM asked for ("_cap",
+# implied): rejected, 1.19-1.25x slower at the same programs an SM (the partners' partials then
+# wait on an L2 round trip each row), offered only by softmax(ff_only=True); the held
+# exponentials in the 16-bit input dtype ("_h2": 96 registers at 4096 / 4 warps, 5 programs an
+# SM: 1.035x at 2048 x 128256), a second rounding, so only in softmax(hold16=True).
+GROUP_CANDIDATES += [("group_lag_loc_pf1", 4096, 4, 4), ("group_lag_loc_pf1", 8192, 2, 8),
+                     ("group_lag_ff_pf1", 4096, 4, 4), ("group_lag_ff_pf1", 4096, 5, 4), ("group_lag_ff_pf1", 8192, 2, 8),
+                     ("group_lag_ff_pf1", 2048, 10, 2), ("group_lag_cap_pf1", 4096, 5, 4),
+                     ("group_lag_h2_pf1", 4096, 5, 4), ("group_lag_h2_pf1", 4096, 4, 4), ("group_lag_h2_pf1", 8192, 2, 8)]
 
 
-def group_kind(kind: str) -> tuple[int, int]:
-    """(LAG, PF) of a row-group kind: "group" / "group_lag", "_pf<n>" appended for an L2
-    prefetch n rows ahead (round 12)."""
-    base, sep, pf = kind.partition("_pf")
-    if base not in ("group", "group_lag") or (sep and not pf.isdigit()):
+def group_kind(kind: str) -> tuple[int, int, int, int, int, int]:
+    """(LAG, PF, HOLD, LOCAL, FF, CAP) of a row-group kind: "group" / "group_lag", then any of, in
+    this order, "_loc" (each thread's exponentials against its own max, round 13), "_h2" (the held
+    exponentials in a 16-bit input's dtype, round 13), "_ff" (the late finish before the next
+    row's reduce, round 13), "_cap" (the registers capped so that the programs an SM asked for
+    fit, spilling if need be; implied by "_ff") and "_pf<n>" (an L2 prefetch n rows ahead, round 12)."""
+    m = re.fullmatch(r"(group(?:_lag)?)(_loc)?(_h2)?(_ff)?(_cap)?(?:_pf(\d+))?", kind)
+    if not m:
         raise ValueError(f"not a row-group softmax kind: {kind!r}")
-    return int(base == "group_lag"), int(pf or 0)
+    return (int(m[1] == "group_lag"), int(m[6] or 0), 2 if m[3] else 0, int(bool(m[2])), int(bool(m[4])),
+            int(bool(m[4] or m[5])))
+
+
+def reg_cap(per_sm: int, num_warps: int) -> int:
+    """The most registers a thread may use for per_sm programs of num_warps warps to share an
+    SM's 64 K (allocated in units of 8 a thread), at most 255."""
+    return min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
 
 
 def prefetch_ok(x2) -> bool:
@@ -373,7 +446,7 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
 
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
-    lag, pf = group_kind(kind)
+    lag, pf, hold, local, ff, cap = group_kind(kind)
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
@@ -383,7 +456,9 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
     kp = triton.next_power_of_2(k)
     ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
     _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
-                                     LAG=lag, PF=pf, EXP2=int(exp2), FULL=int(full), num_warps=nw,
+                                     LAG=lag, PF=pf, EXP2=int(exp2), FULL=int(full), HOLD=hold,
+                                     LOCAL=local * 32 * nw, FF=ff, num_warps=nw,
+                                     **({"maxnreg": reg_cap(per_sm, nw)} if cap else {}),
                                      launch_cooperative_grid=True)
 
 
@@ -405,7 +480,7 @@ def _prep(x, out):
 
 def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
             group: bool = True, evict: tuple[bool, ...] = (True, False), prefetch: bool = True,
-            exp2: bool = True, full: bool = False):
+            exp2: bool = True, full: bool = False, local: bool = True, hold16: bool = False, ff_only: bool = False):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps[, EVICT]) for rows held whole, (programs per SM, chunk, num_warps) for
     the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
@@ -417,7 +492,12 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     prefetch: the row-group launches with the L2 prefetch among them (round 12; False: round
     11's candidates). exp2: the row-group kernel's exponentials as exp2 with the log2(e) scale
     fused (round 12; False: round 11's tl.exp). full: its chunks inside the row loaded without a
-    mask (round 12, rejected: 0.82-0.88x on the H200; variant triton_full)."""
+    mask (round 12, rejected: 0.82-0.88x on the H200; variant triton_full). local: the row-group
+    launches whose threads take exponentials against their own max among the candidates (round
+    13; False: round 12's). hold16: also those holding the exponentials in the input's 16-bit
+    dtype (round 13; a second rounding). ff_only: only the launches finishing the earlier row
+    first with their registers capped (round 13, rejected: 1.2x slower on the H200; variant
+    triton_ff)."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -453,10 +533,17 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     if config is None:
         # the persistent kernel stays the default (it runs anywhere, the interpreter included)
         # and a candidate: the tuner takes the row-group kernel only where it is faster
-        groups = [c for c in GROUP_CANDIDATES if prefetch or not group_kind(c[0])[1]] if group else []
-        flags = (prefetch, exp2, full)  # round 12's changes, in order; each stage's picks under a key of its own
-        rnd = {(True, True, False): "", (False, False, False): "_r11", (True, False, False): "_pf",
-               (True, True, True): "_full"}.get(flags, "_" + "".join(str(int(f)) for f in flags))
+        def offered(kind):
+            _, pf, hold, loc, first, cap = group_kind(kind)
+            return ((prefetch or not pf) and (local or not loc) and (hold16 or not hold)
+                    and (bool(first) == ff_only) and (ff_only or not cap))
+
+        groups = [c for c in GROUP_CANDIDATES if offered(c[0])] if group else []
+        flags = (prefetch, exp2, full, local, hold16, ff_only)  # rounds 12-13's changes; each stage's picks under its own key
+        rnd = {(True, True, False, True, False, False): "", (False, False, False, False, False, False): "_r11",
+               (True, False, False, False, False, False): "_pf", (True, True, True, False, False, False): "_full",
+               (True, True, False, False, False, False): "_r12", (True, True, False, True, True, False): "_h2",
+               (True, True, False, True, False, True): "_ff"}.get(flags, "_" + "".join(str(int(f)) for f in flags))
         key = ("softmax_online" + rnd if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype,
                x.device)
         config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(key, ONLINE_CANDIDATES + groups, launch_online,
@@ -468,17 +555,34 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
 def softmax_r11(x, out=None):
     """Round 11's launches: the row-group kernel without the L2 prefetch, with tl.exp, every load
     masked (before of round 12)."""
-    return softmax(x, out=out, prefetch=False, exp2=False, full=False)
+    return softmax(x, out=out, prefetch=False, exp2=False, full=False, local=False)
 
 
 def softmax_pf(x, out=None):
     """Round 12's first change alone: the L2 prefetch among the row-group launches."""
-    return softmax(x, out=out, exp2=False, full=False)
+    return softmax(x, out=out, exp2=False, full=False, local=False)
 
 
 def softmax_full(x, out=None):
     """Round 12's third change, rejected: the chunks inside the row loaded without a mask."""
-    return softmax(x, out=out, full=True)
+    return softmax(x, out=out, full=True, local=False)
+
+
+def softmax_r12(x, out=None):
+    """Round 12's launches (before of round 13): no thread-local exponentials."""
+    return softmax(x, out=out, local=False)
+
+
+def softmax_ff(x, out=None):
+    """Round 13, rejected: only the launches finishing the earlier row before reducing the next,
+    their registers capped to fit more programs an SM."""
+    return softmax(x, out=out, ff_only=True)
+
+
+def softmax_h2(x, out=None):
+    """Round 13's second change: the launches holding the exponentials in the input's 16-bit
+    dtype among the candidates too."""
+    return softmax(x, out=out, hold16=True)
 
 
 def softmax_rowprog(x, out=None):
@@ -562,6 +666,9 @@ _VARIANTS = {
     "triton_r11": lambda s: softmax_r11(s["x"]),  # round 11: no L2 prefetch, tl.exp in the row-group kernel
     "triton_pf": lambda s: softmax_pf(s["x"]),  # round 12's L2 prefetch alone (tl.exp)
     "triton_full": lambda s: softmax_full(s["x"]),  # round 12's rejected third change (unmasked inner chunks)
+    "triton_r12": lambda s: softmax_r12(s["x"]),  # round 12: no thread-local exponentials
+    "triton_h2": lambda s: softmax_h2(s["x"]),  # round 13: exponentials held in bf16 among the launches
+    "triton_ff": lambda s: softmax_ff(s["x"]),  # round 13, rejected: the late finish first, registers capped
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
     "triton_evict": lambda s: softmax_evict(s["x"]),  # round 8: rows held whole read evict-first

@@ -16,6 +16,11 @@ rows ahead, exp recomputed, no row ahead, the late finish) ran through this scri
 removed with the probe knobs once the kernel settled: the code at commits 950075c (counter,
 SYNC, DEPTH 2, LAG), e6b3a1b (RECOMPUTE), ae96052 (DEPTH 0); results in benchmarks/results/r8/*p*/.
 
+Round 13: the thread-local exponentials ("_loc") and the 16-bit held exponentials ("_h2") among
+the candidates; the round-robin is `triton`, `triton_r12`, `triton_h2`, compile and a copy (round 12's also had v3
+and `triton_r11`); SOFTMAX_KINDS=a,b sweeps the
+candidates whose kind contains one of those.
+
 Round 12: the row-group launches with the L2 prefetch (kinds "*_pf1", "*_pf2") are among the
 candidates, and `triton_r11` (the tuner without them) joins the round-robin; SOFTMAX_GROUPS_ONLY=1
 sweeps the row-group candidates only (v3's persistent launches are known to be slower there).
@@ -57,6 +62,8 @@ def main():
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
         sweep = K.GROUP_CANDIDATES if os.environ.get("SOFTMAX_GROUPS_ONLY") == "1" else K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
+        if os.environ.get("SOFTMAX_KINDS"):  # e.g. "_loc,_h2,group_lag_pf1": kinds containing any of these
+            sweep = [c for c in sweep if any(t in c[0] for t in os.environ["SOFTMAX_KINDS"].split(","))]
         for cfg in sweep:
             row = {"shape": name, "config": list(cfg), **stamp(hdr)}
             try:
@@ -75,10 +82,11 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
         dst = torch.empty_like(x)
-        fns = {"triton": lambda: w.variants["triton"](s), "triton_r11": lambda: w.variants["triton_r11"](s),
-               "triton_twopass": lambda: w.variants["triton_twopass"](s),
-               "compile": lambda: w.variants["compile"](s), "copy": lambda: dst.copy_(x)}
-        for v in ("triton", "triton_r11", "triton_twopass", "compile"):
+        fns = {v: (lambda v=v: w.variants[v](s)) for v in ("triton", "triton_r12", "triton_h2", "compile")}
+        fns["copy"] = lambda: dst.copy_(x)
+        for v in fns:
+            if v == "copy":
+                continue
             out = fns[v]()
             torch.cuda.synchronize()
             print(f"   check {name} {v}: rel err {((out.double() - ref).abs().max() / ref.abs().max()).item():.2e}")
@@ -91,12 +99,12 @@ def main():
                 gtimes[v] = f"{type(e).__name__}: {str(e)[:100]}"
         summ = {"shape": name, "rr_ms": med, "rr_all": times, "graph_ms": gtimes, "bytes": nbytes,
                 "pct_copy": {v: 100 * med["copy"] / med[v] for v in med},
-                "x_compile": med["compile"] / med["triton"], "x_twopass": med["triton_twopass"] / med["triton"],
-                "x_r11": med["triton_r11"] / med["triton"],
+                "x_compile": med["compile"] / med["triton"], "x_r12": med["triton_r12"] / med["triton"],
+                "x_h2": med["triton_h2"] / med["triton"],
                 **stamp(hdr)}
         rows.append(summ)
         print(f"{name}: " + "  ".join(f"{v} {med[v] * 1e3:.1f} us ({summ['pct_copy'][v]:.0f} % copy)" for v in med)
-              + f"  x compile {summ['x_compile']:.2f}  x v3 {summ['x_twopass']:.2f}  x r11 {summ['x_r11']:.3f}", flush=True)
+              + f"  x compile {summ['x_compile']:.2f}  x r12 {summ['x_r12']:.3f}  x h2 {summ['x_h2']:.3f}", flush=True)
         print(f"   graph: {gtimes}", flush=True)
         del s, x, y, ref, dst
         torch.cuda.empty_cache()

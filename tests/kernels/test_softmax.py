@@ -213,6 +213,44 @@ def test_row_group(dtype, config, exp2, full):
     assert torch.equal(y, y2)  # deterministic
 
 
+@pytest.mark.parametrize("config", [("group_lag_loc", 8192, 3, 4), ("group_loc", 8192, 2, 4), ("group_lag_h2", 8192, 3, 4),
+                                    ("group_lag_ff", 8192, 3, 4), ("group_lag_cap", 8192, 5, 4),
+                                    ("group_lag_loc_h2_ff", 8192, 1, 8)], ids=str)
+def test_row_group_round13(dtype, config, monkeypatch):
+    """Round 13's kinds on test_row_group's rows: each thread's exponentials against its own max
+    (LOCAL = the program's threads; the chunk viewed per thread), the held exponentials in the
+    16-bit input dtype (HOLD 2: within one rounding of the exact kernel's output, and the same
+    output for fp32 input, which is never held narrower), the late finish first and the register
+    cap (maxnreg for the programs an SM asked for)."""
+    n = 5003
+    base = randn(11, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
+    base[:, n:] = 5e3
+    x = base[:, :n]
+    x[1, : n // 2] = -float("inf")
+    x[2, :] = -float("inf")
+    x[2, 4000] = -30.0
+    x[3, -3:] = 1e4 if dtype != "fp16" else 6e4
+    s = spy(monkeypatch, K, "_softmax_rowgroup")["_softmax_rowgroup"]
+    y = nan_like(x)
+    K._launch_group(x, y, config)
+    check(y, K.softmax_reference(x), dtype, f"group {config}")
+    kw = s.kwargs[0]
+    lag, _, hold, local, ff, cap = K.group_kind(config[0])
+    assert (kw["LAG"], kw["HOLD"], kw["LOCAL"], kw["FF"]) == (lag, hold, local * 32 * config[3], ff)
+    assert kw.get("maxnreg") == (K.reg_cap(config[2], config[3]) if cap else None)
+    plain = nan_like(x)
+    K._launch_group(x, plain, ("group_lag" if lag else "group", *config[1:]))
+    if hold and dtype != "fp32":
+        keep = plain.float().abs() > 2.0 ** -100  # not the subnormal tail (0 on the GPU: ex2.approx.ftz)
+        # one rounding more: at most one ulp on the GPU (round to nearest), two here (the
+        # interpreter's fp32 -> bf16 cast truncates)
+        ulp = plain.float().abs() * (2.0 ** -7 if dtype == "bf16" else 2.0 ** -10)
+        assert ((y.float() - plain.float()).abs() <= 2 * ulp)[keep].all()
+        assert dtype == "fp16" or not torch.equal(y, plain)  # it shows somewhere (fp16's rows here are ~one-hot)
+    elif not local:
+        assert torch.equal(y, plain)  # the same arithmetic in another order of statements
+
+
 def test_row_group_through_softmax_and_its_workspace_sentinel():
     """softmax(config=("group", ...)) takes the row-group kernel; a NaN logit gives a NaN row (as
     torch's softmax), not a wait forever: a computed NaN partial is no -1 slot."""
@@ -245,29 +283,46 @@ def test_tuner_weighs_row_groups_unless_asked_for_v3(monkeypatch):
 
     monkeypatch.setattr(K, "tuned", fake_tuned)
     x = randn(256, 16400, dtype="bf16", scale=4.0)  # 4.2 M elements: tuned, not the small-shape default
-    for fn in (K.softmax, K.softmax_twopass, K.softmax_r11, K.softmax_pf, K.softmax_full):
+    fns = (K.softmax, K.softmax_twopass, K.softmax_r11, K.softmax_pf, K.softmax_full, K.softmax_r12, K.softmax_h2,
+           K.softmax_ff)
+    for fn in fns:
         check(fn(x), K.softmax_reference(x), "bf16")
-    (k1, c1), (k2, c2), (k3, c3), (k4, c4), (k5, c5) = seen
-    assert k1 == "softmax_online" and c1 == K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
+    (k1, c1), (k2, c2), (k3, c3), (k4, c4), (k5, c5), (k6, c6), (k7, c7), (k8, c8) = seen
+    kinds = {c: K.group_kind(c[0]) for c in K.GROUP_CANDIDATES}  # (LAG, PF, HOLD, LOCAL, FF, CAP)
+    # round 13's default: every row group but the 16-bit holds and the rejected late-finish-first
+    assert k1 == "softmax_online" and c1 == K.ONLINE_CANDIDATES + [c for c, k in kinds.items() if not (k[2] or k[4] or k[5])]
     assert k2 == "softmax_online_v3" and c2 == K.ONLINE_CANDIDATES
-    # round 11's launches: the row groups without the L2 prefetch, under a key of their own
-    pf = [c for c in K.GROUP_CANDIDATES if K.group_kind(c[0])[1]]
-    assert k3 == "softmax_online_r11" and c3 == K.ONLINE_CANDIDATES + [c for c in K.GROUP_CANDIDATES if c not in pf]
-    assert k4 == "softmax_online_pf" and c4 == c1  # the prefetch alone: its own key (tl.exp in the kernel)
-    assert k5 == "softmax_online_full" and c5 == c1
-    assert {K.group_kind(c[0])[1] for c in pf} == {1, 2} and len(pf) == 14
-    assert all(len(c) == 4 and K.group_kind(c[0]) for c in K.GROUP_CANDIDATES)
-    assert {"triton_twopass", "triton_rowprog", "triton", "triton_r11", "triton_pf", "triton_full"} <= set(
-        K.WORKLOAD.variants)
+    # round 12's launches: no thread-local exponentials; round 11's: no L2 prefetch either
+    r12 = [c for c, k in kinds.items() if not (k[2] or k[3] or k[4] or k[5])]
+    assert k6 == "softmax_online_r12" and c6 == K.ONLINE_CANDIDATES + r12
+    assert k3 == "softmax_online_r11" and c3 == K.ONLINE_CANDIDATES + [c for c in r12 if not kinds[c][1]]
+    assert k4 == "softmax_online_pf" and c4 == c6  # the prefetch alone: its own key (tl.exp in the kernel)
+    assert k5 == "softmax_online_full" and c5 == c6
+    assert k7 == "softmax_online_h2" and c7 == K.ONLINE_CANDIDATES + [c for c, k in kinds.items() if not (k[4] or k[5])]
+    assert k8 == "softmax_online_ff" and c8 == K.ONLINE_CANDIDATES + [c for c, k in kinds.items() if k[4]]
+    assert len(c8) - len(K.ONLINE_CANDIDATES) == 4 and len(c7) - len(c1) == 3 and len(c1) - len(c6) == 2
+    pf = [c for c in r12 if kinds[c][1]]
+    assert {kinds[c][1] for c in pf} == {1, 2} and len(pf) == 14
+    assert all(len(c) == 4 for c in K.GROUP_CANDIDATES)
+    assert {"triton_twopass", "triton_rowprog", "triton", "triton_r11", "triton_pf", "triton_full", "triton_r12",
+            "triton_h2", "triton_ff"} <= set(K.WORKLOAD.variants)
 
 
-@pytest.mark.parametrize("kind, lag_pf", [("group", (0, 0)), ("group_lag", (1, 0)), ("group_pf1", (0, 1)),
-                                          ("group_lag_pf2", (1, 2))])
-def test_group_kind(kind, lag_pf):
-    assert K.group_kind(kind) == lag_pf
+@pytest.mark.parametrize("kind, flags", [("group", (0, 0, 0, 0, 0, 0)), ("group_lag", (1, 0, 0, 0, 0, 0)),
+                                         ("group_pf1", (0, 1, 0, 0, 0, 0)), ("group_lag_pf2", (1, 2, 0, 0, 0, 0)),
+                                         ("group_lag_loc_pf1", (1, 1, 0, 1, 0, 0)), ("group_lag_h2", (1, 0, 2, 0, 0, 0)),
+                                         ("group_lag_ff_pf1", (1, 1, 0, 0, 1, 1)), ("group_lag_cap", (1, 0, 0, 0, 0, 1)),
+                                         ("group_lag_loc_h2_ff_pf1", (1, 1, 2, 1, 1, 1))])
+def test_group_kind(kind, flags):
+    assert K.group_kind(kind) == flags
 
 
-@pytest.mark.parametrize("kind", ["groups", "group_lag_pfx", "group_pf", "lag"])
+def test_reg_cap():
+    """The register cap a launch of per_sm programs asks for: 64 K registers an SM, 8 a thread at a time."""
+    assert [K.reg_cap(p, w) for p, w in ((4, 4), (5, 4), (6, 4), (4, 8), (10, 2), (1, 4))] == [128, 96, 80, 64, 96, 255]
+
+
+@pytest.mark.parametrize("kind", ["groups", "group_lag_pfx", "group_pf", "lag", "group_ff_loc", "group_h1"])
 def test_group_kind_refuses(kind):
     with pytest.raises(ValueError, match="not a row-group softmax kind"):
         K.group_kind(kind)
@@ -309,7 +364,8 @@ def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
     """The row-group kernel with PF rows of L2 prefetch, compiled for an H100 (sm_90a) without a
     GPU (in a child process: the tests' TRITON_INTERPRET gives interpreted kernels, which do not
     compile): the PTX carries the bulk prefetch (one before the loop per row of lead, one a step)
-    and ptxas assembles it; PF 0 carries none. EXP2 1 gives the ftz exp2 an element."""
+    and ptxas assembles it; PF 0 carries none. EXP2 1 gives the ftz exp2 an element. Round 13's
+    LOCAL, HOLD 2 and the register cap show in the PTX too."""
     pytest.importorskip("triton")
     code = textwrap.dedent("""
         import json, triton
@@ -318,18 +374,26 @@ def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
         from profkit.kernels import softmax as K
         sig = {"X": "*bf16", "Y": "*bf16", "WS": "*i64", "sx": "i64", "sy": "i64", "R": "i32", "N": "i32",
                "NGROUP": "i32", "K": "constexpr", "KP": "constexpr", "BLOCK": "constexpr", "LAG": "constexpr",
-               "PF": "constexpr", "EXP2": "constexpr", "FULL": "constexpr"}
+               "PF": "constexpr", "EXP2": "constexpr", "FULL": "constexpr", "HOLD": "constexpr", "LOCAL": "constexpr",
+               "FF": "constexpr"}
         names = list(sig)
         attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("X", "Y", "WS", "sx", "sy", "N")}
         counts = {}
-        for pf, exp2 in ((0, 0), (1, 0), (2, 1)):
+        # (PF, EXP2, HOLD, LOCAL, FF, maxnreg): rounds 12 and 13
+        for pf, exp2, hold, local, ff, cap in ((0, 0, 0, 0, 0, None), (1, 0, 0, 0, 0, None), (2, 1, 0, 0, 0, None),
+                                              (1, 1, 0, 0, 0, None), (1, 1, 0, 128, 0, None), (1, 1, 2, 0, 0, None),
+                                              (1, 1, 0, 0, 1, 96)):
             src = ASTSource(fn=K._softmax_rowgroup, signature=sig, attrs=attrs,
                             constexprs={"K": 32, "KP": 32, "BLOCK": 4096, "LAG": 1, "PF": pf, "EXP2": exp2,
-                                        "FULL": exp2})
-            kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+                                        "FULL": int(pf == 2), "HOLD": hold,
+                                        "LOCAL": local, "FF": ff})
+            kern = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": 4, **({"maxnreg": cap} if cap else {})})
             assert kern.asm["cubin"]
             ptx = kern.asm["ptx"]
-            counts[f"{pf}{exp2}"] = [ptx.count("cp.async.bulk.prefetch.L2.global"), ptx.count("ex2.approx.ftz.f32")]
+            counts[f"{pf}{exp2}{hold}{local}{ff}"] = [ptx.count("cp.async.bulk.prefetch.L2.global"),
+                                                       ptx.count("ex2.approx.ftz.f32"), ptx.count("bar.sync"),
+                                                       ptx.count("cvt.rn.bf16x2.f32"), ptx.count(".maxnreg 96")]
         print(json.dumps(counts))
     """)
     env = {**os.environ, "TRITON_INTERPRET": "0"}
@@ -338,6 +402,11 @@ def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
         pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr[-2000:]
     counts = json.loads(r.stdout.strip().splitlines()[-1])
-    assert [c[0] for c in counts.values()] == [0, 2, 3]
+    assert [c[0] for c in counts.values()] == [0, 2, 3, 2, 2, 2, 2]
     # EXP2: exp2 (ex2.approx.ftz) for every one of a thread's 32 elements; tl.exp: the non-ftz form only
-    assert counts["00"][1] == counts["10"][1] == 0 and counts["21"][1] >= 32
+    assert counts["00000"][1] == counts["10000"][1] == 0 and counts["21000"][1] >= 32
+    # round 13: LOCAL (each thread's own max) leaves fewer barriers than one max and one sum across
+    # the program; HOLD 2 packs the held exponentials to bf16 pairs (16 a thread more than the
+    # output's); FF's launch carries the register cap
+    r12, loc, h2, ff = counts["11000"], counts["110128" + "0"], counts["11200"], counts["11001"]
+    assert loc[2] < r12[2] and h2[3] >= r12[3] + 16 and ff[4] == 1 and r12[4] == loc[4] == h2[4] == 0
