@@ -270,15 +270,23 @@ def _publish(x, row, c, R, WS, KP: tl.constexpr, EXP2: tl.constexpr = 0, LOCAL: 
 
 
 @triton.jit
-def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
+def _await_partials(p, row, WS, K: tl.constexpr, KP: tl.constexpr):
     """The row's slots p (a load already issued: volatile, from the L2, never the L1 where a line
-    shared with a row still being reduced may sit), reloaded until every partner has published;
-    the K partials combined (every program of the row alike: deterministic) and this program's
-    chunk written. h: exp(x - m) as _publish returned it (m a thread's max with LOCAL), in fp32
-    or rounded to bf16 (round 13's HOLD 2: rounded again on output)."""
+    shared with a row still being reduced may sit), reloaded until every partner has published."""
     kk = tl.arange(0, KP)
     while tl.sum((p == -1).to(tl.int32), axis=0) > 0:
         p = tl.load(WS + row * KP + kk, mask=kk < K, other=0, volatile=True)
+    return p
+
+
+@triton.jit
+def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
+    """The row's K partials, once all are in (_await_partials), combined (every program of the row
+    alike: deterministic) and this program's chunk written. h: exp(x - m) as _publish returned it
+    (m a thread's max with LOCAL), in fp32 or rounded to bf16 (round 13's HOLD 2: rounded again on
+    output)."""
+    p = _await_partials(p, row, WS, K, KP)
+    kk = tl.arange(0, KP)
     mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
     sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
     mx = tl.max(mp, axis=0)

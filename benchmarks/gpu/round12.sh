@@ -21,15 +21,7 @@ sm)
   SOFTMAX_GROUPS_ONLY=1 timeout 200 python3 $R/benchmarks/gpu/softmax_group.py --shapes llama3vocab-t2048,qwen7bvocab-t1024 \
     --rounds 5 --out $O/r12 2>&1 | grep -v -i "warn" > $O/r12/softmax_group.log
   echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|graph:|check' $O/r12/softmax_group.log | cut -c1-400
-  python3 - $O/r12/softmax_group.json <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    if "config" in r:
-        print(r["shape"][:12], str(r["config"]).ljust(34), "err %.1e" % r["err"] if "err" in r else r.get("error", "")[:60],
-              "do_bench %.1f" % (r["ms"] * 1e3) if "ms" in r else "", "graph %.1f" % (r["graph_ms"] * 1e3) if "graph_ms" in r else "")
-print("regs", d.get("regs_rowgroup"))
-PY
+  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r12/softmax_group.json
   timeout 200 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton,triton_r11,compile \
     --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r12/rr 2>&1 | grep -v -i "warn\|Backend impl" > $O/r12/softmax_rr.log
   echo "variants_rr rc=$?"; grep -v "^tuned" $O/r12/softmax_rr.log; grep "^tuned ('softmax_online" $O/r12/softmax_rr.log | cut -c1-160

@@ -26,6 +26,7 @@ candidates, and `triton_r11` (the tuner without them) joins the round-robin; SOF
 sweeps the row-group candidates only (v3's persistent launches are known to be slower there).
 
     python3 benchmarks/gpu/softmax_group.py [--rounds 5] [--out DIR] [--shapes a,b]   # -> DIR/softmax_group.json
+    python3 benchmarks/gpu/softmax_group.py --summary DIR/softmax_group.json   # its sweep, a line a launch
 """
 import json
 import os
@@ -52,7 +53,23 @@ def regs(fn):
     return out
 
 
+def summary(path):
+    """One line a swept launch of a softmax_group.json: its check's error, or why it did not run,
+    and its do_bench and graph-replay times; then the compiled kernels' registers."""
+    d = json.load(open(path))
+    for r in d["rows"]:
+        if "config" in r:
+            got = "err %.1e" % r["err"] if "err" in r else r.get("error", "")[:60]
+            times = ("do_bench %.1f" % (r["ms"] * 1e3) if "ms" in r else "",
+                     "graph %.1f" % (r["graph_ms"] * 1e3) if "graph_ms" in r else "")
+            print(r["shape"][:12], str(r["config"]).ljust(40), got, *times)
+    print("regs", d.get("regs_rowgroup"))
+
+
 def main():
+    if sys.argv[1:2] == ["--summary"]:
+        summary(sys.argv[2])
+        return
     args, w, shapes, hdr, bench, gbench = device_cli("softmax", 5, lambda p: p["n"] > K.MAX_SINGLE and p["rows"] > 2)
     rows = []
     for name, p in shapes.items():

@@ -6,8 +6,8 @@ of the row-group kernel away (the outputs are then wrong: nothing here is checke
 
 MODE (one per process: the kernel's helpers are replaced before its first compile):
 - full:   the kernel as shipped;
-- nowait: _finish combines whatever its first load of the row's slots saw (no wait for the
-          partners): the time the cross-program meeting costs;
+- nowait: _finish combines whatever its first load of the row's slots saw (_await_partials
+          replaced: no wait for the partners): the time the cross-program meeting costs;
 - stream: no reductions and no slots either, each chunk written back as read (the same grid,
           loads, row walk and registers held): the kernel's data movement alone.
 Each launch below is timed by CUDA-graph replay in turn with a copy of the same bytes, 5 rounds.
@@ -25,18 +25,8 @@ from profkit.kernels.timing import graph_timer, header, stamp
 
 
 @triton.jit
-def _finish_nowait(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
-    kk = tl.arange(0, KP)
-    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    mx = tl.max(mp, axis=0)
-    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
-    scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)
-    if LOCAL:
-        y = tl.reshape(h.to(tl.float32) * scale[None, :, None], [h.shape[0] * h.shape[1] * h.shape[2]])
-    else:
-        y = h.to(tl.float32) * scale
-    tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
+def _await_none(p, row, WS, K: tl.constexpr, KP: tl.constexpr):
+    return p
 
 
 @triton.jit
@@ -61,7 +51,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     if args.mode == "nowait":
-        K._finish = _finish_nowait
+        K._await_partials = _await_none
     elif args.mode == "stream":
         K._publish, K._finish = _publish_none, _finish_store
     hdr = header("cuda")

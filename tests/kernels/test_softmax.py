@@ -172,14 +172,10 @@ def test_dispatch_few_rows_split_many_rows_persistent(monkeypatch):
 # the whole row): the partial's publish, wait and combine all run, the cross-program meeting only
 # on the GPU (benchmarks/gpu/softmax_group.py checks every launch candidate there in float64).
 
-@pytest.mark.parametrize("exp2, full", [(True, False), (False, False), (True, True)], ids=["r12", "r11", "full"])
-@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4), ("group_lag", 8192, 1, 4),
-                                    ("group_lag", 8192, 3, 4)], ids=str)
-def test_row_group(dtype, config, exp2, full):
-    """More rows than groups (each group walks several, the next row loading; the late finish
-    one row behind), a row of -inf but one late logit, a row starting with -inf, a row whose max
-    is last; the rows a strided view whose padding holds large logits (a read past a row's end
-    shows)."""
+def _group_rows(dtype):
+    """11 rows of 5003 for the row-group kernel: a row of -inf but one late logit, a row starting
+    with -inf, a row whose max is last; a strided view whose padding holds large logits (a read
+    past a row's end shows)."""
     n = 5003
     base = randn(11, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
     base[:, n:] = 5e3
@@ -188,6 +184,16 @@ def test_row_group(dtype, config, exp2, full):
     x[2, :] = -float("inf")
     x[2, 4000] = -30.0
     x[3, -3:] = 1e4 if dtype != "fp16" else 6e4
+    return x
+
+
+@pytest.mark.parametrize("exp2, full", [(True, False), (False, False), (True, True)], ids=["r12", "r11", "full"])
+@pytest.mark.parametrize("config", [("group", 8192, 1, 4), ("group", 8192, 2, 4), ("group_lag", 8192, 1, 4),
+                                    ("group_lag", 8192, 3, 4)], ids=str)
+def test_row_group(dtype, config, exp2, full):
+    """More rows than groups (each group walks several, the next row loading; the late finish
+    one row behind) over _group_rows."""
+    x = _group_rows(dtype)
     launches = []
     real = K._softmax_rowgroup
 
@@ -217,19 +223,12 @@ def test_row_group(dtype, config, exp2, full):
                                     ("group_lag_ff", 8192, 3, 4), ("group_lag_cap", 8192, 5, 4),
                                     ("group_lag_loc_h2_ff", 8192, 1, 8)], ids=str)
 def test_row_group_round13(dtype, config, monkeypatch):
-    """Round 13's kinds on test_row_group's rows: each thread's exponentials against its own max
+    """Round 13's kinds on _group_rows: each thread's exponentials against its own max
     (LOCAL = the program's threads; the chunk viewed per thread), the held exponentials in the
     16-bit input dtype (HOLD 2: within one rounding of the exact kernel's output, and the same
     output for fp32 input, which is never held narrower), the late finish first and the register
     cap (maxnreg for the programs an SM asked for)."""
-    n = 5003
-    base = randn(11, n + 7, dtype=dtype, scale=300.0 if dtype == "fp16" else 20.0)
-    base[:, n:] = 5e3
-    x = base[:, :n]
-    x[1, : n // 2] = -float("inf")
-    x[2, :] = -float("inf")
-    x[2, 4000] = -30.0
-    x[3, -3:] = 1e4 if dtype != "fp16" else 6e4
+    x = _group_rows(dtype)
     s = spy(monkeypatch, K, "_softmax_rowgroup")["_softmax_rowgroup"]
     y = nan_like(x)
     K._launch_group(x, y, config)
