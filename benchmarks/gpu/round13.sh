@@ -9,6 +9,10 @@
 #                                             # then the variants round-robin by graph replay
 #   bash benchmarks/gpu/round13.sh cap TAG    # the pairs through profkit (ncu lean): triton_r12 -> triton, triton ->
 #                                             # triton_h2, triton -> triton_ff (rejected), compile -> triton
+#   bash benchmarks/gpu/round13.sh sp TAG     # the rows' chunks through shared memory (Triton's pipeliner, _s<n>) with
+#                                             # the registers capped: the sweep, then triton (with them) against
+#                                             # triton_loc (without), round 12's, the bf16 hold and compile
+#   bash benchmarks/gpu/round13.sh cap2 TAG   # their pairs: triton_loc -> triton, triton -> triton_h2, compile -> triton
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -34,6 +38,23 @@ cap)
     run=softmax-$s-r13-$TAG
     cap $run softmax --variant triton_r12 --variant triton --variant triton_h2 --variant triton_ff --variant compile --shape $s
     cmp $run:triton_r12 $run:triton; cmp $run:triton $run:triton_h2; cmp $run:triton $run:triton_ff; cmp $run:compile $run:triton
+  done
+  ;;
+sp)
+  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=_s,group_lag_pf1,group_lag_loc_pf1 SOFTMAX_RR=triton,triton_loc,triton_h2,compile \
+    timeout 300 python3 $R/benchmarks/gpu/softmax_group.py --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 5 \
+    --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group_sp.log
+  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|check' $O/r13/softmax_group_sp.log | cut -c1-400
+  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json | grep -v "^regs"
+  timeout 240 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton,triton_loc,triton_r12,triton_h2,compile \
+    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r13/rr_sp 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr_sp.log
+  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr_sp.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr_sp.log | cut -c1-160
+  ;;
+cap2)
+  for s in llama3vocab-t2048 qwen7bvocab-t1024; do
+    run=softmax-$s-r13-$TAG
+    cap $run softmax --variant triton_loc --variant triton --variant triton_h2 --variant compile --shape $s
+    cmp $run:triton_loc $run:triton; cmp $run:triton $run:triton_h2; cmp $run:compile $run:triton
   done
   ;;
 esac

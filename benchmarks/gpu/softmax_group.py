@@ -17,8 +17,8 @@ removed with the probe knobs once the kernel settled: the code at commits 950075
 SYNC, DEPTH 2, LAG), e6b3a1b (RECOMPUTE), ae96052 (DEPTH 0); results in benchmarks/results/r8/*p*/.
 
 Round 13: the thread-local exponentials ("_loc") and the 16-bit held exponentials ("_h2") among
-the candidates; the round-robin is `triton`, `triton_r12`, `triton_h2`, compile and a copy (round 12's also had v3
-and `triton_r11`); SOFTMAX_KINDS=a,b sweeps the
+the candidates; the round-robin is SOFTMAX_RR's variants (default `triton`, `triton_r12`, `triton_h2`, compile) and a
+copy (round 12's also had v3 and `triton_r11`); SOFTMAX_KINDS=a,b sweeps the
 candidates whose kind contains one of those.
 
 Round 12: the row-group launches with the L2 prefetch (kinds "*_pf1", "*_pf2") are among the
@@ -99,7 +99,8 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
         dst = torch.empty_like(x)
-        fns = {v: (lambda v=v: w.variants[v](s)) for v in ("triton", "triton_r12", "triton_h2", "compile")}
+        rr = os.environ.get("SOFTMAX_RR", "triton,triton_r12,triton_h2,compile").split(",")  # the first: the ratios' base
+        fns = {v: (lambda v=v: w.variants[v](s)) for v in rr}
         fns["copy"] = lambda: dst.copy_(x)
         for v in fns:
             if v == "copy":
@@ -116,12 +117,11 @@ def main():
                 gtimes[v] = f"{type(e).__name__}: {str(e)[:100]}"
         summ = {"shape": name, "rr_ms": med, "rr_all": times, "graph_ms": gtimes, "bytes": nbytes,
                 "pct_copy": {v: 100 * med["copy"] / med[v] for v in med},
-                "x_compile": med["compile"] / med["triton"], "x_r12": med["triton_r12"] / med["triton"],
-                "x_h2": med["triton_h2"] / med["triton"],
+                "x": {v: med[v] / med[rr[0]] for v in med},
                 **stamp(hdr)}
         rows.append(summ)
         print(f"{name}: " + "  ".join(f"{v} {med[v] * 1e3:.1f} us ({summ['pct_copy'][v]:.0f} % copy)" for v in med)
-              + f"  x compile {summ['x_compile']:.2f}  x r12 {summ['x_r12']:.3f}  x h2 {summ['x_h2']:.3f}", flush=True)
+              + f"  " + "  ".join(f"x {v} {r:.3f}" for v, r in summ["x"].items()), flush=True)
         print(f"   graph: {gtimes}", flush=True)
         del s, x, y, ref, dst
         torch.cuda.empty_cache()
