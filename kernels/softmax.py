@@ -302,7 +302,7 @@ def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr
 @triton.jit
 def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
                       LAG: tl.constexpr = 0, PF: tl.constexpr = 0, EXP2: tl.constexpr = 0, FULL: tl.constexpr = 0,
-                      HOLD: tl.constexpr = 0, LOCAL: tl.constexpr = 0, FF: tl.constexpr = 0, PIPE: tl.constexpr = 0):
+                      HOLD: tl.constexpr = 0, LOCAL: tl.constexpr = 0, FF: tl.constexpr = 0):
     """v4: a long row read once. K co-resident programs (a group) share each row, a chunk of
     BLOCK columns each, held in registers: each publishes its chunk's partial (_publish), waits
     for the other K - 1 and writes its chunk (_finish). Group g walks rows g, g + NGROUP, ...
@@ -336,25 +336,9 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
     for j in tl.static_range(2, PF + 2):  # rows g + 2 NGROUP ... g + (PF + 1) NGROUP: the in-loop prefetch's lead
         _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
+    x = _load_chunk(X, g64, sx, cols, c, R, N, K, FULL)
     # what a program holds of its chunk: exp(x - m) in fp32, or (HOLD 2) in a 16-bit input's dtype
     HT: tl.constexpr = X.dtype.element_ty if (HOLD == 2) and (ES == 2) else tl.float32
-    if PIPE > 0:  # round 13: the row loads in the loop, Triton's pipeliner issues them PIPE - 1 rows ahead
-        m_prev = tl.max(tl.zeros([BLOCK], dtype=tl.float32), axis=0)
-        e_prev = tl.zeros([BLOCK], dtype=HT)
-        for i in tl.range(0, R + NGROUP, NGROUP, num_stages=PIPE):
-            row = g64 + i
-            prev = row - NGROUP
-            live = (prev >= 0) & (prev < R)
-            prev_at = tl.maximum(prev, 0)
-            p = tl.load(WS + prev_at * KP + kk, mask=kk < tl.where(live, K, 0), other=0, volatile=True)
-            xr = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"))
-            m, e = _publish(xr, row, c, R, WS, KP, EXP2, 0)
-            if live:
-                _finish(p, prev_at, m_prev, e_prev, cols, mk, WS, Y, sy, K, KP, 0)
-            m_prev = m
-            e_prev = e.to(HT)
-        return
-    x = _load_chunk(X, g64, sx, cols, c, R, N, K, FULL)
     if LAG == 1:
         if LOCAL:
             V: tl.constexpr = 16 // ES
@@ -428,30 +412,19 @@ GROUP_CANDIDATES += [("group_lag_loc_pf1", 4096, 4, 4), ("group_lag_loc_pf1", 81
                      ("group_lag_ff_pf1", 4096, 4, 4), ("group_lag_ff_pf1", 4096, 5, 4), ("group_lag_ff_pf1", 8192, 2, 8),
                      ("group_lag_ff_pf1", 2048, 10, 2), ("group_lag_cap_pf1", 4096, 5, 4),
                      ("group_lag_h2_pf1", 4096, 5, 4), ("group_lag_h2_pf1", 4096, 4, 4), ("group_lag_h2_pf1", 8192, 2, 8)]
-# round 13, then: the rows' chunks loaded through shared memory by Triton's pipeliner ("_s<n>":
-# cp.async n - 1 rows ahead, no registers for the row in flight) with the registers capped
-# ("_cap": 96 at 5 programs of 4 warps, no spills at 2-4 stages in the sm_90a SASS).
-GROUP_CANDIDATES += [("group_lag_cap_s2", 4096, 5, 4), ("group_lag_cap_s3", 4096, 5, 4), ("group_lag_cap_s4", 4096, 5, 4),
-                     ("group_lag_s2", 4096, 4, 4), ("group_lag_s3", 4096, 4, 4), ("group_lag_cap_s3", 4096, 4, 8),
-                     ("group_lag_cap_s4", 4096, 4, 8), ("group_lag_s2", 8192, 2, 8), ("group_lag_cap_s3", 8192, 2, 8),
-                     ("group_lag_cap_s2", 2048, 10, 2), ("group_lag_cap_s3", 2048, 10, 2),
-                     ("group_lag_h2_cap_s3", 4096, 6, 4), ("group_lag_h2_cap_s4", 4096, 6, 4),
-                     ("group_lag_h2_cap_s3", 4096, 5, 4)]
 
 
-def group_kind(kind: str) -> tuple[int, int, int, int, int, int, int]:
-    """(LAG, PF, HOLD, LOCAL, FF, CAP, PIPE) of a row-group kind: "group" / "group_lag", then any
-    of, in this order, "_loc" (each thread's exponentials against its own max, round 13), "_h2"
-    (the held exponentials in a 16-bit input's dtype, round 13), "_ff" (the late finish before the
-    next row's reduce, round 13), "_cap" (the registers capped so that the programs an SM asked
-    for fit, spilling if need be; implied by "_ff"), "_s<n>" (the rows' chunks loaded through
-    shared memory n - 1 rows ahead by Triton's pipeliner, round 13) and "_pf<n>" (an L2 prefetch n
-    rows ahead, round 12)."""
-    m = re.fullmatch(r"(group(?:_lag)?)(_loc)?(_h2)?(_ff)?(_cap)?(?:_s(\d+))?(?:_pf(\d+))?", kind)
+def group_kind(kind: str) -> tuple[int, int, int, int, int, int]:
+    """(LAG, PF, HOLD, LOCAL, FF, CAP) of a row-group kind: "group" / "group_lag", then any of, in
+    this order, "_loc" (each thread's exponentials against its own max, round 13), "_h2" (the held
+    exponentials in a 16-bit input's dtype, round 13), "_ff" (the late finish before the next
+    row's reduce, round 13), "_cap" (the registers capped so that the programs an SM asked for
+    fit, spilling if need be; implied by "_ff") and "_pf<n>" (an L2 prefetch n rows ahead, round 12)."""
+    m = re.fullmatch(r"(group(?:_lag)?)(_loc)?(_h2)?(_ff)?(_cap)?(?:_pf(\d+))?", kind)
     if not m:
         raise ValueError(f"not a row-group softmax kind: {kind!r}")
-    return (int(m[1] == "group_lag"), int(m[7] or 0), 2 if m[3] else 0, int(bool(m[2])), int(bool(m[4])),
-            int(bool(m[4] or m[5])), int(m[6] or 0))
+    return (int(m[1] == "group_lag"), int(m[6] or 0), 2 if m[3] else 0, int(bool(m[2])), int(bool(m[4])),
+            int(bool(m[4] or m[5])))
 
 
 def reg_cap(per_sm: int, num_warps: int) -> int:
@@ -481,9 +454,7 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
 
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
-    lag, pf, hold, local, ff, cap, pipe = group_kind(kind)
-    if pipe and (not lag or pf or local or ff or pipe < 2):
-        raise ValueError(f"{kind}: the pipelined row walk is the late finish alone, 2 stages or more")
+    lag, pf, hold, local, ff, cap = group_kind(kind)
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
@@ -494,7 +465,7 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
     ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
     _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
                                      LAG=lag, PF=pf, EXP2=int(exp2), FULL=int(full), HOLD=hold,
-                                     LOCAL=local * 32 * nw, FF=ff, PIPE=pipe, num_warps=nw,
+                                     LOCAL=local * 32 * nw, FF=ff, num_warps=nw,
                                      **({"maxnreg": reg_cap(per_sm, nw)} if cap else {}),
                                      launch_cooperative_grid=True)
 
@@ -517,8 +488,7 @@ def _prep(x, out):
 
 def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
             group: bool = True, evict: tuple[bool, ...] = (True, False), prefetch: bool = True,
-            exp2: bool = True, full: bool = False, local: bool = True, hold16: bool = False, ff_only: bool = False,
-            pipe: bool = True):
+            exp2: bool = True, full: bool = False, local: bool = True, hold16: bool = False, ff_only: bool = False):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps[, EVICT]) for rows held whole, (programs per SM, chunk, num_warps) for
     the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
@@ -535,8 +505,7 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     13; False: round 12's). hold16: also those holding the exponentials in the input's 16-bit
     dtype (round 13; a second rounding). ff_only: only the launches finishing the earlier row
     first with their registers capped (round 13, rejected: 1.2x slower on the H200; variant
-    triton_ff). pipe: the launches loading the rows' chunks through shared memory (Triton's
-    pipeliner, registers capped; round 13)."""
+    triton_ff)."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -573,17 +542,16 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
         # the persistent kernel stays the default (it runs anywhere, the interpreter included)
         # and a candidate: the tuner takes the row-group kernel only where it is faster
         def offered(kind):
-            _, pf, hold, loc, first, cap, staged = group_kind(kind)
-            return ((prefetch or not pf) and (local or not loc) and (hold16 or not hold) and (pipe or not staged)
-                    and (bool(first) == ff_only) and (ff_only or staged or not cap))
+            _, pf, hold, loc, first, cap = group_kind(kind)
+            return ((prefetch or not pf) and (local or not loc) and (hold16 or not hold)
+                    and (bool(first) == ff_only) and (ff_only or not cap))
 
         groups = [c for c in GROUP_CANDIDATES if offered(c[0])] if group else []
-        flags = (prefetch, exp2, full, local, hold16, ff_only, pipe)  # rounds 12-13's changes; each stage under its own key
-        rnd = {(True, True, False, True, False, False, True): "", (False, False, False, False, False, False, False): "_r11",
-               (True, False, False, False, False, False, False): "_pf", (True, True, True, False, False, False, False): "_full",
-               (True, True, False, False, False, False, False): "_r12", (True, True, False, True, True, False, True): "_h2",
-               (True, True, False, True, False, True, False): "_ff", (True, True, False, True, False, False, False): "_loc",
-               }.get(flags, "_" + "".join(str(int(f)) for f in flags))
+        flags = (prefetch, exp2, full, local, hold16, ff_only)  # rounds 12-13's changes; each stage's picks under its own key
+        rnd = {(True, True, False, True, False, False): "", (False, False, False, False, False, False): "_r11",
+               (True, False, False, False, False, False): "_pf", (True, True, True, False, False, False): "_full",
+               (True, True, False, False, False, False): "_r12", (True, True, False, True, True, False): "_h2",
+               (True, True, False, True, False, True): "_ff"}.get(flags, "_" + "".join(str(int(f)) for f in flags))
         key = ("softmax_online" + rnd if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype,
                x.device)
         config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(key, ONLINE_CANDIDATES + groups, launch_online,
@@ -595,34 +563,28 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
 def softmax_r11(x, out=None):
     """Round 11's launches: the row-group kernel without the L2 prefetch, with tl.exp, every load
     masked (before of round 12)."""
-    return softmax(x, out=out, prefetch=False, exp2=False, full=False, local=False, pipe=False)
+    return softmax(x, out=out, prefetch=False, exp2=False, full=False, local=False)
 
 
 def softmax_pf(x, out=None):
     """Round 12's first change alone: the L2 prefetch among the row-group launches."""
-    return softmax(x, out=out, exp2=False, full=False, local=False, pipe=False)
+    return softmax(x, out=out, exp2=False, full=False, local=False)
 
 
 def softmax_full(x, out=None):
     """Round 12's third change, rejected: the chunks inside the row loaded without a mask."""
-    return softmax(x, out=out, full=True, local=False, pipe=False)
+    return softmax(x, out=out, full=True, local=False)
 
 
 def softmax_r12(x, out=None):
     """Round 12's launches (before of round 13): no thread-local exponentials."""
-    return softmax(x, out=out, local=False, pipe=False)
-
-
-def softmax_loc(x, out=None):
-    """Round 13's first change (before of the pipelined launches): round 12's launches and the
-    thread-local exponentials."""
-    return softmax(x, out=out, pipe=False)
+    return softmax(x, out=out, local=False)
 
 
 def softmax_ff(x, out=None):
     """Round 13, rejected: only the launches finishing the earlier row before reducing the next,
     their registers capped to fit more programs an SM."""
-    return softmax(x, out=out, ff_only=True, pipe=False)
+    return softmax(x, out=out, ff_only=True)
 
 
 def softmax_h2(x, out=None):
@@ -714,7 +676,6 @@ _VARIANTS = {
     "triton_full": lambda s: softmax_full(s["x"]),  # round 12's rejected third change (unmasked inner chunks)
     "triton_r12": lambda s: softmax_r12(s["x"]),  # round 12: no thread-local exponentials
     "triton_h2": lambda s: softmax_h2(s["x"]),  # round 13: exponentials held in bf16 among the launches
-    "triton_loc": lambda s: softmax_loc(s["x"]),  # round 13's first change alone (no pipelined launches)
     "triton_ff": lambda s: softmax_ff(s["x"]),  # round 13, rejected: the late finish first, registers capped
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
