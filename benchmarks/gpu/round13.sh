@@ -9,10 +9,10 @@
 #                                             # then the variants round-robin by graph replay
 #   bash benchmarks/gpu/round13.sh cap TAG    # the pairs through profkit (ncu lean): triton_r12 -> triton, triton ->
 #                                             # triton_h2, triton -> triton_ff (rejected), compile -> triton
-#   bash benchmarks/gpu/round13.sh sp TAG     # the rows' chunks through shared memory (Triton's pipeliner, _s<n>) with
-#                                             # the registers capped: the sweep, then triton (with them) against
-#                                             # triton_loc (without), round 12's, the bf16 hold and compile
-#   bash benchmarks/gpu/round13.sh cap2 TAG   # their pairs: triton_loc -> triton, triton -> triton_h2, compile -> triton
+#   bash benchmarks/gpu/round13.sh sp TAG     # (run at commit 1b63e57, where the kinds live; refuted and removed) the
+#                                             # rows' chunks through shared memory (Triton's pipeliner, _s<n>), registers
+#                                             # capped: the sweep, then triton against triton_loc (without them)
+#   bash benchmarks/gpu/round13.sh cap2 TAG   # (not run: nothing to pair) triton_loc -> triton, triton -> h2, compile
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
