@@ -315,8 +315,9 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     benchmarks/results/r8): the partials counted in through an atomic counter and then read, two
     L2 round trips a row (the first build; 6-23 % slower with several programs per SM); two rows
     ahead in flight (no gain); exp(x - m) recomputed after the wait (e6b3a1b: 6-24 % slower on the
-    H200); no row ahead (ae96052: 2-18 % slower). Triton's pipeliner (tl.range num_stages) leaves
-    this loop alone: the wait is a loop inside it.
+    H200); no row ahead (ae96052: 2-18 % slower). Triton's pipeliner (tl.range num_stages) has
+    nothing to do here, the next row being loaded by hand; with the row loaded in the loop it does
+    pipeline it, wait and all (round 13, below: slower).
     PF > 0 (round 12): the chunk PF rows beyond the one loading into registers is prefetched into
     the L2 (_prefetch_l2), so more bytes are in flight than registers hold; the loads then hit
     the L2.
