@@ -416,6 +416,10 @@ GROUP_CANDIDATES += [("group_lag_loc_pf1", 4096, 4, 4), ("group_lag_loc_pf1", 81
                      ("group_lag_ff_pf1", 4096, 4, 4), ("group_lag_ff_pf1", 4096, 5, 4), ("group_lag_ff_pf1", 8192, 2, 8),
                      ("group_lag_ff_pf1", 2048, 10, 2), ("group_lag_cap_pf1", 4096, 5, 4),
                      ("group_lag_h2_pf1", 4096, 5, 4), ("group_lag_h2_pf1", 4096, 4, 4), ("group_lag_h2_pf1", 8192, 2, 8)]
+# round 13, last: the bf16 hold with the registers capped to fit more programs an SM (no or a few
+# spills in the sm_90a SASS: 5 of 4 warps at 152064 columns too, 10-12 of 2 warps, 3 of 8 warps)
+GROUP_CANDIDATES += [("group_lag_h2_cap", 4096, 5, 4), ("group_lag_h2_cap_pf1", 4096, 5, 4), ("group_lag_h2_cap", 4096, 6, 4),
+                     ("group_lag_h2_cap", 2048, 10, 2), ("group_lag_h2_cap", 2048, 12, 2), ("group_lag_h2_cap", 8192, 3, 8)]
 
 
 def group_kind(kind: str) -> tuple[int, int, int, int, int, int]:
@@ -548,7 +552,7 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
         def offered(kind):
             _, pf, hold, loc, first, cap = group_kind(kind)
             return ((prefetch or not pf) and (local or not loc) and (hold16 or not hold)
-                    and (bool(first) == ff_only) and (ff_only or not cap))
+                    and (bool(first) == ff_only) and (ff_only or hold or not cap))
 
         groups = [c for c in GROUP_CANDIDATES if offered(c[0])] if group else []
         flags = (prefetch, exp2, full, local, hold16, ff_only)  # rounds 12-13's changes; each stage's picks under its own key

@@ -5,7 +5,8 @@ an H200 (-h200c) and an H100 (-h100a). Three changes, each its own pair:
 - triton_r12 -> triton: each thread's exponentials against its own max among the tuner's
   launches (a tie: 0.998-1.005x);
 - triton -> triton_h2: the held exponentials in bf16, 5 programs an SM where 4 fitted (supported
-  on the H200 at 2048 x 128256 only; a second rounding, so opt-in);
+  on the H200 at 2048 x 128256 only; a second rounding, so opt-in); -h200e (round13.sh h2, H200):
+  the same with the registers capped among triton_h2's launches, supported at both shapes;
 - triton -> triton_ff: the late finish before the next row's reduce, registers capped (rejected,
   0.82-0.90x).
 Verdicts under ncu (one kernel at a time, caches flushed); graph-replay figures in
@@ -16,6 +17,7 @@ from profdata import load_runs, pair_row
 
 _H200 = "softmax-{}-r13-h200c"
 _H100 = "softmax-{}-r13-h100a"
+_H2CAP = "softmax-{}-r13-h200e"  # the bf16 hold's launches with the registers capped among its candidates
 LL, QW = "llama3vocab-t2048", "qwen7bvocab-t1024"
 RUNS = {  # run -> [(before, after, speed-up, verdict)]
     _H200.format(LL): [("triton_r12", "triton", 0.999, "rejected"), ("triton", "triton_h2", 1.041, "supported"),
@@ -26,6 +28,8 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
                        ("triton", "triton_ff", 0.899, "rejected"), ("compile", "triton", 1.704, "supported")],
     _H100.format(QW): [("triton_r12", "triton", 1.005, "supported"), ("triton", "triton_h2", 0.985, "rejected"),
                        ("triton", "triton_ff", 0.894, "rejected"), ("compile", "triton", 1.757, "supported")],
+    _H2CAP.format(LL): [("triton", "triton_h2", 1.040, "supported"), ("compile", "triton_h2", 2.110, "supported")],
+    _H2CAP.format(QW): [("triton", "triton_h2", 1.021, "supported"), ("compile", "triton_h2", 2.074, "supported")],
 }
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
@@ -43,6 +47,19 @@ def test_round13_pairs(store, run, before, after, speedup, verdict):
     # the lab's call: the row slots' fill and the row-group kernel; compile's: one fused reduction
     assert r["before_detail"]["kernels_per_call"] == (1 if before == "compile" else 2)
     assert r["after_detail"]["kernels_per_call"] == 2
+
+
+def test_capped_bf16_hold_fits_five_programs_at_152064(store):
+    """-h200e at 1024 x 152064: triton's launch is 8192 columns on 8 warps (123 registers, 2
+    programs an SM); triton_h2's is 4096 columns on 4 warps capped at 96 registers, 5 programs an
+    SM (the uncapped bf16 hold needs 115 there: 4), with more warp slots active."""
+    run = _H2CAP.format(QW)
+    (before, *_), (after, *_) = _rowgroup(store, run, "triton"), _rowgroup(store, run, "triton_h2")
+    assert (before["launch__block_size"], before["launch__occupancy_limit_registers"]) == (256, 2)
+    assert (after["launch__block_size"], after["launch__registers_per_thread"]) == (128, 96)
+    assert after["launch__occupancy_limit_registers"] == 5
+    active = "sm__warps_active.avg.pct_of_peak_sustained_active"
+    assert after[active] > 1.2 * before[active]
 
 
 def _rowgroup(store, run, variant):
@@ -77,8 +94,8 @@ def test_every_variant_reads_each_row_once(store):
     from profkit.metrics import lookup
 
     for shape, n_rows, n in ((LL, 2048, 128256), (QW, 1024, 152064)):
-        for run in (_H200.format(shape), _H100.format(shape)):
-            for v in ("triton_r12", "triton", "triton_h2", "triton_ff"):
+        for run in (_H200.format(shape), _H100.format(shape), _H2CAP.format(shape)):
+            for v in ("triton_r12", "triton", "triton_h2", "triton_ff") if "h200e" not in run else ("triton", "triton_h2"):
                 reads = [lookup(c, "dram_read_bytes") for c in _rowgroup(store, run, v)]
                 assert len(reads) == 3, (run, v)
                 assert sum(reads) / len(reads) == pytest.approx(n_rows * n * 2, rel=0.005), (run, v)

@@ -13,6 +13,8 @@
 #                                             # rows' chunks through shared memory (Triton's pipeliner, _s<n>), registers
 #                                             # capped: the sweep, then triton against triton_loc (without them)
 #   bash benchmarks/gpu/round13.sh cap2 TAG   # (not run: nothing to pair) triton_loc -> triton, triton -> h2, compile
+#   bash benchmarks/gpu/round13.sh h2 TAG     # the bf16 hold with registers capped (_h2_cap): sweep, round-robin,
+#                                             # pairs triton -> triton_h2 and compile -> triton_h2
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -55,6 +57,21 @@ cap2)
     run=softmax-$s-r13-$TAG
     cap $run softmax --variant triton_loc --variant triton --variant triton_h2 --variant compile --shape $s
     cmp $run:triton_loc $run:triton; cmp $run:triton $run:triton_h2; cmp $run:compile $run:triton
+  done
+  ;;
+h2)
+  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=_h2,group_lag_pf1 SOFTMAX_RR=triton,triton_h2,compile \
+    timeout 300 python3 $R/benchmarks/gpu/softmax_group.py --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 5 \
+    --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group_h2.log
+  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|check' $O/r13/softmax_group_h2.log | cut -c1-400
+  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json | grep -v "^regs"
+  timeout 200 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton_h2,triton,compile \
+    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r13/rr_h2 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr_h2.log
+  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr_h2.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr_h2.log | cut -c1-160
+  for s in llama3vocab-t2048 qwen7bvocab-t1024; do
+    run=softmax-$s-r13-$TAG
+    cap $run softmax --variant triton --variant triton_h2 --variant compile --shape $s
+    cmp $run:triton $run:triton_h2; cmp $run:compile $run:triton_h2
   done
   ;;
 esac

@@ -221,7 +221,7 @@ def test_row_group(dtype, config, exp2, full):
 
 @pytest.mark.parametrize("config", [("group_lag_loc", 8192, 3, 4), ("group_loc", 8192, 2, 4), ("group_lag_h2", 8192, 3, 4),
                                     ("group_lag_ff", 8192, 3, 4), ("group_lag_cap", 8192, 5, 4),
-                                    ("group_lag_loc_h2_ff", 8192, 1, 8)], ids=str)
+                                    ("group_lag_loc_h2_ff", 8192, 1, 8), ("group_lag_h2_cap", 8192, 6, 4)], ids=str)
 def test_row_group_round13(dtype, config, monkeypatch):
     """Round 13's kinds on _group_rows: each thread's exponentials against its own max
     (LOCAL = the program's threads; the chunk viewed per thread), the held exponentials in the
@@ -297,9 +297,11 @@ def test_tuner_weighs_row_groups_unless_asked_for_v3(monkeypatch):
     assert k3 == "softmax_online_r11" and c3 == K.ONLINE_CANDIDATES + [c for c in r12 if not kinds[c][1]]
     assert k4 == "softmax_online_pf" and c4 == c6  # the prefetch alone: its own key (tl.exp in the kernel)
     assert k5 == "softmax_online_full" and c5 == c6
-    assert k7 == "softmax_online_h2" and c7 == K.ONLINE_CANDIDATES + [c for c, k in kinds.items() if not (k[4] or k[5])]
+    # the 16-bit holds too, those among them with the registers capped included
+    assert k7 == "softmax_online_h2" and c7 == K.ONLINE_CANDIDATES + [
+        c for c, k in kinds.items() if not k[4] and (k[2] or not k[5])]
     assert k8 == "softmax_online_ff" and c8 == K.ONLINE_CANDIDATES + [c for c, k in kinds.items() if k[4]]
-    assert len(c8) - len(K.ONLINE_CANDIDATES) == 4 and len(c7) - len(c1) == 3 and len(c1) - len(c6) == 2
+    assert len(c8) - len(K.ONLINE_CANDIDATES) == 4 and len(c7) - len(c1) == 9 and len(c1) - len(c6) == 2
     pf = [c for c in r12 if kinds[c][1]]
     assert {kinds[c][1] for c in pf} == {1, 2} and len(pf) == 14
     assert all(len(c) == 4 for c in K.GROUP_CANDIDATES)
