@@ -19,6 +19,27 @@ set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
 mkdir -p $O/r13
+SHAPES=llama3vocab-t2048,qwen7bvocab-t1024
+# sweep KINDS RR_GROUP RR_VARIANTS SUFFIX TIMEOUT: the row-group launches whose kind holds one of KINDS,
+# each checked and timed alone, then the variants round-robin (softmax_group.py, RR_GROUP), then
+# variants_rr.py over RR_VARIANTS (graph replay, 7 rounds)
+sweep() {
+  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=$1 SOFTMAX_RR=$2 timeout 300 python3 $R/benchmarks/gpu/softmax_group.py \
+    --shapes $SHAPES --rounds 5 --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group$4.log
+  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|graph:|check' $O/r13/softmax_group$4.log | cut -c1-400
+  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json
+  timeout $5 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants $3 --shapes $SHAPES --rounds 7 \
+    --out $O/r13/rr$4 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr$4.log
+  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr$4.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr$4.log | cut -c1-160
+}
+# pairs "VARIANT ..." "BEFORE:AFTER ...": profkit capture (ncu lean) of the variants at each shape, then compare
+pairs() {
+  for s in ${SHAPES//,/ }; do
+    run=softmax-$s-r13-$TAG
+    cap $run softmax $(printf -- '--variant %s ' $1) --shape $s
+    for p in $2; do cmp $run:${p%%:*} $run:${p##*:}; done
+  done
+}
 for M in ${MODE//,/ }; do
 case $M in
 probe)
@@ -26,53 +47,16 @@ probe)
     timeout 150 python3 $R/benchmarks/gpu/softmax_probe13.py $p --out $O/r13 2>&1 | grep -v -i "warn" | tail -3
   done
   ;;
-sm)
-  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=${SOFTMAX_KINDS:-_loc,_h2,_ff,_cap,group_lag_pf1} timeout 300 python3 $R/benchmarks/gpu/softmax_group.py \
-    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 5 --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group.log
-  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|graph:|check' $O/r13/softmax_group.log | cut -c1-400
-  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json
-  timeout 240 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton,triton_r12,triton_h2,triton_ff,compile \
-    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r13/rr 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr.log
-  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr.log | cut -c1-160
-  ;;
-cap)
-  for s in llama3vocab-t2048 qwen7bvocab-t1024; do
-    run=softmax-$s-r13-$TAG
-    cap $run softmax --variant triton_r12 --variant triton --variant triton_h2 --variant triton_ff --variant compile --shape $s
-    cmp $run:triton_r12 $run:triton; cmp $run:triton $run:triton_h2; cmp $run:triton $run:triton_ff; cmp $run:compile $run:triton
-  done
-  ;;
-sp)
-  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=_s,group_lag_pf1,group_lag_loc_pf1 SOFTMAX_RR=triton,triton_loc,triton_h2,compile \
-    timeout 300 python3 $R/benchmarks/gpu/softmax_group.py --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 5 \
-    --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group_sp.log
-  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|check' $O/r13/softmax_group_sp.log | cut -c1-400
-  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json | grep -v "^regs"
-  timeout 240 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton,triton_loc,triton_r12,triton_h2,compile \
-    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r13/rr_sp 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr_sp.log
-  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr_sp.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr_sp.log | cut -c1-160
-  ;;
-cap2)
-  for s in llama3vocab-t2048 qwen7bvocab-t1024; do
-    run=softmax-$s-r13-$TAG
-    cap $run softmax --variant triton_loc --variant triton --variant triton_h2 --variant compile --shape $s
-    cmp $run:triton_loc $run:triton; cmp $run:triton $run:triton_h2; cmp $run:compile $run:triton
-  done
-  ;;
+sm) sweep "${SOFTMAX_KINDS:-_loc,_h2,_ff,_cap,group_lag_pf1}" triton,triton_r12,triton_h2,compile \
+      triton,triton_r12,triton_h2,triton_ff,compile "" 240 ;;
+cap) pairs "triton_r12 triton triton_h2 triton_ff compile" \
+       "triton_r12:triton triton:triton_h2 triton:triton_ff compile:triton" ;;
+sp) sweep _s,group_lag_pf1,group_lag_loc_pf1 triton,triton_loc,triton_h2,compile triton,triton_loc,triton_r12,triton_h2,compile \
+      _sp 240 ;;
+cap2) pairs "triton_loc triton triton_h2 compile" "triton_loc:triton triton:triton_h2 compile:triton" ;;
 h2)
-  SOFTMAX_GROUPS_ONLY=1 SOFTMAX_KINDS=_h2,group_lag_pf1 SOFTMAX_RR=triton,triton_h2,compile \
-    timeout 300 python3 $R/benchmarks/gpu/softmax_group.py --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 5 \
-    --out $O/r13 2>&1 | grep -v -i "warn" > $O/r13/softmax_group_h2.log
-  echo "softmax_group rc=$?"; grep -E '^[a-z0-9]+vocab|check' $O/r13/softmax_group_h2.log | cut -c1-400
-  python3 $R/benchmarks/gpu/softmax_group.py --summary $O/r13/softmax_group.json | grep -v "^regs"
-  timeout 200 python3 $R/benchmarks/gpu/variants_rr.py --op softmax --variants triton_h2,triton,compile \
-    --shapes llama3vocab-t2048,qwen7bvocab-t1024 --rounds 7 --out $O/r13/rr_h2 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr_h2.log
-  echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr_h2.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr_h2.log | cut -c1-160
-  for s in llama3vocab-t2048 qwen7bvocab-t1024; do
-    run=softmax-$s-r13-$TAG
-    cap $run softmax --variant triton --variant triton_h2 --variant compile --shape $s
-    cmp $run:triton $run:triton_h2; cmp $run:compile $run:triton_h2
-  done
+  sweep _h2,group_lag_pf1 triton,triton_h2,compile triton_h2,triton,compile _h2 200
+  pairs "triton triton_h2 compile" "triton:triton_h2 compile:triton_h2"
   ;;
 esac
 done
