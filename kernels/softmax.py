@@ -322,7 +322,8 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     the L2 (_prefetch_l2), so more bytes are in flight than registers hold; the loads then hit
     the L2.
     Round 13 (H200 probes, benchmarks/results/r13): the wait for the partners costs ~3 % (taken
-    out, 2048 x 128256 ran 1.027x faster); what a program holds bounds the bytes in flight an SM.
+    out, 2048 x 128256 ran 1.027x faster); what a program holds in registers bounds the programs
+    an SM, and more of them hide more of each one's step.
     LOCAL (the program's thread count): exponentials against each thread's own max (_publish);
     HOLD 2: the earlier row's exponentials held in a 16-bit input's dtype (5 programs of 4 warps
     an SM at 4096 columns where 4 fitted: 1.04x there, one rounding more); FF 1 (rejected): the
@@ -411,7 +412,7 @@ GROUP_CANDIDATES += [(f"{kind}_pf{pf}", *rest) for pf in (1, 2)
 # implied): rejected, 1.19-1.25x slower at the same programs an SM (the partners' partials then
 # wait on an L2 round trip each row), offered only by softmax(ff_only=True); the held
 # exponentials in the 16-bit input dtype ("_h2": 96 registers at 4096 / 4 warps, 5 programs an
-# SM: 1.035x at 2048 x 128256), a second rounding, so only in softmax(hold16=True).
+# SM: 1.04x at 2048 x 128256), a second rounding, so only in softmax(hold16=True).
 GROUP_CANDIDATES += [("group_lag_loc_pf1", 4096, 4, 4), ("group_lag_loc_pf1", 8192, 2, 8),
                      ("group_lag_ff_pf1", 4096, 4, 4), ("group_lag_ff_pf1", 4096, 5, 4), ("group_lag_ff_pf1", 8192, 2, 8),
                      ("group_lag_ff_pf1", 2048, 10, 2), ("group_lag_cap_pf1", 4096, 5, 4),
@@ -463,6 +464,8 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
     lag, pf, hold, local, ff, cap = group_kind(kind)
+    if local and block % (32 * nw * 16 // x2.element_size()):  # _publish views the chunk per thread
+        raise ValueError(f"{kind}: {block} columns do not split into {32 * nw} threads' 16-byte vectors")
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
         raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")

@@ -411,3 +411,11 @@ def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
     # output's); FF's launch carries the register cap
     r12, loc, h2, ff = counts["11000"], counts["110128" + "0"], counts["11200"], counts["11001"]
     assert loc[2] < r12[2] and h2[3] >= r12[3] + 16 and ff[4] == 1 and r12[4] == loc[4] == h2[4] == 0
+
+
+def test_thread_local_kind_refuses_a_chunk_it_cannot_view_per_thread():
+    """_loc views a program's chunk as [reps, threads, 16-byte vector]: a chunk smaller than one
+    vector a thread is a one-line refusal, not a compile error."""
+    x = randn(3, 900, dtype="bf16")
+    with pytest.raises(ValueError, match="do not split into 256 threads' 16-byte vectors"):
+        K._launch_group(x, torch.empty_like(x), ("group_lag_loc", 1024, 1, 8))
