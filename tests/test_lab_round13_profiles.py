@@ -6,7 +6,8 @@ an H200 (-h200c) and an H100 (-h100a). Three changes, each its own pair:
   launches (a tie: 0.998-1.005x);
 - triton -> triton_h2: the held exponentials in bf16, 5 programs an SM where 4 fitted (supported
   on the H200 at 2048 x 128256 only; a second rounding, so opt-in); -h200e (round13.sh h2, H200):
-  the same with the registers capped among triton_h2's launches, supported at both shapes;
+  the same with the registers capped among triton_h2's launches, supported at both shapes (-h100b:
+  the H100, a tie);
 - triton -> triton_ff: the late finish before the next row's reduce, registers capped (rejected,
   0.82-0.90x).
 Verdicts under ncu (one kernel at a time, caches flushed); graph-replay figures in
@@ -18,6 +19,7 @@ from profdata import load_runs, pair_row
 _H200 = "softmax-{}-r13-h200c"
 _H100 = "softmax-{}-r13-h100a"
 _H2CAP = "softmax-{}-r13-h200e"  # the bf16 hold's launches with the registers capped among its candidates
+_H2CAP100 = "softmax-{}-r13-h100b"  # the same on the H100
 LL, QW = "llama3vocab-t2048", "qwen7bvocab-t1024"
 RUNS = {  # run -> [(before, after, speed-up, verdict)]
     _H200.format(LL): [("triton_r12", "triton", 0.999, "rejected"), ("triton", "triton_h2", 1.041, "supported"),
@@ -30,6 +32,8 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
                        ("triton", "triton_ff", 0.894, "rejected"), ("compile", "triton", 1.757, "supported")],
     _H2CAP.format(LL): [("triton", "triton_h2", 1.040, "supported"), ("compile", "triton_h2", 2.110, "supported")],
     _H2CAP.format(QW): [("triton", "triton_h2", 1.021, "supported"), ("compile", "triton_h2", 2.074, "supported")],
+    _H2CAP100.format(LL): [("triton", "triton_h2", 1.002, "caveated"), ("compile", "triton_h2", 1.706, "supported")],
+    _H2CAP100.format(QW): [("triton", "triton_h2", 1.000, "caveated"), ("compile", "triton_h2", 1.753, "supported")],
 }
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
@@ -94,8 +98,9 @@ def test_every_variant_reads_each_row_once(store):
     from profkit.metrics import lookup
 
     for shape, n_rows, n in ((LL, 2048, 128256), (QW, 1024, 152064)):
-        for run in (_H200.format(shape), _H100.format(shape), _H2CAP.format(shape)):
-            for v in ("triton_r12", "triton", "triton_h2", "triton_ff") if "h200e" not in run else ("triton", "triton_h2"):
+        for run in (_H200.format(shape), _H100.format(shape), _H2CAP.format(shape), _H2CAP100.format(shape)):
+            four = run in (_H200.format(shape), _H100.format(shape))
+            for v in ("triton_r12", "triton", "triton_h2", "triton_ff") if four else ("triton", "triton_h2"):
                 reads = [lookup(c, "dram_read_bytes") for c in _rowgroup(store, run, v)]
                 assert len(reads) == 3, (run, v)
                 assert sum(reads) / len(reads) == pytest.approx(n_rows * n * 2, rel=0.005), (run, v)
