@@ -81,7 +81,7 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
     import torch
 
     from profkit.kernels import get
-    from profkit.kernels.timing import fresh, n_copies, rotating
+    from profkit.kernels.timing import first_call_checked, n_copies, rotating
 
     w = get(op)
     for shape, p in shapes.items():
@@ -107,13 +107,8 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
                 continue
             fn = w.variants[v]
             try:
-                # the inputs as this variant reads them: an in-place variant timed before it (Liger's
-                # RoPE, triton_inplace) has rotated `state`, and this one may rotate it too
-                ref_state = fresh(state)
-                out = fn(state)  # first call: compiles, outside the timing
-                r = w.check(ref_state, v, out, dtype)
+                r = first_call_checked(w, v, state, dtype)
                 row.update(rel_err=r.rel_err, tol=r.tol, ok=r.ok)
-                del out
                 ms = bench(rotating(fn, states))
                 row["ms"] = ms
                 row["gbps"] = mdl["bytes"] / ms / 1e6

@@ -82,12 +82,9 @@ def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr, STREAM: tl.con
     STREAM: read evict-first (each line is read once)."""
     h = tl.arange(0, BLOCK_H)
     m = (h < H)[:, None] & dmask[None, :]
-    if STREAM:
-        xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0, eviction_policy="evict_first")
-        xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0, eviction_policy="evict_first")
-    else:
-        xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0)
-        xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0)
+    ev: tl.constexpr = "evict_first" if STREAM else ""
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0, eviction_policy=ev)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0, eviction_policy=ev)
     return xa, xb, m
 
 
@@ -99,14 +96,9 @@ def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr
     xb = xb.to(tl.float32)
     c = cos[None, :]
     s = sin[None, :]
-    if STREAM:
-        tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m,
-                 cache_modifier=".cs")
-        tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m,
-                 cache_modifier=".cs")
-    else:
-        tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
-        tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
+    cm: tl.constexpr = ".cs" if STREAM else ""
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m, cache_modifier=cm)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m, cache_modifier=cm)
 
 
 @triton.jit

@@ -76,6 +76,16 @@ def fresh(state):
     return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items() if not k.startswith("_")}
 
 
+def first_call_checked(w, variant: str, state, dtype: str):
+    """A variant's first call (it compiles: outside any timing) on `state`, checked against the
+    reference on fresh copies of the inputs as this call reads them: an in-place variant timed
+    before it (RoPE's triton_inplace, Liger's RoPE) has rotated `state`, and this one may rotate
+    it too. -> the workload's check result."""
+    ref_state = fresh(state)
+    out = w.variants[variant](state)
+    return w.check(ref_state, variant, out, dtype)
+
+
 def rotating(fn, states):
     """fn over the states in turn, one per call."""
     i = [0]

@@ -44,7 +44,7 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
     """(rows, copy) for every (shape, variant); `progress(what)` hears each step."""
     import torch
 
-    from .kernels.timing import copy_bandwidth, fresh, header, n_copies, rotating, stamp, timer
+    from .kernels.timing import copy_bandwidth, first_call_checked, header, n_copies, rotating, stamp, timer
 
     w = workload(spec)
     if w.model is None or not w.shapes:
@@ -79,12 +79,7 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
                 continue
             fn = w.variants[v]
             try:
-                # the inputs as this variant reads them: timing an in-place variant before it (RoPE's
-                # triton_inplace, Liger's RoPE) has rotated `state`, and this one may rotate it too
-                ref_state = fresh(state)
-                out = fn(state)  # first call compiles, outside the timing
-                r = w.check(ref_state, v, out, dtype)
-                del out
+                r = first_call_checked(w, v, state, dtype)
             except Exception as e:  # noqa: BLE001 - the variant's own failure: one row that says so
                 rows.append({**row, "note": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]})
                 continue

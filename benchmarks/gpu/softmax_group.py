@@ -17,9 +17,9 @@ removed with the probe knobs once the kernel settled: the code at commits 950075
 SYNC, DEPTH 2, LAG), e6b3a1b (RECOMPUTE), ae96052 (DEPTH 0); results in benchmarks/results/r8/*p*/.
 
 Round 13: the thread-local exponentials ("_loc") and the 16-bit held exponentials ("_h2") among
-the candidates; the round-robin is SOFTMAX_RR's variants (default `triton`, `triton_r12`, `triton_h2`, compile) and a
-copy (round 12's also had v3 and `triton_r11`); SOFTMAX_KINDS=a,b sweeps the
-candidates whose kind contains one of those.
+the candidates; the round-robin is SOFTMAX_RR's variants (default `triton`, `triton_r12`,
+`triton_h2`, compile) and a copy (round 12's also had v3 and `triton_r11`); SOFTMAX_KINDS=a,b
+sweeps the candidates whose kind contains one of those.
 
 Round 12: the row-group launches with the L2 prefetch (kinds "*_pf1", "*_pf2") are among the
 candidates, and `triton_r11` (the tuner without them) joins the round-robin; SOFTMAX_GROUPS_ONLY=1

@@ -1,3 +1,9 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -161,6 +167,42 @@ def test_rope_stream_hints_keep_the_result(interleaved, monkeypatch):
     check(ko, kr, "bf16", "k")
     s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
     assert K.WORKLOAD.check(s, "triton_stream", K.WORKLOAD.variants["triton_stream"](s), "bf16").ok
+
+
+def test_rope_stream_hints_reach_the_ptx():
+    """STREAM compiled for an H100 (sm_90a) without a GPU, in a child process (the tests'
+    TRITON_INTERPRET gives interpreted kernels): evict-first loads and .cs stores with it, none
+    without (the hints are the probe's whole difference)."""
+    code = textwrap.dedent("""
+        import json, triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from profkit.kernels import rope as R
+        sig = {n: "*bf16" for n in ("Q", "K", "QO", "KO", "COS", "SIN")}
+        sig["POS"] = "*i64"
+        for n in ("sq_t", "sq_h", "sk_t", "sk_h", "sqo_t", "sqo_h", "sko_t", "sko_h", "stride_cs", "HQ", "HK", "HALF",
+                  "PASS"):
+            sig[n] = "i32"
+        for n in ("INTERLEAVED", "COPY_PASS", "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "BLOCK_PASS", "LOADS_FIRST",
+                  "STREAM"):
+            sig[n] = "constexpr"
+        counts = {}
+        for stream in (False, True):
+            src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={
+                "INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
+                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": stream})
+            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+            counts[str(stream)] = [ptx.count("evict_first"), ptx.count("st.global.cs")]
+        print(json.dumps(counts))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
+    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert counts["False"] == [0, 0]
+    assert counts["True"][0] >= 32 and counts["True"][1] >= 32  # q's and k's loads and stores, every vector
 
 
 def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
