@@ -30,7 +30,7 @@ from pathlib import Path
 from profkit.errors import ToolFailed, ToolMissing
 
 SOURCES = Path(__file__).resolve().parent / "cuda"
-NAMES = ("rmsnorm", "rope", "swiglu", "sgemm")
+NAMES = ("rmsnorm", "rope", "swiglu", "sgemm", "softmax")
 FALLBACK_NVCC = ("/usr/local/cuda/bin/nvcc",)
 BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden")
 

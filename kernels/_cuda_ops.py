@@ -1,4 +1,4 @@
-"""Python launchers of the CUDA C++ RMSNorm, RoPE and SwiGLU (kernels/cuda/{rmsnorm,rope,swiglu}.cu).
+"""Python launchers of the CUDA C++ RMSNorm, RoPE, SwiGLU and long-row softmax (kernels/cuda/*.cu).
 
 Same interface and numerics as the Triton launchers in rmsnorm.py / rope.py / swiglu.py
 (fp32 math, output rounded once to the input dtype), registered there as variant ``cuda``.
@@ -15,6 +15,7 @@ _P = ctypes.c_void_p
 _I64 = ctypes.c_longlong
 _I32 = ctypes.c_int
 _F32 = ctypes.c_float
+_PI32 = ctypes.POINTER(ctypes.c_int)
 
 # as kernels/cuda/common.cuh: PK_FP32, PK_FP16, PK_BF16
 DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -23,6 +24,7 @@ _SIGNATURES = {
     "rmsnorm": ("profkit_rmsnorm_fwd", [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _F32, _F32, _I32, _P]),
     "rope": ("profkit_rope_fwd", [_P, _P, _P, _P, _P, _P, _P] + [_I64] * 9 + [_I32] * 8 + [_P]),
     "swiglu": ("profkit_swiglu_fwd", [_P, _P, _P, _I64, _I32, _P]),
+    "softmax": ("profkit_softmax_cluster_fwd", [_P, _P, _I64, _I64, _I64, _I64, _I32, _I32, _I32, _I32, _I32, _I32, _PI32, _P]),
 }
 
 
@@ -165,3 +167,85 @@ def swiglu_cuda(gate, up, out=None):
         _cuda_build.check(lib, f(gate.data_ptr(), up.data_ptr(), y.data_ptr(), n, code, _cuda_build.stream_of(gate)),
                           "swiglu (CUDA)")
     return y
+
+
+# ---- Softmax over long rows (kernels/cuda/softmax.cu, round 14) -------------------------------
+
+# as softmax.cu's Shape: one CTA an SM (15 consumer warps, two 16-byte vectors each from a chunk)
+# or two (7 warps, four vectors each): the chunk's bytes, the ring's most stages, the most chunks
+# of a CTA's slice (the kernel's instances)
+SOFTMAX_SHAPES = {1: (15 * 32 * 2 * 16, 13, 8), 2: (7 * 32 * 4 * 16, 7, 5)}
+SOFTMAX_MIN_COLUMNS = 8192  # narrower rows leave most of the consumers idle: use softmax()
+CLUSTER_SIZES = (1, 2, 3, 4, 5, 6, 7, 8)  # the portable cluster sizes
+_TARGET_CHUNKS = 5  # one CTA an SM: up to 5 chunks a slice is held as fp32 exponentials (HOLD_FLOATS)
+
+
+def softmax_cluster_plan(n: int, esize: int, cluster: int | None = None, per_sm: int = 1) -> tuple[int, int, int]:
+    """(cluster, slice, chunks): the CTAs sharing a row, the columns of every CTA but the last
+    (which takes the rest), and the chunks the widest slice spans. cluster=None: the smallest
+    that keeps every slice within 5 chunks. As softmax.cu's launch_shape()."""
+    v = 16 // esize
+    if per_sm not in SOFTMAX_SHAPES:
+        raise ValueError(f"softmax (CUDA): per_sm {per_sm} is not one of {tuple(SOFTMAX_SHAPES)}")
+    chunk_bytes, _, max_chunks = SOFTMAX_SHAPES[per_sm]
+    if n % v:
+        raise ValueError(f"softmax (CUDA): {n} columns is not a multiple of {v} ({esize}-byte elements in a 16-byte vector)")
+    if n < SOFTMAX_MIN_COLUMNS:
+        raise ValueError(f"softmax (CUDA): rows of {n} columns; the cluster kernel is for rows of at least "
+                         f"{SOFTMAX_MIN_COLUMNS} (use softmax())")
+    che = chunk_bytes // esize
+
+    def plan(c: int):
+        sl = -(-(n // v) // c) * v
+        last = n - (c - 1) * sl
+        return (sl, -(-max(sl, last) // che)) if last > 0 else (sl, None)
+
+    if cluster is None:
+        cluster = next((c for c in CLUSTER_SIZES if (plan(c)[1] or 99) <= min(_TARGET_CHUNKS, max_chunks)),
+                       CLUSTER_SIZES[-1])
+    if cluster not in CLUSTER_SIZES:
+        raise ValueError(f"softmax (CUDA): cluster {cluster} is not one of {CLUSTER_SIZES}")
+    sl, chunks = plan(cluster)
+    if chunks is None or chunks > max_chunks:
+        why = "leaves the last CTA no columns" if chunks is None else \
+            f"gives slices of {chunks} chunks (at most {max_chunks} at {per_sm} CTA(s) an SM)"
+        raise ValueError(f"softmax (CUDA): {n} columns over a cluster of {cluster} {why}")
+    return cluster, sl, chunks
+
+
+def softmax_cuda(x, out=None, cluster: int | None = None, stages: int = 12, max_clusters: int = 0, probe: int = 0,
+                 per_sm: int = 1):
+    """softmax over the last dim of a 2-D (or flattened) tensor with rows of >= 8192 columns:
+    each row's slices held by a thread-block cluster (kernels/cuda/softmax.cu). fp32 math, output
+    rounded once. cluster: the CTAs sharing a row (None: softmax_cluster_plan's pick); stages: the
+    shared-memory ring's chunks; max_clusters: bound the persistent grid (0: as many clusters as
+    fit the GPU); probe (measurements, wrong outputs; bits): 1 no exchange between a cluster's
+    CTAs, 2 the loads alone, 4 one store a thread a row; per_sm: CTAs an SM, 1 or 2 (each CTA's
+    reduction and exchange then overlap the other's work). Returns (y, the clusters launched)."""
+    import torch
+
+    code = dtype_code(x)
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"softmax (CUDA): x needs a non-empty last dim, got shape {tuple(x.shape)}")
+    n = x.shape[-1]
+    cluster, _, _ = softmax_cluster_plan(n, x.element_size(), cluster, per_sm)
+    most = SOFTMAX_SHAPES[per_sm][1]
+    if not 2 <= stages <= most:
+        raise ValueError(f"softmax (CUDA): stages {stages} not in 2..{most} at {per_sm} CTA(s) an SM")
+    x2 = x.reshape(-1, n)
+    v = 16 // x.element_size()
+    if x2.stride(-1) != 1 or x2.stride(0) % v or x2.data_ptr() % 16:
+        x2 = x2.contiguous()
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    if tuple(y.shape) != tuple(x.shape) or y.dtype != x.dtype or not y.is_contiguous() or y.data_ptr() % 16:
+        raise ValueError(f"softmax (CUDA): out must be contiguous, 16-byte aligned, {tuple(x.shape)} {x.dtype}")
+    _need_device(x2, y)
+    rows = x2.shape[0]
+    if rows >= 2**31 or n >= 2**31:
+        raise ValueError(f"softmax (CUDA): {rows} rows x {n} is past the kernel's int32 range")
+    launched = ctypes.c_int(0)
+    if rows:
+        lib, f = _fn("softmax")
+        _cuda_build.check(lib, f(x2.data_ptr(), y.data_ptr(), rows, n, x2.stride(0), n, code, cluster, stages,
+                                 max_clusters, probe, per_sm, ctypes.byref(launched), _cuda_build.stream_of(x2)), "softmax (CUDA)")
+    return y, launched.value

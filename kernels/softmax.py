@@ -49,8 +49,9 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from ._cuda_ops import softmax_cluster_plan, softmax_cuda
 from .rmsnorm import row_config
-from .timing import tuned
+from .timing import rotated, tuned
 
 MAX_SINGLE = 16384
 CHUNK = 4096
@@ -638,6 +639,40 @@ def softmax_v1(x, out=None, max_single: int = MAX_SINGLE, chunk: int = CHUNK):
     return y
 
 
+# round 14: the CUDA C++ cluster kernel's (cluster, ring stages, CTAs an SM), the default first;
+# cluster None: the smallest whose slices fit 5 chunks (softmax_cluster_plan: 4 at 128256-152064
+# columns). The fastest of round 14's sweep on the H200 (softmax_cluster14.py sweep) among them.
+CUDA_CANDIDATES = [(None, 8, 1), (None, 12, 1), (3, 12, 1), (6, 6, 2), (8, 4, 2), (8, 6, 2)]
+
+
+def softmax_cluster(x, out=None, config=None):
+    """Softmax over long rows (>= 8192 columns) by the CUDA C++ kernel of kernels/cuda/softmax.cu:
+    a row's slices held by a thread-block cluster, fed by the bulk copy engine through a shared-
+    memory ring, the partials exchanged in distributed shared memory (round 14). config:
+    (cluster, stages, CTAs an SM); else the fastest of CUDA_CANDIDATES on this GPU (graph replay, inputs
+    rotated past the L2). Needs a Hopper GPU and nvcc."""
+    x2, y, y2 = _prep(x, out)
+    R, N = x2.shape
+    if R == 0:
+        return y
+    if config is None:
+        cands = []
+        for c in CUDA_CANDIDATES:
+            try:
+                plan = softmax_cluster_plan(N, x2.element_size(), c[0], c[2])
+            except ValueError:
+                continue
+            if (plan[0], *c[1:]) not in cands:
+                cands.append((plan[0], *c[1:]))
+        if not cands:  # no cluster fits: say why in the plan's words
+            softmax_cluster_plan(N, x2.element_size(), None)
+        key = ("softmax_cluster", triton.next_power_of_2(R), N, x.dtype, x.device)
+        config = tuned(key, cands, rotated(lambda cfg, a, b: softmax_cuda(a, b, *cfg[:2], per_sm=cfg[2]), [x2, y2]),
+                       x.device, graph=True)
+    softmax_cuda(x2, y2, *config[:2], per_sm=config[2])
+    return y
+
+
 def softmax_eager(x):
     """As HF eager attention writes it: softmax in fp32, cast back."""
     import torch
@@ -693,6 +728,7 @@ _VARIANTS = {
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice
     "triton_evict": lambda s: softmax_evict(s["x"]),  # round 8: rows held whole read evict-first
     "triton_v1": lambda s: softmax_v1(s["x"]),
+    "cuda": lambda s: softmax_cluster(s["x"]),  # round 14: kernels/cuda/softmax.cu, rows >= 8192 columns
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = _liger
@@ -716,4 +752,5 @@ WORKLOAD = Workload(
     quick=("scores-r32768-n4096", "llama3vocab-t2048"),
     selftest={"t-2x300": {"rows": 2, "n": 300}, "t-1x20000": {"rows": 1, "n": 20000}},
     bench="kernels",
+    gpu_only=("cuda",),
 )

@@ -9,8 +9,8 @@ import torch
 
 import _cuda_emu
 from _kernel_helpers import check, nan_like, randn
-from profkit.kernels import _cuda_build, rmsnorm, rope, sgemm, swiglu
-from profkit.kernels._cuda_ops import rmsnorm_cuda, rope_cuda, swiglu_cuda
+from profkit.kernels import _cuda_build, rmsnorm, rope, sgemm, softmax, swiglu
+from profkit.kernels._cuda_ops import rmsnorm_cuda, rope_cuda, softmax_cluster_plan, softmax_cuda, swiglu_cuda
 from profkit.kernels._numerics import measure
 
 
@@ -208,6 +208,8 @@ def test_launchers_refuse_cpu_tensors_before_building(monkeypatch):
         swiglu_cuda(x, x)
     with pytest.raises(ValueError, match="need CUDA tensors"):
         sgemm.sgemm(torch.randn(128, 128), torch.randn(128, 128), "naive")
+    with pytest.raises(ValueError, match="need CUDA tensors"):
+        softmax_cuda(torch.randn(2, 128256).bfloat16())
 
 
 @pytest.mark.parametrize("call, match", [
@@ -225,14 +227,58 @@ def test_launchers_refuse_cpu_tensors_before_building(monkeypatch):
     (lambda: sgemm.sgemm(torch.randn(4, 5), torch.randn(4, 5), "naive"), "shapes"),
     (lambda: sgemm.sgemm(torch.randn(4, 4).half(), torch.randn(4, 4).half(), "naive"), "fp32 operands only"),
     (lambda: sgemm.sgemm(torch.randn(4, 4), torch.randn(4, 4), "fastest"), "no step 'fastest'"),
+    (lambda: softmax_cuda(torch.randn(2, 4096).bfloat16()), "at least 8192"),
+    (lambda: softmax_cuda(torch.randn(2, 8196).bfloat16()), "not a multiple of 8"),
+    (lambda: softmax_cuda(torch.randn(2, 152064).bfloat16(), cluster=4, per_sm=2), "6 chunks"),
+    (lambda: softmax_cuda(torch.randn(2, 128256).bfloat16(), cluster=9), "not one of"),
+    (lambda: softmax_cuda(torch.randn(2, 128256).bfloat16(), stages=8, per_sm=2), "stages 8 not in 2..7"),
+    (lambda: softmax_cuda(torch.randn(2, 128256).bfloat16(), out=torch.empty(2, 128256)), "out must be"),
 ])
 def test_launcher_argument_checks(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
+@pytest.mark.parametrize("esize", [2, 4])
+@pytest.mark.parametrize("n", [8192, 8200, 65544, 128256, 152064, 262144])
+def test_softmax_cluster_plan_covers_every_column(n, esize):
+    """Every cluster size the plan accepts splits a row into 16-byte-aligned slices that cover it
+    exactly, none empty, each within the kernel's chunks (kernels/cuda/softmax.cu's launch_shape)."""
+    v = 16 // esize
+    seen = 0
+    for per_sm in (1, 2):
+        chunk_bytes, _, most = _cuda_ops_shapes()[per_sm]
+        for c in range(1, 9):
+            try:
+                cluster, sl, chunks = softmax_cluster_plan(n, esize, c, per_sm)
+            except ValueError as e:
+                assert "chunks" in str(e) or "no columns" in str(e)
+                continue
+            seen += 1
+            last = n - (cluster - 1) * sl
+            assert cluster == c and sl % v == 0 and 0 < last <= sl
+            assert chunks == -(-sl * esize // chunk_bytes) <= most
+    fits = n * esize <= 8 * 8 * 15360  # 8 CTAs of 8 chunks of 15 KB: the widest row any plan takes
+    assert bool(seen) == fits
+    # the default: the smallest cluster whose slices fit 5 chunks (4 CTAs at the vocabulary rows)
+    assert softmax_cluster_plan(128256, 2)[0] == 4 and softmax_cluster_plan(152064, 2)[0] == 4
+
+
+def _cuda_ops_shapes():
+    from profkit.kernels._cuda_ops import SOFTMAX_SHAPES
+
+    return SOFTMAX_SHAPES
+
+
+def test_softmax_cluster_has_no_cpu_stand_in(emulated):
+    """Clusters, bulk copies and mbarriers have no CPU emulation: the emulated build says so as
+    a CUDA error through the launcher, not a crash (the GPU run checks the kernel)."""
+    with pytest.raises(RuntimeError, match=r"softmax \(CUDA\): CUDA error"):
+        softmax_cuda(torch.randn(3, 16384).bfloat16())
+
+
 def test_cuda_variants_are_registered_gpu_only():
-    for mod in (rmsnorm, rope, swiglu):
+    for mod in (rmsnorm, rope, softmax, swiglu):
         w = mod.WORKLOAD
         assert "cuda" in w.variants and w.gpu_only == ("cuda",), w.op
 
