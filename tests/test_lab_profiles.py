@@ -14,6 +14,7 @@ from test_lab_round10_profiles import RUNS as ROUND10  # round 10: the helped fp
 from test_lab_round11_profiles import RUNS as ROUND11  # round 11: RoPE at many tokens (ncu only)
 from test_lab_round12_profiles import RUNS as ROUND12  # round 12: softmax over vocabulary rows (ncu only)
 from test_lab_round13_profiles import RUNS as ROUND13  # round 13: the same on the H200 (ncu only)
+from test_lab_round14_profiles import RUNS as ROUND14  # round 14: the same in CUDA C++ (ncu only)
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +76,14 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
                          "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
-                         *LAB_VERDICTS, *ROUND2, *ROUND10, *ROUND11, *ROUND12, *ROUND13, *PROGRAMS}
+                         *LAB_VERDICTS, *ROUND2, *ROUND10, *ROUND11, *ROUND12, *ROUND13, *ROUND14, *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    paired = set(ROUND2) | set(ROUND10) | set(ROUND11) | set(ROUND12) | set(ROUND13)  # rounds 5-13: pairs on both GPUs
+    paired = set(ROUND2) | set(ROUND10) | set(ROUND11) | set(ROUND12) | set(ROUND13) | set(ROUND14)  # rounds 5-14: both GPUs
     h200 = {r for r in paired if "-h200" in r}
     assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == paired - h200 | set(PROGRAMS)
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
-    # every ncu launch found the timeline launch it profiled (rounds 2-9, 11-13: ncu-only captures, no timeline)
-    assert {r["run"] for r in unlinked} <= set(ROUND2) | set(ROUND11) | set(ROUND12) | set(ROUND13)
+    # every ncu launch found the timeline launch it profiled (rounds 2-9, 11-14: ncu-only captures, no timeline)
+    assert {r["run"] for r in unlinked} <= set(ROUND2) | set(ROUND11) | set(ROUND12) | set(ROUND13) | set(ROUND14)
 
 
 def test_rmsnorm_before_after(store):
