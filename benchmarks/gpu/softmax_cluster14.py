@@ -53,15 +53,16 @@ def check(out_dir, hdr, stamp):
                     softmax_cluster_plan(n, x.element_size(), c, per)
                 except ValueError:
                     continue
-                for stages, maxc in ((7, 0), (2, 0), (5, 1)):
+                for stages, maxc, pb in ((7, 0, 0), (2, 0, 0), (5, 1, 0), (2, 0, 8)):
                     if maxc == 1 and r * n > 600 * 32768:  # one cluster for every row: small cases only
                         continue
-                    y, g = softmax_cuda(x, cluster=c, stages=stages, max_clusters=maxc, per_sm=per)
+                    y, g = softmax_cuda(x, cluster=c, stages=stages, max_clusters=maxc, per_sm=per, probe=pb)
                     torch.cuda.synchronize()
                     e = _err(y, ref)
                     ok = e <= TOL[str(dt).removeprefix("torch.")]
                     bad += not ok
-                    rows.append(dict(case=name, dtype=str(dt), rows=r, n=n, cluster=c, per_sm=per, stages=stages, clusters=g,
+                    rows.append(dict(case=name, dtype=str(dt), rows=r, n=n, cluster=c, per_sm=per, stages=stages,
+                                     bulk_store=bool(pb & 8), clusters=g,
                                      err=e, ok=ok, **stamp))
                     if not ok or (name == "llama3vocab" and stages == 7):
                         print(f"{str(dt):15} {name:12} {r}x{n} cluster {c} per SM {per} stages {stages} grid {g}: err {e:.2e} "
@@ -108,6 +109,8 @@ def sweep(out_dir, hdr, stamp, rounds):
         # (cluster, stages, CTAs an SM, probe): one an SM at every cluster size that fits; two an SM
         cfgs = [(c, 12, 1, 0) for c in range(3, 9)] + [(4, 8, 1, 0), (4, 12, 1, 1)]
         cfgs += [(c, k, 2, 0) for c in (6, 7, 8) for k in (4, 6, 7)] + [(4, 6, 2, 0), (8, 6, 2, 1), (8, 6, 2, 5)]
+        if os.environ.get("SWEEP_CFGS"):  # "cluster,stages,per_sm,probe;..."
+            cfgs = [tuple(int(t) for t in c.split(",")) for c in os.environ["SWEEP_CFGS"].split(";")]
         for c, k, per, pb in cfgs:
             try:
                 softmax_cluster_plan(n, 2, c, per)

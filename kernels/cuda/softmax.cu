@@ -1,5 +1,8 @@
 // Softmax over long rows (vocabulary logits), one row shared by a thread-block cluster (round 14).
 //
+// Rejected (kernels.md, "Round 14"): 0.80x of the Triton kernel on the H200, 0.85-0.88x on the
+// H100; kept as the variant `cuda` with the probes that showed why.
+//
 // Why this shape (kernels.md, rounds 8-13): the Triton row-group kernel reads each row once and
 // holds it in registers, but on the H200 it stays at 84-86 % of copy. Its loads are issued by the
 // threads that will use them, so the bytes in flight are bounded by the registers each program
@@ -7,13 +10,14 @@
 //   - one producer warp streams each CTA's slice of the rows into a ring of shared-memory chunks
 //     with the bulk copy engine (cp.async.bulk, completion counted on an mbarrier per chunk):
 //     bytes in flight cost neither registers nor issue slots, and run rows ahead;
-//   - 16 consumer warps copy a chunk to registers, free it (an mbarrier arrive), and once the
-//     whole slice is held reduce it to a (max, sum of exp) pair against their own max;
+//   - 15 consumer warps (7 at two CTAs an SM) copy a chunk to registers, free it (an mbarrier
+//     arrive), and once the whole slice is held reduce it to a (max, sum of exp) pair, each
+//     thread against its own max, the exponentials held in fp32 where registers allow;
 //   - the C CTAs of a cluster hold the C slices of one row and exchange their pairs through
 //     distributed shared memory (st.shared::cluster + a remote mbarrier arrive with cluster-scope
 //     release), not global memory;
-//   - each thread writes exp(x - max) / sum from the held input: one more exp2 per element, and
-//     the shared-memory ring is already refilling with later rows.
+//   - each thread writes exp(x - max) / sum from what it holds (held input: one more exp2 an
+//     element), while the shared-memory ring is already refilling with later rows.
 // Needs sm_90 (clusters, bulk copies); every row read once and written once. n must be a multiple
 // of the 16-byte vector and the row strides too (the Python launcher checks; kernels/_cuda_ops.py).
 #include "common.cuh"
@@ -67,31 +71,35 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       "l"(src), "r"(bytes), "r"(saddr(bar)), "l"(policy)
       : "memory");
 }
+// this CTA's shared memory -> global by the bulk copy engine, tracked in a bulk group
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(saddr(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// until every committed bulk store has read its shared memory (the buffer may be written again)
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// the threads' generic-proxy shared-memory writes made visible to the bulk copy engine
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_id() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_count() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
-  return r;
-}
+// The cluster's special registers: this CTA's rank in its cluster, the cluster's CTAs, the
+// cluster's index in the grid and the grid's clusters.
+#define PK_SREG(fn, reg)                                  \
+  __device__ __forceinline__ uint32_t fn() {              \
+    uint32_t r;                                           \
+    asm volatile("mov.u32 %0, %%" reg ";" : "=r"(r));     \
+    return r;                                             \
+  }
+PK_SREG(cluster_rank, "cluster_ctarank")
+PK_SREG(cluster_size, "cluster_nctarank")
+PK_SREG(cluster_id, "clusterid.x")
+PK_SREG(cluster_count, "nclusterid.x")
+#undef PK_SREG
 // Every thread of every CTA of the cluster; release / acquire order shared memory across it.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -135,7 +143,6 @@ constexpr int MAX_STAGES = 13;           // 195 KB of ring: within the 227 KB an
 constexpr int MAX_WARPS = 15;
 constexpr int MAX_STAGES_2 = 7;          // two CTAs an SM: 98 KB of ring each
 constexpr int MAX_CLUSTER = 8;           // the portable cluster size
-constexpr int MAX_CHUNKS = 8;            // chunks of one CTA's slice held in registers at once
 constexpr int HOLD_FLOATS = 80;          // up to here a thread's slice is held as fp32 exponentials (ptxas -v:
                                          // no spills); beyond, as packed input
 
@@ -157,8 +164,10 @@ struct alignas(16) Shared {
   float2 warp_part[MAX_WARPS];
 };
 
-// NCH: chunks of 16 KB in this CTA's slice of a row, at most (the launcher picks the instance).
-template <typename T, int NCH, bool HOLD, int CW, int VPC>
+// NCH: chunks (14-15 KB) in this CTA's slice of a row, at most (the launcher picks the instance).
+// BS: the output staged in shared memory after the ring and written by one bulk copy a row
+// (probe bit 8), not by every thread's 16-byte stores.
+template <typename T, int NCH, bool HOLD, int CW, int VPC, bool BS>
 __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_SM)
     softmax_cluster(const T* __restrict__ x, T* __restrict__ y, int rows, int n, int64_t sx, int64_t sy, int slice,
                     int stages, int probe) {
@@ -267,6 +276,7 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
       for (int o = 16; o > 0; o >>= 1) combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
       const int par = it & 1;
       if (lane == 0) sh.warp_part[warp] = make_float2(m, s);
+      if (BS && tid == 0) sm90::bulk_wait_read();  // the staging buffer free once everyone passes
       sm90::named_sync(1, CONSUMERS);
       float M = -INFINITY, S = 0.f;
       if (probe & 1) {  // probe: the CTA's own partial only (outputs wrong): what the exchange costs
@@ -311,10 +321,19 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
             }
             P o;
             pk::pack(f, o);
-            *reinterpret_cast<P*>(dst + e) = o;
+            if constexpr (BS)
+              reinterpret_cast<P*>(ring + stages * CHUNK_BYTES)[e / V] = o;
+            else
+              *reinterpret_cast<P*>(dst + e) = o;
           }
         }
+      if constexpr (BS) {
+        sm90::fence_async_shared();
+        sm90::named_sync(2, CONSUMERS);
+        if (tid == 0) sm90::bulk_store(dst, ring + stages * CHUNK_BYTES, len * sizeof(T));
+      }
     }
+    if (BS && tid == 0) sm90::bulk_wait_all();
   }
   sm90::cluster_sync();  // no CTA leaves while a peer may still write to its shared memory
 }
@@ -322,8 +341,10 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
 template <typename T, int NCH, int CW, int VPC>
 cudaError_t launch_nch(const T* x, T* y, int rows, int n, int64_t sx, int64_t sy, int cluster, int slice, int stages,
                        int max_clusters, int probe, cudaStream_t s, int* clusters_out) {
-  auto kern = softmax_cluster<T, NCH, (NCH * VPC * (16 / sizeof(T)) <= HOLD_FLOATS), CW, VPC>;
-  const int dyn = stages * Shape<CW, VPC>::CHUNK_BYTES;
+  constexpr bool HOLD = NCH * VPC * (16 / sizeof(T)) <= HOLD_FLOATS;
+  auto kern = (probe & 8) ? softmax_cluster<T, NCH, HOLD, CW, VPC, true> : softmax_cluster<T, NCH, HOLD, CW, VPC, false>;
+  // probe 8: a row's output slice staged after the ring
+  const int dyn = stages * Shape<CW, VPC>::CHUNK_BYTES + ((probe & 8) ? NCH * Shape<CW, VPC>::CHUNK_BYTES : 0);
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
@@ -359,7 +380,7 @@ cudaError_t launch_shape(const T* x, T* y, int rows, int n, int64_t sx, int64_t 
   const int slice = (n / V + cluster - 1) / cluster * V;
   const int last = n - (cluster - 1) * slice;
   if (last <= 0) return cudaErrorInvalidValue;
-  const int nch = (std::max(slice, last) + CHE - 1) / CHE;
+  const int nch = (std::max(slice, last) + CHE - 1) / CHE;  // instances: 1-8 chunks (1-5 at two CTAs an SM)
   switch (nch) {
 #define PK_CASE(K)                                                                                              \
   case K:                                                                                                       \
@@ -400,7 +421,8 @@ using namespace profkit;
 // CTA's slice at most 8 chunks of 15 KB; stages: the ring's 15-KB chunks, 2..13. max_clusters
 // (0: as many as fit) bounds the persistent grid; probe (measurements, wrong outputs), bits: 1 each
 // CTA normalises by its own slice, no exchange; 2 the slices loaded and nothing else; 4 one
-// 16-byte store a thread a row; per_sm: CTAs an SM, 1 (15-KB chunks, stages <= 13) or 2 (14-KB
+// 16-byte store a thread a row, 8 the output staged in shared memory and stored by one bulk copy
+// a row (stages and staging must fit the block's shared memory); per_sm: CTAs an SM, 1 (15-KB chunks, stages <= 13) or 2 (14-KB
 // chunks, stages <= 7, slices of at most 5 chunks); clusters_out (may be null) gets the clusters
 // launched. Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_softmax_cluster_fwd(const void* x, void* y, long long rows, long long n, long long sx,
