@@ -71,17 +71,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       "l"(src), "r"(bytes), "r"(saddr(bar)), "l"(policy)
       : "memory");
 }
-// this CTA's shared memory -> global by the bulk copy engine, tracked in a bulk group
-__device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(saddr(src)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-// until every committed bulk store has read its shared memory (the buffer may be written again)
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// the threads' generic-proxy shared-memory writes made visible to the bulk copy engine
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
@@ -165,9 +154,7 @@ struct alignas(16) Shared {
 };
 
 // NCH: chunks (14-15 KB) in this CTA's slice of a row, at most (the launcher picks the instance).
-// BS: the output staged in shared memory after the ring and written by one bulk copy a row
-// (probe bit 8), not by every thread's 16-byte stores.
-template <typename T, int NCH, bool HOLD, int CW, int VPC, bool BS>
+template <typename T, int NCH, bool HOLD, int CW, int VPC>
 __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_SM)
     softmax_cluster(const T* __restrict__ x, T* __restrict__ y, int rows, int n, int64_t sx, int64_t sy, int slice,
                     int stages, int probe) {
@@ -276,7 +263,6 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
       for (int o = 16; o > 0; o >>= 1) combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
       const int par = it & 1;
       if (lane == 0) sh.warp_part[warp] = make_float2(m, s);
-      if (BS && tid == 0) sm90::bulk_wait_read();  // the staging buffer free once everyone passes
       sm90::named_sync(1, CONSUMERS);
       float M = -INFINITY, S = 0.f;
       if (probe & 1) {  // probe: the CTA's own partial only (outputs wrong): what the exchange costs
@@ -321,19 +307,10 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
             }
             P o;
             pk::pack(f, o);
-            if constexpr (BS)
-              reinterpret_cast<P*>(ring + stages * CHUNK_BYTES)[e / V] = o;
-            else
-              *reinterpret_cast<P*>(dst + e) = o;
+            *reinterpret_cast<P*>(dst + e) = o;
           }
         }
-      if constexpr (BS) {
-        sm90::fence_async_shared();
-        sm90::named_sync(2, CONSUMERS);
-        if (tid == 0) sm90::bulk_store(dst, ring + stages * CHUNK_BYTES, len * sizeof(T));
-      }
     }
-    if (BS && tid == 0) sm90::bulk_wait_all();
   }
   sm90::cluster_sync();  // no CTA leaves while a peer may still write to its shared memory
 }
@@ -341,10 +318,8 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
 template <typename T, int NCH, int CW, int VPC>
 cudaError_t launch_nch(const T* x, T* y, int rows, int n, int64_t sx, int64_t sy, int cluster, int slice, int stages,
                        int max_clusters, int probe, cudaStream_t s, int* clusters_out) {
-  constexpr bool HOLD = NCH * VPC * (16 / sizeof(T)) <= HOLD_FLOATS;
-  auto kern = (probe & 8) ? softmax_cluster<T, NCH, HOLD, CW, VPC, true> : softmax_cluster<T, NCH, HOLD, CW, VPC, false>;
-  // probe 8: a row's output slice staged after the ring
-  const int dyn = stages * Shape<CW, VPC>::CHUNK_BYTES + ((probe & 8) ? NCH * Shape<CW, VPC>::CHUNK_BYTES : 0);
+  auto kern = softmax_cluster<T, NCH, (NCH * VPC * (16 / sizeof(T)) <= HOLD_FLOATS), CW, VPC>;
+  const int dyn = stages * Shape<CW, VPC>::CHUNK_BYTES;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
@@ -421,8 +396,7 @@ using namespace profkit;
 // CTA's slice at most 8 chunks of 15 KB; stages: the ring's 15-KB chunks, 2..13. max_clusters
 // (0: as many as fit) bounds the persistent grid; probe (measurements, wrong outputs), bits: 1 each
 // CTA normalises by its own slice, no exchange; 2 the slices loaded and nothing else; 4 one
-// 16-byte store a thread a row, 8 the output staged in shared memory and stored by one bulk copy
-// a row (stages and staging must fit the block's shared memory); per_sm: CTAs an SM, 1 (15-KB chunks, stages <= 13) or 2 (14-KB
+// 16-byte store a thread a row; per_sm: CTAs an SM, 1 (15-KB chunks, stages <= 13) or 2 (14-KB
 // chunks, stages <= 7, slices of at most 5 chunks); clusters_out (may be null) gets the clusters
 // launched. Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_softmax_cluster_fwd(const void* x, void* y, long long rows, long long n, long long sx,
