@@ -30,6 +30,20 @@ def load_runs(root: Path, runs, db_name: str):
     return Store(db)
 
 
+def runs_store(name: str, runs):
+    """A module-scoped `store` fixture over only `runs` (load_runs), closed after the module: each
+    round's pair tests assign it, `store = runs_store("r14", RUNS)`."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def store(tmp_path_factory):
+        s = load_runs(tmp_path_factory.mktemp(name), runs, f"{name}.db")
+        yield s
+        s.close()
+
+    return store
+
+
 def pair_row(store, run, before, after, verdict, speedup):
     """profkit compare's row for RUN:BEFORE -> RUN:AFTER of a shipped lab pair, its verdict and
     speed-up checked (the rounds' pair tables); a supported verdict names its passing reference

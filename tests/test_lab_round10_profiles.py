@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from profdata import PROFILES, load_runs, pair_row
+from profdata import PROFILES, pair_row, runs_store
 from profkit.compare import busy_ns, compare
 
 RUNS = {  # run -> [(before, after, speed-up)], all rejected
@@ -25,11 +25,7 @@ RUNS = {  # run -> [(before, after, speed-up)], all rejected
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round10"), RUNS, "r10.db")
-    yield s
-    s.close()
+store = runs_store("r10", RUNS)
 
 
 @pytest.mark.parametrize("run,before,after,speedup", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])

@@ -7,7 +7,7 @@ triton); and the final kernel against Liger and torch.compile. Verdicts under nc
 time, caches flushed); the graph-replay figures are in benchmarks/results/kernels.md, "Round 11"."""
 import pytest
 
-from profdata import load_runs, pair_row
+from profdata import pair_row, runs_store
 
 _H100 = "rope-{}-r11-h100d"
 _H200 = "rope-{}-r11-h200c"
@@ -46,11 +46,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round11"), RUNS, "r11.db")
-    yield s
-    s.close()
+store = runs_store("r11", RUNS)
 
 
 @pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])

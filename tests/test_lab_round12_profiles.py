@@ -9,7 +9,7 @@ without a mask: there it was named `triton` and the two changes before it `trito
 graph-replay figures are in benchmarks/results/kernels.md, "Round 12"."""
 import pytest
 
-from profdata import load_runs, pair_row
+from profdata import pair_row, runs_store
 
 _H100 = "softmax-{}-r12-h100b"
 _H200 = "softmax-{}-r12-h200b"
@@ -32,11 +32,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round12"), RUNS, "r12.db")
-    yield s
-    s.close()
+store = runs_store("r12", RUNS)
 
 
 @pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])

@@ -14,7 +14,7 @@ Verdicts under ncu (one kernel at a time, caches flushed); graph-replay figures 
 benchmarks/results/kernels.md, "Round 13"."""
 import pytest
 
-from profdata import load_runs, pair_row
+from profdata import pair_row, runs_store
 
 _H200 = "softmax-{}-r13-h200c"
 _H100 = "softmax-{}-r13-h100a"
@@ -38,11 +38,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round13"), RUNS, "r13.db")
-    yield s
-    s.close()
+store = runs_store("r13", RUNS)
 
 
 @pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])

@@ -10,7 +10,7 @@ not overlap other rows' work (probes: without the exchange 0.83-0.91x, without m
 1.00-1.12x; the loads alone run at 4.2 TB/s)."""
 import pytest
 
-from profdata import load_runs, pair_row
+from profdata import pair_row, runs_store
 
 _H200 = "softmax-{}-r14-h200e"
 _H100 = "softmax-{}-r14-h100a"
@@ -25,11 +25,7 @@ PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 KERNELS_PER_CALL = {"triton": 2, "cuda": 1, "compile": 1}  # the lab's Triton call also fills its row slots
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round14"), RUNS, "r14.db")
-    yield s
-    s.close()
+store = runs_store("r14", RUNS)
 
 
 @pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from profdata import PROFILES, load_runs, pair_row
+from profdata import PROFILES, pair_row, runs_store
 
 # run -> [(before, after, verdict, speed-up, DRAM MB per call before, after)]
 ROUND2 = {
@@ -157,11 +157,7 @@ ROUND2 = {
 PAIRS = [(run, *p) for run, pairs in ROUND2.items() for p in pairs]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = load_runs(tmp_path_factory.mktemp("round2"), ROUND2, "r2.db")
-    yield s
-    s.close()
+store = runs_store("r2", ROUND2)
 
 
 @pytest.mark.parametrize("run,before,after,verdict,speedup,mb_before,mb_after", PAIRS,
