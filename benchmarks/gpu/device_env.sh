@@ -16,3 +16,6 @@ cap() { local run=$1; shift; echo "== capture $run"; timeout 150 python3 -m prof
 cmp() { echo "== compare $1 -> $2"; python3 -m profkit compare --db $DB "$1" "$2" 2>&1 | tail -6; python3 -m profkit compare --db $DB "$1" "$2" --json > $O/cmp-$(echo "$1-$2" | tr ':/' '__').json 2>&1; }
 # the captures packed for the way back: ncu reports xz'd, nsys reports and WAL files left out
 pack() { for f in $O/prof/*/*.ncu-rep; do [ -f "$f" ] && xz -9 -T0 "$f"; done; rm -f $O/prof/*/*.nsys-rep $O/prof/*.db-*; tar -cJf "$1" -C $O . && ls -la "$(dirname "$1")"; }
+# the end of a round's call: its raw rows under $O/ROUND (and the captures, if any) packed into $OUT
+finish() { if ls $O/prof/*/ >/dev/null 2>&1; then cp $O/cap-*.log $O/$1/ 2>/dev/null; pack $OUT/$1_prof_$2.tar.xz; fi
+  tar -cJf $OUT/$1_$2.tar.xz -C $O $1 && ls -la $OUT; }

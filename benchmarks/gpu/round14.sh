@@ -34,5 +34,4 @@ cap)
   ;;
 esac
 done
-if ls $O/prof/*/ >/dev/null 2>&1; then cp $O/cap-*.log $O/r14/ 2>/dev/null; pack $OUT/r14_prof_$TAG.tar.xz; fi
-tar -cJf $OUT/r14_$TAG.tar.xz -C $O r14 && ls -la $OUT
+finish r14 $TAG
