@@ -24,7 +24,7 @@ _SIGNATURES = {
     "rmsnorm": ("profkit_rmsnorm_fwd", [_P, _P, _P, _P, _I64, _I64, _I32, _I32, _F32, _F32, _I32, _P]),
     "rope": ("profkit_rope_fwd", [_P, _P, _P, _P, _P, _P, _P] + [_I64] * 9 + [_I32] * 8 + [_P]),
     "swiglu": ("profkit_swiglu_fwd", [_P, _P, _P, _I64, _I32, _P]),
-    "softmax": ("profkit_softmax_cluster_fwd", [_P, _P, _I64, _I64, _I64, _I64, _I32, _I32, _I32, _I32, _I32, _I32, _PI32, _P]),
+    "softmax": ("profkit_softmax_cluster_fwd", [_P, _P] + [_I64] * 4 + [_I32] * 6 + [_PI32, _P]),
 }
 
 
@@ -189,7 +189,8 @@ def softmax_cluster_plan(n: int, esize: int, cluster: int | None = None, per_sm:
         raise ValueError(f"softmax (CUDA): per_sm {per_sm} is not one of {tuple(SOFTMAX_SHAPES)}")
     chunk_bytes, _, max_chunks = SOFTMAX_SHAPES[per_sm]
     if n % v:
-        raise ValueError(f"softmax (CUDA): {n} columns is not a multiple of {v} ({esize}-byte elements in a 16-byte vector)")
+        raise ValueError(f"softmax (CUDA): {n} columns is not a multiple of {v} "
+                         f"({esize}-byte elements in a 16-byte vector)")
     if n < SOFTMAX_MIN_COLUMNS:
         raise ValueError(f"softmax (CUDA): rows of {n} columns; the cluster kernel is for rows of at least "
                          f"{SOFTMAX_MIN_COLUMNS} (use softmax())")
@@ -247,5 +248,6 @@ def softmax_cuda(x, out=None, cluster: int | None = None, stages: int = 12, max_
     if rows:
         lib, f = _fn("softmax")
         _cuda_build.check(lib, f(x2.data_ptr(), y.data_ptr(), rows, n, x2.stride(0), n, code, cluster, stages,
-                                 max_clusters, probe, per_sm, ctypes.byref(launched), _cuda_build.stream_of(x2)), "softmax (CUDA)")
+                                 max_clusters, probe, per_sm, ctypes.byref(launched), _cuda_build.stream_of(x2)),
+                          "softmax (CUDA)")
     return y, launched.value
