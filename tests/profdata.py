@@ -44,6 +44,24 @@ def runs_store(name: str, runs):
     return store
 
 
+def over_pairs(runs, names: str = "run,before,after,speedup,verdict"):
+    """@pytest.mark.parametrize over every pair of a round's `runs` ({run: [(before, after, ...)]}),
+    each case named run:before->after."""
+    import pytest
+
+    cases = [(run, *p) for run, pairs in runs.items() for p in pairs]
+    return pytest.mark.parametrize(names, cases, ids=[f"{c[0]}:{c[1]}->{c[2]}" for c in cases])
+
+
+def variant_counters(store, run, variant: str, kernel: str | None = None):
+    """The counters of each launch of RUN:VARIANT (only the launches of `kernel`, where named)."""
+    from profkit import selection
+
+    counters = store.counters(run)
+    (group,) = selection.groups(store, selection.parse(f"{run}:{variant}")).values()
+    return [counters[k["kernel_id"]] for k in group.kernels if kernel is None or k["kernel_name"] == kernel]
+
+
 def pair_row(store, run, before, after, verdict, speedup):
     """profkit compare's row for RUN:BEFORE -> RUN:AFTER of a shipped lab pair, its verdict and
     speed-up checked (the rounds' pair tables); a supported verdict names its passing reference

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from profdata import PROFILES, pair_row, runs_store
+from profdata import PROFILES, over_pairs, pair_row, runs_store
 from profkit.compare import busy_ns, compare
 
 RUNS = {  # run -> [(before, after, speed-up)], all rejected
@@ -22,13 +22,12 @@ RUNS = {  # run -> [(before, after, speed-up)], all rejected
                                              ("triton_promote", "triton_helped", 0.600),
                                              ("scaled_mm", "triton_helped", 0.577)],
 }
-PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
 store = runs_store("r10", RUNS)
 
 
-@pytest.mark.parametrize("run,before,after,speedup", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+@over_pairs(RUNS, "run,before,after,speedup")
 def test_round10_pairs_are_rejected(store, run, before, after, speedup):
     r = pair_row(store, run, before, after, "rejected", speedup)
     assert r["after_detail"]["kernels_per_call"] == 2  # the helper grid and the main grid

@@ -7,7 +7,7 @@ triton); and the final kernel against Liger and torch.compile. Verdicts under nc
 time, caches flushed); the graph-replay figures are in benchmarks/results/kernels.md, "Round 11"."""
 import pytest
 
-from profdata import pair_row, runs_store
+from profdata import over_pairs, pair_row, runs_store, variant_counters
 
 _H100 = "rope-{}-r11-h100d"
 _H200 = "rope-{}-r11-h200c"
@@ -43,13 +43,12 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
                                      ("liger", "triton", 1.033, "supported"),
                                      ("compile", "triton", 0.989, "rejected")],
 }
-PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
 store = runs_store("r11", RUNS)
 
 
-@pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+@over_pairs(RUNS)
 def test_round11_pairs(store, run, before, after, speedup, verdict):
     r = pair_row(store, run, before, after, verdict, speedup)
     assert r["before_detail"]["kernels_per_call"] == (2 if before == "compile" else 1)  # compile: q and k apart
@@ -59,15 +58,12 @@ def test_bf16_tables_move_fewer_bytes(store):
     """The bytes behind the second change (ncu, 32768 tokens, cold L2): the fp32 tables are 16.8 MB
     (32768 positions x 64 x 4 B x 2) of DRAM reads, the bf16 ones half that; the program order
     (triton_r10 -> triton_fp32tab) moves the same bytes."""
-    from profkit import selection
     from profkit.metrics import lookup
 
     for run in (_H100.format("llama8b-t32768"), _H200.format("llama8b-t32768")):
-        counters = store.counters(run)
         mb = {}
         for v in ("triton_r10", "triton_fp32tab", "triton"):
-            (group,) = selection.groups(store, selection.parse(f"{run}:{v}")).values()
-            reads = [lookup(counters[k["kernel_id"]], "dram_read_bytes") for k in group.kernels]
+            reads = [lookup(c, "dram_read_bytes") for c in variant_counters(store, run, v)]
             mb[v] = sum(reads) / len(reads) / 1e6  # one kernel a call
         assert mb["triton_r10"] == pytest.approx(mb["triton_fp32tab"], abs=0.1)
         assert mb["triton_fp32tab"] - mb["triton"] == pytest.approx(8.39, abs=0.1)

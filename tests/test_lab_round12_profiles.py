@@ -9,7 +9,7 @@ without a mask: there it was named `triton` and the two changes before it `trito
 graph-replay figures are in benchmarks/results/kernels.md, "Round 12"."""
 import pytest
 
-from profdata import pair_row, runs_store
+from profdata import over_pairs, pair_row, runs_store, variant_counters
 
 _H100 = "softmax-{}-r12-h100b"
 _H200 = "softmax-{}-r12-h200b"
@@ -29,13 +29,12 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
     _REJ.format(QW): [("triton_r11", "triton_pf", 1.006, "caveated"), ("triton_pf", "triton_exp2", 1.043, "supported"),
                       ("triton_exp2", "triton", 0.821, "rejected"), ("compile", "triton", 1.661, "supported")],
 }
-PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
 store = runs_store("r12", RUNS)
 
 
-@pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+@over_pairs(RUNS)
 def test_round12_pairs(store, run, before, after, speedup, verdict):
     r = pair_row(store, run, before, after, verdict, speedup)
     # the lab's call: the row slots' fill and the row-group kernel; compile's: one fused reduction
@@ -46,17 +45,13 @@ def test_round12_pairs(store, run, before, after, speedup, verdict):
 def test_changes_move_the_same_dram_bytes(store):
     """Neither change moves DRAM bytes (ncu, cold L2): the prefetch brings the lines the loads then
     read, exp2 is arithmetic; every lab variant reads each row once (the minimum: rows x N x 2 B)."""
-    from profkit import selection
     from profkit.metrics import lookup
 
     for shape, n_rows, n in ((LL, 2048, 128256), (QW, 1024, 152064)):
         for run in (_H100.format(shape), _H200.format(shape)):
-            counters = store.counters(run)
             mb = {}
             for v in ("triton_r11", "triton_pf", "triton"):
-                (group,) = selection.groups(store, selection.parse(f"{run}:{v}")).values()
-                reads = [lookup(counters[k["kernel_id"]], "dram_read_bytes") for k in group.kernels
-                         if k["kernel_name"] == "_softmax_rowgroup"]
+                reads = [lookup(c, "dram_read_bytes") for c in variant_counters(store, run, v, "_softmax_rowgroup")]
                 mb[v] = sum(reads) / len(reads) / 1e6
             assert mb["triton_pf"] == pytest.approx(mb["triton_r11"], rel=0.002), run
             assert mb["triton"] == pytest.approx(mb["triton_r11"], rel=0.002), run

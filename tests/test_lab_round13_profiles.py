@@ -14,7 +14,7 @@ Verdicts under ncu (one kernel at a time, caches flushed); graph-replay figures 
 benchmarks/results/kernels.md, "Round 13"."""
 import pytest
 
-from profdata import pair_row, runs_store
+from profdata import over_pairs, pair_row, runs_store, variant_counters
 
 _H200 = "softmax-{}-r13-h200c"
 _H100 = "softmax-{}-r13-h100a"
@@ -35,13 +35,12 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
     _H2CAP100.format(LL): [("triton", "triton_h2", 1.002, "caveated"), ("compile", "triton_h2", 1.706, "supported")],
     _H2CAP100.format(QW): [("triton", "triton_h2", 1.000, "caveated"), ("compile", "triton_h2", 1.753, "supported")],
 }
-PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 
 
 store = runs_store("r13", RUNS)
 
 
-@pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+@over_pairs(RUNS)
 def test_round13_pairs(store, run, before, after, speedup, verdict):
     r = pair_row(store, run, before, after, verdict, speedup)
     # the lab's call: the row slots' fill and the row-group kernel; compile's: one fused reduction
@@ -64,11 +63,7 @@ def test_capped_bf16_hold_fits_five_programs_at_152064(store):
 
 def _rowgroup(store, run, variant):
     """The counters of the variant's row-group kernel launches in run."""
-    from profkit import selection
-
-    counters = store.counters(run)
-    (group,) = selection.groups(store, selection.parse(f"{run}:{variant}")).values()
-    return [counters[k["kernel_id"]] for k in group.kernels if k["kernel_name"] == "_softmax_rowgroup"]
+    return variant_counters(store, run, variant, "_softmax_rowgroup")
 
 
 def test_bf16_hold_fits_a_fifth_program_where_it_won(store):

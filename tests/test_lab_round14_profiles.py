@@ -10,7 +10,7 @@ not overlap other rows' work (probes: without the exchange 0.83-0.91x, without m
 1.00-1.12x; the loads alone run at 4.2 TB/s)."""
 import pytest
 
-from profdata import pair_row, runs_store
+from profdata import over_pairs, pair_row, runs_store, variant_counters
 
 _H200 = "softmax-{}-r14-h200e"
 _H100 = "softmax-{}-r14-h100a"
@@ -21,27 +21,17 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
     _H100.format(LL): [("triton", "cuda", 0.851, "rejected"), ("compile", "cuda", 1.449, "supported")],
     _H100.format(QW): [("triton", "cuda", 0.856, "rejected"), ("compile", "cuda", 1.499, "supported")],
 }
-PAIRS = [(run, *p) for run, pairs in RUNS.items() for p in pairs]
 KERNELS_PER_CALL = {"triton": 2, "cuda": 1, "compile": 1}  # the lab's Triton call also fills its row slots
 
 
 store = runs_store("r14", RUNS)
 
 
-@pytest.mark.parametrize("run,before,after,speedup,verdict", PAIRS, ids=[f"{p[0]}:{p[1]}->{p[2]}" for p in PAIRS])
+@over_pairs(RUNS)
 def test_round14_pairs(store, run, before, after, speedup, verdict):
     r = pair_row(store, run, before, after, verdict, speedup)
     assert r["before_detail"]["kernels_per_call"] == KERNELS_PER_CALL[before]
     assert r["after_detail"]["kernels_per_call"] == 1
-
-
-def _cluster_launches(store, run):
-    """The counters of the cuda variant's kernel launches in run."""
-    from profkit import selection
-
-    counters = store.counters(run)
-    (group,) = selection.groups(store, selection.parse(f"{run}:cuda")).values()
-    return [counters[k["kernel_id"]] for k in group.kernels]
 
 
 @pytest.mark.parametrize("run", list(RUNS))
@@ -49,7 +39,7 @@ def test_cluster_grid_leaves_sms_idle(store, run):
     """Why the cluster kernel starts behind: its persistent grid is every cluster that fits
     (ncu's launch__cluster_max_active) times the cluster's CTAs, one CTA an SM, and clusters of the
     3-4 CTAs the tuner picked fit only 117-120 of the 132 SMs (a cluster sits in one GPC)."""
-    launches = _cluster_launches(store, run)
+    launches = variant_counters(store, run, "cuda")
     assert len(launches) == 3
     for c in launches:
         size, active = c["launch__cluster_size"], c["launch__cluster_max_active"]
@@ -66,5 +56,5 @@ def test_cluster_kernel_reads_each_row_once(store, shape, n_rows, n):
     from profkit.metrics import lookup
 
     for run in (_H200.format(shape), _H100.format(shape)):
-        reads = [lookup(c, "dram_read_bytes") for c in _cluster_launches(store, run)]
+        reads = [lookup(c, "dram_read_bytes") for c in variant_counters(store, run, "cuda")]
         assert sum(reads) / len(reads) == pytest.approx(n_rows * n * 2, rel=0.005), run

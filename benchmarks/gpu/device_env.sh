@@ -14,6 +14,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 # profkit capture of one op's variants at one shape (ncu lean, no nsys), and compare of two runs
 cap() { local run=$1; shift; echo "== capture $run"; timeout 150 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run "$@" > $O/cap-$run.log 2>&1; echo "   rc=$?"; tail -2 $O/cap-$run.log; }
 cmp() { echo "== compare $1 -> $2"; python3 -m profkit compare --db $DB "$1" "$2" 2>&1 | tail -6; python3 -m profkit compare --db $DB "$1" "$2" --json > $O/cmp-$(echo "$1-$2" | tr ':/' '__').json 2>&1; }
+# pairs ROUND OP "VARIANT ..." "BEFORE:AFTER ...": at each of $SHAPES, profkit capture (ncu lean) of
+# OP's variants as run OP-SHAPE-ROUND-$TAG, then compare each pair
+pairs() {
+  for s in ${SHAPES//,/ }; do
+    local run=$2-$s-$1-$TAG
+    cap $run $2 $(printf -- '--variant %s ' $3) --shape $s
+    for p in $4; do cmp $run:${p%%:*} $run:${p##*:}; done
+  done
+}
 # the captures packed for the way back: ncu reports xz'd, nsys reports and WAL files left out
 pack() { for f in $O/prof/*/*.ncu-rep; do [ -f "$f" ] && xz -9 -T0 "$f"; done; rm -f $O/prof/*/*.nsys-rep $O/prof/*.db-*; tar -cJf "$1" -C $O . && ls -la "$(dirname "$1")"; }
 # the end of a round's call: its raw rows under $O/ROUND (and the captures, if any) packed into $OUT

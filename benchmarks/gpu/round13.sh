@@ -32,14 +32,6 @@ sweep() {
     --out $O/r13/rr$4 2>&1 | grep -v -i "warn\|Backend impl" > $O/r13/softmax_rr$4.log
   echo "variants_rr rc=$?"; grep -v "^tuned" $O/r13/softmax_rr$4.log; grep "^tuned ('softmax_online" $O/r13/softmax_rr$4.log | cut -c1-160
 }
-# pairs "VARIANT ..." "BEFORE:AFTER ...": profkit capture (ncu lean) of the variants at each shape, then compare
-pairs() {
-  for s in ${SHAPES//,/ }; do
-    run=softmax-$s-r13-$TAG
-    cap $run softmax $(printf -- '--variant %s ' $1) --shape $s
-    for p in $2; do cmp $run:${p%%:*} $run:${p##*:}; done
-  done
-}
 for M in ${MODE//,/ }; do
 case $M in
 probe)
@@ -49,16 +41,15 @@ probe)
   ;;
 sm) sweep "${SOFTMAX_KINDS:-_loc,_h2,_ff,_cap,group_lag_pf1}" triton,triton_r12,triton_h2,compile \
       triton,triton_r12,triton_h2,triton_ff,compile "" 240 ;;
-cap) pairs "triton_r12 triton triton_h2 triton_ff compile" \
+cap) pairs r13 softmax "triton_r12 triton triton_h2 triton_ff compile" \
        "triton_r12:triton triton:triton_h2 triton:triton_ff compile:triton" ;;
 sp) sweep _s,group_lag_pf1,group_lag_loc_pf1 triton,triton_loc,triton_h2,compile triton,triton_loc,triton_r12,triton_h2,compile \
       _sp 240 ;;
-cap2) pairs "triton_loc triton triton_h2 compile" "triton_loc:triton triton:triton_h2 compile:triton" ;;
+cap2) pairs r13 softmax "triton_loc triton triton_h2 compile" "triton_loc:triton triton:triton_h2 compile:triton" ;;
 h2)
   sweep _h2,group_lag_pf1 triton,triton_h2,compile triton_h2,triton,compile _h2 200
-  pairs "triton triton_h2 compile" "triton:triton_h2 compile:triton_h2"
+  pairs r13 softmax "triton triton_h2 compile" "triton:triton_h2 compile:triton_h2"
   ;;
 esac
 done
-if ls $O/prof/*/ >/dev/null 2>&1; then cp $O/cap-*.log $O/r13/ 2>/dev/null; pack $OUT/r13_prof_$TAG.tar.xz; fi
-tar -cJf $OUT/r13_$TAG.tar.xz -C $O r13 && ls -la $OUT
+finish r13 $TAG

@@ -25,13 +25,7 @@ rr)
     --shapes $SHAPES --rounds 7 --out $O/r14/rr 2>&1 | grep -v -i "warn\|Backend impl" > $O/r14/rr.log
   echo "variants_rr rc=$?"; grep -v "^tuned" $O/r14/rr.log; grep "^tuned ('softmax_cluster" $O/r14/rr.log | cut -c1-400
   ;;
-cap)
-  for s in ${SHAPES//,/ }; do
-    run=softmax-$s-r14-$TAG
-    cap $run softmax --variant triton --variant cuda --variant compile --shape $s
-    cmp $run:triton $run:cuda; cmp $run:compile $run:cuda
-  done
-  ;;
+cap) pairs r14 softmax "triton cuda compile" "triton:cuda compile:cuda" ;;
 esac
 done
 finish r14 $TAG
