@@ -24,6 +24,12 @@
 
 #include <math.h>
 
+#ifndef PROFKIT_CPU_EMULATION
+#include <map>
+#include <mutex>
+#include <tuple>
+#endif
+
 namespace profkit {
 
 #ifndef PROFKIT_CPU_EMULATION
@@ -315,13 +321,39 @@ __global__ void __launch_bounds__(Shape<CW, VPC>::THREADS, Shape<CW, VPC>::PER_S
   sm90::cluster_sync();  // no CTA leaves while a peer may still write to its shared memory
 }
 
+// Clusters of `cfg` resident at once (the persistent grid), with the kernel's shared-memory limit
+// raised to cover it first. Both are asked of the driver once and kept (the occupancy per kernel,
+// device, cluster and shared memory; the limit, a property of the kernel on a device, only ever
+// raised), so that a launch costs no occupancy query (a launcher's host time counts at small shapes).
+inline cudaError_t resident_clusters(const void* kern, cudaLaunchConfig_t& cfg, int* active) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const auto key = std::make_tuple(kern, dev, cfg.attrs[0].val.clusterDim.x, cfg.dynamicSmemBytes);
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, unsigned, size_t>, int> known;
+  static std::map<std::pair<const void*, int>, size_t> limit;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(key); it != known.end()) {
+    *active = it->second;
+    return cudaSuccess;
+  }
+  size_t& set = limit[{kern, dev}];
+  if (cfg.dynamicSmemBytes > set) {
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes);
+    if (e != cudaSuccess) return e;
+    set = cfg.dynamicSmemBytes;
+  }
+  e = cudaOccupancyMaxActiveClusters(active, kern, &cfg);
+  if (e == cudaSuccess) known[key] = *active;
+  return e;
+}
+
 template <typename T, int NCH, int CW, int VPC>
 cudaError_t launch_nch(const T* x, T* y, int rows, int n, int64_t sx, int64_t sy, int cluster, int slice, int stages,
                        int max_clusters, int probe, cudaStream_t s, int* clusters_out) {
   auto kern = softmax_cluster<T, NCH, (NCH * VPC * (16 / sizeof(T)) <= HOLD_FLOATS), CW, VPC>;
   const int dyn = stages * Shape<CW, VPC>::CHUNK_BYTES;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
-  if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -334,8 +366,8 @@ cudaError_t launch_nch(const T* x, T* y, int rows, int n, int64_t sx, int64_t sy
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   cfg.gridDim = dim3(cluster);
-  int active = 0;  // clusters resident at once: the persistent grid
-  e = cudaOccupancyMaxActiveClusters(&active, kern, &cfg);
+  int active = 0;
+  cudaError_t e = resident_clusters(reinterpret_cast<const void*>(kern), cfg, &active);
   if (e != cudaSuccess) return e;
   if (active < 1) return cudaErrorInvalidConfiguration;
   int g = std::min(active, rows);
