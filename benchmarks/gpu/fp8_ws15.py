@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Round 15 (issue 21 item 3): the fp8 GEMM warp-specialized, in Gluon.
+
+Why: rounds 3-10 left v3 (Triton, one instruction stream) 1-7 % behind per-tensor _scaled_mm at
+qwen7b-down-m1024 and 8192^3 per-row, and every "why" ended at the same place: the MMA waits
+for each promotion add, and Triton 3.6 cannot warp-specialize a Hopper kernel. Gluon (Triton
+3.6's explicit-layout dialect) can: the kernel is kernels/fp8_gemm_ws.py (variants gluon_ws /
+gluon_ws_tensor); this script times its configurations (stages, promotion chunk, stagger,
+GROUP_M) beside v3 and _scaled_mm.
+
+Float64 check of every launch first (fp8_launch.checked_launches), then round-robin do_bench
+beside v3 and both _scaled_mm modes, GPU time by graph replay, registers/spills of each kernel.
+
+    python3 benchmarks/gpu/fp8_ws15.py [--rounds 5] [--out DIR] [--shapes a,b] [--configs 0,2]
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from profkit.kernels import fp8_gemm_ws as W  # noqa: E402
+
+
+def launch(a, b, sa, sb, out, stages, chunk, stagger, group_m, nprog):
+    return W.fp8_gemm_ws(a, b, sa, sb, out, programs=nprog, stages=stages, chunk=chunk, stagger=stagger,
+                         group_m=group_m)
+
+CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M)
+    (5, 16, True, 8),
+    (5, 16, False, 8),
+    (6, 16, True, 8),
+    (5, 8, True, 8),
+    (5, 32, True, 8),
+    (6, 16, True, 16),
+]
+
+
+def dump_ir():
+    res = []
+    for cache in W._fp8_gemm_ws.device_caches.values():
+        kernels = cache[0] if isinstance(cache, tuple) else cache
+        for k in getattr(kernels, "values", lambda: [])():
+            res.append(dict(n_regs=getattr(k, "n_regs", None), n_spills=getattr(k, "n_spills", None),
+                            shared=getattr(k.metadata, "shared", None)))
+    return res
+
+
+def main():
+    import torch
+    from fp8_launch import MODES, checked_launches, device_cli, measure
+
+    sel = [a for a in sys.argv if a.startswith("--configs=")]
+    if sel:
+        sys.argv.remove(sel[0])
+    configs = [CONFIGS[int(i)] for i in sel[0].split("=")[1].split(",")] if sel else CONFIGS
+    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # edges first: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
+    torch.manual_seed(0)
+    for (m, n, k) in ((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096)):
+        a = (torch.randn(m, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+        ref = a.double() @ b.double().T
+        for mode in ("row", "tensor"):
+            sa = torch.rand(m if mode == "row" else 1, device="cuda") + 0.5
+            sb = torch.rand(n if mode == "row" else 1, device="cuda") + 0.5
+            want = ref * sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)
+            for c in configs:
+                out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                launch(a, b, sa, sb, out, *c, nprog=sms)
+                err = ((out.double() - want).abs().max() / want.pow(2).mean().sqrt()).item()
+                print(f"edge {m}x{n}x{k} {mode} {c}: max|err|/rms {err:.2e}", flush=True)
+                assert err < 5e-2, err
+    rows = []
+    for shape, p in shapes.items():
+        state = w.setup(p, "fp8", "cuda")
+        for mode, (v3, peer) in MODES.items():
+            aq, bq, sa, sb = state[mode]
+            sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
+            fns, checks = checked_launches(
+                w, state, shape, mode, v3, peer,
+                {f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}": (lambda c: lambda out: launch(
+                    aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs})
+            rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
+        del state
+        torch.cuda.empty_cache()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "fp8_ws15.json"), "w") as f:
+        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
