@@ -33,7 +33,8 @@ loaded before each promotion),
 split-K or one program per tile, round 6; see fp8_gemm_splitk), "triton_streamk" / "_tensor" and
 "triton_helped" / "_tensor" (one-wave shapes, rounds 7 and 10: the rejected attempts, kept), "triton_fastacc" (v1 without promotion: fast, and at
 K = 8192 it misses the max-error bound: expected-inexact); "gluon_ws" / "gluon_ws_tensor" (round 15:
-the promotion kernel warp-specialized in Gluon, fp8_gemm_ws.py; Hopper only); baselines "scaled_mm"
+the promotion kernel warp-specialized in Gluon, fp8_gemm_ws.py; Hopper only) and "gluon_ws_sk" / "_tensor"
+(the same with the partial last wave split by k over all programs, stream-K: the rejected attempt, kept); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
 """
@@ -998,6 +999,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_helped_tensor": ("tensor", fp8_gemm_helped),
     "gluon_ws": ("row", fp8_gemm_ws),
     "gluon_ws_tensor": ("tensor", fp8_gemm_ws),
+    "gluon_ws_sk": ("row", lambda *a, **k: fp8_gemm_ws(*a, streamk=True, **k)),
+    "gluon_ws_sk_tensor": ("tensor", lambda *a, **k: fp8_gemm_ws(*a, streamk=True, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -1046,8 +1049,9 @@ WORKLOAD = Workload(
            "triton_promote_tensor": "scaled_mm_tensor", "triton_splitk": "scaled_mm",
            "triton_splitk_tensor": "scaled_mm_tensor", "triton_streamk": "scaled_mm",
            "triton_streamk_tensor": "scaled_mm_tensor", "triton_helped": "scaled_mm",
-           "triton_helped_tensor": "scaled_mm_tensor", "gluon_ws": "scaled_mm", "gluon_ws_tensor": "scaled_mm_tensor"},
-    gpu_only=("gluon_ws", "gluon_ws_tensor"),  # Gluon: Hopper only, no interpreter
+           "triton_helped_tensor": "scaled_mm_tensor", "gluon_ws": "scaled_mm", "gluon_ws_tensor": "scaled_mm_tensor",
+           "gluon_ws_sk": "scaled_mm", "gluon_ws_sk_tensor": "scaled_mm_tensor"},
+    gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor"),  # Gluon: Hopper only, no interpreter
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

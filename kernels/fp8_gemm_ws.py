@@ -30,9 +30,10 @@ try:  # Gluon: Triton >= 3.5 (the lab's GPU runs 3.6; the interpreter does not r
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                                  warpgroup_mma_wait)
-    # the TMA copies' names: Triton 3.6 (the lab's GPU) / 3.9 (CI, compile-checked only)
+    # names that moved: Triton 3.6 (the lab's GPU) / 3.9 (CI, compile-checked only)
     _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
     _tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
+    _barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 except ImportError:  # pragma: no cover - older Triton: the variant is unavailable
     gluon = None
 
@@ -59,37 +60,86 @@ if gluon is not None:
         pid_n = (tile % in_group) // size_m
         return pid_m, pid_n
 
+    @gluon.jit
+    def _work(pid, tiles, SK_TILES, k_tiles, NPROG: gl.constexpr):
+        """This program's work: its whole tiles (data-parallel, NPROG apart, among the first
+        n_dp), then its stream-K range [s, e) of the last SK_TILES tiles' k iterations
+        (tile-major), which touches those tiles from u0 on. -> (n_dp, items, s, e, u0)."""
+        n_dp = tiles - SK_TILES
+        t2 = SK_TILES * k_tiles
+        s = pid * t2 // NPROG
+        e = (pid + 1) * t2 // NPROG
+        u0 = s // k_tiles
+        n_sk = gl.where(e > s, (e - 1) // k_tiles - u0 + 1, 0)
+        return n_dp, gl.maximum(n_dp - pid + NPROG - 1, 0) // NPROG + n_sk, s, e, u0
 
     @gluon.jit
-    def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr, NPROG: gl.constexpr):
+    def _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG: gl.constexpr):
+        """Work item j of this program: (tile, k0, k1), its k tiles [k0, k1)."""
+        n_whole = gl.maximum(n_dp - pid + NPROG - 1, 0) // NPROG
+        u = u0 + j - n_whole
+        sk = j >= n_whole
+        tile = gl.where(sk, n_dp + u, pid + j * NPROG)
+        k0 = gl.where(sk, gl.maximum(s - u * k_tiles, 0), 0)
+        k1 = gl.where(sk, gl.minimum(e - u * k_tiles, k_tiles), k_tiles)
+        return tile, k0, k1
+
+    @gluon.jit
+    def _load_range(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, pid_m, pid_n, k0, k1):
         BM: gl.constexpr = a_desc.block_type.shape[0]
         BK: gl.constexpr = a_desc.block_type.shape[1]
         BN: gl.constexpr = b_desc.block_type.shape[0]
         S: gl.constexpr = a_bufs.type.shape[0]
-        num_pid_m = gl.cdiv(M, BM)
-        num_pid_n = gl.cdiv(N, BN)
-        k_tiles = gl.cdiv(K, BK)
-        it = 0
-        for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NPROG):
-            pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            for kt in range(k_tiles):
-                s = it % S
-                ph = (it // S) & 1
-                mbarrier.wait(empty.index(s), ph ^ 1)
-                mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                _tma_load(a_desc, [pid_m * BM, kt * BK], ready.index(s), a_bufs.index(s))
-                _tma_load(b_desc, [pid_n * BN, kt * BK], ready.index(s), b_bufs.index(s))
-                it += 1
-
+        for kt in range(k0, k1):
+            s = it % S
+            mbarrier.wait(empty.index(s), ((it // S) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            _tma_load(a_desc, [pid_m * BM, kt * BK], ready.index(s), a_bufs.index(s))
+            _tma_load(b_desc, [pid_n * BN, kt * BK], ready.index(s), b_bufs.index(s))
+            it += 1
+        return it
 
     @gluon.jit
-    def _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, M, N, K, WG: gl.constexpr,
-                  ROW_SCALES: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
-                  NPROG: gl.constexpr):
-        """One warpgroup: rows [WG * 64, WG * 64 + 64) of every 128-row tile; the MMA chains into
-        `part` for up to CHUNK k tiles, then acc += part in fp32 (promotion). With STAGGER the
-        second warpgroup promotes half a chunk later, so one's drain overlaps the other's MMAs."""
-        S: gl.constexpr = a_bufs.type.shape[0]
+    def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, SK_TILES, GROUP_M: gl.constexpr,
+                NPROG: gl.constexpr):
+        """One warp: the k tiles of every work item in the consumers' order, into the ring."""
+        num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+        num_pid_n = gl.cdiv(N, b_desc.block_type.shape[0])
+        k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
+        pid = gl.program_id(0)
+        n_dp, n_mine, s, e, u0 = _work(pid, num_pid_m * num_pid_n, SK_TILES, k_tiles, NPROG)
+        it = 0
+        for j in range(n_mine):
+            tile, k0, k1 = _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG)
+            pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            it = _load_range(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, pid_m, pid_n, k0, k1)
+
+    @gluon.jit
+    def _store_tile(acc, c_desc, c_smem, SA, SB, M, N, om, on, S_STRIDE, mma: gl.constexpr):
+        """acc * sa[rows] * sb[cols] (S_STRIDE 1: per-row scales; 0: per-tensor, the scalars read as
+        vectors of one address: scalar loads crash Triton 3.6's lowering in this kernel, an
+        AxisInfo assertion) in bf16 through c_smem and a TMA store."""
+        rm = om + gl.arange(0, c_desc.block_type.shape[0], layout=gl.SliceLayout(1, mma))
+        rn = on + gl.arange(0, c_desc.block_type.shape[1], layout=gl.SliceLayout(0, mma))
+        sa = gl.load(SA + rm * S_STRIDE, mask=rm < M, other=0.0)
+        sb = gl.load(SB + rn * S_STRIDE, mask=rn < N, other=0.0)
+        y = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+        tma.store_wait(0)  # the previous tile's store has left c_smem
+        c_smem.store(y.to(c_desc.dtype))
+        fence_async_shared()
+        _tma_store(c_desc, [om, on], c_smem)
+
+    @gluon.jit
+    def _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
+                  WG: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr,
+                  GROUP_M: gl.constexpr, NPROG: gl.constexpr):
+        """One warpgroup: rows [WG * 64, WG * 64 + 64) of every 128-row tile. Whole tiles first
+        (data-parallel, NPROG apart), then its contiguous range of the last SK_TILES tiles' k
+        iterations (stream-K): a range's first piece, unless it starts a tile, is a partial sum
+        handed to the tile's finisher through WS and FLAGS; its last piece, if it starts a tile
+        and ends short of K, is the finisher's, which adds the later programs' partials in order
+        (deterministic) before the epilogue. With STAGGER the second warpgroup's chunks end half
+        a chunk after the first's, so one drains its MMAs while the other's run."""
         BM: gl.constexpr = a_bufs.type.shape[1]
         BK: gl.constexpr = a_bufs.type.shape[2]
         BN: gl.constexpr = b_bufs.type.shape[1]
@@ -99,70 +149,84 @@ if gluon is not None:
         num_pid_m = gl.cdiv(M, BM)
         num_pid_n = gl.cdiv(N, BN)
         k_tiles = gl.cdiv(K, BK)
-        FIRST: gl.constexpr = CHUNK - OFF  # the first chunk of a tile ends OFF k tiles early
+        S: gl.constexpr = a_bufs.type.shape[0]
+        FIRST: gl.constexpr = CHUNK - OFF  # the first promotion chunk of a work item is shorter by OFF
+        pid = gl.program_id(0)
+        n_dp, n_mine, s, e, u0 = _work(pid, num_pid_m * num_pid_n, SK_TILES, k_tiles, NPROG)
+        t2 = SK_TILES * k_tiles
+        # stream-K hand-over: a slot of WS (BM x BN fp32) and a flag per (program, warpgroup)
+        wrow = gl.arange(0, WM, layout=gl.SliceLayout(1, mma)) + WG * WM
+        wcol = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+        woff = gl.expand_dims(wrow, 1) * BN + gl.expand_dims(wcol, 0)
+        zero = gl.arange(0, 128, layout=gl.BlockedLayout([1], [32], [4], [0])) * 0  # a lane per thread
         acc = gl.zeros((WM, BN), gl.float32, mma)
         part = gl.zeros((WM, BN), gl.float32, mma)
         it = 0
-        for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NPROG):
-            pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            n_chunks = 1 + gl.cdiv(gl.maximum(k_tiles - FIRST, 0), CHUNK)
-            for c in range(n_chunks):
-                k0 = gl.where(c == 0, 0, FIRST + (c - 1) * CHUNK)
-                k1 = gl.minimum(FIRST + c * CHUNK, k_tiles)
-                # the chunk's first MMA starts the partial sum afresh
-                s = it % S
-                mbarrier.wait(ready.index(s), (it // S) & 1)
-                part = warpgroup_mma(a_bufs.index(s).slice(WG * WM, WM, dim=0), b_bufs.index(s).permute((1, 0)), part,
-                                     use_acc=False, is_async=True)
+        for j in range(n_mine):
+            tile, k0, k1 = _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG)
+            # the item's k tiles: the MMA chains into `part` (one group in flight) for a chunk, then
+            # acc += part in fp32 (the promotion); chunks as chunk_bounds(k1 - k0, CHUNK, OFF). Each
+            # chain stays inside its chunk's loop: carried through a branch, ptxas serialized the
+            # wgmma pipeline (C7511, round 15's first build)
+            nk = k1 - k0
+            for c in range(1 + gl.cdiv(gl.maximum(nk - FIRST, 0), CHUNK)):
+                c0 = gl.where(c == 0, 0, FIRST + (c - 1) * CHUNK)
+                c1 = gl.minimum(FIRST + c * CHUNK, nk)
+                st = it % S  # the chunk's first MMA starts the partial sum afresh
+                mbarrier.wait(ready.index(st), (it // S) & 1)
+                part = warpgroup_mma(a_bufs.index(st).slice(WG * WM, WM, dim=0), b_bufs.index(st).permute((1, 0)),
+                                     part, use_acc=False, is_async=True)
                 part = warpgroup_mma_wait(1, deps=(part, ))  # nothing else in flight: the partial as a tensor
                 it += 1
-                for kk in range(k0 + 1, k1):
-                    s = it % S
-                    mbarrier.wait(ready.index(s), (it // S) & 1)
-                    part = warpgroup_mma(a_bufs.index(s).slice(WG * WM, WM, dim=0), b_bufs.index(s).permute((1, 0)),
-                                         part, is_async=True)
+                for kk in range(c0 + 1, c1):
+                    st = it % S
+                    mbarrier.wait(ready.index(st), (it // S) & 1)
+                    part = warpgroup_mma(a_bufs.index(st).slice(WG * WM, WM, dim=0),
+                                         b_bufs.index(st).permute((1, 0)), part, is_async=True)
                     part = warpgroup_mma_wait(1, deps=(part, ))
                     mbarrier.arrive(empty.index((it + S - 1) % S))  # the previous k tile's MMA is done
                     it += 1
                 part = warpgroup_mma_wait(0, deps=(part, ))
                 mbarrier.arrive(empty.index((it + S - 1) % S))
                 acc = acc + part  # promotion into fp32
-            om = pid_m * BM + WG * WM
-            on = pid_n * BN
-            if ROW_SCALES:
-                rm = om + gl.arange(0, WM, layout=gl.SliceLayout(1, mma))
-                rn = on + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
-                sa = gl.load(SA + rm, mask=rm < M, other=0.0)
-                sb = gl.load(SB + rn, mask=rn < N, other=0.0)
-                y = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+            if k0 > 0:  # a stream-K range's first piece, not the tile's head: a partial for the finisher
+                gl.store(WS + pid * (BM * BN) + woff, acc)
+                gl.atomic_add(FLAGS + (pid * 2 + WG) + zero, zero + 1, sem="release", scope="gpu")  # each thread's stores
             else:
-                y = acc * (gl.load(SA) * gl.load(SB))
-            tma.store_wait(0)  # the previous tile's store has left c_smem
-            c_smem.store(y.to(c_desc.dtype))
-            fence_async_shared()
-            _tma_store(c_desc, [om, on], c_smem)
+                # a head short of K: programs pid + 1 .. q_last (the one with the tile's last iteration,
+                # in the stream-K numbering u = tile - n_dp) hold the rest; their partials in order
+                q_end = gl.where(k1 < k_tiles, ((tile - n_dp + 1) * k_tiles * NPROG - 1) // gl.maximum(t2, 1) + 1,
+                                 pid + 1)
+                for q in range(pid + 1, q_end):
+                    seen = gl.atomic_add(FLAGS + (q * 2 + WG) + zero, zero, sem="acquire", scope="gpu")
+                    while gl.min(seen, axis=0) < 128:
+                        seen = gl.atomic_add(FLAGS + (q * 2 + WG) + zero, zero, sem="acquire", scope="gpu")
+                    acc = acc + gl.load(WS + q * (BM * BN) + woff)
+                    _barrier()  # every thread has seen the flag before it is reset
+                    gl.atomic_xchg(FLAGS + (q * 2 + WG), 0)  # for the next launch (and graph replays)
+                pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+                _store_tile(acc, c_desc, c_smem, SA, SB, M, N, pid_m * BM + WG * WM, pid_n * BN, S_STRIDE, mma)
             acc = gl.zeros((WM, BN), gl.float32, mma)
         tma.store_wait(0)
 
+    @gluon.jit
+    def _consumer0(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
+                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
+                   NPROG: gl.constexpr):
+        _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, 0,
+                  CHUNK, STAGGER, GROUP_M, NPROG)
 
     @gluon.jit
-    def _consumer0(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, M, N, K, ROW_SCALES: gl.constexpr,
-                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr, NPROG: gl.constexpr):
-        _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, M, N, K, 0, ROW_SCALES, CHUNK, STAGGER, GROUP_M,
-                  NPROG)
+    def _consumer1(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
+                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
+                   NPROG: gl.constexpr):
+        _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, 1,
+                  CHUNK, STAGGER, GROUP_M, NPROG)
 
-
-    @gluon.jit
-    def _consumer1(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, M, N, K, ROW_SCALES: gl.constexpr,
-                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr, NPROG: gl.constexpr):
-        _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, M, N, K, 1, ROW_SCALES, CHUNK, STAGGER, GROUP_M,
-                  NPROG)
-
-
-    @gluon.jit
-    def _fp8_gemm_ws(a_desc, b_desc, c_desc, SA, SB, M, N, K, ROW_SCALES: gl.constexpr, STAGES: gl.constexpr,
-                           CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr, NPROG: gl.constexpr,
-                           CONSUMER_REGS: gl.constexpr):
+    @gluon.jit(do_not_specialize=["S_STRIDE"])  # 0 as a constant: 332 bytes of spills (Triton 3.6)
+    def _fp8_gemm_ws(a_desc, b_desc, c_desc, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
+                     STAGES: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
+                     NPROG: gl.constexpr, CONSUMER_REGS: gl.constexpr):
         a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
         c0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
@@ -171,13 +235,12 @@ if gluon is not None:
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=2)
+            mbarrier.init(empty.index(i), count=2)  # both consumers' MMAs over the stage
+        common = (SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG)
         gl.warp_specialize([
-            (_consumer0, (a_bufs, b_bufs, ready, empty, c_desc, c0, SA, SB, M, N, K, ROW_SCALES, CHUNK, STAGGER, GROUP_M,
-                          NPROG)),
-            (_consumer1, (a_bufs, b_bufs, ready, empty, c_desc, c1, SA, SB, M, N, K, ROW_SCALES, CHUNK, STAGGER, GROUP_M,
-                          NPROG)),
-            (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M, NPROG)),
+            (_consumer0, (a_bufs, b_bufs, ready, empty, c_desc, c0) + common),
+            (_consumer1, (a_bufs, b_bufs, ready, empty, c_desc, c1) + common),
+            (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, SK_TILES, GROUP_M, NPROG)),
         ], [4, 1], [CONSUMER_REGS, 24])
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
@@ -195,10 +258,46 @@ def available() -> str | None:
     return None
 
 
+_SCRATCH: dict = {}  # (device, programs) -> (stream-K partials, flags): flags start at 0, finishers reset them
+
+
+def stream_k_tiles(tiles: int, programs: int, k_tiles: int, streamk: bool = True) -> int:
+    """How many of the last tiles go to stream-K: the partial last wave (tiles % programs), so every
+    program gets as many k iterations as the others, give or take one. None if streamk is False,
+    the tiles fill whole waves or are fewer than the programs, or the split would give a program
+    fewer than 4 k tiles (its hand-over would cost more than it saves; every range non-empty is
+    also what the finishers' waits assume)."""
+    sk = tiles % programs if tiles > programs and streamk else 0
+    return sk if sk * k_tiles >= 4 * programs else 0
+
+
+def work_items(pid: int, tiles: int, sk: int, k_tiles: int, programs: int) -> list[tuple[int, int, int]]:
+    """(tile, k0, k1) of each work item of program `pid`, in order (the kernel's _work/_item, in
+    Python for the tests): whole tiles pid, pid + programs, ... below tiles - sk, then the pieces
+    of its stream-K range."""
+    n_dp, t2 = tiles - sk, sk * k_tiles
+    out = [(t, 0, k_tiles) for t in range(pid, n_dp, programs)]
+    s, e = pid * t2 // programs, (pid + 1) * t2 // programs
+    if e > s:
+        for u in range(s // k_tiles, (e - 1) // k_tiles + 1):
+            out.append((n_dp + u, max(s - u * k_tiles, 0), min(e - u * k_tiles, k_tiles)))
+    return out
+
+
+def finisher_waits(tile: int, tiles: int, sk: int, k_tiles: int, programs: int) -> int:
+    """One past the last program whose partial the finisher of stream-K tile `tile` adds (the
+    kernel's q_end for a head short of K)."""
+    n_dp, t2 = tiles - sk, sk * k_tiles
+    return ((tile - n_dp + 1) * k_tiles * programs - 1) // t2 + 1
+
+
 def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int = DEFAULT["stages"],
-                chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"], group_m: int = DEFAULT["group_m"]):
+                chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"], group_m: int = DEFAULT["group_m"],
+                streamk: bool = False):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
-    (per-row); bf16 out. Promotion every `chunk` k tiles of 128 (16: every 2048, as v3)."""
+    (per-row); bf16 out. Promotion every `chunk` k tiles of 128 (16: every 2048, as v3). streamk:
+    the partial last wave's tiles split over all programs by k (variants gluon_ws_sk*; measured
+    slower, 0.79-0.98x: benchmarks/results/gemm.md, "Round 15")."""
     import torch
 
     why = available()
@@ -216,9 +315,17 @@ def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int
     la = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
     lc = gl.NVMMASharedLayout.get_default_for([BLOCK // 2, BLOCK], gl.bfloat16)
     tiles = triton.cdiv(M, BLOCK) * triton.cdiv(N, BLOCK)
-    nprog = min(programs or torch.cuda.get_device_properties(a.device).multi_processor_count, tiles)
+    progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
+    sk = stream_k_tiles(tiles, progs, triton.cdiv(K, BLOCK), streamk)
+    nprog = progs if sk else min(progs, tiles)
+    key = (a.device, progs)
+    if key not in _SCRATCH:
+        _SCRATCH[key] = (torch.empty(progs * BLOCK * BLOCK, device=a.device, dtype=torch.float32),
+                         torch.zeros(2 * progs, device=a.device, dtype=torch.int32))
+    ws, flags = _SCRATCH[key]
     _fp8_gemm_ws[(nprog,)](
         TensorDescriptor.from_tensor(a, [BLOCK, BLOCK], la), TensorDescriptor.from_tensor(b, [BLOCK, BLOCK], la),
-        TensorDescriptor.from_tensor(out, [BLOCK // 2, BLOCK], lc), sa, sb, M, N, K, ROW_SCALES=sa.numel() != 1,
-        STAGES=stages, CHUNK=chunk, STAGGER=stagger, GROUP_M=group_m, NPROG=nprog, CONSUMER_REGS=232, num_warps=4)
+        TensorDescriptor.from_tensor(out, [BLOCK // 2, BLOCK], lc), sa, sb, ws, flags, M, N, K, sk,
+        int(sa.numel() != 1), STAGES=stages, CHUNK=chunk, STAGGER=stagger, GROUP_M=group_m, NPROG=nprog,
+        CONSUMER_REGS=232, num_warps=4)
     return out

@@ -21,17 +21,20 @@ sys.path.insert(0, os.path.dirname(__file__))
 from profkit.kernels import fp8_gemm_ws as W  # noqa: E402
 
 
-def launch(a, b, sa, sb, out, stages, chunk, stagger, group_m, nprog):
+def launch(a, b, sa, sb, out, stages, chunk, stagger, group_m, streamk, nprog):
     return W.fp8_gemm_ws(a, b, sa, sb, out, programs=nprog, stages=stages, chunk=chunk, stagger=stagger,
-                         group_m=group_m)
+                         group_m=group_m, streamk=streamk)
 
-CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M)
-    (5, 16, True, 8),
-    (5, 16, False, 8),
-    (6, 16, True, 8),
-    (5, 8, True, 8),
-    (5, 32, True, 8),
-    (6, 16, True, 16),
+CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M, stream-K of the last partial wave)
+    (5, 16, True, 8, False),
+    (5, 16, False, 8, False),
+    (6, 16, True, 8, False),
+    (5, 8, True, 8, False),
+    (5, 32, True, 8, False),
+    (6, 16, True, 16, False),
+    (5, 16, True, 8, True),
+    (6, 16, True, 8, True),
+    (5, 8, True, 8, True),
 ]
 
 
@@ -57,7 +60,7 @@ def main():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     # edges first: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
     torch.manual_seed(0)
-    for (m, n, k) in ((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096)):
+    for (m, n, k) in ((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096), (1024, 3584, 4096)):
         a = (torch.randn(m, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
         b = (torch.randn(n, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
         ref = a.double() @ b.double().T
@@ -71,6 +74,20 @@ def main():
                 err = ((out.double() - want).abs().max() / want.pow(2).mean().sqrt()).item()
                 print(f"edge {m}x{n}x{k} {mode} {c}: max|err|/rms {err:.2e}", flush=True)
                 assert err < 5e-2, err
+                if c[4]:  # stream-K: the flags are reset for the next launch, in a graph too
+                    first = out.clone()
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        launch(a, b, sa, sb, out, *c, nprog=sms)
+                    for _ in range(3):
+                        out.zero_()
+                        launch(a, b, sa, sb, out, *c, nprog=sms)
+                        assert torch.equal(out, first), "eager relaunch differs"
+                        out.zero_()
+                        g.replay()
+                        torch.cuda.synchronize()
+                        assert torch.equal(out, first), "graph replay differs"
+                    print(f"edge {m}x{n}x{k} {mode} {c}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
     rows = []
     for shape, p in shapes.items():
         state = w.setup(p, "fp8", "cuda")
@@ -79,7 +96,7 @@ def main():
             sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
             fns, checks = checked_launches(
                 w, state, shape, mode, v3, peer,
-                {f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}": (lambda c: lambda out: launch(
+                {f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}": (lambda c: lambda out: launch(
                     aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs})
             rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
         del state

@@ -55,8 +55,10 @@ def test_compiles_for_h100_warp_specialized_without_spills_or_serialized_mma():
         lc = gl.NVMMASharedLayout.get_default_for([64, 128], gl.bfloat16)
         td = lambda dt, s, l: f"tensordesc<{dt}[{s[0]}, {s[1]}],{l!r}>"
         sig = {"a_desc": td("fp8e4nv", [128, 128], la), "b_desc": td("fp8e4nv", [128, 128], la),
-               "c_desc": td("bf16", [64, 128], lc), "SA": "*fp32", "SB": "*fp32", "M": "i32", "N": "i32", "K": "i32"}
-        cx = dict(ROW_SCALES=True, STAGES=5, CHUNK=16, STAGGER=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232)
+               "c_desc": td("bf16", [64, 128], lc), "SA": "*fp32", "SB": "*fp32", "WS": "*fp32", "FLAGS": "*i32",
+               "M": "i32", "N": "i32", "K": "i32", "SK_TILES": "i32",
+               "S_STRIDE": "i32"}
+        cx = dict(STAGES=5, CHUNK=16, STAGGER=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232)
         sig.update({n: "constexpr" for n in cx})
         k = triton.compile(GluonASTSource(fn=W._fp8_gemm_ws, signature=sig, constexprs=cx),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
@@ -84,3 +86,42 @@ def test_compiles_for_h100_warp_specialized_without_spills_or_serialized_mma():
     assert 24 in got["regs"] and 232 in got["regs"]
     assert got["serialized"] == [] and got["spills"] == ["0"]
     assert 5 * 2 * 128 * 128 + 2 * 64 * 128 * 2 <= got["shared"] <= 227 * 1024  # 5 stages of A and B, two C tiles
+
+
+@pytest.mark.parametrize("tiles,k_tiles", [(224, 148), (1792, 32), (1536, 32), (1024, 112), (4096, 64), (112, 148),
+                                           (133, 5), (265, 9)])
+def test_stream_k_split_covers_every_k_tile_once_and_finishers_wait_on_the_right_programs(tiles, k_tiles):
+    """The kernel's work split (work_items mirrors _work/_item; finisher_waits its q_end), over 132
+    programs: every (tile, k tile) exactly once; a program hands over at most one partial (its
+    first stream-K piece); a head short of K is its program's last item, and the programs it
+    waits on are exactly the later owners of that tile, each of whose first stream-K piece is in it."""
+    P = 132
+    sk = W.stream_k_tiles(tiles, P, k_tiles)
+    items = {p: W.work_items(p, tiles, sk, k_tiles, P) for p in range(P)}
+    owner = {}
+    for p, its in items.items():
+        for t, k0, k1 in its:
+            for kk in range(k0, k1):
+                assert (t, kk) not in owner
+                owner[(t, kk)] = p
+    assert len(owner) == tiles * k_tiles
+    for p, its in items.items():
+        assert sum(k0 > 0 for _, k0, _ in its) <= 1
+        for idx, (t, k0, k1) in enumerate(its):
+            if k0 == 0 and k1 < k_tiles:
+                assert idx == len(its) - 1
+                later = sorted({owner[(t, kk)] for kk in range(k1, k_tiles)})
+                assert later == list(range(p + 1, W.finisher_waits(t, tiles, sk, k_tiles, P)))
+                for q in later:
+                    first_sk = next(i for i in items[q] if i[0] >= tiles - sk)
+                    assert first_sk[0] == t and first_sk[1] > 0
+    load = [sum(k1 - k0 for _, k0, k1 in its) for its in items.values()]
+    if sk:  # balanced to one k tile, below the data-parallel makespan
+        assert max(load) - min(load) <= 1 and max(load) < -(-tiles // P) * k_tiles
+
+
+def test_stream_k_only_for_a_partial_wave_worth_splitting():
+    assert W.stream_k_tiles(224, 132, 148) == 92  # qwen7b-down-m1024: 92 tiles over 132 programs
+    assert W.stream_k_tiles(4096, 132, 64) == 0  # 8192^3: 4 tiles x 64 k tiles, under 4 a program
+    assert W.stream_k_tiles(264, 132, 148) == 0 and W.stream_k_tiles(112, 132, 148) == 0  # whole waves / one
+    assert W.stream_k_tiles(224, 132, 148, streamk=False) == 0
