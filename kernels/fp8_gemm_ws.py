@@ -209,6 +209,8 @@ if gluon is not None:
             acc = gl.zeros((WM, BN), gl.float32, mma)
         tma.store_wait(0)
 
+    # one function per consumer warpgroup: a partition's arguments are flattened into IR values,
+    # so its constexpr WG cannot be passed there (a Python int has no IR value)
     @gluon.jit
     def _consumer0(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
                    CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,

@@ -100,6 +100,30 @@ def measure(shape, mode, fns, checks, v3, peer, bench, gbench, rounds, hdr):
     return rows
 
 
+def sweep(w, shapes, launches_for, bench, gbench, rounds, hdr):
+    """The experiment scripts' loop: at each shape and scale mode, the launches of
+    launches_for(aq, bq, sa, sb) ({name: fn(out)}) checked (checked_launches) and timed beside v3
+    and _scaled_mm (measure). -> the stamped rows."""
+    rows = []
+    for shape, p in shapes.items():
+        state = w.setup(p, "fp8", "cuda")
+        for mode, (v3, peer) in MODES.items():
+            aq, bq, sa, sb = state[mode]
+            sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
+            fns, checks = checked_launches(w, state, shape, mode, v3, peer, launches_for(aq, bq, sa, sb))
+            rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, rounds, hdr)
+        del state
+        torch.cuda.empty_cache()
+    return rows
+
+
+def write_rows(out, name, **fields):
+    """fields as OUT/name.json."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(fields, f, indent=1)
+
+
 def device_cli(op, rounds, keep):
     """The round-robin scripts' common start: (args, workload, its shapes kept by keep(p) or named
     by --shapes, the run's header, do_bench timer, graph timer); the header printed."""

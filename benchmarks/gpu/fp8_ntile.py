@@ -13,7 +13,6 @@ GPU time by graph replay, registers/spills of each compiled kernel.
 
     python3 benchmarks/gpu/fp8_ntile.py [--rounds 5] [--out DIR] [--shapes a,b]
 """
-import json
 import os
 import sys
 
@@ -146,26 +145,14 @@ def main():
     import torch
 
     sys.path.insert(0, os.path.dirname(__file__))
-    from fp8_launch import MODES, checked_launches, device_cli, measure
+    from fp8_launch import device_cli, sweep, write_rows
 
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = []
-    for shape, p in shapes.items():
-        state = w.setup(p, "fp8", "cuda")
-        for mode, (v3, peer) in MODES.items():
-            aq, bq, sa, sb = state[mode]
-            sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
-            fns, checks = checked_launches(
-                w, state, shape, mode, v3, peer,
-                {f"ntile_{c[1][0]}+{c[1][1]}+{c[1][2]}_g{c[3]}": (lambda c: lambda out: ntile_launch(
-                    aq, bq, sa, sb, out, c, sms))(c) for c in CONFIGS})
-            rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
-        del state
-        torch.cuda.empty_cache()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "fp8_ntile.json"), "w") as f:
-        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=CONFIGS), f, indent=1)
+    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {
+        f"ntile_{c[1][0]}+{c[1][1]}+{c[1][2]}_g{c[3]}": (lambda c: lambda out: ntile_launch(aq, bq, sa, sb, out, c, sms))(c)
+        for c in CONFIGS}, bench, gbench, args.rounds, hdr)
+    write_rows(args.out, "fp8_ntile", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=CONFIGS)
 
 
 if __name__ == "__main__":

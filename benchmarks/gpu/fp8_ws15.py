@@ -13,7 +13,6 @@ beside v3 and both _scaled_mm modes, GPU time by graph replay, registers/spills 
 
     python3 benchmarks/gpu/fp8_ws15.py [--rounds 5] [--out DIR] [--shapes a,b] [--configs 0,2]
 """
-import json
 import os
 import sys
 
@@ -50,7 +49,7 @@ def dump_ir():
 
 def main():
     import torch
-    from fp8_launch import MODES, checked_launches, device_cli, measure
+    from fp8_launch import device_cli, sweep, write_rows
 
     sel = [a for a in sys.argv if a.startswith("--configs=")]
     if sel:
@@ -88,22 +87,10 @@ def main():
                         torch.cuda.synchronize()
                         assert torch.equal(out, first), "graph replay differs"
                     print(f"edge {m}x{n}x{k} {mode} {c}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
-    rows = []
-    for shape, p in shapes.items():
-        state = w.setup(p, "fp8", "cuda")
-        for mode, (v3, peer) in MODES.items():
-            aq, bq, sa, sb = state[mode]
-            sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
-            fns, checks = checked_launches(
-                w, state, shape, mode, v3, peer,
-                {f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}": (lambda c: lambda out: launch(
-                    aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs})
-            rows += measure(shape, mode, fns, checks, v3, peer, bench, gbench, args.rounds, hdr)
-        del state
-        torch.cuda.empty_cache()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "fp8_ws15.json"), "w") as f:
-        json.dump(dict(header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs), f, indent=1)
+    name = lambda c: f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}"
+    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {name(c): (lambda c: lambda out: launch(
+        aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs}, bench, gbench, args.rounds, hdr)
+    write_rows(args.out, "fp8_ws15", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs)
 
 
 if __name__ == "__main__":
