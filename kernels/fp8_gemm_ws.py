@@ -115,22 +115,14 @@ if gluon is not None:
             it = _load_range(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, pid_m, pid_n, k0, k1)
 
     @gluon.jit
-    def _scales(SA, SB, M, N, om, on, S_STRIDE, WM: gl.constexpr, BN: gl.constexpr):
-        """sa[rows], sb[cols] of a warpgroup's 64 x 128 piece (S_STRIDE 1: per-row scales; 0:
-        per-tensor, the scalars read as vectors of one address: scalar loads crash Triton 3.6's
-        lowering in this kernel, an AxisInfo assertion). Loaded when the work item starts, so
-        their latency hides behind its MMAs instead of stalling the epilogue, and held one value
-        a thread (in the MMA's layout sb alone would hold 32 registers across the loop: spills)."""
-        flat: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-        rm = om + gl.arange(0, WM, layout=flat)
-        rn = on + gl.arange(0, BN, layout=flat)
-        return gl.load(SA + rm * S_STRIDE, mask=rm < M, other=0.0), gl.load(SB + rn * S_STRIDE, mask=rn < N, other=0.0)
-
-    @gluon.jit
-    def _store_tile(acc, sa, sb, c_desc, c_smem, om, on, mma: gl.constexpr):
-        """acc * sa[rows] * sb[cols] in bf16 through c_smem and a TMA store."""
-        sa = gl.convert_layout(sa, gl.SliceLayout(1, mma))
-        sb = gl.convert_layout(sb, gl.SliceLayout(0, mma))
+    def _store_tile(acc, c_desc, c_smem, SA, SB, M, N, om, on, S_STRIDE, mma: gl.constexpr):
+        """acc * sa[rows] * sb[cols] (S_STRIDE 1: per-row scales; 0: per-tensor, the scalars read as
+        vectors of one address: scalar loads crash Triton 3.6's lowering in this kernel, an
+        AxisInfo assertion) in bf16 through c_smem and a TMA store."""
+        rm = om + gl.arange(0, c_desc.block_type.shape[0], layout=gl.SliceLayout(1, mma))
+        rn = on + gl.arange(0, c_desc.block_type.shape[1], layout=gl.SliceLayout(0, mma))
+        sa = gl.load(SA + rm * S_STRIDE, mask=rm < M, other=0.0)
+        sb = gl.load(SB + rn * S_STRIDE, mask=rn < N, other=0.0)
         y = acc * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
         tma.store_wait(0)  # the previous tile's store has left c_smem
         c_smem.store(y.to(c_desc.dtype))
@@ -139,7 +131,7 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
-                  WG: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr, SCALES_EARLY: gl.constexpr,
+                  WG: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr,
                   GROUP_M: gl.constexpr, NPROG: gl.constexpr):
         """One warpgroup: rows [WG * 64, WG * 64 + 64) of every 128-row tile. Whole tiles first
         (data-parallel, NPROG apart), then its contiguous range of the last SK_TILES tiles' k
@@ -172,9 +164,6 @@ if gluon is not None:
         it = 0
         for j in range(n_mine):
             tile, k0, k1 = _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG)
-            pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            sa, sb = _scales(SA, SB, M, N, pid_m * BM + WG * WM, pid_n * BN, S_STRIDE, WM, BN)  # early (unless
-            # SCALES_EARLY is off: then these loads are dead and the epilogue loads them)
             # the item's k tiles: the MMA chains into `part` (one group in flight) for a chunk, then
             # acc += part in fp32 (the promotion); chunks as chunk_bounds(k1 - k0, CHUNK, OFF). Each
             # chain stays inside its chunk's loop: carried through a branch, ptxas serialized the
@@ -215,9 +204,8 @@ if gluon is not None:
                     acc = acc + gl.load(WS + q * (BM * BN) + woff)
                     _barrier()  # every thread has seen the flag before it is reset
                     gl.atomic_xchg(FLAGS + (q * 2 + WG), 0)  # for the next launch (and graph replays)
-                if not SCALES_EARLY:  # round 15's first build: loaded here, their latency in the epilogue
-                    sa, sb = _scales(SA, SB, M, N, pid_m * BM + WG * WM, pid_n * BN, S_STRIDE, WM, BN)
-                _store_tile(acc, sa, sb, c_desc, c_smem, pid_m * BM + WG * WM, pid_n * BN, mma)
+                pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+                _store_tile(acc, c_desc, c_smem, SA, SB, M, N, pid_m * BM + WG * WM, pid_n * BN, S_STRIDE, mma)
             acc = gl.zeros((WM, BN), gl.float32, mma)
         tma.store_wait(0)
 
@@ -225,22 +213,21 @@ if gluon is not None:
     # so its constexpr WG cannot be passed there (a Python int has no IR value)
     @gluon.jit
     def _consumer0(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
-                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, SCALES_EARLY: gl.constexpr, GROUP_M: gl.constexpr,
+                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
                    NPROG: gl.constexpr):
         _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, 0,
-                  CHUNK, STAGGER, SCALES_EARLY, GROUP_M, NPROG)
+                  CHUNK, STAGGER, GROUP_M, NPROG)
 
     @gluon.jit
     def _consumer1(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
-                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, SCALES_EARLY: gl.constexpr, GROUP_M: gl.constexpr,
+                   CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
                    NPROG: gl.constexpr):
         _consumer(a_bufs, b_bufs, ready, empty, c_desc, c_smem, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, 1,
-                  CHUNK, STAGGER, SCALES_EARLY, GROUP_M, NPROG)
+                  CHUNK, STAGGER, GROUP_M, NPROG)
 
     @gluon.jit(do_not_specialize=["S_STRIDE"])  # 0 as a constant: 332 bytes of spills (Triton 3.6)
     def _fp8_gemm_ws(a_desc, b_desc, c_desc, SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE,
-                     STAGES: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr, SCALES_EARLY: gl.constexpr,
-                     GROUP_M: gl.constexpr,
+                     STAGES: gl.constexpr, CHUNK: gl.constexpr, STAGGER: gl.constexpr, GROUP_M: gl.constexpr,
                      NPROG: gl.constexpr, CONSUMER_REGS: gl.constexpr):
         a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -251,7 +238,7 @@ if gluon is not None:
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=2)  # both consumers' MMAs over the stage
-        common = (SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, CHUNK, STAGGER, SCALES_EARLY, GROUP_M, NPROG)
+        common = (SA, SB, WS, FLAGS, M, N, K, SK_TILES, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG)
         gl.warp_specialize([
             (_consumer0, (a_bufs, b_bufs, ready, empty, c_desc, c0) + common),
             (_consumer1, (a_bufs, b_bufs, ready, empty, c_desc, c1) + common),
@@ -308,7 +295,7 @@ def finisher_waits(tile: int, tiles: int, sk: int, k_tiles: int, programs: int) 
 
 def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int = DEFAULT["stages"],
                 chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"], group_m: int = DEFAULT["group_m"],
-                streamk: bool = False, scales_early: bool = True):
+                streamk: bool = False):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128 (16: every 2048, as v3). streamk:
     the partial last wave's tiles split over all programs by k (variants gluon_ws_sk*; measured
@@ -341,7 +328,6 @@ def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int
     _fp8_gemm_ws[(nprog,)](
         TensorDescriptor.from_tensor(a, [BLOCK, BLOCK], la), TensorDescriptor.from_tensor(b, [BLOCK, BLOCK], la),
         TensorDescriptor.from_tensor(out, [BLOCK // 2, BLOCK], lc), sa, sb, ws, flags, M, N, K, sk,
-        int(sa.numel() != 1), STAGES=stages, CHUNK=chunk, STAGGER=stagger, SCALES_EARLY=scales_early,
-        GROUP_M=group_m, NPROG=nprog,
+        int(sa.numel() != 1), STAGES=stages, CHUNK=chunk, STAGGER=stagger, GROUP_M=group_m, NPROG=nprog,
         CONSUMER_REGS=232, num_warps=4)
     return out

@@ -20,11 +20,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from profkit.kernels import fp8_gemm_ws as W  # noqa: E402
 
 
-def launch(a, b, sa, sb, out, stages, chunk, stagger, group_m, streamk, scales_early=True, nprog=None):
+def launch(a, b, sa, sb, out, stages, chunk, stagger, group_m, streamk, nprog):
     return W.fp8_gemm_ws(a, b, sa, sb, out, programs=nprog, stages=stages, chunk=chunk, stagger=stagger,
-                         group_m=group_m, streamk=streamk, scales_early=scales_early)
+                         group_m=group_m, streamk=streamk)
 
-CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M, stream-K of the last partial wave[, scales loaded early])
+CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M, stream-K of the last partial wave)
     (5, 16, True, 8, False),
     (5, 16, False, 8, False),
     (6, 16, True, 8, False),
@@ -34,7 +34,6 @@ CONFIGS = [  # (stages, chunk k tiles, stagger, GROUP_M, stream-K of the last pa
     (5, 16, True, 8, True),
     (6, 16, True, 8, True),
     (5, 8, True, 8, True),
-    (5, 16, True, 8, False, False),  # 9: the scales loaded in the epilogue (round 15's first build)
 ]
 
 
@@ -88,7 +87,7 @@ def main():
                         torch.cuda.synchronize()
                         assert torch.equal(out, first), "graph replay differs"
                     print(f"edge {m}x{n}x{k} {mode} {c}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
-    name = lambda c: f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}{'_late' if c[5:] == (False,) else ''}"
+    name = lambda c: f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}"
     rows = sweep(w, shapes, lambda aq, bq, sa, sb: {name(c): (lambda c: lambda out: launch(
         aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs}, bench, gbench, args.rounds, hdr)
     write_rows(args.out, "fp8_ws15", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs)

@@ -58,7 +58,7 @@ def test_compiles_for_h100_warp_specialized_without_spills_or_serialized_mma():
                "c_desc": td("bf16", [64, 128], lc), "SA": "*fp32", "SB": "*fp32", "WS": "*fp32", "FLAGS": "*i32",
                "M": "i32", "N": "i32", "K": "i32", "SK_TILES": "i32",
                "S_STRIDE": "i32"}
-        cx = dict(STAGES=5, CHUNK=16, STAGGER=True, SCALES_EARLY=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232)
+        cx = dict(STAGES=5, CHUNK=16, STAGGER=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232)
         sig.update({n: "constexpr" for n in cx})
         k = triton.compile(GluonASTSource(fn=W._fp8_gemm_ws, signature=sig, constexprs=cx),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
