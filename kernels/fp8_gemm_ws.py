@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import triton
 
+from ._gemm_common import tile_coords
+
 try:  # Gluon: Triton >= 3.5 (the lab's GPU runs 3.6; the interpreter does not run Gluon)
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -47,25 +49,9 @@ BLOCK = 128  # tile M, N and K; each consumer warpgroup takes BLOCK // 2 rows
 DEFAULT = dict(stages=5, chunk=16, stagger=True, group_m=8)  # round 15's pick on both GPUs
 
 
-def chunk_bounds(k_tiles: int, chunk: int, off: int) -> list[tuple[int, int]]:
-    """[k0, k1) of each promotion chunk of one tile as the consumer with offset `off` walks it
-    (the kernel's arithmetic, in Python for the tests): the first chunk is chunk - off k tiles
-    long, the others chunk, the last clipped at k_tiles."""
-    first = chunk - off
-    n = 1 + -(-max(k_tiles - first, 0) // chunk)
-    return [(0 if c == 0 else first + (c - 1) * chunk, min(first + c * chunk, k_tiles)) for c in range(n)]
-
-
 if gluon is not None:
-    @gluon.jit
-    def _coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
-        in_group = GROUP_M * num_pid_n
-        first_m = (tile // in_group) * GROUP_M
-        size_m = gl.minimum(num_pid_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % in_group) % size_m
-        pid_n = (tile % in_group) // size_m
-        return pid_m, pid_n
-
+    # The work split's arithmetic is plain integer Python (//, min, max, a bool times an int), so
+    # the tests run these very functions on ints through .fn (as fp8_gemm's promote_chunks).
     @gluon.jit
     def _work(pid, tiles, SK_TILES, k_tiles, NPROG: gl.constexpr):
         """This program's work: its whole tiles (data-parallel, NPROG apart, among the first
@@ -76,19 +62,38 @@ if gluon is not None:
         s = pid * t2 // NPROG
         e = (pid + 1) * t2 // NPROG
         u0 = s // k_tiles
-        n_sk = gl.where(e > s, (e - 1) // k_tiles - u0 + 1, 0)
-        return n_dp, gl.maximum(n_dp - pid + NPROG - 1, 0) // NPROG + n_sk, s, e, u0
+        n_sk = ((e - 1) // k_tiles - u0 + 1) * (e > s)
+        return n_dp, (n_dp - pid + NPROG - 1) // NPROG + n_sk, s, e, u0  # pid < n_dp: see stream_k_tiles
 
     @gluon.jit
-    def _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG: gl.constexpr):
+    def _item(j, pid, n_dp, s, e, u0, k_tiles, NPROG: gl.constexpr):
         """Work item j of this program: (tile, k0, k1), its k tiles [k0, k1)."""
-        n_whole = gl.maximum(n_dp - pid + NPROG - 1, 0) // NPROG
-        u = u0 + j - n_whole
+        n_whole = (n_dp - pid + NPROG - 1) // NPROG
         sk = j >= n_whole
-        tile = gl.where(sk, n_dp + u, pid + j * NPROG)
-        k0 = gl.where(sk, gl.maximum(s - u * k_tiles, 0), 0)
-        k1 = gl.where(sk, gl.minimum(e - u * k_tiles, k_tiles), k_tiles)
+        u = u0 + j - n_whole
+        tile = sk * (n_dp + u) + (1 - sk) * (pid + j * NPROG)
+        k0 = sk * max(s - u * k_tiles, 0)
+        k1 = sk * min(e - u * k_tiles, k_tiles) + (1 - sk) * k_tiles
         return tile, k0, k1
+
+    @gluon.jit
+    def _n_chunks(nk, CHUNK, FIRST):
+        """Promotion chunks over nk k tiles: the first FIRST long (CHUNK - the warpgroup's offset),
+        the others CHUNK, the last clipped."""
+        return 1 + ((nk - FIRST) * (nk > FIRST) + CHUNK - 1) // CHUNK
+
+    @gluon.jit
+    def _chunk(c, nk, CHUNK, FIRST):
+        """[c0, c1) of chunk c (FIRST <= CHUNK, so chunk 0 starts at 0)."""
+        return (FIRST + (c - 1) * CHUNK) * (c > 0), min(FIRST + c * CHUNK, nk)
+
+    @gluon.jit
+    def _finisher_end(tile, k1, n_dp, k_tiles, pid, NPROG: gl.constexpr, t2):
+        """One past the last program whose partial the item ending at k1 of `tile` must add: for a
+        stream-K head short of K, the program holding the tile's last iteration (stream-K numbering
+        u = tile - n_dp) + 1; else pid + 1 (nothing to add)."""
+        short = k1 < k_tiles
+        return short * (((tile - n_dp + 1) * k_tiles * NPROG - 1) // max(t2, 1) + 1) + (1 - short) * (pid + 1)
 
     @gluon.jit
     def _load_range(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, pid_m, pid_n, k0, k1):
@@ -116,8 +121,8 @@ if gluon is not None:
         n_dp, n_mine, s, e, u0 = _work(pid, num_pid_m * num_pid_n, SK_TILES, k_tiles, NPROG)
         it = 0
         for j in range(n_mine):
-            tile, k0, k1 = _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG)
-            pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            tile, k0, k1 = _item(j, pid, n_dp, s, e, u0, k_tiles, NPROG)
+            pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             it = _load_range(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, pid_m, pid_n, k0, k1)
 
     @gluon.jit
@@ -169,15 +174,16 @@ if gluon is not None:
         part = gl.zeros((WM, BN), gl.float32, mma)
         it = 0
         for j in range(n_mine):
-            tile, k0, k1 = _item(j, pid, n_dp, n_mine, s, e, u0, k_tiles, NPROG)
+            tile, k0, k1 = _item(j, pid, n_dp, s, e, u0, k_tiles, NPROG)
             # the item's k tiles: the MMA chains into `part` (one group in flight) for a chunk, then
-            # acc += part in fp32 (the promotion); chunks as chunk_bounds(k1 - k0, CHUNK, OFF). Each
+            # acc += part in fp32 (the promotion); chunks as _chunk. Each
             # chain stays inside its chunk's loop: carried through a branch, ptxas serialized the
             # wgmma pipeline (C7511, round 15's first build)
             nk = k1 - k0
-            for c in range(1 + gl.cdiv(gl.maximum(nk - FIRST, 0), CHUNK)):
-                c0 = gl.where(c == 0, 0, FIRST + (c - 1) * CHUNK)
-                c1 = gl.minimum(FIRST + c * CHUNK, nk)
+            chunk = nk * 0 + CHUNK  # as values: constexpr arguments to these helpers hit Triton 3.6's
+            first = nk * 0 + FIRST  # region-isolation bug ("arith.extsi ... defined outside the region")
+            for c in range(_n_chunks(nk, chunk, first)):
+                c0, c1 = _chunk(c, nk, chunk, first)
                 st = it % S  # the chunk's first MMA starts the partial sum afresh
                 mbarrier.wait(ready.index(st), (it // S) & 1)
                 part = warpgroup_mma(a_bufs.index(st).slice(WG * WM, WM, dim=0), b_bufs.index(st).permute((1, 0)),
@@ -199,18 +205,15 @@ if gluon is not None:
                 gl.store(WS + pid * (BM * BN) + woff, acc)
                 gl.atomic_add(FLAGS + (pid * 2 + WG) + zero, zero + 1, sem="release", scope="gpu")  # each thread's stores
             else:
-                # a head short of K: programs pid + 1 .. q_last (the one with the tile's last iteration,
-                # in the stream-K numbering u = tile - n_dp) hold the rest; their partials in order
-                q_end = gl.where(k1 < k_tiles, ((tile - n_dp + 1) * k_tiles * NPROG - 1) // gl.maximum(t2, 1) + 1,
-                                 pid + 1)
-                for q in range(pid + 1, q_end):
+                # a head short of K: the later programs holding the rest; their partials in order
+                for q in range(pid + 1, _finisher_end(tile, k1, n_dp, k_tiles, pid, NPROG, t2)):
                     seen = gl.atomic_add(FLAGS + (q * 2 + WG) + zero, zero, sem="acquire", scope="gpu")
                     while gl.min(seen, axis=0) < 128:
                         seen = gl.atomic_add(FLAGS + (q * 2 + WG) + zero, zero, sem="acquire", scope="gpu")
                     acc = acc + gl.load(WS + q * (BM * BN) + woff)
                     _barrier()  # every thread has seen the flag before it is reset
                     gl.atomic_xchg(FLAGS + (q * 2 + WG), 0)  # for the next launch (and graph replays)
-                pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+                pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
                 _store_tile(acc, c_desc, c_smem, SA, SB, M, N, pid_m * BM + WG * WM, pid_n * BN, S_STRIDE, mma)
             acc = gl.zeros((WM, BN), gl.float32, mma)
         tma.store_wait(0)
@@ -273,30 +276,11 @@ def stream_k_tiles(tiles: int, programs: int, k_tiles: int, streamk: bool = True
     """How many of the last tiles go to stream-K: the partial last wave (tiles % programs), so every
     program gets as many k iterations as the others, give or take one. None if streamk is False,
     the tiles fill whole waves or are fewer than the programs, or the split would give a program
-    fewer than 4 k tiles (its hand-over would cost more than it saves; every range non-empty is
-    also what the finishers' waits assume)."""
+    fewer than 4 k tiles (its hand-over would cost more than it saves). The kernel's _work and
+    _finisher_end assume what this ensures: every stream-K range non-empty, and at least as many
+    data-parallel tiles as programs."""
     sk = tiles % programs if tiles > programs and streamk else 0
     return sk if sk * k_tiles >= 4 * programs else 0
-
-
-def work_items(pid: int, tiles: int, sk: int, k_tiles: int, programs: int) -> list[tuple[int, int, int]]:
-    """(tile, k0, k1) of each work item of program `pid`, in order (the kernel's _work/_item, in
-    Python for the tests): whole tiles pid, pid + programs, ... below tiles - sk, then the pieces
-    of its stream-K range."""
-    n_dp, t2 = tiles - sk, sk * k_tiles
-    out = [(t, 0, k_tiles) for t in range(pid, n_dp, programs)]
-    s, e = pid * t2 // programs, (pid + 1) * t2 // programs
-    if e > s:
-        for u in range(s // k_tiles, (e - 1) // k_tiles + 1):
-            out.append((n_dp + u, max(s - u * k_tiles, 0), min(e - u * k_tiles, k_tiles)))
-    return out
-
-
-def finisher_waits(tile: int, tiles: int, sk: int, k_tiles: int, programs: int) -> int:
-    """One past the last program whose partial the finisher of stream-K tile `tile` adds (the
-    kernel's q_end for a head short of K)."""
-    n_dp, t2 = tiles - sk, sk * k_tiles
-    return ((tile - n_dp + 1) * k_tiles * programs - 1) // t2 + 1
 
 
 def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int = DEFAULT["stages"],

@@ -1,7 +1,8 @@
 """The warp-specialized Gluon fp8 GEMM (kernels/fp8_gemm_ws.py, round 15). Gluon has no
 interpreter: its numerics are checked on the GPU (benchmarks/gpu/fp8_ws15.py, every launch
-against float64 first, raw rows in benchmarks/results/r15/); here, without a GPU, the chunk
-schedule, the refusal off Hopper, and the kernel compiled for an H100 (sm_90a) with ptxas."""
+against float64 first, raw rows in benchmarks/results/r15/); here, without a GPU: the kernel's own
+work-split and chunk helpers run on Python ints (.fn: their arithmetic is plain integer Python),
+the refusal off Hopper, and the kernel compiled for an H100 (sm_90a) with ptxas."""
 import json
 import os
 import subprocess
@@ -14,10 +15,16 @@ import torch
 from profkit.kernels import fp8_gemm_ws as W
 
 
+def chunks(nk, chunk, off):
+    """[c0, c1) of each promotion chunk of nk k tiles, as the kernel's _n_chunks/_chunk give them."""
+    first = chunk - off
+    return [W._chunk.fn(c, nk, chunk, first) for c in range(W._n_chunks.fn(nk, chunk, first))]
+
+
 @pytest.mark.parametrize("k_tiles", [1, 7, 8, 9, 16, 17, 32, 64, 112, 148])
 @pytest.mark.parametrize("chunk,off", [(16, 0), (16, 8), (8, 4), (32, 16), (1, 0)])
 def test_chunks_cover_k_once_and_never_exceed_the_promotion_interval(k_tiles, chunk, off):
-    b = W.chunk_bounds(k_tiles, chunk, off)
+    b = chunks(k_tiles, chunk, off)
     assert b[0][0] == 0 and b[-1][1] == k_tiles
     assert all(k1 == n0 for (_, k1), (n0, _) in zip(b, b[1:]))  # contiguous, no k tile twice
     assert all(0 < k1 - k0 <= chunk for k0, k1 in b)  # the error bound's interval, never longer
@@ -26,8 +33,8 @@ def test_chunks_cover_k_once_and_never_exceed_the_promotion_interval(k_tiles, ch
 
 
 def test_staggered_warpgroups_promote_at_different_k():
-    ends0 = {k1 for _, k1 in W.chunk_bounds(148, 16, 0)}
-    ends1 = {k1 for _, k1 in W.chunk_bounds(148, 16, 8)}
+    ends0 = {k1 for _, k1 in chunks(148, 16, 0)}
+    ends1 = {k1 for _, k1 in chunks(148, 16, 8)}
     assert ends0 & ends1 == {148}  # only the tile's end is shared
 
 
@@ -88,16 +95,25 @@ def test_compiles_for_h100_warp_specialized_without_spills_or_serialized_mma():
     assert 5 * 2 * 128 * 128 + 2 * 64 * 128 * 2 <= got["shared"] <= 227 * 1024  # 5 stages of A and B, two C tiles
 
 
+def work(pid, tiles, sk, k_tiles, programs):
+    """(tile, k0, k1) of each work item of program pid, from the kernel's _work and _item."""
+    n_dp, n, s, e, u0 = W._work.fn(pid, tiles, sk, k_tiles, programs)
+    return [W._item.fn(j, pid, n_dp, s, e, u0, k_tiles, programs) for j in range(n)]
+
+
 @pytest.mark.parametrize("tiles,k_tiles", [(224, 148), (1792, 32), (1536, 32), (1024, 112), (4096, 64), (112, 148),
                                            (133, 5), (265, 9)])
 def test_stream_k_split_covers_every_k_tile_once_and_finishers_wait_on_the_right_programs(tiles, k_tiles):
-    """The kernel's work split (work_items mirrors _work/_item; finisher_waits its q_end), over 132
-    programs: every (tile, k tile) exactly once; a program hands over at most one partial (its
-    first stream-K piece); a head short of K is its program's last item, and the programs it
-    waits on are exactly the later owners of that tile, each of whose first stream-K piece is in it."""
+    """The kernel's work split over 132 programs (as the host launches it: stream_k_tiles picks
+    SK_TILES, every program when there are any): every (tile, k tile) exactly once; a program
+    hands over at most one partial (its first stream-K piece); a head short of K is its
+    program's last item, and the programs it waits on (_finisher_end) are exactly the later
+    owners of that tile, each of whose first stream-K piece is in it."""
     P = 132
     sk = W.stream_k_tiles(tiles, P, k_tiles)
-    items = {p: W.work_items(p, tiles, sk, k_tiles, P) for p in range(P)}
+    progs = P if sk else min(P, tiles)
+    n_dp, t2 = tiles - sk, sk * k_tiles
+    items = {p: work(p, tiles, sk, k_tiles, progs) for p in range(progs)}
     owner = {}
     for p, its in items.items():
         for t, k0, k1 in its:
@@ -108,12 +124,13 @@ def test_stream_k_split_covers_every_k_tile_once_and_finishers_wait_on_the_right
     for p, its in items.items():
         assert sum(k0 > 0 for _, k0, _ in its) <= 1
         for idx, (t, k0, k1) in enumerate(its):
+            end = W._finisher_end.fn(t, k1, n_dp, k_tiles, p, progs, t2)
+            later = sorted({owner[(t, kk)] for kk in range(k1, k_tiles)})
+            assert later == list(range(p + 1, end)) or k0 > 0  # a partial's program waits on nobody
             if k0 == 0 and k1 < k_tiles:
-                assert idx == len(its) - 1
-                later = sorted({owner[(t, kk)] for kk in range(k1, k_tiles)})
-                assert later == list(range(p + 1, W.finisher_waits(t, tiles, sk, k_tiles, P)))
+                assert idx == len(its) - 1 and later
                 for q in later:
-                    first_sk = next(i for i in items[q] if i[0] >= tiles - sk)
+                    first_sk = next(i for i in items[q] if i[0] >= n_dp)
                     assert first_sk[0] == t and first_sk[1] > 0
     load = [sum(k1 - k0 for _, k0, k1 in its) for its in items.values()]
     if sk:  # balanced to one k tile, below the data-parallel makespan
