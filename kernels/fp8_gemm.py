@@ -48,6 +48,7 @@ from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, 
                            tile_coords, tma_supported)
 from ._numerics import pdl_ok
 from .fp8_gemm_ws import fp8_gemm_ws
+from .fp8_gemm_ws112 import fp8_gemm_ws112
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -1001,6 +1002,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "gluon_ws_tensor": ("tensor", fp8_gemm_ws),
     "gluon_ws_sk": ("row", lambda *a, **k: fp8_gemm_ws(*a, streamk=True, **k)),
     "gluon_ws_sk_tensor": ("tensor", lambda *a, **k: fp8_gemm_ws(*a, streamk=True, **k)),
+    "gluon_ws112": ("row", fp8_gemm_ws112),
+    "gluon_ws112_tensor": ("tensor", fp8_gemm_ws112),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -1050,8 +1053,9 @@ WORKLOAD = Workload(
            "triton_splitk_tensor": "scaled_mm_tensor", "triton_streamk": "scaled_mm",
            "triton_streamk_tensor": "scaled_mm_tensor", "triton_helped": "scaled_mm",
            "triton_helped_tensor": "scaled_mm_tensor", "gluon_ws": "scaled_mm", "gluon_ws_tensor": "scaled_mm_tensor",
-           "gluon_ws_sk": "scaled_mm", "gluon_ws_sk_tensor": "scaled_mm_tensor"},
-    gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor"),  # Gluon: Hopper only, no interpreter
+           "gluon_ws_sk": "scaled_mm", "gluon_ws_sk_tensor": "scaled_mm_tensor", "gluon_ws112": "scaled_mm",
+           "gluon_ws112_tensor": "scaled_mm_tensor"},
+    gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112", "gluon_ws112_tensor"),  # Gluon: Hopper only, no interpreter
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},
