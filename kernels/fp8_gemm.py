@@ -34,7 +34,9 @@ split-K or one program per tile, round 6; see fp8_gemm_splitk), "triton_streamk"
 "triton_helped" / "_tensor" (one-wave shapes, rounds 7 and 10: the rejected attempts, kept), "triton_fastacc" (v1 without promotion: fast, and at
 K = 8192 it misses the max-error bound: expected-inexact); "gluon_ws" / "gluon_ws_tensor" (round 15:
 the promotion kernel warp-specialized in Gluon, fp8_gemm_ws.py; Hopper only) and "gluon_ws_sk" / "_tensor"
-(the same with the partial last wave split by k over all programs, stream-K: the rejected attempt, kept); baselines "scaled_mm"
+(the same with the partial last wave split by k over all programs, stream-K: the rejected attempt, kept);
+"gluon_ws112" / "_tensor" (round 16: cuBLAS's 128 x 112 tile from three wgmma chains,
+fp8_gemm_ws112.py; rejected, kept); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
 """

@@ -8,16 +8,20 @@ Round 15 left one per-tensor cell short: qwen7b-down-m1024 (M 1024, N 3584, K 18
 m64n64k32, m64n32k32 and m64n16k32 wgmma into three partial sums (64 + 32 + 16 = 112 columns),
 promoted into three fp32 accumulators every CHUNK k tiles, as fp8_gemm_ws.
 
-Where A comes from is the question this file exists to measure (A_REGS):
-    A in shared memory (SS): each of the three chains reads its warpgroup's A slice again,
-        3 x 2 KB per k step against 3.5 KB of B: by our estimate 170 bytes a clock of shared
-        memory per SM at the fp8 peak, over the 128 the SM has.
-    A in registers (RS): the slice is read once per k tile (ldmatrix) and fed to all three
-        chains, 98 bytes a clock, as the 128 x 128 kernel's 94.
-The rest is fp8_gemm_ws: a TMA loader warp (24 registers), two consumer warpgroups (232),
-STAGES-deep mbarrier ring, the staggered promotion, persistent grouped tile order, per-row or
-per-tensor (stride 0) scales, bf16 out through three TMA stores. No stream-K (rejected, round 15).
-Needs a Hopper GPU (sm_90) and Gluon. Measured: benchmarks/results/gemm.md, "Round 16".
+A_REGS (the default): the warpgroup's A slice is read into registers once per k tile (ldmatrix)
+and fed to all three chains; from shared memory (A_REGS False) each chain rereads it, about 170
+bytes a clock an SM at the fp8 peak against the 128 the SM has (measured 4-9 % slower). ptxas
+serializes every wgmma whose register operand is in flight across a loop's back edge or a branch
+(C7512), so each promotion chunk is unrolled into straight-line runs of 16, 8, 4, 2, 1 k tiles,
+drained at each run's end. The rest is fp8_gemm_ws: a TMA loader warp (24 registers), two
+consumer warpgroups (232), a STAGES-deep mbarrier ring, the staggered promotion, persistent
+grouped tile order, per-row or per-tensor (stride 0) scales, bf16 out through three TMA stores.
+
+Measured (round 16, graph replay, qwen7b-down-m1024 per-tensor): H100 126-128 us against
+gluon_ws's 123 and _scaled_mm's 113-118, H200 134 against 122 and 113; rejected (0.92x of
+gluon_ws under ncu on both GPUs): the tiles balance the SMs, but the narrow chains keep the
+tensor pipe ~68 % busy against 87-90 %. Kept as the ledger's attempt. Needs a Hopper GPU (sm_90)
+and Gluon. benchmarks/results/gemm.md, "Round 16".
 """
 from __future__ import annotations
 
@@ -28,7 +32,9 @@ from .fp8_gemm_ws import BLOCK, _chunk, _n_chunks, available, gl, gluon
 
 BN = 112  # the tile's columns: three chains of NS
 NS = (64, 32, 16)
-DEFAULT = dict(stages=6, chunk=16, stagger=True, group_m=8, a_regs=2)
+RUN = 16  # k tiles of the longest straight-line run of register-A MMAs (a chunk is unrolled as runs
+# of 16, 8, 4, 2, 1, its length's binary digits: so at most 31 k tiles with A in registers)
+DEFAULT = dict(stages=6, chunk=16, stagger=True, group_m=8, a_regs=True)
 
 if gluon is not None:
     from .fp8_gemm_ws import _barrier, _tma_load, _tma_store, fence_async_shared, mbarrier, tma, warpgroup_mma, \
@@ -75,45 +81,29 @@ if gluon is not None:
         fence_async_shared()
         _tma_store(c_desc, [om, on], c_smem)
 
-    RS_RUN: gl.constexpr = gl.constexpr(16)  # k tiles of the longest straight-line run of register-A MMAs
+    RS_RUN: gl.constexpr = gl.constexpr(RUN)
 
     @gluon.jit
     def _ktile_rs(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, it, fresh, p0, p1, p2, WG: gl.constexpr,
-                  LAG: gl.constexpr, AFTER: gl.constexpr, DRAIN: gl.constexpr, d0: gl.constexpr, d1: gl.constexpr,
-                  d2: gl.constexpr):
-        """One k tile with A in registers: per k step of 32 its A slice read once (ldmatrix) and
-        fed to the three chains, LAG steps left in flight. AFTER: the previous k tile's MMAs were
-        left in flight (its stage is handed back here); DRAIN: wait for all and hand this stage
-        back. Registers read by MMAs in flight across a loop's back edge make ptxas serialize
-        every MMA (C7512), so callers unroll a run of k tiles and drain at its end."""
+                  AFTER: gl.constexpr, DRAIN: gl.constexpr, d0: gl.constexpr, d1: gl.constexpr, d2: gl.constexpr):
+        """One k tile with A in registers: the warpgroup's A slice read once (ldmatrix) and fed to
+        the three chains (three groups), the previous k tile's left in flight unless DRAIN.
+        AFTER: the previous k tile's MMAs were in flight (its stage is handed back here); DRAIN:
+        wait for all and hand this stage back. With MMAs that read registers in flight across a
+        loop's back edge or a branch, ptxas serialized every MMA (C7512), so the caller unrolls
+        runs of k tiles and drains each at its end."""
         S: gl.constexpr = a_bufs.type.shape[0]
         WM: gl.constexpr = a_bufs.type.shape[1] // 2
-        BK: gl.constexpr = a_bufs.type.shape[2]
         st = it % S
         mbarrier.wait(ready.index(st), (it // S) & 1)
-        a_s = a_bufs.index(st).slice(WG * WM, WM, dim=0)
-        if LAG == 4:  # the whole k tile's A at once, its three chains as three groups
-            a = a_s.load(d0)
-            p0 = warpgroup_mma(a, b0_bufs.index(st).permute((1, 0)), p0, use_acc=fresh, is_async=True)
-            p1 = warpgroup_mma(gl.convert_layout(a, d1), b1_bufs.index(st).permute((1, 0)), p1, use_acc=fresh,
-                               is_async=True)
-            p2 = warpgroup_mma(gl.convert_layout(a, d2), b2_bufs.index(st).permute((1, 0)), p2, use_acc=fresh,
-                               is_async=True)
-            p0, p1, p2 = warpgroup_mma_wait(0 if DRAIN else 3, deps=(p0, p1, p2))
-        else:
-            for ks in gl.static_range(BK // 32):
-                a = a_s.slice(ks * 32, 32, dim=1).load(d0)
-                u = fresh if ks == 0 else True
-                p0 = warpgroup_mma(a, b0_bufs.index(st).slice(ks * 32, 32, dim=1).permute((1, 0)), p0, use_acc=u,
-                                   is_async=True)
-                p1 = warpgroup_mma(gl.convert_layout(a, d1),
-                                   b1_bufs.index(st).slice(ks * 32, 32, dim=1).permute((1, 0)), p1, use_acc=u,
-                                   is_async=True)
-                p2 = warpgroup_mma(gl.convert_layout(a, d2),
-                                   b2_bufs.index(st).slice(ks * 32, 32, dim=1).permute((1, 0)), p2, use_acc=u,
-                                   is_async=True)
-                p0, p1, p2 = warpgroup_mma_wait(0 if DRAIN and ks == BK // 32 - 1 else 3 * LAG, deps=(p0, p1, p2))
-        if AFTER:  # LAG < 4 steps in flight: the previous k tile's are done
+        a = a_bufs.index(st).slice(WG * WM, WM, dim=0).load(d0)
+        p0 = warpgroup_mma(a, b0_bufs.index(st).permute((1, 0)), p0, use_acc=fresh, is_async=True)
+        p1 = warpgroup_mma(gl.convert_layout(a, d1), b1_bufs.index(st).permute((1, 0)), p1, use_acc=fresh,
+                           is_async=True)  # the same registers: one layout per chain's parent, no data moves
+        p2 = warpgroup_mma(gl.convert_layout(a, d2), b2_bufs.index(st).permute((1, 0)), p2, use_acc=fresh,
+                           is_async=True)
+        p0, p1, p2 = warpgroup_mma_wait(0 if DRAIN else 3, deps=(p0, p1, p2))
+        if AFTER:
             mbarrier.arrive(empty.index((it + S - 1) % S))
         if DRAIN:
             mbarrier.arrive(empty.index(st))
@@ -156,7 +146,7 @@ if gluon is not None:
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NPROG):
             for c in range(_n_chunks(k_tiles, chunk, first)):
                 c0, c1 = _chunk(c, k_tiles, chunk, first)
-                if A_REGS > 0:
+                if A_REGS:
                     # the chunk as straight-line runs of 16, 8, 4, 2, 1 k tiles (its length's binary
                     # digits), each drained at its end: no MMA in flight across a branch or back edge
                     it0 = it
@@ -164,8 +154,8 @@ if gluon is not None:
                         if ((c1 - c0) & (RS_RUN >> r)) != 0:
                             for j in gl.static_range(RS_RUN >> r):
                                 p0, p1, p2 = _ktile_rs(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, it + j,
-                                                       it + j > it0, p0, p1, p2, WG, A_REGS, j > 0,
-                                                       j == (RS_RUN >> r) - 1, d0, d1, d2)
+                                                       it + j > it0, p0, p1, p2, WG, j > 0, j == (RS_RUN >> r) - 1,
+                                                       d0, d1, d2)
                             it += RS_RUN >> r
                 else:
                     for kk in range(c0, c1):  # each wgmma reads A from shared memory
@@ -180,7 +170,7 @@ if gluon is not None:
                         mbarrier.arrive(empty.index((it + S - 1) % S), pred=kk > c0)  # the previous one's are done
                         it += 1
                 p0, p1, p2 = warpgroup_mma_wait(0, deps=(p0, p1, p2))
-                if A_REGS == 0:
+                if not A_REGS:
                     mbarrier.arrive(empty.index((it + S - 1) % S))
                 acc0 = acc0 + p0  # promotion into fp32
                 acc1 = acc1 + p1
@@ -203,61 +193,25 @@ if gluon is not None:
     def _c0_smem(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
                  c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
         _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, 0)
+                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, False)
 
     @gluon.jit
     def _c1_smem(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
                  c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
         _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, 0)
+                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, False)
 
     @gluon.jit
-    def _c0_rs1(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
+    def _c0_regs(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
                  c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
         _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, 1)
+                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, True)
 
     @gluon.jit
-    def _c1_rs1(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
+    def _c1_regs(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
                  c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
         _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, 1)
-
-    @gluon.jit
-    def _c0_rs2(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, 2)
-
-    @gluon.jit
-    def _c1_rs2(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, 2)
-
-    @gluon.jit
-    def _c0_rs3(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, 3)
-
-    @gluon.jit
-    def _c1_rs3(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, 3)
-
-    @gluon.jit
-    def _c0_rs4(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 0, CHUNK, STAGGER, GROUP_M, NPROG, 4)
-
-    @gluon.jit
-    def _c1_rs4(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                 c2_smem, SA, SB, M, N, K, S_STRIDE, CHUNK, STAGGER, GROUP_M, NPROG):
-        _consumer(a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, c0_desc, c1_desc, c2_desc, c0_smem, c1_smem,
-                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, 4)
+                  c2_smem, SA, SB, M, N, K, S_STRIDE, 1, CHUNK, STAGGER, GROUP_M, NPROG, True)
 
     @gluon.jit(do_not_specialize=["S_STRIDE"])
     def _fp8_gemm_ws112(a_desc, b0_desc, b1_desc, b2_desc, c0_desc, c1_desc, c2_desc, SA, SB, M, N, K, S_STRIDE,
@@ -284,16 +238,10 @@ if gluon is not None:
         args1 = bufs + (c10, c11, c12) + common
         largs = (a_desc, b0_desc, b1_desc, b2_desc, a_bufs, b0_bufs, b1_bufs, b2_bufs, ready, empty, M, N, K, GROUP_M,
                  NPROG)
-        if A_REGS == 0:
+        if A_REGS:
+            gl.warp_specialize([(_c0_regs, args0), (_c1_regs, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
+        else:
             gl.warp_specialize([(_c0_smem, args0), (_c1_smem, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
-        elif A_REGS == 1:
-            gl.warp_specialize([(_c0_rs1, args0), (_c1_rs1, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
-        elif A_REGS == 2:
-            gl.warp_specialize([(_c0_rs2, args0), (_c1_rs2, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
-        elif A_REGS == 3:
-            gl.warp_specialize([(_c0_rs3, args0), (_c1_rs3, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
-        elif A_REGS == 4:
-            gl.warp_specialize([(_c0_rs4, args0), (_c1_rs4, args1), (_loader, largs)], [4, 1], [CONSUMER_REGS, 24])
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
             mbarrier.invalidate(empty.index(i))
@@ -309,12 +257,15 @@ def layouts():
 
 def fp8_gemm_ws112(a, b, sa, sb, out=None, programs: int | None = None, stages: int = DEFAULT["stages"],
                    chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
-                   group_m: int = DEFAULT["group_m"], a_regs: int = DEFAULT["a_regs"]):
+                   group_m: int = DEFAULT["group_m"], a_regs: bool = DEFAULT["a_regs"]):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128. a_regs: A read into registers
     once per k tile for the three chains (else each wgmma reads it from shared memory)."""
     import torch
 
+    if a_regs and not 1 <= chunk < 2 * RUN:
+        raise ValueError(f"gluon_ws112: with A in registers the promotion chunk is 1-{2 * RUN - 1} k tiles "
+                         f"(got {chunk})")
     why = available()
     if why:
         raise NotImplementedError(f"gluon_ws112: {why}")
@@ -324,6 +275,7 @@ def fp8_gemm_ws112(a, b, sa, sb, out=None, programs: int | None = None, stages: 
     N = b.shape[0]
     if not (a.is_contiguous() and b.is_contiguous() and K % 16 == 0 and N % 8 == 0):
         raise NotImplementedError("gluon_ws112: contiguous operands, K a multiple of 16 and N of 8 (TMA)")
+
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
     sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
@@ -334,6 +286,6 @@ def fp8_gemm_ws112(a, b, sa, sb, out=None, programs: int | None = None, stages: 
              + [TensorDescriptor.from_tensor(b, [n, BLOCK], ly) for n, ly in zip(NS, lb)]
              + [TensorDescriptor.from_tensor(out, [BLOCK // 2, n], ly) for n, ly in zip(NS, lc)])
     _fp8_gemm_ws112[(nprog,)](*descs, sa, sb, M, N, K, int(sa.numel() != 1), STAGES=stages, CHUNK=chunk,
-                              STAGGER=stagger, GROUP_M=group_m, NPROG=nprog, A_REGS=int(a_regs), CONSUMER_REGS=232,
+                              STAGGER=stagger, GROUP_M=group_m, NPROG=nprog, A_REGS=bool(a_regs), CONSUMER_REGS=232,
                               num_warps=4)
     return out

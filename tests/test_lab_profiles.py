@@ -16,6 +16,10 @@ from test_lab_round12_profiles import RUNS as ROUND12  # round 12: softmax over 
 from test_lab_round13_profiles import RUNS as ROUND13  # round 13: the same on the H200 (ncu only)
 from test_lab_round14_profiles import RUNS as ROUND14  # round 14: the same in CUDA C++ (ncu only)
 from test_lab_round15_profiles import RUNS as ROUND15  # round 15: the fp8 GEMM warp-specialized (ncu only)
+from test_lab_round16_profiles import RUNS as ROUND16  # round 16: its 128 x 112 tile (ncu only)
+
+PAIRED = (ROUND2, ROUND10, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16)  # rounds 5-16: both GPUs
+NCU_ONLY = (ROUND2, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16)  # no timeline captured
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +81,14 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
                          "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
-                         *LAB_VERDICTS, *ROUND2, *ROUND10, *ROUND11, *ROUND12, *ROUND13, *ROUND14, *ROUND15, *PROGRAMS}
+                         *LAB_VERDICTS, *(run for rnd in PAIRED for run in rnd), *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
-    paired = set(ROUND2) | set(ROUND10) | set(ROUND11) | set(ROUND12) | set(ROUND13) | set(ROUND14) | set(ROUND15)  # rounds 5-15: both GPUs
+    paired = {run for rnd in PAIRED for run in rnd}
     h200 = {r for r in paired if "-h200" in r}
     assert {r for r, v in runs.items() if v["gpu_name"] != "NVIDIA H200"} == paired - h200 | set(PROGRAMS)
     unlinked = store.query("SELECT run, count(*) n FROM kernels WHERE source = 'ncu' GROUP BY run")
-    # every ncu launch found the timeline launch it profiled (rounds 2-9, 11-15: ncu-only captures, no timeline)
-    assert {r["run"] for r in unlinked} <= set(ROUND2) | set(ROUND11) | set(ROUND12) | set(ROUND13) | set(ROUND14) | set(ROUND15)
+    # every ncu launch found the timeline launch it profiled (rounds 2-9, 11-16: ncu-only captures, no timeline)
+    assert {r["run"] for r in unlinked} <= {run for rnd in NCU_ONLY for run in rnd}
 
 
 def test_rmsnorm_before_after(store):

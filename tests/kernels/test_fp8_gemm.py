@@ -103,10 +103,12 @@ def test_workload_registration():
     assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
                                "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
                                "triton_streamk", "triton_streamk_tensor", "triton_helped", "triton_helped_tensor",
-                               "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "scaled_mm",
-                               "scaled_mm_tensor"}
-    assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor")
+                               "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
+                               "gluon_ws112_tensor", "scaled_mm", "scaled_mm_tensor"}
+    assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
+                          "gluon_ws112_tensor")
     assert w.peers["gluon_ws"] == "scaled_mm" and w.peers["gluon_ws_tensor"] == "scaled_mm_tensor"
+    assert w.peers["gluon_ws112"] == "scaled_mm" and w.peers["gluon_ws112_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_helped"] == "scaled_mm" and w.peers["triton_helped_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_streamk"] == "scaled_mm" and w.peers["triton_streamk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_splitk"] == "scaled_mm" and w.peers["triton_splitk_tensor"] == "scaled_mm_tensor"

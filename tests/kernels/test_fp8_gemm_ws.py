@@ -3,14 +3,9 @@ interpreter: its numerics are checked on the GPU (benchmarks/gpu/fp8_ws15.py, ev
 against float64 first, raw rows in benchmarks/results/r15/); here, without a GPU: the kernel's own
 work-split and chunk helpers run on Python ints (.fn: their arithmetic is plain integer Python),
 the refusal off Hopper, and the kernel compiled for an H100 (sm_90a) with ptxas."""
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
+from _gluon_build import build_sm90
 
 from profkit.kernels import fp8_gemm_ws as W
 
@@ -47,49 +42,16 @@ def test_refuses_off_hopper_with_reason():
 
 
 def test_compiles_for_h100_warp_specialized_without_spills_or_serialized_mma():
-    """Built for sm_90a in a child process: a loader at 24 registers and consumers raised to 232
-    (setmaxnreg), 16 m64n128k32 e4m3 wgmma (2 warpgroups x (peeled + loop) x 4 k-steps), and
-    ptxas neither serializes the wgmma pipeline (C7511/C7515) nor spills."""
-    code = textwrap.dedent("""
-        import json, re, subprocess, tempfile
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.backends.nvidia.compiler import get_ptxas
-        from triton.experimental.gluon._runtime import GluonASTSource
-        from triton.experimental.gluon import language as gl
-        from profkit.kernels import fp8_gemm_ws as W
-        la = gl.NVMMASharedLayout.get_default_for([128, 128], gl.float8e4nv)
-        lc = gl.NVMMASharedLayout.get_default_for([64, 128], gl.bfloat16)
-        td = lambda dt, s, l: f"tensordesc<{dt}[{s[0]}, {s[1]}],{l!r}>"
-        sig = {"a_desc": td("fp8e4nv", [128, 128], la), "b_desc": td("fp8e4nv", [128, 128], la),
-               "c_desc": td("bf16", [64, 128], lc), "SA": "*fp32", "SB": "*fp32", "WS": "*fp32", "FLAGS": "*i32",
-               "M": "i32", "N": "i32", "K": "i32", "SK_TILES": "i32",
-               "S_STRIDE": "i32"}
-        cx = dict(STAGES=5, CHUNK=16, STAGGER=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232)
-        sig.update({n: "constexpr" for n in cx})
-        k = triton.compile(GluonASTSource(fn=W._fp8_gemm_ws, signature=sig, constexprs=cx),
-                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        ptx = k.asm["ptx"]
-        with tempfile.TemporaryDirectory() as d:
-            open(d + "/k.ptx", "w").write(ptx)
-            r = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", d + "/k.ptx", "-o", d + "/k.cubin"],
-                               capture_output=True, text=True)
-        print(json.dumps(dict(
-            rc=r.returncode, err=r.stderr[-400:],
-            wgmma=len(re.findall(r"wgmma\\.mma_async\\.sync\\.aligned\\.m64n128k32\\.f32\\.e4m3\\.e4m3", ptx)),
-            regs=sorted({int(x) for x in re.findall(r"setmaxnreg\\.(?:inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx)}),
-            serialized=re.findall(r"C751[15]", r.stderr), spills=re.findall(r"(\\d+) bytes spill stores", r.stderr),
-            shared=k.metadata.shared)))
-    """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
-    if r.returncode and ("gluon" in r.stderr.lower() and "No module" in r.stderr or "GPUTarget" in r.stderr
-                         or "get_ptxas" in r.stderr):
-        pytest.skip(f"this Triton cannot build Gluon for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    """Built for sm_90a: a loader at 24 registers and consumers raised to 232 (setmaxnreg), 16
+    m64n128k32 e4m3 wgmma (2 warpgroups x (peeled + loop) x 4 k-steps), and ptxas neither
+    serializes the wgmma pipeline (C7511/C7515) nor spills."""
+    sig = {"a_desc": ["fp8e4nv", [128, 128]], "b_desc": ["fp8e4nv", [128, 128]], "c_desc": ["bf16", [64, 128]],
+           "SA": "*fp32", "SB": "*fp32", "WS": "*fp32", "FLAGS": "*i32", "M": "i32", "N": "i32", "K": "i32",
+           "SK_TILES": "i32", "S_STRIDE": "i32"}
+    got = build_sm90("profkit.kernels.fp8_gemm_ws", "_fp8_gemm_ws", sig,
+                     dict(STAGES=5, CHUNK=16, STAGGER=True, GROUP_M=8, NPROG=132, CONSUMER_REGS=232))
     assert got["rc"] == 0, got["err"]
-    assert got["wgmma"] == 16
+    assert got["wgmma"] == {"m64n128k32": 16}
     assert 24 in got["regs"] and 232 in got["regs"]
     assert got["serialized"] == [] and got["spills"] == ["0"]
     assert 5 * 2 * 128 * 128 + 2 * 64 * 128 * 2 <= got["shared"] <= 227 * 1024  # 5 stages of A and B, two C tiles
