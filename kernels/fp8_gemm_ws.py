@@ -269,6 +269,25 @@ def available() -> str | None:
     return None
 
 
+def host_args(variant: str, a, b, sa, sb, out):
+    """The Gluon fp8 kernels' launch checks and operands: (M, N, K, out, sa, sb), out allocated
+    (bf16) if None, the scales as flat fp32 vectors (one element: per-tensor); NotImplementedError
+    naming the variant where the GPU or the operands do not suit (TMA: contiguous, K a multiple
+    of 16, N of 8)."""
+    import torch
+
+    why = available()
+    if why:
+        raise NotImplementedError(f"{variant}: {why}")
+    M, K = a.shape
+    N = b.shape[0]
+    if not (a.is_contiguous() and b.is_contiguous() and K % 16 == 0 and N % 8 == 0):
+        raise NotImplementedError(f"{variant}: contiguous operands, K a multiple of 16 and N of 8 (TMA)")
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+    return M, N, K, out, sa.reshape(-1).float(), sb.reshape(-1).float()
+
+
 _SCRATCH: dict = {}  # (device, programs) -> (stream-K partials, flags): flags start at 0, finishers reset them
 
 
@@ -292,18 +311,9 @@ def fp8_gemm_ws(a, b, sa, sb, out=None, programs: int | None = None, stages: int
     slower, 0.79-0.98x: benchmarks/results/gemm.md, "Round 15")."""
     import torch
 
-    why = available()
-    if why:
-        raise NotImplementedError(f"gluon_ws: {why}")
+    M, N, K, out, sa, sb = host_args("gluon_ws", a, b, sa, sb, out)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    M, K = a.shape
-    N = b.shape[0]
-    if not (a.is_contiguous() and b.is_contiguous() and K % 16 == 0 and N % 8 == 0):
-        raise NotImplementedError("gluon_ws: contiguous operands, K a multiple of 16 and N of 8 (TMA)")
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
-    sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
     la = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
     lc = gl.NVMMASharedLayout.get_default_for([BLOCK // 2, BLOCK], gl.bfloat16)
     tiles = triton.cdiv(M, BLOCK) * triton.cdiv(N, BLOCK)

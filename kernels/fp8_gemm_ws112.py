@@ -28,7 +28,7 @@ from __future__ import annotations
 import triton
 
 from ._gemm_common import tile_coords
-from .fp8_gemm_ws import BLOCK, _chunk, _n_chunks, available, gl, gluon
+from .fp8_gemm_ws import BLOCK, _chunk, _n_chunks, available, gl, gluon, host_args  # noqa: F401
 
 BN = 112  # the tile's columns: three chains of NS
 NS = (64, 32, 16)
@@ -266,19 +266,9 @@ def fp8_gemm_ws112(a, b, sa, sb, out=None, programs: int | None = None, stages: 
     if a_regs and not 1 <= chunk < 2 * RUN:
         raise ValueError(f"gluon_ws112: with A in registers the promotion chunk is 1-{2 * RUN - 1} k tiles "
                          f"(got {chunk})")
-    why = available()
-    if why:
-        raise NotImplementedError(f"gluon_ws112: {why}")
+    M, N, K, out, sa, sb = host_args("gluon_ws112", a, b, sa, sb, out)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    M, K = a.shape
-    N = b.shape[0]
-    if not (a.is_contiguous() and b.is_contiguous() and K % 16 == 0 and N % 8 == 0):
-        raise NotImplementedError("gluon_ws112: contiguous operands, K a multiple of 16 and N of 8 (TMA)")
-
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
-    sa, sb = sa.reshape(-1).float(), sb.reshape(-1).float()
     la, lb, lc = layouts()
     tiles = triton.cdiv(M, BLOCK) * triton.cdiv(N, BN)
     nprog = min(programs or torch.cuda.get_device_properties(a.device).multi_processor_count, tiles)

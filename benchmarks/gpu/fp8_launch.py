@@ -117,6 +117,43 @@ def sweep(w, shapes, launches_for, bench, gbench, rounds, hdr):
     return rows
 
 
+def selected_configs(configs):
+    """The experiment scripts' --configs=i,j (removed from sys.argv before device_cli parses it):
+    those rows of configs, else all."""
+    import sys
+
+    sel = [a for a in sys.argv if a.startswith("--configs=")]
+    if not sel:
+        return configs
+    sys.argv.remove(sel[0])
+    return [configs[int(i)] for i in sel[0].split("=")[1].split(",")]
+
+
+def edge_checks(shapes, configs, launch, name, after=None):
+    """Every config at each (M, N, K) of shapes, both scale modes, against float64 first: e4m3
+    operands of N(0, 0.5), scales in [0.5, 1.5); out NaN-filled, so a block never written fails;
+    max|err|/rms under 5e-2 (the lab's GEMM bound). launch(a, b, sa, sb, out, config);
+    after(a, b, sa, sb, out, config, tag), if given, runs further checks on the checked output."""
+    torch.manual_seed(0)
+    for (m, n, k) in shapes:
+        a = (torch.randn(m, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+        ref = a.double() @ b.double().T
+        for mode in ("row", "tensor"):
+            sa = torch.rand(m if mode == "row" else 1, device="cuda") + 0.5
+            sb = torch.rand(n if mode == "row" else 1, device="cuda") + 0.5
+            want = ref * sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)
+            for c in configs:
+                out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                launch(a, b, sa, sb, out, c)
+                err = ((out.double() - want).abs().max() / want.pow(2).mean().sqrt()).item()
+                tag = f"edge {m}x{n}x{k} {mode} {name(c)}"
+                print(f"{tag}: max|err|/rms {err:.2e}", flush=True)
+                assert err < 5e-2, err  # NaN fails too
+                if after:
+                    after(a, b, sa, sb, out, c, tag)
+
+
 def write_rows(out, name, **fields):
     """fields as OUT/name.json."""
     os.makedirs(out, exist_ok=True)

@@ -49,45 +49,34 @@ def dump_ir():
 
 def main():
     import torch
-    from fp8_launch import device_cli, sweep, write_rows
+    from fp8_launch import device_cli, edge_checks, selected_configs, sweep, write_rows
 
-    sel = [a for a in sys.argv if a.startswith("--configs=")]
-    if sel:
-        sys.argv.remove(sel[0])
-    configs = [CONFIGS[int(i)] for i in sel[0].split("=")[1].split(",")] if sel else CONFIGS
+    configs = selected_configs(CONFIGS)
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # edges first: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
-    torch.manual_seed(0)
-    for (m, n, k) in ((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096), (1024, 3584, 4096)):
-        a = (torch.randn(m, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
-        b = (torch.randn(n, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
-        ref = a.double() @ b.double().T
-        for mode in ("row", "tensor"):
-            sa = torch.rand(m if mode == "row" else 1, device="cuda") + 0.5
-            sb = torch.rand(n if mode == "row" else 1, device="cuda") + 0.5
-            want = ref * sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)
-            for c in configs:
-                out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-                launch(a, b, sa, sb, out, *c, nprog=sms)
-                err = ((out.double() - want).abs().max() / want.pow(2).mean().sqrt()).item()
-                print(f"edge {m}x{n}x{k} {mode} {c}: max|err|/rms {err:.2e}", flush=True)
-                assert err < 5e-2, err
-                if c[4]:  # stream-K: the flags are reset for the next launch, in a graph too
-                    first = out.clone()
-                    g = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(g):
-                        launch(a, b, sa, sb, out, *c, nprog=sms)
-                    for _ in range(3):
-                        out.zero_()
-                        launch(a, b, sa, sb, out, *c, nprog=sms)
-                        assert torch.equal(out, first), "eager relaunch differs"
-                        out.zero_()
-                        g.replay()
-                        torch.cuda.synchronize()
-                        assert torch.equal(out, first), "graph replay differs"
-                    print(f"edge {m}x{n}x{k} {mode} {c}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
     name = lambda c: f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}"
+
+    def replays(a, b, sa, sb, out, c, tag):
+        """stream-K: the flags are reset for the next launch, in a graph too."""
+        if not c[4]:
+            return
+        first = out.clone()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            launch(a, b, sa, sb, out, *c, nprog=sms)
+        for _ in range(3):
+            out.zero_()
+            launch(a, b, sa, sb, out, *c, nprog=sms)
+            assert torch.equal(out, first), "eager relaunch differs"
+            out.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, first), "graph replay differs"
+        print(f"{tag}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
+
+    # edges first: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
+    edge_checks(((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096), (1024, 3584, 4096)), configs,
+                lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, *c, nprog=sms), name, replays)
     rows = sweep(w, shapes, lambda aq, bq, sa, sb: {name(c): (lambda c: lambda out: launch(
         aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs}, bench, gbench, args.rounds, hdr)
     write_rows(args.out, "fp8_ws15", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs)
