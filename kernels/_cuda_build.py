@@ -30,7 +30,9 @@ from pathlib import Path
 from profkit.errors import ToolFailed, ToolMissing
 
 SOURCES = Path(__file__).resolve().parent / "cuda"
-NAMES = ("rmsnorm", "rope", "swiglu", "sgemm", "softmax")
+NAMES = ("rmsnorm", "rope", "swiglu", "sgemm", "softmax", "fp8_gemm")
+# sources with sm_90a-only instructions (wgmma, setmaxnreg): built for sm_90a where sm_90 is asked
+ARCH_SPECIFIC = ("fp8_gemm",)
 FALLBACK_NVCC = ("/usr/local/cuda/bin/nvcc",)
 BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden")
 
@@ -76,6 +78,11 @@ def target_arch() -> str:
     return "sm_90"
 
 
+def arch_for(name: str, arch: str) -> str:
+    """The target `name` is built for: `arch`, or its `a` form (sm_90 -> sm_90a) for ARCH_SPECIFIC."""
+    return f"{arch}a" if name in ARCH_SPECIFIC and arch == "sm_90" else arch
+
+
 def arch_flags(arch: str) -> list[str]:
     """-gencode for one real target (the `a` targets such as sm_90a need this form: the -arch
     shorthand also runs a plain pass that rejects their instructions)."""
@@ -109,7 +116,7 @@ def build_flags(arch: str) -> list[str]:
 
 def library_path(name: str, arch: str | None = None) -> Path:
     """Where load(name) finds or puts the library (compiles nothing; needs nvcc for its version)."""
-    arch = arch or target_arch()
+    arch = arch_for(name, arch or target_arch())
     nvcc = find_nvcc()
     return cache_dir() / f"{name}-{arch}-{cache_key(name, build_flags(arch), nvcc_version(nvcc))}.so"
 
@@ -124,7 +131,7 @@ def _nvcc(args: list[str], what: str) -> None:
 
 def build(name: str, arch: str | None = None) -> Path:
     """The cached library for `name`, compiled first if missing."""
-    arch = arch or target_arch()
+    arch = arch_for(name, arch or target_arch())
     out = library_path(name, arch)
     if out.exists():
         return out
@@ -142,7 +149,7 @@ def build(name: str, arch: str | None = None) -> Path:
 
 def compile_only(name: str, out: Path, arch: str = "sm_90") -> Path:
     """nvcc -c for `arch` into `out` (an object file): the CPU CI check that every source compiles."""
-    _nvcc([find_nvcc(), *BASE_FLAGS, *arch_flags(arch), "-c", "-o", str(out), str(source(name))], source(name).name)
+    _nvcc([find_nvcc(), *BASE_FLAGS, *arch_flags(arch_for(name, arch)), "-c", "-o", str(out), str(source(name))], source(name).name)
     return out
 
 

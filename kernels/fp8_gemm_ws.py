@@ -269,14 +269,14 @@ def available() -> str | None:
     return None
 
 
-def host_args(variant: str, a, b, sa, sb, out):
-    """The Gluon fp8 kernels' launch checks and operands: (M, N, K, out, sa, sb), out allocated
-    (bf16) if None, the scales as flat fp32 vectors (one element: per-tensor); NotImplementedError
-    naming the variant where the GPU or the operands do not suit (TMA: contiguous, K a multiple
-    of 16, N of 8)."""
+def host_args(variant: str, a, b, sa, sb, out, need=None):
+    """The warp-specialized fp8 kernels' launch checks and operands (Gluon's, and the CUDA C++ one
+    with need=its own check): (M, N, K, out, sa, sb), out allocated (bf16) if None, the scales as
+    flat fp32 vectors (one element: per-tensor); NotImplementedError naming the variant where the
+    GPU or the operands do not suit (TMA: contiguous, K a multiple of 16, N of 8)."""
     import torch
 
-    why = available()
+    why = (need or available)()
     if why:
         raise NotImplementedError(f"{variant}: {why}")
     M, K = a.shape

@@ -21,6 +21,7 @@
 // Needs sm_90 (clusters, bulk copies); every row read once and written once. n must be a multiple
 // of the 16-byte vector and the row strides too (the Python launcher checks; kernels/_cuda_ops.py).
 #include "common.cuh"
+#include "sm90.cuh"
 
 #include <math.h>
 
@@ -35,28 +36,6 @@ namespace profkit {
 #ifndef PROFKIT_CPU_EMULATION
 namespace sm90 {
 
-__device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* b, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(saddr(b)) : "memory");
-}
-// Spin until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(saddr(b)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 // The same with cluster-scope acquire: the peers' partials, written before their release, are seen.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* b, uint32_t parity) {
   uint32_t done;
@@ -82,34 +61,8 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
-// The cluster's special registers: this CTA's rank in its cluster, the cluster's CTAs, the
-// cluster's index in the grid and the grid's clusters.
-#define PK_SREG(fn, reg)                                  \
-  __device__ __forceinline__ uint32_t fn() {              \
-    uint32_t r;                                           \
-    asm volatile("mov.u32 %0, %%" reg ";" : "=r"(r));     \
-    return r;                                             \
-  }
-PK_SREG(cluster_rank, "cluster_ctarank")
-PK_SREG(cluster_size, "cluster_nctarank")
-PK_SREG(cluster_id, "clusterid.x")
-PK_SREG(cluster_count, "nclusterid.x")
-#undef PK_SREG
-// Every thread of every CTA of the cluster; release / acquire order shared memory across it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// This CTA's shared address as seen in the cluster, at CTA `rank`.
-__device__ __forceinline__ uint32_t peer_addr(const void* p, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(saddr(p)), "r"(rank));
-  return r;
-}
 __device__ __forceinline__ void peer_store(uint32_t addr, float a, float b) {
   asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
-}
-__device__ __forceinline__ void peer_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ float ex2(float x) {
   float y;

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Round 17 (issue 21 item 3): the fp8 GEMM's 128 x 112 tile with cuBLAS's own instruction.
+
+Why: round 16's Gluon 128 x 112 tile balanced the SMs on qwen7b-down-m1024, but its three narrow
+wgmma chains (64 + 32 + 16) kept the tensor pipe ~68 % busy against cuBLAS's 87-90 %. The CUDA C++
+kernel (kernels/cuda/fp8_gemm.cu, launcher kernels/fp8_gemm_cuda.py) issues one m64n112k32 per
+k step, as cuBLAS does; bn=128 runs the same code at gluon_ws's tile (the control: the tile's
+effect apart from the code's). This script times its configurations (tile, stages, chunk,
+stagger, GROUP_M) beside gluon_ws, v3 and _scaled_mm.
+
+Float64 check of every launch first (edge shapes, then fp8_launch.checked_launches), then
+round-robin do_bench, GPU time by graph replay.
+
+    python3 benchmarks/gpu/fp8_ws17.py [--rounds 5] [--out DIR] [--shapes a,b] [--configs=0,2]
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from profkit.kernels import fp8_gemm_cuda as C  # noqa: E402
+from profkit.kernels import fp8_gemm_ws as W  # noqa: E402
+
+CONFIGS = [  # (bn, stages, chunk k tiles, stagger, GROUP_M, cluster)
+    (112, 6, 16, True, 8, 2),
+    (112, 7, 16, True, 8, 2),
+    (112, 7, 16, True, 8, 1),
+    (128, 6, 16, True, 8, 2),
+    (128, 6, 16, True, 8, 1),
+    (112, 7, 16, True, 4, 2),
+]  # r17/h100a ran the first build (a division per k tile, scales reloaded per element): 0.72-0.80x of
+# v3; r17/h100c the cluster with a cluster-scope release on each remote arrival (2x slower);
+# r17/h100d one MMA group in flight (the kept build); r17/h100e two in flight (no faster)
+
+
+def launch(a, b, sa, sb, out, bn, stages, chunk, stagger, group_m, cluster, nprog):
+    return C.fp8_gemm_cuda(a, b, sa, sb, out, programs=nprog, bn=bn, stages=stages, chunk=chunk, stagger=stagger,
+                           group_m=group_m, cluster=cluster)
+
+
+def name(c):
+    return f"cuda{c[0]}_s{c[1]}_c{c[2]}_{'st' if c[3] else 'ns'}_g{c[4]}_x{c[5]}"
+
+
+def kernel_attrs():
+    """Registers and shared memory of the built kernels (cudaFuncGetAttributes through torch's
+    cuda bindings is not at hand: the cubin's resource usage from the build's ptxas -v instead)."""
+    import subprocess
+
+    from profkit.kernels import _cuda_build
+
+    arch = _cuda_build.arch_for("fp8_gemm", _cuda_build.target_arch())
+    r = subprocess.run([_cuda_build.find_nvcc(), *_cuda_build.BASE_FLAGS, *_cuda_build.arch_flags(arch), "-c",
+                        "-Xptxas", "-v", "-o", "/dev/null", str(_cuda_build.source("fp8_gemm"))],
+                       capture_output=True, text=True)
+    return [ln.strip() for ln in r.stderr.splitlines() if "registers" in ln or "spill" in ln or "C75" in ln]
+
+
+def main():
+    import torch
+    from fp8_launch import device_cli, edge_checks, selected_configs, sweep, write_rows
+
+    configs = selected_configs(CONFIGS)
+    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # edges first: M, N not multiples of the tile (N = 200: the last 112-wide tile past N; 3600:
+    # 3600 = 32 x 112 + 16), K not of 128 (TMA zero-fills, the stores clip)
+    edge_checks(((1000, 3584, 4096), (257, 200, 1040), (1024, 3600, 2064), (1024, 3584, 18944)), configs,
+                lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, *c, nprog=sms), name)
+    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {
+        **{name(c): (lambda c: lambda out: launch(aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs},
+        "gluon_ws": lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)}, bench, gbench, args.rounds, hdr)
+    write_rows(args.out, "fp8_ws17", header=hdr, rounds=args.rounds, rows=rows, ir=kernel_attrs(), configs=configs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+// fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++: cuBLAS's 128 x 112 tile (round 17).
+//
+// Rounds 15-16 (benchmarks/results/gemm.md) left one per-tensor cell short of torch._scaled_mm:
+// qwen7b-down-m1024 (M 1024, N 3584, K 18944), 0.95-0.97x on both GPUs. ncu put it in the tiling:
+// 224 tiles of 128 x 128 are two tile-times on 132 SMs (the second wave 70 % full), cuBLAS's 256
+// tiles of 128 x 112 are 1.94 waves of a tile 12.5 % smaller. Round 16 built the 112 columns in
+// Gluon from three wgmma chains (64 + 32 + 16; Gluon's tensors are powers of two): the SMs were
+// balanced, but the narrow instructions kept the tensor pipe ~68 % busy against cuBLAS's 87-90 %.
+// PTX has the one-instruction shape cuBLAS issues, wgmma m64n112k32, and this kernel uses it:
+//
+//   producer   warpgroup 0 (40 registers), one thread: TMA loads of A (128 x 128 bytes) and B
+//              (BN x 128) into a ring of `stages` shared-memory stages (128-byte swizzle), each
+//              announced on its `full` mbarrier with the bytes it expects
+//   consumers  warpgroups 1 and 2 (232 registers), 64 rows of the tile each: per k tile four
+//              wgmma m64nBNk32 (both operands from shared memory, K-major descriptors) into a
+//              partial sum, one k tile's group in flight; every CHUNK k tiles the partial is added
+//              into the fp32 accumulator (the promotion, as cuBLAS without fast accumulation);
+//              a stage is handed back on `empty` (one arrival per consumer warp) once the MMAs
+//              over it are done. With STAGGER the second warpgroup's chunks end half a chunk
+//              after the first's, so one drains its MMAs while the other's run.
+//   epilogue   per consumer: acc * sa[row] * sb[col] (per-tensor: stride 0), bf16, stored from
+//              registers (clipped at M and N)
+//
+// Persistent over output tiles in grouped order (GROUP_M rows of tiles), one CTA an SM. BN is 112
+// (the variant) or 128 (the same code at gluon_ws's tile: the control). Needs sm_90a (wgmma,
+// setmaxnreg, TMA); operands as the Gluon kernels take them: A (M, K) and B (N, K) row-major
+// e4m3, K a multiple of 16, N of 8 (the Python launcher checks, kernels/fp8_gemm_cuda.py).
+//
+// Measured (round 17, benchmarks/results/gemm.md): qwen7b-down-m1024 per-tensor 124.6 / 125.5 us
+// (H100 / H200, graph replay) against gluon_ws 119.4 / 122.7 and _scaled_mm 106.0 / 116.3:
+// rejected. The SMs are balanced and the pipe busier than round 16's chains, but the consumers
+// wait on `full`: the stages arrive late. Next steps, untried: multicast A rather than B
+// (cuBLAS's 2x1 cluster runs along its m, our N), and the epilogue through shared memory and a
+// TMA store so a tile's stores overlap the next tile's first loads.
+#include "common.cuh"
+#include "sm90.cuh"
+
+#ifndef PROFKIT_CPU_EMULATION
+#include <cuda.h>  // CUtensorMap (the encoder comes from the driver at run time: no -lcuda)
+#endif
+
+namespace profkit {
+namespace fp8 {
+
+constexpr int BM = 128, BK = 128;  // BK in bytes = elements (e4m3): one 128-byte swizzle row
+constexpr int THREADS = 384;       // producer warpgroup + two consumer warpgroups
+constexpr int A_BYTES = BM * BK;
+constexpr int MAX_SMEM = 227 * 1024;  // what an H100 / H200 block may have
+
+#if !defined(PROFKIT_CPU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_SPECIFIC__) || defined(__CUDA_ARCH_FEAT_SM90A))
+#define PK_SM90A 1
+#endif
+
+#ifndef PROFKIT_CPU_EMULATION
+using sm90::saddr;
+
+// Shared-memory matrix descriptor of a K-major operand in 128-byte swizzle: rows of 128 bytes,
+// 8-row groups 1024 bytes apart (the stride byte offset); the leading offset is unused there.
+// Advancing the start address by 32 bytes steps k by 32 (e4m3) inside the swizzle atom; every
+// stage starts 1024-byte aligned, so the base offset is 0.
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  return (uint64_t)((saddr(p) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
+         (uint64_t)1 << 62;
+}
+
+// Keep the compiler from moving reads or writes of accumulator registers across wgmma.
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// m64n112k32 e4m3 x e4m3 -> f32, both operands from shared memory (K-major descriptors);
+// d += a * b where scale_d, else d = a * b.
+__device__ __forceinline__ void wgmma_n112(float (&d)[56], uint64_t da, uint64_t db, uint32_t scale_d) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %58, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n112k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55"
+      "}, %56, %57, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+// m64n128k32 e4m3 x e4m3 -> f32, both operands from shared memory (K-major descriptors);
+// d += a * b where scale_d, else d = a * b.
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db, uint32_t scale_d) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+template <int BN>
+__device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, uint32_t scale_d) {
+  if constexpr (BN == 112) wgmma_n112(d, da, db, scale_d);
+  else wgmma_n128(d, da, db, scale_d);
+}
+
+// A 2-D box of a tensor map into shared memory, completion counted on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          saddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(saddr(bar))
+      : "memory");
+}
+
+// The same box into this shared offset of every CTA in `mask` (a cluster), each one's barrier at
+// `bar`'s offset counting the bytes.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar,
+                                                   uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(saddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(saddr(bar)), "h"(mask)
+      : "memory");
+}
+
+// Tile `t` of the grouped order: GROUP_M rows of tiles at a time, column by column within them
+// (as kernels/_gemm_common.tile_coords), so the CTAs of a wave share B's and A's tiles in L2.
+__device__ __forceinline__ void tile_coords(int t, int pm, int pn, int group_m, int& m, int& n) {
+  const int in_group = group_m * pn, first = (t / in_group) * group_m, gsz = min(pm - first, group_m);
+  m = first + (t % in_group) % gsz;
+  n = (t % in_group) / gsz;
+}
+
+// A position in the ring of stages: the stage and the parity of its barriers' current phase.
+struct Ring {
+  int s;
+  uint32_t phase;
+  __device__ __forceinline__ void next(int stages) {
+    if (++s == stages) s = 0, phase ^= 1;
+  }
+};
+
+struct Params {
+  int M, N, K, stages, chunk, stagger, group_m;
+  const float* sa;
+  const float* sb;
+  int s_stride;  // 1: per-row scales; 0: per-tensor (the same loads at one address)
+  __nv_bfloat16* c;
+};
+
+// CL: the CTAs of a cluster (1 or 2). With 2, the pair takes the tiles (2 mp, n) and (2 mp + 1, n):
+// each loads its own A and half of the shared B tile, multicast into both CTAs, so B is read
+// from L2 once per pair (cuBLAS's "2x1" clusters); a stage is refilled only when the consumers
+// of both CTAs are done with it (their arrivals on each other's `empty`).
+template <int BN, int CL>
+__global__ void __launch_bounds__(THREADS, 1)
+    fp8_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb, const Params p) {
+#ifdef PK_SM90A
+  constexpr int B_BYTES = BN * BK, R = BN / 2;  // accumulator registers a thread
+  constexpr int B_PART = B_BYTES / CL;          // the part of B each CTA of a cluster loads
+  extern __shared__ uint8_t raw[];
+  // stages of A then B, 1024-byte aligned (the swizzle atom), then the barriers
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sa_smem = base;
+  uint8_t* sb_smem = base + p.stages * A_BYTES;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sb_smem + p.stages * B_BYTES);
+  uint64_t* empty = full + p.stages;
+
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&empty[s], 8 * CL);  // each consumer warp's lane 0, of every CTA of the cluster
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if constexpr (CL > 1) sm90::cluster_sync();  // the peer's barriers exist before anything reaches them
+  else __syncthreads();
+
+  // the cluster's tiles: rows of tiles in pairs (CL 2), the pair's second row past M where M
+  // has an odd number of them (TMA fills it with zeros, the stores skip it)
+  const int pm = (p.M + BM - 1) / BM, pn = (p.N + BN - 1) / BN, pmc = (pm + CL - 1) / CL, tiles = pmc * pn;
+  const int nk = (p.K + BK - 1) / BK;
+  const int cid = blockIdx.x / CL, nclusters = gridDim.x / CL;
+  if (wg == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {
+      Ring ring{0, 0};
+      for (int t = cid; t < tiles; t += nclusters) {
+        int mc, n;
+        tile_coords(t, pmc, pn, p.group_m, mc, n);
+        const int m = mc * CL + rank;
+        for (int k = 0; k < nk; ++k, ring.next(p.stages)) {  // (one thread: p.stages from the constant bank is as fast)
+          sm90::mbar_wait(&empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1 at once
+          sm90::mbar_expect_tx(&full[ring.s], A_BYTES + B_BYTES);
+          tma_load(sa_smem + ring.s * A_BYTES, &ma, k * BK, m * BM, &full[ring.s]);
+          if constexpr (CL > 1)
+            tma_load_multicast(sb_smem + ring.s * B_BYTES + rank * B_PART, &mb, k * BK, n * BN + rank * (BN / CL),
+                               &full[ring.s], (1 << CL) - 1);
+          else
+            tma_load(sb_smem + ring.s * B_BYTES, &mb, k * BK, n * BN, &full[ring.s]);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1;  // this consumer's 64 rows of every tile
+    const int warp = tid / 32, lane = tid % 32;
+    const int stages = p.stages, chunk = p.chunk;  // in registers: the fences below clobber memory
+    const int first = chunk - (p.stagger ? c * (chunk / 2) : 0);  // the first chunk of a tile is shorter
+    // descriptors of stage 0; stage s is s * bytes / 16 further (the address field counts 16 bytes)
+    const uint64_t da0 = smem_desc(sa_smem + c * (64 * BK)), db0 = smem_desc(sb_smem);
+    const float* __restrict__ sa = p.sa;
+    const float* __restrict__ sb = p.sb;
+    const float s_tensor = p.s_stride ? 0.f : __ldg(sa) * __ldg(sb);  // per-tensor: one scale for all
+    // a stage goes back to the producers of every CTA of the cluster: lane 0 of each warp arrives
+    auto release = [&](int s) {
+      if (lane == 0) {
+        sm90::mbar_arrive(&empty[s]);
+        if constexpr (CL > 1) sm90::peer_arrive_cta(sm90::peer_addr(&empty[s], rank ^ 1));
+      }
+    };
+    float acc[R], part[R];
+    Ring ring{0, 0};
+    for (int t = cid; t < tiles; t += nclusters) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.f;
+      for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
+        const int c1 = min(c0 + len, nk);
+        // one k tile's MMA group stays in flight while the next is issued (two in flight, the
+        // stage held one k tile longer, measured no faster: r17/h100e)
+        int prev = 0;
+        for (int k = c0; k < c1; ++k, ring.next(stages)) {
+          sm90::mbar_wait(&full[ring.s], ring.phase);
+          const uint64_t da = da0 + ring.s * (A_BYTES >> 4), db = db0 + ring.s * (B_BYTES >> 4);
+          fence_regs(part);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 32; ++kk)  // +32 bytes: 2 in the descriptor's 16-byte units
+            wgmma<BN>(part, da + 2 * kk, db + 2 * kk, (k > c0 || kk > 0) ? 1u : 0u);
+          wgmma_commit();
+          fence_regs(part);
+          if (k > c0) {  // the previous k tile's MMAs are done: its stage goes back
+            wgmma_wait<1>();
+            release(prev);
+          }
+          prev = ring.s;
+        }
+        wgmma_wait<0>();
+        fence_regs(part);
+        release(prev);
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
+      }
+      // epilogue: d[4j + 2h + e] is row warp*16 + lane/4 + 8h, column 8j + 2*(lane%4) + e
+      int mc, n;
+      tile_coords(t, pmc, pn, p.group_m, mc, n);
+      const int r0 = (mc * CL + rank) * BM + c * 64 + warp * 16 + lane / 4, col0 = n * BN + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row >= p.M) continue;
+        const float sr = p.s_stride ? __ldg(sa + row) : s_tensor;
+        __nv_bfloat16* crow = p.c + (size_t)row * p.N;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
+          if (col < p.N) {  // N is a multiple of 8: col + 1 < N too
+            const float2 sc = p.s_stride ? __ldg(reinterpret_cast<const float2*>(sb + col)) : make_float2(1.f, 1.f);
+            *reinterpret_cast<__nv_bfloat162*>(crow + col) =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h] * sr * sc.x, acc[4 * j + 2 * h + 1] * sr * sc.y);
+          }
+        }
+      }
+    }
+  }
+  // no CTA leaves while its peer may still arrive on its barriers or write into its stages
+  if constexpr (CL > 1) sm90::cluster_sync();
+#elif defined(__CUDA_ARCH__)
+  asm volatile("trap;");  // built without sm_90a's instructions (_cuda_build builds this source for sm_90a)
+#endif
+}
+
+// cuTensorMapEncodeTiled (its CUDA 12.0 signature) from the driver, looked up once.
+using Encoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                             const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                             CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+Encoder encoder() {
+  static Encoder fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<Encoder>(f);
+  }();
+  return fn;
+}
+
+// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill.
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) {
+  auto enc = encoder();
+  if (!enc) return false;
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k};
+  cuuint32_t box[2] = {BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BN>
+int smem_bytes(int stages) {
+  return 1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8;
+}
+
+template <int BN, int CL>
+cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStream_t s) {
+  const int bytes = smem_bytes<BN>(p.stages);
+  if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
+  auto kern = fp8_gemm_ws<BN, CL>;
+  static int clusters = 0;  // once per process and instance: the attribute, and how many clusters fit
+  if (!clusters) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    int n = 1 << 20;
+    if (CL > 1) {
+      cudaLaunchConfig_t q = {};
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+      q.gridDim = dim3(CL * 1024), q.blockDim = dim3(THREADS), q.dynamicSmemBytes = MAX_SMEM, q.attrs = at,
+      q.numAttrs = 1;
+      e = cudaOccupancyMaxActiveClusters(&n, kern, &q);
+      if (e != cudaSuccess) return e;
+      if (n < 1) return cudaErrorInvalidConfiguration;
+    }
+    clusters = n;
+  }
+  CUtensorMap ma, mb;
+  if (!make_map(&ma, a, p.M, p.K, BM) || !make_map(&mb, b, p.N, p.K, BN / CL)) return cudaErrorInvalidValue;
+  const int pmc = ((p.M + BM - 1) / BM + CL - 1) / CL, tiles = pmc * ((p.N + BN - 1) / BN);
+  const int grid = std::min({programs / CL, tiles, clusters});
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(grid * CL), cfg.blockDim = dim3(THREADS), cfg.dynamicSmemBytes = bytes, cfg.stream = s;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kern, ma, mb, p);
+}
+#endif  // PROFKIT_CPU_EMULATION
+
+}  // namespace fp8
+}  // namespace profkit
+
+// a (M, K), b (N, K): row-major e4m3, 16-byte aligned, K a multiple of 16, N of 8; sa / sb: fp32
+// scales, per row (s_stride 1: M and N of them) or per tensor (s_stride 0: one each); c: (M, N)
+// bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per
+// promotion (1..); stagger 0/1; cluster: 1, or 2 (pairs of CTAs sharing B by multicast);
+// programs: the persistent grid's CTAs at most (the SMs; fewer where clusters do not fit). Returns
+// a cudaError_t (0: launched).
+PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
+                                       int M, int N, int K, int s_stride, int bn, int stages, int chunk,
+                                       int stagger, int group_m, int cluster, int programs, void* stream) {
+#ifdef PROFKIT_CPU_EMULATION
+  (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
+      (void)chunk, (void)stagger, (void)group_m, (void)cluster, (void)programs, (void)stream;
+  return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
+#else
+  using namespace profkit::fp8;
+  if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
+      (s_stride != 0 && s_stride != 1))
+    return cudaErrorInvalidValue;
+  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (cluster == 1 && bn == 112) return launch<112, 1>(a, b, p, programs, s);
+  if (cluster == 1 && bn == 128) return launch<128, 1>(a, b, p, programs, s);
+  if (cluster == 2 && bn == 112) return launch<112, 2>(a, b, p, programs, s);
+  if (cluster == 2 && bn == 128) return launch<128, 2>(a, b, p, programs, s);
+  return cudaErrorInvalidValue;
+#endif
+}

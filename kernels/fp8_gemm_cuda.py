@@ -1,0 +1,89 @@
+"""fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++ (variants "cuda_ws112*").
+
+Round 16 measured why the Gluon 128 x 112 tile lost: the tiles balance the SMs, but Gluon's
+power-of-two tensors forced three narrow wgmma chains (64 + 32 + 16), and the tensor pipe ran
+~68 % busy against cuBLAS's 87-90 %. PTX has cuBLAS's own instruction, wgmma m64n112k32; the
+kernel in kernels/cuda/fp8_gemm.cu issues it (one TMA producer warpgroup, two consumer
+warpgroups of 64 rows, an mbarrier ring, promotion every `chunk` k tiles into fp32, staggered
+between the warpgroups, persistent grouped tile order, and with cluster=2 pairs of CTAs sharing
+B's tile by TMA multicast; see the source's header). bn=128 runs
+the same code at gluon_ws's tile: the control that tells the tile's effect from the code's.
+
+Operands as the Gluon kernels (fp8_gemm_ws.host_args): a (M, K) and b (N, K) contiguous e4m3,
+K a multiple of 16, N of 8; scales fp32 per tensor (one each) or per row ((M,) and (N,)); bf16
+out. Needs a Hopper GPU (sm_90) and nvcc (the source is built once, for sm_90a, and cached:
+kernels/_cuda_build.py). Measured (round 17, graph replay, qwen7b-down-m1024 per-tensor): H100
+124.6 us, H200 125.5, against gluon_ws's 119.4 / 122.7 and _scaled_mm's 106.0 / 116.3; rejected,
+kept as the ledger's attempt. benchmarks/results/gemm.md, "Round 17".
+"""
+from __future__ import annotations
+
+from . import _cuda_build
+from .fp8_gemm_ws import host_args
+
+DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2)  # round 17's pick (H100)
+CLUSTERS = (1, 2)
+TILE_N = (112, 128)
+MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 11 + ["p"])
+
+
+def available() -> str | None:
+    """None if the kernel can run here, else why not (the build needs nvcc: ToolMissing then)."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        return "needs a Hopper GPU (sm_90): wgmma, setmaxnreg and TMA"
+    return None
+
+
+def _fn():
+    import ctypes
+
+    lib = _cuda_build.load("fp8_gemm")
+    f = getattr(lib, _SIGNATURE[0])
+    if f.argtypes is None:
+        f.argtypes = [{"p": ctypes.c_void_p, "i": ctypes.c_int}[c] for c in _SIGNATURE[1]]
+        f.restype = ctypes.c_int
+    return lib, f
+
+
+def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1) -> None:
+    """ValueError naming the first argument outside what the kernel takes."""
+    if cluster not in CLUSTERS:
+        raise ValueError(f"cuda_ws: cluster {cluster} is not one of {CLUSTERS}")
+    if bn not in TILE_N:
+        raise ValueError(f"cuda_ws: bn {bn} is not one of {TILE_N}")
+    if not 2 <= stages <= MAX_STAGES[bn]:
+        raise ValueError(f"cuda_ws: stages {stages} not in 2..{MAX_STAGES[bn]} at bn {bn} (shared memory)")
+    if chunk < 1 or group_m < 1:
+        raise ValueError(f"cuda_ws: chunk ({chunk}) and group_m ({group_m}) must be at least 1")
+
+
+def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
+                  stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
+                  group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"]):
+    """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
+    (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
+    128 as the control); cluster: 2 for pairs of CTAs sharing B's tile by TMA multicast, 1 for
+    none; programs: the persistent grid's CTAs at most (default: the SMs)."""
+    import torch
+
+    check_config(bn, stages, chunk, group_m, cluster)
+    M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
+    per_row = sa.numel() != 1
+    if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
+        raise ValueError(f"cuda_ws: scales of {sa.numel()} and {sb.numel()} elements for M {M}, N {N} (per row: M and "
+                         "N; per tensor: one each)")
+    if max(M, N, K) >= 2**31 or M * N >= 2**40:
+        raise ValueError(f"cuda_ws: {M} x {N} x {K} is past the kernel's int32 range")
+    if tuple(out.shape) != (M, N) or out.dtype != torch.bfloat16 or not out.is_contiguous():
+        raise ValueError(f"cuda_ws: out must be a contiguous ({M}, {N}) bfloat16 tensor")
+    if per_row and sb.data_ptr() % 8:  # the epilogue reads column scales in pairs (8 bytes)
+        sb = sb.clone()
+    progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
+    lib, f = _fn()
+    _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
+                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, progs,
+                             _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+    return out
