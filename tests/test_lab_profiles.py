@@ -17,9 +17,10 @@ from test_lab_round13_profiles import RUNS as ROUND13  # round 13: the same on t
 from test_lab_round14_profiles import RUNS as ROUND14  # round 14: the same in CUDA C++ (ncu only)
 from test_lab_round15_profiles import RUNS as ROUND15  # round 15: the fp8 GEMM warp-specialized (ncu only)
 from test_lab_round16_profiles import RUNS as ROUND16  # round 16: its 128 x 112 tile (ncu only)
+from test_lab_round17_profiles import RUNS as ROUND17  # round 17: that tile in CUDA C++ (ncu only)
 
-PAIRED = (ROUND2, ROUND10, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16)  # rounds 5-16: both GPUs
-NCU_ONLY = (ROUND2, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16)  # no timeline captured
+PAIRED = (ROUND2, ROUND10, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17)  # rounds 5-17: both GPUs
+NCU_ONLY = (ROUND2, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17)  # no timeline captured
 
 
 @pytest.fixture(scope="module")
