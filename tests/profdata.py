@@ -76,3 +76,15 @@ def pair_row(store, run, before, after, verdict, speedup):
     if verdict == "supported":
         assert "reference check passed" in r["why"] and r["speedup_low"] > 1.0
     return r
+
+
+TENSOR_PIPE = "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active"
+
+
+def tensor_pipe(store, run, variant):
+    """(mean over SMs, busiest SM) of RUN:VARIANT's tensor pipe active cycles, % of elapsed,
+    averaged over the captured calls (the fp8 tile rounds' measure of a balanced, busy pipe)."""
+    cs = variant_counters(store, run, variant)
+    avg = sum(c[TENSOR_PIPE + ".avg.pct_of_peak_sustained_elapsed"] for c in cs) / len(cs)
+    top = sum(c[TENSOR_PIPE + ".max.pct_of_peak_sustained_elapsed"] for c in cs) / len(cs)
+    return avg, top

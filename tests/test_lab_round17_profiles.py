@@ -8,7 +8,7 @@ H100 (-h100f) and an H200 (-h200a). Against the Gluon 128 x 128 kernel: rejected
 benchmarks/results/gemm.md, "Round 17"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, variant_counters
+from profdata import over_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
 
 _H100, _H200 = "fp8_gemm-qwen7b-down-m1024-r17-h100f", "fp8_gemm-qwen7b-down-m1024-r17-h200a"
 RUNS = {  # run -> [(before, after, speed-up, verdict)]
@@ -19,22 +19,12 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 }
 
 store = runs_store("r17", RUNS)
-TENSOR_PIPE = "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active"
 
 
 @over_pairs(RUNS)
 def test_round17_pairs(store, run, before, after, speedup, verdict):
     r = pair_row(store, run, before, after, verdict, speedup)
     assert r["after_detail"]["kernels_per_call"] == 1
-
-
-def pipe(store, run, variant):
-    """(mean over SMs, busiest SM) of the tensor pipe's active cycles, % of elapsed, averaged
-    over the captured calls."""
-    cs = variant_counters(store, run, variant)
-    avg = sum(c[TENSOR_PIPE + ".avg.pct_of_peak_sustained_elapsed"] for c in cs) / len(cs)
-    top = sum(c[TENSOR_PIPE + ".max.pct_of_peak_sustained_elapsed"] for c in cs) / len(cs)
-    return avg, top
 
 
 @pytest.mark.parametrize("run", list(RUNS))

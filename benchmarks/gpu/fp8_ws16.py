@@ -8,8 +8,8 @@ from three wgmma chains (64 + 32 + 16); this script times its configurations (st
 stagger, GROUP_M, A in registers or shared memory) beside gluon_ws (128 x 128), v3 and
 _scaled_mm.
 
-Float64 check of every launch first (edge shapes, then fp8_launch.checked_launches), then
-round-robin do_bench, GPU time by graph replay, registers/spills of each kernel.
+Float64 check of every launch first (fp8_launch.EDGES, then fp8_launch.checked_launches), then
+round-robin do_bench, GPU time by graph replay, registers/spills of each kernel (fp8_launch.config_sweep).
 
     python3 benchmarks/gpu/fp8_ws16.py [--rounds 5] [--out DIR] [--shapes a,b] [--configs=0,2]
 """
@@ -48,20 +48,10 @@ def dump_ir():
 
 
 def main():
-    import torch
-    from fp8_launch import device_cli, edge_checks, selected_configs, sweep, write_rows
+    from fp8_launch import config_sweep
 
-    configs = selected_configs(CONFIGS)
-    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # edges first: M, N not multiples of the tile (N = 200: the 16-wide chain of the last tile
-    # past N; 3600: its 32-wide one), K not of 128 (TMA zero-fills, the stores clip)
-    edge_checks(((1000, 3584, 4096), (257, 200, 1040), (1024, 3600, 2064), (1024, 3584, 18944)), configs,
-                lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, *c, nprog=sms), name)
-    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {
-        **{name(c): (lambda c: lambda out: launch(aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs},
-        "gluon_ws": lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)}, bench, gbench, args.rounds, hdr)
-    write_rows(args.out, "fp8_ws16", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs)
+    config_sweep("fp8_ws16", CONFIGS, lambda a, b, sa, sb, out, c, sms: launch(a, b, sa, sb, out, *c, nprog=sms), name,
+                 dump_ir)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ k step, as cuBLAS does; bn=128 runs the same code at gluon_ws's tile (the contro
 effect apart from the code's). This script times its configurations (tile, stages, chunk,
 stagger, GROUP_M) beside gluon_ws, v3 and _scaled_mm.
 
-Float64 check of every launch first (edge shapes, then fp8_launch.checked_launches), then
-round-robin do_bench, GPU time by graph replay.
+Float64 check of every launch first (fp8_launch.EDGES, then fp8_launch.checked_launches), then
+round-robin do_bench, GPU time by graph replay (fp8_launch.config_sweep).
 
     python3 benchmarks/gpu/fp8_ws17.py [--rounds 5] [--out DIR] [--shapes a,b] [--configs=0,2]
 """
@@ -18,7 +18,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from profkit.kernels import fp8_gemm_cuda as C  # noqa: E402
-from profkit.kernels import fp8_gemm_ws as W  # noqa: E402
 
 CONFIGS = [  # (bn, stages, chunk k tiles, stagger, GROUP_M, cluster)
     (112, 6, 16, True, 8, 2),
@@ -56,20 +55,10 @@ def kernel_attrs():
 
 
 def main():
-    import torch
-    from fp8_launch import device_cli, edge_checks, selected_configs, sweep, write_rows
+    from fp8_launch import config_sweep
 
-    configs = selected_configs(CONFIGS)
-    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # edges first: M, N not multiples of the tile (N = 200: the last 112-wide tile past N; 3600:
-    # 3600 = 32 x 112 + 16), K not of 128 (TMA zero-fills, the stores clip)
-    edge_checks(((1000, 3584, 4096), (257, 200, 1040), (1024, 3600, 2064), (1024, 3584, 18944)), configs,
-                lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, *c, nprog=sms), name)
-    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {
-        **{name(c): (lambda c: lambda out: launch(aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs},
-        "gluon_ws": lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)}, bench, gbench, args.rounds, hdr)
-    write_rows(args.out, "fp8_ws17", header=hdr, rounds=args.rounds, rows=rows, ir=kernel_attrs(), configs=configs)
+    config_sweep("fp8_ws17", CONFIGS, lambda a, b, sa, sb, out, c, sms: launch(a, b, sa, sb, out, *c, nprog=sms), name,
+                 kernel_attrs)
 
 
 if __name__ == "__main__":
