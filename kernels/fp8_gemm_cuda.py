@@ -19,7 +19,7 @@ kept as the ledger's attempt. benchmarks/results/gemm.md, "Round 17".
 from __future__ import annotations
 
 from . import _cuda_build
-from .fp8_gemm_ws import host_args
+from .fp8_gemm_ws import host_args, hopper_missing
 
 DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2)  # round 17's pick (H100)
 CLUSTERS = (1, 2)
@@ -30,11 +30,7 @@ _SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 11 + ["p"])
 
 def available() -> str | None:
     """None if the kernel can run here, else why not (the build needs nvcc: ToolMissing then)."""
-    import torch
-
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        return "needs a Hopper GPU (sm_90): wgmma, setmaxnreg and TMA"
-    return None
+    return hopper_missing("wgmma, setmaxnreg and TMA")
 
 
 def _fn():
@@ -75,7 +71,7 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
         raise ValueError(f"cuda_ws: scales of {sa.numel()} and {sb.numel()} elements for M {M}, N {N} (per row: M and "
                          "N; per tensor: one each)")
-    if max(M, N, K) >= 2**31 or M * N >= 2**40:
+    if max(M, N, K) >= 2**31:
         raise ValueError(f"cuda_ws: {M} x {N} x {K} is past the kernel's int32 range")
     if tuple(out.shape) != (M, N) or out.dtype != torch.bfloat16 or not out.is_contiguous():
         raise ValueError(f"cuda_ws: out must be a contiguous ({M}, {N}) bfloat16 tensor")

@@ -260,12 +260,17 @@ if gluon is not None:
 
 def available() -> str | None:
     """None if the warp-specialized kernel can run here, else why not."""
-    import torch
-
     if gluon is None:
         return f"Gluon needs Triton >= 3.5 (this is {triton.__version__})"
+    return hopper_missing("wgmma and setmaxnreg")
+
+
+def hopper_missing(needs: str) -> str | None:
+    """None on a Hopper GPU (sm_90), else why not, naming what the kernel `needs` of it."""
+    import torch
+
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        return "needs a Hopper GPU (sm_90): wgmma and setmaxnreg"
+        return f"needs a Hopper GPU (sm_90): {needs}"
     return None
 
 

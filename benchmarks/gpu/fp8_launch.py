@@ -184,22 +184,28 @@ def device_cli(op, rounds, keep):
 EDGES = ((1000, 3584, 4096), (257, 200, 1040), (1024, 3600, 2064), (1024, 3584, 18944))
 
 
-def config_sweep(name, configs, launch, label, ir):
-    """The fp8 tile experiments' main (rounds 16-17): the configs picked by --configs=, each checked
-    at EDGES against float64 (edge_checks), then swept (sweep) beside gluon_ws, v3 and _scaled_mm
-    at the shapes with M >= 1024 (or --shapes); rows to OUT/name.json with ir(), what the build
-    says of the kernels. launch(a, b, sa, sb, out, config, nprog); label(config) names a row."""
+def config_sweep(name, configs, launch, label, ir, edges=EDGES, after=None, beside_gluon_ws=True):
+    """The fp8 kernel experiments' main (rounds 15-17): the configs picked by --configs=, each
+    checked at `edges` against float64 (edge_checks, with `after`), then swept (sweep) beside v3
+    and _scaled_mm, and gluon_ws where beside_gluon_ws, at the shapes with M >= 1024 (or
+    --shapes); rows to OUT/name.json with ir(), what the build says of the kernels.
+    launch(a, b, sa, sb, out, config, nprog); label(config) names a row."""
     from profkit.kernels import fp8_gemm_ws as W
 
     configs = selected_configs(configs)
     args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    edge_checks(EDGES, configs, lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, c, sms), label)
-    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {
-        **{label(c): (lambda c: lambda out: launch(aq, bq, sa, sb, out, c, sms))(c) for c in configs},
-        "gluon_ws": lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)}, bench, gbench, args.rounds, hdr)
-    write_rows(args.out, name, header=hdr, rounds=args.rounds, rows=rows, ir=ir(), configs=configs)
+    edge_checks(edges, configs, lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, c, sms), label,
+                after and (lambda a, b, sa, sb, out, c, tag: after(a, b, sa, sb, out, c, tag, sms)))
 
+    def launches(aq, bq, sa, sb):
+        fns = {label(c): (lambda c: lambda out: launch(aq, bq, sa, sb, out, c, sms))(c) for c in configs}
+        if beside_gluon_ws:
+            fns["gluon_ws"] = lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)
+        return fns
+
+    rows = sweep(w, shapes, launches, bench, gbench, args.rounds, hdr)
+    write_rows(args.out, name, header=hdr, rounds=args.rounds, rows=rows, ir=ir(), configs=configs)
 
 def pieces(s):
     """Host time of each piece of one planned call (decode shape), timed alone."""

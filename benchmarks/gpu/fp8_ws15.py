@@ -47,39 +47,38 @@ def dump_ir():
     return res
 
 
-def main():
+def name(c):
+    return f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}"
+
+
+def replays(a, b, sa, sb, out, c, tag, sms):
+    """stream-K: the flags are reset for the next launch, in a graph too."""
     import torch
-    from fp8_launch import device_cli, edge_checks, selected_configs, sweep, write_rows
 
-    configs = selected_configs(CONFIGS)
-    args, w, shapes, hdr, bench, gbench = device_cli("fp8_gemm", 5, lambda p: p["M"] >= 1024)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    name = lambda c: f"ws_s{c[0]}_c{c[1]}_{'st' if c[2] else 'ns'}_g{c[3]}{'_sk' if c[4] else ''}"
+    if not c[4]:
+        return
+    first = out.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        launch(a, b, sa, sb, out, *c, nprog=sms)
+    for _ in range(3):
+        out.zero_()
+        launch(a, b, sa, sb, out, *c, nprog=sms)
+        assert torch.equal(out, first), "eager relaunch differs"
+        out.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first), "graph replay differs"
+    print(f"{tag}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
 
-    def replays(a, b, sa, sb, out, c, tag):
-        """stream-K: the flags are reset for the next launch, in a graph too."""
-        if not c[4]:
-            return
-        first = out.clone()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            launch(a, b, sa, sb, out, *c, nprog=sms)
-        for _ in range(3):
-            out.zero_()
-            launch(a, b, sa, sb, out, *c, nprog=sms)
-            assert torch.equal(out, first), "eager relaunch differs"
-            out.zero_()
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, first), "graph replay differs"
-        print(f"{tag}: 3 relaunches + 3 graph replays bitwise equal", flush=True)
 
-    # edges first: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
-    edge_checks(((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096), (1024, 3584, 4096)), configs,
-                lambda a, b, sa, sb, out, c: launch(a, b, sa, sb, out, *c, nprog=sms), name, replays)
-    rows = sweep(w, shapes, lambda aq, bq, sa, sb: {name(c): (lambda c: lambda out: launch(
-        aq, bq, sa, sb, out, *c, nprog=sms))(c) for c in configs}, bench, gbench, args.rounds, hdr)
-    write_rows(args.out, "fp8_ws15", header=hdr, rounds=args.rounds, rows=rows, ir=dump_ir(), configs=configs)
+def main():
+    from fp8_launch import config_sweep
+
+    # edges: M, N not multiples of the tile, K not of 128 (TMA zero-fills, the store clips)
+    config_sweep("fp8_ws15", CONFIGS, lambda a, b, sa, sb, out, c, sms: launch(a, b, sa, sb, out, *c, nprog=sms), name,
+                 dump_ir, edges=((1000, 3584, 4096), (257, 200, 1040), (4096, 6144, 4096), (1024, 3584, 4096)),
+                 after=replays, beside_gluon_ws=False)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ constexpr int BM = 128, BK = 128;  // BK in bytes = elements (e4m3): one 128-byt
 constexpr int THREADS = 384;       // producer warpgroup + two consumer warpgroups
 constexpr int A_BYTES = BM * BK;
 constexpr int MAX_SMEM = 227 * 1024;  // what an H100 / H200 block may have
+constexpr int MAX_DEVICES = 64;
 
 #if !defined(PROFKIT_CPU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
     (defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_SPECIFIC__) || defined(__CUDA_ARCH_FEAT_SM90A))
@@ -340,9 +341,15 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStr
   const int bytes = smem_bytes<BN>(p.stages);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
   auto kern = fp8_gemm_ws<BN, CL>;
-  static int clusters = 0;  // once per process and instance: the attribute, and how many clusters fit
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= MAX_DEVICES) return cudaErrorInvalidDevice;
+  // once per device and instance: the shared-memory attribute, and how many clusters fit
+  static int fitting[MAX_DEVICES] = {};
+  int& clusters = fitting[dev];
   if (!clusters) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_SMEM);
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_SMEM);
     if (e != cudaSuccess) return e;
     int n = 1 << 20;
     if (CL > 1) {
