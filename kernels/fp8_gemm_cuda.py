@@ -5,8 +5,8 @@ power-of-two tensors forced three narrow wgmma chains (64 + 32 + 16), and the te
 ~68 % busy against cuBLAS's 87-90 %. PTX has cuBLAS's own instruction, wgmma m64n112k32; the
 kernel in kernels/cuda/fp8_gemm.cu issues it (one TMA producer warpgroup, two consumer
 warpgroups of 64 rows, an mbarrier ring, promotion every `chunk` k tiles into fp32, staggered
-between the warpgroups, persistent grouped tile order, and with cluster=2 pairs of CTAs sharing
-B's tile by TMA multicast; see the source's header). bn=128 runs
+between the warpgroups, persistent grouped tile order, and clusters of CTAs sharing B's tile
+(cluster=2, along M) or A's (cluster_n=2, along N) by TMA multicast; see the source's header). bn=128 runs
 the same code at gluon_ws's tile: the control that tells the tile's effect from the code's.
 
 Operands as the Gluon kernels (fp8_gemm_ws.host_args): a (M, K) and b (N, K) contiguous e4m3,
@@ -14,18 +14,24 @@ K a multiple of 16, N of 8; scales fp32 per tensor (one each) or per row ((M,) a
 out. Needs a Hopper GPU (sm_90) and nvcc (the source is built once, for sm_90a, and cached:
 kernels/_cuda_build.py). Measured (round 17, graph replay, qwen7b-down-m1024 per-tensor): H100
 124.6 us, H200 125.5, against gluon_ws's 119.4 / 122.7 and _scaled_mm's 106.0 / 116.3; rejected,
-kept as the ledger's attempt. benchmarks/results/gemm.md, "Round 17".
+kept as the ledger's attempt. Round 18: without a cluster the kernel is launched plainly (a
+cluster attribute, even 1 x 1, spreads neighbouring CTAs over the GPCs, and the L2 request
+coalescer then merges few of their reads): cluster=1, group_m=2 ("cuda_ws112_g2*") 118.8 us on
+the H100 by graph replay, 0.93x / 0.94x of cuBLAS under ncu. benchmarks/results/gemm.md, "Rounds
+17-18".
 """
 from __future__ import annotations
 
 from . import _cuda_build
 from .fp8_gemm_ws import host_args, hopper_missing
 
-DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2)  # round 17's pick (H100)
+DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, cluster_n=1,
+               l2_promotion=256)  # round 17's pick (H100)
 CLUSTERS = (1, 2)
+L2_PROMOTIONS = (0, 64, 128, 256)  # bytes; the tensor maps' CU_TENSOR_MAP_L2_PROMOTION
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
-_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 11 + ["p"])
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 13 + ["p"])
 
 
 def available() -> str | None:
@@ -44,10 +50,14 @@ def _fn():
     return lib, f
 
 
-def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1) -> None:
+def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1,
+                 l2_promotion: int = 256) -> None:
     """ValueError naming the first argument outside what the kernel takes."""
-    if cluster not in CLUSTERS:
-        raise ValueError(f"cuda_ws: cluster {cluster} is not one of {CLUSTERS}")
+    if l2_promotion not in L2_PROMOTIONS:
+        raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not one of {L2_PROMOTIONS} (bytes)")
+    for what, v in (("cluster", cluster), ("cluster_n", cluster_n)):
+        if v not in CLUSTERS:
+            raise ValueError(f"cuda_ws: {what} {v} is not one of {CLUSTERS}")
     if bn not in TILE_N:
         raise ValueError(f"cuda_ws: bn {bn} is not one of {TILE_N}")
     if not 2 <= stages <= MAX_STAGES[bn]:
@@ -58,14 +68,16 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
 
 def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
-                  group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"]):
+                  group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
+                  cluster_n: int = DEFAULT["cluster_n"], l2_promotion: int = DEFAULT["l2_promotion"]):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
-    128 as the control); cluster: 2 for pairs of CTAs sharing B's tile by TMA multicast, 1 for
-    none; programs: the persistent grid's CTAs at most (default: the SMs)."""
+    128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
+    by `cluster_n` along N, sharing A's (each 1 or 2); l2_promotion: the operands' TMA L2
+    promotion in bytes; programs: the persistent grid's CTAs at most (default: the SMs)."""
     import torch
 
-    check_config(bn, stages, chunk, group_m, cluster)
+    check_config(bn, stages, chunk, group_m, cluster, cluster_n, l2_promotion)
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
@@ -80,6 +92,6 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
-                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, progs,
+                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs, l2_promotion,
                              _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

@@ -3,6 +3,9 @@
 #   bash benchmarks/gpu/round15.sh ws TAG    # fp8_ws15.py: edges + float64 check, then round-robin beside v3 and _scaled_mm
 #   bash benchmarks/gpu/round15.sh rr TAG    # variants_rr.py: gluon_ws, v3 and _scaled_mm, both scale modes (7 rounds)
 #   bash benchmarks/gpu/round15.sh cap TAG   # the pairs through profkit (ncu lean): CAP_VARIANTS, CAP_PAIRS, SHAPES
+#   bash benchmarks/gpu/round15.sh probe TAG # ncu metrics (PROBE_METRICS) of one launch each of PROBE_NAMES
+#                                            # (fp8_probe17.py's names) at PROBE_SHAPE, PROBE_MODE (round 18 on);
+#                                            # PROBE_NCU_ARGS, PROBE_REPS (e.g. --cache-control none, 3: as a replay finds the L2)
 # Later fp8 rounds call it with ROUND (the raw rows' folder), WS_SCRIPT and RR_DEFAULT set
 # (round16.sh).
 set -u
@@ -26,6 +29,27 @@ rr)
   echo "variants_rr rc=$?"; cat $O/$ROUND/rr.log | cut -c1-220
   ;;
 cap) pairs $ROUND fp8_gemm "${CAP_VARIANTS}" "${CAP_PAIRS}" ;;
+probe)
+  # time, DRAM and L2 bytes, tensor pipe (mean and busiest SM), the SM clock, instructions
+  MET=${PROBE_METRICS:-gpu__time_duration.sum,dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.max.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second,smsp__cycles_active.avg,smsp__inst_executed.sum}
+  INC=(); for n in ${PROBE_NAMES//,/ }; do INC+=(--nvtx-include "$n/"); done
+  timeout 300 $NCU --clock-control none ${PROBE_NCU_ARGS:-} --nvtx "${INC[@]}" --metrics "$MET" --csv \
+    python3 $R/benchmarks/gpu/fp8_probe17.py ${PROBE_SHAPE:-qwen7b-down-m1024} ${PROBE_MODE:-tensor} $PROBE_NAMES \
+    > $O/$ROUND/probe-$TAG.csv 2> $O/$ROUND/probe-$TAG.log
+  echo "probe rc=$?"; grep -v "^==PROF==" $O/$ROUND/probe-$TAG.log | tail -8
+  # one line a profiled launch: its NVTX range, grid, and each metric's value
+  grep '^"' $O/$ROUND/probe-$TAG.csv | python3 -c '
+import csv, sys
+rows, order = {}, []
+for r in csv.DictReader(sys.stdin):
+    k = r["ID"]
+    if k not in rows:
+        order.append(k)
+        rng = r["thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"].split(":")
+        rows[k] = [rng[1] if len(rng) > 1 else "?", r["Grid Size"]]
+    rows[k].append(r["Metric Name"].split("__")[1][:28] + "=" + r["Metric Value"])
+for k in order:
+    print(" ".join(rows[k]))' ;;
 esac
 done
 finish $ROUND $TAG

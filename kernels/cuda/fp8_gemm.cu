@@ -28,10 +28,14 @@
 //
 // Measured (round 17, benchmarks/results/gemm.md): qwen7b-down-m1024 per-tensor 124.6 / 125.5 us
 // (H100 / H200, graph replay) against gluon_ws 119.4 / 122.7 and _scaled_mm 106.0 / 116.3:
-// rejected. The SMs are balanced and the pipe busier than round 16's chains, but the consumers
-// wait on `full`: the stages arrive late. Next steps, untried: multicast A rather than B
-// (cuBLAS's 2x1 cluster runs along its m, our N), and the epilogue through shared memory and a
-// TMA store so a tile's stores overlap the next tile's first loads.
+// rejected; the consumers wait on `full`: the stages arrive late. Round 18 found why: the L2
+// request coalescer (which merges identical reads of SMs of one GPC) merged 12 % of this
+// kernel's reads against 46 % of gluon_ws's, because a launch with a cluster attribute spreads
+// consecutive CTAs over the GPCs. Without clusters it is launched plainly (cluster 1 x 1, GROUP_M
+// 2: variant cuda_ws112_g2): 1.14x / 1.04x round 17's build under ncu, 0.93x / 0.94x of cuBLAS.
+// Rejected: the cluster along N sharing A (cuBLAS's direction; CN = 2), 2 x 2 clusters (120 SMs
+// fit), the L2 promotion. Untried: a tile order for the GPCs the CTAs land on, and the epilogue
+// through shared memory and a TMA store.
 #include "common.cuh"
 #include "sm90.cuh"
 
@@ -170,16 +174,19 @@ struct Params {
   __nv_bfloat16* c;
 };
 
-// CL: the CTAs of a cluster (1 or 2). With 2, the pair takes the tiles (2 mp, n) and (2 mp + 1, n):
-// each loads its own A and half of the shared B tile, multicast into both CTAs, so B is read
-// from L2 once per pair (cuBLAS's "2x1" clusters); a stage is refilled only when the consumers
-// of both CTAs are done with it (their arrivals on each other's `empty`).
-template <int BN, int CL>
+// The cluster: CM CTAs along M by CN along N (rank = rm + CM * rn), 1 x 1, 2 x 1, 1 x 2 or 2 x 2.
+// The CTAs of one cluster row (same rn, CM of them) share B's tile: each loads a CM-th of it and
+// multicasts it to them; those of one cluster column (same rm) share A's tile the same way. So
+// per k tile an SM reads A / CN + B / CM bytes from L2 (round 17: 2 x 1, B shared; cuBLAS's
+// "2x1" runs along its m, our N: 1 x 2 here, A shared, round 18). A CTA's stage is written by the
+// CTAs of its row and of its column, so a stage is refilled only after the consumers of all of
+// them released it: each consumer warp arrives on the `empty` of every CTA that writes into it.
+template <int BN, int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb, const Params p) {
 #ifdef PK_SM90A
-  constexpr int B_BYTES = BN * BK, R = BN / 2;  // accumulator registers a thread
-  constexpr int B_PART = B_BYTES / CL;          // the part of B each CTA of a cluster loads
+  constexpr int CL = CM * CN, B_BYTES = BN * BK, R = BN / 2;  // R: accumulator registers a thread
+  constexpr int A_PART = A_BYTES / CN, B_PART = B_BYTES / CM;  // what each CTA loads of A and of B
   extern __shared__ uint8_t raw[];
   // stages of A then B, 1024-byte aligned (the swizzle atom), then the barriers
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
@@ -189,37 +196,50 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* empty = full + p.stages;
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0;
+  const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       sm90::mbar_init(&full[s], 1);
-      sm90::mbar_init(&empty[s], 8 * CL);  // each consumer warp's lane 0, of every CTA of the cluster
+      sm90::mbar_init(&empty[s], 8 * (CM + CN - 1));  // each consumer warp's lane 0, of every CTA written to
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if constexpr (CL > 1) sm90::cluster_sync();  // the peer's barriers exist before anything reaches them
+  if constexpr (CL > 1) sm90::cluster_sync();  // the peers' barriers exist before anything reaches them
   else __syncthreads();
 
-  // the cluster's tiles: rows of tiles in pairs (CL 2), the pair's second row past M where M
-  // has an odd number of them (TMA fills it with zeros, the stores skip it)
-  const int pm = (p.M + BM - 1) / BM, pn = (p.N + BN - 1) / BN, pmc = (pm + CL - 1) / CL, tiles = pmc * pn;
+  // the clusters' tiles: CM x CN tiles each, those past M or N (where M or N has an odd number of
+  // tiles) loaded as zeros by TMA and skipped by the stores
+  const int pm = (p.M + BM - 1) / BM, pn = (p.N + BN - 1) / BN, pmc = (pm + CM - 1) / CM, pnc = (pn + CN - 1) / CN;
+  const int tiles = pmc * pnc;
   const int nk = (p.K + BK - 1) / BK;
   const int cid = blockIdx.x / CL, nclusters = gridDim.x / CL;
+  // the ranks sharing this CTA's A tile (its cluster column) and its B tile (its cluster row)
+  uint16_t col_mask = 0, row_mask = 0;
+#pragma unroll
+  for (int r = 0; r < CL; ++r) {
+    if (r % CM == (int)rm) col_mask |= 1 << r;
+    if (r / CM == (int)rn) row_mask |= 1 << r;
+  }
+  const uint16_t writers = col_mask | row_mask;  // the CTAs whose producers write into this CTA's stages
   if (wg == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {
       Ring ring{0, 0};
       for (int t = cid; t < tiles; t += nclusters) {
-        int mc, n;
-        tile_coords(t, pmc, pn, p.group_m, mc, n);
-        const int m = mc * CL + rank;
+        int mc, nc;
+        tile_coords(t, pmc, pnc, p.group_m, mc, nc);
+        const int m = mc * CM + rm, n = nc * CN + rn;
         for (int k = 0; k < nk; ++k, ring.next(p.stages)) {  // (one thread: p.stages from the constant bank is as fast)
           sm90::mbar_wait(&empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1 at once
           sm90::mbar_expect_tx(&full[ring.s], A_BYTES + B_BYTES);
-          tma_load(sa_smem + ring.s * A_BYTES, &ma, k * BK, m * BM, &full[ring.s]);
-          if constexpr (CL > 1)
-            tma_load_multicast(sb_smem + ring.s * B_BYTES + rank * B_PART, &mb, k * BK, n * BN + rank * (BN / CL),
-                               &full[ring.s], (1 << CL) - 1);
+          if constexpr (CN > 1)  // to the CTAs of this cluster column (same rm)
+            tma_load_multicast(sa_smem + ring.s * A_BYTES + rn * A_PART, &ma, k * BK, m * BM + rn * (BM / CN),
+                               &full[ring.s], col_mask);
+          else
+            tma_load(sa_smem + ring.s * A_BYTES, &ma, k * BK, m * BM, &full[ring.s]);
+          if constexpr (CM > 1)  // to the CTAs of this cluster row (same rn)
+            tma_load_multicast(sb_smem + ring.s * B_BYTES + rm * B_PART, &mb, k * BK, n * BN + rm * (BN / CM),
+                               &full[ring.s], row_mask);
           else
             tma_load(sb_smem + ring.s * B_BYTES, &mb, k * BK, n * BN, &full[ring.s]);
         }
@@ -236,11 +256,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     const float* __restrict__ sa = p.sa;
     const float* __restrict__ sb = p.sb;
     const float s_tensor = p.s_stride ? 0.f : __ldg(sa) * __ldg(sb);  // per-tensor: one scale for all
-    // a stage goes back to the producers of every CTA of the cluster: lane 0 of each warp arrives
+    // a stage goes back to the producers of every CTA that writes into it: lane 0 of each warp arrives
     auto release = [&](int s) {
       if (lane == 0) {
         sm90::mbar_arrive(&empty[s]);
-        if constexpr (CL > 1) sm90::peer_arrive_cta(sm90::peer_addr(&empty[s], rank ^ 1));
+#pragma unroll
+        for (int r = 0; r < CL; ++r)
+          if (r != (int)rank && (writers >> r & 1)) sm90::peer_arrive_cta(sm90::peer_addr(&empty[s], r));
       }
     };
     float acc[R], part[R];
@@ -276,9 +298,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
       }
       // epilogue: d[4j + 2h + e] is row warp*16 + lane/4 + 8h, column 8j + 2*(lane%4) + e
-      int mc, n;
-      tile_coords(t, pmc, pn, p.group_m, mc, n);
-      const int r0 = (mc * CL + rank) * BM + c * 64 + warp * 16 + lane / 4, col0 = n * BN + 2 * (lane % 4);
+      int mc, nc;
+      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
+      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
@@ -320,14 +342,19 @@ Encoder encoder() {
   return fn;
 }
 
-// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill.
-bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) {
+// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill;
+// promo: the L2 promotion of its loads, in bytes (0, 64, 128, 256).
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, int promo) {
   auto enc = encoder();
   if (!enc) return false;
   cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k};
   cuuint32_t box[2] = {BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             promo == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+             : promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+             : promo == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                            : CU_TENSOR_MAP_L2_PROMOTION_NONE,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -336,11 +363,12 @@ int smem_bytes(int stages) {
   return 1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8;
 }
 
-template <int BN, int CL>
-cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStream_t s) {
+template <int BN, int CM, int CN>
+cudaError_t launch(const void* a, const void* b, Params p, int programs, int promo, cudaStream_t s) {
   const int bytes = smem_bytes<BN>(p.stages);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
-  auto kern = fp8_gemm_ws<BN, CL>;
+  constexpr int CL = CM * CN;
+  auto kern = fp8_gemm_ws<BN, CM, CN>;
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
@@ -366,15 +394,17 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStr
     clusters = n;
   }
   CUtensorMap ma, mb;
-  if (!make_map(&ma, a, p.M, p.K, BM) || !make_map(&mb, b, p.N, p.K, BN / CL)) return cudaErrorInvalidValue;
-  const int pmc = ((p.M + BM - 1) / BM + CL - 1) / CL, tiles = pmc * ((p.N + BN - 1) / BN);
+  if (!make_map(&ma, a, p.M, p.K, BM / CN, promo) || !make_map(&mb, b, p.N, p.K, BN / CM, promo)) return cudaErrorInvalidValue;
+  const int tiles = ((p.M + BM - 1) / BM + CM - 1) / CM * (((p.N + BN - 1) / BN + CN - 1) / CN);
   const int grid = std::min({programs / CL, tiles, clusters});
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(grid * CL), cfg.blockDim = dim3(THREADS), cfg.dynamicSmemBytes = bytes, cfg.stream = s;
-  cfg.attrs = attr, cfg.numAttrs = 1;
+  // no cluster attribute without a cluster: with one (even 1 x 1) the CTAs land on the SMs in
+  // another order (r18/h100g), and the order decides which tiles' reads the L2 can merge
+  cfg.attrs = attr, cfg.numAttrs = CL > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kern, ma, mb, p);
 }
 #endif  // PROFKIT_CPU_EMULATION
@@ -384,16 +414,19 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStr
 
 // a (M, K), b (N, K): row-major e4m3, 16-byte aligned, K a multiple of 16, N of 8; sa / sb: fp32
 // scales, per row (s_stride 1: M and N of them) or per tensor (s_stride 0: one each); c: (M, N)
-// bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per
-// promotion (1..); stagger 0/1; cluster: 1, or 2 (pairs of CTAs sharing B by multicast);
-// programs: the persistent grid's CTAs at most (the SMs; fewer where clusters do not fit). Returns
-// a cudaError_t (0: launched).
+// bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per promotion (1..);
+// stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
+// N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
+// clusters do not fit); l2_promotion: the operands' TMA L2 promotion in bytes (0, 64, 128, 256).
+// Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
-                                       int stagger, int group_m, int cluster, int programs, void* stream) {
+                                       int stagger, int group_m, int cluster_m, int cluster_n, int programs,
+                                       int l2_promotion, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
-      (void)chunk, (void)stagger, (void)group_m, (void)cluster, (void)programs, (void)stream;
+      (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
+      (void)l2_promotion, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
@@ -402,10 +435,14 @@ PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float
     return cudaErrorInvalidValue;
   Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (cluster == 1 && bn == 112) return launch<112, 1>(a, b, p, programs, s);
-  if (cluster == 1 && bn == 128) return launch<128, 1>(a, b, p, programs, s);
-  if (cluster == 2 && bn == 112) return launch<112, 2>(a, b, p, programs, s);
-  if (cluster == 2 && bn == 128) return launch<128, 2>(a, b, p, programs, s);
-  return cudaErrorInvalidValue;
+  // one instance per tile width and cluster shape (a table: the shape picks the template)
+  using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, cudaStream_t);
+  static constexpr Launch table[2][2][2] = {
+      {{launch<112, 1, 1>, launch<112, 1, 2>}, {launch<112, 2, 1>, launch<112, 2, 2>}},
+      {{launch<128, 1, 1>, launch<128, 1, 2>}, {launch<128, 2, 1>, launch<128, 2, 2>}}};
+  if ((bn != 112 && bn != 128) || cluster_m < 1 || cluster_m > 2 || cluster_n < 1 || cluster_n > 2 ||
+      (l2_promotion != 0 && l2_promotion != 64 && l2_promotion != 128 && l2_promotion != 256))
+    return cudaErrorInvalidValue;
+  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, l2_promotion, s);
 #endif
 }

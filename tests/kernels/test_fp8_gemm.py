@@ -104,10 +104,12 @@ def test_workload_registration():
                                "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
                                "triton_streamk", "triton_streamk_tensor", "triton_helped", "triton_helped_tensor",
                                "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
-                               "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "scaled_mm", "scaled_mm_tensor"}
+                               "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2",
+                               "cuda_ws112_g2_tensor", "scaled_mm", "scaled_mm_tensor"}
     assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
-                          "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor")
+                          "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor")
     assert w.peers["cuda_ws112"] == "scaled_mm" and w.peers["cuda_ws112_tensor"] == "scaled_mm_tensor"
+    assert w.peers["cuda_ws112_g2"] == "scaled_mm" and w.peers["cuda_ws112_g2_tensor"] == "scaled_mm_tensor"
     assert w.peers["gluon_ws"] == "scaled_mm" and w.peers["gluon_ws_tensor"] == "scaled_mm_tensor"
     assert w.peers["gluon_ws112"] == "scaled_mm" and w.peers["gluon_ws112_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_helped"] == "scaled_mm" and w.peers["triton_helped_tensor"] == "scaled_mm_tensor"

@@ -2,7 +2,8 @@
 measured on the GPU, benchmarks/results/r17/, every launch checked against float64 there first).
 wgmma, TMA and clusters have no CPU stand-in, so here, without a GPU: the source built for an
 H100 (sm_90a) with nvcc, its machine code read back (each instance issues only its own tile's
-wgmma shape, multicasts B only in clusters, no spills), and what the host refuses."""
+wgmma shape, multicasts A and B only along the cluster's N and M, no spills), and what the host
+refuses."""
 import re
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ def _cuobjdump():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(ptxas -v output, {instance (BN, CL): its SASS}) of fp8_gemm.cu for sm_90a."""
+    """(ptxas -v output, {instance (BN, CM, CN): its SASS}) of fp8_gemm.cu for sm_90a."""
     if NVCC is None or _cuobjdump() is None:
         pytest.skip("nvcc and cuobjdump are needed to build and read the sm_90a code")
     out = tmp_path_factory.mktemp("fp8cu") / "fp8_gemm.o"
@@ -39,9 +40,9 @@ def built(tmp_path_factory):
     sass = subprocess.run([_cuobjdump(), "-sass", str(out)], capture_output=True, text=True, check=True).stdout
     funcs = {}
     for part in sass.split("Function : ")[1:]:
-        m = re.match(r"_ZN7profkit3fp811fp8_gemm_wsILi(\d+)ELi(\d+)E", part)
+        m = re.match(r"_ZN7profkit3fp811fp8_gemm_wsILi(\d+)ELi(\d+)ELi(\d+)E", part)
         if m:
-            funcs[(int(m[1]), int(m[2]))] = part
+            funcs[(int(m[1]), int(m[2]), int(m[3]))] = part
     return p.stderr, funcs
 
 
@@ -53,20 +54,23 @@ def test_sm90_sources_get_the_arch_specific_target():
 
 def test_every_instance_is_built_without_spills(built):
     log, funcs = built
-    assert sorted(funcs) == [(112, 1), (112, 2), (128, 1), (128, 2)]
-    assert log.count("0 bytes spill stores") == 4 and "C751" not in log  # C751x: a serialized wgmma pipeline
-    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 4  # 384 threads, one CTA an SM
+    shapes = [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)]
+    assert sorted(funcs) == shapes
+    assert log.count("0 bytes spill stores") == 8 and "C751" not in log  # C751x: a serialized wgmma pipeline
+    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 8  # 384 threads, one CTA an SM
 
 
-@pytest.mark.parametrize("bn,cl", [(112, 1), (112, 2), (128, 1), (128, 2)])
-def test_one_wgmma_shape_per_tile_and_multicast_only_in_clusters(built, bn, cl):
+@pytest.mark.parametrize("bn,cm,cn", [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)])
+def test_one_wgmma_shape_per_tile_and_multicast_only_in_clusters(built, bn, cm, cn):
     """The point of round 17: the 112-wide tile as one m64n112k32 instruction a k step (round
-    16's Gluon tile needed three narrower chains), four a k tile of 128; B's tile multicast to
-    both CTAs of a cluster, and loaded whole without one."""
-    sass = built[1][(bn, cl)]
+    16's Gluon tile needed three narrower chains), four a k tile of 128. Of the two loads a k
+    tile, B's is multicast where the cluster spans M (round 17) and A's where it spans N (round
+    18); without a cluster both are plain loads."""
+    sass = built[1][(bn, cm, cn)]
     shapes = re.findall(r"QGMMA\.(64x\d+x32)\.F32\.E4M3\.E4M3", sass)
     assert set(shapes) == {f"64x{bn}x32"} and len(shapes) % 4 == 0
-    assert ("UTMALDG.2D.MULTICAST" in sass) == (cl == 2)
+    multicast = sass.count("UTMALDG.2D.MULTICAST")
+    assert multicast == (cm > 1) + (cn > 1) and sass.count("UTMALDG.2D ") == 2 - multicast
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass  # one k tile's MMAs in flight while the next is issued
 
 
@@ -79,6 +83,8 @@ def test_refuses_configs_it_cannot_run():
         C.check_config(128, 8, 16, 8)  # 32 KB stages: eight do not fit 227 KB
     with pytest.raises(ValueError, match="cluster 4"):
         C.check_config(112, 6, 16, 8, cluster=4)
+    with pytest.raises(ValueError, match="cluster_n 3"):
+        C.check_config(112, 6, 16, 8, cluster_n=3)
     C.check_config(112, 7, 16, 8, cluster=2)  # the default
 
 
