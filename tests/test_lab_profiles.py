@@ -18,9 +18,11 @@ from test_lab_round14_profiles import RUNS as ROUND14  # round 14: the same in C
 from test_lab_round15_profiles import RUNS as ROUND15  # round 15: the fp8 GEMM warp-specialized (ncu only)
 from test_lab_round16_profiles import RUNS as ROUND16  # round 16: its 128 x 112 tile (ncu only)
 from test_lab_round17_profiles import RUNS as ROUND17  # round 17: that tile in CUDA C++ (ncu only)
+from test_lab_round18_profiles import RUNS as ROUND18  # round 18: launched without clusters (ncu only)
 
-PAIRED = (ROUND2, ROUND10, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17)  # rounds 5-17: both GPUs
-NCU_ONLY = (ROUND2, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17)  # no timeline captured
+PAIRED = (ROUND2, ROUND10, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17,
+          ROUND18)  # rounds 5-18: both GPUs
+NCU_ONLY = (ROUND2, ROUND11, ROUND12, ROUND13, ROUND14, ROUND15, ROUND16, ROUND17, ROUND18)  # no timeline captured
 
 
 @pytest.fixture(scope="module")
