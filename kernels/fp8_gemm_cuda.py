@@ -25,13 +25,11 @@ from __future__ import annotations
 from . import _cuda_build
 from .fp8_gemm_ws import host_args, hopper_missing
 
-DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, cluster_n=1,
-               l2_promotion=256)  # round 17's pick (H100)
+DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, cluster_n=1)  # round 17's pick (H100)
 CLUSTERS = (1, 2)
-L2_PROMOTIONS = (0, 64, 128, 256)  # bytes; the tensor maps' CU_TENSOR_MAP_L2_PROMOTION
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
-_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 13 + ["p"])
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 12 + ["p"])
 
 
 def available() -> str | None:
@@ -50,11 +48,8 @@ def _fn():
     return lib, f
 
 
-def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1,
-                 l2_promotion: int = 256) -> None:
+def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1) -> None:
     """ValueError naming the first argument outside what the kernel takes."""
-    if l2_promotion not in L2_PROMOTIONS:
-        raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not one of {L2_PROMOTIONS} (bytes)")
     for what, v in (("cluster", cluster), ("cluster_n", cluster_n)):
         if v not in CLUSTERS:
             raise ValueError(f"cuda_ws: {what} {v} is not one of {CLUSTERS}")
@@ -69,15 +64,15 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
 def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
                   group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
-                  cluster_n: int = DEFAULT["cluster_n"], l2_promotion: int = DEFAULT["l2_promotion"]):
+                  cluster_n: int = DEFAULT["cluster_n"]):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
-    by `cluster_n` along N, sharing A's (each 1 or 2); l2_promotion: the operands' TMA L2
-    promotion in bytes; programs: the persistent grid's CTAs at most (default: the SMs)."""
+    by `cluster_n` along N, sharing A's (each 1 or 2); programs: the persistent grid's CTAs at
+    most (default: the SMs)."""
     import torch
 
-    check_config(bn, stages, chunk, group_m, cluster, cluster_n, l2_promotion)
+    check_config(bn, stages, chunk, group_m, cluster, cluster_n)
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
@@ -92,6 +87,6 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
-                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs, l2_promotion,
+                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
                              _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

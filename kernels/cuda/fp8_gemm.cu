@@ -342,19 +342,15 @@ Encoder encoder() {
   return fn;
 }
 
-// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill;
-// promo: the L2 promotion of its loads, in bytes (0, 64, 128, 256).
-bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, int promo) {
+// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill.
+// (The L2 promotion, 256 / 128 / none, measured no different: r18/h100c.)
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) {
   auto enc = encoder();
   if (!enc) return false;
   cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k};
   cuuint32_t box[2] = {BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             promo == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-             : promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-             : promo == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
-                            : CU_TENSOR_MAP_L2_PROMOTION_NONE,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -364,7 +360,7 @@ int smem_bytes(int stages) {
 }
 
 template <int BN, int CM, int CN>
-cudaError_t launch(const void* a, const void* b, Params p, int programs, int promo, cudaStream_t s) {
+cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStream_t s) {
   const int bytes = smem_bytes<BN>(p.stages);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
   constexpr int CL = CM * CN;
@@ -394,7 +390,7 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int pro
     clusters = n;
   }
   CUtensorMap ma, mb;
-  if (!make_map(&ma, a, p.M, p.K, BM / CN, promo) || !make_map(&mb, b, p.N, p.K, BN / CM, promo)) return cudaErrorInvalidValue;
+  if (!make_map(&ma, a, p.M, p.K, BM / CN) || !make_map(&mb, b, p.N, p.K, BN / CM)) return cudaErrorInvalidValue;
   const int tiles = ((p.M + BM - 1) / BM + CM - 1) / CM * (((p.N + BN - 1) / BN + CN - 1) / CN);
   const int grid = std::min({programs / CL, tiles, clusters});
   cudaLaunchConfig_t cfg = {};
@@ -417,16 +413,15 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int pro
 // bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per promotion (1..);
 // stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
 // N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
-// clusters do not fit); l2_promotion: the operands' TMA L2 promotion in bytes (0, 64, 128, 256).
-// Returns a cudaError_t (0: launched).
+// clusters do not fit). Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       int l2_promotion, void* stream) {
+                                       void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)l2_promotion, (void)stream;
+      (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
@@ -436,13 +431,12 @@ PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float
   Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)
-  using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, cudaStream_t);
+  using Launch = cudaError_t (*)(const void*, const void*, Params, int, cudaStream_t);
   static constexpr Launch table[2][2][2] = {
       {{launch<112, 1, 1>, launch<112, 1, 2>}, {launch<112, 2, 1>, launch<112, 2, 2>}},
       {{launch<128, 1, 1>, launch<128, 1, 2>}, {launch<128, 2, 1>, launch<128, 2, 2>}}};
-  if ((bn != 112 && bn != 128) || cluster_m < 1 || cluster_m > 2 || cluster_n < 1 || cluster_n > 2 ||
-      (l2_promotion != 0 && l2_promotion != 64 && l2_promotion != 128 && l2_promotion != 256))
+  if ((bn != 112 && bn != 128) || cluster_m < 1 || cluster_m > 2 || cluster_n < 1 || cluster_n > 2)
     return cudaErrorInvalidValue;
-  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, l2_promotion, s);
+  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, s);
 #endif
 }
