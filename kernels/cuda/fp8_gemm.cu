@@ -41,6 +41,11 @@
 
 #ifndef PROFKIT_CPU_EMULATION
 #include <cuda.h>  // CUtensorMap (the encoder comes from the driver at run time: no -lcuda)
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
 #endif
 
 namespace profkit {
@@ -168,6 +173,9 @@ struct Ring {
 
 struct Params {
   int M, N, K, stages, chunk, stagger, group_m;
+  // the clusters' order (null: the launch order): perm[blockIdx / CL] is the cluster's place in
+  // the tile order, a permutation, so any placement computes every tile once (steer(): why)
+  const uint16_t* perm;
   const float* sa;
   const float* sb;
   int s_stride;  // 1: per-row scales; 0: per-tensor (the same loads at one address)
@@ -212,7 +220,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int pm = (p.M + BM - 1) / BM, pn = (p.N + BN - 1) / BN, pmc = (pm + CM - 1) / CM, pnc = (pn + CN - 1) / CN;
   const int tiles = pmc * pnc;
   const int nk = (p.K + BK - 1) / BK;
-  const int cid = blockIdx.x / CL, nclusters = gridDim.x / CL;
+  const int cid = p.perm ? p.perm[blockIdx.x / CL] : blockIdx.x / CL, nclusters = gridDim.x / CL;
   // the ranks sharing this CTA's A tile (its cluster column) and its B tile (its cluster row)
   uint16_t col_mask = 0, row_mask = 0;
 #pragma unroll
@@ -354,13 +362,105 @@ bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) 
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Where the clusters land (round 19). A launch puts its CTAs on the SMs in an order fixed by the
+// launch's shape (r18/h100g placement.txt): plainly, 8-16 consecutive CTAs fill one GPC; with a
+// cluster attribute consecutive clusters go to different GPCs. The L2 request coalescer merges
+// identical reads of one GPC's SMs arriving together, so the tile order should hand one GPC's
+// clusters neighbouring tiles. steer() measures once per device, cluster size and grid where each
+// cluster lands (a probe launch of the same shape, one CTA an SM) and which SMs share a GPC (a
+// cluster never spans GPCs: clusters of 16, or 8), and numbers the clusters GPC by GPC. Only the
+// order rests on the measurement: the numbering is a permutation, so where the clusters land
+// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge.
+__global__ void where_probe(int* smid) {
+  if (threadIdx.x == 0) {
+    uint32_t s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    smid[blockIdx.x] = static_cast<int>(s);
+  }
+}
+
+// The SM of each CTA of a probe launch of `clusters` clusters of `cl` (0: as many as fit at once).
+cudaError_t probe(int cl, int clusters, cudaStream_t s, std::vector<int>& smid) {
+  cudaError_t e = cudaFuncSetAttribute(where_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_SMEM);
+  if (e == cudaSuccess && cl > 8) e = cudaFuncSetAttribute(where_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t q = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  q.blockDim = dim3(32), q.dynamicSmemBytes = MAX_SMEM, q.stream = s, q.attrs = at, q.numAttrs = cl > 1 ? 1 : 0;
+  if (clusters <= 0) {
+    q.gridDim = dim3(cl * 1024);
+    if ((e = cudaOccupancyMaxActiveClusters(&clusters, where_probe, &q)) != cudaSuccess) return e;
+    if (clusters < 1) return cudaErrorInvalidConfiguration;
+  }
+  q.gridDim = dim3(clusters * cl);
+  int* buf = nullptr;
+  if ((e = cudaMalloc(&buf, sizeof(int) * clusters * cl)) != cudaSuccess) return e;
+  e = cudaLaunchKernelEx(&q, where_probe, buf);
+  smid.assign(clusters * cl, -1);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(smid.data(), buf, sizeof(int) * smid.size(), cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaFree(buf);
+  return e;
+}
+
+// The clusters' numbering from the probes' SMs: gpc_probe, the SM of each CTA of clusters of
+// `per` (consecutive entries, one cluster); where, the SM of each CTA of the launch's own shape
+// (clusters of `cl`). Clusters are numbered GPC by GPC (a GPC named by the first SM the probe saw
+// in it; SMs it did not reach, after all the others), by SM within one.
+std::vector<uint16_t> order_clusters(const std::vector<int>& gpc_probe, int per, const std::vector<int>& where,
+                                     int cl) {
+  std::map<int, int> gpc;
+  for (size_t i = 0; i < gpc_probe.size(); ++i) gpc[gpc_probe[i]] = gpc_probe[i - i % per];
+  const int clusters = static_cast<int>(where.size()) / cl;
+  std::vector<std::tuple<int, int, int>> order;  // (GPC, SM, cluster)
+  for (int c = 0; c < clusters; ++c) {
+    const int sm = where[c * cl];
+    auto g = gpc.find(sm);
+    order.emplace_back(g == gpc.end() ? (1 << 20) + sm : g->second, sm, c);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<uint16_t> perm(clusters);
+  for (int i = 0; i < clusters; ++i) perm[std::get<2>(order[i])] = static_cast<uint16_t>(i);
+  return perm;
+}
+
+// The permutation for `clusters` clusters of `cl` on the current device (null: not measured, when
+// the stream is being captured into a graph before a first plain call, or the probe failed).
+const uint16_t* steer(int dev, int cl, int clusters, cudaStream_t s) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, uint16_t*> done;  // device, cluster size, clusters
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, cl, clusters);
+  auto it = done.find(key);
+  if (it != done.end()) return it->second;
+  cudaStreamCaptureStatus cap;
+  if (cudaStreamIsCapturing(s, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) return nullptr;
+  uint16_t* perm = nullptr;
+  std::vector<int> gpc_probe, where;
+  int per = 16;
+  if ((probe(per, 0, s, gpc_probe) == cudaSuccess || probe(per = 8, 0, s, gpc_probe) == cudaSuccess) &&
+      probe(cl, clusters, s, where) == cudaSuccess) {
+    const std::vector<uint16_t> host = order_clusters(gpc_probe, per, where, cl);
+    if (cudaMalloc(&perm, sizeof(uint16_t) * clusters) != cudaSuccess ||
+        cudaMemcpy(perm, host.data(), sizeof(uint16_t) * clusters, cudaMemcpyHostToDevice) != cudaSuccess) {
+      cudaFree(perm);
+      perm = nullptr;
+    }
+  }
+  cudaGetLastError();  // a failed probe leaves no error behind for the GEMM's launch
+  done[key] = perm;
+  return perm;
+}
+
 template <int BN>
 int smem_bytes(int stages) {
   return 1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8;
 }
 
 template <int BN, int CM, int CN>
-cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStream_t s) {
+cudaError_t launch(const void* a, const void* b, Params p, int programs, int steered, cudaStream_t s) {
   const int bytes = smem_bytes<BN>(p.stages);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
   constexpr int CL = CM * CN;
@@ -393,6 +493,7 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStr
   if (!make_map(&ma, a, p.M, p.K, BM / CN) || !make_map(&mb, b, p.N, p.K, BN / CM)) return cudaErrorInvalidValue;
   const int tiles = ((p.M + BM - 1) / BM + CM - 1) / CM * (((p.N + BN - 1) / BN + CN - 1) / CN);
   const int grid = std::min({programs / CL, tiles, clusters});
+  p.perm = steered ? steer(dev, CL, grid, s) : nullptr;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -413,30 +514,47 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, cudaStr
 // bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per promotion (1..);
 // stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
 // N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
-// clusters do not fit). Returns a cudaError_t (0: launched).
+// clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer()).
+// Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       void* stream) {
+                                       int steer, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)stream;
+      (void)steer, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
   if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
       (s_stride != 0 && s_stride != 1))
     return cudaErrorInvalidValue;
-  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
+  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, nullptr, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)
-  using Launch = cudaError_t (*)(const void*, const void*, Params, int, cudaStream_t);
+  using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, cudaStream_t);
   static constexpr Launch table[2][2][2] = {
       {{launch<112, 1, 1>, launch<112, 1, 2>}, {launch<112, 2, 1>, launch<112, 2, 2>}},
       {{launch<128, 1, 1>, launch<128, 1, 2>}, {launch<128, 2, 1>, launch<128, 2, 2>}}};
   if ((bn != 112 && bn != 128) || cluster_m < 1 || cluster_m > 2 || cluster_n < 1 || cluster_n > 2)
     return cudaErrorInvalidValue;
-  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, s);
+  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, steer ? 1 : 0, s);
+#endif
+}
+
+// order_clusters() for the tests (placements measured on a GPU, read on a CPU): n_gpc SMs of
+// clusters of `per`, n_where of clusters of `cl`; perm gets n_where / cl entries.
+PROFKIT_EXPORT int profkit_fp8_order_clusters(const int* gpc_probe, int n_gpc, int per, const int* where, int n_where,
+                                              int cl, uint16_t* perm) {
+#ifdef PROFKIT_CPU_EMULATION
+  (void)gpc_probe, (void)n_gpc, (void)per, (void)where, (void)n_where, (void)cl, (void)perm;
+  return 1;
+#else
+  if (per < 1 || cl < 1 || n_gpc < 0 || n_where < cl || n_where % cl) return 1;
+  const auto p = profkit::fp8::order_clusters(std::vector<int>(gpc_probe, gpc_probe + n_gpc), per,
+                                              std::vector<int>(where, where + n_where), cl);
+  std::copy(p.begin(), p.end(), perm);
+  return 0;
 #endif
 }

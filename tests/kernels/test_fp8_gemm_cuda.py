@@ -56,8 +56,12 @@ def test_every_instance_is_built_without_spills(built):
     log, funcs = built
     shapes = [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)]
     assert sorted(funcs) == shapes
-    assert log.count("0 bytes spill stores") == 8 and "C751" not in log  # C751x: a serialized wgmma pipeline
-    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 8  # 384 threads, one CTA an SM
+    # per entry function (the GEMM's eight instances and the placement probe): its ptxas lines
+    entries = dict(re.findall(r"Compiling entry function '(\w+)'.*?\n(.*?)(?=Compiling entry|\Z)", log, re.S))
+    gemm = {k: v for k, v in entries.items() if "fp8_gemm_ws" in k}
+    assert len(gemm) == 8 and any("where_probe" in k for k in entries)
+    assert all("0 bytes spill stores" in v for v in entries.values()) and "C751" not in log  # C751x: serialized wgmma
+    assert [re.search(r"Used (\d+) registers", v)[1] for v in gemm.values()] == ["168"] * 8  # 384 threads, 1 CTA/SM
 
 
 @pytest.mark.parametrize("bn,cm,cn", [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)])
@@ -104,3 +108,46 @@ def test_shared_memory_plan_matches_the_source():
     for bn, most in C.MAX_STAGES.items():
         size = lambda s: 1024 + s * (128 * 128 + bn * 128) + 16 * s  # noqa: E731
         assert size(most) <= 227 * 1024 < size(most + 1)
+
+
+def _placements():
+    """{launch: SM of each CTA} measured on an H100 by benchmarks/gpu/sm_placement.cu (round 18,
+    benchmarks/results/r18/h100g/placement.txt): a title line, then the CTAs' SMs."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks/results/r18/h100g/placement.txt"
+    lines = path.read_text().splitlines()
+    return {t.split(" (")[0]: [int(x) for x in n.split()] for t, n in zip(lines, lines[1:])
+            if "(grid" in t and n[:1].isdigit()}
+
+
+def _order(gpc, per, where, cl):
+    import ctypes
+
+    if NVCC is None:
+        pytest.skip("nvcc is needed to build the library")
+    lib = _cuda_build.load("fp8_gemm")
+    f = lib.profkit_fp8_order_clusters
+    ints = lambda xs: (ctypes.c_int * len(xs))(*xs)  # noqa: E731
+    perm = (ctypes.c_uint16 * (len(where) // cl))()
+    assert f(ints(gpc), len(gpc), per, ints(where), len(where), cl, perm) == 0
+    return list(perm)
+
+
+@pytest.mark.parametrize("launch,cl", [("clusters of 2", 2), ("cluster attribute 1", 1), ("plain", 1)])
+def test_steered_order_numbers_the_clusters_gpc_by_gpc(launch, cl):
+    """Round 19: the clusters take their places in the tile order by the GPC they landed on. On the
+    H100's measured placements: the numbering is a permutation (every tile computed once, wherever
+    the clusters land), and each GPC the 16-probe found gets one run of consecutive numbers. With
+    a cluster attribute, launch order alone puts neighbouring clusters in different GPCs (the
+    round 18 finding this undoes)."""
+    p = _placements()
+    gpc16, where = p["clusters of 16"], p[launch]
+    gpc_of = {sm: i // 16 for i, sm in enumerate(gpc16)}
+    perm = _order(gpc16, 16, where, cl)
+    assert sorted(perm) == list(range(len(where) // cl))
+    by_number = [where[c * cl] for c in sorted(range(len(perm)), key=perm.__getitem__)]
+    groups = [gpc_of.get(sm, -1) for sm in by_number]
+    runs = [g for i, g in enumerate(groups) if i == 0 or g != groups[i - 1]]
+    assert sorted(g for g in runs if g >= 0) == list(range(7)) and runs[-1] == -1  # one run each; unseen SMs last
+    if launch != "plain":
+        launch_order = [gpc_of.get(sm, -1) for sm in where[::cl]]
+        assert sum(a == b >= 0 for a, b in zip(launch_order, launch_order[1:])) < len(launch_order) // 4
