@@ -17,8 +17,10 @@ kernels/_cuda_build.py). Measured (round 17, graph replay, qwen7b-down-m1024 per
 kept as the ledger's attempt. Round 18: without a cluster the kernel is launched plainly (a
 cluster attribute, even 1 x 1, spreads neighbouring CTAs over the GPCs, and the L2 request
 coalescer then merges few of their reads): cluster=1, group_m=2 ("cuda_ws112_g2*") 118.8 us on
-the H100 by graph replay, 0.93x / 0.94x of cuBLAS under ncu. benchmarks/results/gemm.md, "Rounds
-17-18".
+the H100 by graph replay, 0.93x / 0.94x of cuBLAS under ncu. Round 19: steer=True numbers
+clustered launches by the GPC each cluster lands on ("cuda_ws112_steer*"; measured no better,
+kept as the rejected pair), and the per-row scales are loaded when a tile starts (per-row 1.20x /
+1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). benchmarks/results/gemm.md, "Rounds 17-19".
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@
 //              over it are done. With STAGGER the second warpgroup's chunks end half a chunk
 //              after the first's, so one drains its MMAs while the other's run.
 //   epilogue   per consumer: acc * sa[row] * sb[col] (per-tensor: stride 0), bf16, stored from
-//              registers (clipped at M and N)
+//              registers (clipped at M and N); the scales are loaded when the tile starts
 //
 // Persistent over output tiles in grouped order (GROUP_M rows of tiles), one CTA an SM. BN is 112
 // (the variant) or 128 (the same code at gluon_ws's tile: the control). Needs sm_90a (wgmma,
@@ -34,8 +34,10 @@
 // consecutive CTAs over the GPCs. Without clusters it is launched plainly (cluster 1 x 1, GROUP_M
 // 2: variant cuda_ws112_g2): 1.14x / 1.04x round 17's build under ncu, 0.93x / 0.94x of cuBLAS.
 // Rejected: the cluster along N sharing A (cuBLAS's direction; CN = 2), 2 x 2 clusters (120 SMs
-// fit), the L2 promotion. Untried: a tile order for the GPCs the CTAs land on, and the epilogue
-// through shared memory and a TMA store.
+// fit), the L2 promotion. Round 19: clusters numbered by the GPC they land on (steer, variant
+// cuda_ws112_steer): no more merges, rejected; the per-row scales loaded when a tile starts (they
+// were the epilogue's 14 dependent loads a row): per-row 1.20x / 1.11x, now per-tensor's time.
+// Untried: the epilogue through shared memory and a TMA store.
 #include "common.cuh"
 #include "sm90.cuh"
 
@@ -276,6 +278,19 @@ __global__ void __launch_bounds__(THREADS, 1)
     float acc[R], part[R];
     Ring ring{0, 0};
     for (int t = cid; t < tiles; t += nclusters) {
+      // the tile's scales, loaded before its k loop so their L2 round trip hides under it (round 19:
+      // loaded in the epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
+      int mc, nc;
+      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
+      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
+      float sr[2];
+      float2 sc[BN / 8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sr[h] = p.s_stride ? __ldg(sa + min(r0 + 8 * h, p.M - 1)) : s_tensor;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)  // clamped inside the matrix (N is a multiple of 8): the stores skip those
+        sc[j] = p.s_stride ? __ldg(reinterpret_cast<const float2*>(sb + min(col0 + 8 * j, p.N - 2)))
+                           : make_float2(1.f, 1.f);
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.f;
       for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
@@ -306,23 +321,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
       }
       // epilogue: d[4j + 2h + e] is row warp*16 + lane/4 + 8h, column 8j + 2*(lane%4) + e
-      int mc, nc;
-      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
-      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
         if (row >= p.M) continue;
-        const float sr = p.s_stride ? __ldg(sa + row) : s_tensor;
         __nv_bfloat16* crow = p.c + (size_t)row * p.N;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int col = col0 + 8 * j;
-          if (col < p.N) {  // N is a multiple of 8: col + 1 < N too
-            const float2 sc = p.s_stride ? __ldg(reinterpret_cast<const float2*>(sb + col)) : make_float2(1.f, 1.f);
-            *reinterpret_cast<__nv_bfloat162*>(crow + col) =
-                __floats2bfloat162_rn(acc[4 * j + 2 * h] * sr * sc.x, acc[4 * j + 2 * h + 1] * sr * sc.y);
-          }
+          if (col < p.N)  // N is a multiple of 8: col + 1 < N too
+            *reinterpret_cast<__nv_bfloat162*>(crow + col) = __floats2bfloat162_rn(
+                acc[4 * j + 2 * h] * sr[h] * sc[j].x, acc[4 * j + 2 * h + 1] * sr[h] * sc[j].y);
         }
       }
     }
