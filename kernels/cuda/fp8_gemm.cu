@@ -379,7 +379,10 @@ bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) 
 // cluster lands (a probe launch of the same shape, one CTA an SM) and which SMs share a GPC (a
 // cluster never spans GPCs: clusters of 16, or 8), and numbers the clusters GPC by GPC. Only the
 // order rests on the measurement: the numbering is a permutation, so where the clusters land
-// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge.
+// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge. Measured
+// (r19/h100a-b): the probe's placement is the GEMM's, yet steered clusters' reads merge no more
+// than in launch order (5-6 M sectors against the plain launch's 15 M): rejected, kept for the
+// variant cuda_ws112_steer (the ledger's rejected pair).
 __global__ void where_probe(int* smid) {
   if (threadIdx.x == 0) {
     uint32_t s;
