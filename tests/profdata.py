@@ -62,20 +62,33 @@ def variant_counters(store, run, variant: str, kernel: str | None = None):
     return [counters[k["kernel_id"]] for k in group.kernels if kernel is None or k["kernel_name"] == kernel]
 
 
-def pair_row(store, run, before, after, verdict, speedup):
-    """profkit compare's row for RUN:BEFORE -> RUN:AFTER of a shipped lab pair, its verdict and
+def pair_row(store, run, before, after, verdict, speedup, after_run=None):
+    """profkit compare's row for RUN:BEFORE -> RUN:AFTER of a shipped lab pair (AFTER_RUN:AFTER
+    where the after was captured in a run of its own, e.g. after a source edit), its verdict and
     speed-up checked (the rounds' pair tables); a supported verdict names its passing reference
     check."""
     import pytest
 
     from profkit.compare import rows
 
-    (r,) = rows(store, f"{run}:{before}", f"{run}:{after}")
+    (r,) = rows(store, f"{run}:{before}", f"{after_run or run}:{after}")
     assert r["verdict"] == verdict, r["why"]
     assert r["speedup"] == pytest.approx(speedup, abs=0.005)
     if verdict == "supported":
         assert "reference check passed" in r["why"] and r["speedup_low"] > 1.0
     return r
+
+
+def one_kernel_pairs(runs):
+    """The pair test of a round whose after is one kernel a call (the fp8 GEMM rounds): each pair's
+    verdict and speed-up (pair_row). A round assigns it: `test_round18_pairs = one_kernel_pairs(RUNS)`."""
+
+    @over_pairs(runs)
+    def test_pairs(store, run, before, after, speedup, verdict):
+        r = pair_row(store, run, before, after, verdict, speedup)
+        assert r["after_detail"]["kernels_per_call"] == 1
+
+    return test_pairs
 
 
 TENSOR_PIPE = "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active"

@@ -10,7 +10,7 @@ partial wave is rejected (0.82x: it reads 2.2x the DRAM bytes). benchmarks/resul
 "Round 15"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, variant_counters
+from profdata import one_kernel_pairs, runs_store, variant_counters
 
 _QW_H200, _BIG_H200 = "fp8_gemm-qwen7b-down-m1024-r15-h200a", "fp8_gemm-m8192-n8192-k8192-r15-h200a"
 _QW_H100, _BIG_H100 = "fp8_gemm-qwen7b-down-m1024-r15-h100c", "fp8_gemm-m8192-n8192-k8192-r15-h100d"
@@ -33,10 +33,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 store = runs_store("r15", RUNS)
 
 
-@over_pairs(RUNS)
-def test_round15_pairs(store, run, before, after, speedup, verdict):
-    r = pair_row(store, run, before, after, verdict, speedup)
-    assert r["after_detail"]["kernels_per_call"] == 1
+test_round15_pairs = one_kernel_pairs(RUNS)
 
 
 @pytest.mark.parametrize("run", list(RUNS))

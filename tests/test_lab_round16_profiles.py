@@ -7,7 +7,7 @@ and an H200 (-h200a). Rejected on both: 0.92x of the 128 x 128 kernel, 0.81x of 
 benchmarks/results/gemm.md, "Round 16"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
+from profdata import one_kernel_pairs, runs_store, tensor_pipe as pipe, variant_counters
 
 _H100, _H200 = "fp8_gemm-qwen7b-down-m1024-r16-h100f", "fp8_gemm-qwen7b-down-m1024-r16-h200a"
 RUNS = {  # run -> [(before, after, speed-up, verdict)]
@@ -20,10 +20,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 store = runs_store("r16", RUNS)
 
 
-@over_pairs(RUNS)
-def test_round16_pairs(store, run, before, after, speedup, verdict):
-    r = pair_row(store, run, before, after, verdict, speedup)
-    assert r["after_detail"]["kernels_per_call"] == 1
+test_round16_pairs = one_kernel_pairs(RUNS)
 
 
 @pytest.mark.parametrize("run", list(RUNS))

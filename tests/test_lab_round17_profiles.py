@@ -8,7 +8,7 @@ H100 (-h100f) and an H200 (-h200a). Against the Gluon 128 x 128 kernel: rejected
 benchmarks/results/gemm.md, "Round 17"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
+from profdata import one_kernel_pairs, runs_store, tensor_pipe as pipe, variant_counters
 
 _H100, _H200 = "fp8_gemm-qwen7b-down-m1024-r17-h100f", "fp8_gemm-qwen7b-down-m1024-r17-h200a"
 RUNS = {  # run -> [(before, after, speed-up, verdict)]
@@ -21,10 +21,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 store = runs_store("r17", RUNS)
 
 
-@over_pairs(RUNS)
-def test_round17_pairs(store, run, before, after, speedup, verdict):
-    r = pair_row(store, run, before, after, verdict, speedup)
-    assert r["after_detail"]["kernels_per_call"] == 1
+test_round17_pairs = one_kernel_pairs(RUNS)
 
 
 @pytest.mark.parametrize("run", list(RUNS))

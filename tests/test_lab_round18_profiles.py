@@ -8,7 +8,7 @@ and an H200 (-h200a): supported against round 17's build and the Gluon kernel on
 rejected against cuBLAS on both (0.93x / 0.94x). benchmarks/results/gemm.md, "Round 18"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
+from profdata import one_kernel_pairs, runs_store, tensor_pipe as pipe, variant_counters
 
 _H100, _H200 = "fp8_gemm-qwen7b-down-m1024-r18-h100i", "fp8_gemm-qwen7b-down-m1024-r18-h200a"
 _AFTER = "cuda_ws112_g2_tensor"
@@ -22,10 +22,7 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
 store = runs_store("r18", RUNS)
 
 
-@over_pairs(RUNS)
-def test_round18_pairs(store, run, before, after, speedup, verdict):
-    r = pair_row(store, run, before, after, verdict, speedup)
-    assert r["after_detail"]["kernels_per_call"] == 1
+test_round18_pairs = one_kernel_pairs(RUNS)
 
 
 @pytest.mark.parametrize("run", list(RUNS))

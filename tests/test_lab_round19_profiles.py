@@ -11,7 +11,7 @@ Two changes, each captured with `profkit capture fp8_gemm --variant ... --shape 
   unchanged. benchmarks/results/gemm.md, "Round 19"."""
 import pytest
 
-from profdata import over_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
+from profdata import one_kernel_pairs, pair_row, runs_store, tensor_pipe as pipe, variant_counters
 
 _RUN = "fp8_gemm-qwen7b-down-m1024-r19-"
 _STEER = {"h100": _RUN + "h100c", "h200": _RUN + "h200a"}
@@ -35,10 +35,7 @@ CHANGE = {
 store = runs_store("r19", RUNS)
 
 
-@over_pairs(RUNS)
-def test_round19_pairs(store, run, before, after, speedup, verdict):
-    r = pair_row(store, run, before, after, verdict, speedup)
-    assert r["after_detail"]["kernels_per_call"] == 1
+test_round19_pairs = one_kernel_pairs(RUNS)
 
 
 @pytest.mark.parametrize("gpu,variant,speedup,verdict", [(g, *c) for g, cs in CHANGE.items() for c in cs])
@@ -46,13 +43,8 @@ def test_scales_loaded_early_across_runs(store, gpu, variant, speedup, verdict):
     """One change, re-profiled: the same variant before (one run) and after (the next) the edit.
     Per-row gains (its epilogue waited on 28 scale loads in a row); per-tensor loads no scales and
     stays where it was."""
-    from profkit.compare import rows
-
     before, after = _SCALES[gpu]
-    (r,) = rows(store, f"{before}:{variant}", f"{after}:{variant}")
-    assert r["verdict"] == verdict and r["speedup"] == pytest.approx(speedup, abs=0.005), r["why"]
-    if verdict == "supported":
-        assert "reference check passed" in r["why"] and r["speedup_low"] > 1.05
+    pair_row(store, before, variant, variant, verdict, speedup, after_run=after)
 
 
 def _us(store, run, variant):
