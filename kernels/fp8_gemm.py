@@ -42,7 +42,9 @@ M, sharing B) and "cuda_ws112_g2" / "_tensor" (round 18: the same without cluste
 plainly so that the SMs of a GPC take neighbouring tiles and the L2 request coalescer merges their
 reads, in GROUP_M 2 order); "cuda_ws112_steer" / "_tensor" (round 19: round 17's pairs along M
 with the clusters numbered GPC by GPC where they land, GROUP_M 1, so that one GPC's clusters share
-A; rejected: the coalescer merges no more, kept); baselines "scaled_mm"
+A; rejected: the coalescer merges no more, kept); "cuda_ws112_kflip" / "_tensor" (round 20:
+cuda_ws112_g2 with every other tile's k loop run from K's end down, so a wave starts on the L2's
+most recent reads: 24 % fewer DRAM bytes, no faster; rejected, kept); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
 """
@@ -1019,6 +1021,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "cuda_ws112_g2_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, **k)),
     "cuda_ws112_steer": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=2, group_m=1, steer=True, **k)),
     "cuda_ws112_steer_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=2, group_m=1, steer=True, **k)),
+    "cuda_ws112_kflip": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, kflip=True, **k)),
+    "cuda_ws112_kflip_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, kflip=True, **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -1071,10 +1075,12 @@ WORKLOAD = Workload(
            "gluon_ws_sk": "scaled_mm", "gluon_ws_sk_tensor": "scaled_mm_tensor", "gluon_ws112": "scaled_mm",
            "gluon_ws112_tensor": "scaled_mm_tensor", "cuda_ws112": "scaled_mm", "cuda_ws112_tensor": "scaled_mm_tensor",
            "cuda_ws112_g2": "scaled_mm", "cuda_ws112_g2_tensor": "scaled_mm_tensor", "cuda_ws112_steer": "scaled_mm",
-           "cuda_ws112_steer_tensor": "scaled_mm_tensor"},
+           "cuda_ws112_steer_tensor": "scaled_mm_tensor", "cuda_ws112_kflip": "scaled_mm",
+           "cuda_ws112_kflip_tensor": "scaled_mm_tensor"},
     gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112", "gluon_ws112_tensor",
               "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor", "cuda_ws112_steer",
-              "cuda_ws112_steer_tensor"),  # Gluon and wgmma CUDA C++: Hopper only, no interpreter
+              "cuda_ws112_steer_tensor", "cuda_ws112_kflip",
+              "cuda_ws112_kflip_tensor"),  # Gluon and wgmma CUDA C++: Hopper only, no interpreter
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

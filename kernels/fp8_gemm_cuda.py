@@ -31,7 +31,7 @@ DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, c
 CLUSTERS = (1, 2)
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
-_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 13 + ["p"])
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 14 + ["p"])
 
 
 def available() -> str | None:
@@ -66,13 +66,15 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
 def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
                   group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
-                  cluster_n: int = DEFAULT["cluster_n"], steer: bool = False):
+                  cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
     by `cluster_n` along N, sharing A's (each 1 or 2); programs: the persistent grid's CTAs at
     most (default: the SMs); steer: the clusters take their places in the tile order GPC by GPC,
-    as measured once per device and launch shape (the source's steer())."""
+    as measured once per device and launch shape (the source's steer()); kflip: every other tile
+    of a CTA runs its k loop from K's end down, where the previous tile's last reads are still in
+    the L2 (round 20)."""
     import torch
 
     check_config(bn, stages, chunk, group_m, cluster, cluster_n)
@@ -91,5 +93,5 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
                              int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
-                             int(steer), _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+                             int(steer), int(kflip), _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

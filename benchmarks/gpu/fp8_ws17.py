@@ -31,16 +31,18 @@ CONFIGS = [  # (bn, stages, chunk k tiles, stagger, GROUP_M, cluster)
 # r17/h100d one MMA group in flight (the kept build); r17/h100e two in flight (no faster)
 
 
-def launch(a, b, sa, sb, out, bn, stages, chunk, stagger, group_m, cluster, cluster_n=1, steer=False, *, nprog):
+def launch(a, b, sa, sb, out, bn, stages, chunk, stagger, group_m, cluster, cluster_n=1, steer=False, kflip=False,
+           *, nprog):
     return C.fp8_gemm_cuda(a, b, sa, sb, out, programs=nprog, bn=bn, stages=stages, chunk=chunk, stagger=stagger,
-                           group_m=group_m, cluster=cluster, cluster_n=cluster_n, steer=steer)
+                           group_m=group_m, cluster=cluster, cluster_n=cluster_n, steer=steer, kflip=kflip)
 
 
 def name(c):
     """cuda<bn>_s<stages>_c<chunk>_<st|ns>_g<GROUP_M>_x<cluster along M>[x<along N>][_p] (round 18's
-    configs carry the cluster's N too, round 19's whether the order is steered by GPC: _p)."""
+    configs carry the cluster's N too, round 19's whether the order is steered by GPC: _p, round 20's
+    whether odd tiles run k downwards: _r)."""
     return (f"cuda{c[0]}_s{c[1]}_c{c[2]}_{'st' if c[3] else 'ns'}_g{c[4]}_x{c[5]}" + (f"x{c[6]}" if len(c) > 6 else "")
-            + ("_p" if len(c) > 7 and c[7] else ""))
+            + ("_p" if len(c) > 7 and c[7] else "") + ("_r" if len(c) > 8 and c[8] else ""))
 
 
 def kernel_attrs():

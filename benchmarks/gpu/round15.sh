@@ -3,6 +3,7 @@
 #   bash benchmarks/gpu/round15.sh ws TAG    # fp8_ws15.py: edges + float64 check, then round-robin beside v3 and _scaled_mm
 #   bash benchmarks/gpu/round15.sh rr TAG    # variants_rr.py: gluon_ws, v3 and _scaled_mm, both scale modes (7 rounds)
 #   bash benchmarks/gpu/round15.sh cap TAG   # the pairs through profkit (ncu lean): CAP_VARIANTS, CAP_PAIRS, SHAPES
+#   bash benchmarks/gpu/round15.sh script TAG # SCRIPT=name.py of this folder, run with --out (round 20 on)
 #   bash benchmarks/gpu/round15.sh probe TAG # ncu metrics (PROBE_METRICS) of one launch each of PROBE_NAMES
 #                                            # (fp8_probe17.py's names) at PROBE_SHAPE, PROBE_MODE (round 18 on);
 #                                            # PROBE_NCU_ARGS, PROBE_REPS (e.g. --cache-control none, 3: as a replay finds the L2)
@@ -29,6 +30,10 @@ rr)
   echo "variants_rr rc=$?"; cat $O/$ROUND/rr.log | cut -c1-220
   ;;
 cap) pairs $ROUND fp8_gemm "${CAP_VARIANTS}" "${CAP_PAIRS}" ;;
+script)  # SCRIPT (a file of benchmarks/gpu/) --out the round's folder, its log beside its rows (round 20 on)
+  timeout ${SCRIPT_TIMEOUT:-420} python3 $R/benchmarks/gpu/$SCRIPT --out $O/$ROUND 2>&1 | grep -v -i "warn" > $O/$ROUND/${SCRIPT%.py}.log
+  echo "$SCRIPT rc=$?"; cut -c1-220 $O/$ROUND/${SCRIPT%.py}.log
+  ;;
 probe)
   # time, DRAM and L2 bytes, tensor pipe (mean and busiest SM), the SM clock, instructions
   MET=${PROBE_METRICS:-gpu__time_duration.sum,dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.max.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second,smsp__cycles_active.avg,smsp__inst_executed.sum}

@@ -175,6 +175,10 @@ struct Ring {
 
 struct Params {
   int M, N, K, stages, chunk, stagger, group_m;
+  // kflip: a CTA's odd tiles run their k loop from the last k tile down (round 20): B (68 MB at
+  // qwen7b-down) does not fit in the L2, and a wave's tiles all end at K's end, so the next wave,
+  // starting there, finds the most recently read k tiles still in the L2
+  int kflip;
   // the clusters' order (null: the launch order): perm[blockIdx / CL] is the cluster's place in
   // the tile order, a permutation, so any placement computes every tile once (steer(): why)
   const uint16_t* perm;
@@ -235,11 +239,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {
       Ring ring{0, 0};
-      for (int t = cid; t < tiles; t += nclusters) {
+      for (int t = cid, j = 0; t < tiles; t += nclusters, ++j) {
         int mc, nc;
         tile_coords(t, pmc, pnc, p.group_m, mc, nc);
         const int m = mc * CM + rm, n = nc * CN + rn;
-        for (int k = 0; k < nk; ++k, ring.next(p.stages)) {  // (one thread: p.stages from the constant bank is as fast)
+        const bool down = p.kflip && (j & 1);  // the consumers take the stages in ring order: k's order is ours
+        for (int i = 0; i < nk; ++i, ring.next(p.stages)) {  // (one thread: p.stages from the constant bank is as fast)
+          const int k = down ? nk - 1 - i : i;
           sm90::mbar_wait(&empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1 at once
           sm90::mbar_expect_tx(&full[ring.s], A_BYTES + B_BYTES);
           if constexpr (CN > 1)  // to the CTAs of this cluster column (same rm)
@@ -526,23 +532,25 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
 // bf16. bn: 112 or 128; stages: the ring (2..7); chunk: k tiles of 128 per promotion (1..);
 // stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
 // N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
-// clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer()).
+// clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer());
+// kflip 0/1: every other tile of a CTA takes its k tiles from the last down (Params::kflip).
 // Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       int steer, void* stream) {
+                                       int steer, int kflip, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)steer, (void)stream;
+      (void)steer, (void)kflip, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
   if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
       (s_stride != 0 && s_stride != 1))
     return cudaErrorInvalidValue;
-  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, nullptr, sa, sb, s_stride, static_cast<__nv_bfloat16*>(c)};
+  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kflip ? 1 : 0, nullptr, sa, sb, s_stride,
+           static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)
   using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, cudaStream_t);

@@ -105,11 +105,12 @@ def test_workload_registration():
                                "triton_streamk", "triton_streamk_tensor", "triton_helped", "triton_helped_tensor",
                                "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
                                "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2",
-                               "cuda_ws112_g2_tensor", "cuda_ws112_steer", "cuda_ws112_steer_tensor", "scaled_mm",
-                               "scaled_mm_tensor"}
+                               "cuda_ws112_g2_tensor", "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip",
+                               "cuda_ws112_kflip_tensor", "scaled_mm", "scaled_mm_tensor"}
     assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
                           "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor",
-                          "cuda_ws112_steer", "cuda_ws112_steer_tensor")
+                          "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor")
+    assert w.peers["cuda_ws112_kflip"] == "scaled_mm" and w.peers["cuda_ws112_kflip_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112_steer"] == "scaled_mm" and w.peers["cuda_ws112_steer_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112"] == "scaled_mm" and w.peers["cuda_ws112_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112_g2"] == "scaled_mm" and w.peers["cuda_ws112_g2_tensor"] == "scaled_mm_tensor"

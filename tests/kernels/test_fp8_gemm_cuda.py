@@ -110,6 +110,18 @@ def test_shared_memory_plan_matches_the_source():
         assert size(most) <= 227 * 1024 < size(most + 1)
 
 
+def test_launcher_passes_what_the_c_function_declares():
+    """The ctypes signature (kernels/fp8_gemm_cuda.py) against the exported function's parameter
+    list: a parameter added on one side only would shift every later argument (round 20 added kflip)."""
+    src = _cuda_build.source("fp8_gemm").read_text()
+    decl = re.search(r"PROFKIT_EXPORT int profkit_fp8_gemm_ws\((.*?)\)\s*\{", src, re.S)[1]
+    kinds = ["p" if "*" in arg else "i" for arg in decl.split(",")]
+    assert (C._SIGNATURE[0], C._SIGNATURE[1]) == ("profkit_fp8_gemm_ws", kinds)
+    launcher = Path(C.__file__).read_text()
+    call = re.search(r"_cuda_build\.check\(lib, f\((.*?)\), f\"cuda_ws", launcher, re.S)[1]
+    assert len(call.split(",")) == len(kinds)
+
+
 def _placements():
     """{launch: SM of each CTA} measured on an H100 by benchmarks/gpu/sm_placement.cu (round 18,
     benchmarks/results/r18/h100g/placement.txt): a title line, then the CTAs' SMs."""
