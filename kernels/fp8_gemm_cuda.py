@@ -20,7 +20,9 @@ coalescer then merges few of their reads): cluster=1, group_m=2 ("cuda_ws112_g2*
 the H100 by graph replay, 0.93x / 0.94x of cuBLAS under ncu. Round 19: steer=True numbers
 clustered launches by the GPC each cluster lands on ("cuda_ws112_steer*"; measured no better,
 kept as the rejected pair), and the per-row scales are loaded when a tile starts (per-row 1.20x /
-1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). benchmarks/results/gemm.md, "Rounds 17-19".
+1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). Round 20: kflip=True runs a CTA's odd tiles'
+k loops from K's end down ("cuda_ws112_kflip*": 13-15 % fewer DRAM bytes, no faster; kept as the
+rejected pair). benchmarks/results/gemm.md, "Rounds 17-20".
 """
 from __future__ import annotations
 
