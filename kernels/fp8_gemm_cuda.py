@@ -33,7 +33,7 @@ DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, c
 CLUSTERS = (1, 2)
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
-_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 14 + ["p"])
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 15 + ["p"])
 
 
 def available() -> str | None:
@@ -68,7 +68,8 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
 def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
                   group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
-                  cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False):
+                  cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False,
+                  l2_promotion: int = 256):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
@@ -76,10 +77,12 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     most (default: the SMs); steer: the clusters take their places in the tile order GPC by GPC,
     as measured once per device and launch shape (the source's steer()); kflip: every other tile
     of a CTA runs its k loop from K's end down, where the previous tile's last reads are still in
-    the L2 (round 20)."""
+    the L2 (round 20); l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes."""
     import torch
 
     check_config(bn, stages, chunk, group_m, cluster, cluster_n)
+    if l2_promotion not in (0, 128, 256):
+        raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not 0, 128 or 256")
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
@@ -95,5 +98,5 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
                              int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
-                             int(steer), int(kflip), _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+                             int(steer), int(kflip), l2_promotion, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

@@ -365,15 +365,19 @@ Encoder encoder() {
   return fn;
 }
 
-// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill.
-// (The L2 promotion, 256 / 128 / none, measured no different: r18/h100c.)
-bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows) {
+// A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill;
+// promo: the L2 promotion, 0 / 128 / 256 bytes (256: the default; 128 is Triton's, round 20: the
+// same tile merges fewer reads in the coalescer here than in gluon_ws; r18/h100c measured the
+// clustered build only).
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, int promo) {
   auto enc = encoder();
   if (!enc) return false;
   cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k};
   cuuint32_t box[2] = {BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr), dims, strides, box, elem,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             promo == 0 ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                        : promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -478,7 +482,7 @@ int smem_bytes(int stages) {
 }
 
 template <int BN, int CM, int CN>
-cudaError_t launch(const void* a, const void* b, Params p, int programs, int steered, cudaStream_t s) {
+cudaError_t launch(const void* a, const void* b, Params p, int programs, int steered, int promo, cudaStream_t s) {
   const int bytes = smem_bytes<BN>(p.stages);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
   constexpr int CL = CM * CN;
@@ -508,7 +512,8 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
     clusters = n;
   }
   CUtensorMap ma, mb;
-  if (!make_map(&ma, a, p.M, p.K, BM / CN) || !make_map(&mb, b, p.N, p.K, BN / CM)) return cudaErrorInvalidValue;
+  if (!make_map(&ma, a, p.M, p.K, BM / CN, promo) || !make_map(&mb, b, p.N, p.K, BN / CM, promo))
+    return cudaErrorInvalidValue;
   const int tiles = ((p.M + BM - 1) / BM + CM - 1) / CM * (((p.N + BN - 1) / BN + CN - 1) / CN);
   const int grid = std::min({programs / CL, tiles, clusters});
   p.perm = steered ? steer(dev, CL, grid, s) : nullptr;
@@ -533,33 +538,34 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
 // stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
 // N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
 // clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer());
-// kflip 0/1: every other tile of a CTA takes its k tiles from the last down (Params::kflip).
+// kflip 0/1: every other tile of a CTA takes its k tiles from the last down (Params::kflip);
+// l2_promo: the operands' TMA L2 promotion in bytes, 0, 128 or 256 (make_map).
 // Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       int steer, int kflip, void* stream) {
+                                       int steer, int kflip, int l2_promo, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)steer, (void)kflip, (void)stream;
+      (void)steer, (void)kflip, (void)l2_promo, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
   if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
-      (s_stride != 0 && s_stride != 1))
+      (s_stride != 0 && s_stride != 1) || (l2_promo != 0 && l2_promo != 128 && l2_promo != 256))
     return cudaErrorInvalidValue;
   Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kflip ? 1 : 0, nullptr, sa, sb, s_stride,
            static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)
-  using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, cudaStream_t);
+  using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, int, cudaStream_t);
   static constexpr Launch table[2][2][2] = {
       {{launch<112, 1, 1>, launch<112, 1, 2>}, {launch<112, 2, 1>, launch<112, 2, 2>}},
       {{launch<128, 1, 1>, launch<128, 1, 2>}, {launch<128, 2, 1>, launch<128, 2, 2>}}};
   if ((bn != 112 && bn != 128) || cluster_m < 1 || cluster_m > 2 || cluster_n < 1 || cluster_n > 2)
     return cudaErrorInvalidValue;
-  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, steer ? 1 : 0, s);
+  return table[bn == 128][cluster_m - 1][cluster_n - 1](a, b, p, programs, steer ? 1 : 0, l2_promo, s);
 #endif
 }
 

@@ -90,6 +90,9 @@ def test_refuses_configs_it_cannot_run():
     with pytest.raises(ValueError, match="cluster_n 3"):
         C.check_config(112, 6, 16, 8, cluster_n=3)
     C.check_config(112, 7, 16, 8, cluster=2)  # the default
+    a = torch.zeros(4, 32).to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="l2_promotion 64 is not 0, 128 or 256"):
+        C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), l2_promotion=64)
 
 
 def test_needs_a_hopper_gpu_in_one_line():
