@@ -22,7 +22,9 @@ clustered launches by the GPC each cluster lands on ("cuda_ws112_steer*"; measur
 kept as the rejected pair), and the per-row scales are loaded when a tile starts (per-row 1.20x /
 1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). Round 20: kflip=True runs a CTA's odd tiles'
 k loops from K's end down ("cuda_ws112_kflip*": 13-15 % fewer DRAM bytes, no faster; kept as the
-rejected pair). benchmarks/results/gemm.md, "Rounds 17-20".
+rejected pair); the wgmma descriptors computed in uniform registers (1.01-1.02x); diagnostic=1/2
+(probes only: operands L2-resident / no loads) showed the k loop is not memory-bound.
+benchmarks/results/gemm.md, "Rounds 17-20".
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
                   group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
                   cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False,
-                  l2_promotion: int = 256):
+                  l2_promotion: int = 256, diagnostic: int = 0):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
@@ -77,12 +79,17 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     most (default: the SMs); steer: the clusters take their places in the tile order GPC by GPC,
     as measured once per device and launch shape (the source's steer()); kflip: every other tile
     of a CTA runs its k loop from K's end down, where the previous tile's last reads are still in
-    the L2 (round 20); l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes."""
+    the L2 (round 20); l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes.
+    diagnostic (probes only, the product is wrong): 1 loads k tiles 0 and 1 only (operands
+    L2-resident), 2 loads nothing (the MMAs run without waiting for data)."""
     import torch
 
     check_config(bn, stages, chunk, group_m, cluster, cluster_n)
     if l2_promotion not in (0, 128, 256):
         raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not 0, 128 or 256")
+    if diagnostic not in (0, 1, 2) or (diagnostic and kflip):
+        raise ValueError(f"cuda_ws: diagnostic {diagnostic} is not 0, 1 or 2 (and not with kflip)")
+    kmode = {0: int(kflip), 1: 2, 2: 3}[diagnostic]
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
@@ -98,5 +105,5 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
                              int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
-                             int(steer), int(kflip), l2_promotion, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+                             int(steer), kmode, l2_promotion, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

@@ -175,10 +175,14 @@ struct Ring {
 
 struct Params {
   int M, N, K, stages, chunk, stagger, group_m;
-  // kflip: a CTA's odd tiles run their k loop from the last k tile down (round 20): B (68 MB at
-  // qwen7b-down) does not fit in the L2, and a wave's tiles all end at K's end, so the next wave,
-  // starting there, finds the most recently read k tiles still in the L2
-  int kflip;
+  // kmode, the k tiles the producer loads: 0 in order; 1 (kflip) a CTA's odd tiles from the last k
+  // tile down (round 20): B (68 MB at qwen7b-down) does not fit in the L2, and a wave's tiles all
+  // end at K's end, so the next wave, starting there, finds the most recently read k tiles still in
+  // the L2. Diagnostics, wrong products by design (round 20's probes: where the k loop waits):
+  // 2 only k tiles 0 and 1 (operands L2-resident, the same bytes to the SMs); 3 none (the producer
+  // arrives on each stage's full barrier without a load: the consumers, unchanged, run on whatever
+  // the stages hold)
+  int kmode;
   // the clusters' order (null: the launch order): perm[blockIdx / CL] is the cluster's place in
   // the tile order, a permutation, so any placement computes every tile once (steer(): why)
   const uint16_t* perm;
@@ -209,7 +213,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(sb_smem + p.stages * B_BYTES);
   uint64_t* empty = full + p.stages;
 
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  // the warpgroup, broadcast from lane 0 so that the compiler knows it is warp-uniform (as CUTLASS's
+  // canonical_warp_group_idx): what derives from it, the stages' wgmma descriptors among them, can then
+  // live in uniform registers (round 20: without it every wgmma waited on four R2UR moves)
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), tid = threadIdx.x % 128;
   const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
@@ -243,10 +250,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         int mc, nc;
         tile_coords(t, pmc, pnc, p.group_m, mc, nc);
         const int m = mc * CM + rm, n = nc * CN + rn;
-        const bool down = p.kflip && (j & 1);  // the consumers take the stages in ring order: k's order is ours
+        const bool down = p.kmode == 1 && (j & 1);  // the consumers take the stages in ring order: k's order is ours
         for (int i = 0; i < nk; ++i, ring.next(p.stages)) {  // (one thread: p.stages from the constant bank is as fast)
-          const int k = down ? nk - 1 - i : i;
+          const int k = p.kmode == 2 ? (i & 1) : down ? nk - 1 - i : i;
           sm90::mbar_wait(&empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1 at once
+          if (p.kmode == 3) {  // the diagnostic without loads
+            sm90::mbar_arrive(&full[ring.s]);
+            continue;
+          }
           sm90::mbar_expect_tx(&full[ring.s], A_BYTES + B_BYTES);
           if constexpr (CN > 1)  // to the CTAs of this cluster column (same rm)
             tma_load_multicast(sa_smem + ring.s * A_BYTES + rn * A_PART, &ma, k * BK, m * BM + rn * (BM / CN),
@@ -302,7 +313,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
         const int c1 = min(c0 + len, nk);
         // one k tile's MMA group stays in flight while the next is issued (two in flight, the
-        // stage held one k tile longer, measured no faster: r17/h100e)
+        // stage held one k tile longer, measured no faster: r17/h100e with loads, r20/h100k without)
         int prev = 0;
         for (int k = c0; k < c1; ++k, ring.next(stages)) {
           sm90::mbar_wait(&full[ring.s], ring.phase);
@@ -538,24 +549,25 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
 // stagger 0/1; cluster_m x cluster_n: the cluster's CTAs along M (sharing B by multicast) and along
 // N (sharing A), each 1 or 2; programs: the persistent grid's CTAs at most (the SMs; fewer where
 // clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer());
-// kflip 0/1: every other tile of a CTA takes its k tiles from the last down (Params::kflip);
+// kmode: 0 k tiles in order, 1 every other tile of a CTA takes its k tiles from the last down
+// (kflip); 2 and 3 are diagnostics with wrong products (Params::kmode);
 // l2_promo: the operands' TMA L2 promotion in bytes, 0, 128 or 256 (make_map).
 // Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       int steer, int kflip, int l2_promo, void* stream) {
+                                       int steer, int kmode, int l2_promo, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)steer, (void)kflip, (void)l2_promo, (void)stream;
+      (void)steer, (void)kmode, (void)l2_promo, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
   if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
-      (s_stride != 0 && s_stride != 1) || (l2_promo != 0 && l2_promo != 128 && l2_promo != 256))
+      (s_stride != 0 && s_stride != 1) || kmode < 0 || kmode > 3 || (l2_promo != 0 && l2_promo != 128 && l2_promo != 256))
     return cudaErrorInvalidValue;
-  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kflip ? 1 : 0, nullptr, sa, sb, s_stride,
+  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kmode, nullptr, sa, sb, s_stride,
            static_cast<__nv_bfloat16*>(c)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)

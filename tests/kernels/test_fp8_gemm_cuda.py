@@ -78,6 +78,18 @@ def test_one_wgmma_shape_per_tile_and_multicast_only_in_clusters(built, bn, cm, 
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass  # one k tile's MMAs in flight while the next is issued
 
 
+@pytest.mark.parametrize("bn,cm,cn", [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)])
+def test_wgmma_descriptors_come_from_uniform_registers(built, bn, cm, cn):
+    """Round 20: with the warpgroup index taken from threadIdx directly, the compiler kept the
+    stages' descriptors in vector registers and moved each into a uniform one (R2UR) before its
+    wgmma; broadcast from lane 0, they are computed on the uniform datapath (1.01-1.02x, pairs
+    r20-h100m / -h200b). A k tile's four wgmma, from the fence on, need no R2UR."""
+    lines = built[1][(bn, cm, cn)].splitlines()
+    start = next(i for i, ln in enumerate(lines) if "WARPGROUP.ARRIVE" in ln)
+    gmma = [i for i, ln in enumerate(lines) if "QGMMA" in ln and i > start][:4]
+    assert len(gmma) == 4 and not [ln for ln in lines[start:gmma[-1]] if "R2UR" in ln]
+
+
 def test_refuses_configs_it_cannot_run():
     with pytest.raises(ValueError, match="bn 96"):
         C.check_config(96, 6, 16, 8)
@@ -93,6 +105,8 @@ def test_refuses_configs_it_cannot_run():
     a = torch.zeros(4, 32).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="l2_promotion 64 is not 0, 128 or 256"):
         C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), l2_promotion=64)
+    with pytest.raises(ValueError, match="diagnostic 1 is not 0, 1 or 2 \\(and not with kflip\\)"):
+        C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), diagnostic=1, kflip=True)
 
 
 def test_needs_a_hopper_gpu_in_one_line():
