@@ -87,8 +87,10 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     check_config(bn, stages, chunk, group_m, cluster, cluster_n)
     if l2_promotion not in (0, 128, 256):
         raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not 0, 128 or 256")
-    if diagnostic not in (0, 1, 2) or (diagnostic and kflip):
-        raise ValueError(f"cuda_ws: diagnostic {diagnostic} is not 0, 1 or 2 (and not with kflip)")
+    if diagnostic not in (0, 1, 2):
+        raise ValueError(f"cuda_ws: diagnostic {diagnostic} is not 0, 1 or 2")
+    if diagnostic and kflip:
+        raise ValueError("cuda_ws: kflip and a diagnostic both choose the k tiles loaded: pass one")
     kmode = {0: int(kflip), 1: 2, 2: 3}[diagnostic]
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1

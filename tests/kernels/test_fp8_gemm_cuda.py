@@ -105,7 +105,9 @@ def test_refuses_configs_it_cannot_run():
     a = torch.zeros(4, 32).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="l2_promotion 64 is not 0, 128 or 256"):
         C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), l2_promotion=64)
-    with pytest.raises(ValueError, match="diagnostic 1 is not 0, 1 or 2 \\(and not with kflip\\)"):
+    with pytest.raises(ValueError, match="diagnostic 3 is not 0, 1 or 2"):
+        C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), diagnostic=3)
+    with pytest.raises(ValueError, match="kflip and a diagnostic both choose the k tiles loaded"):
         C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), diagnostic=1, kflip=True)
 
 
