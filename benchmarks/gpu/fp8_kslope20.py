@@ -16,6 +16,7 @@ costs besides its k tiles.
 import argparse
 import json
 import os
+from statistics import linear_regression
 
 import torch
 
@@ -39,13 +40,6 @@ def contenders(aq, bq, sa, sb):
         "gluon_ws": lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out),
         "scaled_mm": lambda out: scaled_mm(aq, bq, sa, sb, out=out),
     }
-
-
-def fit(ks, ts):
-    n = len(ks)
-    mk, mt = sum(ks) / n, sum(ts) / n
-    b = sum((k - mk) * (t - mt) for k, t in zip(ks, ts)) / sum((k - mk) ** 2 for k in ks)
-    return mt - b * mk, b
 
 
 def main():
@@ -73,7 +67,7 @@ def main():
                 rows.append({**stamp(hdr), "M": m, "N": n, "K": k, "variant": name, "graph_us": us, "rel_diff": err})
                 print(f"{m}x{n}x{k:<6} {name:14} {us:9.1f} us", flush=True)
         for name, t in times.items():
-            a, b = fit(list(t), list(t.values()))
+            b, a = linear_regression(list(t), list(t.values()))
             kmax = max(t)
             print(f"fit {m}x{n} {name:14} T = {a:7.1f} us + {b * 1024:6.2f} us per 1024 of K; fixed part "
                   f"{100 * a / t[kmax]:4.1f} % at K = {kmax}", flush=True)

@@ -34,27 +34,7 @@ script)  # SCRIPT (a file of benchmarks/gpu/) --out the round's folder, its log 
   timeout ${SCRIPT_TIMEOUT:-420} python3 $R/benchmarks/gpu/$SCRIPT --out $O/$ROUND 2>&1 | grep -v -i "warn" > $O/$ROUND/${SCRIPT%.py}.log
   echo "$SCRIPT rc=$?"; cut -c1-220 $O/$ROUND/${SCRIPT%.py}.log
   ;;
-probe)
-  # time, DRAM and L2 bytes, tensor pipe (mean and busiest SM), the SM clock, instructions
-  MET=${PROBE_METRICS:-gpu__time_duration.sum,dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.max.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second,smsp__cycles_active.avg,smsp__inst_executed.sum}
-  INC=(); for n in ${PROBE_NAMES//,/ }; do INC+=(--nvtx-include "$n/"); done
-  timeout 300 $NCU --clock-control none ${PROBE_NCU_ARGS:-} --nvtx "${INC[@]}" --metrics "$MET" --csv \
-    python3 $R/benchmarks/gpu/fp8_probe17.py ${PROBE_SHAPE:-qwen7b-down-m1024} ${PROBE_MODE:-tensor} $PROBE_NAMES \
-    > $O/$ROUND/probe-$TAG.csv 2> $O/$ROUND/probe-$TAG.log
-  echo "probe rc=$?"; grep -v "^==PROF==" $O/$ROUND/probe-$TAG.log | tail -8
-  # one line a profiled launch: its NVTX range, grid, and each metric's value
-  grep '^"' $O/$ROUND/probe-$TAG.csv | python3 -c '
-import csv, sys
-rows, order = {}, []
-for r in csv.DictReader(sys.stdin):
-    k = r["ID"]
-    if k not in rows:
-        order.append(k)
-        rng = r["thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"].split(":")
-        rows[k] = [rng[1] if len(rng) > 1 else "?", r["Grid Size"]]
-    rows[k].append(r["Metric Name"].split("__")[1][:28] + "=" + r["Metric Value"])
-for k in order:
-    print(" ".join(rows[k]))' ;;
+probe) probe $O/$ROUND/probe-$TAG ;;
 esac
 done
 finish $ROUND $TAG
