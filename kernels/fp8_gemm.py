@@ -44,7 +44,9 @@ reads, in GROUP_M 2 order); "cuda_ws112_steer" / "_tensor" (round 19: round 17's
 with the clusters numbered GPC by GPC where they land, GROUP_M 1, so that one GPC's clusters share
 A; rejected: the coalescer merges no more, kept); "cuda_ws112_kflip" / "_tensor" (round 20:
 cuda_ws112_g2 with every other tile's k loop run from K's end down, so a wave starts on the L2's
-most recent reads: 24 % fewer DRAM bytes, no faster; rejected, kept); baselines "scaled_mm"
+most recent reads: 24 % fewer DRAM bytes, no faster; rejected, kept); "cuda_ws112_tma" / "_tensor"
+(round 21: cuda_ws112_g2 with its epilogue through shared memory and TMA stores) and "cuda_ws112_tma8" /
+"_tensor" (the same in GROUP_M 8 order: B read from DRAM about once); baselines "scaled_mm"
 (torch._scaled_mm, row-wise scales) and "scaled_mm_tensor". Reference: the dequantized
 operands in float64.
 """
@@ -1023,6 +1025,10 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "cuda_ws112_steer_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=2, group_m=1, steer=True, **k)),
     "cuda_ws112_kflip": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, kflip=True, **k)),
     "cuda_ws112_kflip_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, kflip=True, **k)),
+    "cuda_ws112_tma": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, epilogue="tma", **k)),
+    "cuda_ws112_tma_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=2, epilogue="tma", **k)),
+    "cuda_ws112_tma8": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=8, epilogue="tma", **k)),
+    "cuda_ws112_tma8_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=8, epilogue="tma", **k)),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }
@@ -1076,11 +1082,13 @@ WORKLOAD = Workload(
            "gluon_ws112_tensor": "scaled_mm_tensor", "cuda_ws112": "scaled_mm", "cuda_ws112_tensor": "scaled_mm_tensor",
            "cuda_ws112_g2": "scaled_mm", "cuda_ws112_g2_tensor": "scaled_mm_tensor", "cuda_ws112_steer": "scaled_mm",
            "cuda_ws112_steer_tensor": "scaled_mm_tensor", "cuda_ws112_kflip": "scaled_mm",
-           "cuda_ws112_kflip_tensor": "scaled_mm_tensor"},
+           "cuda_ws112_kflip_tensor": "scaled_mm_tensor", "cuda_ws112_tma": "scaled_mm",
+           "cuda_ws112_tma_tensor": "scaled_mm_tensor", "cuda_ws112_tma8": "scaled_mm",
+           "cuda_ws112_tma8_tensor": "scaled_mm_tensor"},
     gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112", "gluon_ws112_tensor",
               "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor", "cuda_ws112_steer",
-              "cuda_ws112_steer_tensor", "cuda_ws112_kflip",
-              "cuda_ws112_kflip_tensor"),  # Gluon and wgmma CUDA C++: Hopper only, no interpreter
+              "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor", "cuda_ws112_tma",
+              "cuda_ws112_tma_tensor", "cuda_ws112_tma8", "cuda_ws112_tma8_tensor"),  # Gluon and wgmma CUDA C++: Hopper only, no interpreter
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

@@ -35,7 +35,7 @@ DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, c
 CLUSTERS = (1, 2)
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
-_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 15 + ["p"])
+_SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 16 + ["p", "p"])
 
 
 def available() -> str | None:
@@ -54,7 +54,19 @@ def _fn():
     return lib, f
 
 
-def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1) -> None:
+# the epilogue (Params::epi): bf16 pairs stored from registers, or through shared memory and TMA
+# stores (round 21)
+EPILOGUES = {"registers": 0, "tma": 1}
+
+
+def smem_bytes(bn: int, stages: int, epilogue: str = "registers") -> int:
+    """The kernel's shared memory (the source's smem_bytes): the ring, its barriers, the epilogue's staging."""
+    ring = 1024 + stages * (128 * 128 + bn * 128) + 16 * stages
+    return -(-ring // 128) * 128 + 2 * 64 * (bn // 2) * 2 if EPILOGUES[epilogue] else ring
+
+
+def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1,
+                 epilogue: str = "registers") -> None:
     """ValueError naming the first argument outside what the kernel takes."""
     for what, v in (("cluster", cluster), ("cluster_n", cluster_n)):
         if v not in CLUSTERS:
@@ -63,6 +75,11 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
         raise ValueError(f"cuda_ws: bn {bn} is not one of {TILE_N}")
     if not 2 <= stages <= MAX_STAGES[bn]:
         raise ValueError(f"cuda_ws: stages {stages} not in 2..{MAX_STAGES[bn]} at bn {bn} (shared memory)")
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"cuda_ws: epilogue {epilogue!r} is not one of {', '.join(EPILOGUES)}")
+    if smem_bytes(bn, stages, epilogue) > 227 * 1024:
+        raise ValueError(f"cuda_ws: {stages} stages and the {epilogue} epilogue need "
+                         f"{smem_bytes(bn, stages, epilogue)} bytes of shared memory, over 227 KB")
     if chunk < 1 or group_m < 1:
         raise ValueError(f"cuda_ws: chunk ({chunk}) and group_m ({group_m}) must be at least 1")
 
@@ -71,7 +88,7 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
                   stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
                   group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
                   cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False,
-                  l2_promotion: int = 256, diagnostic: int = 0):
+                  l2_promotion: int = 256, diagnostic: int = 0, epilogue: str = "registers", trace=None):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
@@ -81,10 +98,14 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     of a CTA runs its k loop from K's end down, where the previous tile's last reads are still in
     the L2 (round 20); l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes.
     diagnostic (probes only, the product is wrong): 1 loads k tiles 0 and 1 only (operands
-    L2-resident), 2 loads nothing (the MMAs run without waiting for data)."""
+    L2-resident), 2 loads nothing (the MMAs run without waiting for data). epilogue: "registers"
+    (bf16 pairs stored from registers) or "tma" (through shared memory, TMA stores; round 21).
+    trace (probes): a CUDA int64 tensor of 32 entries a CTA at least; each consumer warpgroup's
+    thread 0 writes 16 clock64 stamps at (CTA * 2 + consumer) * 16: its start, per tile (the first
+    4) the k loop's start and end and the epilogue's end, then its SM, tiles and end."""
     import torch
 
-    check_config(bn, stages, chunk, group_m, cluster, cluster_n)
+    check_config(bn, stages, chunk, group_m, cluster, cluster_n, epilogue)
     if l2_promotion not in (0, 128, 256):
         raise ValueError(f"cuda_ws: l2_promotion {l2_promotion} is not 0, 128 or 256")
     if diagnostic not in (0, 1, 2):
@@ -104,8 +125,13 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     if per_row and sb.data_ptr() % 8:  # the epilogue reads column scales in pairs (8 bytes)
         sb = sb.clone()
     progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
+    if trace is not None and (trace.dtype != torch.int64 or trace.device != a.device or not trace.is_contiguous()
+                              or trace.numel() < 32 * progs):
+        raise ValueError(f"cuda_ws: trace must be a contiguous int64 tensor on {a.device} of {32 * progs} entries "
+                         "at least")
     lib, f = _fn()
     _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
                              int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
-                             int(steer), kmode, l2_promotion, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+                             int(steer), kmode, l2_promotion, EPILOGUES[epilogue],
+                             trace.data_ptr() if trace is not None else None, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
     return out

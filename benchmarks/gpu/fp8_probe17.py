@@ -14,7 +14,8 @@ the SM clock and power draw every 20 ms during the back-to-back block.
           (e.g. cuda112_s7_x2, round 18's cuda112_s7_x1x2_g1; _p: round 19's GPC-steered order;
           _r: round 20's k order flipped on every other tile; _l<0|128|256>: the TMA L2 promotion;
           _d1 / _d2: round 20's diagnostics, k tiles 0-1 only / no loads: their checks fail by design;
-          _c<k tiles a promotion>, _ns: no stagger between the consumer warpgroups)
+          _c<k tiles a promotion>, _ns: no stagger between the consumer warpgroups;
+          _e: round 21's epilogue through shared memory and TMA stores)
 PROBE_REPS=n launches each contender n times inside its range (default 1).
 """
 import os
@@ -75,12 +76,12 @@ def main():
         elif name == "gluon_ws":
             fn = lambda out: W.fp8_gemm_ws(aq, bq, sa, sb, out)  # noqa: E731
         else:
-            m = re.fullmatch(r"cuda(\d+)_s(\d+)_x(\d+)(?:x(\d+))?(?:_g(\d+))?(_p)?(_r)?(?:_l(\d+))?(?:_d(\d))?(?:_c(\d+))?(_ns)?", name)
+            m = re.fullmatch(r"cuda(\d+)_s(\d+)_x(\d+)(?:x(\d+))?(?:_g(\d+))?(_p)?(_r)?(?:_l(\d+))?(?:_d(\d))?(?:_c(\d+))?(_ns)?(_e)?", name)
             bn, st, cl, cn, g = (int(x) if x else d for x, d in zip(m.groups(), (0, 0, 0, 1, C.DEFAULT["group_m"])))
             fn = (lambda kw: lambda out: C.fp8_gemm_cuda(aq, bq, sa, sb, out, **kw))(
                 dict(bn=bn, stages=st, cluster=cl, cluster_n=cn, group_m=g, steer=bool(m[6]), kflip=bool(m[7]),
                      l2_promotion=int(m[8] or 256), diagnostic=int(m[9] or 0), chunk=int(m[10] or C.DEFAULT["chunk"]),
-                     stagger=not m[11]))
+                     stagger=not m[11], epilogue="tma" if m[12] else "registers"))
         out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
         fn(out)
         r = w.check(state, ref_variant, out, "fp8")

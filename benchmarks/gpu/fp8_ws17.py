@@ -32,17 +32,19 @@ CONFIGS = [  # (bn, stages, chunk k tiles, stagger, GROUP_M, cluster)
 
 
 def launch(a, b, sa, sb, out, bn, stages, chunk, stagger, group_m, cluster, cluster_n=1, steer=False, kflip=False,
-           *, nprog):
+           epilogue="registers", *, nprog):
     return C.fp8_gemm_cuda(a, b, sa, sb, out, programs=nprog, bn=bn, stages=stages, chunk=chunk, stagger=stagger,
-                           group_m=group_m, cluster=cluster, cluster_n=cluster_n, steer=steer, kflip=kflip)
+                           group_m=group_m, cluster=cluster, cluster_n=cluster_n, steer=steer, kflip=kflip,
+                           epilogue=epilogue)
 
 
 def name(c):
     """cuda<bn>_s<stages>_c<chunk>_<st|ns>_g<GROUP_M>_x<cluster along M>[x<along N>][_p] (round 18's
     configs carry the cluster's N too, round 19's whether the order is steered by GPC: _p, round 20's
-    whether odd tiles run k downwards: _r)."""
+    whether odd tiles run k downwards: _r, round 21's epilogue through TMA: _e)."""
     return (f"cuda{c[0]}_s{c[1]}_c{c[2]}_{'st' if c[3] else 'ns'}_g{c[4]}_x{c[5]}" + (f"x{c[6]}" if len(c) > 6 else "")
-            + ("_p" if len(c) > 7 and c[7] else "") + ("_r" if len(c) > 8 and c[8] else ""))
+            + ("_p" if len(c) > 7 and c[7] else "") + ("_r" if len(c) > 8 and c[8] else "")
+            + ("_e" if len(c) > 9 and c[9] == "tma" else ""))
 
 
 def kernel_attrs():

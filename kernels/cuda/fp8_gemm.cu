@@ -19,7 +19,8 @@
 //              over it are done. With STAGGER the second warpgroup's chunks end half a chunk
 //              after the first's, so one drains its MMAs while the other's run.
 //   epilogue   per consumer: acc * sa[row] * sb[col] (per-tensor: stride 0), bf16, stored from
-//              registers (clipped at M and N); the scales are loaded when the tile starts
+//              registers (clipped at M and N), or (epi 1) written into shared memory in two
+//              halves of the columns and stored by TMA; the scales are loaded when the tile starts
 //
 // Persistent over output tiles in grouped order (GROUP_M rows of tiles), one CTA an SM. BN is 112
 // (the variant) or 128 (the same code at gluon_ws's tile: the control). Needs sm_90a (wgmma,
@@ -37,7 +38,10 @@
 // fit), the L2 promotion. Round 19: clusters numbered by the GPC they land on (steer, variant
 // cuda_ws112_steer): no more merges, rejected; the per-row scales loaded when a tile starts (they
 // were the epilogue's 14 dependent loads a row): per-row 1.20x / 1.11x, now per-tensor's time.
-// Untried: the epilogue through shared memory and a TMA store.
+// Round 20: the wgmma descriptors in uniform registers (1.01-1.02x). Round 21: clock64 stamps
+// (`trace`) put each k loop at 98.5-99.7 % of the tensor pipe's rate and 4-6 K cycles a tile in the
+// epilogue, during which both consumers store and the pipe idles; through shared memory and TMA
+// stores (epi 1, variant cuda_ws112_tma) it takes 1.5-2.2 K.
 #include "common.cuh"
 #include "sm90.cuh"
 
@@ -156,6 +160,24 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
       : "memory");
 }
 
+// A box of shared memory (row-major, dense) to the global tensor at (x, y) by TMA; rows and columns
+// past the tensor's end are not written. One thread issues it; commit_group ends its bulk group.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(x), "r"(y), "r"(saddr(src))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// until this thread's bulk groups have read their shared memory / have finished entirely
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// this thread's generic-proxy writes to shared memory, visible to the async proxy (TMA) after a barrier
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Tile `t` of the grouped order: GROUP_M rows of tiles at a time, column by column within them
 // (as kernels/_gemm_common.tile_coords), so the CTAs of a wave share B's and A's tiles in L2.
 __device__ __forceinline__ void tile_coords(int t, int pm, int pn, int group_m, int& m, int& n) {
@@ -189,7 +211,13 @@ struct Params {
   const float* sa;
   const float* sb;
   int s_stride;  // 1: per-row scales; 0: per-tensor (the same loads at one address)
+  // 0: the epilogue stores bf16 pairs from registers (one 16-byte run of a row per quad of lanes:
+  // half of each 32-byte sector written, 4-6 K cycles a tile, round 21); 1: through shared memory in
+  // two halves of the columns (all four warps writing, no bank conflicts at 112 columns: rows 112
+  // bytes apart), each stored by one thread with TMA, as cuBLAS's epilogue (1.5-2.2 K cycles)
+  int epi;
   __nv_bfloat16* c;
+  unsigned long long* trace;  // probe: clock64 at points of each consumer's life (null: none)
 };
 
 // The cluster: CM CTAs along M by CN along N (rank = rm + CM * rn), 1 x 1, 2 x 1, 1 x 2 or 2 x 2.
@@ -201,7 +229,8 @@ struct Params {
 // them released it: each consumer warp arrives on the `empty` of every CTA that writes into it.
 template <int BN, int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
-    fp8_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb, const Params p) {
+    fp8_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
+                const __grid_constant__ CUtensorMap mo, const Params p) {
 #ifdef PK_SM90A
   constexpr int CL = CM * CN, B_BYTES = BN * BK, R = BN / 2;  // R: accumulator registers a thread
   constexpr int A_PART = A_BYTES / CN, B_PART = B_BYTES / CM;  // what each CTA loads of A and of B
@@ -212,6 +241,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint8_t* sb_smem = base + p.stages * A_BYTES;
   uint64_t* full = reinterpret_cast<uint64_t*>(sb_smem + p.stages * B_BYTES);
   uint64_t* empty = full + p.stages;
+  // the epilogue's staging (epi): per consumer 64 rows x BN / 2 columns of bf16, 128-byte aligned (TMA)
+  __nv_bfloat16* ebuf = reinterpret_cast<__nv_bfloat16*>(
+      (reinterpret_cast<uintptr_t>(empty + p.stages) + 127) & ~uintptr_t(127));
 
   // the warpgroup, broadcast from lane 0 so that the compiler knows it is warp-uniform (as CUTLASS's
   // canonical_warp_group_idx): what derives from it, the stages' wgmma descriptors among them, can then
@@ -275,6 +307,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // this consumer's 64 rows of every tile
+    unsigned long long* tr = p.trace && tid == 0 ? p.trace + (blockIdx.x * 2 + c) * 16 : nullptr;
+    if (tr) tr[0] = clock64();
+    int tj = 0;
     const int warp = tid / 32, lane = tid % 32;
     const int stages = p.stages, chunk = p.chunk;  // in registers: the fences below clobber memory
     const int first = chunk - (p.stagger ? c * (chunk / 2) : 0);  // the first chunk of a tile is shorter
@@ -293,23 +328,71 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     };
     float acc[R], part[R];
-    Ring ring{0, 0};
-    for (int t = cid; t < tiles; t += nclusters) {
-      // the tile's scales, loaded before its k loop so their L2 round trip hides under it (round 19:
-      // loaded in the epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
-      int mc, nc;
-      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
+    float sr[2];
+    float2 sc[BN / 8];
+    // the tile's scales, loaded before its k loop so their L2 round trip hides under it (round 19:
+    // loaded in the epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
+    auto load_scales = [&](int mc, int nc) {
       const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
-      float sr[2];
-      float2 sc[BN / 8];
 #pragma unroll
       for (int h = 0; h < 2; ++h) sr[h] = p.s_stride ? __ldg(sa + min(r0 + 8 * h, p.M - 1)) : s_tensor;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j)  // clamped inside the matrix (N is a multiple of 8): the stores skip those
         sc[j] = p.s_stride ? __ldg(reinterpret_cast<const float2*>(sb + min(col0 + 8 * j, p.N - 2)))
                            : make_float2(1.f, 1.f);
+    };
+    // acc * scales as bf16 into tile (mc, nc): d[4j + 2h + e] is row warp*16 + lane/4 + 8h, column
+    // 8j + 2*(lane%4) + e
+    auto epilogue = [&](int mc, int nc) {
+      if (p.epi) {
+        constexpr int HALF = BN / 2;  // columns a store
+        __nv_bfloat16* mine = ebuf + c * 64 * HALF;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          if (tid == 0) bulk_wait_read();  // the buffer's previous store has read it
+          named_sync(1 + c, 128);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            __nv_bfloat16* brow = mine + (warp * 16 + lane / 4 + 8 * h) * HALF + 2 * (lane % 4);
+#pragma unroll
+            for (int jj = 0; jj < BN / 16; ++jj) {
+              const int j = half * (BN / 16) + jj;
+              *reinterpret_cast<__nv_bfloat162*>(brow + 8 * jj) = __floats2bfloat162_rn(
+                  acc[4 * j + 2 * h] * sr[h] * sc[j].x, acc[4 * j + 2 * h + 1] * sr[h] * sc[j].y);
+            }
+          }
+          fence_async_smem();
+          named_sync(1 + c, 128);
+          if (tid == 0) {
+            tma_store(&mo, mine, (nc * CN + rn) * BN + half * HALF, (mc * CM + rm) * BM + c * 64);
+            bulk_commit();
+          }
+        }
+        return;
+      }
+      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row >= p.M) continue;
+        __nv_bfloat16* crow = p.c + (size_t)row * p.N;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
+          if (col < p.N)  // N is a multiple of 8: col + 1 < N too
+            *reinterpret_cast<__nv_bfloat162*>(crow + col) = __floats2bfloat162_rn(
+                acc[4 * j + 2 * h] * sr[h] * sc[j].x, acc[4 * j + 2 * h + 1] * sr[h] * sc[j].y);
+        }
+      }
+    };
+    Ring ring{0, 0};
+    for (int t = cid; t < tiles; t += nclusters) {
+      int mc, nc;
+      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
+      load_scales(mc, nc);
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.f;
+      if (tr && tj < 4) tr[1 + 3 * tj] = clock64();
       for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
         const int c1 = min(c0 + len, nk);
         // one k tile's MMA group stays in flight while the next is issued (two in flight, the
@@ -337,20 +420,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
       }
-      // epilogue: d[4j + 2h + e] is row warp*16 + lane/4 + 8h, column 8j + 2*(lane%4) + e
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = r0 + 8 * h;
-        if (row >= p.M) continue;
-        __nv_bfloat16* crow = p.c + (size_t)row * p.N;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int col = col0 + 8 * j;
-          if (col < p.N)  // N is a multiple of 8: col + 1 < N too
-            *reinterpret_cast<__nv_bfloat162*>(crow + col) = __floats2bfloat162_rn(
-                acc[4 * j + 2 * h] * sr[h] * sc[j].x, acc[4 * j + 2 * h + 1] * sr[h] * sc[j].y);
-        }
-      }
+      if (tr && tj < 4) tr[2 + 3 * tj] = clock64();
+      epilogue(mc, nc);
+      if (tr && tj < 4) tr[3 + 3 * tj] = clock64();
+      ++tj;
+    }
+    if (p.epi && tid == 0) bulk_wait();  // the stores done before the CTA (and its shared memory) ends
+    if (tr) {
+      uint32_t sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      tr[15] = clock64(), tr[14] = tj, tr[13] = sm;
     }
   }
   // no CTA leaves while its peer may still arrive on its barriers or write into its stages
@@ -487,13 +566,26 @@ const uint16_t* steer(int dev, int cl, int clusters, cudaStream_t s) {
 }
 
 template <int BN>
-int smem_bytes(int stages) {
-  return 1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8;
+int smem_bytes(int stages, int epi) {
+  const int ring = 1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8;
+  return epi ? (ring + 127) / 128 * 128 + 2 * 64 * (BN / 2) * 2 : ring;
+}
+
+// The bf16 (rows, cols) output as boxes of box_rows x box_cols, dense in shared memory (the
+// epilogue's TMA stores).
+bool make_out_map(CUtensorMap* map, void* ptr, int rows, int cols, int box_rows, int box_cols) {
+  auto enc = encoder();
+  if (!enc) return false;
+  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * 2};
+  cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, ptr, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <int BN, int CM, int CN>
 cudaError_t launch(const void* a, const void* b, Params p, int programs, int steered, int promo, cudaStream_t s) {
-  const int bytes = smem_bytes<BN>(p.stages);
+  const int bytes = smem_bytes<BN>(p.stages, p.epi);
   if (bytes > MAX_SMEM) return cudaErrorInvalidValue;
   constexpr int CL = CM * CN;
   auto kern = fp8_gemm_ws<BN, CM, CN>;
@@ -522,7 +614,9 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
     clusters = n;
   }
   CUtensorMap ma, mb;
-  if (!make_map(&ma, a, p.M, p.K, BM / CN, promo) || !make_map(&mb, b, p.N, p.K, BN / CM, promo))
+  CUtensorMap mo = {};
+  if (!make_map(&ma, a, p.M, p.K, BM / CN, promo) || !make_map(&mb, b, p.N, p.K, BN / CM, promo) ||
+      (p.epi && !make_out_map(&mo, p.c, p.M, p.N, 64, BN / 2)))
     return cudaErrorInvalidValue;
   const int tiles = ((p.M + BM - 1) / BM + CM - 1) / CM * (((p.N + BN - 1) / BN + CN - 1) / CN);
   const int grid = std::min({programs / CL, tiles, clusters});
@@ -535,7 +629,7 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
   // no cluster attribute without a cluster: with one (even 1 x 1) the CTAs land on the SMs in
   // another order (r18/h100g), and the order decides which tiles' reads the L2 can merge
   cfg.attrs = attr, cfg.numAttrs = CL > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kern, ma, mb, p);
+  return cudaLaunchKernelEx(&cfg, kern, ma, mb, mo, p);
 }
 #endif  // PROFKIT_CPU_EMULATION
 
@@ -550,24 +644,27 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
 // clusters do not fit); steer 0/1: the clusters numbered by the GPC they land on (steer());
 // kmode: 0 k tiles in order, 1 every other tile of a CTA takes its k tiles from the last down
 // (kflip); 2 and 3 are diagnostics with wrong products (Params::kmode);
-// l2_promo: the operands' TMA L2 promotion in bytes, 0, 128 or 256 (make_map).
+// l2_promo: the operands' TMA L2 promotion in bytes, 0, 128 or 256 (make_map); epi 0/1: the
+// epilogue from registers, or through shared memory and TMA stores (Params::epi); trace: null, or
+// 32 int64 a CTA for the consumers' clock64 stamps (Params::trace; fp8_gemm_cuda documents them).
 // Returns a cudaError_t (0: launched).
 PROFKIT_EXPORT int profkit_fp8_gemm_ws(const void* a, const void* b, const float* sa, const float* sb, void* c,
                                        int M, int N, int K, int s_stride, int bn, int stages, int chunk,
                                        int stagger, int group_m, int cluster_m, int cluster_n, int programs,
-                                       int steer, int kmode, int l2_promo, void* stream) {
+                                       int steer, int kmode, int l2_promo, int epi, void* trace, void* stream) {
 #ifdef PROFKIT_CPU_EMULATION
   (void)a, (void)b, (void)sa, (void)sb, (void)c, (void)M, (void)N, (void)K, (void)s_stride, (void)bn, (void)stages,
       (void)chunk, (void)stagger, (void)group_m, (void)cluster_m, (void)cluster_n, (void)programs,
-      (void)steer, (void)kmode, (void)l2_promo, (void)stream;
+      (void)steer, (void)kmode, (void)l2_promo, (void)epi, (void)trace, (void)stream;
   return cudaErrorNotSupported;  // wgmma, TMA and mbarriers: no CPU stand-in
 #else
   using namespace profkit::fp8;
   if (M <= 0 || N <= 0 || K <= 0 || K % 16 || N % 8 || stages < 2 || chunk < 1 || group_m < 1 || programs < 1 ||
-      (s_stride != 0 && s_stride != 1) || kmode < 0 || kmode > 3 || (l2_promo != 0 && l2_promo != 128 && l2_promo != 256))
+      (s_stride != 0 && s_stride != 1) || kmode < 0 || kmode > 3 || (l2_promo != 0 && l2_promo != 128 && l2_promo != 256) ||
+      (epi != 0 && epi != 1))
     return cudaErrorInvalidValue;
-  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kmode, nullptr, sa, sb, s_stride,
-           static_cast<__nv_bfloat16*>(c)};
+  Params p{M, N, K, stages, chunk, stagger ? 1 : 0, group_m, kmode, nullptr, sa, sb, s_stride, epi,
+           static_cast<__nv_bfloat16*>(c), static_cast<unsigned long long*>(trace)};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   // one instance per tile width and cluster shape (a table: the shape picks the template)
   using Launch = cudaError_t (*)(const void*, const void*, Params, int, int, int, cudaStream_t);

@@ -106,10 +106,14 @@ def test_workload_registration():
                                "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
                                "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2",
                                "cuda_ws112_g2_tensor", "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip",
-                               "cuda_ws112_kflip_tensor", "scaled_mm", "scaled_mm_tensor"}
+                               "cuda_ws112_kflip_tensor", "cuda_ws112_tma", "cuda_ws112_tma_tensor", "cuda_ws112_tma8",
+                               "cuda_ws112_tma8_tensor", "scaled_mm", "scaled_mm_tensor"}
     assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
                           "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor",
-                          "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor")
+                          "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor",
+                          "cuda_ws112_tma", "cuda_ws112_tma_tensor", "cuda_ws112_tma8", "cuda_ws112_tma8_tensor")
+    assert w.peers["cuda_ws112_tma"] == "scaled_mm" and w.peers["cuda_ws112_tma_tensor"] == "scaled_mm_tensor"
+    assert w.peers["cuda_ws112_tma8"] == "scaled_mm" and w.peers["cuda_ws112_tma8_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112_kflip"] == "scaled_mm" and w.peers["cuda_ws112_kflip_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112_steer"] == "scaled_mm" and w.peers["cuda_ws112_steer_tensor"] == "scaled_mm_tensor"
     assert w.peers["cuda_ws112"] == "scaled_mm" and w.peers["cuda_ws112_tensor"] == "scaled_mm_tensor"

@@ -90,6 +90,24 @@ def test_wgmma_descriptors_come_from_uniform_registers(built, bn, cm, cn):
     assert len(gmma) == 4 and not [ln for ln in lines[start:gmma[-1]] if "R2UR" in ln]
 
 
+@pytest.mark.parametrize("bn,cm,cn", [(bn, cm, cn) for bn in (112, 128) for cm in (1, 2) for cn in (1, 2)])
+def test_tma_epilogue_stores_two_halves_after_a_proxy_fence(built, bn, cm, cn):
+    """Round 21: the epilogue's stores from registers wrote half of each 32-byte sector and took
+    4-6 K cycles a tile; epi 1 writes each half of the columns into shared memory, fences it for
+    the async proxy, syncs the warpgroup's four warps and has one thread store it by TMA. The
+    fence must come before the store, and the register path stays beside it (epi 0)."""
+    sass = built[1][(bn, cm, cn)]
+    lines = sass.splitlines()
+    stores = [i for i, ln in enumerate(lines) if "UTMASTG.2D" in ln]
+    named = [i for i, ln in enumerate(lines) if "BAR.SYNC" in ln and ", 0x80" in ln]  # 128 threads: a warpgroup
+    assert len(stores) == 2 and named and named[0] < stores[0]
+    for lo, hi in zip([named[0]] + stores, stores):  # each half: written, fenced, synced, stored
+        window = lines[lo:hi]
+        fence = max(i for i, ln in enumerate(window) if "FENCE.VIEW.ASYNC.S" in ln)
+        assert any("BAR.SYNC" in ln for ln in window[fence:])
+    assert re.search(r"STG\.E desc", sass)  # the register epilogue (epi 0) beside it
+
+
 def test_refuses_configs_it_cannot_run():
     with pytest.raises(ValueError, match="bn 96"):
         C.check_config(96, 6, 16, 8)
@@ -102,6 +120,11 @@ def test_refuses_configs_it_cannot_run():
     with pytest.raises(ValueError, match="cluster_n 3"):
         C.check_config(112, 6, 16, 8, cluster_n=3)
     C.check_config(112, 7, 16, 8, cluster=2)  # the default
+    C.check_config(112, 7, 16, 2, cluster=1, epilogue="tma")  # cuda_ws112_tma: its 14 KB beside 7 stages
+    with pytest.raises(ValueError, match="7 stages and the tma epilogue need 246912 bytes"):
+        C.check_config(128, 7, 16, 8, epilogue="tma")
+    with pytest.raises(ValueError, match="epilogue 'smem' is not one of registers, tma"):
+        C.check_config(112, 7, 16, 8, epilogue="smem")
     a = torch.zeros(4, 32).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="l2_promotion 64 is not 0, 128 or 256"):
         C.fp8_gemm_cuda(a, a, torch.ones(1), torch.ones(1), l2_promotion=64)
@@ -124,6 +147,8 @@ def test_shared_memory_plan_matches_the_source():
     alignment, then the stages, then two barriers a stage)."""
     src = _cuda_build.source("fp8_gemm").read_text()
     assert "1024 + stages * (A_BYTES + BN * BK) + 2 * stages * 8" in src and "MAX_SMEM = 227 * 1024" in src
+    assert "(ring + 127) / 128 * 128 + 2 * 64 * (BN / 2) * 2" in src  # the epilogue's staging, 128-byte aligned
+    assert C.smem_bytes(112, 7, "tma") == 230528 and C.smem_bytes(112, 7) == 216176
     for bn, most in C.MAX_STAGES.items():
         size = lambda s: 1024 + s * (128 * 128 + bn * 128) + 16 * s  # noqa: E731
         assert size(most) <= 227 * 1024 < size(most + 1)
