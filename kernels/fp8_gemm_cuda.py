@@ -23,8 +23,11 @@ kept as the rejected pair), and the per-row scales are loaded when a tile starts
 1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). Round 20: kflip=True runs a CTA's odd tiles'
 k loops from K's end down ("cuda_ws112_kflip*": 13-15 % fewer DRAM bytes, no faster; kept as the
 rejected pair); the wgmma descriptors computed in uniform registers (1.01-1.02x); diagnostic=1/2
-(probes only: operands L2-resident / no loads) showed the k loop is not memory-bound.
-benchmarks/results/gemm.md, "Rounds 17-20".
+(probes only: operands L2-resident / no loads). Round 21: clock64 stamps (trace=) put the k loops
+at the tensor pipe's rate and 4-6 K cycles a tile in the epilogue; epilogue="tma" stores through
+shared memory by TMA ("cuda_ws112_tma*": 1.03-1.08x), and GROUP_M 8 reads B about once
+("cuda_ws112_tma8*": 1.02-1.07x; 0.99x of per-tensor cuBLAS under ncu, 1.13-1.22x per-row).
+benchmarks/results/gemm.md, "Rounds 17-21".
 """
 from __future__ import annotations
 
