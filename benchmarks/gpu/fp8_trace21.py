@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Round 21 probe (issue 21 item 3): where a consumer warpgroup's cycles go in the CUDA fp8 GEMM,
 read from clock64 stamps the kernel writes when given a trace buffer (fp8_gemm_cuda's `trace`):
-its start, each tile's k loop start
-and end, each epilogue's end and its own end, per CTA and consumer, at qwen7b-down-m1024
-per-tensor, with loads and without (diagnostic=2). A k tile's four m64n112k32 take 224 tensor-pipe
-cycles a warpgroup at the H100's dense fp8 rate (4,096 multiply-adds a cycle an SM), 448 for the
+its start, each tile's k loop start and end, each epilogue's end and its own end, per CTA and
+consumer, at qwen7b-down-m1024 per-tensor, with loads and without (diagnostic=2), with the
+epilogue from registers and through TMA. A k tile's four m64n112k32 take 224 tensor-pipe cycles a
+warpgroup at the dense fp8 rate of an H100 or H200 SM (4,096 multiply-adds a cycle), 448 for the
 CTA's two, so a tile's k loop (148 k tiles) is 66,304 pipe cycles at least.
 
     python3 benchmarks/gpu/fp8_trace21.py --out DIR
@@ -25,7 +25,9 @@ PIPE_PER_KTILE = 448
 
 
 def run(aq, bq, sa, sb, out, diag, reps=5, **kw):
-    tr = torch.zeros(132 * 2 * 16 * 2, dtype=torch.int64, device="cuda")
+    """The stamps of `reps` launches (after two unrecorded), each after a pause: rows of 16, one per
+    CTA and consumer (fp8_gemm_cuda's docstring says which is which)."""
+    tr = torch.zeros(32 * torch.cuda.get_device_properties(0).multi_processor_count, dtype=torch.int64, device="cuda")
     rows = []
     for i in range(reps + 2):
         torch.cuda.synchronize()
@@ -73,8 +75,15 @@ def main():
     aq, bq, sa, sb = state["tensor"]
     nk = (aq.shape[1] + 127) // 128
     out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
-                shape="qwen7b-down-m1024", mode="tensor", nk=nk, ideal_loop=nk * PIPE_PER_KTILE)
+    import subprocess
+
+    import triton
+
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                            text=True).stdout.strip()
+    meta = dict(gpu=torch.cuda.get_device_name(), driver=driver, torch=torch.__version__, triton=triton.__version__,
+                date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), shape="qwen7b-down-m1024", mode="tensor", nk=nk,
+                ideal_loop=nk * PIPE_PER_KTILE)
     C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, group_m=2)
     print("check", w.check(state, "scaled_mm_tensor", out, "fp8"), flush=True)
     res = {}
@@ -92,7 +101,8 @@ def main():
                   f"median total {x['median_total']:.0f}, loop efficiency (ideal/loop) median {x['loop_eff_median']:.3f} "
                   f"[{x['loop_eff_min']:.3f}-{x['loop_eff_max']:.3f}], pre {x['pre_median']:.0f}, epilogue "
                   f"{x['epi_median']:.0f}, gap {x['gap_median']}", flush=True)
-    # cuBLAS's time at the same shape, events, for scale
+    # cuBLAS's time at the same shape, events, for scale (after one untimed call)
+    scaled_mm(aq, bq, sa, sb)
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
     ts = []
     for _ in range(5):
