@@ -7,11 +7,12 @@ epilogue from registers and through TMA. A k tile's four m64n112k32 take 224 ten
 warpgroup at the dense fp8 rate of an H100 or H200 SM (4,096 multiply-adds a cycle), 448 for the
 CTA's two, so a tile's k loop (148 k tiles) is 66,304 pipe cycles at least.
 
-    python3 benchmarks/gpu/fp8_trace21.py --out DIR
+    python3 benchmarks/gpu/fp8_trace21.py --out DIR [--group8]
 """
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def run(aq, bq, sa, sb, out, diag, reps=5, **kw):
         torch.cuda.synchronize()
         time.sleep(0.05)
         tr.zero_()
-        C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, group_m=2, diagnostic=diag, trace=tr, **kw)
+        C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, diagnostic=diag, trace=tr, **{"group_m": 2, **kw})
         torch.cuda.synchronize()
         if i >= 2:
             rows.append(tr.view(-1, 16).cpu().tolist())
@@ -69,6 +70,7 @@ def summarize(rows, nk):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--group8", action="store_true", help="GROUP_M 8 with the TMA epilogue, plain and with kflip")
     args = ap.parse_args()
     w = get("fp8_gemm")
     state = w.setup(w.shapes["qwen7b-down-m1024"], "fp8", "cuda")
@@ -88,9 +90,11 @@ def main():
     print("check", w.check(state, "scaled_mm_tensor", out, "fp8"), flush=True)
     res = {}
     configs = [(0, {}), (2, {}), (0, dict(epilogue="tma")), (2, dict(epilogue="tma"))]
+    if "--group8" in sys.argv:  # cuda_ws112_tma8's order, with and without kflip
+        configs = [(0, dict(epilogue="tma", group_m=8)), (0, dict(epilogue="tma", group_m=8, kflip=True))]
     for diag, kw in configs:
         if kw:
-            C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, group_m=2, **kw)
+            C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, **{"group_m": 2, **kw})
             print(kw, "check", w.check(state, "scaled_mm_tensor", out, "fp8"), flush=True)
         s = summarize(run(aq, bq, sa, sb, out, diag, **kw), nk)
         res[f"diagnostic{diag}" + "".join(f"_{k}{v}" for k, v in kw.items())] = s

@@ -22,6 +22,8 @@ CONFIGS = [  # (bn, stages, chunk, stagger, GROUP_M, cluster along M, along N, s
     (112, 7, 16, True, 2, 1, 1, False, False, "registers"),    # registered cuda_ws112_g2: the before
     (112, 7, 16, True, 2, 1, 1, False, False, "tma"),          # the one change
     (112, 7, 16, True, 8, 1, 1, False, False, "tma"),          # GROUP_M 8 (B about once from DRAM)
+    (112, 7, 16, True, 8, 1, 1, False, True, "tma"),           # and kflip: fewer DRAM bytes still
+    (112, 7, 16, True, 2, 1, 1, False, True, "tma"),
 ]
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 #   bash benchmarks/gpu/round15.sh ws TAG    # fp8_ws15.py: edges + float64 check, then round-robin beside v3 and _scaled_mm
 #   bash benchmarks/gpu/round15.sh rr TAG    # variants_rr.py: gluon_ws, v3 and _scaled_mm, both scale modes (7 rounds)
 #   bash benchmarks/gpu/round15.sh cap TAG   # the pairs through profkit (ncu lean): CAP_VARIANTS, CAP_PAIRS, SHAPES
-#   bash benchmarks/gpu/round15.sh script TAG # SCRIPT=name.py of this folder, run with --out (round 20 on)
+#   bash benchmarks/gpu/round15.sh script TAG # SCRIPT=name.py of this folder, run with --out and SCRIPT_ARGS (round 20 on)
 #   bash benchmarks/gpu/round15.sh probe TAG # ncu metrics (PROBE_METRICS) of one launch each of PROBE_NAMES
 #                                            # (fp8_probe17.py's names) at PROBE_SHAPE, PROBE_MODE (round 18 on);
 #                                            # PROBE_NCU_ARGS, PROBE_REPS (e.g. --cache-control none, 3: as a replay finds the L2)
@@ -31,7 +31,7 @@ rr)
   ;;
 cap) pairs $ROUND fp8_gemm "${CAP_VARIANTS}" "${CAP_PAIRS}" ;;
 script)  # SCRIPT (a file of benchmarks/gpu/) --out the round's folder, its log beside its rows (round 20 on)
-  timeout ${SCRIPT_TIMEOUT:-420} python3 $R/benchmarks/gpu/$SCRIPT --out $O/$ROUND 2>&1 | grep -v -i "warn" > $O/$ROUND/${SCRIPT%.py}.log
+  timeout ${SCRIPT_TIMEOUT:-420} python3 $R/benchmarks/gpu/$SCRIPT --out $O/$ROUND ${SCRIPT_ARGS:-} 2>&1 | grep -v -i "warn" > $O/$ROUND/${SCRIPT%.py}.log
   echo "$SCRIPT rc=$?"; cut -c1-220 $O/$ROUND/${SCRIPT%.py}.log
   ;;
 probe) probe $O/$ROUND/probe-$TAG ;;
