@@ -174,9 +174,6 @@ __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.w
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // this thread's generic-proxy writes to shared memory, visible to the async proxy (TMA) after a barrier
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Tile `t` of the grouped order: GROUP_M rows of tiles at a time, column by column within them
 // (as kernels/_gemm_common.tile_coords), so the CTAs of a wave share B's and A's tiles in L2.
@@ -332,8 +329,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     float2 sc[BN / 8];
     // the tile's scales, loaded before its k loop so their L2 round trip hides under it (round 19:
     // loaded in the epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
+    // this thread's first row and column of tile (mc, nc) in the accumulator layout
+    auto row0 = [&](int mc) { return (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4; };
+    auto col0_of = [&](int nc) { return (nc * CN + rn) * BN + 2 * (lane % 4); };
     auto load_scales = [&](int mc, int nc) {
-      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
+      const int r0 = row0(mc), col0 = col0_of(nc);
 #pragma unroll
       for (int h = 0; h < 2; ++h) sr[h] = p.s_stride ? __ldg(sa + min(r0 + 8 * h, p.M - 1)) : s_tensor;
 #pragma unroll
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           if (tid == 0) bulk_wait_read();  // the buffer's previous store has read it
-          named_sync(1 + c, 128);
+          sm90::named_sync(1 + c, 128);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             __nv_bfloat16* brow = mine + (warp * 16 + lane / 4 + 8 * h) * HALF + 2 * (lane % 4);
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
           }
           fence_async_smem();
-          named_sync(1 + c, 128);
+          sm90::named_sync(1 + c, 128);
           if (tid == 0) {
             tma_store(&mo, mine, (nc * CN + rn) * BN + half * HALF, (mc * CM + rm) * BM + c * 64);
             bulk_commit();
@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         return;
       }
-      const int r0 = (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4, col0 = (nc * CN + rn) * BN + 2 * (lane % 4);
+      const int r0 = row0(mc), col0 = col0_of(nc);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;

@@ -31,6 +31,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+// Wait at named barrier `id` (1-15; 0 is __syncthreads') until `threads` threads, this warp's
+// among them, have reached it: a sync of some of a block's warps.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 // The cluster's special registers: this CTA's rank in its cluster, the cluster's CTAs, the
 // cluster's index in the grid and the grid's clusters.
 #define PK_SREG(fn, reg)                                  \
