@@ -41,7 +41,9 @@
 // Round 20: the wgmma descriptors in uniform registers (1.01-1.02x). Round 21: clock64 stamps
 // (`trace`) put each k loop at 98.5-99.7 % of the tensor pipe's rate and 4-6 K cycles a tile in the
 // epilogue, during which both consumers store and the pipe idles; through shared memory and TMA
-// stores (epi 1, variant cuda_ws112_tma) it takes 1.5-2.2 K.
+// stores (epi 1, variant cuda_ws112_tma) it takes 1.5-2.2 K. Round 22: the next tile's
+// coordinates computed in the k loop instead of between the tiles slowed every k loop by more
+// than the 0.28 K cycles they saved (rejected; the measured source is commit d94e40c).
 #include "common.cuh"
 #include "sm90.cuh"
 
@@ -160,12 +162,6 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
       : "memory");
 }
 
-// The tensor map into the constant cache ahead of its first TMA, so that the first loads and
-// stores do not wait for it (CUTLASS does the same at kernel start; round 22).
-__device__ __forceinline__ void prefetch_tmap(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-
 // A box of shared memory (row-major, dense) to the global tensor at (x, y) by TMA; rows and columns
 // past the tensor's end are not written. One thread issues it; commit_group ends its bulk group.
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int x, int y) {
@@ -175,8 +171,9 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* sr
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// until this thread's bulk groups have read their shared memory
+// until this thread's bulk groups have read their shared memory / have finished entirely
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // this thread's generic-proxy writes to shared memory, visible to the async proxy (TMA) after a barrier
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
@@ -253,9 +250,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), tid = threadIdx.x % 128;
   const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
   if (threadIdx.x == 0) {
-    prefetch_tmap(&ma);
-    prefetch_tmap(&mb);
-    if (p.epi) prefetch_tmap(&mo);
     for (int s = 0; s < p.stages; ++s) {
       sm90::mbar_init(&full[s], 1);
       sm90::mbar_init(&empty[s], 8 * (CM + CN - 1));  // each consumer warp's lane 0, of every CTA written to
@@ -394,11 +388,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     };
     Ring ring{0, 0};
-    int mc, nc;  // this tile's coordinates; the next tile's are computed under its first MMAs (round 22)
-    tile_coords(cid, pmc, pnc, p.group_m, mc, nc);
     for (int t = cid; t < tiles; t += nclusters) {
+      int mc, nc;  // here, between the tiles, 0.28 K cycles; inside the k loop they cost more (round 22)
+      tile_coords(t, pmc, pnc, p.group_m, mc, nc);
       load_scales(mc, nc);
-      int mn = 0, nn = 0;
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.f;
       if (tr && tj < 4) tr[1 + 3 * tj] = clock64();
@@ -417,7 +410,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             wgmma<BN>(part, da + 2 * kk, db + 2 * kk, (k > c0 || kk > 0) ? 1u : 0u);
           wgmma_commit();
           fence_regs(part);
-          if (k == 0 && t + nclusters < tiles) tile_coords(t + nclusters, pmc, pnc, p.group_m, mn, nn);
           if (k > c0) {  // the previous k tile's MMAs are done: its stage goes back
             wgmma_wait<1>();
             release(prev);
@@ -428,18 +420,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_regs(part);
         release(prev);
 #pragma unroll
-          for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
+        for (int i = 0; i < R; ++i) acc[i] += part[i];  // the promotion, in fp32
       }
       if (tr && tj < 4) tr[2 + 3 * tj] = clock64();
       epilogue(mc, nc);
       if (tr && tj < 4) tr[3 + 3 * tj] = clock64();
       ++tj;
-      mc = mn, nc = nn;
     }
-    // the stores have read the staging before the CTA's shared memory goes; their writes to global
-    // memory complete with the grid (CUTLASS's epilogue ends the same way). Waiting for the writes
-    // too cost 0.5 K cycles at the kernel's end (round 21's stamps).
-    if (p.epi && tid == 0) bulk_wait_read();
+    if (p.epi && tid == 0) bulk_wait();  // the stores done before the CTA (and its shared memory) ends
     if (tr) {
       uint32_t sm;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));

@@ -1,0 +1,41 @@
+"""Round 22 of the kernel lab (issue 21 item 3): the CUDA C++ fp8 GEMM between its tiles
+(kernels/cuda/fp8_gemm.cu). Round 21's clock64 stamps left 0.7 K cycles between a consumer's tiles,
+1.4-1.5 K before its first k loop and 0.5 K after its last store. One edit took all three on: the
+tensor maps prefetched at the kernel's start, the next tile's coordinates computed under the first
+k tile's MMAs, and the kernel's end waiting for the stores' reads only. The registered variants
+were captured before (the source of commit a84dbcf) and after the edit in one H100 call
+(benchmarks/gpu/fp8_edit_pair.sh script,cap r22 h100a; runs -h100a-before/-after), so the pair
+spans two runs. Rejected in both scale modes: the gap between tiles fell from 0.67 K to 0.38 K
+cycles, but the k loops ran 1-2 K cycles a tile slower with the division in them
+(benchmarks/results/gemm.md, "Round 22"); the source is back to a84dbcf's."""
+import pytest
+
+from profdata import one_kernel_pairs, pair_row, runs_store, tensor_pipe
+
+_RUN = "fp8_gemm-qwen7b-down-m1024-r22-h100a-"
+BEFORE, AFTER = _RUN + "before", _RUN + "after"
+RUNS = {  # run -> [(before, after, speed-up, verdict)]
+    BEFORE: [],
+    AFTER: [("scaled_mm_tensor", "cuda_ws112_tma8_tensor", 0.979, "rejected"),
+            ("scaled_mm", "cuda_ws112_tma8", 1.126, "supported")],
+}
+# the edit, run to run: [(variant, speed-up, verdict)]
+CHANGE = [("cuda_ws112_tma8_tensor", 0.992, "rejected"), ("cuda_ws112_tma8", 0.990, "rejected")]
+
+store = runs_store("r22", RUNS)
+
+test_round22_pairs = one_kernel_pairs(RUNS)
+
+
+@pytest.mark.parametrize("variant,speedup,verdict", CHANGE)
+def test_between_tiles_edit_across_runs(store, variant, speedup, verdict):
+    """One change, re-profiled: the same registered variant before (one run) and after (the next)
+    the edit, no faster in either scale mode."""
+    pair_row(store, BEFORE, variant, variant, verdict, speedup, after_run=AFTER)
+
+
+@pytest.mark.parametrize("variant", ["cuda_ws112_tma8_tensor", "cuda_ws112_tma8"])
+def test_the_edit_left_the_pipe_less_busy(store, variant):
+    """Why it lost, in the counters: the busiest SM's tensor pipe is active a smaller share of the
+    kernel after the edit (the stamps put the loss in the k loops, not between the tiles)."""
+    assert tensor_pipe(store, AFTER, variant)[1] < tensor_pipe(store, BEFORE, variant)[1] - 0.5
