@@ -51,7 +51,9 @@ def find_tool(name: str, explicit: str | None = None) -> str:
 
 
 def workload_command(workload: str, variants=(), shapes=(), python: str | None = None,
-                     check_out: Path | None = None) -> list[str]:
+                     check_out: Path | None = None, iters: int | None = None) -> list[str]:
+    """The lab's runner for WORKLOAD; iters: calls of each variant inside its range (the runner's
+    default, 3, where None)."""
     cmd = [python or sys.executable, "-m", "profkit.kernels.run", workload]
     for v in variants:
         cmd += ["--variant", v]
@@ -59,6 +61,8 @@ def workload_command(workload: str, variants=(), shapes=(), python: str | None =
         cmd += ["--shape", s]
     if check_out:
         cmd += ["--check-out", str(check_out)]
+    if iters is not None:
+        cmd += ["--iters", str(iters)]
     return cmd
 
 
@@ -405,18 +409,39 @@ def torch_ranges_command(cmd: list[str]) -> list[str]:
     return cmd[:i] + [torch_ranges.__file__] + cmd[i:]
 
 
+def _check_calls(workload: str | None, calls: int) -> None:
+    """--calls is the lab runner's; refused where it would be ignored (a command runs as often as
+    it runs; an end-to-end workload is a program of its own), never silently dropped."""
+    if not workload:
+        raise BadArgument("--calls is for lab workloads: a command (-- COMMAND) runs its kernels as often as it "
+                          "calls them")
+    if not 1 <= calls <= 1000:
+        raise BadArgument(f"--calls {calls}: give 1 to 1000 calls a variant")
+    try:
+        from profkit.kernels import get
+
+        own = getattr(get(workload), "main", None) is not None
+    except Exception:  # noqa: BLE001 - an unknown workload: the profiled run says what is wrong with it
+        return
+    if own:
+        raise BadArgument(f"--calls: the workload {workload!r} is a program of its own, which sets its own calls")
+
+
 # ---- the capture ---------------------------------------------------------------------------
 def capture(workload: str | None, command: list[str] | None, run: str, out: Path, *, variants=(), shapes=(),
             use_nsys: bool = True, use_ncu: bool = True, metrics: str = "lean", include=(), tracer: str = "auto",
             clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None,
             expect=None, sample: Sampling | None = None, range_name: str | None = None, step: int | None = None,
-            profiler_api: bool | None = None, torch_ranges: bool = False, on_plan=None, note=None) -> Captured:
+            profiler_api: bool | None = None, torch_ranges: bool = False, on_plan=None, note=None,
+            calls: int | None = None) -> Captured:
     """Profile a lab workload or a command: a timeline first (nsys, else the CUPTI tracer), then
     ncu on a sample of the launches (commands) or on the workload's ranges (lab). Never loses a
     capture: a step that fails is recorded in `failures` and the reports written so far stay.
 
     `progress(line)` receives ncu's output lines; `expect(n)` learns how many launches ncu will
-    profile; `on_plan(plan)` gets the sampling plan before ncu starts; `note(text)` gets notes."""
+    profile; `on_plan(plan)` gets the sampling plan before ncu starts; `note(text)` gets notes.
+    `calls` (lab workloads): each variant's calls inside its range, 3 where None; profkit compare's
+    band is a bootstrap interval from 10 calls a side (docs/compare.md)."""
     if bool(workload) == bool(command):
         raise BadArgument("give either a WORKLOAD name or -- COMMAND, not both")
     if not use_nsys and not use_ncu:
@@ -427,6 +452,8 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
                           "its own ranges")
     if step is not None and not use_nsys:
         raise BadArgument("--step finds the step's range on the timeline: drop --no-nsys")
+    if calls is not None:
+        _check_calls(workload, calls)
     if (why := gpu_problem()):
         raise ToolMissing(f"{why}: capture needs an NVIDIA GPU (ingest, classify and analyse do not)")
     sample = sample or Sampling()
@@ -439,7 +466,7 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     checks = folder.resolve() / "correctness.json" if workload else None
     if checks:
         checks.unlink(missing_ok=True)
-    cmd = command or workload_command(workload, variants, shapes, check_out=checks)
+    cmd = command or workload_command(workload, variants, shapes, check_out=checks, iters=calls)
     if torch_ranges:
         cmd = torch_ranges_command(cmd)
     tools: dict[str, str] = {}

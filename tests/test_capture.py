@@ -226,3 +226,35 @@ def test_a_workload_that_is_its_own_program_gets_no_tuning_run(tmp_path, monkeyp
     got = cap.Captured("r", tmp_path)
     cmd = cap.workload_command(own)
     assert cap._tune_first(got, cmd, own, [], [], None, lambda t: None) == cmd and "tuned" not in got.meta
+
+
+# ---- --calls: the lab's calls a variant, for a bootstrap band in compare (round 22) ----
+def test_calls_reach_the_lab_runner(tmp_path):
+    """--calls N becomes the runner's --iters N in the profiled run (the tuning run before it keeps
+    one call); the fake ncu logs the command it was given."""
+    import json
+
+    from fake_tools import fake
+
+    assert cap.workload_command("rmsnorm", ["triton"], iters=12)[-2:] == ["--iters", "12"]
+    assert "--iters" not in cap.workload_command("rmsnorm", ["triton"])
+    ncu = fake(tmp_path, "ncu")
+    CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / "d.db"), "--out", str(tmp_path / "out"), "--no-nsys",
+                             "--ncu-path", ncu, "--calls", "12", "rmsnorm", "--variant", "eager"])
+    (argv,) = [json.loads(line)["argv"] for line in (tmp_path / "log.jsonl").read_text().splitlines()
+               if json.loads(line)["tool"] == "ncu" and "--version" not in json.loads(line)["argv"]]
+    run = argv[argv.index("profkit.kernels.run") - 1:]
+    assert run[run.index("--iters") + 1] == "12" and run.count("--iters") == 1
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--calls", "5", "--", "true", "x"], "--calls is for lab workloads"),
+    (["--calls", "5", "known"], "is a program of its own"),
+    (["--calls", "5", "--ranks", "--", "torchrun", "t.py"], "--calls is for lab workloads"),
+])
+def test_calls_refused_where_they_would_be_ignored(tmp_path, args, words):
+    """A command runs its kernels as often as it calls them, and the `known` workload is a program
+    of its own: --calls there would be dropped silently, so it is refused in one line."""
+    r = _invoke(tmp_path, "--no-nsys", *args)
+    _one_line(r, 2, words)
+    assert not (tmp_path / "d.db").exists()

@@ -11,8 +11,9 @@ export PYTHONPATH=/tmp/site:$NCU_PY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 
 O=/tmp/dev; mkdir -p $O/prof; DB=$O/prof/lab.db
 cd /tmp
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-# profkit capture of one op's variants at one shape (ncu lean, no nsys), and compare of two runs
-cap() { local run=$1; shift; echo "== capture $run"; timeout 150 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run "$@" > $O/cap-$run.log 2>&1; echo "   rc=$?"; tail -2 $O/cap-$run.log; }
+# profkit capture of one op's variants at one shape (ncu lean, no nsys; CAP_ARGS added, e.g.
+# "--calls 12"), and compare of two runs
+cap() { local run=$1; shift; echo "== capture $run"; timeout 150 python3 -m profkit capture --db $DB --out $O/prof --metrics lean --no-nsys --run $run ${CAP_ARGS:-} "$@" > $O/cap-$run.log 2>&1; echo "   rc=$?"; tail -2 $O/cap-$run.log; }
 cmp() { echo "== compare $1 -> $2"; python3 -m profkit compare --db $DB "$1" "$2" 2>&1 | tail -6; python3 -m profkit compare --db $DB "$1" "$2" --json > $O/cmp-$(echo "$1-$2" | tr ':/' '__').json 2>&1; }
 # pairs ROUND OP "VARIANT ..." "BEFORE:AFTER ...": at each of $SHAPES, profkit capture (ncu lean) of
 # OP's variants as run OP-SHAPE-ROUND-$TAG, then compare each pair
