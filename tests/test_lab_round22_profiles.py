@@ -7,7 +7,11 @@ were captured before (the source of commit a84dbcf) and after the edit in one H1
 (benchmarks/gpu/fp8_edit_pair.sh script,cap r22 h100a; runs -h100a-before/-after), so the pair
 spans two runs. Rejected in both scale modes: the gap between tiles fell from 0.67 K to 0.38 K
 cycles, but the k loops ran 1-2 K cycles a tile slower with the division in them
-(benchmarks/results/gemm.md, "Round 22"); the source is back to a84dbcf's."""
+(benchmarks/results/gemm.md, "Round 22"); the source is back to a84dbcf's.
+Then the cell itself, cuBLAS against cuda_ws112_tma8, captured with `--calls 12` (new in this round:
+from 10 calls a side profkit compare's band is a bootstrap interval, not a range) on an H100 and
+an H200 (runs -h100e, -h200a): per-tensor cuBLAS is ahead by 0.8-1.4 %, its interval clear of 1 on
+both GPUs; per-row the kernel is 1.12-1.16x."""
 import pytest
 
 from profdata import one_kernel_pairs, pair_row, runs_store, tensor_pipe
@@ -19,6 +23,10 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
     AFTER: [("scaled_mm_tensor", "cuda_ws112_tma8_tensor", 0.979, "rejected"),
             ("scaled_mm", "cuda_ws112_tma8", 1.126, "supported")],
 }
+CELL = {"fp8_gemm-qwen7b-down-m1024-r22-" + gpu: [("scaled_mm_tensor", "cuda_ws112_tma8_tensor", sp_t, "rejected"),
+                                                  ("scaled_mm", "cuda_ws112_tma8", sp_r, "supported")]
+        for gpu, sp_t, sp_r in (("h100e", 0.9925, 1.1556), ("h200a", 0.9857, 1.1180))}
+RUNS.update(CELL)
 # the edit, run to run: [(variant, speed-up, verdict)]
 CHANGE = [("cuda_ws112_tma8_tensor", 0.992, "rejected"), ("cuda_ws112_tma8", 0.990, "rejected")]
 
@@ -39,3 +47,17 @@ def test_the_edit_left_the_pipe_less_busy(store, variant):
     """Why it lost, in the counters: the busiest SM's tensor pipe is active a smaller share of the
     kernel after the edit (the stamps put the loss in the k loops, not between the tiles)."""
     assert tensor_pipe(store, AFTER, variant)[1] < tensor_pipe(store, BEFORE, variant)[1] - 0.5
+
+
+@pytest.mark.parametrize("run", list(CELL))
+def test_twelve_calls_a_side_give_a_bootstrap_interval_clear_of_one(store, run):
+    """With 12 calls a side the band is the bootstrap's, and it settles what three calls could not:
+    per-tensor cuBLAS is faster (the interval's top under 1), per-row the kernel is (its bottom
+    over 1.1)."""
+    from profkit.compare import rows
+
+    (t,) = rows(store, f"{run}:scaled_mm_tensor", f"{run}:cuda_ws112_tma8_tensor")
+    (r,) = rows(store, f"{run}:scaled_mm", f"{run}:cuda_ws112_tma8")
+    for row in (t, r):
+        assert "bootstrap" in row["band_method"] and row["before_detail"]["calls"] == row["after_detail"]["calls"] == 12
+    assert t["speedup_high"] < 1.0 and r["speedup_low"] > 1.1
