@@ -27,6 +27,23 @@ CELL = {"fp8_gemm-qwen7b-down-m1024-r22-" + gpu: [("scaled_mm_tensor", "cuda_ws1
                                                   ("scaled_mm", "cuda_ws112_tma8", sp_r, "supported")]
         for gpu, sp_t, sp_r in (("h100e", 0.9925, 1.1556), ("h200a", 0.9857, 1.1180))}
 RUNS.update(CELL)
+# the cells the summary called ties (0.99-1.00x of the better peer), 12 calls a side
+# (benchmarks/gpu/round22_ties.sh h100|h200): run -> [(before, after, speed-up, verdict)]
+TIES = {
+    "softmax-scores-r65536-n1024-r22-h100f": [("liger", "triton", 1.0071, "caveated"),
+                                              ("compile", "triton", 1.0015, "caveated")],
+    "fp8_gemm-m8192-n8192-k8192-r22-h100f": [("scaled_mm_tensor", "triton_promote_tensor", 0.9792, "rejected"),
+                                             ("scaled_mm_tensor", "gluon_ws_tensor", 0.9722, "rejected")],
+    "rmsnorm-llama8b-t32768-r22-h200b": [("liger", "triton", 0.9952, "rejected"),
+                                         ("compile", "triton", 1.1226, "supported")],
+    "softmax-scores-r32768-n4096-r22-h200b": [("liger", "triton", 1.0163, "supported"),
+                                              ("compile", "triton", 2.4562, "supported")],
+    "rope-llama8b-t32768-r22-h200b": [("liger", "triton", 1.0256, "supported"),
+                                      ("compile", "triton", 0.9841, "rejected")],
+    "fp8_gemm-m8192-n8192-k8192-r22-h200b": [("scaled_mm_tensor", "triton_promote_tensor", 0.9699, "rejected"),
+                                             ("scaled_mm_tensor", "gluon_ws_tensor", 0.9584, "rejected")],
+}
+RUNS.update(TIES)
 # the edit, run to run: [(variant, speed-up, verdict)]
 CHANGE = [("cuda_ws112_tma8_tensor", 0.992, "rejected"), ("cuda_ws112_tma8", 0.990, "rejected")]
 
@@ -47,6 +64,19 @@ def test_the_edit_left_the_pipe_less_busy(store, variant):
     """Why it lost, in the counters: the busiest SM's tensor pipe is active a smaller share of the
     kernel after the edit (the stamps put the loss in the k loops, not between the tiles)."""
     assert tensor_pipe(store, AFTER, variant)[1] < tensor_pipe(store, BEFORE, variant)[1] - 0.5
+
+
+@pytest.mark.parametrize("run,before,after", [(run, b, a) for run, ps in {**CELL, **TIES}.items() for b, a, _, _ in ps])
+def test_twelve_calls_a_side_give_bootstrap_bands(store, run, before, after):
+    """Every pair captured with --calls 12 has 12 calls a side and a bootstrap band, which puts a
+    number on what the summary called ties: e.g. RoPE at 32768 tokens on the H200 is 0.984x of
+    compile [0.978-0.990], a loss, and the softmax at 32768 x 4096 there 1.016x of Liger
+    [1.012-1.026], a win."""
+    from profkit.compare import rows
+
+    (row,) = rows(store, f"{run}:{before}", f"{run}:{after}")
+    assert "bootstrap" in row["band_method"] and row["before_detail"]["calls"] == row["after_detail"]["calls"] == 12
+    assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
 
 
 @pytest.mark.parametrize("run", list(CELL))

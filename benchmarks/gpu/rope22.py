@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Round 22 probe (issue 21 item 1): RoPE at many tokens with the head-split launch among the
+candidates. torch.compile splits a Llama RoPE call into a q kernel of 131072 small programs
+(1,024 elements each) and a k kernel; under ncu its q kernel moves 4.23 TB/s on an H200 where
+the lab's one-program-per-token launch (5,120 elements a program) moves 4.03 (r22/h200b). The
+lab's head-split launch (_rope_fwd_heads: programs of BLOCK_H q or k heads of one token) has
+only been a candidate below one token an SM (round 6). Here every head-split candidate and every
+per-token launch is timed by CUDA-graph replay over inputs rotated past the L2 (the tuner's own
+timing, kernels/timing.tuned), each output checked against float64 first, with compile and
+Liger timed the same way for scale.
+
+    python3 benchmarks/gpu/rope22.py --out DIR [--shapes a,b]
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from profkit.kernels import get
+from profkit.kernels import rope as R
+from profkit.kernels import timing as T
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", default="llama8b-t32768,llama8b-t4096,qwen7b-t4096")
+    args = ap.parse_args()
+    import subprocess
+
+    import triton
+    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
+                driver=subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                      capture_output=True, text=True).stdout.strip(),
+                date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()))
+    print(meta, flush=True)
+    w = get("rope")
+    bench = T.graph_timer(100)
+    res = {}
+    for shape in args.shapes.split(","):
+        s = w.setup(w.shapes[shape], "bf16", "cuda")
+        q, k = s["q"], s["k"]
+        HQ, HK, D = q.shape[1], k.shape[1], q.shape[2]
+        cands = R.head_candidates(HQ, HK, s["rotary_dim"] // 2)
+        per_token = tuple((0, nw) for nw in (1, 2, 4, 8))
+        rows = {}
+        for cfg in tuple(dict.fromkeys(cands + per_token)):
+            fn = lambda s=s, cfg=cfg: R.rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # noqa: E731
+                                             s["interleaved"], config=cfg)
+            ok = w.check(s, "triton", fn(), "bf16")
+            copies = T.rotated(lambda c, qq, kk: R.rope(qq, kk, s["cos"], s["sin"], s["pos"], s["rotary_dim"],
+                                                        s["interleaved"], config=c), (q, k))
+            rows[str(cfg)] = dict(us=bench(lambda: copies(cfg)) * 1e3, check=str(ok))
+            print(f"{shape:16} {str(cfg):10} {rows[str(cfg)]['us']:8.2f} us  {ok}", flush=True)
+        for v in ("compile", "liger", "triton"):
+            if v in w.variants:
+                fn = w.variants[v]
+                fn(s)
+                rows[v] = dict(us=bench(lambda: fn(s)) * 1e3)
+                print(f"{shape:16} {v:10} {rows[v]['us']:8.2f} us (not rotated)", flush=True)
+        res[shape] = rows
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "rope22.json").write_text(json.dumps(dict(meta=meta, rows=res), indent=1))
+
+
+if __name__ == "__main__":
+    main()
