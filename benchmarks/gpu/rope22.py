@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Round 22 probe (issue 21 item 1): RoPE at many tokens with the head-split launch among the
-candidates. torch.compile splits a Llama RoPE call into a q kernel of 131072 small programs
+candidates, and (second call) q and k as flat element blocks (rope.rope_flat, compile's shape of
+kernel). torch.compile splits a Llama RoPE call into a q kernel of 131072 small programs
 (1,024 elements each) and a k kernel; under ncu its q kernel moves 4.23 TB/s on an H200 where
 the lab's one-program-per-token launch (5,120 elements a program) moves 4.03 (r22/h200b). The
 lab's head-split launch (_rope_fwd_heads: programs of BLOCK_H q or k heads of one token) has
@@ -27,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--shapes", default="llama8b-t32768,llama8b-t4096,qwen7b-t4096")
+    ap.add_argument("--flat-only", action="store_true", help="the per-token launches and the flat blocks only")
     args = ap.parse_args()
     import subprocess
 
@@ -45,13 +47,17 @@ def main():
         HQ, HK, D = q.shape[1], k.shape[1], q.shape[2]
         cands = R.head_candidates(HQ, HK, s["rotary_dim"] // 2)
         per_token = tuple((0, nw) for nw in (1, 2, 4, 8))
+        flat = tuple(("flat", b, nw) for b, nw in ((512, 2), (1024, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 8)))
         rows = {}
-        for cfg in tuple(dict.fromkeys(cands + per_token)):
-            fn = lambda s=s, cfg=cfg: R.rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],  # noqa: E731
-                                             s["interleaved"], config=cfg)
-            ok = w.check(s, "triton", fn(), "bf16")
-            copies = T.rotated(lambda c, qq, kk: R.rope(qq, kk, s["cos"], s["sin"], s["pos"], s["rotary_dim"],
-                                                        s["interleaved"], config=c), (q, k))
+
+        def launch(c, qq, kk, s=s):
+            if c[0] == "flat":
+                return R.rope_flat(qq, kk, s["cos"], s["sin"], s["pos"], block=c[1], num_warps=c[2])
+            return R.rope(qq, kk, s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"], config=c)
+
+        for cfg in tuple(dict.fromkeys((cands if not args.flat_only else ()) + per_token + flat)):
+            ok = w.check(s, "triton", launch(cfg, q, k), "bf16")
+            copies = T.rotated(launch, (q, k))
             rows[str(cfg)] = dict(us=bench(lambda: copies(cfg)) * 1e3, check=str(ok))
             print(f"{shape:16} {str(cfg):10} {rows[str(cfg)]['us']:8.2f} us  {ok}", flush=True)
         for v in ("compile", "liger", "triton"):
