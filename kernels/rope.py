@@ -289,47 +289,6 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     return qo, ko
 
 
-# --- round 22's probe: q and k as flat element blocks, as torch.compile's kernels take them ---
-
-@triton.jit
-def _rope_flat(Q, K, QO, KO, COS, SIN, POS, NQ, NK, PQ, HQD, HKD, D, HALF, stride_cs, BLOCK: tl.constexpr):
-    """Programs [0, PQ) rotate BLOCK consecutive elements of q, the rest of k (NeoX layout, the whole
-    head rotated, every tensor contiguous). A block holds whole heads (BLOCK a multiple of D), so
-    each element's partner (d +- HALF) is in the block; it is loaded a second time (L1)."""
-    pid = tl.program_id(0)
-    if pid < PQ:
-        X, XO, HD, n0, N = Q, QO, HQD, pid * BLOCK, NQ
-    else:
-        X, XO, HD, n0, N = K, KO, HKD, (pid - PQ) * BLOCK, NK
-    n = n0 + tl.arange(0, BLOCK)
-    m = n < N
-    d = n % D
-    lo = d < HALF
-    x = tl.load(X + n, mask=m).to(tl.float32)
-    xp = tl.load(X + tl.where(lo, n + HALF, n - HALF), mask=m).to(tl.float32)
-    p = tl.load(POS + n // HD, mask=m)
-    j = tl.where(lo, d, d - HALF)
-    c = tl.load(COS + p * stride_cs + j, mask=m).to(tl.float32)
-    sn = tl.load(SIN + p * stride_cs + j, mask=m).to(tl.float32)
-    y = x * c + tl.where(lo, -xp, xp) * sn
-    tl.store(XO + n, y.to(XO.dtype.element_ty), mask=m)
-
-
-def rope_flat(q, k, cos, sin, positions, block: int = 1024, num_warps: int = 4, q_out=None, k_out=None):
-    """Round 22's probe (benchmarks/gpu/rope22.py): RoPE over q and k as flat blocks of `block`
-    elements (NeoX, the whole head rotated, q/k/outputs contiguous, out of place)."""
-    q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, None, q_out, k_out)
-    T, HQ, D = q.shape
-    HK = k.shape[1]
-    if not all(t.is_contiguous() for t in (q, k, qo, ko)) or block % D:
-        raise ValueError("rope_flat: q, k and the outputs contiguous, block a multiple of head_dim")
-    NQ, NK = q.numel(), k.numel()
-    PQ = triton.cdiv(NQ, block)
-    _rope_flat[(PQ + triton.cdiv(NK, block),)](q, k, qo, ko, cos, sin, positions, NQ, NK, PQ, HQ * D, HK * D, D,
-                                               D // 2, cos.stride(0), BLOCK=block, num_warps=num_warps)
-    return qo, ko
-
-
 # --- eager, as HF writes it: cos/sin [tokens, rotary_dim] gathered once per forward ---------
 
 def full_cos_sin(cos, sin, positions, interleaved: bool = False, dtype=None):

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Round 22 probe (issue 21 item 1): RoPE at many tokens with the head-split launch among the
-candidates, and (second call) q and k as flat element blocks (rope.rope_flat, compile's shape of
-kernel). torch.compile splits a Llama RoPE call into a q kernel of 131072 small programs
-(1,024 elements each) and a k kernel; under ncu its q kernel moves 4.23 TB/s on an H200 where
-the lab's one-program-per-token launch (5,120 elements a program) moves 4.03 (r22/h200b). The
-lab's head-split launch (_rope_fwd_heads: programs of BLOCK_H q or k heads of one token) has
-only been a candidate below one token an SM (round 6). Here every head-split candidate and every
-per-token launch is timed by CUDA-graph replay over inputs rotated past the L2 (the tuner's own
-timing, kernels/timing.tuned), each output checked against float64 first, with compile and
-Liger timed the same way for scale.
+"""Round 22 probe (issue 21 item 1): RoPE at many tokens, other launches than one program a
+token. torch.compile splits a Llama RoPE call into a q kernel of 131072 small programs (1,024
+elements each) and a k kernel; under ncu its q kernel moves 4.23 TB/s on an H200 where the lab's
+one-program-per-token launch (5,120 elements a program) moves 4.03 (r22/h200b). Timed here, by
+CUDA-graph replay over inputs rotated past the L2 (the tuner's own timing, kernels/timing.tuned),
+each output checked against float64 first, with compile and Liger timed for scale:
+- every head-split launch (_rope_fwd_heads: programs of BLOCK_H q or k heads of one token, until
+  now a candidate only below one token an SM, round 6) and every per-token launch;
+- with --flat-only, the per-token launches and q and k as flat blocks of elements (rope_flat,
+  compile's shape of kernel: measured slower and removed; the code is at commit 66bb7b6).
 
     python3 benchmarks/gpu/rope22.py --out DIR [--shapes a,b]
 """
@@ -52,6 +52,8 @@ def main():
 
         def launch(c, qq, kk, s=s):
             if c[0] == "flat":
+                if not hasattr(R, "rope_flat"):  # measured and removed: the kernel is at commit 66bb7b6
+                    raise SystemExit("rope_flat was removed after round 22 (refuted); check out commit 66bb7b6 to run it")
                 return R.rope_flat(qq, kk, s["cos"], s["sin"], s["pos"], block=c[1], num_warps=c[2])
             return R.rope(qq, kk, s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"], config=c)
 
