@@ -1072,23 +1072,11 @@ WORKLOAD = Workload(
     reference=reference,
     numerics="gemm",
     baselines=("scaled_mm", "scaled_mm_tensor"),
-    peers={"triton": "scaled_mm", "triton_v2": "scaled_mm", "triton_fastacc": "scaled_mm",
-           "triton_tensor": "scaled_mm_tensor", "triton_promote": "scaled_mm", "triton_promote_early": "scaled_mm",
-           "triton_promote_tensor": "scaled_mm_tensor", "triton_splitk": "scaled_mm",
-           "triton_splitk_tensor": "scaled_mm_tensor", "triton_streamk": "scaled_mm",
-           "triton_streamk_tensor": "scaled_mm_tensor", "triton_helped": "scaled_mm",
-           "triton_helped_tensor": "scaled_mm_tensor", "gluon_ws": "scaled_mm", "gluon_ws_tensor": "scaled_mm_tensor",
-           "gluon_ws_sk": "scaled_mm", "gluon_ws_sk_tensor": "scaled_mm_tensor", "gluon_ws112": "scaled_mm",
-           "gluon_ws112_tensor": "scaled_mm_tensor", "cuda_ws112": "scaled_mm", "cuda_ws112_tensor": "scaled_mm_tensor",
-           "cuda_ws112_g2": "scaled_mm", "cuda_ws112_g2_tensor": "scaled_mm_tensor", "cuda_ws112_steer": "scaled_mm",
-           "cuda_ws112_steer_tensor": "scaled_mm_tensor", "cuda_ws112_kflip": "scaled_mm",
-           "cuda_ws112_kflip_tensor": "scaled_mm_tensor", "cuda_ws112_tma": "scaled_mm",
-           "cuda_ws112_tma_tensor": "scaled_mm_tensor", "cuda_ws112_tma8": "scaled_mm",
-           "cuda_ws112_tma8_tensor": "scaled_mm_tensor"},
-    gpu_only=("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112", "gluon_ws112_tensor",
-              "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor", "cuda_ws112_steer",
-              "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor", "cuda_ws112_tma",
-              "cuda_ws112_tma_tensor", "cuda_ws112_tma8", "cuda_ws112_tma8_tensor"),  # Gluon and wgmma CUDA C++: Hopper only, no interpreter
+    # each variant against _scaled_mm in its own scale mode; Gluon and wgmma CUDA C++ run on Hopper
+    # only, with no interpreter: both follow from VARIANTS instead of lists kept by hand
+    peers={v: "scaled_mm" if mode == "row" else "scaled_mm_tensor" for v, (mode, _) in VARIANTS.items()
+           if v not in ("scaled_mm", "scaled_mm_tensor")},
+    gpu_only=tuple(v for v in VARIANTS if v.startswith(("gluon_", "cuda_"))),
     inexact=("triton_fastacc",),  # Hopper's reduced-precision fp8 accumulation over the whole K
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

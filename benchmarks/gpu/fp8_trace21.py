@@ -21,6 +21,7 @@ import torch
 from profkit.kernels import fp8_gemm_cuda as C
 from profkit.kernels import get
 from profkit.kernels.fp8_gemm import scaled_mm
+from profkit.kernels.timing import header, stamp
 
 PIPE_PER_KTILE = 448
 
@@ -77,15 +78,7 @@ def main():
     aq, bq, sa, sb = state["tensor"]
     nk = (aq.shape[1] + 127) // 128
     out = torch.empty((aq.shape[0], bq.shape[0]), dtype=torch.bfloat16, device="cuda")
-    import subprocess
-
-    import triton
-
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                            text=True).stdout.strip()
-    meta = dict(gpu=torch.cuda.get_device_name(), driver=driver, torch=torch.__version__, triton=triton.__version__,
-                date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), shape="qwen7b-down-m1024", mode="tensor", nk=nk,
-                ideal_loop=nk * PIPE_PER_KTILE)
+    meta = dict(stamp(header("cuda")), shape="qwen7b-down-m1024", mode="tensor", nk=nk, ideal_loop=nk * PIPE_PER_KTILE)
     C.fp8_gemm_cuda(aq, bq, sa, sb, out, cluster=1, group_m=2)
     print("check", w.check(state, "scaled_mm_tensor", out, "fp8"), flush=True)
     res = {}

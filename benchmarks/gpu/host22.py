@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from profkit.kernels import get
+from profkit.kernels.timing import header, stamp
 
 
 def host_and_gpu(call, s, n=200):
@@ -57,13 +58,7 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    import subprocess
-
-    import triton
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                driver=subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                      capture_output=True, text=True).stdout.strip(),
-                date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()))
+    meta = stamp(header("cuda"))
     print(meta, flush=True)
     rows = []
     for op, shapes in (("rmsnorm_bwd", ("llama8b-t4096", "qwen7b-t4096")), ("swiglu_bwd", ("llama8b-t4096",))):

@@ -14,7 +14,6 @@ each output checked against float64 first, with compile and Liger timed for scal
 """
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -30,13 +29,7 @@ def main():
     ap.add_argument("--shapes", default="llama8b-t32768,llama8b-t4096,qwen7b-t4096")
     ap.add_argument("--flat-only", action="store_true", help="the per-token launches and the flat blocks only")
     args = ap.parse_args()
-    import subprocess
-
-    import triton
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                driver=subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                      capture_output=True, text=True).stdout.strip(),
-                date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()))
+    meta = T.stamp(T.header("cuda"))
     print(meta, flush=True)
     w = get("rope")
     bench = T.graph_timer(100)
