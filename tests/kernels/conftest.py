@@ -50,8 +50,10 @@ import torch  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _fresh_seed():
-    """Fresh random inputs every run; the seed is printed so a failure can be replayed."""
-    seed = int.from_bytes(os.urandom(4), "little")
+    """Fresh random inputs every run; the seed is printed so a failure can be replayed
+    (PROFKIT_TEST_SEED=<seed> replays it)."""
+    fixed = os.environ.get("PROFKIT_TEST_SEED")
+    seed = int(fixed) if fixed else int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(seed)
     print(f"torch seed {seed}")
     yield
