@@ -182,14 +182,16 @@ def pdl_supported() -> bool:
     return ok and not interpreting() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
-_PDL_OK: dict[str, bool] = {}
+_PDL_OK: dict = {}
 
 
-def pdl_ok(device: str) -> bool:
-    """pdl_supported() for a launch on `device` (a CUDA device), probed once."""
-    if device not in _PDL_OK:
-        _PDL_OK[device] = device.startswith("cuda") and pdl_supported()
-    return _PDL_OK[device]
+def pdl_ok(device) -> bool:
+    """pdl_supported() for a launch on `device` (a CUDA device: its name or torch.device), probed
+    once per device."""
+    ok = _PDL_OK.get(device)
+    if ok is None:
+        ok = _PDL_OK[device] = str(device).startswith("cuda") and pdl_supported()
+    return ok
 
 
 _COMPILED: dict = {}

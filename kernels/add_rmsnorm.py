@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._launch import cdiv, fast, next_pow2
 from ._numerics import ESIZE, compiled, has_module
 from .rmsnorm import row_config, rmsnorm_reference, untuned_config
 
@@ -78,11 +79,11 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
     ro = torch.empty(x.shape, dtype=residual.dtype, device=x.device) if residual_out is None else residual_out
     y2, ro2 = y.view(M, N), ro.view(M, N)
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_pow2(N)
 
     def launch(cfg):
         bm, nw, ev = cfg
-        _add_rmsnorm_fwd[(triton.cdiv(M, bm),)](
+        fast(_add_rmsnorm_fwd)[(cdiv(M, bm),)](
             x2, r2, w, y2, ro2, x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
             1.0 if gemma else 0.0, BLOCK_M=bm, BLOCK_N=BLOCK_N, EVICT=ev, W_FIRST=w_first, num_warps=nw)
 

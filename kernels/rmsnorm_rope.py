@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
+from ._launch import cdiv, fast, next_pow2
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
 from .rope import full_cos_sin, head_candidates, qk_inputs, rope_angles, rope_cache, rope_eager
@@ -100,11 +101,11 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     if T == 0:
         return qo, ko
     half, P = rd // 2, D - rd
-    BHQ, BHK, BH = triton.next_power_of_2(HQ), triton.next_power_of_2(HK), triton.next_power_of_2(half)
+    BHQ, BHK, BH = next_pow2(HQ), next_pow2(HK), next_pow2(half)
     args = (q, k, qo, ko, q_w, k_w, cos, sin, positions, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
             qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0), HQ, HK, D, half, P, eps,
             1.0 if gemma else 0.0)
-    bp = triton.next_power_of_2(max(P, 1))
+    bp = next_pow2(max(P, 1))
 
     token = (0, warps_for(2 * BHQ * BH))  # round 2's launch: the default, and the pick in place
 
@@ -112,16 +113,16 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
         bh, nw = cfg
         if bh == 0:
             nw = nw or token[1]
-            _rmsnorm_rope_fwd[(T,)](*args, INTERLEAVED=interleaved, BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
-                                    BLOCK_PASS=bp, num_warps=nw)
+            fast(_rmsnorm_rope_fwd)[(T,)](*args, INTERLEAVED=interleaved, BLOCK_HQ=BHQ, BLOCK_HK=BHK,
+                                          BLOCK_HALF=BH, BLOCK_PASS=bp, num_warps=nw)
             return
-        GQ = triton.cdiv(HQ, bh)
-        G = GQ + triton.cdiv(HK, bh)
-        _rmsnorm_rope_heads[(T * G,)](*args, GQ, G, INTERLEAVED=interleaved, BLOCK_H=bh, BLOCK_HALF=BH,
-                                      BLOCK_PASS=bp, num_warps=nw)
+        GQ = cdiv(HQ, bh)
+        G = GQ + cdiv(HK, bh)
+        fast(_rmsnorm_rope_heads)[(T * G,)](*args, GQ, G, INTERLEAVED=interleaved, BLOCK_H=bh, BLOCK_HALF=BH,
+                                            BLOCK_PASS=bp, num_warps=nw)
 
     if config is None:
-        key = ("rmsnorm_rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device)
+        key = ("rmsnorm_rope", next_pow2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device)
         config = tuned_cached(key)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
             cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])

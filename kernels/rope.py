@@ -27,11 +27,14 @@ to memory that could alias it. The old order is kept as ``loads_first=False``, v
 """
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
+from ._launch import cdiv, fast, next_pow2
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
 from .timing import rotated, tuned, tuned_cached
 
@@ -171,6 +174,7 @@ def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
                                BLOCK_HALF, BLOCK_PASS)
 
 
+@functools.lru_cache(maxsize=None)  # asked on every few-token call, before the tuned lookup
 def head_candidates(HQ: int, HK: int, half: int) -> tuple[tuple[int, int], ...]:
     """(BLOCK_H, num_warps) launches of the few-token kernel, the default first: BLOCK_H q or k
     heads per program, 2-16 rotated pairs per thread; last, (0, num_warps): one program per
@@ -237,19 +241,19 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     HK = k.shape[1]
     half, P = rd // 2, D - rd
     copy_pass = P > 0 and not (qo.data_ptr() == q.data_ptr() and ko.data_ptr() == k.data_ptr())
-    BHQ, BHK = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)
-    BH = triton.next_power_of_2(half)
+    BHQ, BHK = next_pow2(HQ), next_pow2(HK)
+    BH = next_pow2(half)
     if T == 0:
         return qo, ko
 
     def launch(nw, q=q, k=k):  # (q, k): the tuner's rotated copies
-        _rope_fwd[(T,)](q, k, qo, ko, cos, sin, positions,
-                        q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-                        qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
-                        HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
-                        BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
-                        BLOCK_PASS=triton.next_power_of_2(max(P, 1)), LOADS_FIRST=loads_first, STREAM=stream,
-                        num_warps=nw)
+        fast(_rope_fwd)[(T,)](q, k, qo, ko, cos, sin, positions,
+                              q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                              qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
+                              HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
+                              BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
+                              BLOCK_PASS=next_pow2(max(P, 1)), LOADS_FIRST=loads_first, STREAM=stream,
+                              num_warps=nw)
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
     if split is None:
@@ -259,16 +263,16 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
             bh, nw = cfg
             if bh == 0:
                 return launch(nw)
-            GQ = triton.cdiv(HQ, bh)
-            _rope_fwd_heads[(T, GQ + triton.cdiv(HK, bh))](
+            GQ = cdiv(HQ, bh)
+            fast(_rope_fwd_heads)[(T, GQ + cdiv(HK, bh))](
                 q, k, qo, ko, cos, sin, positions, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                 qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0), HQ, HK, half, P, GQ,
                 INTERLEAVED=interleaved, COPY_PASS=copy_pass, BLOCK_H=bh, BLOCK_HALF=BH,
-                BLOCK_PASS=triton.next_power_of_2(max(P, 1)), num_warps=nw)
+                BLOCK_PASS=next_pow2(max(P, 1)), num_warps=nw)
 
         if config is None:
             cands = head_candidates(HQ, HK, half)
-            key = ("rope_heads", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
+            key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
                    q.device)
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default

@@ -20,6 +20,7 @@ import triton.language as tl
 
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import swiglu_cuda
+from ._launch import cdiv, fast, next_pow2
 from ._numerics import ESIZE, compiled, has_module
 from .timing import tuned
 
@@ -77,7 +78,7 @@ def _config(name, n, t, launch, config, small: bool = False):
         # GPU time by graph replay: at a few microseconds do_bench would time the host's launch
         return tuned((name, "small", triton.next_power_of_2(n), t.dtype, t.device), SMALL_CANDIDATES, launch,
                      t.device, graph=True)
-    return tuned((name, triton.next_power_of_2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
+    return tuned((name, next_pow2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
 
 
 def swiglu_fwd(gate, up, out=None, config=None):
@@ -90,7 +91,7 @@ def swiglu_fwd(gate, up, out=None, config=None):
     n = gate.numel()
     if n:
         def launch(cfg):
-            _swiglu_fwd[(triton.cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
+            fast(_swiglu_fwd)[(cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
 
         launch(_config("swiglu_fwd", n, gate, launch, config, small=True))
     return y
@@ -105,8 +106,8 @@ def swiglu_bwd(dy, gate, up, dgate=None, dup=None, config=None):
     n = gate.numel()
     if n:
         def launch(cfg):
-            _swiglu_bwd[(triton.cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], EVICT=cfg[2],
-                                                    num_warps=cfg[1])
+            fast(_swiglu_bwd)[(cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], EVICT=cfg[2],
+                                                  num_warps=cfg[1])
 
         launch(_config("swiglu_bwd", n, gate, launch, config))
     return dg, du

@@ -1,0 +1,158 @@
+"""A shorter host path for launching a ``@triton.jit`` kernel: ``fast(kernel)[grid](*args, **kw)``.
+
+Why: at 4096 tokens and at decode the lab's rows are host-bound (round 22, host22.py on the H100:
+the RMSNorm backward's direct call spent 123 us on the host for 37-50 us of kernels, about half of
+it in the two launches' ``JITFunction.run``). Triton binds and specializes every argument, builds
+its cache key from the specialization and the options, and checks the kernel's globals, on every
+call. Here the ``CompiledKernel`` Triton's own launch returned is kept under a key at least as
+fine as Triton's specialization, and a later launch with the same key calls it directly:
+
+- a tensor: its dtype and whether its address is 16-byte aligned (Triton's ``tt.divisibility``);
+- an int, float, bool or None, and a constexpr: its type and value (Triton makes classes of ints:
+  1, a multiple of 16, 32 or 64 bits; a value is finer, and cheaper to take than the class);
+- the launch options (num_warps, num_stages, launch_pdl, ...) and the current device.
+
+A key finer than Triton's only costs a miss (one more normal launch; at most MAX_KEYS are kept a
+kernel, then the cache starts over, so a size that changes every call cannot grow it without
+bound). Everything else takes the
+normal launch: the interpreter (``TRITON_INTERPRET=1``, where ``triton.jit`` gives no
+``JITFunction``), an argument of another kind, a launch hook set (profilers such as Proton) or a
+pre-run hook, a grid given as a function, a Triton whose launch returns no ``CompiledKernel``.
+Not re-checked on the short path: Triton's test that the kernel's globals have not changed since
+it was compiled (the lab's kernels read no mutable globals). ``PROFKIT_FAST_LAUNCH=0``, or
+``ENABLED = False``, turns it off (the before of round 23's host measurements).
+"""
+from __future__ import annotations
+
+import os
+
+import triton
+
+ENABLED = os.environ.get("PROFKIT_FAST_LAUNCH", "1") != "0"
+
+_SCALARS = frozenset((int, float, bool, type(None)))
+MAX_KEYS = 256  # compiled kernels kept per kernel: past it the cache starts over (a shape a call)
+
+
+def arg_key(vals, const) -> list:
+    """The key of one launch's parameter values (`const`: which are constexprs): a scalar's type
+    and value (finer than Triton's classes of ints: a new value is a miss, never a wrong kernel;
+    the type keeps True, 1 and 1.0 apart, which Triton compiles apart), a constexpr's type and
+    value, a tensor's dtype and 16-byte alignment. Raises AttributeError or TypeError for anything
+    else (the normal launch takes it)."""
+    key = []
+    for v, c in zip(vals, const):
+        t = type(v)
+        if c or t in _SCALARS:
+            key.append(t)
+            key.append(v)
+        else:
+            key.append(v.dtype)
+            key.append(v.data_ptr() % 16 == 0)
+    return key
+
+
+class FastKernel:
+    """`fn` with a cache of its compiled kernels by argument key (see the module's docstring)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.ok = isinstance(fn, triton.runtime.jit.JITFunction)
+        if self.ok:
+            self.nargs = len(fn.params)
+            self.const = tuple(p.is_constexpr for p in fn.params)
+            self.names = {p.name: i for i, p in enumerate(fn.params)}
+            self.defaults = tuple(p.default if p.has_default else None for p in fn.params)
+        self.cache: dict = {}
+        self.device_fn = self.stream_fn = None
+        self.hits = 0  # short-path launches (tests and probes read it)
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.launch(grid, args, kw)
+
+    def launch(self, grid, args, kw):
+        fn = self.fn
+        if not (ENABLED and self.ok) or callable(grid) or fn.pre_run_hooks or _hooked():
+            return fn[grid](*args, **kw)
+        # every parameter's value in order, constexprs and defaults included (Triton's launcher
+        # takes them so); the other keywords are launch options (num_warps, launch_pdl, ...). A
+        # parameter given neither way is None: the key misses and Triton's launch reports it.
+        vals = list(args)
+        vals.extend(self.defaults[len(vals):])
+        opts = ()
+        if kw:
+            names = self.names
+            for k, v in kw.items():
+                i = names.get(k)
+                if i is None:
+                    opts += (k, v)
+                else:
+                    vals[i] = v
+        if self.device_fn is None:  # the driver's own calls, looked up once (its proxy costs a us a call)
+            drv = _driver()
+            self.device_fn, self.stream_fn = drv.get_current_device, drv.get_current_stream
+        device = self.device_fn()
+        try:
+            key = arg_key(vals, self.const)
+            key.append(opts)
+            key.append(device)
+            key = tuple(key)
+            kernel = self.cache.get(key)
+        except (TypeError, AttributeError):  # an argument of another kind, an unhashable constexpr
+            return fn[grid](*args, **kw)
+        if kernel is None:
+            kernel = fn[grid](*args, **kw)
+            if all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata")):
+                if len(self.cache) >= MAX_KEYS:
+                    self.cache.clear()
+                self.cache[key] = kernel
+            return kernel
+        n = len(grid)
+        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self.stream_fn(device),
+                   kernel.function, kernel.packed_metadata, None, None, None, *vals)
+        self.hits += 1
+        return kernel
+
+
+def cdiv(a: int, b: int) -> int:
+    """triton.cdiv for host ints without its constexpr_function wrapper (a few us a call on the
+    hosts of round 22, and launchers call it several times)."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """triton.next_power_of_2 for host ints, likewise."""
+    return n if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _driver():
+    return triton.runtime.driver.active
+
+
+def _active(hook) -> bool:
+    """A launch hook is set: a function (Triton <= 3.5), or a HookChain with calls (newer Tritons
+    keep an empty chain there)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return calls is None or bool(calls)
+
+
+_RUNTIME = getattr(getattr(triton, "knobs", None), "runtime", None)  # Triton >= 3.4
+
+
+def _hooked() -> bool:
+    rt = _RUNTIME
+    return rt is not None and (_active(rt.launch_enter_hook) or _active(rt.launch_exit_hook))
+
+
+_FAST: dict = {}
+
+
+def fast(fn) -> FastKernel:
+    """The FastKernel of `fn` (one per kernel object; anything else, e.g. a test's launch spy or
+    the interpreter's function, takes the normal launch through it)."""
+    k = _FAST.get(id(fn))
+    if k is None or k.fn is not fn:
+        k = _FAST[id(fn)] = FastKernel(fn)
+    return k
