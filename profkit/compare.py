@@ -8,7 +8,12 @@ Method (docs/compare.md says the same for readers):
   once; for kernels one after another it is the sum of their durations), else (ncu-only runs:
   each kernel replayed alone) the sum of their durations. Its span runs from its first
   kernel's start to its last kernel's end (idle gaps included; timeline runs only).
-- Speed-up = median(before GPU time per call) / median(after). Noise band: with fewer than
+- A call's host time (timeline runs whose launches carry their API call's start): from the
+  start of the API call that launched its first kernel to the same point of the next call, so
+  a range of N calls gives N - 1 values. It is what the caller waits for a call where the GPU
+  waits on the launcher (a host-bound call: the host time exceeds the span).
+- Speed-up = median(before GPU time per call) / median(after); `by="host"`: of the host times
+  instead (a change to the launcher moves no kernel). Noise band: with fewer than
   BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
   max(before)/min(after) -- every pairing of calls, no distribution assumed; from
   BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
@@ -32,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import selection
 from .classify import labels as _labels
+from .errors import BadArgument
 from .intervals import covered
 from .metrics import lookup
 from .model import roof_time_ns
@@ -59,10 +65,21 @@ class Side:
     dram_pct: float | None = None  # ncu DRAM throughput, % of peak, weighted by kernel time
     dram_bytes_per_call: float | None = None
     correctness: dict | None = None
+    host_us: list[float] | None = None  # host time of each call but the last (None: no API times)
 
     @property
     def median_us(self) -> float:
         return statistics.median(self.gpu_us)
+
+    def times(self, by: str) -> list[float] | None:
+        """The per-call times `by` measures: "gpu" (GPU time) or "host" (host time)."""
+        return self.gpu_us if by == "gpu" else self.host_us
+
+    def host_bound(self) -> bool:
+        """The launcher, not the GPU, sets the pace: the median host time of a call exceeds its
+        median span by more than a tenth."""
+        return bool(self.host_us and self.span_us) and \
+            statistics.median(self.host_us) > 1.1 * statistics.median(self.span_us)
 
 
 @dataclass
@@ -76,19 +93,26 @@ class Comparison:
     verdict: str
     why: str
     caveats: list[str] = field(default_factory=list)
+    by: str = "gpu"  # what before_us / after_us and the speed-up measure: "gpu" or "host" time
+    notes: list[str] = field(default_factory=list)  # facts beside the verdict (a host-bound side)
 
     def row(self) -> dict:
         """Flat JSON row (`profkit compare --json`)."""
         b, a = self.before, self.after
-        out = {"range": self.key, "before": f"{b.run}:{b.path}", "after": f"{a.run}:{a.path}",
-               "before_us": b.median_us, "after_us": a.median_us,
-               "before_span_us": statistics.median(b.span_us) if b.span_us else None,
-               "after_span_us": statistics.median(a.span_us) if a.span_us else None,
+
+        def med(xs):
+            return statistics.median(xs) if xs else None
+
+        out = {"range": self.key, "before": f"{b.run}:{b.path}", "after": f"{a.run}:{a.path}", "by": self.by,
+               "before_us": med(b.times(self.by)), "after_us": med(a.times(self.by)),
+               "before_gpu_us": b.median_us, "after_gpu_us": a.median_us,
+               "before_host_us": med(b.host_us), "after_host_us": med(a.host_us),
+               "before_span_us": med(b.span_us), "after_span_us": med(a.span_us),
                "speedup": self.speedup, "speedup_low": self.band[0], "speedup_high": self.band[1],
                "band_method": self.band_method,
                "label_before": b.label, "label_after": a.label,
                "roofline_pct_before": b.roofline_pct, "roofline_pct_after": a.roofline_pct,
-               "verdict": self.verdict, "why": self.why, "caveats": self.caveats}
+               "verdict": self.verdict, "why": self.why, "caveats": self.caveats, "notes": self.notes}
         for name, side in (("before_detail", b), ("after_detail", a)):
             d = asdict(side)
             d.pop("run"), d.pop("path")
@@ -96,16 +120,33 @@ class Comparison:
         return out
 
 
-def compare(store: Store, before: str, after: str) -> list[Comparison]:
-    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:VARIANT``) range by range."""
+BY = ("gpu", "host")
+
+
+def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comparison]:
+    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:VARIANT``) range by range, by GPU
+    time per call or (by="host") host time per call."""
+    if by not in BY:
+        raise BadArgument(f"compare by {by!r}: one of {', '.join(BY)}")
     sb, sa = selection.parse(before), selection.parse(after)
     pairs = selection.pair(store, sb, sa)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
-    return [_compare_pair(p, ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)) for p in pairs]
+    out = []
+    for p in pairs:
+        b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
+        if by == "host":
+            for side in (b, a):
+                if not side.host_us:
+                    raise BadArgument(
+                        f"--by host: {side.run}:{side.path} has no host time per call (it needs a timeline "
+                        f"capture, nsys or CUPTI, whose launches carry their API call's start, and 2 calls "
+                        f"or more; an ncu-only run has none)")
+        out.append(_compare_pair(p, b, a, by))
+    return out
 
 
-def rows(store: Store, before: str, after: str) -> list[dict]:
-    return [c.row() for c in compare(store, before, after)]
+def rows(store: Store, before: str, after: str, by: str = "gpu") -> list[dict]:
+    return [c.row() for c in compare(store, before, after, by)]
 
 
 def timeline(store: Store, selector: str) -> list[dict]:
@@ -150,6 +191,10 @@ class _RunContext:
             spans = [(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c)) / 1e3 for c in calls]
         else:
             gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
+        host = None
+        if len(calls) > 1 and all(k["api_start_ns"] is not None for k in group.kernels):
+            starts = [min(k["api_start_ns"] for k in c) for c in calls]
+            host = [(b - a) / 1e3 for a, b in zip(starts, starts[1:])]
         labels: dict[str, float] = {}
         for k in group.kernels:
             lab = self.labels.get(k["kernel_id"], "unknown")
@@ -158,7 +203,7 @@ class _RunContext:
         label = max(labels, key=labels.get) if labels else None
         s = Side(self.run, group.path, len(calls), len(calls[0]) if calls else 0, gpu, spans, label,
                  labels[label] / total if label and total else None, labels,
-                 correctness=self.correctness.get(group.path))
+                 correctness=self.correctness.get(group.path), host_us=host)
         _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
         return s
 
@@ -228,27 +273,31 @@ def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
     return sorted((np.median(b, axis=1) / np.median(a, axis=1)).tolist())
 
 
-def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side) -> tuple[str, str, list[str]]:
-    """(verdict, one-line why, caveats)."""
+def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side,
+            by: str = "gpu") -> tuple[str, str, list[str]]:
+    """(verdict, one-line why, caveats); `by`: the measure the speed-up and band are of."""
     ok = (after.correctness or {}).get("ok")
     if ok is False:
         return "rejected", f"{after.path} failed its reference check ({_check_text(after.correctness)})", []
     if speedup <= 1:
         return "rejected", f"not faster: {speedup:.2f}x (band {band[0]:.2f}-{band[1]:.2f})", []
     caveats = []
-    if min(before.calls, after.calls) < 2:
-        caveats.append(f"one call on a side ({before.calls} before, {after.calls} after): no noise estimate")
+    nb, na = len(before.times(by) or ()), len(after.times(by) or ())
+    what = "calls" if by == "gpu" else "host times"
+    if min(nb, na) < 2:
+        caveats.append(f"one {what[:-1]} on a side ({nb} before, {na} after): no noise estimate")
     elif band[0] <= 1:
-        caveats.append(f"noise band {band[0]:.2f}-{band[1]:.2f} reaches 1 "
-                       f"({before.calls} calls before, {after.calls} after)")
+        caveats.append(f"noise band {band[0]:.2f}-{band[1]:.2f} reaches 1 ({nb} {what} before, {na} after)")
     if ok is None:
         caveats.append(f"no correctness record for {after.path}")
-    missing = [s.path for s in (before, after) if not s.counters]
+    # counters describe the kernels (label, % of roofline), not the launcher a host comparison judges
+    missing = [s.path for s in (before, after) if not s.counters] if by == "gpu" else []
     if missing:
         caveats.append("no counters for " + ", ".join(missing) + " (label and % of roofline from the timeline only)")
+    faster = f"{speedup:.2f}x faster" + (" on the host" if by == "host" else "")
     if caveats:
-        return "caveated", f"{speedup:.2f}x faster, but " + "; ".join(caveats), caveats
-    return "supported", (f"{speedup:.2f}x faster beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
+        return "caveated", f"{faster}, but " + "; ".join(caveats), caveats
+    return "supported", (f"{faster} beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
                          f"reference check passed ({_check_text(after.correctness)})"), []
 
 
@@ -260,8 +309,23 @@ def _check_text(rec: dict | None) -> str:
     return ", ".join(parts) or ("passed" if rec.get("ok") else "failed")
 
 
-def _compare_pair(p: selection.Pair, before: Side, after: Side) -> Comparison:
-    speedup = before.median_us / after.median_us if after.median_us else float("inf")
-    band, method = noise_band(before.gpu_us, after.gpu_us)
-    v, why, caveats = verdict(speedup, band, before, after)
-    return Comparison(p.key, before, after, speedup, band, method, v, why, caveats)
+def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu") -> Comparison:
+    tb, ta = before.times(by), after.times(by)
+    mb, ma = statistics.median(tb), statistics.median(ta)
+    speedup = mb / ma if ma else float("inf")
+    band, method = noise_band(tb, ta)
+    if by == "host":
+        method = "host time per call: " + method
+    v, why, caveats = verdict(speedup, band, before, after, by)
+    notes = []
+    if by == "gpu":
+        bound = [f"{s.run}:{s.path}" for s in (before, after) if s.host_bound()]
+        if bound:
+            notes.append(f"host-bound (the host takes longer a call than the GPU's span: the GPU waits on the "
+                         f"launcher): {', '.join(bound)}; --by host compares what the caller waits for")
+    else:
+        notes.append(f"GPU time per call {before.median_us:,.1f} -> {after.median_us:,.1f} us")
+        if not (before.host_bound() or after.host_bound()):
+            notes.append("neither side is host-bound: the GPU sets the pace of these calls, and the "
+                         "GPU time (the default) is what the caller waits for")
+    return Comparison(p.key, before, after, speedup, band, method, v, why, caveats, by, notes)

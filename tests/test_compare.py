@@ -194,3 +194,60 @@ def test_a_snapshot_answers_as_the_database_does_and_refuses_writes(db):
             with pytest.raises(ProfkitError, match="write inside"):
                 s.replace_labels(RMS, [])
         assert s.query("SELECT count(*) AS n FROM classifications WHERE run = ?", (RMS,))[0]["n"] > 0
+
+
+# --- by host time: the launcher's share of a call (round 23) ---------------------------------
+
+RR = "rmsnorm_rope-qwen3-8b-t4096"  # H200, 3 calls a variant; the Triton call is host-bound
+
+
+def _host_times(db, run, path):
+    """Host time per call computed here from the launches' API starts (one kernel per call in
+    the Triton range; eager's calls are its kernels in groups of the call's kernel count)."""
+    with Store(db, readonly=True) as s:
+        ks = s.query("SELECT api_start_ns FROM kernels WHERE run = ? AND nvtx_path = ? ORDER BY start_ns",
+                     (run, path))
+    return [k["api_start_ns"] for k in ks]
+
+
+def test_by_host_measures_the_launcher(db):
+    (row,) = _json(db, f"{RR}:eager", f"{RR}:triton", "--by", "host")
+    starts = _host_times(db, RR, "rmsnorm_rope/triton/qwen3-8b-t4096")
+    assert len(starts) == 3  # 3 calls, 1 kernel each: 2 host times
+    host = [(b - a) / 1e3 for a, b in zip(starts, starts[1:])]
+    assert host == pytest.approx([70.781, 63.480])
+    assert row["by"] == "host" and row["after_us"] == pytest.approx(sum(host) / 2)
+    assert row["after_detail"]["host_us"] == pytest.approx(host)
+    n = row["before_detail"]["kernels_per_call"]
+    eager = _host_times(db, RR, "rmsnorm_rope/eager/qwen3-8b-t4096")[::n]
+    assert row["before_detail"]["host_us"] == pytest.approx([(b - a) / 1e3 for a, b in zip(eager, eager[1:])])
+    assert row["before_us"] == pytest.approx(483.6, abs=0.1)
+    assert row["speedup"] == pytest.approx(483.6 / 67.13, rel=1e-3)
+    assert row["verdict"] == "supported" and "on the host" in row["why"]
+    assert "2 x 2" in row["band_method"] and row["band_method"].startswith("host time per call")
+    # the GPU time stays in the row, and is what the default measures
+    assert row["before_gpu_us"] == pytest.approx(559.3, abs=0.1) and row["after_gpu_us"] == pytest.approx(30.9, abs=0.1)
+    assert row["notes"] == ["GPU time per call 559.3 -> 30.9 us"]  # Triton's side is host-bound: no warning
+    (gpu,) = _json(db, f"{RR}:eager", f"{RR}:triton")
+    assert gpu["by"] == "gpu" and gpu["before_us"] == row["before_gpu_us"] and gpu["speedup"] == pytest.approx(18.11, abs=0.01)
+    assert len(gpu["notes"]) == 1 and "host-bound" in gpu["notes"][0] and "rmsnorm_rope/triton/" in gpu["notes"][0]
+    assert "eager" not in gpu["notes"][0]  # eager's GPU work outlasts its launches
+
+
+def test_by_host_where_the_gpu_sets_the_pace(db):
+    (row,) = _json(db, f"{RMS}:eager", f"{RMS}:triton", "--by", "host")
+    assert row["before_us"] == pytest.approx(212.59, abs=0.01) and row["after_us"] == pytest.approx(73.77, abs=0.01)
+    assert any("neither side is host-bound" in n for n in row["notes"])
+    (gpu,) = _json(db, f"{RMS}:eager", f"{RMS}:triton")
+    assert gpu["notes"] == []
+
+
+def test_by_host_refused_without_a_timeline(db):
+    run = "fp8_gemm-qwen7b-down-m1024-r22-h100e"  # ncu only: no API times
+    r = CliRunner().invoke(cli, ["compare", f"{run}:scaled_mm_tensor", f"{run}:cuda_ws112_tma8_tensor", "--db", db,
+                                 "--by", "host"])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "no host time per call" in r.output
+    r = CliRunner().invoke(cli, ["compare", f"{run}:scaled_mm_tensor", f"{run}:cuda_ws112_tma8_tensor", "--db", db,
+                                 "--by", "wall"])
+    assert r.exit_code == 2 and "wall" in r.output
