@@ -14,11 +14,11 @@ import io
 import json
 import pstats
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from host22 import host_and_gpu  # round 22's measure: 200 calls queued, wall time and CUDA events
 from profkit.kernels import _launch, get
 from profkit.kernels.timing import header, stamp
 
@@ -26,21 +26,6 @@ ROWS = ["rmsnorm_bwd:llama8b-t4096", "rmsnorm_bwd:qwen7b-t4096", "rmsnorm:llama8
         "rope:llama8b-t1", "rmsnorm_rope:qwen3-8b-t1", "rmsnorm_rope:qwen3-8b-t4096", "add_rmsnorm:llama8b-t1",
         "add_rmsnorm:llama8b-t4096", "swiglu:llama8b-t1", "swiglu_bwd:llama8b-t4096"]
 PEERS = ("compile", "compile_direct", "liger")
-
-
-def host_and_gpu(call, s, n=200):
-    for _ in range(5):
-        call(s)
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    ev[0].record()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        call(s)
-    t1 = time.perf_counter()
-    ev[1].record()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6, ev[0].elapsed_time(ev[1]) / n * 1e3
 
 
 def flat(out):
