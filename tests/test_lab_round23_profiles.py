@@ -13,14 +13,18 @@ round: the host time of a call, from one call's first launch to the next call's 
   to 1.01x (a tie). By GPU time it is 1.72x.
 - The fused q/k RMSNorm + RoPE at one token: 105.8 -> 65.9 us, 1.61x, supported. compile's control
   moved 0.73x between the two processes, so the in-process off/on figures of host23.py
-  (1.24-1.35x, H100 and H200) are the firmer ones (benchmarks/results/kernels.md, "Round 23")."""
+  (1.24-1.35x, H100 and H200) are the firmer ones (benchmarks/results/kernels.md, "Round 23").
+The RMSNorm backward pair again on an H200 (round23.sh pair h200c): 1.06x [0.95-1.57] by host
+time, caveated, with compile's untouched call 1.37x between the same two processes. Across
+processes the host's noise is the larger effect there; host23.py's in-process 1.45x stands."""
 import pytest
 
 from profdata import runs_store
 
 BWD = "rmsnorm_bwd-llama8b-t4096-r23-h100c-"
 ROPE = "rmsnorm_rope-qwen3-8b-t1-r23-h100d-"
-RUNS = {BWD + "slow": [], BWD + "fast": [], ROPE + "slow": [], ROPE + "fast": []}
+BWD200 = "rmsnorm_bwd-llama8b-t4096-r23-h200c-"  # the same pair on the H200: the control moved more
+RUNS = {r + side: [] for r in (BWD, ROPE, BWD200) for side in ("slow", "fast")}
 
 store = runs_store("r23", RUNS)
 
@@ -40,6 +44,10 @@ CHANGE = [
     (ROPE, "triton", "host", "supported", 1.606, 105.85, 65.92),
     (ROPE, "triton", "gpu", "rejected", 1.000, 1.57, 1.57),
     (ROPE, "compile", "host", "rejected", 0.727, 78.70, 108.31),  # the control moved, process to process
+    # H200: inconclusive by host time, the band reaches 1 and compile's untouched call moved more
+    (BWD200, "triton_direct", "host", "caveated", 1.056, 92.02, 87.12),
+    (BWD200, "compile_direct", "host", "caveated", 1.366, 128.17, 93.83),
+    (BWD200, "triton_direct", "gpu", "caveated", 1.017, 28.83, 28.35),  # a tie: the band reaches 1
 ]
 
 
@@ -75,6 +83,8 @@ def test_the_runs_record_the_switch(store):
     (BWD + "fast", "triton_direct", "compile_direct", 1.014, "caveated"),
     (ROPE + "slow", "triton", "compile", 0.744, "rejected"),
     (ROPE + "fast", "triton", "compile", 1.643, "supported"),
+    (BWD200 + "slow", "triton_direct", "compile_direct", 1.393, "caveated"),
+    (BWD200 + "fast", "triton_direct", "compile_direct", 1.077, "caveated"),
 ])
 def test_the_lab_against_compile_by_host_time(store, run, lab, peer, host_speedup, host_verdict):
     """The row issue 21 asks about, in one run: the lab's call against torch.compile's, by the host
@@ -82,4 +92,4 @@ def test_the_lab_against_compile_by_host_time(store, run, lab, peer, host_speedu
     r = _row(store, f"{run}:{peer}", f"{run}:{lab}", "host")
     assert r["verdict"] == host_verdict and r["speedup"] == pytest.approx(host_speedup, abs=0.005)
     g = _row(store, f"{run}:{peer}", f"{run}:{lab}", "gpu")
-    assert 1.70 < g["speedup"] < 1.80
+    assert (1.70 < g["speedup"] < 1.80) if "h100" in run else (2.0 < g["speedup"] < 2.07)
