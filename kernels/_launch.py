@@ -14,10 +14,10 @@ fine as Triton's specialization, and a later launch with the same key calls it d
 
 A key finer than Triton's only costs a miss (one more normal launch; at most MAX_KEYS are kept a
 kernel, then the cache starts over, so a size that changes every call cannot grow it without
-bound). Everything else takes the
-normal launch: the interpreter (``TRITON_INTERPRET=1``, where ``triton.jit`` gives no
-``JITFunction``), an argument of another kind, a launch hook set (profilers such as Proton) or a
-pre-run hook, a grid given as a function, a Triton whose launch returns no ``CompiledKernel``.
+bound). Everything else takes the normal launch: the interpreter (``TRITON_INTERPRET=1``, where
+``triton.jit`` gives no ``JITFunction``), an argument of another kind, a launch hook set
+(profilers such as Proton) or a pre-run hook, a grid given as a function, a Triton whose launch
+returns no ``CompiledKernel``.
 Not re-checked on the short path: Triton's test that the kernel's globals have not changed since
 it was compiled (the lab's kernels read no mutable globals). ``PROFKIT_FAST_LAUNCH=0``, or
 ``ENABLED = False``, turns it off (the before of round 23's host measurements).
@@ -72,7 +72,7 @@ class FastKernel:
 
     def launch(self, grid, args, kw):
         fn = self.fn
-        if not (ENABLED and self.ok) or callable(grid) or fn.pre_run_hooks or _hooked():
+        if not (ENABLED and self.ok) or callable(grid) or getattr(fn, "pre_run_hooks", None) or _hooked():
             return fn[grid](*args, **kw)
         # every parameter's value in order, constexprs and defaults included (Triton's launcher
         # takes them so); the other keywords are launch options (num_warps, launch_pdl, ...). A

@@ -167,6 +167,9 @@ def test_normal_path_where_the_short_one_cannot_go(jit, monkeypatch):
     fk[(1,)](x, x, 32, 0.5, BLOCK=16)
     fk[(1,)](x, x, 32, 0.5, BLOCK=16)
     assert len(slow) == 9 and fk.hits == 1
+    fn.pre_run_hooks.append(lambda *a, **kw: None)  # Triton runs these before each of its launches
+    fk[(1,)](x, x, 32, 0.5, BLOCK=16)
+    assert len(slow) == 10 and fk.hits == 1
 
 
 def test_not_a_jit_function_is_called_as_given():
