@@ -76,7 +76,7 @@ def _config(name, n, t, launch, config, small: bool = False):
         if not small:
             return CANDIDATES[0]
         # GPU time by graph replay: at a few microseconds do_bench would time the host's launch
-        return tuned((name, "small", triton.next_power_of_2(n), t.dtype, t.device), SMALL_CANDIDATES, launch,
+        return tuned((name, "small", next_pow2(n), t.dtype, t.device), SMALL_CANDIDATES, launch,
                      t.device, graph=True)
     return tuned((name, next_pow2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
 

@@ -137,10 +137,11 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
         if by == "host":
             for side in (b, a):
                 if not side.host_us:
-                    raise BadArgument(
-                        f"--by host: {side.run}:{side.path} has no host time per call (it needs a timeline "
-                        f"capture, nsys or CUPTI, whose launches carry their API call's start, and 2 calls "
-                        f"or more; an ncu-only run has none)")
+                    why = ("one call: a host time runs from one call's first launch to the next's, so it needs "
+                           "2 calls or more" if side.calls < 2 else
+                           "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
+                           "run does not)")
+                    raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
         out.append(_compare_pair(p, b, a, by))
     return out
 

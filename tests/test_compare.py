@@ -248,6 +248,25 @@ def test_by_host_refused_without_a_timeline(db):
                                  "--by", "host"])
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1 and "no host time per call" in r.output
+    assert "no API start times" in r.output
     r = CliRunner().invoke(cli, ["compare", f"{run}:scaled_mm_tensor", f"{run}:cuda_ws112_tma8_tensor", "--db", db,
                                  "--by", "wall"])
     assert r.exit_code == 2 and "wall" in r.output
+
+
+def test_by_host_refuses_one_call_ranges_of_a_field_report(tmp_path):
+    """A TensorRT engine's nsys export someone else captured (RTX 3090): its launches carry API
+    times, but each layer's range holds one call, so there is no host time a call to compare."""
+    from profdata import FIELD_REPORTS
+
+    src = FIELD_REPORTS / "memfusion" / "report1.sqlite"
+    if not src.exists():
+        pytest.skip(f"{src} not here (public field reports live beside the project)")
+    db = str(tmp_path / "f.db")
+    r = CliRunner().invoke(cli, ["ingest", str(src), "--db", db, "--run", "trt"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["compare", "trt:Identity_0", "trt:Identity_1", "--db", db, "--by", "host"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "one call" in r.output and "2 calls or more" in r.output
+    (row,) = _json(db, "trt:Identity_0", "trt:Identity_1")  # the GPU comparison still answers
+    assert row["before_detail"]["calls"] == 1 and row["before_detail"]["host_us"] is None
