@@ -21,6 +21,14 @@ returns no ``CompiledKernel``.
 Not re-checked on the short path: Triton's test that the kernel's globals have not changed since
 it was compiled (the lab's kernels read no mutable globals). ``PROFKIT_FAST_LAUNCH=0``, or
 ``ENABLED = False``, turns it off (the before of round 23's host measurements).
+
+Launch plans (round 24): a launcher whose Python is most of its call (the fused q/k RMSNorm + RoPE
+passes 29 parameters; at 4096 tokens on the H100 its call took 74 us on the host to compile's 59)
+keeps, per key of its inputs (shapes, strides, dtypes, flags), a ``Plan``: the kernel, grid, the
+parameters after the tensors and their key, all worked out once. A later call with the same input
+key allocates its outputs and calls ``FastKernel.launch_planned`` with only its tensors, whose
+dtype and alignment are still keyed on every call. ``PROFKIT_LAUNCH_PLANS=0`` (or ``PLANS =
+False``) turns plans off and leaves the rest of the short path on (round 24's before).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import os
 import triton
 
 ENABLED = os.environ.get("PROFKIT_FAST_LAUNCH", "1") != "0"
+PLANS = os.environ.get("PROFKIT_LAUNCH_PLANS", "1") != "0"
 
 _SCALARS = frozenset((int, float, bool, type(None)))
 MAX_KEYS = 256  # compiled kernels kept per kernel: past it the cache starts over (a shape a call)
@@ -64,6 +73,7 @@ class FastKernel:
             self.names = {p.name: i for i, p in enumerate(fn.params)}
             self.defaults = tuple(p.default if p.has_default else None for p in fn.params)
         self.cache: dict = {}
+        self.planned: dict = {}  # launch_planned's kernels: (plan key, device, tensor keys) -> kernel
         self.device_fn = self.stream_fn = None
         self.hits = 0  # short-path launches (tests and probes read it)
 
@@ -112,6 +122,92 @@ class FastKernel:
                    kernel.function, kernel.packed_metadata, None, None, None, *vals)
         self.hits += 1
         return kernel
+
+    def plan(self, grid, rest, opts=(), check=None) -> "Plan":
+        """A Plan of a launch with `grid` whose parameters after the leading tensors are `rest`
+        (in order, constexprs and defaults included) and whose options are `opts` ((name, value)
+        pairs); their key is taken here, once. `check`: the launcher's own validity token."""
+        n = self.nargs - len(rest) if self.ok else 0
+        try:
+            rkey = (tuple(arg_key(rest, self.const[n:])), tuple(opts)) if self.ok and n >= 0 else None
+            hash(rkey)
+        except (TypeError, AttributeError):
+            rkey = None  # an unhashable or unkeyable value: the plan's launches take Triton's path
+        return Plan(self, tuple(grid), tuple(rest), tuple(opts), rkey, check)
+
+    def launch_planned(self, plan: "Plan", tensors):
+        """Launch `plan` with its leading parameters `tensors`: the per-call key is the plan's, the
+        current device and each tensor's dtype and 16-byte alignment (as `launch` keys them)."""
+        fn = self.fn
+        if not (ENABLED and self.ok) or plan.rkey is None or getattr(fn, "pre_run_hooks", None) or _hooked():
+            return fn[plan.grid](*tensors, *plan.rest, **dict(plan.opts))
+        if self.device_fn is None:
+            drv = _driver()
+            self.device_fn, self.stream_fn = drv.get_current_device, drv.get_current_stream
+        device = self.device_fn()
+        key = [plan.rkey, device]
+        try:
+            for t in tensors:
+                key.append(t.dtype)
+                key.append(t.data_ptr() % 16 == 0)
+        except (TypeError, AttributeError):  # not a tensor (e.g. None): Triton's launch
+            return fn[plan.grid](*tensors, *plan.rest, **dict(plan.opts))
+        key = tuple(key)
+        kernel = self.planned.get(key)
+        if kernel is None:
+            kernel = fn[plan.grid](*tensors, *plan.rest, **dict(plan.opts))
+            if all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata")):
+                if len(self.planned) >= MAX_KEYS:
+                    self.planned.clear()
+                self.planned[key] = kernel
+            return kernel
+        grid = plan.grid
+        n = len(grid)
+        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self.stream_fn(device),
+                   kernel.function, kernel.packed_metadata, None, None, None, *tensors, *plan.rest)
+        self.hits += 1
+        return kernel
+
+
+class Plan:
+    """One launcher call's launch, worked out once (FastKernel.plan): kernel, grid, the parameters
+    after the tensors and their key, the options, and `check`, which the launcher compares before
+    using it (e.g. the tuned pick it was made with)."""
+
+    __slots__ = ("kernel", "grid", "rest", "opts", "rkey", "check")
+
+    def __init__(self, kernel, grid, rest, opts, rkey, check):
+        self.kernel, self.grid, self.rest, self.opts, self.rkey, self.check = kernel, grid, rest, opts, rkey, check
+
+    def launch(self, tensors):
+        return self.kernel.launch_planned(self, tensors)
+
+
+class Plans:
+    """A launcher's plans by the key of its inputs, at most MAX_KEYS (then it starts over). `get`
+    is None while plans or the short path are off."""
+
+    def __init__(self):
+        self.d: dict = {}
+
+    def get(self, key):
+        if not (PLANS and ENABLED):
+            return None
+        try:
+            return self.d.get(key)
+        except TypeError:  # an unhashable input (e.g. eps given as a tensor): no plan
+            return None
+
+    def put(self, key, plan: Plan) -> None:
+        if not (PLANS and ENABLED):
+            return
+        try:
+            hash(key)
+        except TypeError:
+            return
+        if len(self.d) >= MAX_KEYS:
+            self.d.clear()
+        self.d[key] = plan
 
 
 def cdiv(a: int, b: int) -> int:

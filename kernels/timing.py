@@ -200,6 +200,12 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     return best
 
 
+def tuned_entry(key):
+    """The record behind tuned_cached(key) (None if there is none yet): a launch plan made with one
+    pick compares it by identity to know the pick still stands."""
+    return _TUNED.get(key)
+
+
 def tuned_cached(key):
     """The cached choice for `key` (timed in this process, or handed over by load_tuned), or None."""
     hit = _TUNED.get(key)

@@ -13,8 +13,8 @@ import subprocess
 RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
               "TRITON_INTERPRET", "TORCHINDUCTOR_MAX_AUTOTUNE", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF",
               "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS",
-              # the lab's own switches: Triton launches through kernels/_launch.py, tuning on the GPU
-              "PROFKIT_FAST_LAUNCH", "PROFKIT_TUNE")
+              # the lab's own switches: Triton launches through kernels/_launch.py (and its plans), tuning on the GPU
+              "PROFKIT_FAST_LAUNCH", "PROFKIT_LAUNCH_PLANS", "PROFKIT_TUNE")
 # ...and those that say where a process sat in a job (launchers' rank variables)
 _JOB_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",

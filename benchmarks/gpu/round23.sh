@@ -8,29 +8,34 @@
 #   bash benchmarks/gpu/round23.sh pair TAG     # profkit capture (nsys, --calls 12) off then on, and
 #                                               # profkit compare --by host / gpu (PAIR_OP, PAIR_SHAPE,
 #                                               # PAIR_VARIANTS; several ops: mode pair once per call)
+# Round 24 (the launch plans): SWITCH=plans toggles PROFKIT_LAUNCH_PLANS instead of
+# PROFKIT_FAST_LAUNCH (host: host23.py --switch plans --pieces; pair: runs ...-r24-TAG-slow/fast),
+# raw rows in r24/TAG/.
 set -u
 mode=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
-mkdir -p $O/r23/$TAG
+if [ "${SWITCH:-fast}" = plans ]; then RD=r24 VAR=PROFKIT_LAUNCH_PLANS HOSTARGS="--switch plans --pieces"
+else RD=r23 VAR=PROFKIT_FAST_LAUNCH HOSTARGS=""; fi
+mkdir -p $O/$RD/$TAG
 for m in ${mode//,/ }; do
 case $m in
-  host) timeout ${HOST_TIMEOUT:-520} python3 $R/benchmarks/gpu/host23.py --out $O/r23/$TAG ${HOST_ROWS:+--rows $HOST_ROWS} ${PROFILE:+--profile $PROFILE} \
-          2>&1 | grep -v Warning | tee $O/r23/$TAG/host23.log | tail -80 ;;
+  host) timeout ${HOST_TIMEOUT:-520} python3 $R/benchmarks/gpu/host23.py --out $O/$RD/$TAG $HOSTARGS ${HOST_ROWS:+--rows $HOST_ROWS} ${PROFILE:+--profile $PROFILE} \
+          2>&1 | grep -v Warning | tee $O/$RD/$TAG/host23.log | tail -80 ;;
   bench) for side in 0 1; do
-           echo "== PROFKIT_FAST_LAUNCH=$side"
-           PROFKIT_FAST_LAUNCH=$side timeout ${BENCH_TIMEOUT:-250} python3 $R/benchmarks/kernels.py --graph \
+           echo "== $VAR=$side"
+           env $VAR=$side timeout ${BENCH_TIMEOUT:-250} python3 $R/benchmarks/kernels.py --graph \
              --ops ${OPS:-rmsnorm,rope,rmsnorm_rope,add_rmsnorm} --shapes ${SHAPES:-t1,t4096} \
              --variants ${VARIANTS:-triton,compile,liger,triton_direct,compile_direct} \
-             --out $O/r23/$TAG/fast$side > $O/r23/$TAG/kernels_fast$side.log 2>&1
-           echo "   rc=$?"; tail -${BENCH_TAIL:-25} $O/r23/$TAG/kernels_fast$side.log
+             --out $O/$RD/$TAG/fast$side > $O/$RD/$TAG/kernels_fast$side.log 2>&1
+           echo "   rc=$?"; tail -${BENCH_TAIL:-25} $O/$RD/$TAG/kernels_fast$side.log
          done ;;
   pair) # profkit capture, timeline only, PAIR_CALLS (12) calls a variant, of PAIR_OP's PAIR_VARIANTS at
         # PAIR_SHAPE with the short launch path off (run ...-slow) then on (...-fast); compare by host
         # and by GPU time per call
         for side in slow fast; do
-          run=$PAIR_OP-$PAIR_SHAPE-r23-$TAG-$side
+          run=$PAIR_OP-$PAIR_SHAPE-$RD-$TAG-$side
           echo "== capture $run"
-          PROFKIT_FAST_LAUNCH=$([ $side = fast ] && echo 1 || echo 0) timeout 200 python3 -m profkit capture \
+          env $VAR=$([ $side = fast ] && echo 1 || echo 0) timeout 200 python3 -m profkit capture \
             --db $DB --out $O/prof --no-ncu --run $run --calls ${PAIR_CALLS:-12} $PAIR_OP \
             $(printf -- '--variant %s ' ${PAIR_VARIANTS//,/ }) --shape $PAIR_SHAPE > $O/cap-$run.log 2>&1
           echo "   rc=$?"; tail -2 $O/cap-$run.log
@@ -38,13 +43,13 @@ case $m in
         for v in ${PAIR_VARIANTS//,/ }; do
           for by in host gpu; do
             echo "== compare $v by $by"
-            python3 -m profkit compare --db $DB $PAIR_OP-$PAIR_SHAPE-r23-$TAG-slow:$v $PAIR_OP-$PAIR_SHAPE-r23-$TAG-fast:$v \
-              --by $by --json > $O/r23/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json 2>&1
+            python3 -m profkit compare --db $DB $PAIR_OP-$PAIR_SHAPE-$RD-$TAG-slow:$v $PAIR_OP-$PAIR_SHAPE-$RD-$TAG-fast:$v \
+              --by $by --json > $O/$RD/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json 2>&1
             python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; print(r['verdict'], round(r['speedup'],3), \
               [round(r['speedup_low'],3), round(r['speedup_high'],3)], 'us', round(r['before_us'],1), '->', round(r['after_us'],1), r['notes'])" \
-              $O/r23/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json || tail -3 $O/r23/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json
+              $O/$RD/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json || tail -3 $O/$RD/$TAG/cmp-$PAIR_OP-$PAIR_SHAPE-$v-$by.json
           done
         done ;;
 esac
 done
-finish r23 $TAG
+finish $RD $TAG

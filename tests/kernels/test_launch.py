@@ -190,3 +190,69 @@ def test_host_helpers_match_triton():
         assert L.next_pow2(n) == triton.next_power_of_2(n)
         for b in (1, 3, 16, 64):
             assert L.cdiv(n, b) == triton.cdiv(n, b)
+
+
+def test_planned_launch_order_key_and_misses(jit):
+    """A Plan's launch: its parameters after the tensors keyed once; each call keys the tensors'
+    dtype and alignment and hands Triton's kernel every parameter in order."""
+    fn, slow = jit
+    fk = L.FastKernel(fn)
+    x, y, x2 = torch.zeros(64), torch.zeros(64), torch.zeros(64)
+    plan = fk.plan((4,), (32, 0.5, 16, 3), (("num_warps", 4),))
+    k0 = plan.launch((x, y))
+    assert len(slow) == 1 and slow[0][1] == (x, y, 32, 0.5, 16, 3) and slow[0][2]["num_warps"] == 4
+    assert plan.launch((x2, y)) is k0 and fk.hits == 1
+    assert k0.calls == [(4, 1, 1, 77, "fn", "meta", None, None, None, x2, y, 32, 0.5, 16, 3)]
+    misses = [
+        lambda: plan.launch((x[1:], y)),  # X not 16-byte aligned
+        lambda: plan.launch((x, y.half())),  # another dtype
+        lambda: fk.plan((4,), (48, 0.5, 16, 3), (("num_warps", 4),)).launch((x, y)),  # another n
+        lambda: fk.plan((4,), (1, 0.5, 16, 3), (("num_warps", 4),)).launch((x, y)),  # n == 1
+        lambda: fk.plan((4,), (True, 0.5, 16, 3), (("num_warps", 4),)).launch((x, y)),  # a bool for an int
+        lambda: fk.plan((4,), (32, 0.5, 32, 3), (("num_warps", 4),)).launch((x, y)),  # another constexpr
+        lambda: fk.plan((4,), (32, 0.5, 16, 3), (("num_warps", 8),)).launch((x, y)),  # another option
+    ]
+    for i, miss in enumerate(misses):
+        miss()
+        assert len(slow) == 2 + i, i
+    # a plan made again with the same values finds the kernel its twin compiled
+    assert fk.plan((9,), (32, 0.5, 16, 3), (("num_warps", 4),)).launch((x, y)) is k0
+    assert fk.hits == 2 and k0.calls[-1][:3] == (9, 1, 1)
+
+
+def test_planned_launch_falls_back_and_is_bounded(jit, monkeypatch):
+    fn, slow = jit
+    fk = L.FastKernel(fn)
+    x = torch.zeros(64)
+    plan = fk.plan((1,), (32, 0.5, 16, 3))
+    plan.launch((x, x))
+    assert len(slow) == 1
+    plan.launch((x, None))  # not a tensor: Triton's launch
+    unkeyable = fk.plan((1,), (32, 0.5, 16, [1]))  # an unhashable constexpr: no key, Triton's launch
+    assert unkeyable.rkey is None
+    unkeyable.launch((x, x))
+    monkeypatch.setattr(L, "ENABLED", False)
+    plan.launch((x, x))
+    monkeypatch.setattr(L, "ENABLED", True)
+    assert len(slow) == 4 and fk.hits == 0
+    plan.launch((x, x))
+    assert fk.hits == 1
+    monkeypatch.setattr(L, "MAX_KEYS", 3)
+    for n in range(8):
+        fk.plan((1,), (n, 0.5, 16, 3)).launch((x, x))
+        assert len(fk.planned) <= 3
+
+
+def test_plans_bounded_and_switchable(monkeypatch):
+    monkeypatch.setattr(L, "MAX_KEYS", 3)
+    ps = L.Plans()
+    for n in range(7):
+        ps.put((n,), n)
+        assert len(ps.d) <= 3 and ps.get((n,)) == n
+    assert ps.get(([1],)) is None  # an unhashable key: no plan
+    ps.put(([1],), 1)
+    monkeypatch.setattr(L, "PLANS", False)
+    assert ps.get((6,)) is None
+    monkeypatch.setattr(L, "PLANS", True)
+    monkeypatch.setattr(L, "ENABLED", False)
+    assert ps.get((6,)) is None

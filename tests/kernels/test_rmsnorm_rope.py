@@ -48,3 +48,56 @@ def test_rmsnorm_rope_head_split_launches(config, geom):
 
 def test_rmsnorm_rope_keeps_round2_launch_as_a_variant():
     assert {"triton", "triton_tokenprog"} <= set(K.WORKLOAD.variants)
+
+
+def _qk(T=3, hq=4, hk=2, d=16):
+    q, k = randn(T, hq, d, dtype="fp32", scale=50.0), randn(T, hk, d, dtype="fp32")
+    qw, kw = randn(d, dtype="fp32", scale=0.1) + 1, randn(d, dtype="fp32", scale=0.1) + 1
+    cos, sin = rope_cache(64, d)
+    return q, k, qw, kw, cos, sin, torch.randint(0, 64, (T,))
+
+
+def test_rmsnorm_rope_launch_plans(monkeypatch):
+    """Round 24: a call like an earlier one takes that call's launch plan; any input the plan's
+    key does not hold (outputs or config given, an input made contiguous) or a changed tuned pick
+    takes the full path."""
+    from profkit.kernels import _launch as L
+    from profkit.kernels import timing
+
+    monkeypatch.setattr(K, "_PLANS", L.Plans())
+    used = []
+    real = L.Plan.launch
+    monkeypatch.setattr(L.Plan, "launch", lambda self, ts: used.append(self) or real(self, ts))
+    q, k, qw, kw, cos, sin, pos = args = _qk()
+    first = K.rmsnorm_rope(*args)
+    assert len(K._PLANS.d) == 1 and used == []
+    second = K.rmsnorm_rope(*args)
+    assert len(used) == 1 and all(torch.equal(a, b) for a, b in zip(first, second))
+    qr, kr = K.rmsnorm_rope_reference(*args)
+    check(second[0], qr, "fp32", "q")
+    check(second[1], kr, "fp32", "k")
+    q2, k2, *_ = _qk()  # new values, same key: the plan, and the new values' result
+    out = K.rmsnorm_rope(q2, k2, qw, kw, cos, sin, pos)
+    assert len(used) == 2
+    check(out[0], K.rmsnorm_rope_reference(q2, k2, qw, kw, cos, sin, pos)[0], "fp32", "q")
+    K.rmsnorm_rope(*_qk(T=5))  # another token count: another plan
+    assert len(used) == 2 and len(K._PLANS.d) == 2
+    K.rmsnorm_rope(*args, q_out=nan_like(q), k_out=nan_like(k))
+    K.rmsnorm_rope(*args, config=(1, 1))
+    assert len(used) == 2 and len(K._PLANS.d) == 2
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # head_dim not unit-stride: copied, no plan
+    K.rmsnorm_rope(qt, k, qw, kw, cos, sin, pos)
+    assert len(used) == 2 and len(K._PLANS.d) == 2
+    # a tuned pick recorded after the plan was made: the plan no longer stands
+    tkey = ("rmsnorm_rope", 4, 4, 2, 16, 16, False, False, q.dtype, q.device)
+    monkeypatch.setitem(timing._TUNED, tkey, {"config": (0, 2), "ms": {}})
+    third = K.rmsnorm_rope(*args)
+    assert len(used) == 2
+    plan = K._PLANS.get(next(key for key in K._PLANS.d if key[0] == q.shape))
+    assert plan.kernel.fn is K._rmsnorm_rope_fwd and plan.grid == (3,)
+    assert all(torch.equal(a, b) for a, b in zip(first, third))
+    K.rmsnorm_rope(*args)
+    assert len(used) == 3 and used[-1] is plan
+    monkeypatch.setattr(L, "PLANS", False)
+    K.rmsnorm_rope(*args)
+    assert len(used) == 3
