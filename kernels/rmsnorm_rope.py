@@ -18,7 +18,7 @@ from ._launch import Plans, cdiv, fast, next_pow2
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
 from .rope import full_cos_sin, head_candidates, qk_inputs, rope_angles, rope_cache, rope_eager
-from .timing import tuned, tuned_cached, tuned_entry, tuning_enabled
+from .timing import pick_check, pick_stands, tuned, tuned_cached
 
 
 @triton.jit
@@ -104,7 +104,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
         pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.stride(), q.dtype,
                 k.dtype, q.device, eps, rotary_dim, interleaved, gemma)
         plan = _PLANS.get(pkey)
-        if plan is not None and tuned_entry(plan.check[0]) is plan.check[1]:
+        if plan is not None and pick_stands(plan.check):
             import torch
 
             qo = torch.empty(pkey[0], dtype=pkey[7], device=pkey[9])
@@ -150,13 +150,11 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
             in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
             config = token if in_place else tuned(tkey, cands, launch, q.device, graph=True)
     launch(config)
-    # a plan when no input was made contiguous (the key then holds the call) and the pick is
-    # recorded (not one taken untimed inside a graph capture, which a later call would time)
-    entry = tuned_entry(tkey)
-    if plannable and all(a is b for a, b in zip((q, k, cos, sin), inputs)) and (
-            entry is not None or not tuning_enabled(q.device)):
+    # a plan when no input was made contiguous (the key then holds the call) and the pick stands
+    check = pick_check(tkey, q.device)
+    if plannable and check and all(a is b for a, b in zip((q, k, cos, sin), inputs)):
         kern, grid, rest, opts = parts(config)
-        _PLANS.put(pkey, fast(kern).plan(grid, rest, opts, check=(tkey, entry)))
+        _PLANS.put(pkey, fast(kern).plan(grid, rest, opts, check=check))
     return qo, ko
 
 

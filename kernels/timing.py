@@ -200,10 +200,21 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     return best
 
 
-def tuned_entry(key):
-    """The record behind tuned_cached(key) (None if there is none yet): a launch plan made with one
-    pick compares it by identity to know the pick still stands."""
-    return _TUNED.get(key)
+def pick_check(key, device):
+    """What a launch plan (kernels/_launch.py) made with tuned(key)'s pick keeps to know later that
+    the pick still stands (pick_stands): the key and its record. None where no plan should be made
+    yet: tuning is on and the pick is not recorded (one taken untimed inside a graph capture, which
+    a later call times). key None: the launch takes no tuned pick."""
+    entry = None if key is None else _TUNED.get(key)
+    if key is not None and entry is None and tuning_enabled(device):
+        return None
+    return (key, entry)
+
+
+def pick_stands(check) -> bool:
+    """The tuned pick a plan was made with is still the one tuned() would give (compared by
+    identity: a pick timed, handed over or cleared since makes a new record)."""
+    return (None if check[0] is None else _TUNED.get(check[0])) is check[1]
 
 
 def tuned_cached(key):

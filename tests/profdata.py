@@ -79,6 +79,14 @@ def pair_row(store, run, before, after, verdict, speedup, after_run=None):
     return r
 
 
+def compare_one(store, before, after, by="gpu"):
+    """profkit compare's one row for BEFORE -> AFTER (run:variant each), by GPU or host time."""
+    from profkit.compare import rows
+
+    (r,) = rows(store, before, after, by)
+    return r
+
+
 def one_kernel_pairs(runs):
     """The pair test of a round whose after is one kernel a call (the fp8 GEMM rounds): each pair's
     verdict and speed-up (pair_row). A round assigns it: `test_round18_pairs = one_kernel_pairs(RUNS)`."""

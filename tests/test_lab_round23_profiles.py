@@ -19,6 +19,7 @@ time, caveated, with compile's untouched call 1.37x between the same two process
 processes the host's noise is the larger effect there; host23.py's in-process 1.45x stands."""
 import pytest
 
+from profdata import compare_one as _row
 from profdata import runs_store
 
 BWD = "rmsnorm_bwd-llama8b-t4096-r23-h100c-"
@@ -27,13 +28,6 @@ BWD200 = "rmsnorm_bwd-llama8b-t4096-r23-h200c-"  # the same pair on the H200: th
 RUNS = {r + side: [] for r in (BWD, ROPE, BWD200) for side in ("slow", "fast")}
 
 store = runs_store("r23", RUNS)
-
-
-def _row(store, before, after, by):
-    from profkit.compare import rows
-
-    (r,) = rows(store, before, after, by)
-    return r
 
 
 # (runs, variant, by, verdict, speed-up, before us, after us)

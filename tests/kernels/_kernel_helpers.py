@@ -25,11 +25,14 @@ def grads64(ref_fn, inputs, dy):
 
 class LaunchSpy:
     """Stands in for a @triton.jit kernel in its module (monkeypatch.setattr): records the grid,
-    the positional arguments and the keyword arguments (constexprs, num_warps) of each launch,
-    then launches the real kernel."""
+    the positional arguments and, by name, every parameter and option (constexprs and num_warps,
+    whether given by keyword or by position) of each launch, then launches the real kernel."""
 
     def __init__(self, kernel):
+        import inspect
+
         self.kernel = kernel
+        self.names = list(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
         self.grids = []
         self.args = []
         self.kwargs = []
@@ -40,7 +43,7 @@ class LaunchSpy:
 
         def call(*args, **kwargs):
             self.args.append(args)
-            self.kwargs.append(kwargs)
+            self.kwargs.append({**dict(zip(self.names, args)), **kwargs})
             return launch(*args, **kwargs)
 
         return call

@@ -224,3 +224,80 @@ def test_untuned_variant_is_the_default_launch(monkeypatch):
     s = K.WORKLOAD.setup({"tokens": 1, "hidden": 4096}, "bf16", "cpu")
     assert K.WORKLOAD.check(s, "triton_untuned", K.WORKLOAD.variants["triton_untuned"](s), "bf16").ok
     assert calls == [] and K.untuned_config(4096) == (1, 8, True)
+
+
+@pytest.fixture
+def plan_launches(monkeypatch):
+    """Fresh launch plans for the forward and backward, and the plans launched (in order)."""
+    from profkit.kernels import _launch as L
+
+    monkeypatch.setattr(K, "_FWD_PLANS", L.Plans())
+    monkeypatch.setattr(K, "_BWD_PLANS", L.Plans())
+    used = []
+    real = L.Plan.launch
+    monkeypatch.setattr(L.Plan, "launch", lambda self, ts: used.append(self.kernel.fn) or real(self, ts))
+    return used
+
+
+def test_forward_launch_plans(plan_launches, monkeypatch):
+    """Round 24: a forward call like an earlier one takes its launch plan, bit-equal to the full
+    path; an input the key does not hold (out or a launch given, x copied to rows) takes the full
+    path, and so does a changed tuned pick."""
+    from profkit.kernels import timing
+
+    used = plan_launches
+    w = randn(200, scale=0.1) + 1
+    x = randn(3, 5, 200, scale=40.0)
+    first = K.rmsnorm_fwd(x, w)
+    assert used == [] and len(K._FWD_PLANS.d) == 1
+    second = K.rmsnorm_fwd(x, w)
+    assert used == [K._rmsnorm_fwd] and torch.equal(first, second)
+    x2 = randn(3, 5, 200, scale=40.0)
+    check(K.rmsnorm_fwd(x2, w), K.rmsnorm_reference(x2, w), "fp32", "planned forward")
+    rstd = torch.full((15,), float("nan"))
+    K.rmsnorm_fwd(x, w, rstd=rstd)  # keeping rstd: a kernel of its own, a plan of its own
+    rstd2 = torch.full((15,), float("nan"))
+    K.rmsnorm_fwd(x, w, rstd=rstd2)
+    assert len(used) == 3 and len(K._FWD_PLANS.d) == 2 and torch.equal(rstd, rstd2)
+    K.rmsnorm_fwd(x, w, out=nan_like(x))
+    K.rmsnorm_fwd(x, w, config=(1, 1, False))
+    xt = randn(200, 15, scale=40.0).t()  # rows not unit-stride: copied, no plan
+    check(K.rmsnorm_fwd(xt, w), K.rmsnorm_reference(xt, w), "fp32", "strided forward")
+    assert len(used) == 3 and len(K._FWD_PLANS.d) == 2
+    key = K.row_key("rmsnorm_fwd", 15, 200, x.dtype, x.device, (True, False))
+    monkeypatch.setitem(timing._TUNED, key, {"config": (1, 2, False), "ms": {}})
+    third = K.rmsnorm_fwd(x, w)
+    assert len(used) == 3 and torch.equal(first, third)
+    K.rmsnorm_fwd(x, w)
+    assert len(used) == 4 and K._FWD_PLANS.get((x.shape, x.stride(), x.dtype, x.device, 1e-6, False, True,
+                                                None)).rest[6:] == (1, 256, False, False)
+
+
+def test_backward_launch_plans(plan_launches):
+    """The backward's two launches planned together; the autograd path (the forward keeping rstd,
+    then the backward) takes the plans made by the direct calls, with the same gradients twice."""
+    used = plan_launches
+    w = randn(96, scale=0.1) + 1
+    x, dy = randn(7, 96, scale=30.0), randn(7, 96)
+    rstd = torch.empty(7)
+    K.rmsnorm_fwd(x, w, rstd=rstd)
+    del used[:]
+    first = K.rmsnorm_bwd(dy, x, w, rstd)
+    assert used == [] and len(K._BWD_PLANS.d) == 1
+    second = K.rmsnorm_bwd(dy, x, w, rstd)
+    assert used == [K._rmsnorm_bwd_v3, K._dw_reduce]
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
+    check(second[0], gx, "fp32", "planned dx")
+    check(second[1], gw, "fp32", "planned dw")
+    K.rmsnorm_bwd(dy, x, w, rstd, dx=nan_like(x))
+    K.rmsnorm_bwd(dy, x, w, rstd, programs=2)
+    K.rmsnorm_bwd(randn(96, 7).t(), x, w, rstd)  # dy copied to rows: no plan
+    assert len(used) == 2 and len(K._BWD_PLANS.d) == 1
+    grads = []
+    for _ in range(2):
+        xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
+        K.rmsnorm(xa, wa).backward(dy)
+        grads.append((xa.grad, wa.grad))
+    assert used[2:] == [K._rmsnorm_fwd, K._rmsnorm_bwd_v3, K._dw_reduce] * 2
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
