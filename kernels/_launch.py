@@ -210,6 +210,20 @@ class Plans:
         self.d[key] = plan
 
 
+def without_plans(call):
+    """`call` run with the launch plans off (the short path stays on): the lab's *_noplan variants,
+    the before of round 24's pairs captured in the same process as the after."""
+    def run(*args, **kw):
+        global PLANS
+        was, PLANS = PLANS, False
+        try:
+            return call(*args, **kw)
+        finally:
+            PLANS = was
+
+    return run
+
+
 def cdiv(a: int, b: int) -> int:
     """triton.cdiv for host ints without its constexpr_function wrapper (a few us a call on the
     hosts of round 22, and launchers call it several times)."""

@@ -30,7 +30,7 @@ import triton.language as tl
 
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
-from ._launch import Plans, cdiv, fast, next_pow2
+from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, pdl_ok, pdl_supported, warps_for
 from .timing import pick_check, pick_stands, rotated, tuned, tuned_cached, tuning_enabled
 
@@ -654,6 +654,8 @@ _VARIANTS = {
     "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
     "compile": lambda s: compiled("rmsnorm", rmsnorm_eager)(s["x"], s["w"]),
     "triton": lambda s: rmsnorm(s["x"], s["w"]),
+    # the same call with the launch plans off: round 24's before, in the same process
+    "triton_noplan": without_plans(lambda s: rmsnorm(s["x"], s["w"])),
     # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
     "triton_evict": lambda s: rmsnorm_fwd(s["x"], s["w"], evict=True),
     # no tuning: the default launch (fwd_config, hints on), what shapes under TUNE_MIN_ELEMS
@@ -689,7 +691,8 @@ WORKLOAD = Workload(
                  "triton": rmsnorm, "triton_v2": rmsnorm_v2_bwd, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
         shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd), "triton_v2": _direct(rmsnorm_bwd_v2),
+        direct={"triton": _direct(rmsnorm_bwd), "triton_noplan": without_plans(_direct(rmsnorm_bwd)),
+                "triton_v2": _direct(rmsnorm_bwd_v2),
                 "triton_v1": _direct(rmsnorm_bwd_v1),
                 "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",

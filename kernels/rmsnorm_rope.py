@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._launch import Plans, cdiv, fast, next_pow2
+from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
 from .rope import full_cos_sin, head_candidates, qk_inputs, rope_angles, rope_cache, rope_eager
@@ -208,6 +208,9 @@ WORKLOAD = Workload(
             s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
         "triton": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
                                          rotary_dim=s["rotary_dim"]),
+        # the same call with the launch plans off: round 24's before, in the same process
+        "triton_noplan": without_plans(lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"],
+                                                              s["pos"], rotary_dim=s["rotary_dim"])),
         # round 2-6's launch (one program per token), kept for the before/after pair
         "triton_tokenprog": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
                                                    rotary_dim=s["rotary_dim"], config=(0, None)),

@@ -256,3 +256,36 @@ def test_plans_bounded_and_switchable(monkeypatch):
     monkeypatch.setattr(L, "PLANS", True)
     monkeypatch.setattr(L, "ENABLED", False)
     assert ps.get((6,)) is None
+
+
+def test_without_plans_turns_them_off_while_it_runs(monkeypatch):
+    monkeypatch.setattr(L, "PLANS", True)
+    seen = []
+    assert L.without_plans(lambda x: seen.append(L.PLANS) or x)(3) == 3 and seen == [False] and L.PLANS
+
+    def boom():
+        raise ValueError
+
+    with pytest.raises(ValueError):
+        L.without_plans(boom)()
+    assert L.PLANS
+
+
+def test_the_noplan_variants_take_no_plan(monkeypatch):
+    """The lab's *_noplan variants (round 24's before, in the after's process) launch through
+    Triton's own path every time, while the plain variant takes its plan from the second call."""
+    from profkit.kernels import get
+    from profkit.kernels import rmsnorm_rope
+
+    monkeypatch.setattr(rmsnorm_rope, "_PLANS", L.Plans())  # none left by an earlier test
+    used = []
+    real = L.Plan.launch
+    monkeypatch.setattr(L.Plan, "launch", lambda self, ts: used.append(1) or real(self, ts))
+    w = get("rmsnorm_rope")
+    s = w.setup(w.selftest["t-3-gqa"], "fp32", "cpu")
+    for _ in range(3):
+        w.variants["triton_noplan"](s)
+    assert used == []
+    for _ in range(3):
+        w.variants["triton"](s)
+    assert len(used) == 2
