@@ -87,6 +87,18 @@ def compare_one(store, before, after, by="gpu"):
     return r
 
 
+def switch_pair(store, run, variant, by, verdict, speedup, before_us, after_us):
+    """compare_one of RUN + "slow":VARIANT -> RUN + "fast":VARIANT (a switch captured off, then on,
+    in two runs: rounds 23-24), its verdict, speed-up and both medians checked; returns the row."""
+    import pytest
+
+    r = compare_one(store, f"{run}slow:{variant}", f"{run}fast:{variant}", by)
+    assert r["verdict"] == verdict, r["why"]
+    assert r["speedup"] == pytest.approx(speedup, abs=0.005)
+    assert (r["before_us"], r["after_us"]) == (pytest.approx(before_us, abs=0.01), pytest.approx(after_us, abs=0.01))
+    return r
+
+
 def one_kernel_pairs(runs):
     """The pair test of a round whose after is one kernel a call (the fp8 GEMM rounds): each pair's
     verdict and speed-up (pair_row). A round assigns it: `test_round18_pairs = one_kernel_pairs(RUNS)`."""

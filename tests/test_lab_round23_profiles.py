@@ -20,7 +20,7 @@ processes the host's noise is the larger effect there; host23.py's in-process 1.
 import pytest
 
 from profdata import compare_one as _row
-from profdata import runs_store
+from profdata import runs_store, switch_pair
 
 BWD = "rmsnorm_bwd-llama8b-t4096-r23-h100c-"
 ROPE = "rmsnorm_rope-qwen3-8b-t1-r23-h100d-"
@@ -48,10 +48,7 @@ CHANGE = [
 @pytest.mark.parametrize("run,variant,by,verdict,speedup,before_us,after_us", CHANGE,
                          ids=[f"{c[0]}{c[1]}-{c[2]}" for c in CHANGE])
 def test_short_launch_path_off_then_on(store, run, variant, by, verdict, speedup, before_us, after_us):
-    r = _row(store, f"{run}slow:{variant}", f"{run}fast:{variant}", by)
-    assert r["verdict"] == verdict, r["why"]
-    assert r["speedup"] == pytest.approx(speedup, abs=0.005)
-    assert (r["before_us"], r["after_us"]) == (pytest.approx(before_us, abs=0.01), pytest.approx(after_us, abs=0.01))
+    r = switch_pair(store, run, variant, by, verdict, speedup, before_us, after_us)
     # 12 calls a variant: 11 host times, a bootstrap band either way
     n = 11 if by == "host" else 12
     assert len(r["before_detail"]["host_us"]) == 11 and r["before_detail"]["calls"] == 12
