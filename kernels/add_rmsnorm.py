@@ -15,9 +15,10 @@ import triton
 import triton.language as tl
 
 from . import Workload, torch_dtype
-from ._launch import cdiv, fast, next_pow2
+from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, has_module
-from .rmsnorm import row_config, rmsnorm_reference, untuned_config
+from .rmsnorm import rmsnorm_reference, row_config, row_key, untuned_config
+from .timing import pick_check, pick_stands
 
 
 @triton.jit
@@ -59,14 +60,29 @@ def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M,
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
+_PLANS = Plans()  # add_rmsnorm's launches by their inputs' key (round 24, kernels/_launch.py)
+
+
 def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None, residual_out=None,
                 evict: bool | None = None, config=None, w_first: bool = True):
     """Returns (normed, new_residual). out / residual_out: optional preallocated outputs;
     residual_out=residual updates the residual in place (each element is read before it is
     written by the same program). config: (BLOCK_M, num_warps, EVICT), else picked per shape.
-    w_first=False: w loaded after the reduction (round 5's kernel; variant triton_wlate)."""
+    w_first=False: w loaded after the reduction (round 5's kernel; variant triton_wlate). A call
+    like an earlier one (same shapes, strides, dtypes, flags; no outputs or config given) takes
+    that call's launch plan (round 24)."""
     import torch
 
+    plannable = out is None and residual_out is None and config is None
+    if plannable:
+        pkey = (x.shape, x.stride(), residual.shape, residual.stride(), x.dtype, residual.dtype, x.device, eps,
+                gemma, evict, w_first)
+        plan = _PLANS.get(pkey)
+        if plan is not None and pick_stands(plan.check):
+            y = torch.empty(pkey[0], dtype=pkey[4], device=pkey[6])
+            ro = torch.empty(pkey[0], dtype=pkey[5], device=pkey[6])
+            plan.launch((x, residual, w, y, ro))
+            return y, ro
     N = x.shape[-1]
     assert residual.shape == x.shape
     x2 = x.reshape(-1, N)
@@ -81,20 +97,29 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
     y2, ro2 = y.view(M, N), ro.view(M, N)
     BLOCK_N = next_pow2(N)
 
-    def launch(cfg):
+    def parts(cfg):
+        """(grid, the parameters after the tensors, the options) of launch `cfg`."""
         bm, nw, ev = cfg
-        fast(_add_rmsnorm_fwd)[(cdiv(M, bm),)](
-            x2, r2, w, y2, ro2, x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
-            1.0 if gemma else 0.0, BLOCK_M=bm, BLOCK_N=BLOCK_N, EVICT=ev, W_FIRST=w_first, num_warps=nw)
+        return ((cdiv(M, bm),), (x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
+                                 1.0 if gemma else 0.0, bm, BLOCK_N, ev, w_first), (("num_warps", nw),))
+
+    def launch(cfg):
+        grid, rest, opts = parts(cfg)
+        fast(_add_rmsnorm_fwd)[grid](x2, r2, w, y2, ro2, *rest, **dict(opts))
 
     # tuning launches write ro from x + r: never time them in place (they would add r twice)
     in_place = ro2.data_ptr() == r2.data_ptr()
     ev = (True, False) if evict is None else (evict,)
     if config is not None:
-        launch(tuple(config))
+        cfg = tuple(config)
     else:
-        launch(row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev) if not in_place else
-               row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev))
+        cfg = row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev) if not in_place else \
+            row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev)
+    launch(cfg)
+    # a plan where x's and the residual's rows are themselves (no copies) and the pick stands
+    check = pick_check(row_key("add_rmsnorm", M, N, x.dtype, x.device, ev), x.device) if plannable else None
+    if check and x2.data_ptr() == x.data_ptr() and r2.data_ptr() == residual.data_ptr():
+        _PLANS.put(pkey, fast(_add_rmsnorm_fwd).plan(*parts(cfg), check=check))
     return y, ro
 
 
@@ -145,6 +170,8 @@ _VARIANTS = {
     "eager": lambda s: add_rmsnorm_eager(s["x"], s["r"], s["w"]),
     "compile": lambda s: compiled("add_rmsnorm", add_rmsnorm_eager)(s["x"], s["r"], s["w"]),
     "triton": lambda s: add_rmsnorm(s["x"], s["r"], s["w"]),
+    # the same call with the launch plans off: round 24's before, in the same process
+    "triton_noplan": without_plans(lambda s: add_rmsnorm(s["x"], s["r"], s["w"])),
     # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
     "triton_evict": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], evict=True),
     # no tuning: the default launch, what shapes under TUNE_MIN_ELEMS (decode included) ran before round 6

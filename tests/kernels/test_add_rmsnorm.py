@@ -1,6 +1,6 @@
 import pytest
 
-from _kernel_helpers import check, nan_like, randn, spy
+from _kernel_helpers import check, nan_like, plan_spy, randn, spy
 from profkit.kernels import add_rmsnorm as K
 
 
@@ -94,3 +94,29 @@ def test_w_load_order_both_ways(rows, n, w_first, monkeypatch):
     st = K.WORKLOAD.setup({"tokens": rows, "hidden": n}, "bf16", "cpu")
     assert K.WORKLOAD.check(st, "triton_wlate", K.WORKLOAD.variants["triton_wlate"](st), "bf16").ok
     assert launches.kwargs[-1]["W_FIRST"] is False
+
+
+def test_launch_plans(monkeypatch):
+    """Round 24: a call like an earlier one takes its launch plan, bit-equal to the full path, for
+    both results; outputs given, an in-place residual or a copied input take the full path."""
+    import torch
+
+    used = plan_spy(monkeypatch, K, "_PLANS")
+    w = randn(200, scale=0.1) + 1
+    x, r = randn(2, 3, 200, scale=20.0), randn(2, 3, 200)
+    first = K.add_rmsnorm(x, r, w)
+    assert used == [] and len(K._PLANS.d) == 1
+    second = K.add_rmsnorm(x, r, w)
+    assert used == [K._add_rmsnorm_fwd] and all(torch.equal(a, b) for a, b in zip(first, second))
+    x2, r2 = randn(2, 3, 200, scale=20.0), randn(2, 3, 200)
+    y, ro = K.add_rmsnorm(x2, r2, w)
+    yr, sr = K.add_rmsnorm_reference(x2, r2, w)
+    check(y, yr, "fp32", "planned normed")
+    check(ro, sr, "fp32", "planned residual")
+    K.add_rmsnorm(x, r, w, w_first=False)  # another kernel: a plan of its own
+    K.add_rmsnorm(x, r, w, out=nan_like(x))
+    K.add_rmsnorm(x, r.clone(), w, residual_out=r.clone())
+    K.add_rmsnorm(randn(200, 6).t().reshape(2, 3, 200), r, w)  # x not unit-stride: copied, no plan
+    assert len(used) == 2 and len(K._PLANS.d) == 2
+    K.add_rmsnorm(x, r, w, w_first=False)
+    assert used[-1] is K._add_rmsnorm_fwd and len(used) == 3

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from _kernel_helpers import check, grads64, nan_like, randn, spy
+from _kernel_helpers import check, grads64, nan_like, plan_spy, randn, spy
 from profkit.kernels import rmsnorm as K
 from profkit.kernels.timing import rotated
 
@@ -229,14 +229,7 @@ def test_untuned_variant_is_the_default_launch(monkeypatch):
 @pytest.fixture
 def plan_launches(monkeypatch):
     """Fresh launch plans for the forward and backward, and the plans launched (in order)."""
-    from profkit.kernels import _launch as L
-
-    monkeypatch.setattr(K, "_FWD_PLANS", L.Plans())
-    monkeypatch.setattr(K, "_BWD_PLANS", L.Plans())
-    used = []
-    real = L.Plan.launch
-    monkeypatch.setattr(L.Plan, "launch", lambda self, ts: used.append(self.kernel.fn) or real(self, ts))
-    return used
+    return plan_spy(monkeypatch, K, "_FWD_PLANS", "_BWD_PLANS")
 
 
 def test_forward_launch_plans(plan_launches, monkeypatch):
