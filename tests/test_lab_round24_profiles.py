@@ -25,7 +25,11 @@ and -h200c/d/e). By host time, 12 calls a variant:
 - q/k RMSNorm + RoPE, qwen3-8b-t4096: 1.80x / 1.48x; against compile 1.16x / 1.10x (caveated)
   before, 2.09x / 1.62x after.
 - RMSNorm forward at one token: 2.22x / 2.39x; against compile 1.38x / 0.61x (rejected) before,
-  3.06x / 1.46x after."""
+  3.06x / 1.46x after.
+- add+RMSNorm at one token (plans added last), 30 calls a variant: 1.98x / 2.07x; against compile
+  0.88x / 0.93x (both rejected) before, 1.73x / 1.93x after. A first H100 capture with 12 calls
+  (h100g) is kept: caveated, 1.11x [0.76-1.50], its after side disturbed from the seventh call on
+  (one call 142 us, then 73-93 us where the first six took 40-55)."""
 import json
 
 import pytest
@@ -88,10 +92,12 @@ def test_the_lab_against_compile(store, run, host_speedup, host_verdict, gpu_spe
 
 
 BWD, ROPE, FWD = "rmsnorm_bwd-qwen7b-t4096-r24-", "rmsnorm_rope-qwen3-8b-t4096-r24-", "rmsnorm-llama8b-t1-r24-"
+ADD = "add_rmsnorm-llama8b-t1-r24-"
 INPROC = {BWD + "h100c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
           BWD + "h200c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
           ROPE + "h100d": ("triton_noplan", "triton", "compile"), ROPE + "h200d": ("triton_noplan", "triton", "compile"),
-          FWD + "h100e": ("triton_noplan", "triton", "compile"), FWD + "h200e": ("triton_noplan", "triton", "compile")}
+          FWD + "h100e": ("triton_noplan", "triton", "compile"), FWD + "h200e": ("triton_noplan", "triton", "compile"),
+          **{ADD + t: ("triton_noplan", "triton", "compile") for t in ("h100g", "h100h", "h200g")}}
 instore = runs_store("r24in", {r: [] for r in INPROC})
 
 # (run, by host: plans off -> on, compile -> off, compile -> on; each (verdict, speed-up))
@@ -102,20 +108,25 @@ ONE_PROCESS = [
     (ROPE + "h200d", ("supported", 1.476), ("caveated", 1.100), ("supported", 1.623)),
     (FWD + "h100e", ("supported", 2.223), ("supported", 1.375), ("supported", 3.056)),
     (FWD + "h200e", ("supported", 2.385), ("rejected", 0.614), ("supported", 1.464)),
+    (ADD + "h100g", ("caveated", 1.113), ("supported", 1.665), ("supported", 1.852)),  # 12 calls, disturbed
+    (ADD + "h100h", ("supported", 1.975), ("rejected", 0.876), ("supported", 1.731)),  # 30 calls
+    (ADD + "h200g", ("supported", 2.067), ("rejected", 0.933), ("supported", 1.928)),  # 30 calls
 ]
+CALLS = {ADD + "h100h": 30, ADD + "h200g": 30}
 
 
 @pytest.mark.parametrize("run,change,before,after", ONE_PROCESS, ids=[c[0] for c in ONE_PROCESS])
 def test_plans_in_one_process(instore, run, change, before, after):
     """Plans off -> on by host time, and the lab against compile before and after, in one process;
-    by GPU time the two lab variants are one kernel (within 1.5 %)."""
+    by GPU time the two lab variants are one kernel (within 2.5 %: the one-token kernels take 1.3-1.7 us,
+    a few ns of timer resolution each)."""
     noplan, plan, peer = INPROC[run]
     for (b, a), (verdict, speedup) in (((noplan, plan), change), ((peer, noplan), before), ((peer, plan), after)):
         r = compare_one(instore, f"{run}:{b}", f"{run}:{a}", "host")
         assert (r["verdict"], round(r["speedup"], 3)) == (verdict, pytest.approx(speedup, abs=0.005)), (b, a)
-        assert r["before_detail"]["calls"] == r["after_detail"]["calls"] == 12
+        assert r["before_detail"]["calls"] == r["after_detail"]["calls"] == CALLS.get(run, 12)
     g = compare_one(instore, f"{run}:{noplan}", f"{run}:{plan}", "gpu")
-    assert abs(g["speedup"] - 1) < 0.015 and g["verdict"] != "supported"
+    assert abs(g["speedup"] - 1) < 0.025 and g["verdict"] != "supported"
 
 
 def test_the_one_process_runs_ran_with_plans_on(instore):
