@@ -195,7 +195,7 @@ class Plans:
             return None
         try:
             return self.d.get(key)
-        except TypeError:  # an unhashable input (e.g. eps given as a tensor): no plan
+        except TypeError:  # an unhashable input (e.g. a list where a number was): no plan
             return None
 
     def put(self, key, plan: Plan) -> None:

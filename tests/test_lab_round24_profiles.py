@@ -38,7 +38,16 @@ from profdata import compare_one, runs_store, switch_pair
 
 H100 = "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-"
 H200 = "rmsnorm_rope-qwen3-8b-t4096-r24-h200a-"
-RUNS = {r + side: [] for r in (H100, H200) for side in ("slow", "fast")}
+BWD, ROPE, FWD = "rmsnorm_bwd-qwen7b-t4096-r24-", "rmsnorm_rope-qwen3-8b-t4096-r24-", "rmsnorm-llama8b-t1-r24-"
+ADD = "add_rmsnorm-llama8b-t1-r24-"
+INPROC = {BWD + "h100c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
+          BWD + "h200c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
+          ROPE + "h100d": ("triton_noplan", "triton", "compile"), ROPE + "h200d": ("triton_noplan", "triton", "compile"),
+          FWD + "h100e": ("triton_noplan", "triton", "compile"), FWD + "h200e": ("triton_noplan", "triton", "compile"),
+          **{ADD + t: ("triton_noplan", "triton", "compile") for t in ("h100g", "h100h", "h200g")}}
+# every folder of this round (tests/test_lab_profiles.py finds them here): the two-process pairs, then
+# the one-process ones
+RUNS = {**{r + side: [] for r in (H100, H200) for side in ("slow", "fast")}, **{r: [] for r in INPROC}}
 
 store = runs_store("r24", RUNS)
 
@@ -68,7 +77,7 @@ def test_the_runs_record_the_switch_and_the_same_pick(store):
     """Each capture keeps PROFKIT_LAUNCH_PLANS, and both sides ran the launch their plain-run tuning
     picked for this shape (so the GPU time is the same kernel's)."""
     picks = set()
-    for run in RUNS:
+    for run in (r for r in RUNS if r not in INPROC):
         (m,) = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
         meta = json.loads(m["meta"])
         assert meta["env"]["PROFKIT_LAUNCH_PLANS"] == ("1" if run.endswith("fast") else "0")
@@ -91,14 +100,6 @@ def test_the_lab_against_compile(store, run, host_speedup, host_verdict, gpu_spe
     assert g["speedup"] == pytest.approx(gpu_speedup, abs=0.005)
 
 
-BWD, ROPE, FWD = "rmsnorm_bwd-qwen7b-t4096-r24-", "rmsnorm_rope-qwen3-8b-t4096-r24-", "rmsnorm-llama8b-t1-r24-"
-ADD = "add_rmsnorm-llama8b-t1-r24-"
-INPROC = {BWD + "h100c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
-          BWD + "h200c": ("triton_noplan_direct", "triton_direct", "compile_direct"),
-          ROPE + "h100d": ("triton_noplan", "triton", "compile"), ROPE + "h200d": ("triton_noplan", "triton", "compile"),
-          FWD + "h100e": ("triton_noplan", "triton", "compile"), FWD + "h200e": ("triton_noplan", "triton", "compile"),
-          **{ADD + t: ("triton_noplan", "triton", "compile") for t in ("h100g", "h100h", "h200g")}}
-instore = runs_store("r24in", {r: [] for r in INPROC})
 
 # (run, by host: plans off -> on, compile -> off, compile -> on; each (verdict, speed-up))
 ONE_PROCESS = [
@@ -116,22 +117,22 @@ CALLS = {ADD + "h100h": 30, ADD + "h200g": 30}
 
 
 @pytest.mark.parametrize("run,change,before,after", ONE_PROCESS, ids=[c[0] for c in ONE_PROCESS])
-def test_plans_in_one_process(instore, run, change, before, after):
+def test_plans_in_one_process(store, run, change, before, after):
     """Plans off -> on by host time, and the lab against compile before and after, in one process;
     by GPU time the two lab variants are one kernel (within 2.5 %: the one-token kernels take 1.3-1.7 us,
     a few ns of timer resolution each)."""
     noplan, plan, peer = INPROC[run]
     for (b, a), (verdict, speedup) in (((noplan, plan), change), ((peer, noplan), before), ((peer, plan), after)):
-        r = compare_one(instore, f"{run}:{b}", f"{run}:{a}", "host")
+        r = compare_one(store, f"{run}:{b}", f"{run}:{a}", "host")
         assert (r["verdict"], round(r["speedup"], 3)) == (verdict, pytest.approx(speedup, abs=0.005)), (b, a)
         assert r["before_detail"]["calls"] == r["after_detail"]["calls"] == CALLS.get(run, 12)
-    g = compare_one(instore, f"{run}:{noplan}", f"{run}:{plan}", "gpu")
+    g = compare_one(store, f"{run}:{noplan}", f"{run}:{plan}", "gpu")
     assert abs(g["speedup"] - 1) < 0.025 and g["verdict"] != "supported"
 
 
-def test_the_one_process_runs_ran_with_plans_on(instore):
+def test_the_one_process_runs_ran_with_plans_on(store):
     """No switch in the environment: the plans' default (on); the before is the variant's own."""
     for run in INPROC:
-        (m,) = instore.query("SELECT meta FROM runs WHERE run = ?", (run,))
+        (m,) = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
         env = json.loads(m["meta"])["env"]
         assert "PROFKIT_LAUNCH_PLANS" not in env and "PROFKIT_FAST_LAUNCH" not in env
