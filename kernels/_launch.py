@@ -36,6 +36,8 @@ import os
 
 import triton
 
+from .timing import pick_stands
+
 ENABLED = os.environ.get("PROFKIT_FAST_LAUNCH", "1") != "0"
 PLANS = os.environ.get("PROFKIT_LAUNCH_PLANS", "1") != "0"
 
@@ -123,17 +125,17 @@ class FastKernel:
         self.hits += 1
         return kernel
 
-    def plan(self, grid, rest, opts=(), check=None) -> "Plan":
+    def plan(self, grid, rest, opts=()) -> "Plan":
         """A Plan of a launch with `grid` whose parameters after the leading tensors are `rest`
         (in order, constexprs and defaults included) and whose options are `opts` ((name, value)
-        pairs); their key is taken here, once. `check`: the launcher's own validity token."""
+        pairs); their key is taken here, once."""
         n = self.nargs - len(rest) if self.ok else 0
         try:
             rkey = (tuple(arg_key(rest, self.const[n:])), tuple(opts)) if self.ok and n >= 0 else None
             hash(rkey)
         except (TypeError, AttributeError):
             rkey = None  # an unhashable or unkeyable value: the plan's launches take Triton's path
-        return Plan(self, tuple(grid), tuple(rest), tuple(opts), rkey, check)
+        return Plan(self, tuple(grid), tuple(rest), tuple(opts), rkey)
 
     def launch_planned(self, plan: "Plan", tensors):
         """Launch `plan` with its leading parameters `tensors`: the per-call key is the plan's, the
@@ -171,21 +173,22 @@ class FastKernel:
 
 class Plan:
     """One launcher call's launch, worked out once (FastKernel.plan): kernel, grid, the parameters
-    after the tensors and their key, the options, and `check`, which the launcher compares before
-    using it (e.g. the tuned pick it was made with)."""
+    after the tensors and their key, the options."""
 
-    __slots__ = ("kernel", "grid", "rest", "opts", "rkey", "check")
+    __slots__ = ("kernel", "grid", "rest", "opts", "rkey")
 
-    def __init__(self, kernel, grid, rest, opts, rkey, check):
-        self.kernel, self.grid, self.rest, self.opts, self.rkey, self.check = kernel, grid, rest, opts, rkey, check
+    def __init__(self, kernel, grid, rest, opts, rkey):
+        self.kernel, self.grid, self.rest, self.opts, self.rkey = kernel, grid, rest, opts, rkey
 
     def launch(self, tensors):
         return self.kernel.launch_planned(self, tensors)
 
 
 class Plans:
-    """A launcher's plans by the key of its inputs, at most MAX_KEYS (then it starts over). `get`
-    is None while plans or the short path are off."""
+    """A launcher's plans (a Plan, or several a call) by the key of its inputs, each with the
+    tuned pick it was made with (`check`, from timing.pick_check), at most MAX_KEYS (then it
+    starts over). `get` is None while plans or the short path are off, and where the pick no
+    longer stands."""
 
     def __init__(self):
         self.d: dict = {}
@@ -194,11 +197,14 @@ class Plans:
         if not (PLANS and ENABLED):
             return None
         try:
-            return self.d.get(key)
+            hit = self.d.get(key)
         except TypeError:  # an unhashable input (e.g. a list where a number was): no plan
             return None
+        if hit is None or (hit[1] is not None and not pick_stands(hit[1])):
+            return None
+        return hit[0]
 
-    def put(self, key, plan: Plan) -> None:
+    def put(self, key, plan, check=None) -> None:
         if not (PLANS and ENABLED):
             return
         try:
@@ -207,7 +213,7 @@ class Plans:
             return
         if len(self.d) >= MAX_KEYS:
             self.d.clear()
-        self.d[key] = plan
+        self.d[key] = (plan, check)
 
 
 def without_plans(call):

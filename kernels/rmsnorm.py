@@ -32,7 +32,7 @@ from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, pdl_ok, pdl_supported, warps_for
-from .timing import pick_check, pick_stands, rotated, tuned, tuned_cached, tuning_enabled
+from .timing import pick_check, rotated, tuned, tuned_cached, tuning_enabled
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -314,7 +314,7 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     if plannable:
         pkey = (x.shape, x.stride(), x.dtype, x.device, eps, gemma, rstd is None, evict)
         plan = _FWD_PLANS.get(pkey)
-        if plan is not None and pick_stands(plan.check):
+        if plan is not None:
             y = torch.empty(pkey[0], dtype=pkey[2], device=pkey[3])
             plan.launch((x, w, y, x if rstd is None else rstd))
             return y
@@ -348,7 +348,7 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     # a plan where x's rows are x itself (no copy: the key then holds the call) and the pick stands
     check = pick_check(tkey, x.device)
     if plannable and check and x2.data_ptr() == x.data_ptr():
-        _FWD_PLANS.put(pkey, fast(_rmsnorm_fwd).plan(*parts(cfg), check=check))
+        _FWD_PLANS.put(pkey, fast(_rmsnorm_fwd).plan(*parts(cfg)), check)
     return y
 
 
@@ -461,7 +461,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     if plannable:
         pkey = (x.shape, x.stride(), dy.shape, dy.stride(), x.dtype, w.dtype, x.device, gemma, PDL)
         plans = _BWD_PLANS.get(pkey)
-        if plans is not None and pick_stands(plans[0].check):
+        if plans is not None:
             main, red_plan, dwp_shape = plans
             dx = torch.empty(pkey[0], dtype=pkey[4], device=pkey[6])
             dw = torch.empty(dwp_shape[1], dtype=pkey[5], device=pkey[6])
@@ -508,8 +508,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     check = pick_check(key, dev) if plannable else None
     if check and x2.data_ptr() == x.data_ptr() and dy2.data_ptr() == dy.data_ptr():
         P, main, reduce = parts(config)
-        _BWD_PLANS.put(pkey, (fast(_rmsnorm_bwd_v3).plan(*main, check=check), fast(_dw_reduce).plan(*reduce),
-                              (P, N)))
+        _BWD_PLANS.put(pkey, (fast(_rmsnorm_bwd_v3).plan(*main), fast(_dw_reduce).plan(*reduce), (P, N)), check)
     return dx, dw
 
 

@@ -18,7 +18,7 @@ from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
 from .rope import full_cos_sin, head_candidates, qk_inputs, rope_angles, rope_cache, rope_eager
-from .timing import pick_check, pick_stands, tuned, tuned_cached
+from .timing import pick_check, tuned, tuned_cached
 
 
 @triton.jit
@@ -104,7 +104,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
         pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.stride(), q.dtype,
                 k.dtype, q.device, eps, rotary_dim, interleaved, gemma)
         plan = _PLANS.get(pkey)
-        if plan is not None and pick_stands(plan.check):
+        if plan is not None:
             import torch
 
             qo = torch.empty(pkey[0], dtype=pkey[7], device=pkey[9])
@@ -154,7 +154,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     check = pick_check(tkey, q.device)
     if plannable and check and all(a is b for a, b in zip((q, k, cos, sin), inputs)):
         kern, grid, rest, opts = parts(config)
-        _PLANS.put(pkey, fast(kern).plan(grid, rest, opts, check=check))
+        _PLANS.put(pkey, fast(kern).plan(grid, rest, opts), check)
     return qo, ko
 
 

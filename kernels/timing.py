@@ -213,8 +213,13 @@ def pick_check(key, device):
 
 def pick_stands(check) -> bool:
     """The tuned pick a plan was made with is still the one tuned() would give (compared by
-    identity: a pick timed, handed over or cleared since makes a new record)."""
-    return (None if check[0] is None else _TUNED.get(check[0])) is check[1]
+    identity: a pick timed, handed over or cleared since makes a new record; a pick handed over
+    by load_tuned after a plan made without one shows as a preset not yet taken)."""
+    key, entry = check
+    if key is None:
+        return True
+    got = _TUNED.get(key)
+    return got is entry and (got is not None or repr(key) not in _PRESET)
 
 
 def tuned_cached(key):

@@ -98,6 +98,18 @@ def test_rmsnorm_rope_launch_plans(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(first, third))
     K.rmsnorm_rope(*args)
     assert len(used) == 3 and used[-1] is plan
+    # a pick handed over later (load_tuned) for a plan made without one: the plan stands down
+    monkeypatch.setattr(K, "_PLANS", L.Plans())
+    k5 = _qk(T=5)
+    K.rmsnorm_rope(*k5)
+    K.rmsnorm_rope(*k5)
+    assert len(used) == 4 and used[-1].kernel.fn is K._rmsnorm_rope_fwd  # CPU: the default, untimed
+    tkey5 = ("rmsnorm_rope", 8, 4, 2, 16, 16, False, False, q.dtype, q.device)
+    monkeypatch.setitem(timing._PRESET, repr(tkey5), repr((1, 1)))
+    K.rmsnorm_rope(*k5)
+    assert len(used) == 4
+    K.rmsnorm_rope(*k5)
+    assert len(used) == 5 and used[-1].kernel.fn is K._rmsnorm_rope_heads
     monkeypatch.setattr(L, "PLANS", False)
     K.rmsnorm_rope(*args)
-    assert len(used) == 3
+    assert len(used) == 5
