@@ -58,9 +58,13 @@ def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BL
 
 
 @triton.jit
-def _angles(COS, SIN, POS, t, stride_cs, d, dmask):
-    """Token t's position, then its cos/sin row (a load that waits on the first)."""
-    pos = tl.load(POS + t).to(tl.int64)
+def _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS: tl.constexpr = True):
+    """Token t's position, then its cos/sin row (a load that waits on the first). HAS_POS=False:
+    the tables are already gathered per token (row t), HF's way, and nothing waits."""
+    if HAS_POS:
+        pos = tl.load(POS + t).to(tl.int64)
+    else:
+        pos = t
     cos = tl.load(COS + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
     sin = tl.load(SIN + pos * stride_cs + d, mask=dmask, other=0.0).to(tl.float32)
     return cos, sin
@@ -116,7 +120,8 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
               HQ, HK, HALF, PASS,
               INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
               BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr, STREAM: tl.constexpr = False):
+              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr, STREAM: tl.constexpr = False,
+              HAS_POS: tl.constexpr = True):
     t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
     if LOADS_FIRST:
         # round 11: every load of the token before any store. In program order the k loads come
@@ -126,11 +131,12 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
         d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
         qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ, STREAM)
         ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK, STREAM)
-        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
         _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ, STREAM)
         _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK, STREAM)
     else:
-        cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
+        d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
+        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
         _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
         _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
     if COPY_PASS:
@@ -141,12 +147,12 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
 @triton.jit
 def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, HALF, PASS,
                            INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
-                           BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+                           BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr):
     """Rotate heads [0, min(H, BLOCK_H)) of one token: the heads' loads first, then the
     position and its cos/sin (a dependent load), so the two wait on memory together."""
     d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
     xa, xb, m = _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H)
-    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
     _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H)
     if COPY_PASS:
         _copy_heads(X, XO, sx_h, sxo_h, H, 2 * HALF, PASS, BLOCK_H, BLOCK_PASS)
@@ -157,7 +163,7 @@ def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
                     sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
                     HQ, HK, HALF, PASS, GQ,
                     INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
-                    BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+                    BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
     """Few tokens: program (t, g) rotates token t's q heads [g * BLOCK_H, ...) for g < GQ, else
     its k heads [(g - GQ) * BLOCK_H, ...): a token's heads spread over several programs."""
     t = tl.program_id(0).to(tl.int64)
@@ -166,12 +172,12 @@ def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
         h0 = g * BLOCK_H
         _rotate_heads_late_pos(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, sq_h, sqo_h, HQ - h0,
                                COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
-                               BLOCK_HALF, BLOCK_PASS)
+                               BLOCK_HALF, BLOCK_PASS, HAS_POS)
     else:
         h0 = (g - GQ) * BLOCK_H
         _rotate_heads_late_pos(K + t * sk_t + h0 * sk_h, KO + t * sko_t + h0 * sko_h, sk_h, sko_h, HK - h0,
                                COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
-                               BLOCK_HALF, BLOCK_PASS)
+                               BLOCK_HALF, BLOCK_PASS, HAS_POS)
 
 
 @functools.lru_cache(maxsize=None)  # asked on every few-token call, before the tuned lookup
@@ -235,7 +241,20 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     one program per token with num_warps), else picked per shape on the GPU. loads_first=False:
     the per-token program as it was before round 11 (q rotated and stored before k is read).
     stream: the per-token program reads q/k evict-first and stores streaming (.cs) (round 12's
-    probe, variant ``triton_stream``)."""
+    probe, variant ``triton_stream``).
+    positions=None: cos/sin are already gathered per token, HF's way (round 25): [tokens,
+    rotary_dim // 2], or HF's full-width [tokens, rotary_dim] (cos_full), whose first half (NeoX)
+    or even columns (GPT-J: copied to a half table first) are the angles; no position is loaded."""
+    has_pos = positions is not None
+    if not has_pos:
+        rd0 = rotary_dim or q.shape[-1]
+        if cos.dim() != 2 or cos.shape[0] != q.shape[0] or sin.shape != cos.shape:
+            raise ValueError(f"rope: gathered cos/sin must be [tokens, rotary_dim(/2)], got {tuple(cos.shape)} "
+                             f"and {tuple(sin.shape)} for {q.shape[0]} tokens")
+        if cos.shape[-1] == rd0:  # HF's full width: the duplicated half is never read
+            cut = slice(None, None, 2) if interleaved else slice(0, rd0 // 2)
+            cos, sin = cos[:, cut], sin[:, cut]
+        positions = cos  # not read (HAS_POS=False): any pointer
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -253,7 +272,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                               HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
                               BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
                               BLOCK_PASS=next_pow2(max(P, 1)), LOADS_FIRST=loads_first, STREAM=stream,
-                              num_warps=nw)
+                              HAS_POS=has_pos, num_warps=nw)
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
     if split is None:
@@ -268,12 +287,12 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
                 q, k, qo, ko, cos, sin, positions, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                 qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0), HQ, HK, half, P, GQ,
                 INTERLEAVED=interleaved, COPY_PASS=copy_pass, BLOCK_H=bh, BLOCK_HALF=BH,
-                BLOCK_PASS=next_pow2(max(P, 1)), num_warps=nw)
+                BLOCK_PASS=next_pow2(max(P, 1)), HAS_POS=has_pos, num_warps=nw)
 
         if config is None:
             cands = head_candidates(HQ, HK, half)
             key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
-                   q.device)
+                   q.device) + (() if has_pos else ("gathered",))
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
             config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_heads, q.device,
@@ -283,7 +302,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     nw = warps_for(BHQ * BH)
     if T >= TUNE_MIN_TOKENS:
         key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
-               q.device) + (("stream",) if stream else ())
+               q.device) + (("stream",) if stream else ()) + (() if has_pos else ("gathered",))
         # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
         # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
         # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
@@ -409,6 +428,14 @@ _VARIANTS = {
     # round 12's probe: q/k read evict-first, the outputs stored streaming (.cs)
     "triton_stream": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
                                     stream=True),
+    # round 25: the tables gathered per token as the peers get them (HF's cos_full / sin_full,
+    # computed once per forward), so no program waits on a position before its cos/sin load
+    "triton_gathered": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],
+                                      s["interleaved"]),
+    # ... and in place, as Liger rotates: the like-for-like call against Liger (at 4096 tokens the
+    # outputs then share the inputs' lines in the L2, and fewer are written back during the call)
+    "triton_gathered_inplace": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],
+                                              s["interleaved"], q_out=s["q"], k_out=s["k"]),
     "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
                                 s["interleaved"]),
 }

@@ -184,13 +184,13 @@ def test_rope_stream_hints_reach_the_ptx():
                   "PASS"):
             sig[n] = "i32"
         for n in ("INTERLEAVED", "COPY_PASS", "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "BLOCK_PASS", "LOADS_FIRST",
-                  "STREAM"):
+                  "STREAM", "HAS_POS"):
             sig[n] = "constexpr"
         counts = {}
         for stream in (False, True):
             src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={
                 "INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
-                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": stream})
+                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": stream, "HAS_POS": True})
             ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
             counts[str(stream)] = [ptx.count("evict_first"), ptx.count("st.global.cs")]
         print(json.dumps(counts))
@@ -252,3 +252,94 @@ def test_a_tuned_call_copies_nothing(monkeypatch):
     qo, ko = K.rope(q, k, cos, sin, pos, split=False)
     check(qo, K.rope_reference(q, k, cos, sin, pos)[0], "fp32")
     assert clones == []
+
+
+# --- round 25: cos/sin gathered per token (HF's cos_full / sin_full), no position load ---------
+
+@pytest.mark.parametrize("table", ["full", "half"])
+@pytest.mark.parametrize("config", [None, (2, 1), (0, 2)], ids=["tokenprog", "heads-2", "heads-0"])
+@pytest.mark.parametrize("geom", GEOMS, ids=lambda g: "hq{}-hk{}-d{}-rd{}".format(*g))
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_rope_gathered_tables_equal_the_position_path(geom, interleaved, config, table, monkeypatch):
+    """positions=None with HF's full-width tables (each row's angles twice: NeoX's two halves,
+    GPT-J's pairs) or the half tables gathered by position: bit-equal to the position-indexed
+    launch on the same angles, per-token and head-split, partial rotary included; the kernels are
+    told HAS_POS=False."""
+    hq, hk, d, rd = geom
+    T = 5
+    q, k = randn(T, hq, d, dtype="bf16", scale=30.0), randn(T, hk, d, dtype="bf16")
+    cos, sin = K.rope_cache(512, rd, dtype=torch.bfloat16)
+    pos = torch.tensor([301, 7, 150, 0, 511])
+    if table == "full":
+        cg, sg = K.full_cos_sin(cos, sin, pos, interleaved)
+        assert cg.shape == (T, rd)
+    else:
+        cg, sg = cos[pos], sin[pos]
+    kw = dict(split=False) if config is None else dict(config=config)
+    want = K.rope(q, k, cos, sin, pos, rd, interleaved, **kw)
+    kernels = spy(monkeypatch, K, "_rope_fwd", "_rope_fwd_heads")
+    got = K.rope(q, k, cg, sg, None, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), **kw)
+    assert [kw_["HAS_POS"] for s in kernels.values() for kw_ in s.kwargs] == [False]
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
+    check(got[0], qr, "bf16", "q")
+    check(got[1], kr, "bf16", "k")
+
+
+def test_rope_gathered_tables_refuse_a_wrong_shape():
+    q, k = randn(4, 2, 8), randn(4, 1, 8)
+    cos, sin = K.rope_cache(16, 8)
+    with pytest.raises(ValueError, match="gathered cos/sin"):
+        K.rope(q, k, cos, sin, None)  # a [max_pos, 4] table, not one row a token
+    cg, sg = K.full_cos_sin(cos, sin, torch.arange(4))
+    with pytest.raises(ValueError, match="gathered cos/sin"):
+        K.rope(q, k, cg, sg[:, :4], None)
+
+
+def test_rope_gathered_variant_takes_the_peers_inputs():
+    """The registered triton_gathered reads the cos_full / sin_full that compile and Liger get;
+    triton_gathered_inplace rotates q and k where they are, as Liger does."""
+    for name in ("t-3-gqa", "t-3-partial"):
+        s = K.WORKLOAD.setup(K.WORKLOAD.selftest[name], "bf16", "cpu")
+        assert K.WORKLOAD.check(s, "triton_gathered", K.WORKLOAD.variants["triton_gathered"](s), "bf16").ok
+        ref = K.WORKLOAD.reference(s, "triton_gathered_inplace")
+        q0 = s["q"].clone()
+        qo, ko = K.WORKLOAD.variants["triton_gathered_inplace"](s)
+        assert qo.data_ptr() == s["q"].data_ptr() and ko.data_ptr() == s["k"].data_ptr()
+        assert not torch.equal(s["q"], q0)
+        check(qo, ref[0], "bf16", "q in place")
+        check(ko, ref[1], "bf16", "k in place")
+
+
+def test_rope_gathered_ptx_loads_no_position():
+    """Compiled for an H100 (sm_90a) without a GPU: with HAS_POS=False the POS pointer is never
+    read (no load waits on another), with it the position is loaded once."""
+    code = textwrap.dedent("""
+        import json, re, triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from profkit.kernels import rope as R
+        sig = {n: "*bf16" for n in ("Q", "K", "QO", "KO", "COS", "SIN")}
+        sig["POS"] = "*i64"
+        for n in ("sq_t", "sq_h", "sk_t", "sk_h", "sqo_t", "sqo_h", "sko_t", "sko_h", "stride_cs", "HQ", "HK", "HALF",
+                  "PASS"):
+            sig[n] = "i32"
+        for n in ("INTERLEAVED", "COPY_PASS", "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "BLOCK_PASS", "LOADS_FIRST",
+                  "STREAM", "HAS_POS"):
+            sig[n] = "constexpr"
+        out = {}
+        for has in (True, False):
+            src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={
+                "INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
+                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": False, "HAS_POS": has})
+            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+            out[str(has)] = len(re.findall(r"ld\\.param\\.[bu]64\\s+%rd\\d+,\\s*\\[_rope_fwd_param_6\\]", ptx))
+        print(json.dumps(out))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
+    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert counts == {"True": 1, "False": 0}
