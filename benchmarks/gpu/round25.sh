@@ -15,6 +15,7 @@
 # MODE persist: persistent programs sweeping the tokens, the next ones in flight (pipeliner or
 #    register prefetch; benchmarks/gpu/rope25_persist.py) at PERSIST_SHAPES, round-robin beside
 #    the per-token launch, compile and Liger.
+# MODE rmsnorm: RMSNorm's kernel body against Liger's (benchmarks/gpu/rmsnorm25.py) at RMS_SHAPES.
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -28,6 +29,9 @@ sweep)
 persist)
   timeout ${PERSIST_TIMEOUT:-300} python3 $R/benchmarks/gpu/rope25_persist.py --shapes ${PERSIST_SHAPES:-qwen7b-t4096,llama8b-t4096} \
     --rounds ${ROUNDS:-5} --out $O/r25/$TAG/persist 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/persist.log | grep -v "^tuned" ;;
+rmsnorm)
+  timeout ${RMS_TIMEOUT:-300} python3 $R/benchmarks/gpu/rmsnorm25.py --shapes ${RMS_SHAPES:-llama8b-t32768,qwen7b-t32768} \
+    --rounds ${ROUNDS:-5} --out $O/r25/$TAG/rmsnorm 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/rmsnorm25.log | grep -v "^tuned" ;;
 pairs)
 timeout ${RR_TIMEOUT:-240} python3 $R/benchmarks/gpu/variants_rr.py --op rope \
   --variants ${RR_VARIANTS:-triton_gathered,triton,compile,liger} \
