@@ -4,7 +4,9 @@
     strides, unit stride on head_dim: views into a fused qkv buffer work)
     cos, sin: precomputed tables [max_pos, rotary_dim // 2] (see rope_cache), fp32 or the model's
     dtype (as HF's and vLLM's caches are kept; the lab's workload since round 11), math in fp32
-    positions: int [tokens]
+    positions: int [tokens]; or None, with cos/sin already gathered per token (round 25): HF's
+        cos_full / sin_full [tokens, rotary_dim], as HF computes them once per forward and as
+        compile and Liger are given them, or half tables [tokens, rotary_dim // 2]
 
 Layouts, on the first rotary_dim dims of each head (the rest pass through unchanged):
     NeoX (rotate_half, Llama/Qwen HF):  pairs (d, d + rotary_dim/2)
@@ -24,6 +26,10 @@ Round 11: the per-token program issues all its loads (q, k, the position) before
 before, k was read only after q was stored, and the compiler may not move a load above a store
 to memory that could alias it. The old order is kept as ``loads_first=False``, variant
 ``triton_r10``.
+
+Round 25: with the position given, a program's cos/sin load waits on its position load, a second
+memory wait in a row; tables already gathered per token (positions=None, ``HAS_POS=False``, variant
+``triton_gathered``) load no position, 1.00-1.05x faster under ncu on an H100 and an H200.
 """
 from __future__ import annotations
 
