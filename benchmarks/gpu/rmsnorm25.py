@@ -65,25 +65,19 @@ CONFIGS = tuple(tuple(int(v) for v in c.split("x")) for c in os.environ.get(
 
 
 def main():
+    sys.path.insert(0, os.path.dirname(__file__))
+    from variants_rr import run_with
+
     w = get("rmsnorm")
-    names = []
-    for c in CONFIGS:
-        name = "body_" + "x".join(map(str, c))
-        w.variants[name] = (lambda c: lambda s: probe(s["x"], s["w"], *c))(c)
-        names.append(name)
+    extra = {"body_" + "x".join(map(str, c)): (lambda c: lambda s: probe(s["x"], s["w"], *c))(c) for c in CONFIGS}
     # a body that fails its float64 check is dropped here (named), not allowed to stop the others
     st = w.setup(w.shapes["llama8b-t4096"], "bf16", "cuda")
-    for name in list(names):
-        r = w.check(st, name, w.variants[name](st), "bf16")
+    for name, fn in list(extra.items()):
+        r = w.check(st, name, fn(st), "bf16")
         if r is not None and not r.ok:
             print(f"{name}: fails its check (rel err {r.rel_err:.2e}), dropped", flush=True)
-            names.remove(name)
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    import variants_rr
-
-    argv = sys.argv[1:]
-    sys.argv = [sys.argv[0], "--op", "rmsnorm", "--variants", ",".join(["liger", "triton", *names]), *argv]
-    variants_rr.main()
+            del extra[name]
+    run_with("rmsnorm", extra, first=("liger", "triton"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ position to wait on, are compile's program size at BLOCK_H = 8).
 import os
 import sys
 
-from profkit.kernels import get
 from profkit.kernels import rope as R
 
 CONFIGS = tuple(tuple(int(v) for v in c.split("x")) for c in os.environ.get(
@@ -21,20 +20,13 @@ CONFIGS = tuple(tuple(int(v) for v in c.split("x")) for c in os.environ.get(
 
 
 def main():
-    w = get("rope")
-    names = []
-    for bh, nw in CONFIGS:
-        name = f"gathered_{bh}x{nw}"
-        w.variants[name] = (lambda c: lambda s: R.rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None,
-                                                       s["rotary_dim"], s["interleaved"], config=c))((bh, nw))
-        names.append(name)
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    import variants_rr
+    sys.path.insert(0, os.path.dirname(__file__))
+    from variants_rr import run_with
 
-    argv = sys.argv[1:]
-    sys.argv = [sys.argv[0], "--op", "rope", "--variants", ",".join(["triton_gathered", *names, "compile", "liger"]),
-                *argv]
-    variants_rr.main()
+    extra = {f"gathered_{bh}x{nw}": (lambda c: lambda s: R.rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None,
+                                                                 s["rotary_dim"], s["interleaved"], config=c))((bh, nw))
+             for bh, nw in CONFIGS}
+    run_with("rope", extra, first=("triton_gathered",), last=("compile", "liger"))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,23 @@ import sys
 import triton
 import triton.language as tl
 
-from profkit.kernels import get
-from profkit.kernels import rope as R
 from profkit.kernels._numerics import num_sms
+
+
+@triton.jit
+def _token(Q, K, COS, SIN, t, T, sq_t, sk_t, stride_cs, oq, ok, d, mq, mk, dm, hq, hk, HALF):
+    """Token t's q and k halves and its cos/sin row, nothing past the last token (the token mask
+    as vectors: a scalar bool in a mask is refused by the interpreter)."""
+    vq = mq & ((hq * 0 + t) < T)[:, None]
+    vk = mk & ((hk * 0 + t) < T)[:, None]
+    vd = dm & ((d * 0 + t) < T)
+    qa = tl.load(Q + t * sq_t + oq, mask=vq, other=0.0)
+    qb = tl.load(Q + t * sq_t + oq + HALF, mask=vq, other=0.0)
+    ka = tl.load(K + t * sk_t + ok, mask=vk, other=0.0)
+    kb = tl.load(K + t * sk_t + ok + HALF, mask=vk, other=0.0)
+    c = tl.load(COS + t * stride_cs + d, mask=vd, other=0.0)
+    s = tl.load(SIN + t * stride_cs + d, mask=vd, other=0.0)
+    return qa, qb, ka, kb, c, s
 
 
 @triton.jit
@@ -40,28 +54,12 @@ def _rope_persist(Q, K, QO, KO, COS, SIN, sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, 
     oqo = hq[:, None] * sqo_h + d[None, :]
     oko = hk[:, None] * sko_h + d[None, :]
     if PREFETCH:
-        t = pid  # (the token masks as vectors: a scalar bool in a mask is refused by the interpreter)
-        vq = mq & ((hq * 0 + t) < T)[:, None]
-        vk = mk & ((hk * 0 + t) < T)[:, None]
-        vd = dm & ((d * 0 + t) < T)
-        qa_n = tl.load(Q + t * sq_t + oq, mask=vq, other=0.0)
-        qb_n = tl.load(Q + t * sq_t + oq + HALF, mask=vq, other=0.0)
-        ka_n = tl.load(K + t * sk_t + ok, mask=vk, other=0.0)
-        kb_n = tl.load(K + t * sk_t + ok + HALF, mask=vk, other=0.0)
-        c_n = tl.load(COS + t * stride_cs + d, mask=vd, other=0.0)
-        s_n = tl.load(SIN + t * stride_cs + d, mask=vd, other=0.0)
+        qa_n, qb_n, ka_n, kb_n, c_n, s_n = _token(Q, K, COS, SIN, pid, T, sq_t, sk_t, stride_cs, oq, ok, d, mq, mk,
+                                                  dm, hq, hk, HALF)
         for t in range(pid, T, G):
             qa, qb, ka, kb, c, s = qa_n, qb_n, ka_n, kb_n, c_n, s_n
-            tn = t + G
-            vq = mq & ((hq * 0 + tn) < T)[:, None]
-            vk = mk & ((hk * 0 + tn) < T)[:, None]
-            vd = dm & ((d * 0 + tn) < T)
-            qa_n = tl.load(Q + tn * sq_t + oq, mask=vq, other=0.0)
-            qb_n = tl.load(Q + tn * sq_t + oq + HALF, mask=vq, other=0.0)
-            ka_n = tl.load(K + tn * sk_t + ok, mask=vk, other=0.0)
-            kb_n = tl.load(K + tn * sk_t + ok + HALF, mask=vk, other=0.0)
-            c_n = tl.load(COS + tn * stride_cs + d, mask=vd, other=0.0)
-            s_n = tl.load(SIN + tn * stride_cs + d, mask=vd, other=0.0)
+            qa_n, qb_n, ka_n, kb_n, c_n, s_n = _token(Q, K, COS, SIN, t + G, T, sq_t, sk_t, stride_cs, oq, ok, d, mq,
+                                                      mk, dm, hq, hk, HALF)
             c = c.to(tl.float32)[None, :]
             s = s.to(tl.float32)[None, :]
             qa, qb, ka, kb = qa.to(tl.float32), qb.to(tl.float32), ka.to(tl.float32), kb.to(tl.float32)
@@ -106,19 +104,13 @@ CONFIGS = tuple(tuple(int(v) for v in c.split("x")) for c in os.environ.get(
 
 
 def main():
-    w = get("rope")
-    names = []
-    for c in CONFIGS:
-        name = "persist_" + "x".join(map(str, c))
-        w.variants[name] = (lambda c: lambda s: rope_persist(s["q"], s["k"], s["cos_full"], s["sin_full"], *c))(c)
-        names.append(name)
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    import variants_rr
+    sys.path.insert(0, os.path.dirname(__file__))
+    from variants_rr import run_with
 
-    argv = sys.argv[1:]
-    sys.argv = [sys.argv[0], "--op", "rope", "--variants", ",".join(["triton_gathered", *names, "compile", "liger"]),
-                *argv]
-    variants_rr.main()
+    extra = {"persist_" + "x".join(map(str, c)): (lambda c: lambda s: rope_persist(s["q"], s["k"], s["cos_full"],
+                                                                                 s["sin_full"], *c))(c)
+             for c in CONFIGS}
+    run_with("rope", extra, first=("triton_gathered",), last=("compile", "liger"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 # 32768 tokens on the H200 at 0.984x of compile; compile's kernels index the gathered tables by
 # token, the lab's launch loaded the position first.
 #   bash benchmarks/gpu/round25.sh MODE[,MODE] TAG   (carry .gpu-libs .carry-r5-whl)
+# (the probes as they ran: commit 0b9d670; since then only their shared code moved into helpers)
 # MODE pairs:
 # 1. round-robin GPU time by graph replay (variants_rr.py, 5 rounds) at every RoPE shape;
 # 2. profkit capture, ncu lean, CALLS (12) calls a side, at SHAPES (llama8b-t32768): runs

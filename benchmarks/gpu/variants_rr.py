@@ -87,5 +87,19 @@ def main():
         json.dump(out, f, indent=1, default=str)
 
 
+def run_with(op: str, extra: dict, first=(), last=()):
+    """A probe's launches timed beside the registered ones: register `extra` ({name: fn(state)})
+    on OP's workload in this process only, then main() over first + extra + last, the rest of the
+    command line (--shapes, --rounds, --out) passed on."""
+    import sys
+
+    from profkit.kernels import get
+
+    get(op).variants.update(extra)
+    names = [*first, *extra, *last]
+    sys.argv = [sys.argv[0], "--op", op, "--variants", ",".join(names), *sys.argv[1:]]
+    main()
+
+
 if __name__ == "__main__":
     main()

@@ -169,40 +169,48 @@ def test_rope_stream_hints_keep_the_result(interleaved, monkeypatch):
     assert K.WORKLOAD.check(s, "triton_stream", K.WORKLOAD.variants["triton_stream"](s), "bf16").ok
 
 
-def test_rope_stream_hints_reach_the_ptx():
-    """STREAM compiled for an H100 (sm_90a) without a GPU, in a child process (the tests'
-    TRITON_INTERPRET gives interpreted kernels): evict-first loads and .cs stores with it, none
-    without (the hints are the probe's whole difference)."""
-    code = textwrap.dedent("""
-        import json, triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        from profkit.kernels import rope as R
-        sig = {n: "*bf16" for n in ("Q", "K", "QO", "KO", "COS", "SIN")}
-        sig["POS"] = "*i64"
-        for n in ("sq_t", "sq_h", "sk_t", "sk_h", "sqo_t", "sqo_h", "sko_t", "sko_h", "stride_cs", "HQ", "HK", "HALF",
-                  "PASS"):
-            sig[n] = "i32"
-        for n in ("INTERLEAVED", "COPY_PASS", "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "BLOCK_PASS", "LOADS_FIRST",
-                  "STREAM", "HAS_POS"):
-            sig[n] = "constexpr"
-        counts = {}
-        for stream in (False, True):
-            src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={
-                "INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
-                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": stream, "HAS_POS": True})
-            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
-            counts[str(stream)] = [ptx.count("evict_first"), ptx.count("st.global.cs")]
-        print(json.dumps(counts))
-    """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+_PTX_CODE = textwrap.dedent("""
+    import json, re, sys, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from profkit.kernels import rope as R
+    sig = {n: "*bf16" for n in ("Q", "K", "QO", "KO", "COS", "SIN")}
+    sig["POS"] = "*i64"
+    for n in ("sq_t", "sq_h", "sk_t", "sk_h", "sqo_t", "sqo_h", "sko_t", "sko_h", "stride_cs", "HQ", "HK", "HALF",
+              "PASS"):
+        sig[n] = "i32"
+    base = {"INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
+            "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": False, "HAS_POS": True}
+    sig.update(dict.fromkeys(base, "constexpr"))
+    out = {}
+    for name, flags in json.loads(sys.argv[1]).items():
+        src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={**base, **flags})
+        ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+        out[name] = {"evict_first": ptx.count("evict_first"), "st_cs": ptx.count("st.global.cs"),
+                     "pos_param_reads": len(re.findall(r"ld\\.param\\.[bu]64\\s+%rd\\d+,\\s*\\[_rope_fwd_param_6\\]", ptx))}
+    print(json.dumps(out))
+""")
+
+
+def _rope_fwd_ptx(variants: dict) -> dict:
+    """The per-token kernel compiled for an H100 (sm_90a) without a GPU, in a child process (the
+    tests' TRITON_INTERPRET gives interpreted kernels), once per {name: constexpr flags}: counts
+    in its PTX of evict-first loads, .cs stores and reads of the POS parameter."""
+    r = subprocess.run([sys.executable, "-c", _PTX_CODE, json.dumps(variants)], capture_output=True, text=True,
                        env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
     if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
         pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr[-2000:]
-    counts = json.loads(r.stdout.strip().splitlines()[-1])
-    assert counts["False"] == [0, 0]
-    assert counts["True"][0] >= 32 and counts["True"][1] >= 32  # q's and k's loads and stores, every vector
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_rope_stream_hints_reach_the_ptx():
+    """STREAM compiled: evict-first loads and .cs stores with it, none without (the hints are the
+    probe's whole difference)."""
+    counts = _rope_fwd_ptx({"plain": {}, "stream": {"STREAM": True}})
+    assert counts["plain"]["evict_first"] == counts["plain"]["st_cs"] == 0
+    # q's and k's loads and stores, every vector
+    assert counts["stream"]["evict_first"] >= 32 and counts["stream"]["st_cs"] >= 32
 
 
 def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
@@ -312,34 +320,7 @@ def test_rope_gathered_variant_takes_the_peers_inputs():
 
 
 def test_rope_gathered_ptx_loads_no_position():
-    """Compiled for an H100 (sm_90a) without a GPU: with HAS_POS=False the POS pointer is never
-    read (no load waits on another), with it the position is loaded once."""
-    code = textwrap.dedent("""
-        import json, re, triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        from profkit.kernels import rope as R
-        sig = {n: "*bf16" for n in ("Q", "K", "QO", "KO", "COS", "SIN")}
-        sig["POS"] = "*i64"
-        for n in ("sq_t", "sq_h", "sk_t", "sk_h", "sqo_t", "sqo_h", "sko_t", "sko_h", "stride_cs", "HQ", "HK", "HALF",
-                  "PASS"):
-            sig[n] = "i32"
-        for n in ("INTERLEAVED", "COPY_PASS", "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "BLOCK_PASS", "LOADS_FIRST",
-                  "STREAM", "HAS_POS"):
-            sig[n] = "constexpr"
-        out = {}
-        for has in (True, False):
-            src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={
-                "INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
-                "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": False, "HAS_POS": has})
-            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
-            out[str(has)] = len(re.findall(r"ld\\.param\\.[bu]64\\s+%rd\\d+,\\s*\\[_rope_fwd_param_6\\]", ptx))
-        print(json.dumps(out))
-    """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
-    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
-        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    counts = json.loads(r.stdout.strip().splitlines()[-1])
-    assert counts == {"True": 1, "False": 0}
+    """With HAS_POS=False the POS pointer is never read (no load waits on another); with it the
+    position is loaded once."""
+    counts = _rope_fwd_ptx({"pos": {}, "gathered": {"HAS_POS": False}})
+    assert counts["pos"]["pos_param_reads"] == 1 and counts["gathered"]["pos_param_reads"] == 0
