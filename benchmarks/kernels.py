@@ -253,10 +253,11 @@ def main(argv=None) -> int:
                     help="also time each row as CUDA-graph replays (GPU time only, no launcher host time)")
     ap.add_argument("--selftest", action="store_true", help="tiny CPU run under TRITON_INTERPRET=1")
     ap.add_argument("--summary", nargs="+", metavar="KERNELS_JSON",
-                    help="only: print the lab variants of these result files (one per GPU) side by side")
+                    help="only: print the lab variants (triton, triton_direct, or --variants) of these result "
+                         "files (one per GPU) side by side")
     a = ap.parse_args(argv)
-    if a.summary:
-        print(summary(a.summary))
+    if a.summary:  # --variants: the lab variants to list (default triton, triton_direct)
+        print(summary(a.summary, *([tuple(a.variants.split(","))] if a.variants else [])))
         return 0
     from profkit.kernels import benched
 

@@ -40,9 +40,9 @@ import triton.language as tl
 
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
-from ._launch import cdiv, fast, next_pow2
+from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
-from .timing import rotated, tuned, tuned_cached
+from .timing import pick_check, rotated, tuned, tuned_cached
 
 
 @triton.jit
@@ -238,6 +238,9 @@ def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
     return q, k, cos, sin, qo, ko, rd
 
 
+_PLANS = Plans()  # the launches of calls with no outputs, split or config given, by their inputs' key
+
+
 def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
          q_out=None, k_out=None, split: bool | None = None, config=None, loads_first: bool = True,
          stream: bool = False):
@@ -250,8 +253,24 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     probe, variant ``triton_stream``).
     positions=None: cos/sin are already gathered per token, HF's way (round 25): [tokens,
     rotary_dim // 2], or HF's full-width [tokens, rotary_dim] (cos_full), whose first half (NeoX)
-    or even columns (GPT-J: copied to a half table first) are the angles; no position is loaded."""
+    or even columns (GPT-J: copied to a half table first) are the angles; no position is loaded.
+    A call like an earlier one (same shapes, strides, dtypes, flags; no outputs, split or config
+    given) takes that call's launch plan (_launch.Plans, round 25 as round 24's launchers)."""
     has_pos = positions is not None
+    plannable = q_out is None and k_out is None and split is None and config is None
+    if plannable:
+        pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
+                k.dtype, q.device, rotary_dim, interleaved, loads_first, stream, has_pos)
+        plan = _PLANS.get(pkey)
+        if plan is not None:
+            import torch
+
+            qo = torch.empty(pkey[0], dtype=pkey[8], device=pkey[10])
+            ko = torch.empty(pkey[2], dtype=pkey[9], device=pkey[10])
+            # the full-width tables themselves: their first halves start where they do
+            plan.launch((q, k, qo, ko, cos, sin, positions if has_pos else cos))
+            return qo, ko
+    given = (q, k, cos, sin)
     if not has_pos:
         rd0 = rotary_dim or q.shape[-1]
         if cos.dim() != 2 or cos.shape[0] != q.shape[0] or sin.shape != cos.shape:
@@ -268,53 +287,61 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     copy_pass = P > 0 and not (qo.data_ptr() == q.data_ptr() and ko.data_ptr() == k.data_ptr())
     BHQ, BHK = next_pow2(HQ), next_pow2(HK)
     BH = next_pow2(half)
+    bp = next_pow2(max(P, 1))
     if T == 0:
         return qo, ko
 
-    def launch(nw, q=q, k=k):  # (q, k): the tuner's rotated copies
-        fast(_rope_fwd)[(T,)](q, k, qo, ko, cos, sin, positions,
-                              q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-                              qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0),
-                              HQ, HK, half, P, INTERLEAVED=interleaved, COPY_PASS=copy_pass,
-                              BLOCK_HQ=BHQ, BLOCK_HK=BHK, BLOCK_HALF=BH,
-                              BLOCK_PASS=next_pow2(max(P, 1)), LOADS_FIRST=loads_first, STREAM=stream,
-                              HAS_POS=has_pos, num_warps=nw)
+    def parts(cfg, q=q, k=k):
+        """(kernel, grid, the parameters after the tensors, the options) of launch `cfg`:
+        (BLOCK_H, num_warps), BLOCK_H = 0 the per-token program; (q, k): the tuner's rotated copies."""
+        bh, nw = cfg
+        strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), qo.stride(0), qo.stride(1), ko.stride(0),
+                   ko.stride(1), cos.stride(0), HQ, HK, half, P)
+        if bh == 0:
+            return (_rope_fwd, (T,), strides + (interleaved, copy_pass, BHQ, BHK, BH, bp, loads_first, stream,
+                                                has_pos), (("num_warps", nw),))
+        GQ = cdiv(HQ, bh)
+        return (_rope_fwd_heads, (T, GQ + cdiv(HK, bh)), strides + (GQ, interleaved, copy_pass, bh, BH, bp, has_pos),
+                (("num_warps", nw),))
+
+    def launch_cfg(cfg, q=q, k=k):
+        kern, grid, rest, opts = parts(cfg, q, k)
+        fast(kern)[grid](q, k, qo, ko, cos, sin, positions, *rest, **dict(opts))
 
     in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
     if split is None:
         split = config is not None or split_tokens(T, q.device)
+    key = None
     if split:
-        def launch_heads(cfg):
-            bh, nw = cfg
-            if bh == 0:
-                return launch(nw)
-            GQ = cdiv(HQ, bh)
-            fast(_rope_fwd_heads)[(T, GQ + cdiv(HK, bh))](
-                q, k, qo, ko, cos, sin, positions, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-                qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1), cos.stride(0), HQ, HK, half, P, GQ,
-                INTERLEAVED=interleaved, COPY_PASS=copy_pass, BLOCK_H=bh, BLOCK_HALF=BH,
-                BLOCK_PASS=next_pow2(max(P, 1)), HAS_POS=has_pos, num_warps=nw)
-
         if config is None:
             cands = head_candidates(HQ, HK, half)
             key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
                    q.device) + (() if has_pos else ("gathered",))
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
-            config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_heads, q.device,
+            config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_cfg, q.device,
                                                                             graph=True)
-        launch_heads(config)
-        return qo, ko
-    nw = warps_for(BHQ * BH)
-    if T >= TUNE_MIN_TOKENS:
-        key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
-               q.device) + (("stream",) if stream else ()) + (() if has_pos else ("gathered",))
-        # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
-        # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
-        # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
-        nw = (tuned_cached(key) or nw) if in_place else tuned(key, tuple(dict.fromkeys((nw, 2, 4, 8))),
-                                                               rotated(launch, (q, k)), q.device, graph=True)
-    launch(nw)
+    else:
+        nw = warps_for(BHQ * BH)
+        if T >= TUNE_MIN_TOKENS:
+            key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
+                   q.device) + (("stream",) if stream else ()) + (() if has_pos else ("gathered",))
+            # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
+            # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
+            # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
+            nw = (tuned_cached(key) or nw) if in_place else tuned(
+                key, tuple(dict.fromkeys((nw, 2, 4, 8))), rotated(lambda n, q, k: launch_cfg((0, n), q, k), (q, k)),
+                q.device, graph=True)
+        config = (0, nw)
+    launch_cfg(config)
+    # a plan when no input was copied (the key then holds the call: a full-width table's first half
+    # starts where the table does) and the pick stands
+    check = pick_check(key, q.device)
+    if plannable and check and given[0] is q and given[1] is k and all(
+            a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.stride(0) == b.stride(0)
+            for a, b in zip(given[2:], (cos, sin))):
+        kern, grid, rest, opts = parts(config)
+        _PLANS.put(pkey, fast(kern).plan(grid, rest, opts), check)
     return qo, ko
 
 
@@ -434,6 +461,11 @@ _VARIANTS = {
     # round 12's probe: q/k read evict-first, the outputs stored streaming (.cs)
     "triton_stream": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
                                     stream=True),
+    # the same calls with the launch plans off (round 24's before for rope), in the same process
+    "triton_noplan": without_plans(lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
+                                                  s["interleaved"])),
+    "triton_gathered_noplan": without_plans(lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None,
+                                                           s["rotary_dim"], s["interleaved"])),
     # round 25: the tables gathered per token as the peers get them (HF's cos_full / sin_full,
     # computed once per forward), so no program waits on a position before its cos/sin load
     "triton_gathered": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],

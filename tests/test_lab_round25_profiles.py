@@ -17,7 +17,14 @@ Captured with profkit (ncu lean, 12 calls a variant, benchmarks/gpu/round25.sh p
 - against Liger at 4096 tokens under ncu the gathered launch ties or wins where the position launch
   lost (H200 llama8b 0.987x -> 1.006x, qwen7b 0.991x -> 1.008x; H100 qwen7b 0.986x -> 1.005x and,
   on a second host, 1.023x supported);
-- rotating in place, as Liger does (triton_gathered_inplace), is no faster: 0.990-0.999x, rejected."""
+- rotating in place, as Liger does (triton_gathered_inplace), is no faster: 0.990-0.999x, rejected.
+
+Then round 24's launch plans in the RoPE launcher (the fresh table's do_bench column had RoPE at
+4096 tokens host-bound and behind compile and Liger there). One capture a GPU, the plans off
+(*_noplan) and on in one process, nsys, 12 calls a variant, compared by host time (round23.sh
+inproc, runs rope-qwen7b-t4096-r25-h100e / -h200f): plans 1.96-2.85x, supported on both GPUs for
+both table forms; the lab against compile 1.34x / 0.94x before, 2.56-3.74x after; by GPU time the
+same kernel (0.997-1.004x)."""
 import pytest
 
 from profdata import one_kernel_pairs, runs_store
@@ -56,6 +63,21 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
                    ("triton_gathered", "triton_gathered_inplace", 0.9990, "rejected")],
 }
 
+# the plans, one process a GPU (nsys; by host time): run -> [(before, after, verdict, speed-up)]
+PLANS = {
+    Q4 + "h100e": [("triton_gathered_noplan", "triton_gathered", "supported", 1.9609),
+                   ("triton_noplan", "triton", "supported", 2.2771),
+                   ("compile", "triton_gathered_noplan", "supported", 1.3451),
+                   ("compile", "triton_gathered", "supported", 2.6377),
+                   ("liger", "triton_gathered", "supported", 2.2297)],
+    Q4 + "h200f": [("triton_gathered_noplan", "triton_gathered", "supported", 2.7124),
+                   ("triton_noplan", "triton", "supported", 2.8475),
+                   ("compile", "triton_gathered_noplan", "rejected", 0.9440),
+                   ("compile", "triton_gathered", "supported", 2.5605),
+                   ("liger", "triton_gathered", "supported", 3.2708)],
+}
+RUNS = {**RUNS, **{r: [] for r in PLANS}}  # every folder of the round (tests/test_lab_profiles.py)
+
 store = runs_store("r25", RUNS)
 
 test_round25_pairs = one_kernel_pairs(RUNS)
@@ -83,3 +105,25 @@ def test_the_gathered_launch_keeps_more_warps_resident_on_the_h200(store):
     the position load (4 warps a program, 64 registers) against 50 gathered (8 warps, 43)."""
     m = "sm__warps_active.avg.pct_of_peak_sustained_active"
     assert _counter(store, T32 + "h200a", "triton_gathered", m) > _counter(store, T32 + "h200a", "triton", m) + 3
+
+
+@pytest.mark.parametrize("run,before,after,verdict,speedup", [(r, *p) for r, ps in PLANS.items() for p in ps],
+                         ids=[f"{r}:{p[0]}->{p[1]}" for r, ps in PLANS.items() for p in ps])
+def test_rope_plans_by_host_time(store, run, before, after, verdict, speedup):
+    """By host time, 12 calls a side, one process: the plans, and the lab against its peers before
+    and after them."""
+    from profdata import compare_one
+
+    r = compare_one(store, f"{run}:{before}", f"{run}:{after}", "host")
+    assert (r["verdict"], r["speedup"]) == (verdict, pytest.approx(speedup, abs=0.005)), r["why"]
+    assert r["before_detail"]["calls"] == r["after_detail"]["calls"] == 12
+
+
+@pytest.mark.parametrize("run", list(PLANS))
+def test_rope_plans_move_no_kernel(store, run):
+    """By GPU time a plan's launch is the full path's kernel (within 1 %), never a supported change."""
+    from profdata import compare_one
+
+    for before, after in (("triton_gathered_noplan", "triton_gathered"), ("triton_noplan", "triton")):
+        g = compare_one(store, f"{run}:{before}", f"{run}:{after}", "gpu")
+        assert abs(g["speedup"] - 1) < 0.01 and g["verdict"] != "supported"

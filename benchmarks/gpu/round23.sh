@@ -12,12 +12,12 @@
 #                                               # PAIR_VARIANTS; several ops: mode pair once per call)
 # Round 24 (the launch plans): SWITCH=plans toggles PROFKIT_LAUNCH_PLANS instead of
 # PROFKIT_FAST_LAUNCH (host: host23.py --switch plans --pieces; pair: runs ...-r24-TAG-slow/fast),
-# raw rows in r24/TAG/.
+# raw rows in r24/TAG/. Round 25 (plans in the RoPE launcher): RD=r25 PIECES= (no pieces).
 set -u
 mode=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
-if [ "${SWITCH:-fast}" = plans ]; then RD=r24 VAR=PROFKIT_LAUNCH_PLANS HOSTARGS="--switch plans --pieces"
-else RD=r23 VAR=PROFKIT_FAST_LAUNCH HOSTARGS=""; fi
+if [ "${SWITCH:-fast}" = plans ]; then RD=${RD:-r24} VAR=PROFKIT_LAUNCH_PLANS HOSTARGS="--switch plans ${PIECES---pieces}"
+else RD=${RD:-r23} VAR=PROFKIT_FAST_LAUNCH HOSTARGS=""; fi
 mkdir -p $O/$RD/$TAG
 # cmpby BEFORE AFTER NAME: profkit compare by host and by GPU time, the JSON kept as cmp-NAME-BY.json
 cmpby() {

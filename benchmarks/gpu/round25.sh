@@ -17,6 +17,9 @@
 #    register prefetch; benchmarks/gpu/rope25_persist.py) at PERSIST_SHAPES, round-robin beside
 #    the per-token launch, compile and Liger.
 # MODE rmsnorm: RMSNorm's kernel body against Liger's (benchmarks/gpu/rmsnorm25.py) at RMS_SHAPES.
+# MODE table: a fresh run of every registered shape (benchmarks/kernels.py --graph), the lab's
+#    launches as shipped (triton, triton_gathered, triton_h2, triton_direct) and the peers, into
+#    r25/TAG/table/kernels.json (kernels.md's summary table).
 set -u
 MODE=$1 TAG=$2
 source benchmarks/gpu/device_env.sh
@@ -33,6 +36,11 @@ persist)
 rmsnorm)
   timeout ${RMS_TIMEOUT:-300} python3 $R/benchmarks/gpu/rmsnorm25.py --shapes ${RMS_SHAPES:-llama8b-t32768,qwen7b-t32768} \
     --rounds ${ROUNDS:-5} --out $O/r25/$TAG/rmsnorm 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/rmsnorm25.log | grep -v "^tuned" ;;
+table)
+  timeout ${TABLE_TIMEOUT:-570} python3 $R/benchmarks/kernels.py --graph --budget-s ${TABLE_BUDGET:-480} \
+    --variants ${TABLE_VARIANTS:-triton,triton_gathered,triton_h2,triton_direct,compile,compile_direct,liger} \
+    --out $O/r25/$TAG/table > $O/r25/$TAG/kernels_table.log 2>&1; echo "kernels rc=$?"
+  tail -3 $O/r25/$TAG/kernels_table.log | cut -c1-200 ;;
 pairs)
 timeout ${RR_TIMEOUT:-240} python3 $R/benchmarks/gpu/variants_rr.py --op rope \
   --variants ${RR_VARIANTS:-triton_gathered,triton,compile,liger} \

@@ -324,3 +324,61 @@ def test_rope_gathered_ptx_loads_no_position():
     position is loaded once."""
     counts = _rope_fwd_ptx({"pos": {}, "gathered": {"HAS_POS": False}})
     assert counts["pos"]["pos_param_reads"] == 1 and counts["gathered"]["pos_param_reads"] == 0
+
+
+@pytest.mark.parametrize("gathered", [False, True], ids=["positions", "gathered"])
+def test_rope_launch_plans(gathered, monkeypatch):
+    """Round 25, round 24's plans in the RoPE launcher: a call like an earlier one (no outputs,
+    split or config given) takes that call's plan, bit-equal to the full path, with new values
+    read through it; the gathered call's plan is handed HF's full-width tables (their first half
+    starts where they do); a call the key does not hold (outputs, split or config given, a GPT-J
+    full table that had to be copied, another token count) takes the full path, and so does every
+    call with the plans off."""
+    from profkit.kernels import _launch as L
+
+    monkeypatch.setattr(K, "_PLANS", L.Plans())
+    used = []
+    real = L.Plan.launch
+    monkeypatch.setattr(L.Plan, "launch", lambda self, ts: used.append(self) or real(self, ts))
+    T, hq, hk, d = 6, 4, 2, 16
+    cos, sin = K.rope_cache(64, d, dtype=torch.bfloat16)
+    pos = torch.tensor([5, 0, 63, 7, 31, 2])
+
+    def qk(t=T):
+        return randn(t, hq, d, dtype="bf16", scale=30.0), randn(t, hk, d, dtype="bf16")
+
+    def call(q, k, interleaved=False, **kw):
+        p = pos[:q.shape[0]]
+        c, s = K.full_cos_sin(cos, sin, p, interleaved) if gathered else (cos, sin)
+        return K.rope(q, k, c, s, None if gathered else p, interleaved=interleaved, **kw)
+
+    q, k = qk()
+    first = call(q, k)
+    assert len(K._PLANS.d) == 1 and used == []
+    second = call(q, k)
+    assert len(used) == 1 and all(torch.equal(a, b) for a, b in zip(first, second))
+    assert used[0].kernel.fn is K._rope_fwd and used[0].grid == (T,)
+    q2, k2 = qk()  # new values, same key: the plan, and the new values' result
+    out = call(q2, k2)
+    assert len(used) == 2
+    qr, kr = K.rope_reference(q2, k2, cos, sin, pos)
+    check(out[0], qr, "bf16", "q")
+    check(out[1], kr, "bf16", "k")
+    call(q, k, q_out=nan_like(q), k_out=nan_like(k))
+    call(q, k, split=False)
+    call(q, k, config=(1, 1))
+    assert len(used) == 2 and len(K._PLANS.d) == 1
+    gptj = call(q, k, interleaved=True)  # a new key; gathered, its full table is copied: no plan
+    call(q, k, interleaved=True)
+    assert len(used) == (2 if gathered else 3) and len(K._PLANS.d) == (1 if gathered else 2)
+    check(gptj[0], K.rope_reference(q, k, cos, sin, pos, interleaved=True)[0], "bf16", "gptj q")
+    q3, k3 = qk(3)  # fewer tokens than the interpreter's 4 SMs: the head-split launch's plan
+    few = call(q3, k3)
+    assert torch.equal(call(q3, k3)[0], few[0]) and used[-1].kernel.fn is K._rope_fwd_heads
+    n = len(used)
+    monkeypatch.setattr(L, "PLANS", False)
+    call(q, k)
+    assert len(used) == n
+    noplan = "triton_gathered_noplan" if gathered else "triton_noplan"
+    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
+    assert K.WORKLOAD.check(s, noplan, K.WORKLOAD.variants[noplan](s), "bf16").ok
