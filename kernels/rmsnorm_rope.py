@@ -17,7 +17,8 @@ from . import Workload, torch_dtype
 from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import full_cos_sin, head_candidates, qk_inputs, rope_angles, rope_cache, rope_eager
+from .rope import (angle_tables, full_cos_sin, head_candidates, plannable_tables, qk_inputs, rope_angles, rope_cache,
+                   rope_eager)
 from .timing import pick_check, tuned, tuned_cached
 
 
@@ -53,9 +54,9 @@ def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
                       sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
                       HQ, HK, D, HALF, PASS, eps, offset,
                       INTERLEAVED: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                      BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr):
+                      BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
     t = tl.program_id(0).to(tl.int64)
-    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
+    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF, HAS_POS)
     _norm_rotate_heads(Q + t * sq_t, QO + t * sqo_t, QW, sq_h, sqo_h, HQ, D, eps, offset, ia, ib, dmask,
                        cos, sin, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
     _norm_rotate_heads(K + t * sk_t, KO + t * sko_t, KW, sk_h, sko_h, HK, D, eps, offset, ia, ib, dmask,
@@ -67,7 +68,7 @@ def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
                         sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
                         HQ, HK, D, HALF, PASS, eps, offset, GQ, G,
                         INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                        BLOCK_PASS: tl.constexpr):
+                        BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
     """Program t * G + g: token t's q heads [g * BLOCK_H, ...) for g < GQ, else its k heads
     [(g - GQ) * BLOCK_H, ...): q's and k's loads in different programs instead of one after the
     other in one. A token's G programs are consecutive, so its cos/sin row is read from DRAM once
@@ -77,7 +78,7 @@ def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
     pid = tl.program_id(0).to(tl.int64)
     t = pid // G
     g = pid - t * G
-    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF)
+    cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF, HAS_POS)
     if g < GQ:
         h0 = g * BLOCK_H
         _norm_rotate_heads(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, QW, sq_h, sqo_h, HQ - h0, D, eps,
@@ -89,29 +90,40 @@ def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
 
 
 _PLANS = Plans()  # the launches of calls without outputs or config given, by their inputs' key
+# registers a thread for a one-warp program so that 32 programs (the SM's block limit) fit its 64 K
+# registers: 65536 / (32 x 32)
+REG_CAP = 64
 
 
 def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_dim: int | None = None,
-                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None):
+                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None,
+                 reg_caps: bool = True):
     """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place).
-    config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0: one program per token,
+    config: (BLOCK_H, num_warps[, maxnreg]) of the head-split launch (BLOCK_H = 0: one program per token,
     round 2's launch, with num_warps, or its default warps for None); else picked per shape on the GPU by graph replay among
     rope.head_candidates (round 7: at 32768 tokens one program per token kept the H200 at 75-77 %
     of copy). A call like an earlier one (same shapes, strides, dtypes, flags; no outputs or config
-    given) takes that call's launch plan (_launch.Plans; round 24: the host time of this call)."""
+    given) takes that call's launch plan (_launch.Plans; round 24: the host time of this call).
+    positions=None: cos/sin already gathered per token, as rope() takes them (round 25); measured
+    slower than the position form here (0.90x at 32768 tokens on an H200: its early table loads
+    hold more registers), kept for callers holding HF's tables. reg_caps: the tuner also weighs
+    the one-warp launches with their registers capped so that the block limit, not the register
+    file, bounds the programs an SM (round 25); False: round 24's candidates."""
+    has_pos = positions is not None
     plannable = q_out is None and k_out is None and config is None
     if plannable:
-        pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.stride(), q.dtype,
-                k.dtype, q.device, eps, rotary_dim, interleaved, gemma)
+        pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
+                k.dtype, q.device, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps)
         plan = _PLANS.get(pkey)
         if plan is not None:
             import torch
 
-            qo = torch.empty(pkey[0], dtype=pkey[7], device=pkey[9])
-            ko = torch.empty(pkey[2], dtype=pkey[8], device=pkey[9])
-            plan.launch((q, k, qo, ko, q_w, k_w, cos, sin, positions))
+            qo = torch.empty(pkey[0], dtype=pkey[8], device=pkey[10])
+            ko = torch.empty(pkey[2], dtype=pkey[9], device=pkey[10])
+            plan.launch((q, k, qo, ko, q_w, k_w, cos, sin, positions if has_pos else cos))
             return qo, ko
     inputs = (q, k, cos, sin)
+    cos, sin, positions = angle_tables(q, cos, sin, positions, rotary_dim, interleaved)
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -128,13 +140,15 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
 
     def parts(cfg):
         """(kernel, grid, the parameters after the tensors, the options) of launch `cfg`."""
-        bh, nw = cfg
+        bh, nw, *cap = cfg  # cap: a register cap a thread (maxnreg), where a launch names one
+        cap = (("maxnreg", cap[0]),) if cap and cap[0] else ()
         if bh == 0:
-            return (_rmsnorm_rope_fwd, (T,), scalars + (interleaved, BHQ, BHK, BH, bp),
-                    (("num_warps", nw or token[1]),))
+            return (_rmsnorm_rope_fwd, (T,), scalars + (interleaved, BHQ, BHK, BH, bp, has_pos),
+                    (("num_warps", nw or token[1]),) + cap)
         GQ = cdiv(HQ, bh)
         G = GQ + cdiv(HK, bh)
-        return _rmsnorm_rope_heads, (T * G,), scalars + (GQ, G, interleaved, bh, BH, bp), (("num_warps", nw),)
+        return (_rmsnorm_rope_heads, (T * G,), scalars + (GQ, G, interleaved, bh, BH, bp, has_pos),
+                (("num_warps", nw),) + cap)
 
     def launch(cfg):
         kern, grid, rest, opts = parts(cfg)
@@ -142,17 +156,20 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
 
     tkey = None
     if config is None:
-        tkey = ("rmsnorm_rope", next_pow2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device)
+        tkey = ("rmsnorm_rope", next_pow2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device) + (
+            () if has_pos else ("gathered",)) + (() if reg_caps else ("nocap",))
         config = tuned_cached(tkey)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
             cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
+            if reg_caps:  # round 25: 71 registers held a one-warp program of 8 heads to 28 an SM on an H200
+                cands += tuple((bh, 1, REG_CAP) for bh, nw in cands[1:] if nw == 1)
             # timing launches would normalise an in-place q/k again and again
             in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
             config = token if in_place else tuned(tkey, cands, launch, q.device, graph=True)
     launch(config)
     # a plan when no input was made contiguous (the key then holds the call) and the pick stands
     check = pick_check(tkey, q.device)
-    if plannable and check and all(a is b for a, b in zip((q, k, cos, sin), inputs)):
+    if plannable and check and inputs[0] is q and inputs[1] is k and plannable_tables(inputs[2:], cos, sin):
         kern, grid, rest, opts = parts(config)
         _PLANS.put(pkey, fast(kern).plan(grid, rest, opts), check)
     return qo, ko
@@ -211,6 +228,13 @@ WORKLOAD = Workload(
         # the same call with the launch plans off: round 24's before, in the same process
         "triton_noplan": without_plans(lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"],
                                                               s["pos"], rotary_dim=s["rotary_dim"])),
+        # round 25's before: the tuner without the register-capped launches
+        "triton_nocap": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
+                                               rotary_dim=s["rotary_dim"], reg_caps=False),
+        # round 25: cos/sin gathered per token, the tables compile is given (no position load); rejected
+        # (0.90x at 32768 tokens on an H200), kept with its pair
+        "triton_gathered": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"],
+                                                  None, rotary_dim=s["rotary_dim"]),
         # round 2-6's launch (one program per token), kept for the before/after pair
         "triton_tokenprog": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
                                                    rotary_dim=s["rotary_dim"], config=(0, None)),

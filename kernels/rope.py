@@ -55,11 +55,13 @@ def _copy_heads(X, XO, sx_h, sxo_h, H, start, P, BLOCK_H: tl.constexpr, BLOCK_P:
 
 
 @triton.jit
-def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
-    """cos/sin of token t's position and the two halves' lane indices (NeoX: d, d + HALF;
-    GPT-J interleaved: 2d, 2d + 1). Shared with the fused RMSNorm + RoPE kernel."""
+def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                HAS_POS: tl.constexpr = True):
+    """cos/sin of token t's position (HAS_POS=False: row t of tables gathered per token) and the two
+    halves' lane indices (NeoX: d, d + HALF; GPT-J interleaved: 2d, 2d + 1). Shared with the fused
+    RMSNorm + RoPE kernel."""
     d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
-    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask)
+    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
     return cos, sin, ia, ib, dmask
 
 
@@ -223,6 +225,31 @@ def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu
     return f.cos().to(dtype).to(device), f.sin().to(dtype).to(device)
 
 
+def angle_tables(q, cos, sin, positions, rotary_dim, interleaved: bool):
+    """(cos, sin, positions) as the kernels read them. positions None (round 25): cos/sin gathered
+    per token, [tokens, rotary_dim // 2] or HF's full width [tokens, rotary_dim], whose duplicated
+    half is never read (NeoX: the first half, a view; GPT-J: the even columns, copied by
+    qk_inputs); positions then points at cos, never read (HAS_POS=False). Shared with the fused
+    RMSNorm + RoPE."""
+    if positions is not None:
+        return cos, sin, positions
+    rd = rotary_dim or q.shape[-1]
+    if cos.dim() != 2 or cos.shape[0] != q.shape[0] or sin.shape != cos.shape:
+        raise ValueError(f"gathered cos/sin must be [tokens, rotary_dim(/2)], got {tuple(cos.shape)} "
+                         f"and {tuple(sin.shape)} for {q.shape[0]} tokens")
+    if cos.shape[-1] == rd:
+        cut = slice(None, None, 2) if interleaved else slice(0, rd // 2)
+        cos, sin = cos[:, cut], sin[:, cut]
+    return cos, sin, cos
+
+
+def plannable_tables(given, cos, sin) -> bool:
+    """The tables a call was given are the ones its kernel reads (a view's start and row stride),
+    none copied: a launch plan handed the given tables launches the same kernel."""
+    return all(a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.stride(0) == b.stride(0)
+               for a, b in zip(given, (cos, sin)))
+
+
 def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
     """Checked, last-dim-contiguous q/k/cos/sin, the outputs, and the rotary width: the launchers
     of RoPE and of the fused RMSNorm + RoPE take the same inputs."""
@@ -271,15 +298,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
             plan.launch((q, k, qo, ko, cos, sin, positions if has_pos else cos))
             return qo, ko
     given = (q, k, cos, sin)
-    if not has_pos:
-        rd0 = rotary_dim or q.shape[-1]
-        if cos.dim() != 2 or cos.shape[0] != q.shape[0] or sin.shape != cos.shape:
-            raise ValueError(f"rope: gathered cos/sin must be [tokens, rotary_dim(/2)], got {tuple(cos.shape)} "
-                             f"and {tuple(sin.shape)} for {q.shape[0]} tokens")
-        if cos.shape[-1] == rd0:  # HF's full width: the duplicated half is never read
-            cut = slice(None, None, 2) if interleaved else slice(0, rd0 // 2)
-            cos, sin = cos[:, cut], sin[:, cut]
-        positions = cos  # not read (HAS_POS=False): any pointer
+    cos, sin, positions = angle_tables(q, cos, sin, positions, rotary_dim, interleaved)
     q, k, cos, sin, qo, ko, rd = qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out)
     T, HQ, D = q.shape
     HK = k.shape[1]
@@ -337,9 +356,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     # a plan when no input was copied (the key then holds the call: a full-width table's first half
     # starts where the table does) and the pick stands
     check = pick_check(key, q.device)
-    if plannable and check and given[0] is q and given[1] is k and all(
-            a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.stride(0) == b.stride(0)
-            for a, b in zip(given[2:], (cos, sin))):
+    if plannable and check and given[0] is q and given[1] is k and plannable_tables(given[2:], cos, sin):
         kern, grid, rest, opts = parts(config)
         _PLANS.put(pkey, fast(kern).plan(grid, rest, opts), check)
     return qo, ko

@@ -19,6 +19,12 @@ Captured with profkit (ncu lean, 12 calls a variant, benchmarks/gpu/round25.sh p
   on a second host, 1.023x supported);
 - rotating in place, as Liger does (triton_gathered_inplace), is no faster: 0.990-0.999x, rejected.
 
+The fused q/k RMSNorm + RoPE at 32768 tokens on the H200 (rmsnorm_rope-qwen3-8b-t32768-r25-h200g,
+-h200i): fed the gathered tables the same way it lost, 0.898x (rejected): its early table loads
+hold 78 registers a thread against 71, and fewer programs fit an SM. The tuner weighing its
+one-warp launches capped at 64 registers (32 programs an SM, the block limit, instead of 28) is
+1.015x [1.009-1.017], supported.
+
 Then round 24's launch plans in the RoPE launcher (the fresh table's do_bench column had RoPE at
 4096 tokens host-bound and behind compile and Liger there). One capture a GPU, the plans off
 (*_noplan) and on in one process, nsys, 12 calls a variant, compared by host time (round23.sh
@@ -63,6 +69,16 @@ RUNS = {  # run -> [(before, after, speed-up, verdict)]
                    ("triton_gathered", "triton_gathered_inplace", 0.9990, "rejected")],
 }
 
+# the fused q/k RMSNorm + RoPE (H200, 32768 tokens, 92 % of copy): the gathered tables, rejected;
+# the tuner weighing one-warp launches capped at 64 registers, supported
+FUSED = "rmsnorm_rope-qwen3-8b-t32768-r25-"
+RUNS.update({
+    FUSED + "h200g": [("triton", "triton_gathered", 0.8980, "rejected"),
+                      ("compile", "triton_gathered", 1.1336, "supported"),
+                      ("compile", "triton", 1.2624, "supported")],
+    FUSED + "h200i": [("triton_nocap", "triton", 1.0148, "supported"),
+                      ("compile", "triton", 1.2842, "supported")],
+})
 # the plans, one process a GPU (nsys; by host time): run -> [(before, after, verdict, speed-up)]
 PLANS = {
     Q4 + "h100e": [("triton_gathered_noplan", "triton_gathered", "supported", 1.9609),
@@ -127,3 +143,17 @@ def test_rope_plans_move_no_kernel(store, run):
     for before, after in (("triton_gathered_noplan", "triton_gathered"), ("triton_noplan", "triton")):
         g = compare_one(store, f"{run}:{before}", f"{run}:{after}", "gpu")
         assert abs(g["speedup"] - 1) < 0.01 and g["verdict"] != "supported"
+
+
+def test_what_the_fused_kernel_holds(store):
+    """Why the fused pair went each way, in ncu's launch records: 78 registers a thread with the
+    gathered tables (71 with positions), 64 with the cap the tuner picked, and the warps active
+    an SM follow (H200, 32768 tokens)."""
+    regs = {(r["run"][-5:], r["nvtx_path"].split("/")[1]): r["reg"] for r in store.query(
+        "SELECT run, nvtx_path, MAX(registers_per_thread) AS reg FROM kernels WHERE run IN (?, ?) "
+        "GROUP BY run, nvtx_path", (FUSED + "h200g", FUSED + "h200i"))}
+    assert regs["h200g", "triton"] == regs["h200i", "triton_nocap"] == 71  # round 24's pick, (8, 1)
+    assert regs["h200g", "triton_gathered"] == 78 and regs["h200i", "triton"] == 64
+    m = "sm__warps_active.avg.pct_of_peak_sustained_active"
+    assert _counter(store, FUSED + "h200i", "triton", m) > _counter(store, FUSED + "h200i", "triton_nocap", m) + 3
+    assert _counter(store, FUSED + "h200g", "triton_gathered", m) < _counter(store, FUSED + "h200g", "triton", m) - 3

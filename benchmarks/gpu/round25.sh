@@ -17,6 +17,10 @@
 #    register prefetch; benchmarks/gpu/rope25_persist.py) at PERSIST_SHAPES, round-robin beside
 #    the per-token launch, compile and Liger.
 # MODE rmsnorm: RMSNorm's kernel body against Liger's (benchmarks/gpu/rmsnorm25.py) at RMS_SHAPES.
+# MODE fused: the fused q/k RMSNorm + RoPE fed the gathered tables too (triton_gathered): round-robin
+#    at every shape, then profkit capture (ncu lean, CALLS a side) at FUSED_SHAPES (qwen3-8b-t32768);
+#    FUSED_RR, FUSED_VARIANTS, FUSED_CMP override (the register caps: triton_nocap -> triton).
+# MODE fusedcap: the fused kernel's launches with the registers capped (benchmarks/gpu/rmsnorm_rope25.py).
 # MODE table: a fresh run of every registered shape (benchmarks/kernels.py --graph), the lab's
 #    launches as shipped (triton, triton_gathered, triton_h2, triton_direct) and the peers, into
 #    r25/TAG/table/kernels.json (kernels.md's summary table).
@@ -36,6 +40,15 @@ persist)
 rmsnorm)
   timeout ${RMS_TIMEOUT:-300} python3 $R/benchmarks/gpu/rmsnorm25.py --shapes ${RMS_SHAPES:-llama8b-t32768,qwen7b-t32768} \
     --rounds ${ROUNDS:-5} --out $O/r25/$TAG/rmsnorm 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/rmsnorm25.log | grep -v "^tuned" ;;
+fused)
+  timeout ${RR_TIMEOUT:-240} python3 $R/benchmarks/gpu/variants_rr.py --op rmsnorm_rope \
+    --variants ${FUSED_RR:-triton_gathered,triton,compile} --shapes qwen3-8b-t32768,qwen3-8b-t4096,qwen7b-t4096,qwen3-8b-t1 \
+    --rounds ${ROUNDS:-5} --out $O/r25/$TAG/fused 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/fused_rr.log | grep -v "^tuned"
+  SHAPES=${FUSED_SHAPES:-qwen3-8b-t32768} pairs r25 rmsnorm_rope "${FUSED_VARIANTS:-triton triton_gathered compile}" \
+    "${FUSED_CMP:-triton:triton_gathered compile:triton_gathered compile:triton}" ;;
+fusedcap)
+  timeout ${RR_TIMEOUT:-300} python3 $R/benchmarks/gpu/rmsnorm_rope25.py --shapes ${FUSED_SHAPES:-qwen3-8b-t32768} \
+    --rounds ${ROUNDS:-5} --out $O/r25/$TAG/fusedcap 2>&1 | grep -v -i "warn\|Backend impl" | tee $O/r25/$TAG/fusedcap.log | grep -v "^tuned" ;;
 table)
   timeout ${TABLE_TIMEOUT:-570} python3 $R/benchmarks/kernels.py --graph --budget-s ${TABLE_BUDGET:-480} \
     --variants ${TABLE_VARIANTS:-triton,triton_gathered,triton_h2,triton_direct,compile,compile_direct,liger} \
