@@ -23,7 +23,7 @@ The fused q/k RMSNorm + RoPE at 32768 tokens on the H200 (rmsnorm_rope-qwen3-8b-
 -h200i): fed the gathered tables the same way it lost, 0.898x (rejected): its early table loads
 hold 78 registers a thread against 71, and fewer programs fit an SM. The tuner weighing its
 one-warp launches capped at 64 registers (32 programs an SM, the block limit, instead of 28) is
-1.015x [1.009-1.017], supported.
+1.015x [1.009-1.017], supported; the H100's tuner kept the uncapped launch (h100g, 1.000x).
 
 Then round 24's launch plans in the RoPE launcher (the fresh table's do_bench column had RoPE at
 4096 tokens host-bound and behind compile and Liger there). One capture a GPU, the plans off
@@ -78,6 +78,9 @@ RUNS.update({
                       ("compile", "triton", 1.2624, "supported")],
     FUSED + "h200i": [("triton_nocap", "triton", 1.0148, "supported"),
                       ("compile", "triton", 1.2842, "supported")],
+    # the H100's tuner kept the uncapped (8, 1): the same kernel both sides
+    FUSED + "h100g": [("triton_nocap", "triton", 1.0001, "caveated"),
+                      ("compile", "triton", 1.1985, "supported")],
 })
 # the plans, one process a GPU (nsys; by host time): run -> [(before, after, verdict, speed-up)]
 PLANS = {
