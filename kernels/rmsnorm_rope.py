@@ -113,7 +113,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     plannable = q_out is None and k_out is None and config is None
     if plannable:
         pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
-                k.dtype, q.device, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps)
+                k.dtype, q.device, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps, cos.dtype)
         plan = _PLANS.get(pkey)
         if plan is not None:
             import torch

@@ -287,7 +287,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     plannable = q_out is None and k_out is None and split is None and config is None
     if plannable:
         pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
-                k.dtype, q.device, rotary_dim, interleaved, loads_first, stream, has_pos)
+                k.dtype, q.device, rotary_dim, interleaved, loads_first, stream, has_pos, cos.dtype)
         plan = _PLANS.get(pkey)
         if plan is not None:
             import torch

@@ -382,3 +382,16 @@ def test_rope_launch_plans(gathered, monkeypatch):
     noplan = "triton_gathered_noplan" if gathered else "triton_noplan"
     s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
     assert K.WORKLOAD.check(s, noplan, K.WORKLOAD.variants[noplan](s), "bf16").ok
+
+
+def test_rope_plans_key_the_table_dtype(monkeypatch):
+    """fp32 and bf16 tables are tuned apart (the tuned key holds the table dtype), so a plan made
+    with one is not taken for the other."""
+    from profkit.kernels import _launch as L
+
+    monkeypatch.setattr(K, "_PLANS", L.Plans())
+    q, k, pos = randn(6, 4, 16, dtype="bf16"), randn(6, 2, 16, dtype="bf16"), torch.arange(6)
+    for dt in (torch.bfloat16, torch.float32):
+        cos, sin = K.rope_cache(64, 16, dtype=dt)
+        K.rope(q, k, cos, sin, pos)
+    assert len(K._PLANS.d) == 2 and {key[-1] for key in K._PLANS.d} == {torch.bfloat16, torch.float32}
