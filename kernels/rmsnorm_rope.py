@@ -17,8 +17,8 @@ from . import Workload, torch_dtype
 from ._launch import Plans, cdiv, fast, next_pow2, without_plans
 from ._numerics import ESIZE, compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import (angle_tables, full_cos_sin, head_candidates, plannable_tables, qk_inputs, rope_angles, rope_cache,
-                   rope_eager)
+from .rope import (angle_tables, full_cos_sin, head_candidates, plannable_tables, qk_inputs, qk_outputs, qk_plan_key,
+                   rope_angles, rope_cache, rope_eager)
 from .timing import pick_check, tuned, tuned_cached
 
 
@@ -112,14 +112,10 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     has_pos = positions is not None
     plannable = q_out is None and k_out is None and config is None
     if plannable:
-        pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
-                k.dtype, q.device, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps, cos.dtype)
+        pkey = qk_plan_key(q, k, cos, sin, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps)
         plan = _PLANS.get(pkey)
         if plan is not None:
-            import torch
-
-            qo = torch.empty(pkey[0], dtype=pkey[8], device=pkey[10])
-            ko = torch.empty(pkey[2], dtype=pkey[9], device=pkey[10])
+            qo, ko = qk_outputs(q, k)
             plan.launch((q, k, qo, ko, q_w, k_w, cos, sin, positions if has_pos else cos))
             return qo, ko
     inputs = (q, k, cos, sin)

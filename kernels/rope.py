@@ -250,6 +250,21 @@ def plannable_tables(given, cos, sin) -> bool:
                for a, b in zip(given, (cos, sin)))
 
 
+def qk_plan_key(q, k, cos, sin, *flags):
+    """The key a q/k launcher's plan holds (RoPE and the fused RMSNorm + RoPE): the inputs'
+    shapes, strides and dtypes (the tables' too: they are tuned apart), the device, the flags."""
+    return (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
+            k.dtype, cos.dtype, q.device, *flags)
+
+
+def qk_outputs(q, k):
+    """New q/k outputs shaped and typed as the inputs."""
+    import torch
+
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+            torch.empty(k.shape, dtype=k.dtype, device=k.device))
+
+
 def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
     """Checked, last-dim-contiguous q/k/cos/sin, the outputs, and the rotary width: the launchers
     of RoPE and of the fused RMSNorm + RoPE take the same inputs."""
@@ -286,14 +301,10 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     has_pos = positions is not None
     plannable = q_out is None and k_out is None and split is None and config is None
     if plannable:
-        pkey = (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
-                k.dtype, q.device, rotary_dim, interleaved, loads_first, stream, has_pos, cos.dtype)
+        pkey = qk_plan_key(q, k, cos, sin, rotary_dim, interleaved, loads_first, stream, has_pos)
         plan = _PLANS.get(pkey)
         if plan is not None:
-            import torch
-
-            qo = torch.empty(pkey[0], dtype=pkey[8], device=pkey[10])
-            ko = torch.empty(pkey[2], dtype=pkey[9], device=pkey[10])
+            qo, ko = qk_outputs(q, k)
             # the full-width tables themselves: their first halves start where they do
             plan.launch((q, k, qo, ko, cos, sin, positions if has_pos else cos))
             return qo, ko
