@@ -4,6 +4,12 @@
 
 Warm-up calls (compilation, autotuning, cuBLAS handles) run before the range opens, so a
 profile filtered on the range holds only steady-state launches.
+
+The context a small kernel runs in can move its time as much as a change to it: round 26 found
+SwiGLU at one token 1.25 us with the L2 half empty and 1.51 us once an earlier op had filled it,
+its evict-first inputs read again. ``--rotate N`` cycles the calls over N copies of the inputs
+(as benchmarks/kernels.py times a row) and ``--l2-fill`` reads an L2-sized buffer before each
+range opens (as an earlier op, e.g. a decode step's GEMM, leaves the L2: full of other lines).
 """
 from __future__ import annotations
 
@@ -12,6 +18,22 @@ import sys
 
 from . import get, range_name
 from .timing import fresh
+
+_FILL: dict = {}
+
+
+def fill_l2(device) -> None:
+    """Read a buffer the size of the GPU's L2 with plain loads, so that the L2 is full of lines
+    that are not the workload's (no-op off a GPU: a CPU run only checks the plumbing)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return
+    buf = _FILL.get(str(device))
+    if buf is None:
+        n = torch.cuda.get_device_properties(device).L2_cache_size
+        buf = _FILL[str(device)] = torch.ones(max(1, n // 4), dtype=torch.float32, device=device)
+    buf.sum()
 
 
 def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
@@ -29,10 +51,13 @@ def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
 
 def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = None,
         dtype: str | None = None, iters: int = 3, warmup: int = 2, device: str = "cuda",
-        checks: dict | None = None) -> list[str]:
+        checks: dict | None = None, rotate: int = 1, l2_fill: bool = False) -> list[str]:
     """Run each (variant, shape) in its NVTX range; with `checks`, record each range's
     reference check there (range name -> record), computed after the range closes so the
-    profile holds none of its launches."""
+    profile holds none of its launches. rotate: the calls cycle over this many copies of the
+    inputs; l2_fill: the L2 is filled with other data just before each range opens."""
+    if rotate < 1:
+        raise ValueError(f"rotate {rotate}: give 1 or more input copies")
     import torch
 
     w = get(op)
@@ -42,12 +67,15 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
         if shape not in w.shapes:
             raise KeyError(f"{op}: no shape {shape!r}; known: {', '.join(w.shapes)}")
         state = w.setup(w.shapes[shape], dtype, device)
+        states = [state] + [w.setup(w.shapes[shape], dtype, device) for _ in range(rotate - 1)]
         for variant in variants or list(w.variants):
             if variant not in w.variants:
                 raise KeyError(f"{op}: no variant {variant!r}; known: {', '.join(w.variants)}")
             fn = w.variants[variant]
-            for _ in range(warmup):
-                fn(state)
+            for i in range(max(warmup, len(states) if warmup else 0)):
+                fn(states[i % len(states)])
+            if l2_fill:
+                fill_l2(device)
             if device == "cuda":
                 torch.cuda.synchronize()
             name = range_name(op, variant, shape)
@@ -56,8 +84,8 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
             parts = name.split("/")  # op names may nest too (e2e/prefill)
             for part in parts:
                 torch.cuda.nvtx.range_push(part)
-            for _ in range(iters):
-                fn(state)
+            for i in range(iters):
+                fn(states[i % len(states)])
             for _ in parts:
                 torch.cuda.nvtx.range_pop()
             if device == "cuda":
@@ -73,7 +101,7 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
                     checks[name] = rec
                 del out, ref
             ran.append(name)
-        del state
+        del state, states
     return ran
 
 
@@ -85,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype")
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rotate", type=int, default=1, help="Cycle the calls over this many copies of the inputs.")
+    p.add_argument("--l2-fill", action="store_true",
+                   help="Fill the L2 with other data (an L2-sized read) before each range opens.")
     p.add_argument("--check-out", metavar="PATH",
                    help="Check each variant's last output against the reference; write {range: record} JSON here.")
     p.add_argument("--tuned-out", metavar="PATH", help="Write the launch configurations tuned in this run here.")
@@ -103,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--tuned-in {a.tuned_in}: {e}", file=sys.stderr)
             return 2
     checks: dict | None = {} if a.check_out else None
-    for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks):
+    if a.rotate < 1:
+        print(f"--rotate {a.rotate}: give 1 or more input copies", file=sys.stderr)
+        return 2
+    for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks, rotate=a.rotate,
+                    l2_fill=a.l2_fill):
         print(name, file=sys.stderr)
     if a.tuned_out:
         dump_tuned(a.tuned_out)

@@ -51,9 +51,11 @@ def find_tool(name: str, explicit: str | None = None) -> str:
 
 
 def workload_command(workload: str, variants=(), shapes=(), python: str | None = None,
-                     check_out: Path | None = None, iters: int | None = None) -> list[str]:
+                     check_out: Path | None = None, iters: int | None = None, rotate: int | None = None,
+                     l2_fill: bool = False) -> list[str]:
     """The lab's runner for WORKLOAD; iters: calls of each variant inside its range (the runner's
-    default, 3, where None)."""
+    default, 3, where None); rotate: the calls cycle over this many copies of the inputs;
+    l2_fill: the L2 filled with other data before each range (kernels/run.py)."""
     cmd = [python or sys.executable, "-m", "profkit.kernels.run", workload]
     for v in variants:
         cmd += ["--variant", v]
@@ -63,6 +65,10 @@ def workload_command(workload: str, variants=(), shapes=(), python: str | None =
         cmd += ["--check-out", str(check_out)]
     if iters is not None:
         cmd += ["--iters", str(iters)]
+    if rotate is not None:
+        cmd += ["--rotate", str(rotate)]
+    if l2_fill:
+        cmd += ["--l2-fill"]
     return cmd
 
 
@@ -409,14 +415,12 @@ def torch_ranges_command(cmd: list[str]) -> list[str]:
     return cmd[:i] + [torch_ranges.__file__] + cmd[i:]
 
 
-def _check_calls(workload: str | None, calls: int) -> None:
-    """--calls is the lab runner's; refused where it would be ignored (a command runs as often as
-    it runs; an end-to-end workload is a program of its own), never silently dropped."""
+def _check_lab_option(option: str, workload: str | None) -> None:
+    """--calls, --rotate and --l2-fill are the lab runner's; refused where they would be ignored
+    (a command runs as it runs; an end-to-end workload is a program of its own), never silently
+    dropped."""
     if not workload:
-        raise BadArgument("--calls is for lab workloads: a command (-- COMMAND) runs its kernels as often as it "
-                          "calls them")
-    if not 1 <= calls <= 1000:
-        raise BadArgument(f"--calls {calls}: give 1 to 1000 calls a variant")
+        raise BadArgument(f"{option} is for lab workloads: a command (-- COMMAND) runs its kernels as it calls them")
     try:
         from profkit.kernels import get
 
@@ -424,7 +428,13 @@ def _check_calls(workload: str | None, calls: int) -> None:
     except Exception:  # noqa: BLE001 - an unknown workload: the profiled run says what is wrong with it
         return
     if own:
-        raise BadArgument(f"--calls: the workload {workload!r} is a program of its own, which sets its own calls")
+        raise BadArgument(f"{option}: the workload {workload!r} is a program of its own, which sets its own calls")
+
+
+def _check_calls(workload: str | None, calls: int) -> None:
+    _check_lab_option("--calls", workload)
+    if not 1 <= calls <= 1000:
+        raise BadArgument(f"--calls {calls}: give 1 to 1000 calls a variant")
 
 
 # ---- the capture ---------------------------------------------------------------------------
@@ -433,7 +443,7 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
             clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None,
             expect=None, sample: Sampling | None = None, range_name: str | None = None, step: int | None = None,
             profiler_api: bool | None = None, torch_ranges: bool = False, on_plan=None, note=None,
-            calls: int | None = None) -> Captured:
+            calls: int | None = None, rotate: int | None = None, l2_fill: bool = False) -> Captured:
     """Profile a lab workload or a command: a timeline first (nsys, else the CUPTI tracer), then
     ncu on a sample of the launches (commands) or on the workload's ranges (lab). Never loses a
     capture: a step that fails is recorded in `failures` and the reports written so far stay.
@@ -441,7 +451,9 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     `progress(line)` receives ncu's output lines; `expect(n)` learns how many launches ncu will
     profile; `on_plan(plan)` gets the sampling plan before ncu starts; `note(text)` gets notes.
     `calls` (lab workloads): each variant's calls inside its range, 3 where None; profkit compare's
-    band is a bootstrap interval from 10 calls a side (docs/compare.md)."""
+    band is a bootstrap interval from 10 calls a side (docs/compare.md). `rotate`, `l2_fill` (lab
+    workloads): the calls cycle over that many input copies; the L2 is filled with other data
+    before each range (the context a small kernel meets in a model step; kernels/run.py)."""
     if bool(workload) == bool(command):
         raise BadArgument("give either a WORKLOAD name or -- COMMAND, not both")
     if not use_nsys and not use_ncu:
@@ -454,6 +466,12 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         raise BadArgument("--step finds the step's range on the timeline: drop --no-nsys")
     if calls is not None:
         _check_calls(workload, calls)
+    if rotate is not None:
+        _check_lab_option("--rotate", workload)
+        if not 1 <= rotate <= 64:
+            raise BadArgument(f"--rotate {rotate}: give 1 to 64 input copies")
+    if l2_fill:
+        _check_lab_option("--l2-fill", workload)
     if (why := gpu_problem()):
         raise ToolMissing(f"{why}: capture needs an NVIDIA GPU (ingest, classify and analyse do not)")
     sample = sample or Sampling()
@@ -466,7 +484,8 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     checks = folder.resolve() / "correctness.json" if workload else None
     if checks:
         checks.unlink(missing_ok=True)
-    cmd = command or workload_command(workload, variants, shapes, check_out=checks, iters=calls)
+    cmd = command or workload_command(workload, variants, shapes, check_out=checks, iters=calls, rotate=rotate,
+                                        l2_fill=l2_fill)
     if torch_ranges:
         cmd = torch_ranges_command(cmd)
     tools: dict[str, str] = {}

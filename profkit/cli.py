@@ -620,6 +620,10 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 @click.option("--calls", type=click.IntRange(1, 1000), default=None,
               help="Lab workloads: calls of each variant inside its range (default 3); from 10 a side, profkit "
                    "compare's noise band is a bootstrap interval.")
+@click.option("--rotate", type=click.IntRange(1, 64), default=None,
+              help="Lab workloads: the calls cycle over this many copies of the inputs (as benchmarks time them).")
+@click.option("--l2-fill", "l2_fill", is_flag=True,
+              help="Lab workloads: fill the L2 with other data before each range (as an earlier op leaves it).")
 @click.option("--tracer", type=click.Choice(["auto", "nsys", "cupti"]), default="auto", show_default=True)
 @click.option("--clock-control", default="none", show_default=True, help="ncu --clock-control.")
 @click.option("--nsys-path", "nsys_path", default=None, help="Path to nsys (else $NSYS, else PATH).")
@@ -629,8 +633,8 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 @click.option("--ncu-ranks", default="", metavar="0,1", help="With --ranks: ranks to run ncu on (NCCL kernels skipped).")
 @handled
 def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmup, max_kernels, all_launches,
-            name_base, range_name, step, profiler_api, torch_ranges, nvtx_include, variant, shape, calls, tracer,
-            clock_control, nsys_path, ncu_path, ranks, ncu_ranks):
+            name_base, range_name, step, profiler_api, torch_ranges, nvtx_include, variant, shape, calls, rotate,
+            l2_fill, tracer, clock_control, nsys_path, ncu_path, ranks, ncu_ranks):
     """Profile WORKLOAD (a profkit.kernels entry) or `-- COMMAND ARGS...` and load the reports.
 
     A command gets a timeline of every launch, then ncu on a sample: each distinct kernel and
@@ -651,8 +655,11 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     if run is not None:
         cap.check_run_name(run)
     workload, command = cap.resolve_target(list(target), ranks)
-    if ranks and calls is not None:
-        raise BadArgument("--calls is for lab workloads; --ranks captures a command")
+    lab_only = [o for o, v in (("--calls", calls is not None), ("--rotate", rotate is not None), ("--l2-fill", l2_fill))
+                if v]
+    if ranks and lab_only:
+        raise BadArgument(f"{' and '.join(lab_only)} {'is' if len(lab_only) == 1 else 'are'} for lab workloads; "
+                          "--ranks captures a command")
     if ranks:
         from .capture_ranks import capture_ranks, parse_ranks, split_launcher, worker_name
 
@@ -694,6 +701,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
                               clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress,
                               expect=expect, on_plan=on_plan, note=note, range_name=range_name, step=step,
                               profiler_api=profiler_api, torch_ranges=torch_ranges, calls=calls,
+                              rotate=rotate, l2_fill=l2_fill,
                               sample=cap.Sampling(samples=samples, warmup=warmup, max_kernels=max_kernels,
                                                   all_launches=all_launches, key=name_base))
     failures = list(getattr(got, "failures", []))

@@ -258,3 +258,35 @@ def test_calls_refused_where_they_would_be_ignored(tmp_path, args, words):
     r = _invoke(tmp_path, "--no-nsys", *args)
     _one_line(r, 2, words)
     assert not (tmp_path / "d.db").exists()
+
+
+# ---- --rotate / --l2-fill: the context a small kernel meets (round 26) ----
+def test_rotate_and_l2_fill_reach_the_lab_runner(tmp_path):
+    """--rotate N and --l2-fill become the runner's options in the profiled run; the fake ncu logs
+    the command it was given."""
+    import json
+
+    from fake_tools import fake
+
+    assert cap.workload_command("swiglu", ["triton"], rotate=8, l2_fill=True)[-3:] == ["--rotate", "8", "--l2-fill"]
+    assert "--rotate" not in cap.workload_command("swiglu") and "--l2-fill" not in cap.workload_command("swiglu")
+    ncu = fake(tmp_path, "ncu")
+    CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / "d.db"), "--out", str(tmp_path / "out"), "--no-nsys",
+                             "--ncu-path", ncu, "--rotate", "8", "--l2-fill", "swiglu", "--variant", "eager"])
+    (argv,) = [json.loads(line)["argv"] for line in (tmp_path / "log.jsonl").read_text().splitlines()
+               if json.loads(line)["tool"] == "ncu" and "--version" not in json.loads(line)["argv"]]
+    run = argv[argv.index("profkit.kernels.run") - 1:]
+    assert run[run.index("--rotate") + 1] == "8" and run.count("--l2-fill") == 1
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--rotate", "4", "--", "true", "x"], "--rotate is for lab workloads"),
+    (["--l2-fill", "--", "true", "x"], "--l2-fill is for lab workloads"),
+    (["--l2-fill", "known"], "is a program of its own"),
+    (["--rotate", "4", "--l2-fill", "--ranks", "--", "torchrun", "t.py"], "--rotate and --l2-fill are for lab"),
+    (["--rotate", "0", "swiglu"], "0"),
+])
+def test_rotate_and_l2_fill_refused_where_they_would_be_ignored(tmp_path, args, words):
+    r = _invoke(tmp_path, "--no-nsys", *args)
+    _one_line(r, 2, words)
+    assert not (tmp_path / "d.db").exists()

@@ -51,7 +51,7 @@ def test_launch_configs(config):
     check(du, gu, "fp32", grad=True)
 
 
-@pytest.mark.parametrize("config", K.SMALL_CANDIDATES, ids=str)
+@pytest.mark.parametrize("config", K.SMALL_CANDIDATES + K.HINT_SMALL_CANDIDATES[:1], ids=str)
 def test_small_launch_candidates(dtype, config, monkeypatch):
     """Every small-size candidate, launched as asked: 3000 elements is no multiple of any block
     (the last program partial); the output poisoned first."""
@@ -82,7 +82,14 @@ def test_small_sizes_tune_small_blocks_by_graph_replay(monkeypatch):
     check(K.swiglu_fwd(g, u), K.swiglu_reference(g, u), "fp32")
     (key, cands, kw), = calls
     assert key[:2] == ("swiglu_fwd", "small") and cands == K.SMALL_CANDIDATES and kw == {"graph": True}
-    assert cands[-1] == K.CANDIDATES[0]
+    assert cands[-1] == K.CANDIDATES[0][:2] + ("",)
+    # round 26: no small launch reads evict_first; round 6's hinted ones stay reachable (the before)
+    assert {c[2] for c in cands} == {""} and {c[2] for c in K.HINT_SMALL_CANDIDATES} == {"evict_first"}
+    assert [c[:2] for c in cands] == [c[:2] for c in K.HINT_SMALL_CANDIDATES]
+    calls.clear()
+    check(K.WORKLOAD.variants["triton_hint"]({"gate": g, "up": u}), K.swiglu_reference(g, u), "fp32")
+    (key, cands, kw), = calls
+    assert key[:2] == ("swiglu_fwd", "small_hint") and cands == K.HINT_SMALL_CANDIDATES and kw == {"graph": True}
     calls.clear()
     K.swiglu_bwd(dy, g, u)
     assert calls == []  # v1's launch
