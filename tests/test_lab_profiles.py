@@ -28,7 +28,7 @@ def _round_runs():
 
 ROUNDS = _round_runs()
 PAIRED = (ROUND2, *ROUNDS.values())  # rounds 2 and 5 on: both GPUs
-WITH_TIMELINE = {10}  # round 10 captured nsys beside ncu (the helped fp8 launch); the others ncu only
+WITH_TIMELINE = {10, 26}  # rounds 10 and 26 captured nsys beside ncu (the helped fp8 launch; SwiGLU in a filled L2)
 NCU_ONLY = (ROUND2, *(runs for n, runs in ROUNDS.items() if n not in WITH_TIMELINE))  # no timeline captured
 
 
