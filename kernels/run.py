@@ -17,23 +17,7 @@ import argparse
 import sys
 
 from . import get, range_name
-from .timing import fresh
-
-_FILL: dict = {}
-
-
-def fill_l2(device) -> None:
-    """Read a buffer the size of the GPU's L2 with plain loads, so that the L2 is full of lines
-    that are not the workload's (no-op off a GPU: a CPU run only checks the plumbing)."""
-    import torch
-
-    if torch.device(device).type != "cuda":
-        return
-    buf = _FILL.get(str(device))
-    if buf is None:
-        n = torch.cuda.get_device_properties(device).L2_cache_size
-        buf = _FILL[str(device)] = torch.ones(max(1, n // 4), dtype=torch.float32, device=device)
-    buf.sum()
+from .timing import fill_l2, fresh
 
 
 def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:

@@ -158,6 +158,28 @@ def rotated(launch, tensors, rotate_bytes: int = TUNE_ROTATE_BYTES, most: int = 
     return run
 
 
+_FILL: dict = {}
+
+
+def fill_l2(device) -> None:
+    """Read a buffer of twice the GPU's L2 with plain loads, so that the L2 is full of clean lines
+    that are not the workload's, as an earlier op (a decode step's GEMM streaming its weights)
+    leaves it. Round 26: SwiGLU's evict_first launch at one token took 1.25 us in a half-empty L2
+    and 1.51 us in a full one, re-reading its inputs; its unhinted launch 1.25 in both. Twice the
+    L2, read once at creation too, so that no dirty line of the buffer's own fill is left to be
+    written back inside a timing. No-op off a GPU (a CPU run only checks the plumbing)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return
+    buf = _FILL.get(str(device))
+    if buf is None:
+        n = torch.cuda.get_device_properties(device).L2_cache_size
+        buf = _FILL[str(device)] = torch.ones(max(1, n // 2), dtype=torch.float32, device=device)
+        buf.sum()
+    buf.sum()
+
+
 def tuning_enabled(device) -> bool:
     """Configs are timed on a CUDA device unless PROFKIT_TUNE=0; the CPU interpreter takes the
     first (default) candidate."""
@@ -170,8 +192,9 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     """The fastest of `candidates` for `key`: each launched through run(candidate) and timed
     (do_bench median; graph=True: CUDA-graph replay, GPU time only, for launchers whose host
     time would otherwise decide; no L2 flush: `run` should rotate its inputs past the L2 where
-    they could fit, as rmsnorm_bwd's does) once per process; later calls with the same key get the cached
-    choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
+    they could fit, as rmsnorm_bwd's does; each candidate timed after fill_l2, in a full L2 as a
+    model step leaves it, where an eviction hint shows its cost, round 26) once per process; later
+    calls with the same key get the cached choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
     PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
         return _TUNED[key]["config"]
@@ -189,6 +212,7 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
         try:
             if graph:
                 run(c)  # compiled and warm before the capture
+                fill_l2(device)
                 times[c] = bench(lambda: run(c))
             else:
                 times[c] = bench(lambda: run(c))

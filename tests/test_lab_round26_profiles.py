@@ -11,7 +11,8 @@ no small launch carries a hint (SMALL_CANDIDATES; round 6's kept as HINT_SMALL_C
 variant triton_hint).
 
 Captured with profkit in that context (`profkit capture --calls 40 --rotate 8 --l2-fill`: the
-calls cycle over 8 input copies and the L2 is filled before each range; nsys + ncu lean,
+calls cycle over 8 input copies and the L2 is filled before each range, by the fill's first
+version, an L2-sized buffer written at its first use and then read; nsys + ncu lean,
 benchmarks/gpu/round26.sh pairs; NVIDIA H100 80GB HBM3 and NVIDIA H200, driver 580.159.04, torch
 2.11.0+cu130, triton 3.6.0, 2026-11-25T05:36-05:45Z): triton_hint -> triton 1.26x / 1.23x,
 supported on both GPUs; compile -> triton 1.00x (rejected: a tie, 1.12 us a call each by the

@@ -62,3 +62,46 @@ def test_the_runner_refuses_no_copies_in_one_line(capsys):
     assert capsys.readouterr().err.strip() == "--rotate 0: give 1 or more input copies"
     with pytest.raises(ValueError):
         R.run("swiglu", ["eager"], ["llama8b-t1"], "fp32", device="cpu", rotate=0)
+
+
+def test_the_graph_tuner_times_each_candidate_in_a_filled_l2(monkeypatch):
+    """timing.tuned(graph=True): each candidate warmed, then the L2 filled, then timed (round 26:
+    an eviction hint costs nothing in a half-empty L2 and 21-25 % in a full one); do_bench tuning
+    (large problems, inputs rotated past the L2) fills nothing."""
+    import torch
+
+    from profkit.kernels import timing as T
+
+    events = []
+    monkeypatch.setattr(T, "tuning_enabled", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(T, "fill_l2", lambda device: events.append("fill"))
+    speed = {"a": 2.0, "b": 1.0}
+
+    def fake_timer(*a, **k):
+        def bench(fn):
+            fn()
+            events.append("timed")
+            return speed[events[-2].split(":")[1]]
+        return bench
+
+    monkeypatch.setattr(T, "graph_timer", fake_timer)
+    monkeypatch.setattr(T, "timer", fake_timer)
+    run = lambda c: events.append(f"run:{c}")  # noqa: E731
+    key = ("round26-test", "graph")
+    try:
+        assert T.tuned(key, ["a", "b"], run, "cuda", graph=True) == "b"
+        assert events == ["run:a", "fill", "run:a", "timed", "run:b", "fill", "run:b", "timed"]
+        events.clear()
+        assert T.tuned(key + ("do_bench",), ["a", "b"], run, "cuda") == "b"
+        assert "fill" not in events
+    finally:
+        T._TUNED.pop(key, None)
+        T._TUNED.pop(key + ("do_bench",), None)
+
+
+def test_fill_l2_is_a_no_op_off_the_gpu():
+    from profkit.kernels import timing as T
+
+    T.fill_l2("cpu")
+    assert "cpu" not in T._FILL
