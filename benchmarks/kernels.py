@@ -81,14 +81,14 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
     import torch
 
     from profkit.kernels import get
-    from profkit.kernels.timing import first_call_checked, n_copies, rotating
+    from profkit.kernels.timing import first_call_checked, input_sets, rotating
 
     w = get(op)
     for shape, p in shapes.items():
         t0 = time.perf_counter()
         try:
-            state = w.setup(p, dtype, device)
-            states = [state] + [w.setup(p, dtype, device) for _ in range(n_copies(state, device) - 1)]
+            states = input_sets(w, p, dtype, device)
+            state = states[0]
         except Exception as e:  # noqa: BLE001
             rows.append({**(stamp or {}), "op": op, "shape": shape, "dtype": dtype, "variant": "-",
                          "error": repr(e)[:300]})

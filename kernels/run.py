@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from . import get, range_name
-from .timing import fill_l2, fresh
+from .timing import fill_l2, fresh, input_sets
 
 
 def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
@@ -50,8 +50,8 @@ def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = N
     for shape in shapes or list(w.shapes):
         if shape not in w.shapes:
             raise KeyError(f"{op}: no shape {shape!r}; known: {', '.join(w.shapes)}")
-        state = w.setup(w.shapes[shape], dtype, device)
-        states = [state] + [w.setup(w.shapes[shape], dtype, device) for _ in range(rotate - 1)]
+        states = input_sets(w, w.shapes[shape], dtype, device, rotate)
+        state = states[0]
         for variant in variants or list(w.variants):
             if variant not in w.variants:
                 raise KeyError(f"{op}: no variant {variant!r}; known: {', '.join(w.variants)}")

@@ -68,6 +68,15 @@ def n_copies(state, device: str, rotate_bytes: int = ROTATE_BYTES, most: int = 8
     return max(1, min(most, math.ceil(rotate_bytes / max(1, state_bytes(state)))))
 
 
+def input_sets(w, p: dict, dtype: str, device: str, n: int | None = None) -> list:
+    """Workload `w`'s inputs at shape params `p`: n sets (where None, as many as make the working
+    set pass ROTATE_BYTES on a GPU, n_copies), each from its own setup; the first is the one a
+    reference check reads."""
+    sets = [w.setup(p, dtype, device)]
+    k = n_copies(sets[0], device) if n is None else n
+    return sets + [w.setup(p, dtype, device) for _ in range(k - 1)]
+
+
 def fresh(state):
     """Fresh copies of a state's input tensors; per-state caches ('_' keys) are not carried over
     (a reference must read inputs that no in-place baseline has touched)."""

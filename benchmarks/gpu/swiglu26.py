@@ -46,7 +46,7 @@ def main():
     from profkit.kernels import benched, get
     from profkit.kernels import swiglu as SW
     from profkit.kernels._numerics import compiled
-    from profkit.kernels.timing import graph_timer, header, n_copies, rotating, stamp, tuned_choices
+    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp, tuned_choices
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -61,9 +61,8 @@ def main():
     comp = compiled("swiglu26_probe", SW.swiglu_eager)
 
     def inputs():
-        state = w.setup(p, "bf16", "cuda")
-        states = [state] + [w.setup(p, "bf16", "cuda") for _ in range(n_copies(state, "cuda") - 1)]
-        return state, states, torch.empty_like(state["gate"])
+        states = input_sets(w, p, "bf16", "cuda")
+        return states[0], states, torch.empty_like(states[0]["gate"])
 
     state, states, y = inputs()
     w.variants["triton"](state)  # the tuner picks, as in the full run (graph replay of each candidate)

@@ -42,7 +42,7 @@ def main():
     from profkit.kernels import get
     from profkit.kernels import swiglu as SW
     from profkit.kernels._numerics import compiled
-    from profkit.kernels.timing import graph_timer, header, n_copies, rotating, stamp, tuned_choices
+    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp, tuned_choices
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -53,8 +53,8 @@ def main():
     print(json.dumps(stamp(hdr)), flush=True)
     w = get("swiglu")
     p = w.shapes["llama8b-t1"]
-    state = w.setup(p, "bf16", "cuda")
-    states = [state] + [w.setup(p, "bf16", "cuda") for _ in range(n_copies(state, "cuda") - 1)]
+    states = input_sets(w, p, "bf16", "cuda")
+    state = states[0]
     w.variants["triton"](state)
     w.variants["triton_hint"](state)
 

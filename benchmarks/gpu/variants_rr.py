@@ -24,7 +24,7 @@ def main():
         fresh,
         graph_timer,
         header,
-        n_copies,
+        input_sets,
         rotating,
         stamp,
         timer,
@@ -49,8 +49,8 @@ def main():
     out = dict(header=hdr, copy=copy, op=args.op, dtype=args.dtype, rounds=args.rounds, shapes={})
     for shape in args.shapes.split(","):
         p = w.shapes[shape]
-        state = w.setup(p, args.dtype, "cuda")
-        states = [state] + [w.setup(p, args.dtype, "cuda") for _ in range(n_copies(state, "cuda") - 1)]
+        states = input_sets(w, p, args.dtype, "cuda")
+        state = states[0]
         ref_state = fresh(state)  # untouched inputs for the reference (Liger's RoPE rotates in place)
         fns = {}
         for v in names:
