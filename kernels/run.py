@@ -8,8 +8,9 @@ profile filtered on the range holds only steady-state launches.
 The context a small kernel runs in can move its time as much as a change to it: round 26 found
 SwiGLU at one token 1.25 us with the L2 half empty and 1.51 us once an earlier op had filled it,
 its evict-first inputs read again. ``--rotate N`` cycles the calls over N copies of the inputs
-(as benchmarks/kernels.py times a row) and ``--l2-fill`` reads an L2-sized buffer before each
-range opens (as an earlier op, e.g. a decode step's GEMM, leaves the L2: full of other lines).
+(as benchmarks/kernels.py times a row) and ``--l2-fill`` reads a buffer of twice the L2 before
+each range opens (as an earlier op, e.g. a decode step's GEMM, leaves the L2: full of other
+lines; timing.fill_l2, which the lab's tuner uses too).
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rotate", type=int, default=1, help="Cycle the calls over this many copies of the inputs.")
     p.add_argument("--l2-fill", action="store_true",
-                   help="Fill the L2 with other data (an L2-sized read) before each range opens.")
+                   help="Fill the L2 with other data (a read of twice the L2) before each range opens.")
     p.add_argument("--check-out", metavar="PATH",
                    help="Check each variant's last output against the reference; write {range: record} JSON here.")
     p.add_argument("--tuned-out", metavar="PATH", help="Write the launch configurations tuned in this run here.")

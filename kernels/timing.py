@@ -202,9 +202,9 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     (do_bench median; graph=True: CUDA-graph replay, GPU time only, for launchers whose host
     time would otherwise decide; no L2 flush: `run` should rotate its inputs past the L2 where
     they could fit, as rmsnorm_bwd's does; each candidate timed after fill_l2, in a full L2 as a
-    model step leaves it, where an eviction hint shows its cost, round 26) once per process; later
-    calls with the same key get the cached choice. A candidate that fails to compile or launch is skipped. On the CPU, or with
-    PROFKIT_TUNE=0, the first candidate (the default)."""
+    model step leaves it, where an eviction hint shows its cost, round 26) once per process;
+    later calls with the same key get the cached choice. A candidate that fails to compile or
+    launch is skipped. On the CPU, or with PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:
         return _TUNED[key]["config"]
     if (pre := _preset(key)) is not None:

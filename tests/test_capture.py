@@ -284,7 +284,7 @@ def test_rotate_and_l2_fill_reach_the_lab_runner(tmp_path):
     (["--l2-fill", "--", "true", "x"], "--l2-fill is for lab workloads"),
     (["--l2-fill", "known"], "is a program of its own"),
     (["--rotate", "4", "--l2-fill", "--ranks", "--", "torchrun", "t.py"], "--rotate and --l2-fill are for lab"),
-    (["--rotate", "0", "swiglu"], "0"),
+    (["--rotate", "0", "swiglu"], "0 is not in the range"),
 ])
 def test_rotate_and_l2_fill_refused_where_they_would_be_ignored(tmp_path, args, words):
     r = _invoke(tmp_path, "--no-nsys", *args)
