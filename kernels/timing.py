@@ -173,18 +173,21 @@ _FILL: dict = {}
 def fill_l2(device) -> None:
     """Read a buffer of twice the GPU's L2 with plain loads, so that the L2 is full of clean lines
     that are not the workload's, as an earlier op (a decode step's GEMM streaming its weights)
-    leaves it. Round 26: SwiGLU's evict_first launch at one token took 1.25 us in a half-empty L2
-    and 1.51 us in a full one, re-reading its inputs; its unhinted launch 1.25 in both. Twice the
+    leaves it. Round 26 (NVIDIA H100 80GB HBM3, 2026-11-25): SwiGLU's evict_first launch at one
+    token took 1.25 us in a half-empty L2 and 1.51 us in a full one, re-reading its inputs; its
+    unhinted launch 1.25 in both. One buffer a GPU ("cuda" and "cuda:0" are one). Twice the
     L2, read once at creation too, so that no dirty line of the buffer's own fill is left to be
     written back inside a timing. No-op off a GPU (a CPU run only checks the plumbing)."""
     import torch
 
-    if torch.device(device).type != "cuda":
+    dev = torch.device(device)
+    if dev.type != "cuda":
         return
-    buf = _FILL.get(str(device))
+    idx = torch.cuda.current_device() if dev.index is None else dev.index
+    buf = _FILL.get(idx)
     if buf is None:
-        n = torch.cuda.get_device_properties(device).L2_cache_size
-        buf = _FILL[str(device)] = torch.ones(max(1, n // 2), dtype=torch.float32, device=device)
+        n = torch.cuda.get_device_properties(idx).L2_cache_size
+        buf = _FILL[idx] = torch.ones(max(1, n // 2), dtype=torch.float32, device=torch.device("cuda", idx))
         buf.sum()
     buf.sum()
 

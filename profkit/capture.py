@@ -428,7 +428,8 @@ def _check_lab_option(option: str, workload: str | None) -> None:
     except Exception:  # noqa: BLE001 - an unknown workload: the profiled run says what is wrong with it
         return
     if own:
-        raise BadArgument(f"{option}: the workload {workload!r} is a program of its own, which sets its own calls")
+        raise BadArgument(f"{option}: the workload {workload!r} is a program of its own, which sets its own calls "
+                          "and inputs")
 
 
 def _check_calls(workload: str | None, calls: int) -> None:

@@ -46,7 +46,7 @@ def main():
     from profkit.kernels import benched, get
     from profkit.kernels import swiglu as SW
     from profkit.kernels._numerics import compiled
-    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp, tuned_choices
+    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -66,13 +66,13 @@ def main():
 
     state, states, y = inputs()
     w.variants["triton"](state)  # the tuner picks, as in the full run (graph replay of each candidate)
-    pick = [v for k, v in tuned_choices().items() if "swiglu_fwd" in k and "small" in k]
-    cfg = tuple(eval(pick[0]["config"])) if pick else SW.SMALL_CANDIDATES[0]  # noqa: S307 (our own repr)
+    g0 = state["gate"]
+    cfg = tuple(SW._config("swiglu_fwd", g0.numel(), g0, None, None, small=True))  # that pick, cached
     print("tuner's pick", cfg, flush=True)
     bench = graph_timer(rep_ms=20)
     phases = []
 
-    def fns_now(tag):
+    def fns_now():
         g, u = state["gate"], state["up"]
         n = g.numel()
         jit = triton.JITFunction(SW._swiglu_fwd.fn)  # a new kernel object: compiled and loaded now
@@ -96,7 +96,7 @@ def main():
         }
 
     def phase(tag):
-        fns = fns_now(tag)
+        fns = fns_now()
         times = {k: [] for k in fns}
         for r in range(a.rounds):
             order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]

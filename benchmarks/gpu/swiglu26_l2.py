@@ -42,7 +42,7 @@ def main():
     from profkit.kernels import get
     from profkit.kernels import swiglu as SW
     from profkit.kernels._numerics import compiled
-    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp, tuned_choices
+    from profkit.kernels.timing import graph_timer, header, input_sets, rotating, stamp
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -58,11 +58,12 @@ def main():
     w.variants["triton"](state)
     w.variants["triton_hint"](state)
 
-    def pick(kind, default):
-        got = [v for k, v in tuned_choices().items() if "swiglu_fwd" in k and kind in k]
-        return tuple(eval(got[0]["config"])) if got else default  # noqa: S307 (our own repr)
+    g0 = state["gate"]  # the tuner's two picks, cached by the calls above
 
-    hint, cfg = pick("small_hint", SW.HINT_SMALL_CANDIDATES[0]), pick("small", SW.SMALL_CANDIDATES[0])
+    def pick(hint):
+        return tuple(SW._config("swiglu_fwd", g0.numel(), g0, None, None, small=True, hint=hint))
+
+    hint, cfg = pick(True), pick(False)
     nohint = (hint[0], hint[1], "")
     print("tuner's picks: hinted", hint, "shipped", cfg, flush=True)
     comp = compiled("swiglu26_l2", SW.swiglu_eager)
