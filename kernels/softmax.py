@@ -39,6 +39,13 @@ an L2 bulk prefetch of the chunk 1-2 rows ahead among the tuner's candidates (``
 bytes in flight beyond the registers, the H100's gain), and the exponentials as exp2 with the
 log2(e) scale fused (4 instructions an element fewer: the H200's gain). Measured in
 benchmarks/results/kernels.md, "Round 12"; the rejected third change is ``triton_full``.
+Round 27 (written in a session without a GPU; not yet measured, so not among ``softmax``'s default
+launches): ``_softmax_l2hold``, variant ``triton_l2``. Round 13 found v4's programs an SM capped by
+the registers each holds (the next row's chunk, two rows' exponentials) and each program's step
+the bound. Here a program publishes its chunk's partial and keeps nothing: the chunk stays in the
+L2 (read evict_last) and is read again, one step later, to be written. Half v4's registers (an
+offline sm_90a compile), so about twice the programs an SM, at the price of a second L2 read and a
+second exponential an element. ``benchmarks/gpu/round27.sh`` measures it against ``triton``.
 """
 from __future__ import annotations
 
@@ -483,6 +490,133 @@ def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
                                      launch_cooperative_grid=True)
 
 
+@triton.jit
+def _finish_l2(p, row, xp, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, CS: tl.constexpr):
+    """Round 27: the row's K partials, once all are in, combined (every program of the row alike:
+    deterministic) and this program's chunk xp, read again (from the L2), written as
+    exp2(x log2e - max log2e) / sum."""
+    p = _await_partials(p, row, WS, K, KP)
+    kk = tl.arange(0, KP)
+    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    mx = tl.max(mp, axis=0)
+    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    y = tl.exp2(xp.to(tl.float32) * 1.4426950408889634 - mx * 1.4426950408889634) * inv
+    if CS:
+        tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk, eviction_policy="evict_first")
+    else:
+        tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
+
+
+@triton.jit
+def _softmax_l2hold(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
+                    AHEAD: tl.constexpr = 0, PF: tl.constexpr = 0, LOCAL: tl.constexpr = 0, EL: tl.constexpr = 1,
+                    CS: tl.constexpr = 0):
+    """Round 27 (written without a GPU; not among the tuner's default launches until measured): a
+    long row read once from DRAM, its chunks held in the L2 instead of registers. As v4, K
+    co-resident programs (a group) share each row, a chunk each, and meet through the row's 64-bit
+    slots (_publish, _await_partials). Unlike v4, a program keeps nothing of a row once its
+    partial is published: step i reads row r's chunk (EL 1: evict_last, so that it stays in the
+    L2), publishes its partial, then reads row r - NGROUP's chunk again (an L2 hit, evict_first)
+    and writes it with the row's combined (max, sum). The L2 holds the rows between their two
+    reads: about NGROUP rows (a step of every group), e.g. 33 rows x 256 KB = 8.4 MB at 8 programs
+    of 4096 columns an SM over 128256 columns, well inside 50-60 MB.
+    Why (round 13's profile of v4 on the H200): the register file caps v4's programs an SM (the
+    next row's chunk in flight and two rows' exponentials held, 118-122 registers at 4096 columns
+    on 4 warps: 4 programs), and each program's step is the bound, so more programs an SM hide
+    more of it. Here a program holds at most two chunks in bf16 (this row's, the earlier row's
+    second read), so about twice the programs fit. The price: a second read of every element from
+    the L2 (three L2 transfers an element instead of two) and a second exponential (the SFU).
+    AHEAD 1: the next row's chunk loads into registers a step ahead (as v4). PF n: an L2 bulk
+    prefetch of the chunk n rows ahead. LOCAL: the partial's exponentials against each thread's
+    own max (round 13's _loc). CS 1: outputs stored evict-first."""
+    pid = tl.program_id(0).to(tl.int64)
+    g64 = pid // K
+    c = pid % K
+    cols = c * BLOCK + tl.arange(0, BLOCK)
+    mk = cols < N
+    kk = tl.arange(0, KP)
+    ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
+    for j in tl.static_range(1 + AHEAD, PF + 1 + AHEAD):  # the in-loop prefetch's lead
+        _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
+    if AHEAD:
+        x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
+                    eviction_policy="evict_last" if EL else "")
+    for i in range(0, R + NGROUP, NGROUP):  # one step more: the last row's finish
+        row = g64 + i
+        prev = row - NGROUP
+        live = (prev >= 0) & (prev < R)
+        prev_at = tl.maximum(prev, 0)
+        if PF > 0:
+            _prefetch_chunk(X, row + (PF + AHEAD) * NGROUP, sx, c, R, N, BLOCK, ES)
+        if AHEAD:
+            nxt = row + NGROUP
+            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
+                             eviction_policy="evict_last" if EL else "")
+        else:
+            x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
+                        eviction_policy="evict_last" if EL else "")
+        # the earlier row's slots and its chunk again (an L2 hit), in flight beside this row's chunk
+        p = tl.load(WS + prev_at * KP + kk, mask=kk < tl.where(live, K, 0), other=0, volatile=True)
+        xp = tl.load(X + prev_at * sx + cols, mask=cols < tl.where(live, N, 0), other=-float("inf"),
+                     eviction_policy="evict_first")
+        _publish(x, row, c, R, WS, KP, 1, LOCAL)
+        if live:
+            _finish_l2(p, prev_at, xp, cols, mk, WS, Y, sy, K, KP, CS)
+        if AHEAD:
+            x = x_next
+
+
+# (kind, BLOCK, programs per SM, num_warps) of the L2-held kernel (round 27, not yet measured): "l2",
+# then any of, in this order, "_a" (AHEAD 1), "_loc", "_en" (the first read without evict_last),
+# "_cs" (outputs evict-first), "_pf<n>". Programs an SM from the registers of an offline sm_90a
+# compile (triton 3.9, ptxas -v; the GPU machine's 3.6 may differ, and a launch whose programs do
+# not all fit fails and the tuner skips it): at 4096 columns on 4 warps 64 registers (l2, l2_loc:
+# 8 programs an SM; v4's group_lag_loc_pf1 116: 4), 72 with the chunk ahead (l2_a_loc: 7), 96
+# (l2_a: 5); at 2048 on 2 warps 64 / 72 (16 / 14); at 2048 on 4 warps 40 / 48 (12 / 10); at 8192
+# on 8 warps 61 (l2_loc: 4) / 80 (l2_a_loc: 3); at 4096 on 8 warps 40-48 (6 / 5). A fewer-programs
+# fallback for the strongest kinds, in case 3.6 allocates more.
+L2_CANDIDATES = [("l2_loc", 4096, 8, 4), ("l2", 4096, 8, 4), ("l2_a_loc", 4096, 7, 4), ("l2_a", 4096, 5, 4),
+                 ("l2_loc", 4096, 6, 4), ("l2_a_loc", 4096, 5, 4),
+                 ("l2_loc", 2048, 16, 2), ("l2_a_loc", 2048, 14, 2), ("l2_loc", 2048, 12, 4), ("l2_a_loc", 2048, 10, 4),
+                 ("l2_loc", 8192, 4, 8), ("l2_a_loc", 8192, 3, 8), ("l2_loc", 4096, 6, 8), ("l2_a_loc", 4096, 5, 8),
+                 ("l2_loc_en", 4096, 8, 4), ("l2_loc_cs", 4096, 8, 4), ("l2_loc_pf1", 4096, 8, 4),
+                 ("l2_a_loc_pf1", 4096, 7, 4), ("l2_loc_pf1", 2048, 16, 2)]
+
+
+def l2_kind(kind: str) -> tuple[int, int, int, int, int]:
+    """(AHEAD, PF, LOCAL, EL, CS) of an L2-held kind (round 27)."""
+    m = re.fullmatch(r"l2(_a)?(_loc)?(_en)?(_cs)?(?:_pf(\d+))?", kind)
+    if not m:
+        raise ValueError(f"not an L2-held softmax kind: {kind!r}")
+    return int(bool(m[1])), int(m[5] or 0), int(bool(m[2])), int(not m[3]), int(bool(m[4]))
+
+
+def _launch_l2(x2, y2, cfg):
+    """One launch of the L2-held kernel (round 27): cfg (kind, BLOCK, programs per SM, num_warps),
+    kind one of l2_kind's."""
+    import torch
+
+    from ._numerics import interpreting
+
+    R, N = x2.shape
+    kind, block, per_sm, nw = cfg
+    ahead, pf, local, el, cs = l2_kind(kind)
+    if local and block % (32 * nw * 16 // x2.element_size()):  # _publish views the chunk per thread
+        raise ValueError(f"{kind}: {block} columns do not split into {32 * nw} threads' 16-byte vectors")
+    k = triton.cdiv(N, block)
+    if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
+        raise ValueError(f"L2-held softmax with {k} programs a row cannot run under TRITON_INTERPRET")
+    if pf and not prefetch_ok(x2):
+        raise ValueError("the L2 prefetch needs a Hopper or newer GPU and rows on 16-byte boundaries")
+    ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
+    kp = triton.next_power_of_2(k)
+    ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
+    _softmax_l2hold[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
+                                   AHEAD=ahead, PF=pf, LOCAL=local * 32 * nw, EL=el, CS=cs, num_warps=nw,
+                                   launch_cooperative_grid=True)
+
+
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
 ONLINE_CANDIDATES = [(2, 8192, 8), (1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (4, 4096, 4), (1, 16384, 16),
                      (2, 16384, 16), (1, 32768, 32), (1, 16384, 32)]
@@ -501,7 +635,8 @@ def _prep(x, out):
 
 def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool | None = None,
             group: bool = True, evict: tuple[bool, ...] = (True, False), prefetch: bool = True,
-            exp2: bool = True, full: bool = False, local: bool = True, hold16: bool = False, ff_only: bool = False):
+            exp2: bool = True, full: bool = False, local: bool = True, hold16: bool = False, ff_only: bool = False,
+            l2: bool = False):
     """Triton softmax over the last dim; out: optional preallocated output (any float dtype).
     config: (BLOCK_M, num_warps[, EVICT]) for rows held whole, (programs per SM, chunk, num_warps) for
     the persistent online kernel, ("group", chunk, programs per SM, num_warps) for the row-group
@@ -518,7 +653,9 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
     13; False: round 12's). hold16: also those holding the exponentials in the input's 16-bit
     dtype (round 13; a second rounding). ff_only: only the launches finishing the earlier row
     first with their registers capped (round 13, rejected: 1.2x slower on the H200; variant
-    triton_ff)."""
+    triton_ff). l2: the L2-held launches (round 27, _softmax_l2hold: rows read once, held in the L2
+    between a chunk's partial and its output instead of in registers) among the candidates too;
+    config ("l2...", chunk, programs per SM, num_warps) runs one."""
     x2, y, y2 = _prep(x, out)
     R, N = x2.shape
     if R == 0:
@@ -545,7 +682,10 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
 
     def launch_online(cfg):
         if isinstance(cfg[0], str):
-            _launch_group(x2, y2, cfg, exp2=exp2, full=full)
+            if cfg[0].startswith("l2"):
+                _launch_l2(x2, y2, cfg)
+            else:
+                _launch_group(x2, y2, cfg, exp2=exp2, full=full)
             return
         per_sm, chunk, nw = cfg
         P = max(1, min(R, per_sm * sms))
@@ -559,12 +699,13 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
             return ((prefetch or not pf) and (local or not loc) and (hold16 or not hold)
                     and (bool(first) == ff_only) and (ff_only or hold or not cap))
 
-        groups = [c for c in GROUP_CANDIDATES if offered(c[0])] if group else []
+        groups = ([c for c in GROUP_CANDIDATES if offered(c[0])] + (L2_CANDIDATES if l2 else [])) if group else []
         flags = (prefetch, exp2, full, local, hold16, ff_only)  # rounds 12-13's changes; each stage's picks under its own key
         rnd = {(True, True, False, True, False, False): "", (False, False, False, False, False, False): "_r11",
                (True, False, False, False, False, False): "_pf", (True, True, True, False, False, False): "_full",
                (True, True, False, False, False, False): "_r12", (True, True, False, True, True, False): "_h2",
                (True, True, False, True, False, True): "_ff"}.get(flags, "_" + "".join(str(int(f)) for f in flags))
+        rnd += "_l2" if l2 and group else ""  # round 27's launches offered: picks of their own
         key = ("softmax_online" + rnd if group else "softmax_online_v3", triton.next_power_of_2(R), N, x.dtype,
                x.device)
         config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(key, ONLINE_CANDIDATES + groups, launch_online,
@@ -604,6 +745,11 @@ def softmax_h2(x, out=None):
     """Round 13's second change: the launches holding the exponentials in the input's 16-bit
     dtype among the candidates too."""
     return softmax(x, out=out, hold16=True)
+
+
+def softmax_l2(x, out=None):
+    """Round 27 (not yet measured on a GPU): the L2-held launches among the candidates too."""
+    return softmax(x, out=out, l2=True)
 
 
 def softmax_rowprog(x, out=None):
@@ -724,6 +870,7 @@ _VARIANTS = {
     "triton_full": lambda s: softmax_full(s["x"]),  # round 12's rejected third change (unmasked inner chunks)
     "triton_r12": lambda s: softmax_r12(s["x"]),  # round 12: no thread-local exponentials
     "triton_h2": lambda s: softmax_h2(s["x"]),  # round 13: exponentials held in bf16 among the launches
+    "triton_l2": lambda s: softmax_l2(s["x"]),  # round 27: rows held in the L2 among the launches (unmeasured)
     "triton_ff": lambda s: softmax_ff(s["x"]),  # round 13, rejected: the late finish first, registers capped
     "triton_rowprog": lambda s: softmax_rowprog(s["x"]),  # v2: one program per long row
     "triton_twopass": lambda s: softmax_twopass(s["x"]),  # v3: many long rows read twice

@@ -21,6 +21,10 @@ the candidates; the round-robin is SOFTMAX_RR's variants (default `triton`, `tri
 `triton_h2`, compile) and a copy (round 12's also had v3 and `triton_r11`); SOFTMAX_KINDS=a,b
 sweeps the candidates whose kind contains one of those.
 
+Round 27: the L2-held launches (`L2_CANDIDATES`, kinds "l2*": rows read once, held in the L2
+between a chunk's partial and its output, not in registers) are swept too (SOFTMAX_KINDS=l2 for
+those alone), their registers beside v4's; `triton_l2` is the tuner with them among its launches.
+
 Round 12: the row-group launches with the L2 prefetch (kinds "*_pf1", "*_pf2") are among the
 candidates, and `triton_r11` (the tuner without them) joins the round-robin; SOFTMAX_GROUPS_ONLY=1
 sweeps the row-group candidates only (v3's persistent launches are known to be slower there).
@@ -64,6 +68,7 @@ def summary(path):
                      "graph %.1f" % (r["graph_ms"] * 1e3) if "graph_ms" in r else "")
             print(r["shape"][:12], str(r["config"]).ljust(40), got, *times)
     print("regs", d.get("regs_rowgroup"))
+    print("regs l2hold", d.get("regs_l2hold"))
 
 
 def main():
@@ -78,7 +83,9 @@ def main():
         ref = K.softmax_reference(x)
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
-        sweep = K.GROUP_CANDIDATES if os.environ.get("SOFTMAX_GROUPS_ONLY") == "1" else K.ONLINE_CANDIDATES + K.GROUP_CANDIDATES
+        sweep = K.GROUP_CANDIDATES + K.L2_CANDIDATES  # round 27: the L2-held launches too
+        if os.environ.get("SOFTMAX_GROUPS_ONLY") != "1":
+            sweep = K.ONLINE_CANDIDATES + sweep
         if os.environ.get("SOFTMAX_KINDS"):  # e.g. "_loc,_h2,group_lag_pf1": kinds containing any of these
             sweep = [c for c in sweep if any(t in c[0] for t in os.environ["SOFTMAX_KINDS"].split(","))]
         for cfg in sweep:
@@ -126,6 +133,7 @@ def main():
         del s, x, y, ref, dst
         torch.cuda.empty_cache()
     extra = {"regs_rowgroup": regs(K._softmax_rowgroup), "regs_online": regs(K._softmax_online_persistent),
+             "regs_l2hold": regs(K._softmax_l2hold),
              "tuned": {k: v for k, v in tuned_choices().items() if "softmax" in k or k == "_errors"}}
     print(json.dumps(extra, default=str), flush=True)
     with open(os.path.join(args.out, "softmax_group.json"), "w") as f:

@@ -421,3 +421,162 @@ def test_thread_local_kind_refuses_a_chunk_it_cannot_view_per_thread():
     x = randn(3, 900, dtype="bf16")
     with pytest.raises(ValueError, match="do not split into 256 threads' 16-byte vectors"):
         K._launch_group(x, torch.empty_like(x), ("group_lag_loc", 1024, 1, 8))
+
+
+# --- round 27: the L2-held kernel (rows read once, held in the L2 between partial and output) ---
+# As v4's, the cross-program meeting runs only on the GPU (benchmarks/gpu/softmax_group.py checks
+# every L2_CANDIDATES launch in float64 there); here rows of one chunk, several rows a group.
+
+@pytest.mark.parametrize("config", [("l2", 8192, 1, 4), ("l2", 8192, 3, 4), ("l2_a", 8192, 2, 4),
+                                    ("l2_en_cs", 8192, 1, 4), ("l2_a_en_cs", 8192, 3, 4), ("l2_loc", 8192, 2, 4),
+                                    ("l2_a_loc_en_cs", 8192, 1, 8)], ids=str)
+def test_l2_hold(dtype, config):
+    """The L2-held kernel over _group_rows (a row of -inf but one logit, a row starting with -inf,
+    a large last logit, a strided view with large padding), each group walking several rows
+    (4 CPU "SMs" x per_sm groups for 11 rows) with the earlier row finished a step late. Without
+    LOCAL a row of one chunk is v4's arithmetic exactly (exp2(x log2e - max log2e) / sum): the
+    same bits as the row-group kernel; deterministic."""
+    x = _group_rows(dtype)
+    launches = []
+    real = K._softmax_l2hold
+
+    class Spy:
+        def __getitem__(self, grid):
+            def call(*a, **kw):
+                launches.append((grid, kw))
+                return real[grid](*a, **kw)
+            return call
+
+    y = nan_like(x)
+    try:
+        K._softmax_l2hold = Spy()
+        K.softmax(x, out=y, max_single=256, config=config)
+    finally:
+        K._softmax_l2hold = real
+    check(y, K.softmax_reference(x), dtype, f"l2 {config}")
+    ((grid, kw),) = launches
+    ahead, pf, local, el, cs = K.l2_kind(config[0])
+    assert grid == (min(11, config[2] * K.num_sms("cpu")),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
+    assert (kw["AHEAD"], kw["PF"], kw["LOCAL"], kw["EL"], kw["CS"]) == (ahead, 0, local * 32 * config[3], el, cs)
+    y2 = nan_like(x)
+    K._launch_l2(x, y2, config)
+    assert torch.equal(y, y2)
+    v4 = nan_like(x)
+    K._launch_group(x, v4, ("group", 8192, 1, 4))
+    if not local:
+        assert torch.equal(y, v4)
+    else:  # the partial's sum taken per thread first: another order of additions
+        check(y, v4.double(), dtype, "l2 against v4")
+
+
+@pytest.mark.parametrize("kind, flags", [("l2", (0, 0, 0, 1, 0)), ("l2_a", (1, 0, 0, 1, 0)), ("l2_loc", (0, 0, 1, 1, 0)),
+                                         ("l2_en", (0, 0, 0, 0, 0)), ("l2_cs", (0, 0, 0, 1, 1)),
+                                         ("l2_a_loc_en_cs_pf2", (1, 2, 1, 0, 1)), ("l2_loc_pf1", (0, 1, 1, 1, 0))])
+def test_l2_kind(kind, flags):
+    assert K.l2_kind(kind) == flags  # (AHEAD, PF, LOCAL, EL, CS)
+
+
+@pytest.mark.parametrize("kind", ["l2x", "l2_loc_a", "l2_pf", "group_lag", "l2_cs_en", "L2"])
+def test_l2_kind_refuses(kind):
+    with pytest.raises(ValueError, match="not an L2-held softmax kind"):
+        K.l2_kind(kind)
+
+
+def test_l2_refusals():
+    """One line each, never a hang or a silent fallback: partners under the interpreter, the
+    prefetch off Hopper, a _loc chunk that does not split per thread."""
+    x = randn(3, 5003)
+    with pytest.raises(ValueError, match="L2-held softmax with 3 programs a row cannot run under TRITON_INTERPRET"):
+        K.softmax(x, max_single=256, config=("l2", 2048, 1, 4))
+    with pytest.raises(ValueError, match="L2 prefetch needs a Hopper"):
+        K._launch_l2(x, nan_like(x), ("l2_pf1", 8192, 1, 4))
+    with pytest.raises(ValueError, match="do not split into 256 threads' 16-byte vectors"):
+        K._launch_l2(x, nan_like(x), ("l2_loc", 512, 1, 8))
+
+
+def test_tuner_offers_l2_launches_only_to_triton_l2(monkeypatch):
+    """softmax(l2=True) (variant triton_l2) offers round 13's default candidates plus every
+    L2_CANDIDATES launch under a key of its own; the default softmax offers none of them until
+    they are measured on a GPU."""
+    seen = []
+
+    def fake_tuned(key, candidates, run, device, **kw):
+        seen.append((key[0], list(candidates)))
+        return candidates[0]
+
+    monkeypatch.setattr(K, "tuned", fake_tuned)
+    x = randn(256, 16400, dtype="bf16", scale=4.0)
+    for fn in (K.softmax, K.softmax_l2, lambda a: K.softmax(a, l2=True, group=False)):
+        check(fn(x), K.softmax_reference(x), "bf16")
+    (k1, c1), (k2, c2), (k3, c3) = seen
+    assert k1 == "softmax_online" and not any(c[0].startswith("l2") for c in c1 if isinstance(c[0], str))
+    assert k2 == "softmax_online_l2" and c2 == c1 + K.L2_CANDIDATES
+    assert k3 == "softmax_online_v3" and c3 == K.ONLINE_CANDIDATES  # no row groups asked for: no L2-held launches
+    assert "triton_l2" in K.WORKLOAD.variants
+    assert all(len(c) == 4 and K.l2_kind(c[0]) for c in K.L2_CANDIDATES) and len(set(K.L2_CANDIDATES)) == len(K.L2_CANDIDATES)
+
+
+def test_l2_hold_compiles_for_sm90_with_its_hints_and_fewer_registers():
+    """The L2-held kernel compiled for an H100 (sm_90a) without a GPU (a child process, as the
+    prefetch test above): the first read of a chunk carries the L2 evict_last policy (EL 1; none
+    with _en), the second read evict_first, the outputs evict_first with CS; PF 1 gives one bulk
+    prefetch before the loop and one a step. The reason for the kernel, pinned: at 4096 columns on
+    4 warps it takes fewer registers than v4's late finish at the same launch (cuobjdump's
+    resource usage of the cubins), so more of its programs fit an SM."""
+    pytest.importorskip("triton")
+    code = textwrap.dedent("""
+        import json, os, re, subprocess, tempfile, triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from profkit.kernels import softmax as K
+        base = {"X": "*bf16", "Y": "*bf16", "WS": "*i64", "sx": "i64", "sy": "i64", "R": "i32", "N": "i32",
+                "NGROUP": "i32", "K": "constexpr", "KP": "constexpr", "BLOCK": "constexpr"}
+        cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+        def build(fn, extra, constexprs):
+            sig = {**base, **{k: "constexpr" for k in extra}}
+            names = list(sig)
+            attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("X", "Y", "WS", "sx", "sy", "N")}
+            kern = triton.compile(ASTSource(fn=fn, signature=sig, attrs=attrs,
+                                            constexprs={"K": 32, "KP": 32, "BLOCK": 4096, **constexprs}),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+            regs = None
+            if os.path.exists(cuobjdump):
+                with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+                    f.write(kern.asm["cubin"])
+                r = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True)
+                m = re.search(r"REG:(\\d+)", r.stdout)
+                regs = int(m[1]) if m else None
+            ptx = kern.asm["ptx"]
+            ld = re.findall(r"ld\\.global\\.[^ \\t]*", ptx)
+            st = re.findall(r"st\\.global\\.[^ \\t]*", ptx)
+            return {"regs": regs, "pol_last": ptx.count("createpolicy.fractional.L2::evict_last"),
+                    "pol_first": ptx.count("createpolicy.fractional.L2::evict_first"),
+                    "ld_last": sum("L1::evict_last" in s for s in ld), "ld_first": sum("L1::evict_first" in s for s in ld),
+                    "st_first": sum("evict_first" in s for s in st), "st": len(st),
+                    "pf": ptx.count("cp.async.bulk.prefetch.L2.global")}
+
+        l2x = ("AHEAD", "PF", "LOCAL", "EL", "CS")
+        out = {kind: build(K._softmax_l2hold, l2x, dict(zip(l2x, (a, pf, loc * 128, el, cs))))
+               for kind, (a, pf, loc, el, cs) in (("l2_loc", (0, 0, 1, 1, 0)), ("l2_a_loc", (1, 0, 1, 1, 0)),
+                                                   ("l2_en_cs", (0, 0, 0, 0, 1)), ("l2_loc_pf1", (0, 1, 1, 1, 0)))}
+        v4x = ("LAG", "PF", "EXP2", "FULL", "HOLD", "LOCAL", "FF")
+        out["v4"] = build(K._softmax_rowgroup, v4x, dict(zip(v4x, (1, 1, 1, 0, 0, 128, 0))))
+        print(json.dumps(out))
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    loc, ahead, en, pf, v4 = got["l2_loc"], got["l2_a_loc"], got["l2_en_cs"], got["l2_loc_pf1"], got["v4"]
+    for k in (loc, ahead, pf):  # first read evict_last, second evict_first; stores plain
+        assert k["pol_last"] >= 1 and k["ld_last"] >= 1 and k["ld_first"] >= 1 and k["st_first"] == 0
+    assert en["pol_last"] == 0 and en["ld_last"] == 0 and en["ld_first"] >= 1  # _en: no evict_last anywhere
+    assert en["st"] >= 1 and en["st_first"] == en["st"]  # _cs: every output store evict-first
+    assert loc["pf"] == 0 and pf["pf"] == 2
+    if v4["regs"] is None:
+        pytest.skip("no cuobjdump beside this Triton: registers not read")
+    # 4096 columns on 4 warps (triton 3.9 here: 56-72 against v4's 116): at least a third fewer
+    assert loc["regs"] <= 2 * v4["regs"] // 3 and ahead["regs"] <= 2 * v4["regs"] // 3, (got, v4)
