@@ -288,23 +288,39 @@ def _await_partials(p, row, WS, K: tl.constexpr, KP: tl.constexpr):
 
 
 @triton.jit
+def _row_max_inv(p, K: tl.constexpr, KP: tl.constexpr):
+    """A row's K published (max, sum) words, all in: its max and 1 / sum, combined by every
+    program of the row alike (deterministic). Chunks of -inf only and padding add 0 * 0."""
+    kk = tl.arange(0, KP)
+    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    mx = tl.max(mp, axis=0)
+    return mx, 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+
+
+@triton.jit
 def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
     """The row's K partials, once all are in (_await_partials), combined (every program of the row
     alike: deterministic) and this program's chunk written. h: exp(x - m) as _publish returned it
     (m a thread's max with LOCAL), in fp32 or rounded to bf16 (round 13's HOLD 2: rounded again on
     output)."""
-    p = _await_partials(p, row, WS, K, KP)
-    kk = tl.arange(0, KP)
-    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    mx = tl.max(mp, axis=0)
-    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    mx, inv = _row_max_inv(_await_partials(p, row, WS, K, KP), K, KP)
     scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - mx) * inv)  # not exp(0 - mx): may overflow
     if LOCAL:
         y = tl.reshape(h.to(tl.float32) * scale[None, :, None], [h.shape[0] * h.shape[1] * h.shape[2]])
     else:
         y = h.to(tl.float32) * scale
     tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
+
+
+@triton.jit
+def _group_program(N, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's place among K sharing each row: (its group, its chunk c, the chunk's columns
+    and their mask, the row's slot indices)."""
+    pid = tl.program_id(0).to(tl.int64)
+    c = pid % K
+    cols = c * BLOCK + tl.arange(0, BLOCK)
+    return pid // K, c, cols, cols < N, tl.arange(0, KP)
 
 
 @triton.jit
@@ -340,12 +356,7 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
     row's chunk loaded in the loop and issued 1-3 rows ahead through shared memory by Triton's
     pipeliner (cp.async, registers capped to fit 4-10 programs an SM): 304-378 us against 285 on
     the H200 at 2048 x 128256."""
-    pid = tl.program_id(0).to(tl.int64)
-    g64 = pid // K
-    c = pid % K
-    cols = c * BLOCK + tl.arange(0, BLOCK)
-    mk = cols < N
-    kk = tl.arange(0, KP)
+    g64, c, cols, mk, kk = _group_program(N, K, KP, BLOCK)
     ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
     for j in tl.static_range(2, PF + 2):  # rows g + 2 NGROUP ... g + (PF + 1) NGROUP: the in-loop prefetch's lead
         _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
@@ -462,27 +473,37 @@ def prefetch_ok(x2) -> bool:
             and x2.data_ptr() % 16 == 0 and (x2.stride(0) * x2.element_size()) % 16 == 0)
 
 
-def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
-    """One row-group launch: cfg (kind, BLOCK, programs per SM, num_warps), kind one of
-    group_kind's; exp2: the partials' exponentials as exp2 with the scale fused; full: the chunks
-    inside the row loaded without a mask (both round 12; full rejected)."""
+def _group_plan(x2, cfg, local: int, pf: int, what: str):
+    """(K programs a row, KP its power of two, groups, the rows' slots at -1: none published) of a
+    launch whose rows are shared by co-resident programs, cfg (kind, BLOCK, programs per SM,
+    num_warps); refused in one line where it cannot run: a _loc chunk that does not split into the
+    threads' 16-byte vectors, partners under the interpreter, the L2 prefetch off Hopper."""
     import torch
 
     from ._numerics import interpreting
 
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
-    lag, pf, hold, local, ff, cap = group_kind(kind)
     if local and block % (32 * nw * 16 // x2.element_size()):  # _publish views the chunk per thread
         raise ValueError(f"{kind}: {block} columns do not split into {32 * nw} threads' 16-byte vectors")
     k = triton.cdiv(N, block)
     if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
-        raise ValueError(f"row-group softmax with {k} programs a row cannot run under TRITON_INTERPRET")
+        raise ValueError(f"{what} softmax with {k} programs a row cannot run under TRITON_INTERPRET")
     if pf and not prefetch_ok(x2):
         raise ValueError("the L2 prefetch needs a Hopper or newer GPU and rows on 16-byte boundaries")
     ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
     kp = triton.next_power_of_2(k)
-    ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
+    return k, kp, ngroup, torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)
+
+
+def _launch_group(x2, y2, cfg, exp2: bool = True, full: bool = False):
+    """One row-group launch: cfg (kind, BLOCK, programs per SM, num_warps), kind one of
+    group_kind's; exp2: the partials' exponentials as exp2 with the scale fused; full: the chunks
+    inside the row loaded without a mask (both round 12; full rejected)."""
+    R, N = x2.shape
+    kind, block, per_sm, nw = cfg
+    lag, pf, hold, local, ff, cap = group_kind(kind)
+    k, kp, ngroup, ws = _group_plan(x2, cfg, local, pf, "row-group")
     _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
                                      LAG=lag, PF=pf, EXP2=int(exp2), FULL=int(full), HOLD=hold,
                                      LOCAL=local * 32 * nw, FF=ff, num_warps=nw,
@@ -495,12 +516,7 @@ def _finish_l2(p, row, xp, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexp
     """Round 27: the row's K partials, once all are in, combined (every program of the row alike:
     deterministic) and this program's chunk xp, read again (from the L2), written as
     exp2(x log2e - max log2e) / sum."""
-    p = _await_partials(p, row, WS, K, KP)
-    kk = tl.arange(0, KP)
-    mp = tl.where(kk < K, (p >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    sp = tl.where(kk < K, p.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    mx = tl.max(mp, axis=0)
-    inv = 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
+    mx, inv = _row_max_inv(_await_partials(p, row, WS, K, KP), K, KP)
     y = tl.exp2(xp.to(tl.float32) * 1.4426950408889634 - mx * 1.4426950408889634) * inv
     if CS:
         tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk, eviction_policy="evict_first")
@@ -530,12 +546,7 @@ def _softmax_l2hold(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.cons
     AHEAD 1: the next row's chunk loads into registers a step ahead (as v4). PF n: an L2 bulk
     prefetch of the chunk n rows ahead. LOCAL: the partial's exponentials against each thread's
     own max (round 13's _loc). CS 1: outputs stored evict-first."""
-    pid = tl.program_id(0).to(tl.int64)
-    g64 = pid // K
-    c = pid % K
-    cols = c * BLOCK + tl.arange(0, BLOCK)
-    mk = cols < N
-    kk = tl.arange(0, KP)
+    g64, c, cols, mk, kk = _group_program(N, K, KP, BLOCK)
     ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
     for j in tl.static_range(1 + AHEAD, PF + 1 + AHEAD):  # the in-loop prefetch's lead
         _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
@@ -595,23 +606,10 @@ def l2_kind(kind: str) -> tuple[int, int, int, int, int]:
 def _launch_l2(x2, y2, cfg):
     """One launch of the L2-held kernel (round 27): cfg (kind, BLOCK, programs per SM, num_warps),
     kind one of l2_kind's."""
-    import torch
-
-    from ._numerics import interpreting
-
     R, N = x2.shape
     kind, block, per_sm, nw = cfg
     ahead, pf, local, el, cs = l2_kind(kind)
-    if local and block % (32 * nw * 16 // x2.element_size()):  # _publish views the chunk per thread
-        raise ValueError(f"{kind}: {block} columns do not split into {32 * nw} threads' 16-byte vectors")
-    k = triton.cdiv(N, block)
-    if k > 1 and interpreting():  # the interpreter runs programs one after another: no partner ever comes
-        raise ValueError(f"L2-held softmax with {k} programs a row cannot run under TRITON_INTERPRET")
-    if pf and not prefetch_ok(x2):
-        raise ValueError("the L2 prefetch needs a Hopper or newer GPU and rows on 16-byte boundaries")
-    ngroup = max(1, min(R, per_sm * num_sms(x2.device) // k))
-    kp = triton.next_power_of_2(k)
-    ws = torch.full((R, kp), -1, dtype=torch.int64, device=x2.device)  # the slots, -1: not yet published
+    k, kp, ngroup, ws = _group_plan(x2, cfg, local, pf, "L2-held")
     _softmax_l2hold[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
                                    AHEAD=ahead, PF=pf, LOCAL=local * 32 * nw, EL=el, CS=cs, num_warps=nw,
                                    launch_cooperative_grid=True)

@@ -363,6 +363,17 @@ def test_prefetch_refused_off_hopper():
         K._launch_group(x, nan_like(x), ("group_lag_pf1", 8192, 1, 4))
 
 
+def _sm90_child(code: str):
+    """The JSON last printed by `code`, run in a child process without the interpreter (it
+    compiles kernels for sm_90a, no GPU needed); skips where this Triton cannot compile for sm_90."""
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
     """The row-group kernel with PF rows of L2 prefetch, compiled for an H100 (sm_90a) without a
     GPU (in a child process: the tests' TRITON_INTERPRET gives interpreted kernels, which do not
@@ -399,12 +410,7 @@ def test_prefetch_compiles_to_one_bulk_prefetch_per_row_for_sm90():
                                                        ptx.count("cvt.rn.bf16x2.f32"), ptx.count(".maxnreg 96")]
         print(json.dumps(counts))
     """)
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
-        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    counts = _sm90_child(code)
     assert [c[0] for c in counts.values()] == [0, 2, 3, 2, 2, 2, 2]
     # EXP2: exp2 (ex2.approx.ftz) for every one of a thread's 32 elements; tl.exp: the non-ftz form only
     assert counts["00000"][1] == counts["10000"][1] == 0 and counts["21000"][1] >= 32
@@ -430,31 +436,17 @@ def test_thread_local_kind_refuses_a_chunk_it_cannot_view_per_thread():
 @pytest.mark.parametrize("config", [("l2", 8192, 1, 4), ("l2", 8192, 3, 4), ("l2_a", 8192, 2, 4),
                                     ("l2_en_cs", 8192, 1, 4), ("l2_a_en_cs", 8192, 3, 4), ("l2_loc", 8192, 2, 4),
                                     ("l2_a_loc_en_cs", 8192, 1, 8)], ids=str)
-def test_l2_hold(dtype, config):
+def test_l2_hold(dtype, config, monkeypatch):
     """The L2-held kernel over _group_rows (a row of -inf but one logit, a row starting with -inf,
     a large last logit, a strided view with large padding), each group walking several rows
     (4 CPU "SMs" x per_sm groups for 11 rows) with the earlier row finished a step late. Without
     LOCAL a row of one chunk is v4's arithmetic exactly (exp2(x log2e - max log2e) / sum): the
     same bits as the row-group kernel; deterministic."""
     x = _group_rows(dtype)
-    launches = []
-    real = K._softmax_l2hold
-
-    class Spy:
-        def __getitem__(self, grid):
-            def call(*a, **kw):
-                launches.append((grid, kw))
-                return real[grid](*a, **kw)
-            return call
-
-    y = nan_like(x)
-    try:
-        K._softmax_l2hold = Spy()
-        K.softmax(x, out=y, max_single=256, config=config)
-    finally:
-        K._softmax_l2hold = real
+    s = spy(monkeypatch, K, "_softmax_l2hold")["_softmax_l2hold"]
+    y = K.softmax(x, out=nan_like(x), max_single=256, config=config)
     check(y, K.softmax_reference(x), dtype, f"l2 {config}")
-    ((grid, kw),) = launches
+    (grid,), (kw,) = s.grids, s.kwargs
     ahead, pf, local, el, cs = K.l2_kind(config[0])
     assert grid == (min(11, config[2] * K.num_sms("cpu")),) and kw["K"] == 1 and kw["launch_cooperative_grid"]
     assert (kw["AHEAD"], kw["PF"], kw["LOCAL"], kw["EL"], kw["CS"]) == (ahead, 0, local * 32 * config[3], el, cs)
@@ -564,12 +556,7 @@ def test_l2_hold_compiles_for_sm90_with_its_hints_and_fewer_registers():
         out["v4"] = build(K._softmax_rowgroup, v4x, dict(zip(v4x, (1, 1, 1, 0, 0, 128, 0))))
         print(json.dumps(out))
     """)
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
-        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = _sm90_child(code)
     loc, ahead, en, pf, v4 = got["l2_loc"], got["l2_a_loc"], got["l2_en_cs"], got["l2_loc_pf1"], got["v4"]
     for k in (loc, ahead, pf):  # first read evict_last, second evict_first; stores plain
         assert k["pol_last"] >= 1 and k["ld_last"] >= 1 and k["ld_first"] >= 1 and k["st_first"] == 0
