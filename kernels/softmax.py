@@ -213,8 +213,11 @@ def _prefetch_chunk(X, row, sx, c, R, N, BLOCK: tl.constexpr, ESIZE: tl.constexp
 
 
 @triton.jit
-def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr, FULL: tl.constexpr):
-    """Program c's chunk of `row`, read evict-first. A row past the last: nothing (-inf), or with
+def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr, FULL: tl.constexpr,
+                POLICY: tl.constexpr = "evict_first"):
+    """Program c's chunk of `row`, read with the L2 POLICY (evict-first; round 27's L2-held kernel
+    reads a chunk first evict_last, or without a hint, then again evict_first). A row past the
+    last: nothing (-inf), or with
     FULL the last row again (read, never published: its partial is skipped). FULL (round 12,
     rejected): the K - 1 programs whose chunk lies inside the row load without a mask (a masked
     load first sets every register it may leave untouched to -inf: 16 instructions a step of 32
@@ -222,12 +225,12 @@ def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr, FULL: tl.constexpr):
     if FULL:
         r = tl.minimum(row, R - 1)
         if c < K - 1:
-            x = tl.load(X + r * sx + cols, eviction_policy="evict_first")
+            x = tl.load(X + r * sx + cols, eviction_policy=POLICY)
         else:
-            x = tl.load(X + r * sx + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_first")
+            x = tl.load(X + r * sx + cols, mask=cols < N, other=-float("inf"), eviction_policy=POLICY)
     else:
         x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
-                    eviction_policy="evict_first")
+                    eviction_policy=POLICY)
     return x
 
 
@@ -540,19 +543,19 @@ def _softmax_l2hold(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.cons
     Why (round 13's profile of v4 on the H200): the register file caps v4's programs an SM (the
     next row's chunk in flight and two rows' exponentials held, 118-122 registers at 4096 columns
     on 4 warps: 4 programs), and each program's step is the bound, so more programs an SM hide
-    more of it. Here a program holds at most two chunks in bf16 (this row's, the earlier row's
-    second read), so about twice the programs fit. The price: a second read of every element from
+    more of it. Here a program holds two chunks in the input dtype (this row's, the earlier row's
+    second read; three with AHEAD), so about twice the programs fit. The price: a second read of every element from
     the L2 (three L2 transfers an element instead of two) and a second exponential (the SFU).
     AHEAD 1: the next row's chunk loads into registers a step ahead (as v4). PF n: an L2 bulk
     prefetch of the chunk n rows ahead. LOCAL: the partial's exponentials against each thread's
     own max (round 13's _loc). CS 1: outputs stored evict-first."""
     g64, c, cols, mk, kk = _group_program(N, K, KP, BLOCK)
     ES: tl.constexpr = X.dtype.element_ty.primitive_bitwidth // 8
+    FIRST: tl.constexpr = "evict_last" if EL else ""  # the first read's L2 policy
     for j in tl.static_range(1 + AHEAD, PF + 1 + AHEAD):  # the in-loop prefetch's lead
         _prefetch_chunk(X, g64 + j * NGROUP, sx, c, R, N, BLOCK, ES)
     if AHEAD:
-        x = tl.load(X + g64 * sx + cols, mask=cols < tl.where(g64 < R, N, 0), other=-float("inf"),
-                    eviction_policy="evict_last" if EL else "")
+        x = _load_chunk(X, g64, sx, cols, c, R, N, K, 0, FIRST)
     for i in range(0, R + NGROUP, NGROUP):  # one step more: the last row's finish
         row = g64 + i
         prev = row - NGROUP
@@ -561,16 +564,13 @@ def _softmax_l2hold(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.cons
         if PF > 0:
             _prefetch_chunk(X, row + (PF + AHEAD) * NGROUP, sx, c, R, N, BLOCK, ES)
         if AHEAD:
-            nxt = row + NGROUP
-            x_next = tl.load(X + nxt * sx + cols, mask=cols < tl.where(nxt < R, N, 0), other=-float("inf"),
-                             eviction_policy="evict_last" if EL else "")
+            x_next = _load_chunk(X, row + NGROUP, sx, cols, c, R, N, K, 0, FIRST)
         else:
-            x = tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
-                        eviction_policy="evict_last" if EL else "")
-        # the earlier row's slots and its chunk again (an L2 hit), in flight beside this row's chunk
+            x = _load_chunk(X, row, sx, cols, c, R, N, K, 0, FIRST)
+        # the earlier row's slots and its chunk again (an L2 hit), in flight beside this row's chunk;
+        # before the first row's finish (no earlier row) a row past the last: nothing read
         p = tl.load(WS + prev_at * KP + kk, mask=kk < tl.where(live, K, 0), other=0, volatile=True)
-        xp = tl.load(X + prev_at * sx + cols, mask=cols < tl.where(live, N, 0), other=-float("inf"),
-                     eviction_policy="evict_first")
+        xp = _load_chunk(X, tl.where(live, prev, R), sx, cols, c, R, N, K, 0)
         _publish(x, row, c, R, WS, KP, 1, LOCAL)
         if live:
             _finish_l2(p, prev_at, xp, cols, mk, WS, Y, sy, K, KP, CS)
