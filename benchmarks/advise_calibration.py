@@ -5,7 +5,7 @@ advise` predicted for the BEFORE side against the gain `profkit compare` measure
     python3 benchmarks/advise_calibration.py [--profiles profiles] [--out benchmarks/results]
 
 Loads profiles/ into a temporary database, labels every run, and writes advise.md and
-advise.json (method: profkit/calibration.py and docs/advise.md). CPU only: the pairs are the
+advise.json (method: profkit/analyses/calibration.py and docs/advise.md). CPU only: the pairs are the
 shipped H200 captures.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from profkit import peaks
-from profkit.calibration import OFF_BY, calibrate
-from profkit.classify import classify
-from profkit.profiles import load_profiles
-from profkit.store import Store
+from profkit.model import peaks
+from profkit.analyses.calibration import OFF_BY, calibrate
+from profkit.analyses.classify import classify
+from profkit.store.profiles import load_profiles
+from profkit.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from profkit.classify import classify
-from profkit.store import Store
+from profkit.analyses.classify import classify
+from profkit.store.store import Store
 
 
 def timings(path: Path) -> dict[str, dict]:

@@ -49,7 +49,7 @@ def log(*a):
 
 
 def env_info(device: str) -> dict:
-    from profkit.environment import result_header
+    from profkit.core.environment import result_header
 
     return result_header(device)
 
@@ -230,8 +230,8 @@ def bench_model(name: str, layers: int, tokens: list[int], steps: int, context: 
 def timeline_report(db: str) -> dict:
     """For every run in DB: per e2e call range (forward / step) the GPU window, busy and idle
     (launch overhead) per call, and the operator shares under each variant/shape range."""
-    from profkit import timeline
-    from profkit.store import Store
+    from profkit.analyses import timeline
+    from profkit.store.store import Store
 
     s = Store(db)
     out: dict = {"runs": {}}

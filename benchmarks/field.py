@@ -41,10 +41,10 @@ def _version(facts: dict) -> str | None:
 def check_file(path: Path, name: str, tmp: Path) -> dict:
     """One file through detect, ingest and labels, in a database of its own."""
     from profkit import parsers
-    from profkit.classify import label_rows
-    from profkit.errors import BadInput, ProfkitError, ToolMissing
-    from profkit.ingest import ingest
-    from profkit.store import Store
+    from profkit.analyses.classify import label_rows
+    from profkit.core.errors import BadInput, ProfkitError, ToolMissing
+    from profkit.store.ingest import ingest
+    from profkit.store.store import Store
 
     row = {"file": name, "outcome": "", "format": None, "tool version": None, "GPU": None, "kernels": None,
            "ranges": None, "counters": None, "labels": None, "reason": None, "evidence": []}
@@ -98,8 +98,8 @@ def _crash(e: Exception) -> str:
 
 def check_folder(folder: Path, name: str, tmp: Path) -> dict:
     """A folder the way `profkit ingest FOLDER` loads it."""
-    from profkit.errors import ProfkitError
-    from profkit.ingest import ingest, plan
+    from profkit.core.errors import ProfkitError
+    from profkit.store.ingest import ingest, plan
 
     row = {"folder": name, "runs": None, "taken": None, "skipped": None, "reason": None}
     db = tmp / "folder.db"
@@ -169,7 +169,7 @@ def _cell(v) -> str:
 
 
 def header() -> dict:
-    from profkit.environment import result_header
+    from profkit.core.environment import result_header
 
     info = result_header("cpu")
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)

@@ -115,7 +115,7 @@ def check(src: Path, db: Path, replicas: int, depth: int) -> dict:
     from profkit.parsers import nsys_sqlite
 
     base = nsys_sqlite.parse(BASE)
-    at = {f: i for i, f in enumerate(__import__("profkit.rows", fromlist=["x"]).KERNEL_FIELDS)}
+    at = {f: i for i, f in enumerate(__import__("profkit.core.rows", fromlist=["x"]).KERNEL_FIELDS)}
     wraps = [f"op{i}" for i in range(depth - 1)] + ["launch"]
     want: dict = {}
     for k in base.kernels:

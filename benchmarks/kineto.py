@@ -21,7 +21,7 @@ CHILD = r"""
 import json, resource, sys, time, gzip
 what, path = sys.argv[1], sys.argv[2]
 from profkit.parsers import kineto
-from profkit.errors import BadInput
+from profkit.core.errors import BadInput
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 out = {}

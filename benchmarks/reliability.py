@@ -110,7 +110,7 @@ def bomb(tmp: Path) -> dict:
 
 
 def checks(tmp: Path) -> dict:
-    from profkit.dbfile import check_whole
+    from profkit.core.dbfile import check_whole
     from profkit.parsers import _ncu_framing, nsys_sqlite
 
     raw = tmp / "ws.ncu-rep"

@@ -7,7 +7,7 @@ Nsight Compute), joined in ladder order, coloured by its `profkit classify` labe
                                                 [-o benchmarks/results/sgemm_ladder_roofline.html]
 
 Reads the committed capture (nsys + ncu roofline metric set, benchmarks/gpu/cuda_lab.sh), loads
-it into a temporary database, classifies it, and draws it with profkit.roofline in chain mode.
+it into a temporary database, classifies it, and draws it with profkit.analyses.roofline in chain mode.
 Prints each step's label and the arrow count.
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ def chain_paths(shape: str = "4096") -> list[str]:
 
 def draw(profile: Path, out: Path, db: str | None = None) -> dict:
     from profkit.outputs import roofline_plot as roofline
-    from profkit.profiles import load_profiles
-    from profkit.classify import classify
-    from profkit.store import Store
+    from profkit.store.profiles import load_profiles
+    from profkit.analyses.classify import classify
+    from profkit.store.store import Store
 
     run = profile.name
     with tempfile.TemporaryDirectory() as tmp:

@@ -224,8 +224,8 @@ def get(op: str) -> Workload:
 
 
 def _user_workload(spec: str) -> Workload:
-    from profkit.errors import BadArgument
-    from profkit.usercode import load_module
+    from profkit.core.errors import BadArgument
+    from profkit.core.usercode import load_module
 
     mod_name, _, name = spec.rpartition(":")
     try:

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from profkit.errors import ToolFailed, ToolMissing
+from profkit.core.errors import ToolFailed, ToolMissing
 
 SOURCES = Path(__file__).resolve().parent / "cuda"
 NAMES = ("rmsnorm", "rope", "swiglu", "sgemm", "softmax", "fp8_gemm")

@@ -123,8 +123,8 @@ def copy_bandwidth(device: str, bench, nbytes: int = COPY_BYTES) -> dict:
 
 
 def header(device: str) -> dict:
-    """The result header (profkit.environment.result_header): date, host, versions, GPU."""
-    from profkit.environment import result_header
+    """The result header (profkit.core.environment.result_header): date, host, versions, GPU."""
+    from profkit.core.environment import result_header
 
     return result_header(device)
 

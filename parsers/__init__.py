@@ -10,7 +10,7 @@ A parser module declares what it reads and yields, and the rest of profkit deriv
     SNIFF_ORDER  50                       lower is asked first (most specific recognisers first)
     DESCRIPTION  "..."                    one line, for messages
     sniff(path, head) -> bool             recognise a file from its name and first 4 KB
-    parse(path) -> profkit.rows.Parsed    plain rows in normalised units; never writes SQL
+    parse(path) -> profkit.core.rows.Parsed    plain rows in normalised units; never writes SQL
 
 Built-in parsers are the modules of this package; other packages add theirs through the
 entry point group ``profkit.parsers`` (``name = "package.module"``). Detection, ingest's run
@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
-from profkit.errors import BadInput
+from profkit.core.errors import BadInput
 
 ENTRY_POINT_GROUP = "profkit.parsers"
 ROLES = ("timeline", "counters")

@@ -13,9 +13,9 @@ import io
 import re
 from pathlib import Path
 
-from profkit.errors import BadInput
-from profkit.nvtx import path_of
-from profkit.units import parse_number
+from profkit.core.errors import BadInput
+from profkit.core.nvtx import path_of
+from profkit.core.units import parse_number
 
 # every ncu CSV page starts its header with these two columns (ncu 2019.x to 2025.x)
 HEADER = re.compile(rb'^(?:\xef\xbb\xbf)?"?ID"?,"?Process ID"?,')

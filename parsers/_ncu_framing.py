@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from profkit.unpack import varint
+from profkit.core.unpack import varint
 
 MAGIC = b"NVR\x00"
 # what the framing cannot see, said with every load (docs/reliability.md)

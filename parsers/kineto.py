@@ -10,7 +10,7 @@ and TraceLens read.
   with the kernel's `args.correlation`.
 - Ranges: `user_annotation` events (the CPU side of `record_function`: the program's own and
   PyTorch's, ProfilerStep#N, Optimizer.step#AdamW.step), nested per (pid, tid) like NVTX push/pop; a kernel belongs to the ranges that hold its launch call
-  on the launching thread (profkit.nvtx.project), as with nsys and NVTX. `gpu_user_annotation`
+  on the launching thread (profkit.core.nvtx.project), as with nsys and NVTX. `gpu_user_annotation`
   spans are Kineto's GPU-side copies of the same ranges and are not ranges of their own.
   `cpu_op` events (aten::mm, ...) are not ranges by default: nsys shows them only under
   `emit_nvtx`, and an nsys capture of the same program must give the same kernels per range.
@@ -21,7 +21,7 @@ and TraceLens read.
   `distributedInfo` (rank only for a multi-process job, as for nsys).
 
 Times are microseconds with ns decimals (4539407906150.204): read as decimals, never as
-floats, and made integer ns by profkit.units.us_to_ns. The file is read as a stream (events
+floats, and made integer ns by profkit.core.units.us_to_ns. The file is read as a stream (events
 one at a time), so memory holds the rows, not the JSON. A file that does not end where its
 JSON does (cut, bad gzip) is refused whole.
 """
@@ -35,12 +35,12 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-from profkit.errors import BadInput
-from profkit.names import demangle, short_name
-from profkit.nvtx import project, range_paths
-from profkit.rows import Parsed, storable_text
-from profkit.units import us_to_ns
-from profkit.unpack import open_gzip
+from profkit.core.errors import BadInput
+from profkit.core.names import demangle, short_name
+from profkit.core.nvtx import project, range_paths
+from profkit.core.rows import Parsed, storable_text
+from profkit.core.units import us_to_ns
+from profkit.core.unpack import open_gzip
 
 FORMAT = "kineto-trace"
 SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # file name endings it reads
@@ -180,7 +180,7 @@ class _Stream:
 def _open(path: Path):
     with open(path, "rb") as f:
         gz = f.read(2) == _GZIP
-    if gz:  # (read as a stream, never unpacked to disk; a bomb stops at 1000x: profkit.unpack)
+    if gz:  # (read as a stream, never unpacked to disk; a bomb stops at 1000x: profkit.core.unpack)
         return open_gzip(path, text=True, encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profkit.errors import BadInput
-from profkit.names import short_name
-from profkit.rows import Parsed, count, ncu_kernel_row
-from profkit.units import normalise, parse_number
+from profkit.core.errors import BadInput
+from profkit.core.names import short_name
+from profkit.core.rows import Parsed, count, ncu_kernel_row
+from profkit.core.units import normalise, parse_number
 
 from . import _ncu_csv
 

@@ -12,7 +12,7 @@ next; `--print-units base` prints base units): each row is normalised on its own
 
 Metric names are raw ncu names in the "Command line profiler metrics" section (`--metrics`),
 and display names in the others ("Duration", "DRAM Throughput"). A display name is stored as
-"<Section>: <Name>"; where it means exactly one metric profkit reads (profkit.metrics.
+"<Section>: <Name>"; where it means exactly one metric profkit reads (profkit.core.metrics.
 DETAILS_NAMES) the value is stored under that metric's name too. Rows with a rule name are
 ncu's guided-analysis results (ncu 2023.1+), stored as rules.
 """
@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from profkit.errors import BadInput
-from profkit.metrics import details_metric
-from profkit.names import short_name
-from profkit.rows import Parsed, count, ncu_kernel_row
-from profkit.units import normalise, parse_number
+from profkit.core.errors import BadInput
+from profkit.core.metrics import details_metric
+from profkit.core.names import short_name
+from profkit.core.rows import Parsed, count, ncu_kernel_row
+from profkit.core.units import normalise, parse_number
 
 from . import _ncu_csv
 

@@ -1,6 +1,6 @@
 """Nsight Compute report (`.ncu-rep`), read through NVIDIA's `ncu_report` module.
 
-Every profiled launch with all its numeric metrics (normalised in profkit.units) and its
+Every profiled launch with all its numeric metrics (normalised in profkit.core.units) and its
 NVTX state. `.ncu-rep.xz` is accepted: reports over PyTorch kernels embed their module
 (~50 MB) and compress ~40x.
 
@@ -20,12 +20,12 @@ import sys
 import threading
 from pathlib import Path
 
-from profkit.errors import BadInput, ToolMissing
-from profkit.nvtx import path_of
-from profkit.rows import Parsed, count, ncu_kernel_row
-from profkit.tempfiles import workdir
-from profkit.units import normalise
-from profkit.unpack import unxz
+from profkit.core.errors import BadInput, ToolMissing
+from profkit.core.nvtx import path_of
+from profkit.core.rows import Parsed, count, ncu_kernel_row
+from profkit.core.tempfiles import workdir
+from profkit.core.units import normalise
+from profkit.core.unpack import unxz
 
 from . import _ncu_framing
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profkit.rows import Parsed
+from profkit.core.rows import Parsed
 
 from . import nsys_rep
 

@@ -10,9 +10,9 @@ import weakref
 from contextlib import ExitStack
 from pathlib import Path
 
-from profkit.errors import BadInput, ToolMissing
-from profkit.rows import Parsed
-from profkit.tempfiles import workdir
+from profkit.core.errors import BadInput, ToolMissing
+from profkit.core.rows import Parsed
+from profkit.core.tempfiles import workdir
 
 from . import nsys_sqlite
 
@@ -69,7 +69,7 @@ def parse(path: Path) -> Parsed:
 
 def parse_report(path: Path, fmt: str) -> Parsed:
     """Export an Nsight Systems report (`.nsys-rep`, or `.qdrep` before it) to SQLite in a
-    scratch folder (profkit.tempfiles: removed on every exit) and read that; errors name the
+    scratch folder (profkit.core.tempfiles: removed on every exit) and read that; errors name the
     report, not the scratch export.
 
     A large export read through the column path (rep.bulk) is read again by the store, which

@@ -17,14 +17,14 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
-from profkit import environment
-from profkit.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns,
+from profkit.core import environment
+from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns,
                             read_columns_in_parts, wal_mode, work_budget)
-from profkit.errors import BadInput
-from profkit.names import MAX_NAME, name_too_long
-from profkit.nvtx import I64_MAX, Nesting, project, range_paths
-from profkit.rows import Bulk, KernelPart, LazyRows, Parsed
-from profkit.units import normalise
+from profkit.core.errors import BadInput
+from profkit.core.names import MAX_NAME, name_too_long
+from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
+from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
+from profkit.core.units import normalise
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
@@ -245,7 +245,7 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
 def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
                 most: int, progress) -> Parsed:
     """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
-    the NVTX projection in numpy (profkit.nvtx.Nesting); kernel rows themselves are
+    the NVTX projection in numpy (profkit.core.nvtx.Nesting); kernel rows themselves are
     copied by the store straight from this file."""
     import numpy as np
 

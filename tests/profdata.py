@@ -20,8 +20,8 @@ FIELD_EXTRA = ROOT.parent / "field-extra"
 def load_runs(root: Path, runs, db_name: str):
     """A Store of only `runs` (folders of profiles/, linked under `root`): a small database, fast
     to load; the caller closes it."""
-    from profkit.profiles import load_profiles
-    from profkit.store import Store
+    from profkit.store.profiles import load_profiles
+    from profkit.store.store import Store
 
     for run in runs:
         (root / run).symlink_to(PROFILES / run, target_is_directory=True)
@@ -55,7 +55,7 @@ def over_pairs(runs, names: str = "run,before,after,speedup,verdict"):
 
 def variant_counters(store, run, variant: str, kernel: str | None = None):
     """The counters of each launch of RUN:VARIANT (only the launches of `kernel`, where named)."""
-    from profkit import selection
+    from profkit.analyses import selection
 
     counters = store.counters(run)
     (group,) = selection.groups(store, selection.parse(f"{run}:{variant}")).values()
@@ -69,7 +69,7 @@ def pair_row(store, run, before, after, verdict, speedup, after_run=None):
     check."""
     import pytest
 
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     (r,) = rows(store, f"{run}:{before}", f"{after_run or run}:{after}")
     assert r["verdict"] == verdict, r["why"]
@@ -81,7 +81,7 @@ def pair_row(store, run, before, after, verdict, speedup, after_run=None):
 
 def compare_one(store, before, after, by="gpu"):
     """profkit compare's one row for BEFORE -> AFTER (run:variant each), by GPU or host time."""
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     (r,) = rows(store, before, after, by)
     return r

@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from profkit.ingest import ingest
-from profkit.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 from profdata import DATA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, PROFILES
 
 V9 = DATA / "schema-v9" / "profkit-v9.db.xz"  # written by profkit at schema 8 and 9 (README there)
@@ -113,8 +113,9 @@ _WRITES = {"one chunk": (None, False, True), "chunks of 7 kernels": (7, False, T
 def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path, monkeypatch):
     """The bulk load (names mapped through the report's string ids, kernels in JSON chunks)
     writes every view's rows exactly as the row path (a name per row) does."""
-    from profkit import rows as rows_module, side_writer
-    from profkit.errors import ProfkitError
+    from profkit.core import rows as rows_module
+    from profkit.store import side_writer
+    from profkit.core.errors import ProfkitError
     from profkit.parsers import nsys_sqlite
 
     chunk, use_side, three = _WRITES[writes]
@@ -166,7 +167,7 @@ def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkey
     temp.bulk_kernel' once the names were staged before the kernels.)"""
     import shutil
 
-    from profkit import rows as rows_module
+    from profkit.core import rows as rows_module
     from profkit.parsers import nsys_sqlite
 
     p = tmp_path / "odd.nsys.sqlite"
@@ -196,9 +197,9 @@ def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
     """capture's PyTorch clean-up hands paths as plain text, which the store splits at '/': a
     TensorRT range named with '/' then has names whose innermost is not the launch's range
     text. The launch keeps its own text (launch_nvtx), as the launch table did."""
-    from profkit.capture import clean_torch_ranges
+    from profkit.capture.session import clean_torch_ranges
     from profkit.parsers import nsys_sqlite
-    from profkit.rows import KERNEL_FIELDS
+    from profkit.core.rows import KERNEL_FIELDS
 
     rep = nsys_sqlite.parse(FIELD_H100 / "ws.nsys.sqlite")
     assert rep.bulk is None  # (the row path: _add_rows)

@@ -4,12 +4,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from profkit import compare
-from profkit.profiles import load_profiles
-from profkit.classify import classify
+from profkit.analyses import compare
+from profkit.store.profiles import load_profiles
+from profkit.analyses.classify import classify
 from profkit.cli import cli
-from profkit.compare import Side, noise_band, verdict
-from profkit.store import Store
+from profkit.analyses.compare import Side, noise_band, verdict
+from profkit.store.store import Store
 
 from profdata import PROFILES
 
@@ -71,7 +71,7 @@ def test_matmul_ladder_is_rejected_against_cublas(db):
     for after, speedup, pct in (("tiled", 0.836, 72.6), ("persistent_tma", 0.837, 88.5)):
         (row,) = _json(db, f"{MM}:cublas", f"{MM}:{after}")
         assert row["speedup"] == pytest.approx(speedup, abs=0.001)
-        # % of the dense bf16 tensor roof (profkit.roofline): equals ncu's tensor-pipe utilisation
+        # % of the dense bf16 tensor roof (profkit.analyses.roofline): equals ncu's tensor-pipe utilisation
         assert row["roofline_pct_before"] == pytest.approx(91.4, abs=0.1)
         assert row["roofline_pct_after"] == pytest.approx(pct, abs=0.1)
         assert row["speedup_high"] < 1
@@ -148,7 +148,7 @@ def test_bootstrap_is_the_pure_python_resampling_bit_for_bit():
     import random
     import statistics
 
-    from profkit.compare import BOOTSTRAP_SAMPLES, _bootstrap_ratios
+    from profkit.analyses.compare import BOOTSTRAP_SAMPLES, _bootstrap_ratios
 
     def loop(before, after):
         rng = random.Random(0)
@@ -181,7 +181,7 @@ def test_timeline_of_a_side(db):
 
 def test_a_snapshot_answers_as_the_database_does_and_refuses_writes(db):
     # the main job's claims read each run once inside Store.snapshot(); same rows, same verdicts
-    from profkit.errors import ProfkitError
+    from profkit.core.errors import ProfkitError
     with Store(db) as s:
         plain = [c.row() for c in compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")]
         q = "SELECT kernel_id, nvtx_path FROM kernels WHERE run = ? ORDER BY kernel_id"

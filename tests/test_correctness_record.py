@@ -9,11 +9,11 @@ import stat
 
 import pytest
 
-from profkit import capture as cap
-from profkit import compare
-from profkit.profiles import load_profiles
-from profkit.errors import BadInput
-from profkit.store import Store
+from profkit.capture import session as cap
+from profkit.analyses import compare
+from profkit.store.profiles import load_profiles
+from profkit.core.errors import BadInput
+from profkit.store.store import Store
 
 from profdata import PROFILES
 

@@ -167,8 +167,8 @@ def test_a_huge_range_name_is_refused(tmp_path):
 
 def test_ranges_nested_thousands_deep_are_refused():
     """N nested ranges make N^2 path text from N names: the paths stop at 256x the names."""
-    from profkit.errors import ProfkitError
-    from profkit.nvtx import range_paths
+    from profkit.core.errors import ProfkitError
+    from profkit.core.nvtx import range_paths
 
     deep = [(None, "r" * 100, "push_pop", i, 10**9 - i, 1, 1) for i in range(12_000)]  # 1.2 MB of names
     with pytest.raises(ProfkitError, match="nested thousands deep"):
@@ -229,7 +229,7 @@ def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path
     """2,000 kernels and 2,000 launch calls of one id: a 4 M-row join stops once it has more
     rows than there are kernels (TooManyRows), not after making them all: the join in numpy
     counts its pairs before it makes them."""
-    from profkit.dbfile import TooManyRows
+    from profkit.core.dbfile import TooManyRows
     from profkit.parsers import nsys_sqlite
 
     stopped, real = [], nsys_sqlite._matched

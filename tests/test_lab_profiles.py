@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from profkit.profiles import load_profiles
-from profkit.classify import classify
+from profkit.store.profiles import load_profiles
+from profkit.analyses.classify import classify
 from profkit.parsers import cupti_trace, nsys_sqlite
-from profkit.store import Store
+from profkit.store.store import Store
 from profdata import DATA, PROFILES
 from test_lab_round2_profiles import ROUND2  # the round-2 kernel lab captures (H100, ncu only)
 
@@ -62,7 +62,7 @@ LAB_VERDICTS = {
 @pytest.mark.parametrize("run", sorted(LAB_VERDICTS))
 def test_lab_dataset_verdicts(store, run):
     """profkit compare on every before/after pair of the second capture round."""
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     before, after, verdict, lb, la = LAB_VERDICTS[run]
     got = rows(store, f"{run}:{before}", f"{run}:{after}")
@@ -75,7 +75,7 @@ def test_lab_dataset_verdicts(store, run):
 
 
 def test_liger_and_triton_rmsnorm_are_within_noise(store):
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     r = rows(store, "rmsnorm-qwen7b-t4096:liger", "rmsnorm-qwen7b-t4096:triton")[0]
     assert r["verdict"] == "caveated" and r["speedup_low"] < 1 < r["speedup_high"]
@@ -134,7 +134,7 @@ def test_capture_metadata_is_kept():
 def test_cupti_tracer_sees_the_same_kernels_per_nvtx_range_as_nsys(tmp_path):
     """The same workload captured by the CUPTI tracer and by nsys on the H200 (2026-11-22),
     loaded into the same views: the same kernels under the same NVTX ranges."""
-    from profkit.ingest import ingest
+    from profkit.store.ingest import ingest
 
     db = str(tmp_path / "both.db")
     ingest(db, [DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"], run="cupti")
@@ -157,7 +157,7 @@ def test_cupti_tracer_sees_the_same_kernels_per_nvtx_range_as_nsys(tmp_path):
 
 def test_nccl_kernels_are_communication(store):
     """The 2-GPU DDP captures: every NCCL kernel is labelled communication, nothing else is."""
-    from profkit.classify import classify
+    from profkit.analyses.classify import classify
 
     for run in ("ddp-2gpu", "ddp-2gpu-slow"):
         got = classify(store, run)

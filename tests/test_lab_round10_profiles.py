@@ -4,13 +4,13 @@ qwen7b-down-m1024 --metrics lean`, nsys + ncu, benchmarks/gpu/round10.sh fh) on 
 and an H200 (-h200a). Every pair is `rejected` (benchmarks/results/gemm.md, "Round 10"), and the
 runs are the first real reports in profiles/ whose kernels overlap within one call: the helped
 launch's main grid is a programmatic dependent of its helper grid, so a call's GPU time is the
-union of the two grids' intervals, not the sum of their durations (profkit/compare.py)."""
+union of the two grids' intervals, not the sum of their durations (profkit/analyses/compare.py)."""
 import json
 
 import pytest
 
 from profdata import PROFILES, over_pairs, pair_row, runs_store
-from profkit.compare import busy_ns, compare
+from profkit.analyses.compare import busy_ns, compare
 
 RUNS = {  # run -> [(before, after, speed-up)], all rejected
     "fp8_gemm-qwen7b-down-m1024-r10-h100a": [("triton_promote_tensor", "triton_helped_tensor", 0.534),
@@ -40,7 +40,7 @@ def test_overlapping_grids_count_once(store):
     less than the sum of the durations; the other calls, one grid after the other, are the sums."""
     run = "fp8_gemm-qwen7b-down-m1024-r10-h100a"
     (c,) = compare(store, f"{run}:triton_promote_tensor", f"{run}:triton_helped_tensor")
-    from profkit import selection
+    from profkit.analyses import selection
 
     (group,) = selection.groups(store, selection.parse(f"{run}:triton_helped_tensor")).values()
     calls = selection.iterations(group.kernels)
@@ -58,7 +58,7 @@ def test_overlapping_grids_count_once(store):
 def test_on_the_h200_every_helped_call_overlaps(store):
     """H200: in each of the 6 helped calls the main grid started 16-44 us before the helper grid
     ended, and the call's GPU time is the sum of the durations less that overlap."""
-    from profkit import selection
+    from profkit.analyses import selection
 
     run = "fp8_gemm-qwen7b-down-m1024-r10-h200a"
     for v in ("triton_helped_tensor", "triton_helped"):

@@ -58,7 +58,7 @@ def test_bf16_tables_move_fewer_bytes(store):
     """The bytes behind the second change (ncu, 32768 tokens, cold L2): the fp32 tables are 16.8 MB
     (32768 positions x 64 x 4 B x 2) of DRAM reads, the bf16 ones half that; the program order
     (triton_r10 -> triton_fp32tab) moves the same bytes."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     for run in (_H100.format("llama8b-t32768"), _H200.format("llama8b-t32768")):
         mb = {}

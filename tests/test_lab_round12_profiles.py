@@ -45,7 +45,7 @@ def test_round12_pairs(store, run, before, after, speedup, verdict):
 def test_changes_move_the_same_dram_bytes(store):
     """Neither change moves DRAM bytes (ncu, cold L2): the prefetch brings the lines the loads then
     read, exp2 is arithmetic; every lab variant reads each row once (the minimum: rows x N x 2 B)."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     for shape, n_rows, n in ((LL, 2048, 128256), (QW, 1024, 152064)):
         for run in (_H100.format(shape), _H200.format(shape)):

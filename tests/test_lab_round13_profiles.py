@@ -70,7 +70,7 @@ def test_bf16_hold_fits_a_fifth_program_where_it_won(store):
     """Where triton_h2 won (H200, 2048 x 128256) its launch holds 96 registers, not 122: five
     programs of 4 warps an SM instead of four (ncu's register limit), so more warps are active;
     the DRAM bytes stay at the minimum (each row read once)."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     run = _H200.format(LL)
     (before, *_), (after, *_) = _rowgroup(store, run, "triton"), _rowgroup(store, run, "triton_h2")
@@ -86,7 +86,7 @@ def test_bf16_hold_fits_a_fifth_program_where_it_won(store):
 def test_every_variant_reads_each_row_once(store):
     """No change moved DRAM bytes: every lab variant reads rows x N x 2 bytes (the minimum), the
     late finish's capped registers included (its spills stay on chip)."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     for shape, n_rows, n in ((LL, 2048, 128256), (QW, 1024, 152064)):
         for run in (_H200.format(shape), _H100.format(shape), _H2CAP.format(shape), _H2CAP100.format(shape)):

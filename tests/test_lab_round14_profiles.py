@@ -53,7 +53,7 @@ def test_cluster_grid_leaves_sms_idle(store, run):
 @pytest.mark.parametrize("shape,n_rows,n", [(LL, 2048, 128256), (QW, 1024, 152064)])
 def test_cluster_kernel_reads_each_row_once(store, shape, n_rows, n):
     """The bulk copies read the minimum: rows x N x 2 bytes from DRAM on both GPUs."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     for run in (_H200.format(shape), _H100.format(shape)):
         reads = [lookup(c, "dram_read_bytes") for c in variant_counters(store, run, "cuda")]

@@ -57,7 +57,7 @@ def test_stream_k_reads_twice_the_dram_bytes(store):
     its programs start the partial wave's tiles at scattered k, so they no longer share A and B
     panels through the L2 in step: DRAM reads 2.2x the data-parallel kernel's (which reads about
     what cuBLAS does), on top of the partials' hand-over."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     def reads(v):
         r = [lookup(c, "dram_read_bytes") for c in variant_counters(store, _QW_H100, v)]

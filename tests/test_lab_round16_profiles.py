@@ -43,7 +43,7 @@ def test_launch_and_dram_bytes_as_the_128_wide_kernel(store, run):
     """The same launch shape (one 384-thread program an SM at 168 registers, six 30 KB stages and
     six C blocks: 213 KB) and the same DRAM reads as the 128 x 128 kernel within 2 %: the loss is
     not in the memory system."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     for c in variant_counters(store, run, "gluon_ws112_tensor"):
         assert c["launch__grid_size"] == c["launch__sm_count"] == 132

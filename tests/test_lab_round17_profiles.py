@@ -57,7 +57,7 @@ def test_single_wgmma_112_tiles_balance_the_sms_and_keep_the_pipe_busier_than_ro
 @pytest.mark.parametrize("run", list(RUNS))
 def test_dram_reads_as_the_others(store, run):
     """DRAM reads within 2 % of the Gluon kernel's and cuBLAS's: the loss is not in DRAM."""
-    from profkit.metrics import lookup
+    from profkit.core.metrics import lookup
 
     def reads(v):
         r = [lookup(c, "dram_read_bytes") for c in variant_counters(store, run, v)]

@@ -72,7 +72,7 @@ def test_twelve_calls_a_side_give_bootstrap_bands(store, run, before, after):
     number on what the summary called ties: e.g. RoPE at 32768 tokens on the H200 is 0.984x of
     compile [0.978-0.990], a loss, and the softmax at 32768 x 4096 there 1.016x of Liger
     [1.012-1.026], a win."""
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     (row,) = rows(store, f"{run}:{before}", f"{run}:{after}")
     assert "bootstrap" in row["band_method"] and row["before_detail"]["calls"] == row["after_detail"]["calls"] == 12
@@ -84,7 +84,7 @@ def test_twelve_calls_a_side_give_a_bootstrap_interval_clear_of_one(store, run):
     """With 12 calls a side the band is the bootstrap's, and it settles what three calls could not:
     per-tensor cuBLAS is faster (the interval's top under 1), per-row the kernel is (its bottom
     over 1.1)."""
-    from profkit.compare import rows
+    from profkit.analyses.compare import rows
 
     (t,) = rows(store, f"{run}:scaled_mm_tensor", f"{run}:cuda_ws112_tma8_tensor")
     (r,) = rows(store, f"{run}:scaled_mm", f"{run}:cuda_ws112_tma8")

@@ -60,7 +60,7 @@ def test_short_launch_path_off_then_on(store, run, variant, by, verdict, speedup
 
 
 def test_the_runs_record_the_switch(store):
-    """Each capture keeps the environment variable it ran under (profkit.environment.RESULT_ENV)."""
+    """Each capture keeps the environment variable it ran under (profkit.core.environment.RESULT_ENV)."""
     import json
 
     for run in RUNS:

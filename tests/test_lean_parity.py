@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from profkit.classify import classify
-from profkit.ingest import ingest
-from profkit.metrics import metric_names
-from profkit.store import Store
+from profkit.analyses.classify import classify
+from profkit.store.ingest import ingest
+from profkit.core.metrics import metric_names
+from profkit.store.store import Store
 from profdata import DATA, ROOT
 
 PARITY = DATA / "lean-parity"

@@ -7,13 +7,15 @@ import json
 
 import pytest
 
-from profkit import gpus, model, parsers
-from profkit.classify import label_rows
-from profkit.ingest import ingest
+from profkit import parsers
+from profkit.model import gpus
+from profkit.model import perf as model
+from profkit.analyses.classify import label_rows
+from profkit.store.ingest import ingest
 from profkit.parsers import _ncu_csv, ncu_csv, ncu_csv_details, ncu_rep
-from profkit.rows import KERNEL_FIELDS, ncu_kernel_row
-from profkit.store import Store
-from profkit.units import normalise
+from profkit.core.rows import KERNEL_FIELDS, ncu_kernel_row
+from profkit.store.store import Store
+from profkit.core.units import normalise
 
 from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES
 
@@ -486,7 +488,7 @@ def test_a_report_lacking_what_labels_need_says_what(tmp_path):
 
 
 def test_ncu_error_output_saved_as_csv_is_one_line(tmp_path):
-    from profkit.errors import BadInput
+    from profkit.core.errors import BadInput
     with pytest.raises(BadInput, match="ncu's own output, no CSV in it.*did not match any section"):
         parsers.detect(extra("codegandee/raw.csv")).parse(extra("codegandee/raw.csv"))
 

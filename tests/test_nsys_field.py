@@ -16,9 +16,9 @@ from collections import Counter
 import pytest
 
 from profkit import parsers
-from profkit.errors import BadInput, ToolMissing
+from profkit.core.errors import BadInput, ToolMissing
 from profkit.parsers import nsys_qdrep, nsys_rep, nsys_sqlite
-from profkit.rows import KERNEL_FIELDS
+from profkit.core.rows import KERNEL_FIELDS
 
 from profdata import FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, KNOWN_NSYS_REP, ROOT
 

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profkit.nvtx import I64_MAX, names_json, names_of, project, project_columns, range_paths
+from profkit.core.nvtx import I64_MAX, names_json, names_of, project, project_columns, range_paths
 
 
 def test_nested_push_pop_and_start_end():

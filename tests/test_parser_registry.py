@@ -10,17 +10,18 @@ import textwrap
 import pytest
 
 from profdata import KNOWN_NSYS
-from profkit import parsers, timeline
-from profkit.ingest import ingest, run_name_for
-from profkit.profiles import report_files
-from profkit.store import Store
+from profkit import parsers
+from profkit.analyses import timeline
+from profkit.store.ingest import ingest, run_name_for
+from profkit.store.profiles import report_files
+from profkit.store.store import Store
 
 TOY = '''
 """A toy timeline format: the first line is TOYTRACE, then one kernel per line: name start end."""
 from pathlib import Path
 
-from profkit.errors import BadInput
-from profkit.rows import Parsed, kernel_row
+from profkit.core.errors import BadInput
+from profkit.core.rows import Parsed, kernel_row
 
 FORMAT = "toy-trace"
 SUFFIXES = (".toy",)

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 from profkit import parsers
 from profkit.cli import cli
-from profkit.errors import BadInput
+from profkit.core.errors import BadInput
 from profkit.parsers import kineto, nsys_sqlite
-from profkit.rows import KERNEL_FIELDS
+from profkit.core.rows import KERNEL_FIELDS
 
 from profdata import DATA
 

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from profkit.errors import BadInput
+from profkit.core.errors import BadInput
 from profkit.parsers import ncu_csv, ncu_rep
-from profkit.rows import KERNEL_FIELDS
-from profkit.units import normalise
+from profkit.core.rows import KERNEL_FIELDS
+from profkit.core.units import normalise
 
 from profdata import KNOWN_CSV_LEAN, KNOWN_NCU, KNOWN_NCU_LEAN
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from profkit.parsers import nsys_rep, nsys_sqlite
-from profkit.errors import BadInput, ToolMissing
-from profkit.rows import KERNEL_FIELDS
+from profkit.core.errors import BadInput, ToolMissing
+from profkit.core.rows import KERNEL_FIELDS
 
 from profdata import KNOWN_NSYS, KNOWN_NSYS_REP
 
@@ -258,7 +258,7 @@ def test_the_traced_environment_and_command_keep_no_secrets(copy, tmp_path):
     """nsys records the traced process's whole environment and command line; public exports
     have carried live tokens that way. Only variables that change a profile or place a rank keep
     their values; secret-looking arguments are redacted; the database holds no trace of either."""
-    from profkit.ingest import ingest
+    from profkit.store.ingest import ingest
     f = copy(KNOWN_NSYS, "secrets.sqlite")
     token = "hf_" + "Q7" * 17
     with sqlite3.connect(f) as c:
@@ -328,7 +328,7 @@ def test_the_column_path_reads_through_adbc_without_falling_back(monkeypatch):
     """ADBC (a core dependency) reads every column of the column path: its sqlite3 fallback,
     meant for files whose odd column types the driver cannot infer, is correct but 5-10x
     slower, so on real exports it must not be taken (a broken fast path would hide behind it)."""
-    from profkit import dbfile
+    from profkit.core import dbfile
 
     def no_fallback(*a, **k):
         raise AssertionError("read_columns fell back to sqlite3")

@@ -8,11 +8,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from profkit import ranks as rk
-from profkit.profiles import load_profiles, report_files
+from profkit.analyses import ranks as rk
+from profkit.store.profiles import load_profiles, report_files
 from profkit.cli import cli
-from profkit.ingest import ingest, rank_in_name, run_name_for
-from profkit.store import Store
+from profkit.store.ingest import ingest, rank_in_name, run_name_for
+from profkit.store.store import Store
 from profdata import PROFILES
 
 BAL, SLOW = PROFILES / "ddp-2gpu", PROFILES / "ddp-2gpu-slow"

@@ -1,10 +1,10 @@
 """Selectors pair before/after NVTX ranges on the shipped H200 profiles."""
 import pytest
 
-from profkit import selection
-from profkit.profiles import load_profiles
-from profkit.errors import BadArgument, NoSuchRun
-from profkit.store import Store
+from profkit.analyses import selection
+from profkit.store.profiles import load_profiles
+from profkit.core.errors import BadArgument, NoSuchRun
+from profkit.store.store import Store
 
 from profdata import PROFILES
 
@@ -33,7 +33,7 @@ def test_names_holding_a_slash_are_one_component():
     component, and its pieces are none (issue 15 item 6)."""
     import json
 
-    from profkit.timeline import _under
+    from profkit.analyses.timeline import _under
 
     names = ["engine", "/conv1/Conv + /relu/Relu", "fp16"]
     row = {"nvtx_names": json.dumps(names), "nvtx_path": "/".join(names)}

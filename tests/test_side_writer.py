@@ -1,4 +1,4 @@
-"""The bulk load's second writer (profkit/side_writer.py): while the store's connection writes
+"""The bulk load's second writer (profkit/store/side_writer.py): while the store's connection writes
 the first kernels of an export, a thread builds the last share into an in-memory database the
 store then copies in. On a real export: the rows equal the row path's (test_compact_launch),
 an interrupt or an error stops it and loads nothing, and where SQLite cannot share an
@@ -10,8 +10,9 @@ import time
 import pytest
 
 from profdata import KNOWN_NSYS
-from profkit import rows as rows_module, side_writer
-from profkit.ingest import ingest
+from profkit.core import rows as rows_module
+from profkit.store import side_writer
+from profkit.store.ingest import ingest
 from profkit.parsers import nsys_sqlite
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from profdata import DATA
-from profkit import tempfiles
+from profkit.core import tempfiles
 
 WS = DATA / "field-h100" / "ws_nonvtx.ncu-rep.xz"  # unpacks to 53 MB
 
@@ -121,7 +121,7 @@ def test_a_folder_being_made_is_never_taken(scratch, monkeypatch):
 
 def test_scratch_root_of_someone_else_is_refused(scratch):
     """A shared /tmp: a profkit-<uid> folder made by another user (or a symlink) is not used."""
-    from profkit.errors import ProfkitError
+    from profkit.core.errors import ProfkitError
 
     target = scratch / "elsewhere"
     target.mkdir()
@@ -141,7 +141,7 @@ def test_a_large_nsys_rep_keeps_its_export_until_the_store_has_read_it(scratch, 
     from pathlib import Path
 
     from profdata import KNOWN_NSYS
-    from profkit.ingest import ingest
+    from profkit.store.ingest import ingest
     from profkit.parsers import nsys_rep, nsys_sqlite
 
     if column_path:

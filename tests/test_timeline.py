@@ -1,4 +1,4 @@
-"""profkit.timeline on real nsys exports: busy / idle per NVTX range, operator shares.
+"""profkit.analyses.timeline on real nsys exports: busy / idle per NVTX range, operator shares.
 
 Expected values read once from the committed captures and cross-checked here with plain
 SQL over the loaded rows (containment of the launching call in the range, union of the
@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from profdata import KNOWN_NSYS, PROFILES, ROOT
-from profkit import intervals, timeline
+from profkit.core import intervals
+from profkit.analyses import timeline
 from profkit.cli import cli
-from profkit.ingest import ingest
-from profkit.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -164,19 +164,19 @@ def test_unpacking_stops_at_the_free_disk_space(tmp_path, db, monkeypatch):
     from collections import namedtuple
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr("profkit.unpack.shutil.disk_usage", lambda p: usage(60 << 20, 30 << 20, 30 << 20))
+    monkeypatch.setattr("profkit.core.unpack.shutil.disk_usage", lambda p: usage(60 << 20, 30 << 20, 30 << 20))
     r = run("ingest", "--db", db, WS)
     assert r.exit_code == 2 and "unpacks to 53.2 MB" in r.output and "free" in r.output, r.output
 
 
 def test_xz_index_size_matches_real_files_and_concatenated_streams(tmp_path):
-    from profkit.unpack import xz_size
+    from profkit.core.unpack import xz_size
 
     assert xz_size(WS) == 53225856
     two = tmp_path / "two.xz"
     two.write_bytes(lzma.compress(b"a" * 1000) + b"\0" * 8 + lzma.compress(b"b" * 500))  # padding between
     assert xz_size(two) == 1500
-    from profkit.unpack import unxz
+    from profkit.core.unpack import unxz
 
     assert unxz(two, tmp_path / "out") == 1500 and (tmp_path / "out").read_bytes() == b"a" * 1000 + b"b" * 500
     junk = tmp_path / "junk.xz"
@@ -189,7 +189,7 @@ def test_xz_index_size_matches_real_files_and_concatenated_streams(tmp_path):
 
 def _v2(tmp_path):
     """The real trace as the tracer writes it now (version 2: with its end record)."""
-    from profkit.cupti_tracer import write_trace
+    from profkit.capture.cupti_tracer import write_trace
 
     recs = [json.loads(x) for x in KNOWN_CUPTI.read_text().splitlines()]
     out = tmp_path / "v2.cupti.jsonl"
@@ -242,7 +242,7 @@ def test_cut_sqlite_export_is_refused(where, tmp_path, db):
 
 
 def test_every_page_boundary_cut_of_an_export_is_seen(tmp_path):
-    from profkit.dbfile import check_whole
+    from profkit.core.dbfile import check_whole
 
     data = KNOWN_NSYS.read_bytes()
     p = tmp_path / "x.sqlite"

@@ -1,6 +1,6 @@
 import pytest
 
-from profkit.units import normalise, parse_number
+from profkit.core.units import normalise, parse_number
 
 
 @pytest.mark.parametrize("text,value", [("65,536", 65536.0), ("1,504.000000", 1504.0), ("0.190816", 0.190816),
@@ -33,7 +33,7 @@ def test_normalise(value, unit, out):
 def test_microseconds_to_exact_ns():
     from decimal import Decimal
 
-    from profkit.units import us_to_ns
+    from profkit.core.units import us_to_ns
     # a Kineto timestamp: 16 significant digits, past what float arithmetic keeps to the ns
     assert us_to_ns(Decimal("1712195495519689.047")) == 1712195495519689047
     assert round(float("1712195495519689.047") * 1000) != 1712195495519689047

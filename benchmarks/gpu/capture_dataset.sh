@@ -15,7 +15,7 @@ cat > /tmp/k.cu <<'CU'
 __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] * 1.5f + 0.5f; }
 int main() { int n = 1 << 22; float *x; cudaMalloc(&x, n * 4); k<<<(n + 255) / 256, 256>>>(x, n); cudaDeviceSynchronize(); return 0; }
 CU
-nvcc -O2 -arch=sm_90 -o /tmp/k /tmp/k.cu && $NCU --clock-control none --launch-count 1 -f -o /tmp/kp --metrics "$(python3 -m profkit.metrics lean)" /tmp/k 2>&1 | grep -o "[0-9]* passes"
+nvcc -O2 -arch=sm_90 -o /tmp/k /tmp/k.cu && $NCU --clock-control none --launch-count 1 -f -o /tmp/kp --metrics "$(python3 -m profkit.core.metrics lean)" /tmp/k 2>&1 | grep -o "[0-9]* passes"
 cap() { echo "== capture $*"; s=$(date +%s); timeout 150 profkit capture --db $DB --out $O --metrics roofline "$@" 2>&1 | grep -v "^Processing\|Generating\|\[.*%" | tail -4; echo "wall_s $(( $(date +%s) - s ))"; }
 cap add_rmsnorm --variant eager --variant triton --shape llama8b-t4096 --run add_rmsnorm-llama8b-t4096
 cap rope --variant eager --variant triton --shape llama8b-t4096 --run rope-llama8b-t4096

@@ -23,7 +23,7 @@ $NCU --query-metrics --chip gh100 --csv > $C/query_metrics_gh100.csv 2>&1
 for set in lean roofline; do
   python3 - $set > $C/metrics_$set.txt <<'PY'
 import csv, sys
-from profkit.metrics import metric_names
+from profkit.core.metrics import metric_names
 known = {r[0] for r in csv.reader(open("/tmp/cap/query_metrics_gh100.csv")) if r}
 keep, drop = [], []
 for m in dict.fromkeys(metric_names(sys.argv[1])):
@@ -53,7 +53,7 @@ for r in rmsnorm_triton gemm_cublas/bf16_4096; do
   done
   $NCU --import /tmp/p_full_$tag.ncu-rep --csv --page raw > $C/full_$tag.raw.csv
 done
-echo "== cupti"; NVTX_INJECTION64_PATH=$CUPTI_INJ python3 -m profkit.cupti_tracer -o $C/known.cupti.jsonl -- -m profkit.kernels.run known
+echo "== cupti"; NVTX_INJECTION64_PATH=$CUPTI_INJ python3 -m profkit.capture.cupti_tracer -o $C/known.cupti.jsonl -- -m profkit.kernels.run known
 python3 - <<'PY'
 import json, collections
 c = collections.Counter(json.loads(l)["type"] for l in open("/tmp/cap/known.cupti.jsonl"))

@@ -30,7 +30,7 @@ O=/tmp/cap; mkdir -p $O; cd $O          # never import the checkout's profkit/ (
 P=$R/benchmarks/programs; DB=$O/cap.db
 python3 -c "import ncu_report; print('ncu_report from', ncu_report.__file__)" || echo "NO ncu_report"
 # the installed profkit must import whole before any GPU time is spent on it
-python3 -m profkit.cli --version && python3 -c "import profkit.cli, profkit.outputs.tables, profkit.sampling" || exit 1
+python3 -m profkit.cli --version && python3 -c "import profkit.cli, profkit.outputs.tables, profkit.core.sampling" || exit 1
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # t NAME CMD...: run with a time limit (what is left of the budget), log, record wall seconds and exit code
 t() {
@@ -55,7 +55,7 @@ CAP="$PK capture --db $DB --out $O/profiles"
   python3 -c "import sys, torch, torchvision, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
 } > $O/versions.txt 2>&1; cat $O/versions.txt
 t build nvcc -O2 -arch=sm_90 -o $O/vector_ops $P/vector_ops.cu
-if [ "$MODE" = probes ]; then  # what ncu's filters do (H200, 2026-11-23: 12, 14, 11, 6, 6 = profkit.sampling's picks)
+if [ "$MODE" = probes ]; then  # what ncu's filters do (H200, 2026-11-23: 12, 14, 11, 6, 6 = profkit.core.sampling's picks)
   probe probe_function --nvtx --filter-mode per-launch-config --launch-count 1
   probe probe_mangled --nvtx --filter-mode per-launch-config --launch-count 1 --kernel-name-base mangled
   probe probe_skip1 --nvtx --filter-mode per-launch-config --launch-count 1 --launch-skip 1
@@ -84,10 +84,10 @@ else
   for set in lean roofline full; do
     t cuda_ncu_$set $PK capture --db $O/sets.db --out $O/sets --run cuda-$set --metrics $set -- $O/vector_ops 5
   done
-  t resnet_torch_ranges_alone python3 $R/profkit/torch_ranges.py $P/resnet_train.py --nvtx-steps
+  t resnet_torch_ranges_alone python3 $R/profkit/capture/torch_ranges.py $P/resnet_train.py --nvtx-steps
   t resnet_nsys $NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none -f true -o $O/resnet_nsys python3 $P/resnet_train.py
   t resnet_cupti env PYTHONPATH=/tmp/site-cupti:$PYTHONPATH NVTX_INJECTION64_PATH=$CUPTI_INJ \
-    python3 -m profkit.cupti_tracer -o $O/resnet.cupti.jsonl -- $P/resnet_train.py
+    python3 -m profkit.capture.cupti_tracer -o $O/resnet.cupti.jsonl -- $P/resnet_train.py
 fi
 python3 $R/benchmarks/capture_programs.py --db $DB --timings $O/timings.txt --json $O/capture.json > $O/table.txt 2>&1
 [ -f $O/sets.db ] && python3 $R/benchmarks/capture_programs.py --db $O/sets.db --timings /dev/null > $O/sets_table.txt 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call (issue 5, kernel lab III): the end-to-end benchmark of the decoder stack, then
 # nsys timelines of a prefill and of decode steps (eager, lab, graph replay), exported to
-# SQLite, loaded with profkit and analysed with profkit.timeline. Everything lands in one tar.
+# SQLite, loaded with profkit and analysed with profkit.analyses.timeline. Everything lands in one tar.
 #   E2E_ARGS: extra arguments for benchmarks/e2e.py (default: --full-depth --budget-s 130)
 set -u
 REPO=$(pwd)

@@ -17,7 +17,7 @@ W="python3 $R/benchmarks/gpu/field_workload.py"
 } > $C/versions.txt 2>&1
 cat $C/versions.txt
 $NCU --help > $C/ncu_help.txt 2>&1
-LEAN=$(cd $R && python3 -m profkit.metrics lean)
+LEAN=$(cd $R && python3 -m profkit.core.metrics lean)
 t() { local s=$(date +%s.%N); "$@"; local rc=$?; echo "[$(date +%s.%N) - $s] rc=$rc: $*" | awk '{printf "%.1f s %s\n", $2-$4, substr($0, index($0,"]")+2)}' >> $C/timings.txt; return $rc; }
 
 echo "== plain"; t $W --ranges both

@@ -15,7 +15,7 @@ R=$PWD; C=$OUT; W="python3 $R/benchmarks/gpu/ncu_pages_workload.py"
   python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
 } > $C/versions.txt 2>&1
 cat $C/versions.txt
-LEAN=$(python3 -m profkit.metrics lean)
+LEAN=$(python3 -m profkit.core.metrics lean)
 SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats"
 $W > /dev/null 2>&1  # Triton compiles once, outside the profile
 $NCU --nvtx --clock-control none $SECTIONS --metrics "$LEAN" -f -o /tmp/pages $W > $C/ncu.log 2>&1; echo "ncu rc=$?"; tail -3 $C/ncu.log

@@ -1,14 +1,14 @@
 """The advise page: where the time goes (GPU busy and idle per range), the ranked list of what
 to fix first, and the roofline of the top items, as one self-contained HTML file. The numbers
-are profkit.advise's (and the roofline analysis's); this module only lays them out."""
+are profkit.analyses.advise's (and the roofline analysis's); this module only lays them out."""
 from __future__ import annotations
 
-from ..advise import Advice
-from ..errors import BadArgument
-from ..roofline import Roofline, collect
-from ..store import Store
-from .html import figure_html, text, write_page
-from .roofline_plot import figure as roofline_figure
+from profkit.analyses.advise import Advice
+from profkit.core.errors import BadArgument
+from profkit.analyses.roofline import Roofline, collect
+from profkit.store.store import Store
+from profkit.outputs.html import figure_html, text, write_page
+from profkit.outputs.roofline_plot import figure as roofline_figure
 
 MAX_BARS = 25
 
@@ -17,7 +17,7 @@ def time_figure(store: Store, a: Advice):
     """Horizontal stacked bars: GPU busy and idle of each range (all its instances)."""
     import plotly.graph_objects as go
 
-    from .. import timeline as tl
+    from profkit.analyses import timeline as tl
 
     rows = [r for r in tl.ranges(store, a.run, a.scope) if r["window_ns"]]
     rows = sorted(rows, key=lambda r: -r["window_ns"])[:MAX_BARS][::-1]

@@ -1,10 +1,10 @@
-"""The per-rank chart of a multi-process run (profkit.ranks): per step, one stacked bar per
+"""The per-rank chart of a multi-process run (profkit.analyses.ranks): per step, one stacked bar per
 rank of compute alone, communication hidden under compute, exposed communication and idle."""
 from __future__ import annotations
 
-from ..errors import ToolMissing
-from ..ranks import Ranks
-from .html import text, write_figure
+from profkit.core.errors import ToolMissing
+from profkit.analyses.ranks import Ranks
+from profkit.outputs.html import text, write_figure
 
 
 def figure(r: Ranks):

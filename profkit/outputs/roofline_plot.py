@@ -1,15 +1,15 @@
 """The roofline as a plotly figure (log-log): ceilings as lines, points coloured by label,
 before/after arrows; and the main job's page of every run's roofline. The numbers are the
-roofline analysis's (profkit.roofline); this module only draws them."""
+roofline analysis's (profkit.analyses.roofline); this module only draws them."""
 from __future__ import annotations
 
 import math
 
-from ..errors import BadArgument
-from ..model import LEVEL_LABEL, PRECISIONS
-from ..roofline import Ceiling, Point, Roofline, collect, step_names
-from ..store import Store, opened
-from .html import figure_html, text, write_figure, write_page
+from profkit.core.errors import BadArgument
+from profkit.model.perf import LEVEL_LABEL, PRECISIONS
+from profkit.analyses.roofline import Ceiling, Point, Roofline, collect, step_names
+from profkit.store.store import Store, opened
+from profkit.outputs.html import figure_html, text, write_figure, write_page
 
 LABEL_COLOURS = {"dram": "#1f77b4", "tensor_core": "#d62728", "compute": "#ff7f0e", "occupancy": "#9467bd",
                  "launch_overhead": "#8c564b", "latency": "#2ca02c", "communication": "#17becf", "unknown": "#7f7f7f",

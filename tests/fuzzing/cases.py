@@ -102,7 +102,7 @@ def _discover_formats(roots=None) -> None:
     byte mutations, with every real report under tests/data/ and profiles/ that the registry
     detects as that format as its seeds."""
     from profkit import parsers
-    from profkit.errors import ProfkitError
+    from profkit.core.errors import ProfkitError
 
     missing = [f for f in parsers.formats() if f not in FORMATS]
     if not missing:
@@ -166,7 +166,7 @@ def seed_bytes(spec: str, _cache: dict = {}) -> bytes:
     elif how == "v2":
         import tempfile
 
-        from profkit.cupti_tracer import write_trace
+        from profkit.capture.cupti_tracer import write_trace
 
         recs = [json.loads(x) for x in data.splitlines()]
         with tempfile.TemporaryDirectory() as d:

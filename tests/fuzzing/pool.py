@@ -20,7 +20,7 @@ from .mutators import build_file
 
 _FULL: dict = {}
 _BULK_MIN_ROWS = __import__("profkit.parsers.nsys_sqlite", fromlist=["x"]).BULK_MIN_ROWS
-_SIDE_MIN_KERNELS = __import__("profkit.rows", fromlist=["x"]).SIDE_MIN_KERNELS
+_SIDE_MIN_KERNELS = __import__("profkit.core.rows", fromlist=["x"]).SIDE_MIN_KERNELS
 
 
 def seed_counts(case: dict, folder: Path):
@@ -29,7 +29,7 @@ def seed_counts(case: dict, folder: Path):
     key = (case["format"], case["seed"])
     if key not in _FULL:
         from profkit import parsers
-        from profkit.errors import ProfkitError
+        from profkit.core.errors import ProfkitError
 
         p = folder / ("seed" + FORMATS[case["format"]][0])
         p.write_bytes(seed_bytes(case["seed"]))
@@ -59,9 +59,9 @@ def _digest(path: Path) -> str:
 def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
     """Build, ingest, check one case. Runs in a worker process (or in-process for --replay)."""
     import profkit
-    from profkit.errors import ProfkitError
-    from profkit.ingest import ingest
-    from profkit import rows
+    from profkit.core.errors import ProfkitError
+    from profkit.store.ingest import ingest
+    from profkit.core import rows
     from profkit.parsers import nsys_sqlite
 
     # the column path (ingest at scale, with its side writer) or the row path, whatever the
@@ -142,7 +142,7 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
 
 
 def make_template(work: Path) -> Path:
-    from profkit.ingest import ingest
+    from profkit.store.ingest import ingest
 
     db = work / "template.db"
     ingest(str(db), [ROOT / f for f in BASE_FILES], run=BASE_RUN)

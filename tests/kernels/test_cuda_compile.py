@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from profkit.errors import ToolFailed, ToolMissing
+from profkit.core.errors import ToolFailed, ToolMissing
 from profkit.kernels import _cuda_build
 
 NVCC = shutil.which("nvcc")

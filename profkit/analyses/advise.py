@@ -1,0 +1,573 @@
+"""What to fix first, how much it will save, and how that figure was computed.
+
+For a run (or the ranges under one NVTX path) advise ranks *items* by the GPU time they could
+give back (`recoverable_ns`), each with its share of the time, its label, the next step for
+that label and the rows of evidence behind the figure. Two kinds of item:
+
+- **range** (an operator: the innermost NVTX range that launched kernels, e.g. `norm`,
+  `rmsnorm/eager/llama8b-t32768`; kernels outside any range form one item per kernel name).
+  Its floor per call is the time at the roofline of what it must do:
+    * the operator's own minimum (lab workloads: `bytes`/`flops` of the operator's model, moved
+      at the DRAM bandwidth and computed at the peak of its precision), else
+    * a chain of kernels fused: the bytes the chain reads from outside plus the bytes its last
+      kernel writes (DRAM reads - writes + 2 x the last kernel's writes; the intermediates stay on
+      chip), needing ncu's DRAM read/write split, else
+    * each kernel at its own roofline (profkit.model.perf.roof_time_ns: the slowest of its bytes per
+      memory level and its FLOPs per precision at their peaks).
+  recoverable = measured GPU time - floor, over every call. Launches ncu did not measure borrow
+  the measured fraction of a launch of the same kernel at the same place (said in evidence).
+  Bandwidth: the measured copy bandwidth of the GPU when the caller passes measured peaks (what a
+  real kernel can reach), else the report's DRAM peak.
+- **graph** (a repeated call: a decode `step`, a `forward`; profkit.analyses.timeline.calls): the GPU
+  sits idle between launches while the CPU launches the next one. A CUDA-graph replay removes
+  that, except the device's own gap between back-to-back kernels, measured in the same run (the
+  median gap between kernels that were already queued when the previous one ended):
+  recoverable = idle - kernels x that gap, over every call.
+
+ncu's own estimated speed-ups (the `rules` view, where a report carries rule results) are shown
+beside profkit's figure. Nothing is written here: `profkit advise` stores the list (the `advice`
+view) as an explicit step, like `classify`.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from profkit.analyses import selection
+from profkit.analyses import timeline as tl
+from profkit.analyses.classify import labels as _labels
+from profkit.core.errors import BadArgument
+from profkit.core.metrics import lookup
+from profkit.core.intervals import covered, length, union
+from profkit.model.perf import rates, roof_time_ns, work
+from profkit.core.names import is_comm
+from profkit.store.store import Store, lab_op
+
+# a call whose launches are fewer than this is already graphed (a replay is one launch call)
+GRAPHED_CALLS_PER_KERNEL = 0.5
+# fewer queued back-to-back pairs than this: the device gap is not measured, this stands in
+DEFAULT_DEVICE_GAP_NS = 1_000
+MIN_GAP_PAIRS = 20
+ACTIONS = {
+    "launch_overhead": "fuse or CUDA-graph the launches: each kernel is shorter than its launch",
+    "occupancy": "raise occupancy: {limiter}",
+    "tensor_core": "at the tensor pipe's limit: a better tile, or a lower precision (fp8)",
+    "compute": "compute-bound on the CUDA cores: move the math to the tensor pipe or cut instructions",
+    "latency": "latency-bound (SM and memory both under 60 %): more independent work per SM, fewer dependent steps",
+    "communication": "overlap the collective with compute (profkit ranks shows how much is hidden)",
+    "unknown": "no counters: capture with `profkit capture --metrics lean` to name the bound",
+}
+
+
+@dataclass
+class Item:
+    kind: str                      # range | graph
+    nvtx_path: str | None
+    kernel_name: str               # the kernels it covers (short names, most time first)
+    label: str | None              # the label holding most of its GPU time
+    calls: int
+    launches: int
+    gpu_ns: float                  # GPU time of the item over all its calls
+    window_ns: float | None        # wall (GPU window) of the item over all calls, where a timeline has it
+    recoverable_ns: float
+    floor_ns: float | None         # GPU time (range) or window (graph) per call after the fix
+    how: str                       # how recoverable_ns was computed
+    action: str                    # the next step
+    evidence: list[dict] = field(default_factory=list)
+    ncu_speedup_pct: float | None = None  # ncu's own estimate, where the report carries rule results
+    share_gpu: float = 0.0         # of the scope's GPU time
+    share_wall: float | None = None  # of the scope's wall time
+    rank: int = 0
+
+    @property
+    def per_call_ns(self) -> float:
+        return (self.window_ns if self.kind == "graph" else self.gpu_ns) / max(self.calls, 1)
+
+    @property
+    def predicted_speedup(self) -> float | None:
+        """The item's own time per call now over after the fix (window for graph items)."""
+        if self.floor_ns is None or self.floor_ns <= 0:
+            return None
+        return self.per_call_ns / self.floor_ns
+
+    def row(self) -> dict:
+        d = asdict(self)
+        d["predicted_speedup"] = self.predicted_speedup
+        return d
+
+
+@dataclass
+class Advice:
+    run: str
+    scope: str | None              # the NVTX path advised on (None: the whole run)
+    gpu_ns: float
+    wall_ns: float | None
+    idle_ns: float | None
+    items: list[Item]
+    device_gap_ns: float
+    device_gap_how: str
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"run": self.run, "scope": self.scope, "gpu_ns": self.gpu_ns, "wall_ns": self.wall_ns,
+                "idle_ns": self.idle_ns, "device_gap_ns": self.device_gap_ns, "device_gap_how": self.device_gap_how,
+                "notes": self.notes, "items": [i.row() for i in self.items]}
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, duration_ns, "
+            "api_start_ns, api_end_ns, stream, device, source, rank, grid_x, grid_y, grid_z, block_x, block_y, block_z")
+
+
+def _under(path: str | None, scope: str | None) -> bool:
+    return scope is None or (path is not None and (path == scope or path.startswith(scope.rstrip("/") + "/")))
+
+
+def _launches(store: Store, run: str, scope: str | None) -> list[dict]:
+    rows = store.query(f"SELECT {_COLUMNS} FROM kernels WHERE run = ? ORDER BY coalesce(start_ns, 0), kernel_id", (run,))
+    return [r for r in rows if _under(r["nvtx_path"], scope) and r["duration_ns"]]
+
+
+def _rules(store: Store, run: str) -> dict[int, float]:
+    """kernel_id -> ncu's largest estimated speed-up (%), where the report carried rule results."""
+    try:
+        rows = store.query("SELECT kernel_id, max(estimated_speedup_pct) AS s FROM rules WHERE run = ? "
+                           "AND estimated_speedup_pct IS NOT NULL GROUP BY kernel_id", (run,))
+    except Exception:  # a database from before the rules view
+        return {}
+    return {r["kernel_id"]: r["s"] for r in rows}
+
+
+def _meta(store: Store, run: str) -> dict:
+    row = store.query("SELECT meta, gpu_name FROM runs WHERE run = ?", (run,))
+    meta = json.loads(row[0]["meta"] or "{}") if row else {}
+    meta.setdefault("gpu_name", row[0]["gpu_name"] if row else None)
+    return meta
+
+
+# --- the device's own gap between back-to-back kernels -----------------------------------------
+
+def device_gap(launches: list[dict]) -> tuple[float, str]:
+    """Median gap between consecutive kernels of a stream where the second was already launched
+    (its launch call ended) before the first ended: no CPU in the way, only the device's own
+    launch latency, which a graph replay keeps."""
+    by_stream: dict[tuple, list[dict]] = defaultdict(list)
+    for k in launches:
+        if k["start_ns"] is not None and k["end_ns"] is not None and k["source"] != "ncu":
+            by_stream[(k["rank"], k["device"], k["stream"])].append(k)
+    gaps = []
+    for ks in by_stream.values():
+        ks.sort(key=lambda k: k["start_ns"])
+        for a, b in zip(ks, ks[1:]):
+            if b["api_end_ns"] is not None and b["api_end_ns"] < a["end_ns"] and b["start_ns"] >= a["end_ns"]:
+                gaps.append(b["start_ns"] - a["end_ns"])
+    if len(gaps) >= MIN_GAP_PAIRS:
+        return statistics.median(gaps), f"median of {len(gaps)} gaps between queued back-to-back kernels in this run"
+    return DEFAULT_DEVICE_GAP_NS, (f"{DEFAULT_DEVICE_GAP_NS / 1e3:.1f} us assumed: only {len(gaps)} queued "
+                                   f"back-to-back kernel pairs in this run (need {MIN_GAP_PAIRS})")
+
+
+# --- the floor of an operator -----------------------------------------------------------------
+
+def _bandwidth(counters: list[dict], measured: list[dict] | None, gpu: str | None) -> tuple[float | None, str]:
+    for p in measured or ():
+        if p["ceiling"] == "dram" and p["gpu"] == gpu:
+            return p["value"], f"measured copy bandwidth {p['value'] / 1e12:.2f} TB/s ({p['how']})"
+    bws = [rates(c)["dram"][0] for c in counters if "dram" in rates(c)]
+    if bws:
+        bw = statistics.median(bws)
+        return bw, f"report's DRAM peak {bw / 1e12:.2f} TB/s"
+    return None, "no DRAM bandwidth known"
+
+
+def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) -> tuple[float, str]:
+    """Time for `flops` ({precision: FLOPs}) at the peaks: the slowest precision (pipes overlap)."""
+    best, how = 0.0, ""
+    for prec, n in flops.items():
+        peak = next((p["value"] for p in measured or () if p["ceiling"] == prec and p["gpu"] == gpu), None)
+        src = "measured"
+        if peak is None:
+            rs = [rates(c)[prec][0] for c in counters if prec in rates(c)]
+            peak, src = (statistics.median(rs), "report peak") if rs else (None, "")
+        if peak:
+            t = n / peak * 1e9
+            if t > best:
+                best, how = t, f"{n / 1e9:.3g} GFLOP {prec} at {peak / 1e12:.0f} TFLOP/s ({src})"
+    return best, how
+
+
+def preload_lab(metas) -> None:
+    """Import the kernel lab's modules now when a run's meta (capture.json) says it came from a
+    lab workload: the main job does it while its first reports are read, instead of inside the
+    first lab run's advice. Nothing is registered (profkit.kernels.preload)."""
+    if not any(lab_op(m or {}) for m in metas):
+        return
+    try:
+        from profkit import kernels as lab
+    except ImportError:
+        return
+    lab.preload()
+
+
+def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
+    """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
+    run came from a lab workload and the lab is installed (the `kernels` extra)."""
+    if not path or not lab_op(meta):
+        return None, ""
+    try:
+        from profkit import kernels as lab
+    except ImportError:
+        return None, "the operator's model needs the kernels extra"
+    parts = path.split("/")
+    try:
+        ws = lab.workloads()
+    except Exception as e:  # noqa: BLE001 - a lab without triton/torch: advise without the model
+        return None, f"the operator's model is not importable ({type(e).__name__})"
+    for cut in range(len(parts) - 2, 0, -1):
+        op = "/".join(parts[:cut])
+        w = ws.get(op)
+        if w and w.model and parts[-1] in w.shapes:
+            dtype = meta.get("dtype") or w.default_dtype
+            m = w.model(w.shapes[parts[-1]], dtype)
+            return m, f"{op}'s model at {parts[-1]} ({dtype})"
+    return None, ""
+
+
+def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
+                    path: str | None) -> tuple[float | None, str, str, float | None]:
+    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs).
+    Where the lab's operator model would apply but cannot be imported, `how` says so: the
+    floor then comes from the kernels' counters (a core install ranks differently)."""
+    t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
+    missing = _operator_model(path, meta)[1] if kind not in ("operator", "none") else ""
+    if missing.startswith("the operator's model"):
+        how += f" ({missing})"
+    return t, how, kind, need
+
+
+def _floor(calls, counters, meta, measured, gpu, path):
+    first = calls[0]
+    cs = [counters.get(k["kernel_id"]) for k in first]
+    have = [c for c in cs if c]
+    model_, model_how = _operator_model(path, meta)
+    bw, bw_how = _bandwidth(have, measured, gpu)
+    if model_ and bw:
+        t_bytes = model_["bytes"] / bw * 1e9
+        done: dict[str, float] = defaultdict(float)
+        for c in have:
+            for p, n in work(c).items():
+                done[p] += n
+        prec = max(done, key=done.get) if done else None  # the precision the operator computes in
+        t_flops, f_how = _flop_floor({prec: model_["flops"]}, have, measured, gpu) if prec else (0.0, "")
+        if t_flops > t_bytes:
+            return t_flops, f"{model_how}: {f_how}", "operator", model_["bytes"]
+        return t_bytes, f"{model_how}: {model_['bytes'] / 1e6:,.1f} MB at the {bw_how}", "operator", model_["bytes"]
+    if len(have) == len(cs) and len(cs) > 1 and bw:
+        reads = [lookup(c, "dram_read_bytes") for c in cs]
+        writes = [lookup(c, "dram_write_bytes") for c in cs]
+        if None not in reads and None not in writes:
+            chain = sum(reads) - sum(writes) + 2 * writes[-1]
+            flops: dict[str, float] = {}
+            for c in cs:
+                for p, n in work(c).items():
+                    flops[p] = flops.get(p, 0.0) + n
+            t_flops, f_how = _flop_floor(flops, have, measured, gpu)
+            t_bytes = max(chain, 0) / bw * 1e9
+            moved = sum(reads) + sum(writes)
+            how = (f"{len(cs)} kernels fused: {max(chain, 0) / 1e6:,.1f} MB from outside and out (they move "
+                   f"{moved / 1e6:,.1f} MB now) at the {bw_how}")
+            if t_flops > t_bytes:
+                return t_flops, f"{len(cs)} kernels fused: {f_how}", "chain", max(chain, 0)
+            return t_bytes, how, "chain", max(chain, 0)
+    if have and len(have) == len(cs):
+        roofs = [roof_time_ns(c) for c in cs]
+        if None not in roofs:
+            bound = max(roofs, key=lambda r: r[0])[1]
+            return (sum(r[0] for r in roofs), f"each kernel at its own roofline (bound mostly by {bound}; "
+                    f"report peaks at the kernel's clocks)", "kernels", None)
+    return None, "no counters for these launches" + (f"; {model_how}" if model_how else ""), "none", None
+
+
+# --- the analysis ----------------------------------------------------------------------------
+
+def _moved(call: list[dict], counters: dict) -> float | None:
+    """DRAM bytes one call moves, when ncu measured every kernel of it."""
+    b = [lookup(counters.get(k["kernel_id"]) or {}, "dram_bytes") for k in call]
+    return None if None in b else float(sum(b))
+
+
+def _label_of(ks: list[dict], labels: dict[int, str]) -> tuple[str | None, dict[str, float]]:
+    share: dict[str, float] = defaultdict(float)
+    for k in ks:
+        share[labels.get(k["kernel_id"], "unknown")] += k["duration_ns"] or 0
+    return (max(share, key=share.get) if share else None), dict(share)
+
+
+def _limiter(c: dict | None) -> str:
+    if not c:
+        return "the occupancy limiter is not in the counters"
+    lims = {k: lookup(c, k) for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")}
+    lims = {k[6:]: v for k, v in lims.items() if v is not None}
+    if not lims:
+        return "the occupancy limiter is not in the counters"
+    lim = min(lims, key=lims.get)
+    theo = lookup(c, "theoretical_occupancy")
+    return f"limited by {lim.replace('_', ' ')} ({lims[lim]:.0f} blocks per SM" + (
+        f", theoretical {theo:.0f} %)" if theo is not None else ")")
+
+
+def _names(ks: list[dict]) -> str:
+    t: dict[str, float] = defaultdict(float)
+    for k in ks:
+        t[k["short_name"] or k["kernel_name"]] += k["duration_ns"] or 0
+    names = sorted(t, key=t.get, reverse=True)
+    return ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, meta: dict, measured,
+                gpu, rules: dict, own: set) -> Item:
+    calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
+    gpu_ns = float(sum(k["duration_ns"] for k in ks))
+    per_call = gpu_ns / len(calls)
+    label, share = _label_of(ks, labels)
+    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path)
+    # launches with counters: ncu's own, or (sampled captures) their measured sibling's
+    measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
+    by_ncu = len(measured_ids & own)
+    if floor is not None and what in ("kernels", "chain") and len(calls) > 1:
+        first_ids = {k["kernel_id"] for k in calls[0]}
+        if not first_ids <= measured_ids:
+            floor = None  # the floor was computed on a call ncu did not measure
+    rec = max(0.0, per_call - floor) * len(calls) if floor is not None else 0.0
+    kernels_per_call = len(calls[0])
+    c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
+    moved = _moved(calls[0], counters)
+    bytes_ = ""
+    if moved and need_bytes:
+        whose = "the operator needs" if what == "operator" else "fused, the chain needs"
+        bytes_ = f": they move {moved / 1e6:,.1f} MB per call, {whose} {need_bytes / 1e6:,.1f} MB"
+    elif moved:
+        bytes_ = f": {moved / 1e6:,.1f} MB per call"
+    if what in ("operator", "chain") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
+        action = f"fuse the {kernels_per_call} kernels of each call into one{bytes_}"
+    elif label == "dram":
+        action = f"reach the memory roofline{bytes_}"
+    elif label == "occupancy":
+        action = ACTIONS["occupancy"].format(limiter=_limiter(c0))
+    else:
+        action = ACTIONS.get(label or "unknown", ACTIONS["unknown"])
+    if floor is None:
+        action = ACTIONS["unknown"]
+    how_text = (f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), "
+                f"x {len(calls)} calls" if floor is not None else how)
+    if by_ncu < len(ks) and floor is not None:
+        how_text += (f"; {by_ncu} of {len(ks)} launches measured by ncu"
+                     + (f", {len(measured_ids) - by_ncu} through their measured sibling (sampled_from)"
+                        if len(measured_ids) > by_ncu else ""))
+    evidence = []
+    by_name: dict[str, list[dict]] = defaultdict(list)
+    for k in ks:
+        by_name[k["short_name"] or k["kernel_name"]].append(k)
+    for name, group in sorted(by_name.items(), key=lambda x: -sum(k["duration_ns"] for k in x[1])):
+        cs = [counters.get(k["kernel_id"]) for k in group if counters.get(k["kernel_id"])]
+        roof = [roof_time_ns(c) for c in cs]
+        roof_pct = None
+        if cs and None not in roof:
+            roof_pct = 100.0 * sum(r[0] for r in roof) / sum(lookup(c, "duration") for c in cs)
+        evidence.append({"kernel": name, "launches": len(group), "gpu_us": sum(k["duration_ns"] for k in group) / 1e3,
+                         "label": _label_of(group, labels)[0], "measured_launches": len(cs),
+                         "roofline_pct": roof_pct,
+                         "dram_mb_per_launch": (statistics.mean(lookup(c, "dram_bytes") or 0 for c in cs) / 1e6
+                                                if cs else None),
+                         "ncu_speedup_pct": max((rules[k["kernel_id"]] for k in group if k["kernel_id"] in rules),
+                                                default=None)})
+    ncu = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
+    if is_comm(_names(ks)):
+        action = ACTIONS["communication"]
+    window = None
+    if all(k["start_ns"] is not None for k in ks):
+        window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
+    return Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
+                evidence, ncu)
+
+
+def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict, own: set) -> Item:
+    """One kernel (by name) outside any range: each launch at its own roofline. Launches ncu
+    did not measure take the measured fraction of launches of the same kernel and grid."""
+    fractions: dict[tuple, list[float]] = defaultdict(list)
+    for k in ks:
+        c = counters.get(k["kernel_id"])
+        r = roof_time_ns(c) if c else None
+        if r and lookup(c, "duration"):
+            fractions[_config(k)].append(min(1.0, r[0] / lookup(c, "duration")))
+    rec, measured, sampled, borrowed = 0.0, 0, 0, 0
+    for k in ks:
+        f = fractions.get(_config(k))
+        if not f:
+            continue
+        c = counters.get(k["kernel_id"])
+        r = roof_time_ns(c) if c else None
+        if r and lookup(c, "duration"):
+            if k["kernel_id"] in own:
+                measured += 1
+            else:
+                sampled += 1
+            rec += max(0.0, k["duration_ns"] * (1 - min(1.0, r[0] / lookup(c, "duration"))))
+        else:
+            borrowed += 1
+            rec += k["duration_ns"] * (1 - statistics.median(f))
+    gpu_ns = float(sum(k["duration_ns"] for k in ks))
+    label, _ = _label_of(ks, labels)
+    c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
+    known = measured + sampled + borrowed
+    if known:
+        how = (f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
+               f"{measured} measured by ncu"
+               + (f", {sampled} through the measured launch of their kernel and configuration (sampled_from)"
+                  if sampled else "") + (f", {borrowed} take the measured fraction of the same kernel and grid"
+                                                if borrowed else ""))
+        floor = (gpu_ns - rec) / len(ks)
+        action = ACTIONS["occupancy"].format(limiter=_limiter(c0)) if label == "occupancy" else (
+            "reach the memory roofline" if label == "dram" else ACTIONS.get(label or "unknown", ACTIONS["unknown"]))
+    else:
+        how, floor, action = "no counters for these launches", None, ACTIONS["unknown"]
+    ncu = max((rules[k["kernel_id"]] for k in ks if k["kernel_id"] in rules), default=None)
+    evidence = [{"kernel": _names(ks), "launches": len(ks), "measured_launches": measured, "borrowed": borrowed,
+                 "gpu_us": gpu_ns / 1e3, "label": label, "ncu_speedup_pct": ncu}]
+    window = None
+    return Item("range", None, _names(ks), label, len(ks), len(ks), gpu_ns, window, rec, floor, how, action, evidence, ncu)
+
+
+def _config(k: dict) -> tuple:
+    return (k["short_name"] or k["kernel_name"], k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["block_y"],
+            k["block_z"])
+
+
+# gaps between kernels longer than this are host work (data loading, a sync, start-up), not launches
+LAUNCH_GAP_NS = 1_000_000
+
+
+def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
+    """Without repeated call ranges (an unannotated program): the GPU's idle time between its
+    kernels, where the gap is short enough to be the next launch (under LAUNCH_GAP_NS)."""
+    timed = sorted((k["start_ns"], k["end_ns"]) for k in ks if k["start_ns"] is not None and k["end_ns"] is not None)
+    busy = union(timed)
+    if len(busy) < 2:
+        return []
+    gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
+    short = [g for g in gaps if g < LAUNCH_GAP_NS]
+    rec = sum(max(0.0, g - gap) for g in short)
+    if rec <= 0:
+        return []
+    window = float(busy[-1][1] - busy[0][0])
+    return [Item(
+        "graph", None, f"{len(timed):,} launches", "launch_overhead", 1, len(timed), float(length(busy)), window,
+        rec, window - rec,
+        (f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
+         f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
+         f"{len(gaps) - len(short):,} of them, count as host work)"),
+        ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
+         "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
+         "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
+        [{"gaps": len(gaps), "short_gaps": len(short), "idle_short_us": sum(short) / 1e3,
+          "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
+
+
+def _graph_items(store: Store, run: str, scope: str | None, gap: float) -> list[Item]:
+    out = []
+    rows = tl.ranges(store, run, scope)
+    # the repeated unit: a call range inside a range pushed once, or the scope itself when it repeats
+    calls = tl.calls(rows) + [r for r in rows if r["path"] == scope and r["instances"] > 1 and r not in tl.calls(rows)]
+    for r in calls:
+        n, kernels = r["instances"], r["kernels"]
+        if r["launch_calls"] <= GRAPHED_CALLS_PER_KERNEL * kernels:
+            continue  # already replayed from a graph
+        residual = kernels * gap
+        rec = max(0.0, r["idle_ns"] - residual)
+        if rec <= 0:
+            continue
+        floor = (r["busy_ns"] + residual) / n
+        out.append(Item(
+            "graph", r["path"], f"{kernels / n:.0f} kernels per call", "launch_overhead", n, kernels,
+            float(r["kernel_ns"]), float(r["window_ns"]), rec, floor,
+            (f"idle {r['idle_ns'] / n / 1e3:,.1f} us of a {r['window_ns'] / n / 1e3:,.1f} us window per call "
+             f"({r['idle_pct']:.0f} %) - {kernels / n:.0f} kernels x the device's own gap {gap / 1e3:.2f} us, "
+             f"x {n} calls"),
+            (f"CUDA-graph each call ({r['launch_calls'] / n:.0f} launch calls per call today) or fuse its kernels: "
+             f"the GPU waits for the CPU to launch"),
+            [{"calls": n, "kernels_per_call": kernels / n, "launch_calls_per_call": r["launch_calls"] / n,
+              "window_us_per_call": r["window_ns"] / n / 1e3, "busy_us_per_call": r["busy_ns"] / n / 1e3,
+              "idle_us_per_call": r["idle_ns"] / n / 1e3, "device_gap_us": gap / 1e3}]))
+    return out
+
+
+def advise(store: Store, run: str | None = None, scope: str | None = None, peaks: list[dict] | None = None,
+           include_unranged: bool = False) -> Advice:
+    """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
+    `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
+    ranges is advised on the launches inside them unless `include_unranged`."""
+    run = store.require_run(run)
+    ks = _launches(store, run, scope)
+    notes = []
+    if scope is None and not include_unranged and any(k["nvtx_path"] for k in ks):
+        outside = [k for k in ks if not k["nvtx_path"]]
+        ks = [k for k in ks if k["nvtx_path"]]
+        if outside:
+            share = sum(k["duration_ns"] for k in outside) / (sum(k["duration_ns"] for k in outside + ks) or 1)
+            notes.append(f"{len(outside):,} launches ({100 * share:.0f} % of GPU time) outside any NVTX range left out "
+                         f"(warm-up, set-up or unannotated code; --all includes them)")
+    if not ks:
+        where = f"under the NVTX path {scope!r}" if scope else "with a duration"
+        raise BadArgument(f"run {run!r} has no kernels {where}")
+    meta = _meta(store, run)
+    gpu = meta.get("gpu_name")
+    counters = store.counters(run)
+    own = set(store.counters(run, ["gpu__time_duration.sum"], sampled=False))
+    labels = _labels(store, run)
+    rules = _rules(store, run)
+    gap, gap_how = device_gap(ks)
+    # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
+    by_path: dict = defaultdict(list)
+    for k in ks:
+        by_path[k["nvtx_path"] if k["nvtx_path"] else ("", k["short_name"] or k["kernel_name"])].append(k)
+    items = []
+    for key, group in by_path.items():
+        if isinstance(key, str):
+            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules, own))
+        else:
+            items.append(_kernel_item(group, counters, labels, rules, own))
+    if any(k["start_ns"] is not None for k in ks):
+        graphs = _graph_items(store, run, scope, gap)
+        # an unannotated program has no repeated call to graph: its launch gaps are the item
+        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
+    else:
+        notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
+    if not counters:
+        notes.append("no Nsight Compute counters in this run: only timeline items (idle between launches)")
+    gpu_total = float(sum(k["duration_ns"] for k in ks))
+    timed = [k for k in ks if k["start_ns"] is not None and k["end_ns"] is not None]
+    wall = float(max(k["end_ns"] for k in timed) - min(k["start_ns"] for k in timed)) if timed else None
+    idle = wall - covered((k["start_ns"], k["end_ns"]) for k in timed) if wall is not None else None
+    for it in items:
+        it.share_gpu = it.gpu_ns / gpu_total if gpu_total else 0.0
+        it.share_wall = (it.window_ns / wall) if wall and it.window_ns is not None else None
+    items = [i for i in items if i.recoverable_ns > 0 or i.floor_ns is None]
+    items.sort(key=lambda i: (-i.recoverable_ns, -i.gpu_ns))
+    for n, it in enumerate(items, 1):
+        it.rank = n
+    return Advice(run, scope, gpu_total, wall, idle, items, gap, gap_how, notes)
+
+
+def rows(a: Advice) -> list[dict]:
+    """The `advice` table's rows of one advise run."""
+    return [{"run": a.run, "rank": i.rank, "scope": a.scope or "", "kind": i.kind, "nvtx_path": i.nvtx_path,
+             "kernel_name": i.kernel_name, "label": i.label, "share": i.share_gpu, "share_wall": i.share_wall,
+             "recoverable_ns": i.recoverable_ns, "action": i.action, "how": i.how,
+             "evidence": json.dumps({"evidence": i.evidence, "floor_ns": i.floor_ns, "calls": i.calls,
+                                     "launches": i.launches, "gpu_ns": i.gpu_ns, "window_ns": i.window_ns,
+                                     "ncu_speedup_pct": i.ncu_speedup_pct,
+                                     "predicted_speedup": i.predicted_speedup}, sort_keys=True, default=str)}
+            for i in a.items]

@@ -1,0 +1,439 @@
+"""Label each kernel launch with what bounds it, and keep the evidence beside the label.
+
+Rules run in order; the first that fires names the label. Each rule's thresholds and source
+are in RULES (docs/classification.md is written from the same table). Works with counters
+only, timeline only, or both.
+"""
+from __future__ import annotations
+
+import json
+
+from profkit.model import gpus
+from profkit.core.metrics import BY_SHORT, lookup
+from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
+from profkit.core.names import is_comm
+from profkit.store.store import Store
+
+LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
+
+RULES = {
+    "communication": {
+        "threshold": {"name_prefix": "nccl"},
+        "citation": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
+                  "an NCCL kernel's time is set by the other ranks and the links, not by its own counters, "
+                  "so the single-GPU rules below do not apply (profkit ranks reports its overlap and waits).",
+    },
+    "tensor_core": {
+        "threshold": {"tensor_pipe_pct": 60.0},
+        "citation": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
+                  "bottleneck. Occupancy is deliberately not consulted: Hopper GEMMs run one CTA per SM by design.",
+    },
+    "launch_overhead": {
+        "threshold": {"duration_ns": 10_000, "tiny_duration_ns": 5_000},
+        "citation": "nsys-ai launch-overhead rule (mean kernel < 10 us over many launches) and HolisticTraceAnalysis "
+                  "'short kernel' (GPU time shorter than its CPU launch call, or than the idle gap before it); "
+                  "from counters alone: Nsight Compute LaunchStatistics (grid smaller than the SM count) with a "
+                  "kernel under 5 us.",
+    },
+    "dram": {
+        "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0},
+        "citation": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
+                  "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
+                  "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
+    },
+    "occupancy": {
+        "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0},
+        "citation": "Nsight Compute Theoretical/AchievedOccupancy: theoretical warps well under the maximum name the "
+                  "limiter (registers, shared memory, warps, blocks); with SM and memory throughput both low the "
+                  "kernel cannot hide latency.",
+    },
+    "dram_roofline": {
+        "threshold": {"below_ridge_factor": 1.0, "other_level_busy_pct": 60.0, "dram_quiet_pct": 40.0},
+        "citation": "Roofline (Williams et al. 2009): arithmetic intensity below the ridge point of the precision the "
+                  "kernel computes in (peak FLOP/s / peak DRAM B/s) with idle tensor pipes: DRAM bandwidth is its "
+                  "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
+                  "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
+    },
+    "compute": {
+        "threshold": {"sm_pct": 60.0},
+        "citation": "Nsight Compute SpeedOfLight: SM throughput >= 60 % and above memory; tensor pipes idle.",
+    },
+    "latency": {
+        "threshold": {"busy_pct": 60.0},
+        "citation": "Nsight Compute SpeedOfLight: SM and memory throughput both < 60 % of peak: latency-bound.",
+    },
+}
+
+
+def _timeline(store: Store, run: str) -> dict[int, dict]:
+    """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
+    rows = store.query("""
+        SELECT kernel_id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+               start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
+        FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+    return {r["kernel_id"]: r for r in rows}
+
+
+def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
+    """(values the rules read, {value: what would supply it} for those the counters cannot give,
+    {ceiling: where its peak came from} for the peaks used) of one launch."""
+    v = {k: lookup(c, k) for k in ("duration", "sm_pct", "mem_pct", "dram_pct", "tensor_pct", "tensor_gmma_pct",
+                                   "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
+                                   "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
+                                   "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
+                                   "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct")}
+    peaks: dict[str, str] = {}
+    r = rates(c, gpu) if c else {}
+    dur = v["duration"]
+    # A report without DRAM %: its DRAM bytes over the duration at the DRAM peak the report's
+    # device attributes (or the known-GPU table) give.
+    moved, part = v["dram_bytes"], ""
+    if moved is None:  # a --metrics list with only one direction: what it moved at least
+        one = [(x, d) for x, d in ((lookup(c, "dram_read_bytes"), "read"), (lookup(c, "dram_write_bytes"), "written"))
+               if x is not None]
+        if one:
+            moved, part = one[0][0], f" (bytes {one[0][1]} only: a lower bound)"
+    if v["dram_pct"] is None and moved is not None and dur and "dram" in r:
+        v["dram_pct"] = 100.0 * moved / (r["dram"][0] * dur * 1e-9)
+        v["dram_pct_from"] = "dram_bytes / duration / DRAM peak" + part
+        peaks["dram"] = r["dram"][1]
+    # The lean metric set skips ncu's SM and memory speed-of-light breakdowns (9 and 6 replay
+    # passes on their own): SM busy is then the issue-slot utilisation, memory busy the
+    # busiest of DRAM, L2 and L1 by bytes over peak. The evidence says which was used.
+    if v["sm_pct"] is None and v["issue_pct"] is not None:
+        v["sm_pct"], v["sm_pct_from"] = v["issue_pct"], "issue_pct"
+    prec, flops = precision(c), work(c)
+    if dur and prec in r:
+        pct = 100.0 * flops[prec] / (r[prec][0] * dur * 1e-9)
+        # the FLOP rate of the precision a kernel computes in, over its peak: for a tensor
+        # precision that is the tensor pipe's use; for FP32/FP64 a lower bound of SM throughput
+        if prec.endswith("_tensor") and v["tensor_pct"] is None:
+            v["tensor_pct"], v["tensor_pct_from"] = pct, f"{prec} FLOPs / duration / peak"
+            peaks[prec] = r[prec][1]
+        elif not prec.endswith("_tensor") and v["sm_pct"] is None:
+            v["sm_pct"], v["sm_pct_from"] = pct, f"{prec} FLOPs / duration / peak (a lower bound of SM throughput)"
+            peaks[prec] = r[prec][1]
+    if v["mem_pct"] is None:
+        levels = [x for x in (v["dram_pct"], v["l2_bytes_pct"], v["l1_bytes_pct"]) if x is not None]
+        if levels:
+            v["mem_pct"], v["mem_pct_from"] = max(levels), "max(dram_pct, l2_bytes_pct, l1_bytes_pct)"
+    flops_all = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
+        sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
+    counted = any(v[k] is not None for k in ("fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16", "tensor_ops_fp8"))
+    if v["dram_bytes"] and counted:  # no FLOP counter collected is not zero FLOPs
+        v["arithmetic_intensity"] = flops_all / v["dram_bytes"]
+    if v["sm_count"] is None and gpu is not None and gpu.sms:  # the launch-overhead rule weighs the grid
+        v["sm_count"], v["sm_count_from"] = gpu.sms, "known GPU table"
+        peaks["sm_count"] = f"{FROM_TABLE}: {gpu.describe()}"
+    missing = {k: _SUPPLIES[k] for k in _SUPPLIES if v.get(k) is None} if c else {}
+    return {k: x for k, x in v.items() if x is not None}, missing, peaks
+
+
+def _first(short: str) -> str:
+    return BY_SHORT[short].names[0]
+
+
+# what the rules read, and which metrics (or peaks) would supply each: named in the evidence
+# of a launch whose report lacks them
+_SUPPLIES = {
+    "duration": _first("duration"),
+    "sm_pct": f"{_first('sm_pct')}, or {_first('issue_pct')}, or FLOP counters with a peak of their precision",
+    "mem_pct": f"{_first('mem_pct')}, or DRAM/L2/L1 bytes with their peaks",
+    "dram_pct": f"{_first('dram_pct')}, or {_first('dram_bytes')} (or read + write) with a DRAM peak "
+                "(report peaks, device attributes, or `profkit ingest --gpu NAME`)",
+    "tensor_pct": f"{_first('tensor_pct')}, or tensor FLOP counters with a tensor peak",
+    "theoretical_occupancy": _first("theoretical_occupancy"),
+    "arithmetic_intensity": f"FLOP counters ({_first('ffma')}, {_first('tensor_ops_bf16')}, ...) and DRAM bytes",
+}
+
+
+def _limiter(v: dict) -> str | None:
+    lims = {k[6:]: v[k] for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks") if k in v}
+    return min(lims, key=lims.get) if lims else None
+
+
+def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str | None = None,
+                 ridge_of: str = "bf16_tensor") -> tuple[str, str, str]:
+    """(label, reason, rule) for one launch from counter values v, timeline facts t, and the
+    ridge point (FLOP/B) of the precision it computes in (ridge_of)."""
+    R = {k: r["threshold"] for k, r in RULES.items()}
+    if is_comm(name):
+        return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
+    dur = v.get("duration") or (t or {}).get("duration_ns")
+    tensor = max(v.get("tensor_pct", 0), v.get("tensor_gmma_pct", 0))
+    if tensor >= R["tensor_core"]["tensor_pipe_pct"]:
+        return "tensor_core", f"tensor pipe {tensor:.0f} % of peak (>= {R['tensor_core']['tensor_pipe_pct']:.0f})", "tensor_core"
+    if dur is not None and dur < R["launch_overhead"]["duration_ns"]:
+        if t and t.get("api_ns") is not None and t["api_ns"] >= dur:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel, shorter than its {t['api_ns'] / 1e3:.1f} us launch call", "launch_overhead"
+        if t and t.get("gap_ns") is not None and t["gap_ns"] >= dur:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel after a {t['gap_ns'] / 1e3:.1f} us idle gap on its stream", "launch_overhead"
+        grid, sms = v.get("grid_size"), v.get("sm_count")
+        if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
+            return "launch_overhead", f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)", "launch_overhead"
+    if "dram_pct" not in v and "sm_pct" not in v:
+        if v:
+            return "unknown", ("the counters hold neither DRAM nor SM throughput, nor bytes and FLOPs with a peak to "
+                               "rate them against (evidence: missing)"), "none"
+        return "unknown", "no counters for this launch and the timeline shows no launch overhead", "none"
+    sm, mem, dram = v.get("sm_pct", 0.0), v.get("mem_pct", v.get("dram_pct", 0.0)), v.get("dram_pct", 0.0)
+    ai = v.get("arithmetic_intensity")
+    below_ridge = ai is None or ridge is None or ai < ridge
+    Rd = R["dram"]
+    smt = f"{sm:.0f} %" if "sm_pct" in v else "unknown"
+    if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge
+                                       and "sm_pct" in v):
+        extra = ("" if ai is None or not ridge else ", no FLOPs counted (memory traffic only)" if ai == 0 else
+                 f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}")
+        return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {smt}{extra}", "dram"
+    if "sm_pct" not in v:  # the rules below weigh SM against memory
+        return "unknown", (f"DRAM at {dram:.0f} % of peak: not DRAM-bound; without SM throughput compute, "
+                           f"latency and occupancy cannot be told apart (evidence: missing)"), "none"
+    memt = f"{mem:.0f} %" if ("mem_pct" in v or "dram_pct" in v) else "unknown"
+    theo = v.get("theoretical_occupancy")
+    if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
+        lim = _limiter(v)
+        return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
+                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {memt}"), "occupancy"
+    Rr = R["dram_roofline"]
+    l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
+    if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
+        why = ("no floating-point work counted (0 FLOP/B)" if ai == 0 else
+               f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}")
+        return "dram", (f"{why}: memory-bound on the roofline though DRAM runs at only {dram:.0f} % "
+                        f"(SM {sm:.0f} %)"), "dram_roofline"
+    if sm >= R["compute"]["sm_pct"] and sm >= mem:
+        return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
+    if max(sm, mem) < R["latency"]["busy_pct"]:
+        if memt == "unknown":
+            return "unknown", f"SM {sm:.0f} % of peak, memory throughput unknown (evidence: missing)", "none"
+        lower = " (SM from FLOPs: a lower bound)" if "lower bound" in v.get("sm_pct_from", "") else ""
+        return "latency", f"SM {sm:.0f} % and memory {mem:.0f} % both under 60 % of peak{lower}", "latency"
+    return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
+
+
+# ncu's guided-analysis rules whose result names what bounds a kernel, read from the rule and
+# its message (as ncu 2022.3 to 2025.3 word them): shown beside profkit's label, with whether
+# the two agree. Other rules (issue slots, stalls, access patterns) advise; they name no bound.
+NCU_VERDICTS = (
+    ("SOLBottleneck", "low compute throughput and memory bandwidth", ("latency",)),
+    ("SOLBottleneck", "Memory is more heavily utilized", ("dram",)),
+    ("SOLBottleneck", "Compute is more heavily utilized", ("compute", "tensor_core")),
+    ("SOLBottleneck", "of the available compute or memory performance", ("dram", "compute", "tensor_core")),
+    ("SOLBottleneck", "grid is too small", ("launch_overhead",)),
+    ("LaunchConfiguration", "which is less than the GPU", ("launch_overhead",)),
+    ("TheoreticalOccupancy", "", ("occupancy",)),
+    ("Occupancy", "is limited by", ("occupancy",)),
+    ("HighPipeUtilization", "likely a performance bottleneck", ("compute", "tensor_core")),
+)
+
+
+def _ncu_verdict(rule: str, message: str) -> tuple[str, ...]:
+    for name, words, labels in NCU_VERDICTS:
+        if rule == name and words in (message or ""):
+            return labels
+    return ()
+
+
+def _rules(store: Store, run: str) -> dict[int, list[dict]]:
+    """kernel_id -> ncu's rule results (the `rules` view), largest estimated speed-up first."""
+    rows = store.query("SELECT kernel_id, rule, severity, message, estimated_speedup_pct, speedup_type FROM rules "
+                       "WHERE run = ? ORDER BY kernel_id, coalesce(estimated_speedup_pct, -1) DESC, rule", (run,))
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r.pop("kernel_id"), []).append(r)
+    return out
+
+
+def _ncu_side(label: str, rules: list[dict]) -> dict:
+    """ncu's own advice beside profkit's label: its rule results, what they say bounds the
+    kernel, and whether that is profkit's label."""
+    says = sorted({x for r in rules for x in _ncu_verdict(r["rule"], r["message"])})
+    return {"ncu_rules": rules, "ncu_says": says, "ncu_agrees": (label in says) if says else None}
+
+
+def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[list[gpus.Gpu], str]:
+    """The known-GPU rows a run may have run on (profkit.model.gpus): by its GPU name, else by its
+    compute capability (several rows: any of them), with how they were found."""
+    row = store.query("SELECT gpu_name, meta FROM run WHERE run = ?", (run,))
+    name = row[0]["gpu_name"] if row else None
+    try:
+        cc = json.loads(row[0]["meta"] or "{}").get("compute_capability") if row else None
+    except ValueError:
+        cc = None
+    if cc is None:
+        if counters is None:  # one launch's device attributes say it
+            names = [n for short in ("cc_major", "cc_minor") for n in BY_SHORT[short].read]
+            one = store.query(f"SELECT kernel_id FROM counters WHERE run = ? AND metric IN ({','.join('?' * len(names))}) "
+                              "LIMIT 1", (run, *names))
+            counters = store.counters(run, names) if one else {}
+        cc = next((x for c in counters.values() if (x := compute_capability(c))), None)
+    return gpus.candidates(name, cc)
+
+
+_NO_COUNTERS: dict = {}
+
+
+def _no_counter_values(gpu: gpus.Gpu | None) -> tuple[dict, dict, dict]:
+    """_values of a launch without counters on this GPU row (its SM count at most), made once
+    per row: shared, read them only."""
+    hit = _NO_COUNTERS.get(id(gpu))
+    if hit is None or hit[0] is not gpu:
+        hit = _NO_COUNTERS[id(gpu)] = (gpu, _values({}, gpu))
+    return hit[1]
+
+
+def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
+               sampled: bool = False) -> dict:
+    if c:
+        v, missing, peaks = _values(c, gpu)
+        kr, ridge_of = kernel_ridge(c, ridge, gpu)
+    else:  # most timeline launches have no counters: their values (the GPU's SM count at most) once per GPU
+        v, missing, peaks = (dict(x) for x in _no_counter_values(gpu))  # each launch's own dicts (its evidence holds them)
+        kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
+    if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
+        v.pop("duration", None)
+    label, reason, rule = classify_one(v, t, kr, name, ridge_of)
+    if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
+        r = rates(c, gpu)
+        for key in (ridge_of, "dram"):
+            if key in r:
+                peaks.setdefault(key, r[key][1])
+    return {"label": label, "reason": reason, "rule": rule, "values": v, "missing": missing, "peaks": peaks,
+            "ridge": kr, "ridge_of": ridge_of}
+
+
+def _impossible(e: dict) -> str | None:
+    """Why a launch cannot have run on the GPU whose peaks gave these values (None: it can)."""
+    v = e["values"]
+    for key in ("dram_pct", "sm_pct", "tensor_pct"):
+        if key in v and v.get(f"{key}_from") and v[key] > 105:  # 5 %: rounding of the counters
+            return f"{key.replace('_pct', '').upper()} at {v[key]:.0f} % of its peak"
+    return None
+
+
+_EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), without a new encoder a launch
+
+
+_fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
+
+
+def label_rows(store: Store, run: str | None = None) -> list[dict]:
+    """The label of every launch of a run, with its reason and evidence; writes nothing.
+
+    Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
+    table: the run's GPU by name, else every known GPU of its compute capability. With several
+    candidates a launch is labelled under each; one label for all stands (the evidence names
+    them), different labels make it `unknown` with the labels per GPU in the reason."""
+    run = store.require_run(run)
+    timeline = _timeline(store, run)
+    counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
+    candidates, found = gpu_context(store, run, counters)
+    options = candidates or [None]
+    ridges = [run_ridge(counters.values(), g) for g in options]
+    ncu_rules = _rules(store, run)
+    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from FROM kernels"
+                          " WHERE run = ? ORDER BY kernel_id", (run,))
+    out = []
+    # Most launches of a timeline have no counters. On one GPU row their label rests on the
+    # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
+    # here as the general path below would (one candidate, nothing ruled out), without its
+    # per-candidate lists (35 k launches in the main job).
+    one = len(options) == 1 and _fast
+    if one:
+        v0, missing0, peaks0 = _no_counter_values(options[0])
+        table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
+        around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
+    for k in kernels:
+        if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
+            kid = k["kernel_id"]
+            t = timeline.get(kid)
+            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor")
+            r = RULES.get(rule, {})
+            evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
+                        "ridge_flop_per_byte": ridges[0], "ridge_of": "bf16_tensor"}
+            if peaks0:
+                evidence["peaks"] = peaks0
+            if missing0:
+                evidence["missing"] = missing0
+            if table0:
+                evidence["gpu"] = {"found": found, "candidates": [{"gpu": options[0].name, "label": label}]}
+            tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
+            if kid in ncu_rules:
+                evidence.update(_ncu_side(label, ncu_rules[kid]))
+                text = _EVIDENCE.encode({**evidence, "timeline": tl})
+            else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
+                # after every other key but "values")
+                if (label, rule) not in around:
+                    whole = _EVIDENCE.encode({**evidence, "timeline": None})
+                    cut = whole.index(', "timeline": null, "values": ')
+                    around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
+                head, tail = around[label, rule]
+                text = head + _EVIDENCE.encode(tl) + tail
+            out.append({"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
+                        "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
+                        "sampled_from": None})
+            continue
+        c = counters.get(k["kernel_id"], {})
+        # a sampled capture measured another launch of this kernel and configuration: its
+        # counters stand for this one; the time facts (duration, gaps) stay this launch's own
+        sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
+        if sampled is not None:
+            c = counters[sampled]
+        t = timeline.get(k["kernel_id"])
+        each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None) for g, rg in zip(options, ridges)]
+        # a GPU on which this launch would have run above 100 % of a peak did not run it
+        fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
+        ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
+        if fits and ruled_out:
+            options_k, each = [g for g, _ in fits], [e for _, e in fits]
+        else:
+            options_k, ruled_out = options, []
+        first = each[0]
+        label, reason, rule = first["label"], first["reason"], first["rule"]
+        table = any(h.startswith(FROM_TABLE) for e in each for h in e["peaks"].values())
+        evidence = {"rule": rule, "values": first["values"],
+                    "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
+                    "thresholds": RULES.get(rule, {}).get("threshold"), "citation": RULES.get(rule, {}).get("citation"),
+                    "ridge_flop_per_byte": first["ridge"], "ridge_of": first["ridge_of"]}
+        if first["peaks"]:
+            evidence["peaks"] = first["peaks"]
+        if first["missing"]:
+            evidence["missing"] = first["missing"]
+        if table:  # the label rests on datasheet peaks: say which GPU(s) and how they were chosen
+            evidence["gpu"] = {"found": found, "candidates": [{"gpu": g.name, "label": e["label"]}
+                                                              for g, e in zip(options_k, each)]}
+            if ruled_out:
+                evidence["gpu"]["ruled_out"] = ruled_out
+            if len({e["label"] for e in each}) > 1:
+                per = "; ".join(f"{e['label']} on {g.name}" for g, e in zip(options_k, each))
+                label, rule = "unknown", "none"
+                reason = (f"depends on which GPU ran it ({found}): {per}. Name the GPU: profkit ingest --gpu NAME")
+                evidence["rule"], evidence["thresholds"], evidence["citation"] = rule, None, None
+            elif len(options_k) > 1:
+                reason += f" (the same on every known GPU of its compute capability: {', '.join(g.name for g in options_k)})"
+            elif len(options) > 1:
+                reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
+        if k["kernel_id"] in ncu_rules:
+            evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
+        if sampled is not None:
+            evidence["sampled_from"] = sampled
+            reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
+        out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
+                    "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
+    return out
+
+
+def classify(store: Store, run: str | None = None) -> list[dict]:
+    """Label a run and store the labels (the `classifications` view): the explicit step."""
+    rows = label_rows(store, run)
+    if rows:
+        store.replace_labels(rows[0]["run"], rows)
+    return rows
+
+
+def labels(store: Store, run: str) -> dict[int, str]:
+    """{kernel_id: label} of a run: the stored labels, else computed here without storing them."""
+    rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
+    return {r["kernel_id"]: r["label"] for r in (rows or label_rows(store, run))}

@@ -1,0 +1,332 @@
+"""Before/after per NVTX range: time per call, speed-up with its noise band, labels, % of
+roofline, and a verdict in a kernel lab's terms (supported / caveated / rejected).
+
+Method (docs/compare.md says the same for readers):
+- A range's launches split into repeated calls (selection.iterations); a call's GPU time is
+  the time its kernels kept the GPU busy: on a timeline, the union of their [start, end]
+  intervals (kernels that overlap -- other streams, programmatic dependent launches -- count
+  once; for kernels one after another it is the sum of their durations), else (ncu-only runs:
+  each kernel replayed alone) the sum of their durations. Its span runs from its first
+  kernel's start to its last kernel's end (idle gaps included; timeline runs only).
+- A call's host time (timeline runs whose launches carry their API call's start): from the
+  start of the API call that launched its first kernel to the same point of the next call, so
+  a range of N calls gives N - 1 values. It is what the caller waits for a call where the GPU
+  waits on the launcher (a host-bound call: the host time exceeds the span).
+- Speed-up = median(before GPU time per call) / median(after); `by="host"`: of the host times
+  instead (a change to the launcher moves no kernel). Noise band: with fewer than
+  BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
+  max(before)/min(after) -- every pairing of calls, no distribution assumed; from
+  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
+- Label of a side: the classify label holding most of its GPU time (computed, not stored,
+  when the run has no labels yet).
+- % of roofline of a side: sum over its kernels of the roofline's lower-bound time
+  (profkit.model.perf.roof_time_ns: the slowest of each memory level's bytes at its peak and
+  each precision's FLOPs at its peak) over the sum of their measured times (ncu's own
+  duration, the one its counters were taken over).
+- Verdict: `rejected` when the median speed-up is <= 1 or the after side failed its
+  reference check; else `supported` when nothing is missing; else `caveated`, with each
+  missing thing named: a band that reaches 1, a side with one call, no correctness record for
+  the after side (run meta `correctness`, written by `profkit capture`), no counters.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from profkit.analyses import selection
+from profkit.analyses.classify import labels as _labels
+from profkit.core.errors import BadArgument
+from profkit.core.intervals import covered
+from profkit.core.metrics import lookup
+from profkit.model.perf import roof_time_ns
+from profkit.store.store import Store
+
+BOOTSTRAP_MIN_CALLS = 10
+BOOTSTRAP_SAMPLES = 2000
+BAND_PERCENTILES = (2.5, 97.5)
+
+
+@dataclass
+class Side:
+    run: str
+    path: str
+    calls: int
+    kernels_per_call: int
+    gpu_us: list[float]  # GPU time of each call
+    span_us: list[float] | None  # first start to last end of each call (None: no timestamps)
+    label: str | None  # dominant label by GPU time
+    label_share: float | None  # its share of the side's GPU time
+    labels: dict[str, float] = field(default_factory=dict)  # label -> GPU us (all calls)
+    roofline_pct: float | None = None
+    roof: str | None = None  # the ceiling that binds most of the time: dram, fp32, bf16_tensor, ...
+    counters: bool = False  # every kernel of the side has counters
+    dram_pct: float | None = None  # ncu DRAM throughput, % of peak, weighted by kernel time
+    dram_bytes_per_call: float | None = None
+    correctness: dict | None = None
+    host_us: list[float] | None = None  # host time of each call but the last (None: no API times)
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.gpu_us)
+
+    def times(self, by: str) -> list[float] | None:
+        """The per-call times `by` measures: "gpu" (GPU time) or "host" (host time)."""
+        return self.gpu_us if by == "gpu" else self.host_us
+
+    def host_bound(self) -> bool:
+        """The launcher, not the GPU, sets the pace: the median host time of a call exceeds its
+        median span by more than a tenth."""
+        return bool(self.host_us and self.span_us) and \
+            statistics.median(self.host_us) > 1.1 * statistics.median(self.span_us)
+
+
+@dataclass
+class Comparison:
+    key: str
+    before: Side
+    after: Side
+    speedup: float
+    band: tuple[float, float]
+    band_method: str
+    verdict: str
+    why: str
+    caveats: list[str] = field(default_factory=list)
+    by: str = "gpu"  # what before_us / after_us and the speed-up measure: "gpu" or "host" time
+    notes: list[str] = field(default_factory=list)  # facts beside the verdict (a host-bound side)
+
+    def row(self) -> dict:
+        """Flat JSON row (`profkit compare --json`)."""
+        b, a = self.before, self.after
+
+        def med(xs):
+            return statistics.median(xs) if xs else None
+
+        out = {"range": self.key, "before": f"{b.run}:{b.path}", "after": f"{a.run}:{a.path}", "by": self.by,
+               "before_us": med(b.times(self.by)), "after_us": med(a.times(self.by)),
+               "before_gpu_us": b.median_us, "after_gpu_us": a.median_us,
+               "before_host_us": med(b.host_us), "after_host_us": med(a.host_us),
+               "before_span_us": med(b.span_us), "after_span_us": med(a.span_us),
+               "speedup": self.speedup, "speedup_low": self.band[0], "speedup_high": self.band[1],
+               "band_method": self.band_method,
+               "label_before": b.label, "label_after": a.label,
+               "roofline_pct_before": b.roofline_pct, "roofline_pct_after": a.roofline_pct,
+               "verdict": self.verdict, "why": self.why, "caveats": self.caveats, "notes": self.notes}
+        for name, side in (("before_detail", b), ("after_detail", a)):
+            d = asdict(side)
+            d.pop("run"), d.pop("path")
+            out[name] = d
+        return out
+
+
+BY = ("gpu", "host")
+
+
+def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comparison]:
+    """Compare selectors BEFORE and AFTER (``RUN`` or ``RUN:VARIANT``) range by range, by GPU
+    time per call or (by="host") host time per call."""
+    if by not in BY:
+        raise BadArgument(f"compare by {by!r}: one of {', '.join(BY)}")
+    sb, sa = selection.parse(before), selection.parse(after)
+    pairs = selection.pair(store, sb, sa)
+    ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
+    out = []
+    for p in pairs:
+        b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
+        if by == "host":
+            for side in (b, a):
+                if not side.host_us:
+                    why = ("one call: a host time runs from one call's first launch to the next's, so it needs "
+                           "2 calls or more" if side.calls < 2 else
+                           "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
+                           "run does not)")
+                    raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
+        out.append(_compare_pair(p, b, a, by))
+    return out
+
+
+def rows(store: Store, before: str, after: str, by: str = "gpu") -> list[dict]:
+    return [c.row() for c in compare(store, before, after, by)]
+
+
+def timeline(store: Store, selector: str) -> list[dict]:
+    """Every launch of a selection, call by call: where in its call it started, how long it
+    ran, the idle gap before it on the GPU, and its label (the rows behind a side's time)."""
+    sel = selection.parse(selector)
+    groups = selection.groups(store, sel)
+    labels = _labels(store, sel.run)
+    out = []
+    for g in groups.values():
+        prev_end = None
+        for i, call in enumerate(selection.iterations(g.kernels)):
+            t0 = call[0]["start_ns"]
+            for k in call:
+                start = k["start_ns"]
+                out.append({"range": g.path, "call": i, "kernel": k["short_name"] or k["kernel_name"],
+                            "start_us": None if start is None or t0 is None else (start - t0) / 1e3,
+                            "duration_us": (k["duration_ns"] or 0) / 1e3,
+                            "gap_us": None if start is None or prev_end is None else (start - prev_end) / 1e3,
+                            "label": labels.get(k["kernel_id"]), "kernel_id": k["kernel_id"]})
+                prev_end = k["end_ns"]
+    return out
+
+
+# --- one side ------------------------------------------------------------------------------
+
+class _RunContext:
+    """A run's labels, counters and correctness record, read once."""
+
+    def __init__(self, store: Store, run: str):
+        self.run = run
+        self.labels = _labels(store, run)
+        self.counters = store.counters(run)
+        meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
+        self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
+
+    def side(self, group: selection.Group) -> Side:
+        calls = selection.iterations(group.kernels)
+        spans = None
+        if all(k["start_ns"] is not None and k["end_ns"] is not None for k in group.kernels):
+            gpu = [busy_ns(c) / 1e3 for c in calls]
+            spans = [(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c)) / 1e3 for c in calls]
+        else:
+            gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
+        host = None
+        if len(calls) > 1 and all(k["api_start_ns"] is not None for k in group.kernels):
+            starts = [min(k["api_start_ns"] for k in c) for c in calls]
+            host = [(b - a) / 1e3 for a, b in zip(starts, starts[1:])]
+        labels: dict[str, float] = {}
+        for k in group.kernels:
+            lab = self.labels.get(k["kernel_id"], "unknown")
+            labels[lab] = labels.get(lab, 0.0) + (k["duration_ns"] or 0) / 1e3
+        total = sum(labels.values())
+        label = max(labels, key=labels.get) if labels else None
+        s = Side(self.run, group.path, len(calls), len(calls[0]) if calls else 0, gpu, spans, label,
+                 labels[label] / total if label and total else None, labels,
+                 correctness=self.correctness.get(group.path), host_us=host)
+        _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
+        return s
+
+
+def busy_ns(kernels) -> int:
+    """Nanoseconds in which at least one of `kernels` (rows with start_ns / end_ns) ran: the
+    length of the union of their intervals (intervals.covered), so concurrent kernels count once."""
+    return covered((k["start_ns"], k["end_ns"]) for k in kernels)
+
+
+def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
+    """% of roofline, binding roof, DRAM % and bytes of a side from its kernels' counters."""
+    have = [c for c in per_kernel if lookup(c, "duration")]
+    side.counters = bool(per_kernel) and len(have) == len(per_kernel)
+    if not have:
+        return
+    t_total = sum(lookup(c, "duration") for c in have)
+    roofs: dict[str, float] = {}
+    t_roof = 0.0
+    for c in have:
+        r = roof_time_ns(c)
+        if r is None:
+            return  # a kernel without peaks: no honest % for the side
+        t_roof += r[0]
+        roofs[r[1]] = roofs.get(r[1], 0.0) + r[0]
+    side.roofline_pct = 100.0 * t_roof / t_total if t_total else None
+    side.roof = max(roofs, key=roofs.get) if roofs else None
+    dram = [(lookup(c, "dram_pct"), lookup(c, "duration")) for c in have if lookup(c, "dram_pct") is not None]
+    if dram:
+        side.dram_pct = sum(p * t for p, t in dram) / sum(t for _, t in dram)
+    byts = [lookup(c, "dram_bytes") for c in have]
+    if all(b is not None for b in byts) and side.calls:
+        side.dram_bytes_per_call = sum(byts) / side.calls
+
+
+# --- the pair ------------------------------------------------------------------------------
+
+def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, float], str]:
+    """Band of the speed-up median(before)/median(after) from the spread of the calls."""
+    n = min(len(before), len(after))
+    if n < BOOTSTRAP_MIN_CALLS:
+        return ((min(before) / max(after), max(before) / min(after)),
+                f"min..max over all pairings of {len(before)} x {len(after)} calls "
+                f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)")
+    ratios = _bootstrap_ratios(before, after)
+    lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
+    return (lo, hi), (f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
+                      f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls")
+
+
+def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
+    """The BOOTSTRAP_SAMPLES ratios of medians of resamples, sorted: the draws of
+    random.Random(0).choices(before), then .choices(after), per resample, done in numpy.
+    numpy's legacy generator is the same Mersenne Twister as `random`, started from
+    random.Random(0)'s state: the same doubles, the same picks floor(u * n), the same medians
+    (the mean of the middle two for an even count), bit for bit (tests/test_compare.py holds
+    it to the pure-Python loop)."""
+    import numpy as np
+
+    nb, na = len(before), len(after)
+    state = random.Random(0).getstate()[1]
+    gen = np.random.RandomState()
+    gen.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
+    u = gen.random_sample(BOOTSTRAP_SAMPLES * (nb + na)).reshape(BOOTSTRAP_SAMPLES, nb + na)
+    b = np.asarray(before, dtype=float)[np.floor(u[:, :nb] * float(nb)).astype(np.intp)]
+    a = np.asarray(after, dtype=float)[np.floor(u[:, nb:] * float(na)).astype(np.intp)]
+    return sorted((np.median(b, axis=1) / np.median(a, axis=1)).tolist())
+
+
+def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side,
+            by: str = "gpu") -> tuple[str, str, list[str]]:
+    """(verdict, one-line why, caveats); `by`: the measure the speed-up and band are of."""
+    ok = (after.correctness or {}).get("ok")
+    if ok is False:
+        return "rejected", f"{after.path} failed its reference check ({_check_text(after.correctness)})", []
+    if speedup <= 1:
+        return "rejected", f"not faster: {speedup:.2f}x (band {band[0]:.2f}-{band[1]:.2f})", []
+    caveats = []
+    nb, na = len(before.times(by) or ()), len(after.times(by) or ())
+    what = "calls" if by == "gpu" else "host times"
+    if min(nb, na) < 2:
+        caveats.append(f"one {what[:-1]} on a side ({nb} before, {na} after): no noise estimate")
+    elif band[0] <= 1:
+        caveats.append(f"noise band {band[0]:.2f}-{band[1]:.2f} reaches 1 ({nb} {what} before, {na} after)")
+    if ok is None:
+        caveats.append(f"no correctness record for {after.path}")
+    # counters describe the kernels (label, % of roofline), not the launcher a host comparison judges
+    missing = [s.path for s in (before, after) if not s.counters] if by == "gpu" else []
+    if missing:
+        caveats.append("no counters for " + ", ".join(missing) + " (label and % of roofline from the timeline only)")
+    faster = f"{speedup:.2f}x faster" + (" on the host" if by == "host" else "")
+    if caveats:
+        return "caveated", f"{faster}, but " + "; ".join(caveats), caveats
+    return "supported", (f"{faster} beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
+                         f"reference check passed ({_check_text(after.correctness)})"), []
+
+
+def _check_text(rec: dict | None) -> str:
+    if not rec:
+        return "no record"
+    parts = [f"{k} {rec[k]:.2e}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
+             for k in ("rel_err", "tol") if k in rec]
+    return ", ".join(parts) or ("passed" if rec.get("ok") else "failed")
+
+
+def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu") -> Comparison:
+    tb, ta = before.times(by), after.times(by)
+    mb, ma = statistics.median(tb), statistics.median(ta)
+    speedup = mb / ma if ma else float("inf")
+    band, method = noise_band(tb, ta)
+    if by == "host":
+        method = "host time per call: " + method
+    v, why, caveats = verdict(speedup, band, before, after, by)
+    notes = []
+    if by == "gpu":
+        bound = [f"{s.run}:{s.path}" for s in (before, after) if s.host_bound()]
+        if bound:
+            notes.append(f"host-bound (the host takes longer a call than the GPU's span: the GPU waits on the "
+                         f"launcher): {', '.join(bound)}; --by host compares what the caller waits for")
+    else:
+        notes.append(f"GPU time per call {before.median_us:,.1f} -> {after.median_us:,.1f} us")
+        if not (before.host_bound() or after.host_bound()):
+            notes.append("neither side is host-bound: the GPU sets the pace of these calls, and the "
+                         "GPU time (the default) is what the caller waits for")
+    return Comparison(p.key, before, after, speedup, band, method, v, why, caveats, by, notes)

@@ -1,0 +1,28 @@
+"""Readable summaries of what a database holds: runs, and where each run's GPU time went."""
+from __future__ import annotations
+
+from profkit.store.store import Store
+
+
+def runs(store: Store) -> list[dict]:
+    return store.query("""
+        SELECT r.run, r.gpu_name, r.created_at,
+               (SELECT count(*) FROM report_file f WHERE f.run = r.run) AS files,
+               (SELECT count(*) FROM kernels k WHERE k.run = r.run) AS kernels,
+               (SELECT count(*) FROM nvtx_range n WHERE n.run = r.run) AS ranges,
+               (SELECT count(*) FROM counter c JOIN launch l ON l.id = c.launch_id WHERE l.run = r.run) AS counters
+        FROM run r ORDER BY r.created_at, r.run""")
+
+
+def kernels(store: Store, run: str | None = None, top: int = 20) -> list[dict]:
+    """Kernels grouped by NVTX path and name, most total GPU time first."""
+    run = store.require_run(run)
+    return store.query("""
+        WITH k AS (SELECT * FROM kernels WHERE run = :run),
+             total AS (SELECT sum(duration_ns) AS t FROM k)
+        SELECT coalesce(nvtx_path, '(outside any NVTX range)') AS nvtx_path, short_name, count(*) AS launches,
+               sum(duration_ns) / 1e3 AS total_us, avg(duration_ns) / 1e3 AS mean_us,
+               100.0 * sum(duration_ns) / (SELECT t FROM total) AS pct, min(source) AS source
+        FROM k GROUP BY nvtx_path, short_name
+        ORDER BY total_us DESC LIMIT :top""", {"run": run, "top": top})
+

@@ -1,0 +1,523 @@
+"""Load report files into the store: detect the format, skip what is already loaded
+(content hash), parse, and write each file in one transaction.
+
+A folder given to ingest is a capture folder (as `profkit capture` writes it, or any folder
+of reports): one run named after it, its report files chosen one per role per rank, its
+`capture.json` merged into the run's meta; files it does not take are named with the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import re
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profkit import parsers
+
+from profkit.core.errors import BadArgument, BadInput
+from profkit.core.names import MAX_NAME, as_text, name_too_long
+from profkit.core.nvtx import PathsTooLarge
+from profkit.core.dbfile import open_readonly
+from profkit.store.store import Store, what_is
+
+CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
+
+# a rank in a file name: run.rank1.nsys.sqlite, rank0.ncu-rep, trace_rank_3.sqlite (the last one counts)
+_RANK = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.I)
+
+
+@dataclass
+class Loaded:
+    path: str
+    run: str
+    format: str
+    skipped: bool
+    kernels: int = 0
+    ranges: int = 0
+    counters: int = 0
+    loaded_as: str | None = None  # the file that already holds these bytes
+    rank: int | None = None
+    rules: int = 0  # ncu guided-analysis results loaded (the rules view)
+    caveat: str | None = None  # what the format could not prove about the file being whole
+
+
+def _check_names(path: Path, report) -> None:
+    """Refuse a name over MAX_NAME: every launch under a range repeats its name in the database,
+    so one 24 MB name made a 1.2 GB database from a 25 MB file. (A report read as columns,
+    report.bulk, is checked by its parser: its rows are not read here.)"""
+    if getattr(report, "bulk", None) is not None:
+        return
+
+    def long(rows, cols):
+        for r in rows:
+            for i in cols:
+                v = r[i]
+                if isinstance(v, str) and len(v) > MAX_NAME:  # (paths are NvtxPath, a str)
+                    return v
+        return None
+
+    v = long(report.kernels, (1, 2, 3, 4)) or long(report.ranges, (1, 8))
+    if v is not None:
+        raise BadInput(path, name_too_long(v))
+
+
+def sha256_of(path: Path, progress=None) -> str:
+    """progress(done, total): bytes hashed so far."""
+    h = hashlib.sha256()
+    total, done = Path(path).stat().st_size, 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+    return h.hexdigest()
+
+
+def _parse(parser, path: Path, on_progress=None):
+    """parser.parse, telling on_progress(file, phase, done, total) where the parser can."""
+    if on_progress and "progress" in inspect.signature(parser.parse).parameters:
+        return parser.parse(path, progress=lambda phase, done, total: on_progress(path, phase, done, total))
+    if on_progress:
+        on_progress(path, "parsing", 0, None)
+    return parser.parse(path)
+
+
+def rank_in_name(path: Path) -> int | None:
+    found = _RANK.findall(parsers.suffix_pattern().sub("", Path(path).name))
+    return int(found[-1]) if found else None
+
+
+def run_name_for(path: Path) -> str:
+    """The run a file loads into by default: its name without report suffixes and rank
+    (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
+    base = parsers.suffix_pattern().sub("", as_text(Path(path).name))
+    m = list(_RANK.finditer(base))
+    if m:
+        base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
+    return base or as_text(Path(path).resolve().parent.name) or as_text(Path(path).stem)
+
+
+def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
+    """explicit (--rank) > the rank the report recorded (RANK in an nsys capture's
+    environment) > a rank in the file name > None (a single-process run)."""
+    if explicit is not None:
+        return explicit
+    recorded = (report.facts or {}).get("rank")
+    if recorded is not None:
+        return int(recorded)
+    return rank_in_name(path)
+
+
+def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None,
+          guard=None) -> Loaded:
+    """digest: the file's sha256, or a _LateHash (the store resolves it); guard: see add_report."""
+    tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
+    out = store.add_report(run, report, digest, rank, progress=tell, guard=guard)
+    if out.get("skipped"):  # another process loaded the same bytes meanwhile
+        return Loaded(as_text(path), run, report.format, True, rank=rank)
+    return Loaded(as_text(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
+                  rules=out.get("rules", 0), caveat=getattr(report, "caveat", None))
+
+
+@dataclass
+class Group:
+    """Files that load into one run, with the run meta to merge (a folder's capture.json)."""
+    run: str | None
+    files: list[Path]
+    meta: dict | None = None
+    folder: Path | None = None
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why) a folder did not take
+    meta_file: Path | None = None  # the capture.json named on its own
+
+
+def report_files(folder: Path, skipped: list | None = None) -> list[Path]:
+    """One timeline and one counter file per rank (a single-process run has one rank: None),
+    the most preferred format of each role first. `skipped`, if given, receives (path, why)
+    for every other entry of the folder except capture.json."""
+    found: dict[int | None, dict[str, list[Path]]] = {}
+    others: list[tuple[Path, str]] = []
+    for f in sorted(folder.iterdir()):
+        if f.name == CAPTURE_META and f.is_file():
+            continue
+        if not f.is_file():
+            others.append((f, "a folder" if f.is_dir() else "not a regular file"))
+            continue
+        try:
+            fmt = parsers.detect(f).FORMAT
+        except BadInput as e:
+            if e.problem.startswith("cannot read it"):  # a report we may not read is not a note to skip
+                raise
+            others.append((f, _short(e.problem)))  # notes, logs, metric lists
+            continue
+        found.setdefault(rank_in_name(f), {}).setdefault(fmt, []).append(f)
+    out: list[Path] = []
+    for rank in sorted(found, key=lambda r: -1 if r is None else r):
+        have = found[rank]
+        # one file per role is enough: the nsys export beats its .nsys-rep (no nsys needed)
+        for role in parsers.ROLES:
+            fmts = [f for f in parsers.preference(role) if f in have]
+            if not fmts:
+                continue
+            taken = have[fmts[0]][0]
+            out.append(taken)
+            why = f"one {role} report per {'process' if rank is None else 'rank'}: {taken.name} is taken"
+            others += [(f, why) for fmt in fmts for f in have[fmt] if f != taken]
+    if skipped is not None:
+        skipped.extend(sorted(others))
+    return out
+
+
+def _short(problem: str) -> str:
+    """A detection failure in a few words (the full one lists every format)."""
+    return "unrecognised format" if problem.startswith("unrecognised format") else problem
+
+
+def capture_meta(folder: Path) -> dict | None:
+    """What `profkit capture` recorded beside the reports (GPU, versions, command, the
+    workload's reference checks under `correctness`); merged into the run's meta."""
+    path = Path(folder) / CAPTURE_META
+    return read_meta(path) if path.is_file() else None
+
+
+def read_meta(path: Path) -> dict:
+    try:
+        meta = json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadInput(path, f"not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise BadInput(path, "not a JSON object")
+    return meta
+
+
+def sampled_facts(files: list[Path], meta: dict | None) -> dict | None:
+    """How ncu sampled a command capture (capture.json `sampling.ncu_filter`), as facts of its
+    counters report: the store links the sampled launches with it."""
+    spec = ((meta or {}).get("sampling") or {}).get("ncu_filter")
+    if not isinstance(spec, dict):
+        return None
+    return {f: {"ncu_filter": spec} for f in files if parsers.detect(f).ROLE == "counters"}
+
+
+def folder_group(folder: Path, run: str | None = None) -> Group:
+    """A capture folder as one run: named after the folder (or `run`), its report files,
+    its capture.json as meta. A folder with no report file is refused, naming what it holds."""
+    folder = Path(folder)
+    skipped: list[tuple[Path, str]] = []
+    files = report_files(folder, skipped)
+    meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
+    if not files:
+        what = "; ".join(f"{p.name}: {why}" for p, why in skipped[:5]) or "it is empty"
+        raise BadInput(folder, f"no report file profkit reads ({what}{'; ...' if len(skipped) > 5 else ''})")
+    name = run or folder.resolve().name
+    return Group(name, files, meta, folder, skipped)
+
+
+def folder_groups(folder: Path, run: str | None = None) -> list[Group]:
+    """A capture folder is one run; a folder without reports of its own whose sub-folders
+    hold them (profiles/, as `profkit analyse` reads it) is one run per sub-folder."""
+    try:
+        return [folder_group(folder, run)]
+    except BadInput as own:
+        subs = [d for d in sorted(Path(folder).iterdir()) if d.is_dir() and report_files(d)]
+        if not subs:
+            raise own from None
+    if run is not None:
+        raise BadArgument(f"--run names one run, but {folder} holds {len(subs)} (one per sub-folder): "
+                          "leave --run out, or ingest one sub-folder")
+    return [folder_group(d) for d in subs]
+
+
+def plan(paths: list[Path], run: str | None = None) -> list[Group]:
+    """What one ingest call loads, as runs: the files named go to `run` (or the first file's
+    name), a capture.json among them is that run's meta, and each folder is a run of its own
+    (folder_groups)."""
+    files, meta, meta_file, groups = [], None, None, []
+    for p in map(Path, paths):
+        if p.is_dir():
+            groups.extend(folder_groups(p, run))
+        elif p.name == CAPTURE_META and p.is_file():
+            meta, meta_file = {**(meta or {}), **read_meta(p)}, p
+        else:
+            files.append(p)
+    if files or meta is not None:
+        name = run or (run_name_for(files[0]) if files else meta_file.resolve().parent.name)
+        groups.insert(0, Group(name, files, meta, meta_file=meta_file))
+    return groups
+
+
+def _runs_of(db: str, store: Store | None = None) -> list[str]:
+    """The runs a database holds, without creating it."""
+    if store is not None:
+        return store.runs()
+    if not Path(db).exists():
+        return []
+    with Store(db) as s:
+        return s.runs()
+
+
+@contextmanager
+def _opened(db: str, store: Store | None):
+    """The caller's open Store (left open), else `db` opened here and closed on exit."""
+    if store is not None:
+        yield store
+        return
+    with Store(db) as s:
+        yield s
+
+
+def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
+           parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
+           groups: list[Group] | None = None, store: Store | None = None) -> list[Loaded]:
+    """Ingest files in order. Every file is detected and parsed before any is written, so a
+    bad file raises and leaves the database as it was; each file then loads in its own
+    transaction.
+
+    The files named go to one run: `run`, or the name of the first file; a folder is a run
+    of its own (plan). A run takes one timeline and one counter report per rank, from this
+    call or an earlier one: a second from another file is refused before anything is written
+    (one_per_role). Each file's rank is `rank` if given, else found by rank_of (None for
+    single-process runs). `parsed_reports` ({path: Parsed}) holds files a caller already
+    parsed (capture does); `facts` ({path: dict}) adds what the caller knows of a file to its
+    facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
+    capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
+    files); `store`: the caller's open Store of `db` (the main job keeps one), used and left
+    open. on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done, total)
+    of the work on each (phases: hashing, the parser's, writing; total None: unknown).
+    """
+    groups = plan(paths, run) if groups is None else groups
+    for g in groups:
+        if g.run is not None:
+            g.run = as_text(g.run)  # a name is text: undecodable bytes of a file name are replaced
+    # parse everything before writing anything: one bad file leaves the database untouched
+    # (and a database that did not exist is not created)
+    parsed = []
+    # Into a database holding no report, no file can be a repeat of one loaded before: each
+    # file's hash is then taken in a thread of low priority (hashlib works without the GIL)
+    # while the file is parsed and written, and the store checks it for repeats just before
+    # COMMIT
+    ahead = _Hashes() if not _holds_reports(db, store) else None
+    try:
+        for g in groups:
+            for p in g.files:
+                parser = parsers.detect(p)
+                hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
+                parsed.append((g, p, parser, ahead.later(p) if ahead else sha256_of(p, hashed)))
+        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store)
+    finally:
+        if ahead:
+            ahead.close()
+
+
+class _Hashes:
+    """sha256 of files, one after the other in a thread of their own."""
+
+    def __init__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        # at the lowest priority: the hash waits for a core the parse and the writes leave idle
+        # (it is needed only at COMMIT), never slowing the launch-call join or the writes
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="profkit-hash", initializer=_lowest_priority)
+
+    def later(self, path: Path) -> "_LateHash":
+        return _LateHash(self.pool, path).begin()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _lowest_priority() -> None:
+    """This thread at nice 19 (Linux: a thread's own; elsewhere, where it fails: as it is)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except (AttributeError, OSError):
+        pass
+
+
+class _LateHash:
+    """A file's sha256, taken in the pool's thread from begin() on; result() waits for it
+    (begun then if it was not). What Store.add_report takes for a hash it resolves late."""
+
+    def __init__(self, pool, path: Path):
+        self.pool, self.path, self.future = pool, path, None
+
+    def begin(self) -> "_LateHash":
+        if self.future is None:
+            self.future = self.pool.submit(sha256_of, self.path)
+        return self
+
+    def result(self) -> str:
+        return self.begin().future.result()
+
+
+def _holds_reports(db: str, store: Store | None = None) -> bool:
+    """False only for a database that is missing, empty, or a profkit one without reports
+    (looked at read-only: nothing is created or migrated before every file is parsed)."""
+    if store is not None:
+        return store.conn.execute("SELECT 1 FROM report_file LIMIT 1").fetchone() is not None
+    what = what_is(db)
+    if what in ("missing", "empty"):
+        return False
+    if what != "profkit":
+        return True  # not ours: Store says so, in one line, when it opens it
+    try:
+        conn = open_readonly(db, peek=True)
+        try:
+            return conn.execute("SELECT 1 FROM report_file LIMIT 1").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True
+
+
+def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress,
+                   store: Store | None) -> list[Loaded]:
+    alone = [g for g in groups if g.meta is not None and not g.files]
+    if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
+        have = _runs_of(db, store)
+        for g in alone:
+            if g.run not in have:
+                raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
+                                            "ingest it with its reports (or their folder)")
+    seen, held = {}, []
+    if store is not None or Path(db).exists():
+        with _opened(db, store) as s:
+            seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
+            held = _held(s.conn, {g.run for g in groups if g.files})
+    out, todo = [], []
+    for g, p, parser, digest in parsed:
+        if isinstance(digest, str) and seen.get(digest):
+            out.append(Loaded(as_text(p), seen[digest][0], parser.FORMAT, True, loaded_as=seen[digest][1]))
+            if on_file:
+                on_file(out[-1])
+        else:
+            known = (parsed_reports or {}).get(p)
+            try:
+                report = known if known is not None else _parse(parser, p, on_progress)
+            except PathsTooLarge as e:
+                raise BadInput(p, str(e)) from None
+            _check_names(p, report)
+            report.path = as_text(p)
+            todo.append((g, p, report, digest))
+    one_per_role(todo, {p: parser.ROLE for _, p, parser, _ in parsed}, rank, held)
+    if not todo and not any(g.meta for g in groups):
+        return out
+    if len(todo) > 1:  # a column-path report finishes its kernels in a thread: all proven whole before any write
+        for *_, report, _ in todo:
+            if report.bulk is not None:
+                report.bulk.kernel_part()
+    new = store is None and what_is(db) == "missing"
+    try:
+        return _write(db, store, todo, groups, out, rank, facts, on_file, on_progress)
+    except BaseException:
+        if new:  # one report, refused while it loaded (its kernels' part): no database left behind
+            _discard_empty(db)
+        raise
+
+
+def _held(conn, runs) -> list[tuple[str, int | None, str, str, str]]:
+    """(run, rank, format, path, sha256) of each report the database holds in these runs."""
+    runs = sorted(r for r in runs if r is not None)
+    if not runs:
+        return []
+    return [tuple(r) for r in conn.execute(
+        f"SELECT run, rank, format, path, sha256 FROM report_file WHERE run IN ({','.join('?' * len(runs))}) "
+        "ORDER BY id", runs)]
+
+
+def _role_of(fmt: str) -> str | None:
+    try:
+        return parsers.by_format(fmt).ROLE
+    except KeyError:  # a format whose parser is gone: nothing to compare it with
+        return None
+
+
+def _same_bytes(a: Path, a_digest, b: Path, b_digest) -> bool:
+    """The same file named twice, or two copies of it (the second is then skipped as a repeat)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    digest = [d if isinstance(d, str) else d.result() for d in (a_digest, b_digest)]  # (a late hash: waited for)
+    return digest[0] == digest[1]
+
+
+def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
+    """One timeline and one counter file per run and rank, as report_files takes a folder, for
+    files named one by one too: refuse (one line, before anything is written) a plan that gives
+    a run and rank a second report of a role from another file, in this ingest (two exports both
+    named report2.sqlite would both go to run report2) or from an earlier one (`held`: (run,
+    rank, format, path) of the reports the database holds). The same bytes again are not
+    another file: they are skipped as a repeat. `todo`: (group, path, parsed report, digest) of
+    the files to write; `roles`: each path's role; `rank`: --rank, or None. Called before
+    parsing and again inside each file's write transaction (_write), where `held` may hold what
+    another process loaded meanwhile."""
+    taken: dict[tuple, tuple[Path, object]] = {}
+    for g, p, report, digest in todo:
+        key = (g.run, rank_of(p, report, rank), roles[p])
+        if key not in taken:
+            taken[key] = (p, digest)
+        elif not _same_bytes(*taken[key], p, digest):
+            run, r, role = key
+            raise BadArgument(f"two {role} reports for run {run!r}{_per(r)}: {as_text(taken[key][0])} and "
+                              f"{as_text(p)}; ingest each as a run of its own (--run NAME) or, if they are "
+                              "ranks of one job, each with its --rank N")
+    for run, r, fmt, path, sha in held:
+        key = (run, r, _role_of(fmt))
+        if key in taken:
+            p, digest = taken[key]
+            if (digest if isinstance(digest, str) else digest.result()) == sha:
+                continue  # these very bytes, loaded meanwhile by another process: the store skips a repeat
+            again = as_text(Path(p).resolve()) == as_text(Path(path).resolve())
+            raise BadArgument(f"run {run!r} already holds a {key[2]} report{_per(r)}, {path}, loaded earlier: "
+                              + (f"{as_text(p)} has changed since" if again else f"{as_text(p)} is another file")
+                              + "; ingest it as a run of its own (--run NAME)"
+                              + ("" if again else " or, if it is another rank of that job, with its --rank N"))
+
+
+def roles_held(db, run: str) -> set[str]:
+    """The roles ("timeline", "counters") run `run` already holds in database `db`: none where
+    the file or the run is missing. (capture asks before it profiles: a report of a role the run
+    already has would be refused when loaded, after the program's whole run.)"""
+    if what_is(db) != "profkit":
+        return set()
+    with Store(db, readonly=True) as s:
+        return {role for _, _, fmt, _, _ in _held(s.conn, [run]) if (role := _role_of(fmt))}
+
+
+def _per(rank: int | None) -> str:
+    return " (one per process)" if rank is None else f" rank {rank} (one per rank)"
+
+
+def _discard_empty(db: str) -> None:
+    """Remove the database this ingest created, if it holds no report."""
+    if what_is(db) == "profkit" and not _holds_reports(db):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(db + suffix).unlink(missing_ok=True)
+
+
+def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> list[Loaded]:
+    with _opened(db, store) as store:
+        for g, p, report, digest in todo:
+            extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
+            if extra:
+                report.facts = {**(report.facts or {}), **extra}
+            # one_per_role again inside the file's write transaction: another process may have
+            # loaded a report of this role into the run since the check before parsing
+            def guard(conn, g=g, p=p, report=report, digest=digest):
+                one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
+
+            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard)
+            release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
+            if release is not None:
+                release()
+            out.append(loaded)
+            if on_file:
+                on_file(loaded)
+        for g in groups:
+            if g.meta:
+                store.set_run_meta(g.run, g.meta)
+        return out
