@@ -35,10 +35,11 @@ import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from profkit.analyses import selection
+from profkit.analyses import phases, selection
 from profkit.analyses import timeline as tl
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument
+from profkit.core.steps import STEP_RE
 from profkit.core.metrics import lookup
 from profkit.core.intervals import covered, length, union
 from profkit.model.perf import rates, roof_time_ns, work
@@ -129,6 +130,16 @@ def _under(path: str | None, scope: str | None) -> bool:
 def _launches(store: Store, run: str, scope: str | None) -> list[dict]:
     rows = store.query(f"SELECT {_COLUMNS} FROM kernels WHERE run = ? ORDER BY coalesce(start_ns, 0), kernel_id", (run,))
     return [r for r in rows if _under(r["nvtx_path"], scope) and r["duration_ns"]]
+
+
+def _step_free(path: str) -> str:
+    """A path with its step ranges' numbers as `*` (`step 3/forward/attn` -> `step */forward/attn`):
+    the same operator in every step is one item, its steps its calls."""
+    parts = path.split("/")
+    if not any(STEP_RE.match(p.strip()) for p in parts):
+        return path
+    return "/".join(STEP_RE.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + "*", p.strip())
+                    if STEP_RE.match(p.strip()) else p for p in parts)
 
 
 def _rules(store: Store, run: str) -> dict[int, float]:
@@ -476,9 +487,9 @@ def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
           "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
 
 
-def _graph_items(store: Store, run: str, scope: str | None, gap: float) -> list[Item]:
+def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None) -> list[Item]:
     out = []
-    rows = tl.ranges(store, run, scope)
+    rows = tl.ranges(store, run, scope, window=win)
     # the repeated unit: a call range inside a range pushed once, or the scope itself when it repeats
     calls = tl.calls(rows) + [r for r in rows if r["path"] == scope and r["instances"] > 1 and r not in tl.calls(rows)]
     for r in calls:
@@ -505,13 +516,15 @@ def _graph_items(store: Store, run: str, scope: str | None, gap: float) -> list[
 
 
 def advise(store: Store, run: str | None = None, scope: str | None = None, peaks: list[dict] | None = None,
-           include_unranged: bool = False) -> Advice:
+           include_unranged: bool = False, phase: str | None = None) -> Advice:
     """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
     `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
-    ranges is advised on the launches inside them unless `include_unranged`."""
+    ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
+    state by default where one is found (profkit.analyses.phases), 'all', or a phase's name."""
     run = store.require_run(run)
-    ks = _launches(store, run, scope)
-    notes = []
+    win, phase_line = phases.selected(store, run, phase)
+    ks = phases.keep(_launches(store, run, scope), win)
+    notes = [phase_line] if phase_line else []
     if scope is None and not include_unranged and any(k["nvtx_path"] for k in ks):
         outside = [k for k in ks if not k["nvtx_path"]]
         ks = [k for k in ks if k["nvtx_path"]]
@@ -532,7 +545,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
     by_path: dict = defaultdict(list)
     for k in ks:
-        by_path[k["nvtx_path"] if k["nvtx_path"] else ("", k["short_name"] or k["kernel_name"])].append(k)
+        by_path[_step_free(k["nvtx_path"]) if k["nvtx_path"] else ("", k["short_name"] or k["kernel_name"])].append(k)
     items = []
     for key, group in by_path.items():
         if isinstance(key, str):
@@ -540,7 +553,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
         else:
             items.append(_kernel_item(group, counters, labels, rules, own))
     if any(k["start_ns"] is not None for k in ks):
-        graphs = _graph_items(store, run, scope, gap)
+        graphs = _graph_items(store, run, scope, gap, win)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
     else:

@@ -77,12 +77,16 @@ def _launches(store: Store, run: str) -> list[dict]:
           AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src))
 
 
-def ranges(store: Store, run: str | None = None, prefix: str | None = None) -> list[dict]:
+def ranges(store: Store, run: str | None = None, prefix: str | None = None,
+           window: tuple[int, int] | None = None) -> list[dict]:
     """One row per push/pop range path (under `prefix`) that launched kernels: instances,
-    kernels, launch calls, and window / busy / idle time summed over its instances."""
+    kernels, launch calls, and window / busy / idle time summed over its instances.
+    `window`: only launches starting in this GPU window (a phase, profkit.analyses.phases)."""
     run = store.require_run(run)
     by_thread: dict[tuple, list[tuple]] = defaultdict(list)
     for k in _launches(store, run):
+        if window is not None and not window[0] <= k["start_ns"] < window[1]:
+            continue
         if k["api_start_ns"] is not None:
             by_thread[(k["file_id"], k["pid"], k["tid"])].append(
                 (k["api_start_ns"], k["start_ns"], k["end_ns"], k["correlation_id"]))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from profkit.core import environment
 from profkit.core import sampling
+from profkit.core.steps import STEP_RE
 from profkit.core.errors import BadArgument, ProfkitError, ToolFailed, ToolMissing
 from profkit.core.metrics import metric_names
 from profkit.core.rows import KERNEL_FIELDS
@@ -290,7 +291,6 @@ def gpu_problem() -> str | None:
 
 
 # ---- windows: which part of the program ncu profiles ---------------------------------------------
-STEP_RE = re.compile(r"^(?:step|iteration|iter|train_step|train step|ProfilerStep)\s*[#:_ -]*\s*(\d+)$", re.I)
 # PyTorch's emit_nvtx names each range "op, seq = N, op_id = M[, sizes = [...]]": one name per call
 _TORCH_SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = [^/]*")
 

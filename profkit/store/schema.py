@@ -437,6 +437,28 @@ DROP INDEX IF EXISTS nvtx_event_file;
 """))
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
+MIGRATIONS.append((12, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
+CREATE TABLE phase (
+    run            TEXT NOT NULL REFERENCES run(run),
+    seq            INTEGER NOT NULL,             -- order in the run, 1 first
+    name           TEXT NOT NULL,                -- what --phase takes: startup, compile, steps, ...
+    kind           TEXT NOT NULL,                -- startup | compile | warmup | steps | repeated | after
+    start_ns       INTEGER NOT NULL,             -- GPU window of its launches
+    end_ns         INTEGER NOT NULL,
+    launches       INTEGER NOT NULL,
+    gpu_ns         REAL NOT NULL,                -- kernel time
+    steps          INTEGER,                      -- repetitions of a step phase
+    step_ns        REAL,                         -- median window per step
+    step_spread_ns REAL,                         -- median absolute deviation of the step windows
+    steady         INTEGER NOT NULL DEFAULT 0,   -- 1: the steady state analyses default to
+    how            TEXT NOT NULL,                -- how it was found
+    PRIMARY KEY (run, seq)
+);
+CREATE VIEW phases AS
+SELECT run, seq, name AS phase, kind, start_ns, end_ns, launches, gpu_ns, steps, step_ns, step_spread_ns, steady, how
+FROM phase;
+"""))
+
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
                  ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
 

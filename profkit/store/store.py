@@ -709,6 +709,22 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    def replace_phases(self, run: str, rows: list[dict]) -> None:
+        """Replace a run's phases (profkit.analyses.phases) in one transaction."""
+        self._writing()
+        c = self.conn
+        cols = ("run", "seq", "name", "kind", "start_ns", "end_ns", "launches", "gpu_ns", "steps", "step_ns",
+                "step_spread_ns", "steady", "how")
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("DELETE FROM phase WHERE run = ?", (run,))
+            c.executemany(f"INSERT INTO phase ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [tuple(r[k] for k in cols) for r in rows])
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
     def trials(self, kernel: str, source_hash: str, shape: str, gpu: str) -> dict[str, dict]:
         """config (JSON) -> trial row, of one kernel (this source), shape and GPU (profkit tune)."""
         rows = self.query("SELECT config, ok, ms, rel_err, error FROM tune_trial WHERE kernel = ? AND source_hash = ?"
