@@ -3,7 +3,8 @@
 # the wheels in .carry-r5-whl beside it; device_env.sh installs the checkout):
 #   bash benchmarks/gpu/kernels.sh MODE[,MODE] TAG
 # MODE check: every operator's variants once, each checked against its float64 reference.
-# MODE bench: benchmarks/kernels.py at the registered shapes (OPS, SHAPES narrow it).
+# MODE bench: benchmarks/kernels.py --graph at the registered shapes (OPS, BENCH_SHAPES, BENCH_VARIANTS
+#             narrow it).
 # MODE rr:    OP's VARIANTS interleaved by CUDA-graph replay (variants_rr.py, ROUNDS rounds; ratios
 #             to the first variant named): the way a 1-3 % difference is measured.
 # MODE cap:   profkit capture (ncu lean) of OP's VARIANTS at each of SHAPES and `profkit compare` of
@@ -23,7 +24,8 @@ check)
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(('ok  ' if v['ok'] else 'BAD ')+k, '%.2e' % v['rel_err']) for k, v in d.items()]" $O/kernels/$TAG/check-$op.json
   done ;;
 bench)
-  python3 $R/benchmarks/kernels.py --out $O/kernels/$TAG ${OPS:+--ops $OPS} ${BENCH_SHAPES:+--shapes $BENCH_SHAPES} \
+  python3 $R/benchmarks/kernels.py --graph --out $O/kernels/$TAG ${OPS:+--ops $OPS} ${BENCH_SHAPES:+--shapes $BENCH_SHAPES} \
+    ${BENCH_VARIANTS:+--variants $BENCH_VARIANTS} \
     2>&1 | grep -v -i "warn" | tail -40 ;;
 rr)
   python3 $R/benchmarks/gpu/variants_rr.py --op $OP --variants $VARIANTS --shapes $SHAPES \
