@@ -108,12 +108,12 @@ def test_the_cycle_finder_finds_a_circle():
 LAYERS = [
     ("core", {"profkit.core"}),
     ("parsers", {"profkit.parsers"}),
-    ("store", {"profkit.store"}),
-    ("model", {"profkit.model"}),
+    ("store", {"profkit.store.store"}),
+    ("model", {"profkit.model.perf"}),
     ("analyses", {"profkit.analyses"}),
     ("outputs", {"profkit.outputs"}),
     ("lab", {"profkit.kernels"}),
-    ("capture", {"profkit.capture"}),
+    ("capture", {"profkit.capture.session"}),
     ("cli", {"profkit.cli", "profkit.__main__"}),
 ]
 

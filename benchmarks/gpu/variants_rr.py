@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Round-robin GPU time of one lab operator's variants at chosen shapes (round 11, issue 21).
+"""Round-robin GPU time of one lab operator's variants at chosen shapes.
 
 kernels.py times each variant once, one after the other; a 1-3 % difference between two variants
 needs them interleaved. Here, in one process: the copy bandwidth, then for each shape every
@@ -8,7 +8,7 @@ variant's output checked against the float64 reference, then R rounds, each timi
 rotated each round. Prints each variant's median and its ratio to the first one named; writes
 variants_rr_<op>.json with every timing and the GPU/driver/torch/triton/date stamp.
 
-    python3 benchmarks/gpu/variants_rr.py --op rope --variants triton,triton_r10,liger,compile \
+    python3 benchmarks/gpu/variants_rr.py --op rope --variants triton,triton_gathered,liger,compile \
         --shapes llama8b-t4096,llama8b-t32768 [--rounds 5] [--out DIR]
 """
 import argparse

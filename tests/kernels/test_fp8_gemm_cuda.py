@@ -167,9 +167,9 @@ def test_launcher_passes_what_the_c_function_declares():
 
 
 def _placements():
-    """{launch: SM of each CTA} measured on an H100 by benchmarks/gpu/sm_placement.cu (round 18,
-    benchmarks/results/r18/h100g/placement.txt): a title line, then the CTAs' SMs."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks/results/r18/h100g/placement.txt"
+    """{launch: SM of each CTA} measured on an H100 by tests/data/sm-placement-h100/sm_placement.cu
+    (its placement.txt): a title line, then the CTAs' SMs."""
+    path = Path(__file__).resolve().parents[2] / "tests/data/sm-placement-h100/placement.txt"
     lines = path.read_text().splitlines()
     return {t.split(" (")[0]: [int(x) for x in n.split()] for t, n in zip(lines, lines[1:])
             if "(grid" in t and n[:1].isdigit()}
