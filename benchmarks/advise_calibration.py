@@ -17,11 +17,11 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from profkit.model.perf import peaks
+from profkit.model import peaks
 from profkit.analyses.calibration import OFF_BY, calibrate
 from profkit.analyses.classify import classify
-from profkit.store.store.profiles import load_profiles
-from profkit.store.store.store import Store
+from profkit.store.profiles import load_profiles
+from profkit.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from profkit.analyses.classify import classify
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 
 def timings(path: Path) -> dict[str, dict]:

@@ -231,7 +231,7 @@ def timeline_report(db: str) -> dict:
     """For every run in DB: per e2e call range (forward / step) the GPU window, busy and idle
     (launch overhead) per call, and the operator shares under each variant/shape range."""
     from profkit.analyses import timeline
-    from profkit.store.store.store import Store
+    from profkit.store.store import Store
 
     s = Store(db)
     out: dict = {"runs": {}}

@@ -43,8 +43,8 @@ def check_file(path: Path, name: str, tmp: Path) -> dict:
     from profkit import parsers
     from profkit.analyses.classify import label_rows
     from profkit.core.errors import BadInput, ProfkitError, ToolMissing
-    from profkit.store.store.ingest import ingest
-    from profkit.store.store.store import Store
+    from profkit.store.ingest import ingest
+    from profkit.store.store import Store
 
     row = {"file": name, "outcome": "", "format": None, "tool version": None, "GPU": None, "kernels": None,
            "ranges": None, "counters": None, "labels": None, "reason": None, "evidence": []}
@@ -99,7 +99,7 @@ def _crash(e: Exception) -> str:
 def check_folder(folder: Path, name: str, tmp: Path) -> dict:
     """A folder the way `profkit ingest FOLDER` loads it."""
     from profkit.core.errors import ProfkitError
-    from profkit.store.store.ingest import ingest, plan
+    from profkit.store.ingest import ingest, plan
 
     row = {"folder": name, "runs": None, "taken": None, "skipped": None, "reason": None}
     db = tmp / "folder.db"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from profkit.model.perf import peaks
+from profkit.model import peaks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""profkit's CUPTI trace (JSON lines written by profkit.capture.session.cupti_tracer): the fallback timeline.
+"""profkit's CUPTI trace (JSON lines written by profkit.capture.cupti_tracer): the fallback timeline.
 
 Kernels, their launching runtime/driver calls (by correlation id) and NVTX markers, loaded
 into the same rows as an nsys export.
@@ -14,7 +14,7 @@ from profkit.core.nvtx import project, range_paths
 from profkit.core.rows import Parsed, storable_text
 
 FORMAT = "cupti-trace"
-# what profkit.capture.session.cupti_tracer writes in its meta record; 2: the trace ends with
+# what profkit.capture.cupti_tracer writes in its meta record; 2: the trace ends with
 # {"type": "end", "records": N} (N = lines between meta and end), so a copy cut on a line
 # boundary is refused; version 1 traces have no end record
 TRACE_FORMAT = "profkit-cupti-trace"
@@ -46,7 +46,7 @@ def _dim3(v) -> bool:
 _I, _S = (_int, "a 64-bit integer"), (storable_text, "a string")
 
 # record type -> field -> (required, check, what it must be): the fields the parser reads, as
-# profkit.capture.session.cupti_tracer writes them. Anything else in a record is ignored.
+# profkit.capture.cupti_tracer writes them. Anything else in a record is ignored.
 _FIELDS = {
     "meta": {"format": (True, *_S), "gpu_name": (False, *_S), "sm_count": (False, *_I), "memory_bytes": (False, *_I),
              "cc": (False, *_S), "host": (False, *_S), "argv": (False, lambda v: isinstance(v, list), "a list")},

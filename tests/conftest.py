@@ -22,6 +22,6 @@ def copy(tmp_path):
 def _gpu_for_capture(monkeypatch):
     """profkit capture refuses to start without a GPU; the CPU tests give it fake profilers
     instead (tests/test_capture.py checks the refusal itself)."""
-    import profkit.capture.session.session
+    import profkit.capture.session
 
-    monkeypatch.setattr(profkit.capture.session.session, "gpu_problem", lambda: None)
+    monkeypatch.setattr(profkit.capture.session, "gpu_problem", lambda: None)

@@ -20,8 +20,8 @@ FIELD_EXTRA = ROOT.parent / "field-extra"
 def load_runs(root: Path, runs, db_name: str):
     """A Store of only `runs` (folders of profiles/, linked under `root`): a small database, fast
     to load; the caller closes it."""
-    from profkit.store.store.profiles import load_profiles
-    from profkit.store.store.store import Store
+    from profkit.store.profiles import load_profiles
+    from profkit.store.store import Store
 
     for run in runs:
         (root / run).symlink_to(PROFILES / run, target_is_directory=True)

@@ -6,14 +6,14 @@ import pytest
 from click.testing import CliRunner
 
 from profdata import DATA, PROFILES
-from profkit.model.perf import peaks
+from profkit.model import peaks
 from profkit.analyses.advise import advise
 from profkit.analyses.calibration import calibrate
 from profkit.analyses.classify import classify
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest
-from profkit.store.store.profiles import load_profiles
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.profiles import load_profiles
+from profkit.store.store import Store
 
 RMS = "rmsnorm-llama8b-t32768"
 

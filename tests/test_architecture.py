@@ -108,12 +108,12 @@ def test_the_cycle_finder_finds_a_circle():
 LAYERS = [
     ("core", {"profkit.core"}),
     ("parsers", {"profkit.parsers"}),
-    ("store", {"profkit.store.store"}),
-    ("model", {"profkit.model.perf"}),
+    ("store", {"profkit.store"}),
+    ("model", {"profkit.model"}),
     ("analyses", {"profkit.analyses"}),
     ("outputs", {"profkit.outputs"}),
     ("lab", {"profkit.kernels"}),
-    ("capture", {"profkit.capture.session"}),
+    ("capture", {"profkit.capture"}),
     ("cli", {"profkit.cli", "profkit.__main__"}),
 ]
 

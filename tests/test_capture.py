@@ -6,7 +6,7 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from profkit.capture.session import session as cap
+from profkit.capture import session as cap
 from profkit.cli import cli
 from profkit.core.errors import ToolFailed, ToolMissing
 from profdata import DATA
@@ -67,7 +67,7 @@ def test_profiler_errors_are_one_line(tmp_path, output, code, words, monkeypatch
 
 def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
     """The progress bar's total: launches under the NVTX filters, counted on the nsys capture."""
-    from profkit.capture.session.session import expected_launches
+    from profkit.capture.session import expected_launches
     from profkit.parsers import cupti_trace, nsys_sqlite
     from profdata import DATA
 
@@ -82,7 +82,7 @@ def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
 
 
 def test_ingest_reuses_a_report_capture_already_parsed(tmp_path, monkeypatch):
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
     from profkit.parsers import nsys_sqlite
     from profdata import DATA
 
@@ -167,7 +167,7 @@ def test_a_command_that_cannot_run_is_refused_before_profiling(tmp_path, cmd, wo
 
 
 def test_no_gpu_is_one_line(tmp_path, monkeypatch):
-    from profkit.capture.session import session as c
+    from profkit.capture import session as c
 
     monkeypatch.undo()  # the real check, with a stand-in nvidia-smi that sees no GPU
     fake_tool(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'\nexit 9\n")

@@ -11,12 +11,12 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from profkit.capture.session import session as cap
-from profkit.capture.session import rank_worker
-from profkit.capture.session.ranks import NOT_NCCL, parse_ranks, split_launcher, worker_name, wrapped
+from profkit.capture import session as cap
+from profkit.capture import rank_worker
+from profkit.capture.ranks import NOT_NCCL, parse_ranks, split_launcher, worker_name, wrapped
 from profkit.cli import cli
 from profkit.core.errors import ProfkitError
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profdata import KNOWN_NCU_LEAN, KNOWN_NSYS
 
 TORCHRUN = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
@@ -40,7 +40,7 @@ def test_torchrun_command_is_split_into_launcher_and_worker():
 def test_wrapped_command_starts_each_worker_through_rank_worker():
     cmd = wrapped(["torchrun", "--nproc-per-node", "2"], ["PY", "-u", "t.py"], ["ncu", "-o", "d/r.rank{rank}"], {1, 0},
                   python="PY")
-    assert cmd == ["torchrun", "--nproc-per-node", "2", "--no-python", "PY", "-m", "profkit.capture.session.rank_worker",
+    assert cmd == ["torchrun", "--nproc-per-node", "2", "--no-python", "PY", "-m", "profkit.capture.rank_worker",
                    "--prefix", '["ncu", "-o", "d/r.rank{rank}"]', "--ranks", "0,1", "--", "PY", "-u", "t.py"]
     assert parse_ranks("1, 0,1") == [0, 1] and parse_ranks("") == []
     with pytest.raises(ProfkitError):

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.core import sampling
-from profkit.capture.session.session import find_step, torch_ranges_command
+from profkit.capture.session import find_step, torch_ranges_command
 from profkit.cli import cli
 from profkit.core.errors import BadArgument
 from profkit.parsers import ncu_rep, nsys_sqlite
 from profkit.core.rows import KERNEL_FIELDS
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from fake_tools import PERCONFIG, WS, fake
 from profdata import DATA
 
@@ -135,7 +135,7 @@ def test_a_command_capture_samples_each_configuration_and_labels_every_launch(tm
 
 def test_a_capture_folder_loads_again_with_its_sampling(tmp_path):
     """profkit analyse of the capture folder (capture.json holds how ncu sampled) links as capture did."""
-    from profkit.store.store.profiles import load_profiles
+    from profkit.store.profiles import load_profiles
 
     assert capture(tmp_path, "--run", "ws").exit_code == 0
     load_profiles(tmp_path / "p", str(tmp_path / "again.db"))
@@ -208,7 +208,7 @@ def test_max_kernels_caps_what_ncu_profiles(tmp_path):
 
 
 def test_range_filters_for_ncu():
-    from profkit.capture.session.session import ncu_range_filters
+    from profkit.capture.session import ncu_range_filters
 
     known = {"norm": (None, "push_pop"), "epoch": (None, "start_end"), "fwd": ("mydomain", "push_pop")}
     assert ncu_range_filters("norm", known) == ["norm/"]
@@ -220,7 +220,7 @@ def test_range_filters_for_ncu():
 
 
 def test_torch_range_names_lose_their_per_call_ids():
-    from profkit.capture.session.session import clean_torch_name, clean_torch_ranges
+    from profkit.capture.session import clean_torch_name, clean_torch_ranges
     from profkit.core.rows import RANGE_FIELDS, Parsed, kernel_row
 
     assert clean_torch_name("aten::addmm, seq = 12, op_id = 345, sizes = [[64, 512], [512, 1000]]") == "aten::addmm"
@@ -242,7 +242,7 @@ def test_the_torch_ranges_launcher_runs_the_program_as_python_would(tmp_path, mo
 
     import torch
 
-    from profkit.capture.session import torch_ranges
+    from profkit.capture import torch_ranges
 
     entered = []
 
@@ -272,7 +272,7 @@ def test_profiler_windows_from_a_timeline(tmp_path):
     import shutil
     import sqlite3
 
-    from profkit.capture.session.session import profiler_windows
+    from profkit.capture.session import profiler_windows
 
     f = tmp_path / "ws.nsys.sqlite"
     shutil.copy(WS, f)

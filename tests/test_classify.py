@@ -6,8 +6,8 @@ from click.testing import CliRunner
 
 from profkit.cli import cli
 from profkit.analyses.classify import LABELS
-from profkit.store.store.ingest import ingest
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 from profdata import KNOWN_NCU, KNOWN_NCU_LEAN, KNOWN_NSYS
 
 
@@ -93,7 +93,7 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
     equals the database's answer; a report added to the run, or another connection's commit,
     is seen at the next read."""
     from profdata import PROFILES
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     db = str(tmp_path / "k.db")
     ingest(db, [PROFILES / "known"])
@@ -125,7 +125,7 @@ def test_launches_without_counters_label_as_the_general_path(tmp_path, monkeypat
     (timeline only, timeline + counters, a multi-rank run with NCCL kernels)."""
     from profdata import PROFILES
     from profkit.analyses import classify as cl
-    from profkit.store.store.profiles import load_profiles
+    from profkit.store.profiles import load_profiles
 
     db = str(tmp_path / "f.db")
     load_profiles(PROFILES, db)

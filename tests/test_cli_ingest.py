@@ -273,7 +273,7 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
     write transaction (one writer at a time), so the second is refused there, one line, its
     rows rolled back. Here another profkit process loads its timeline while this one parses its
     own: after the first check, before the write."""
-    from profkit.store.store import ingest as I
+    from profkit.store import ingest as I
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

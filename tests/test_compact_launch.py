@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from profkit.store.store.ingest import ingest
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 from profdata import DATA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, PROFILES
 
 V9 = DATA / "schema-v9" / "profkit-v9.db.xz"  # written by profkit at schema 8 and 9 (README there)
@@ -114,7 +114,7 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
     """The bulk load (names mapped through the report's string ids, kernels in JSON chunks)
     writes every view's rows exactly as the row path (a name per row) does."""
     from profkit.core import rows as rows_module
-    from profkit.store.store import side_writer
+    from profkit.store import side_writer
     from profkit.core.errors import ProfkitError
     from profkit.parsers import nsys_sqlite
 
@@ -197,7 +197,7 @@ def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
     """capture's PyTorch clean-up hands paths as plain text, which the store splits at '/': a
     TensorRT range named with '/' then has names whose innermost is not the launch's range
     text. The launch keeps its own text (launch_nvtx), as the launch table did."""
-    from profkit.capture.session.session import clean_torch_ranges
+    from profkit.capture.session import clean_torch_ranges
     from profkit.parsers import nsys_sqlite
     from profkit.core.rows import KERNEL_FIELDS
 

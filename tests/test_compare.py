@@ -5,11 +5,11 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.analyses import compare
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.analyses.classify import classify
 from profkit.cli import cli
 from profkit.analyses.compare import Side, noise_band, verdict
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 from profdata import PROFILES
 

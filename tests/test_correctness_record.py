@@ -9,11 +9,11 @@ import stat
 
 import pytest
 
-from profkit.capture.session import session as cap
+from profkit.capture import session as cap
 from profkit.analyses import compare
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.core.errors import BadInput
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 from profdata import PROFILES
 

@@ -63,7 +63,7 @@ def _wal(db) -> int:
 
 def _state(db) -> tuple[str, dict]:
     """Open as a user would, check, and return (dump, whole-run state)."""
-    from profkit.store.store.store import Store
+    from profkit.store.store import Store
 
     Store(db).close()  # profkit opens it (and finds its schema complete)
     c = sqlite3.connect(db)
@@ -93,7 +93,7 @@ def _kill_at(db, big, kind: str, value: float) -> float:
 
 
 def test_sigkill_during_ingest_leaves_no_partial_run(big, db):
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     ingest(db, [KNOWN_CUPTI], run="before")  # the database already holds a run
     before, state0 = _state(db)
@@ -155,7 +155,7 @@ def _outcome(db, before: str, whole: dict) -> str:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_or_sigterm_inside_the_write_transaction(big, db, sig):
     """A polite stop mid-write: the transaction rolls back, one line, exit 130 / 143, nothing landed."""
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     ingest(db, [KNOWN_CUPTI], run="before")
     before, _ = _state(db)
@@ -176,7 +176,7 @@ def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db, side):
     write transaction, while that journal exists (and, with the side writer, while it builds
     the last half of the launches in memory), the database opens as it was: the hot journal
     rolls the partial write back. The same file then loads whole."""
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     ingest(db, [KNOWN_CUPTI], run="before")
     before, state0 = _state(db)
@@ -185,7 +185,7 @@ def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db, side):
     # makes a -journal for a moment too: only one seen after that mark is the load's)
     code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; from profkit import rows; "
             f"nsys_sqlite.BULK_MIN_ROWS = 0; rows.SIDE_MIN_KERNELS = {0 if side else 10**18}; "
-            "from profkit.store.store.ingest import ingest\n"
+            "from profkit.store.ingest import ingest\n"
             "def tell(f, phase, done, total):\n"
             "    if phase == 'writing kernels' and not done: print('writing', flush=True)\n"
             "ingest(sys.argv[1], [Path(sys.argv[2])], run='big', on_progress=tell)")

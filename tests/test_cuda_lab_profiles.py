@@ -9,9 +9,9 @@ import pytest
 
 from profdata import PROFILES, ROOT
 from profkit.outputs import roofline_plot as roofline
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.analyses.classify import classify
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 LADDER = "sgemm-ladder-4096"
 CVT = "cuda-vs-triton-llama8b-t4096"

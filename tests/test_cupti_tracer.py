@@ -1,5 +1,5 @@
 """The tracer aims NVTX injection at the libcupti it loaded (a second copy receives no markers)."""
-from profkit.capture.session.cupti_tracer import loaded_libcupti, point_nvtx_at
+from profkit.capture.cupti_tracer import loaded_libcupti, point_nvtx_at
 
 VENV = "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13"
 

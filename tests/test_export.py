@@ -7,11 +7,11 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from profkit.store.store.profiles import load_profiles
-from profkit.store.store.ingest import ingest
+from profkit.store.profiles import load_profiles
+from profkit.store.ingest import ingest
 from profkit.analyses.overview import run_summary
 from profkit.cli import cli
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profdata import PROFILES
 
 duckdb = pytest.importorskip("duckdb")

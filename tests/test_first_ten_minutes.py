@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from profdata import PROFILES
 from profkit.cli import cli
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 
 RMS = "rmsnorm-llama8b-t32768"
 

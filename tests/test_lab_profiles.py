@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.analyses.classify import classify
 from profkit.parsers import cupti_trace, nsys_sqlite
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profdata import DATA, PROFILES
 from test_lab_round2_profiles import ROUND2  # the round-2 kernel lab captures (H100, ncu only)
 
@@ -134,7 +134,7 @@ def test_capture_metadata_is_kept():
 def test_cupti_tracer_sees_the_same_kernels_per_nvtx_range_as_nsys(tmp_path):
     """The same workload captured by the CUPTI tracer and by nsys on the H200 (2026-11-22),
     loaded into the same views: the same kernels under the same NVTX ranges."""
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     db = str(tmp_path / "both.db")
     ingest(db, [DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"], run="cupti")

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from profkit.analyses.classify import classify
-from profkit.store.store.ingest import ingest
+from profkit.store.ingest import ingest
 from profkit.core.metrics import metric_names
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profdata import DATA, ROOT
 
 PARITY = DATA / "lean-parity"

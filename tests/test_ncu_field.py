@@ -8,13 +8,13 @@ import json
 import pytest
 
 from profkit import parsers
-from profkit.model.perf import gpus
-from profkit.model.perf import perf as model
+from profkit.model import gpus
+from profkit.model import perf as model
 from profkit.analyses.classify import label_rows
-from profkit.store.store.ingest import ingest
+from profkit.store.ingest import ingest
 from profkit.parsers import _ncu_csv, ncu_csv, ncu_csv_details, ncu_rep
 from profkit.core.rows import KERNEL_FIELDS, ncu_kernel_row
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profkit.core.units import normalise
 
 from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES

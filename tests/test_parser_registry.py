@@ -12,9 +12,9 @@ import pytest
 from profdata import KNOWN_NSYS
 from profkit import parsers
 from profkit.analyses import timeline
-from profkit.store.store.ingest import ingest, run_name_for
-from profkit.store.store.profiles import report_files
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest, run_name_for
+from profkit.store.profiles import report_files
+from profkit.store.store import Store
 
 TOY = '''
 """A toy timeline format: the first line is TOYTRACE, then one kernel per line: name start end."""

@@ -258,7 +258,7 @@ def test_the_traced_environment_and_command_keep_no_secrets(copy, tmp_path):
     """nsys records the traced process's whole environment and command line; public exports
     have carried live tokens that way. Only variables that change a profile or place a rank keep
     their values; secret-looking arguments are redacted; the database holds no trace of either."""
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
     f = copy(KNOWN_NSYS, "secrets.sqlite")
     token = "hf_" + "Q7" * 17
     with sqlite3.connect(f) as c:

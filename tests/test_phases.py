@@ -9,8 +9,8 @@ import pytest
 
 from profdata import DATA, PROFILES
 from profkit.analyses import advise, phases
-from profkit.store.store.ingest import ingest
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 
 TF = DATA / "kineto-h100" / "tf.kineto.json.gz"
 TF_NSYS = DATA / "kineto-h100" / "tf.nsys.sqlite.xz"

@@ -9,9 +9,9 @@ import pytest
 from profdata import PROFILES
 from profkit.analyses.advise import advise
 from profkit.analyses.classify import classify
-from profkit.store.store.ingest import ingest
-from profkit.store.store.profiles import capture_meta, report_files, sampled_facts
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.profiles import capture_meta, report_files, sampled_facts
+from profkit.store.store import Store
 
 # run -> (timeline launches, ncu launches, configurations)
 EXPECTED = {"hf-llama-decode": (3369, 74), "cuda-vector-ops": (656, 7)}

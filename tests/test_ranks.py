@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.analyses import ranks as rk
-from profkit.store.store.profiles import load_profiles, report_files
+from profkit.store.profiles import load_profiles, report_files
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest, rank_in_name, run_name_for
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest, rank_in_name, run_name_for
+from profkit.store.store import Store
 from profdata import PROFILES
 
 BAL, SLOW = PROFILES / "ddp-2gpu", PROFILES / "ddp-2gpu-slow"

@@ -8,15 +8,15 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from profkit.model.perf import perf as model
-from profkit.model.perf import peaks
+from profkit.model import perf as model
+from profkit.model import peaks
 from profkit.analyses import roofline as rl
 from profkit.outputs import roofline_plot as rp
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest
+from profkit.store.ingest import ingest
 from profkit.core.metrics import lookup
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profdata import DATA, PROFILES
 
 MATMUL = "matmul-llama8b-qkv-m4096"

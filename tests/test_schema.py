@@ -2,8 +2,8 @@ import json
 import re
 import sqlite3
 
-from profkit.store.store.schema import LATEST, VIEWS
-from profkit.store.store.store import Store
+from profkit.store.schema import LATEST, VIEWS
+from profkit.store.store import Store
 from profdata import ROOT
 
 
@@ -35,10 +35,10 @@ def test_migrations_are_idempotent(db):
 def test_a_version_2_database_migrates_to_ranks(db):
     """A database written before ranks existed (migrations 1-2, one real report loaded)
     gains `rank` (NULL) in every view and keeps its rows."""
-    from profkit.store.store.ingest import sha256_of
+    from profkit.store.ingest import sha256_of
     from profkit.parsers import nsys_sqlite
-    from profkit.store.store.schema import MIGRATIONS
-    from profkit.store.store.store import _statements, connect
+    from profkit.store.schema import MIGRATIONS
+    from profkit.store.store import _statements, connect
     from profdata import KNOWN_NSYS
 
     c = connect(db)
@@ -73,9 +73,9 @@ def test_a_version_2_database_migrates_to_ranks(db):
 def test_a_version_4_database_gains_structured_paths(db):
     """Migration 5: paths loaded before it get names (their text split at '/'), ranges move to
     nvtx_event behind the nvtx_range view, and a report loaded after it keeps a '/' in a name."""
-    from profkit.store.store.ingest import ingest
-    from profkit.store.store.schema import MIGRATIONS
-    from profkit.store.store.store import _statements, connect
+    from profkit.store.ingest import ingest
+    from profkit.store.schema import MIGRATIONS
+    from profkit.store.store import _statements, connect
     from profdata import ROOT
 
     c = connect(db)

@@ -2,9 +2,9 @@
 import pytest
 
 from profkit.analyses import selection
-from profkit.store.store.profiles import load_profiles
+from profkit.store.profiles import load_profiles
 from profkit.core.errors import BadArgument, NoSuchRun
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 from profdata import PROFILES
 

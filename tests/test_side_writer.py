@@ -11,8 +11,8 @@ import pytest
 
 from profdata import KNOWN_NSYS
 from profkit.core import rows as rows_module
-from profkit.store.store import side_writer
-from profkit.store.store.ingest import ingest
+from profkit.store import side_writer
+from profkit.store.ingest import ingest
 from profkit.parsers import nsys_sqlite
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from profdata import KNOWN_CUPTI
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest
+from profkit.store.ingest import ingest
 
 FOREVER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
 
@@ -65,7 +65,7 @@ def test_timeout_ends_a_query(pdb):
 
 
 def test_library_has_no_time_limit_by_default(pdb):
-    from profkit.store.store.query import Query
+    from profkit.store.query import Query
 
     with Query(pdb, rows_cte(300_000)) as r:
         assert sum(1 for _ in r.rows()) == 300_000
@@ -94,7 +94,7 @@ def test_working_memory_is_capped_and_said(pdb):
     r = run("sql", "--db", pdb, "--memory", "16", rows_cte(2_000_000, "").replace("SELECT x FROM c",
                                                                               "SELECT count(DISTINCT printf('%050d', x)) FROM c"))
     assert r.exit_code == 6 and r.output.startswith("profkit: the query needs more than 16 MB of working memory"), r.output
-    from profkit.store.store.store import open_readonly
+    from profkit.store.store import open_readonly
 
     conn = open_readonly(pdb)
     conn.set_authorizer(None)  # (it refuses even reading a pragma)

@@ -2,7 +2,7 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest
+from profkit.store.ingest import ingest
 from profdata import KNOWN_CUPTI
 
 

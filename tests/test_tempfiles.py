@@ -141,7 +141,7 @@ def test_a_large_nsys_rep_keeps_its_export_until_the_store_has_read_it(scratch, 
     from pathlib import Path
 
     from profdata import KNOWN_NSYS
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
     from profkit.parsers import nsys_rep, nsys_sqlite
 
     if column_path:

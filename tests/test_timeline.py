@@ -13,8 +13,8 @@ from profdata import KNOWN_NSYS, PROFILES, ROOT
 from profkit.core import intervals
 from profkit.analyses import timeline
 from profkit.cli import cli
-from profkit.store.store.ingest import ingest
-from profkit.store.store.store import Store
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
 
 
 @pytest.fixture(scope="module")

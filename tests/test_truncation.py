@@ -189,7 +189,7 @@ def test_xz_index_size_matches_real_files_and_concatenated_streams(tmp_path):
 
 def _v2(tmp_path):
     """The real trace as the tracer writes it now (version 2: with its end record)."""
-    from profkit.capture.session.cupti_tracer import write_trace
+    from profkit.capture.cupti_tracer import write_trace
 
     recs = [json.loads(x) for x in KNOWN_CUPTI.read_text().splitlines()]
     out = tmp_path / "v2.cupti.jsonl"

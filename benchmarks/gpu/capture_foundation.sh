@@ -53,7 +53,7 @@ for r in rmsnorm_triton gemm_cublas/bf16_4096; do
   done
   $NCU --import /tmp/p_full_$tag.ncu-rep --csv --page raw > $C/full_$tag.raw.csv
 done
-echo "== cupti"; NVTX_INJECTION64_PATH=$CUPTI_INJ python3 -m profkit.capture.session.cupti_tracer -o $C/known.cupti.jsonl -- -m profkit.kernels.run known
+echo "== cupti"; NVTX_INJECTION64_PATH=$CUPTI_INJ python3 -m profkit.capture.cupti_tracer -o $C/known.cupti.jsonl -- -m profkit.kernels.run known
 python3 - <<'PY'
 import json, collections
 c = collections.Counter(json.loads(l)["type"] for l in open("/tmp/cap/known.cupti.jsonl"))

@@ -87,7 +87,7 @@ else
   t resnet_torch_ranges_alone python3 $R/profkit/capture/torch_ranges.py $P/resnet_train.py --nvtx-steps
   t resnet_nsys $NSYS profile -t cuda,nvtx --sample=none --cpuctxsw=none -f true -o $O/resnet_nsys python3 $P/resnet_train.py
   t resnet_cupti env PYTHONPATH=/tmp/site-cupti:$PYTHONPATH NVTX_INJECTION64_PATH=$CUPTI_INJ \
-    python3 -m profkit.capture.session.cupti_tracer -o $O/resnet.cupti.jsonl -- $P/resnet_train.py
+    python3 -m profkit.capture.cupti_tracer -o $O/resnet.cupti.jsonl -- $P/resnet_train.py
 fi
 python3 $R/benchmarks/capture_programs.py --db $DB --timings $O/timings.txt --json $O/capture.json > $O/table.txt 2>&1
 [ -f $O/sets.db ] && python3 $R/benchmarks/capture_programs.py --db $O/sets.db --timings /dev/null > $O/sets_table.txt 2>&1

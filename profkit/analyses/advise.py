@@ -12,7 +12,7 @@ that label and the rows of evidence behind the figure. Two kinds of item:
     * a chain of kernels fused: the bytes the chain reads from outside plus the bytes its last
       kernel writes (DRAM reads - writes + 2 x the last kernel's writes; the intermediates stay on
       chip), needing ncu's DRAM read/write split, else
-    * each kernel at its own roofline (profkit.model.perf.perf.roof_time_ns: the slowest of its bytes per
+    * each kernel at its own roofline (profkit.model.perf.roof_time_ns: the slowest of its bytes per
       memory level and its FLOPs per precision at their peaks).
   recoverable = measured GPU time - floor, over every call. Launches ncu did not measure borrow
   the measured fraction of a launch of the same kernel at the same place (said in evidence).
@@ -42,9 +42,9 @@ from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
 from profkit.core.metrics import lookup
 from profkit.core.intervals import covered, length, union
-from profkit.model.perf.perf import rates, roof_time_ns, work
+from profkit.model.perf import rates, roof_time_ns, work
 from profkit.core.names import is_comm
-from profkit.store.store.store import Store, lab_op
+from profkit.store.store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
 GRAPHED_CALLS_PER_KERNEL = 0.5
@@ -518,7 +518,7 @@ def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None
 def advise(store: Store, run: str | None = None, scope: str | None = None, peaks: list[dict] | None = None,
            include_unranged: bool = False, phase: str | None = None) -> Advice:
     """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
-    `peaks`: measured peak records (profkit.model.perf.peaks) of the run's GPU, if any. A run with NVTX
+    `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
     ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
     state by default where one is found (profkit.analyses.phases), 'all', or a phase's name."""
     run = store.require_run(run)

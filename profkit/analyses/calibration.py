@@ -17,7 +17,7 @@ from profkit.analyses import timeline as tl
 from profkit.analyses.advise import advise
 from profkit.analyses.compare import compare
 from profkit.analyses.selection import key_of, parse
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 OFF_BY = 0.25  # a prediction further than this from the measured gain needs its reason
 

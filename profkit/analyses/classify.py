@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 
-from profkit.model.perf import gpus
+from profkit.model import gpus
 from profkit.core.metrics import BY_SHORT, lookup
-from profkit.model.perf.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
+from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from profkit.core.names import is_comm
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
 
@@ -253,7 +253,7 @@ def _ncu_side(label: str, rules: list[dict]) -> dict:
 
 
 def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[list[gpus.Gpu], str]:
-    """The known-GPU rows a run may have run on (profkit.model.perf.gpus): by its GPU name, else by its
+    """The known-GPU rows a run may have run on (profkit.model.gpus): by its GPU name, else by its
     compute capability (several rows: any of them), with how they were found."""
     row = store.query("SELECT gpu_name, meta FROM run WHERE run = ?", (run,))
     name = row[0]["gpu_name"] if row else None
@@ -321,7 +321,7 @@ _fast = True  # the launches-without-counters path of label_rows (tests compare 
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing.
 
-    Peaks come from the report (profkit.model.perf.perf.rates); where it has none, from the known-GPU
+    Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
     table: the run's GPU by name, else every known GPU of its compute capability. With several
     candidates a launch is labelled under each; one label for all stands (the evidence names
     them), different labels make it `unknown` with the labels per GPU in the reason."""

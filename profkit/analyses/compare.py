@@ -20,7 +20,7 @@ Method (docs/compare.md says the same for readers):
 - Label of a side: the classify label holding most of its GPU time (computed, not stored,
   when the run has no labels yet).
 - % of roofline of a side: sum over its kernels of the roofline's lower-bound time
-  (profkit.model.perf.perf.roof_time_ns: the slowest of each memory level's bytes at its peak and
+  (profkit.model.perf.roof_time_ns: the slowest of each memory level's bytes at its peak and
   each precision's FLOPs at its peak) over the sum of their measured times (ncu's own
   duration, the one its counters were taken over).
 - Verdict: `rejected` when the median speed-up is <= 1 or the after side failed its
@@ -40,8 +40,8 @@ from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
 from profkit.core.metrics import lookup
-from profkit.model.perf.perf import roof_time_ns
-from profkit.store.store.store import Store
+from profkit.model.perf import roof_time_ns
+from profkit.store.store import Store
 
 BOOTSTRAP_MIN_CALLS = 10
 BOOTSTRAP_SAMPLES = 2000

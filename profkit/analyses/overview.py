@@ -10,7 +10,7 @@ from profkit.analyses.advise import advise, rows as advice_rows
 from profkit.analyses.classify import classify
 from profkit.analyses.compare import compare
 from profkit.core.errors import ProfkitError
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 BASELINES = ("eager",)  # the variant a lab run's claims start from
 

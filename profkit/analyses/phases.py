@@ -34,7 +34,7 @@ import numpy as np
 
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 STEADY_SPREAD = 1.5        # a step slower than this x the later steps' median is warm-up
 MATCH = 0.8                # share of launches that must repeat one period later

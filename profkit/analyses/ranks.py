@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from profkit.core.errors import ProfkitError
 from profkit.core.intervals import intersection, length, union
 from profkit.core.names import is_comm
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 STEP_PATTERN = r"^(profiler)?step[ _#:-]*\d+$"  # `step 3`; torch.profiler's `ProfilerStep#3`
 

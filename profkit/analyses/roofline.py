@@ -1,9 +1,9 @@
 """Hierarchical roofline of a run from its Nsight Compute counters: points (per kernel or per
 NVTX range), ceilings and before/after arrows, as data. Drawing is profkit.outputs.roofline_plot.
 
-Every number comes from the shared performance model (profkit.model.perf.perf: work, traffic, peak rates,
+Every number comes from the shared performance model (profkit.model.perf: work, traffic, peak rates,
 roof time) over the report's own counters and peaks. Measured peaks (copy bandwidth, cuBLAS
-throughput) come from the caller (profkit.model.perf.peaks) and are kept apart as "measured" ceilings.
+throughput) come from the caller (profkit.model.peaks) and are kept apart as "measured" ceilings.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from profkit.analyses.classify import gpu_context
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument, NoSuchRun
 from profkit.core.metrics import BY_SHORT, lookup
-from profkit.model.perf.perf import FROM_TABLE, LEVEL_LABEL, LEVELS, PEAK_FALLBACK, PRECISIONS, rates, roof_time_ns, traffic, work
-from profkit.store.store.store import Store
+from profkit.model.perf import FROM_TABLE, LEVEL_LABEL, LEVELS, PEAK_FALLBACK, PRECISIONS, rates, roof_time_ns, traffic, work
+from profkit.store.store import Store
 
 # the metrics the model reads: the roofline reads only these of a run's counters
 MODEL_METRICS = sorted({n for m in BY_SHORT.values() for n in m.read})
@@ -175,14 +175,14 @@ def _points(store: Store, sel: selection.Selector, by: str, keys: list[str] | No
 # --- ceilings ----------------------------------------------------------------------------
 
 def measured_ceilings(peaks: list[dict] | None, gpu: str | None) -> list[Ceiling]:
-    """Ceilings measured on this GPU model (profkit.model.perf.peaks records), dashed on the plot."""
+    """Ceilings measured on this GPU model (profkit.model.peaks records), dashed on the plot."""
     return [Ceiling(p["ceiling"], p["kind"], p["label"], p["value"], p["how"], True)
             for p in peaks or () if gpu and p["gpu"] == gpu]
 
 
 def _ceilings(per_kernel: list[dict[str, float]], gpu=None) -> tuple[list[Ceiling], list[str]]:
     """One ceiling per precision and level that the reports give peaks for, at the median clock
-    (for reports with no peak at all: `gpu`'s datasheet peaks, profkit.model.perf.gpus)."""
+    (for reports with no peak at all: `gpu`'s datasheet peaks, profkit.model.gpus)."""
     got: dict[str, list[float]] = {}
     how: dict[str, str] = {}
     for c in per_kernel:
@@ -235,7 +235,7 @@ def _chain_keys(groups: dict[str, list[dict]], chain) -> list[str]:
 def collect(store: Store, run: str | None = None, compare: str | None = None, by: str = "kernel",
             chain=None, peaks: list[dict] | None = None) -> Roofline:
     """The roofline's data: points, ceilings, arrows and notes (outputs.roofline_plot draws it).
-    `peaks`: measured peak records (profkit.model.perf.peaks) to draw beside the report's own."""
+    `peaks`: measured peak records (profkit.model.peaks) to draw beside the report's own."""
     if by not in ("kernel", "range"):
         raise BadArgument(f"--by {by!r}: use kernel or range")
     before = selection.parse(run) if run else selection.Selector(store.require_run(None))

@@ -15,7 +15,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 
 from profkit.core.errors import BadArgument, NoSuchRun
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 
 @dataclass(frozen=True)

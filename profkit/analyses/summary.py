@@ -1,7 +1,7 @@
 """Readable summaries of what a database holds: runs, and where each run's GPU time went."""
 from __future__ import annotations
 
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 
 def runs(store: Store) -> list[dict]:

@@ -31,7 +31,7 @@ from collections import defaultdict
 
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 
 def _under(names: list | None, prefix: str | None) -> bool:

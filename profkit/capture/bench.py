@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from profkit.core.errors import BadArgument
-from profkit.capture.session.tune import _device, _need_lab
+from profkit.capture.tune import _device, _need_lab
 
 
 def workload(spec: str):

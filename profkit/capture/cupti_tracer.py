@@ -1,7 +1,7 @@
 """In-process CUPTI activity tracer: the fallback timeline where Nsight Systems is missing.
 
-    python -m profkit.capture.session.cupti_tracer -o trace.cupti.jsonl -- -m profkit.kernels.run rmsnorm
-    python -m profkit.capture.session.cupti_tracer -o trace.cupti.jsonl -- my_script.py --arg
+    python -m profkit.capture.cupti_tracer -o trace.cupti.jsonl -- -m profkit.kernels.run rmsnorm
+    python -m profkit.capture.cupti_tracer -o trace.cupti.jsonl -- my_script.py --arg
 
 Records kernels, CUDA runtime and driver API calls, and NVTX ranges. NVTX reaches CUPTI only
 through NVTX_INJECTION64_PATH, read once at the first NVTX call, and only when it names the very
@@ -172,7 +172,7 @@ def write_trace(out: str, header: dict, records: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 4 or argv[0] != "-o" or argv[2] != "--":
-        print("usage: python -m profkit.capture.session.cupti_tracer -o OUT.jsonl -- (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
+        print("usage: python -m profkit.capture.cupti_tracer -o OUT.jsonl -- (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
         return 2
     return trace(argv[1], argv[3:])
 

@@ -1,6 +1,6 @@
 """Run one worker of a multi-process job under a profiler, named by its rank.
 
-    python -m profkit.capture.session.rank_worker --prefix '["nsys", "profile", "-o", "out/run.rank{rank}"]' [--ranks 0] -- CMD...
+    python -m profkit.capture.rank_worker --prefix '["nsys", "profile", "-o", "out/run.rank{rank}"]' [--ranks 0] -- CMD...
 
 A launcher (torchrun --no-python, mpirun, srun) starts this in place of each worker. It reads
 the rank the launcher gave the process (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID),
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from profkit.capture.session.session import SAFE_ENV
+from profkit.capture.session import SAFE_ENV
 
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
@@ -37,17 +37,17 @@ def worker_argv(prefix: list[str], cmd: list[str], rank: int, ranks: set[int] | 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--" not in argv:
-        print("profkit.capture.session.rank_worker: usage: --prefix JSON [--ranks 0,1] -- COMMAND...", file=sys.stderr)
+        print("profkit.capture.rank_worker: usage: --prefix JSON [--ranks 0,1] -- COMMAND...", file=sys.stderr)
         return 2
     cut = argv.index("--")
-    p = argparse.ArgumentParser(prog="python -m profkit.capture.session.rank_worker")
+    p = argparse.ArgumentParser(prog="python -m profkit.capture.rank_worker")
     p.add_argument("--prefix", required=True, help="JSON list: the profiler's arguments; {rank} is replaced")
     p.add_argument("--ranks", default=None, help="comma-separated ranks to profile (default: all)")
     a = p.parse_args(argv[:cut])
     cmd = argv[cut + 1:]
     rank = rank_from_env()
     if rank is None or not cmd:
-        print(f"profkit.capture.session.rank_worker: {'no command' if cmd == [] else 'no rank in the environment (' + ', '.join(RANK_VARS) + ')'}",
+        print(f"profkit.capture.rank_worker: {'no command' if cmd == [] else 'no rank in the environment (' + ', '.join(RANK_VARS) + ')'}",
               file=sys.stderr)
         return 2
     ranks = {int(r) for r in a.ranks.split(",") if r.strip()} if a.ranks else None
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.execvp(args[0], args)
     except OSError as e:
-        print(f"profkit.capture.session.rank_worker: rank {rank}: cannot run {args[0]}: {e}", file=sys.stderr)
+        print(f"profkit.capture.rank_worker: rank {rank}: cannot run {args[0]}: {e}", file=sys.stderr)
         return 127
     return 0  # not reached
 

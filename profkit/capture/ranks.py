@@ -3,8 +3,8 @@ chosen ranks, all under OUT/<run>/ as <run>.rank<N>.* so that ingest gives each 
 
     profkit capture --ranks [--ncu-ranks 0] -- torchrun --nproc-per-node 2 train.py ARGS
 
-The torchrun command is rewritten so that each worker starts through profkit.capture.session.rank_worker
-(`torchrun OPTS --no-python PYTHON -m profkit.capture.session.rank_worker --prefix [nsys ...] -- PYTHON -u
+The torchrun command is rewritten so that each worker starts through profkit.capture.rank_worker
+(`torchrun OPTS --no-python PYTHON -m profkit.capture.rank_worker --prefix [nsys ...] -- PYTHON -u
 train.py ARGS`), which names the report after the rank torchrun gave it. The job runs once
 under nsys (every rank), then once more with ncu on the --ncu-ranks only (the others run
 bare). ncu never profiles NCCL kernels: replaying a collective on one rank would wait
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from profkit.core import environment
-from profkit.capture.session.session import Captured, _profile, find_tool, ncu_args, nsys_args, run_metadata
+from profkit.capture.session import Captured, _profile, find_tool, ncu_args, nsys_args, run_metadata
 from profkit.core.errors import ProfkitError, ToolFailed
-from profkit.store.store.ingest import rank_in_name
+from profkit.store.ingest import rank_in_name
 
 # torchrun options that take no value (every other option takes one unless written --opt=value)
 _TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
@@ -41,7 +41,7 @@ def split_launcher(cmd: list[str], python: str | None = None) -> tuple[list[str]
         i = 3
     else:
         raise ProfkitError(f"--ranks understands torchrun (or python -m torch.distributed.run), not {cmd[0]!r}; "
-                           "with another launcher, start each worker as `python -m profkit.capture.session.rank_worker --prefix "
+                           "with another launcher, start each worker as `python -m profkit.capture.rank_worker --prefix "
                            "'[\"nsys\", \"profile\", \"-o\", \"DIR/RUN.rank{rank}\"]' -- COMMAND` and ingest DIR")
     launcher, module, no_python = list(cmd[:i]), False, False
     while i < len(cmd) and cmd[i].startswith("-"):
@@ -72,7 +72,7 @@ def split_launcher(cmd: list[str], python: str | None = None) -> tuple[list[str]
 def wrapped(launcher: list[str], worker: list[str], prefix: list[str], ranks=None,
             python: str | None = None) -> list[str]:
     """The launcher command that starts each worker under `prefix` (on `ranks`, or all)."""
-    w = [python or sys.executable, "-m", "profkit.capture.session.rank_worker", "--prefix", json.dumps(prefix)]
+    w = [python or sys.executable, "-m", "profkit.capture.rank_worker", "--prefix", json.dumps(prefix)]
     if ranks is not None:
         w += ["--ranks", ",".join(str(r) for r in sorted(ranks))]
     return launcher + ["--no-python"] + w + ["--"] + worker

@@ -404,7 +404,7 @@ class Sampling:
 
 def torch_ranges_command(cmd: list[str]) -> list[str]:
     """The command run through profkit/capture/torch_ranges.py (a file: it needs no profkit import)."""
-    from profkit.capture.session import torch_ranges
+    from profkit.capture import torch_ranges
 
     if not Path(cmd[0]).name.startswith("python"):
         raise BadArgument(f"--torch-ranges runs a Python program (python3 SCRIPT or python3 -m MODULE), not {cmd[0]!r}")
@@ -582,7 +582,7 @@ def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_comman
     if not inj:
         raise ToolMissing("CUPTI tracer: no libcupti found for NVTX_INJECTION64_PATH (pip install cupti-python)")
     env["NVTX_INJECTION64_PATH"] = inj
-    args = [sys.executable, "-m", "profkit.capture.session.cupti_tracer", "-o", str(trace), "--"]
+    args = [sys.executable, "-m", "profkit.capture.cupti_tracer", "-o", str(trace), "--"]
     if not is_command:
         args += ["-m", "profkit.kernels.run", *cmd[3:]]
     elif Path(cmd[0]).name.startswith("python"):

@@ -9,7 +9,7 @@ user's file stays as it is. Inside `torch.autograd.profiler.emit_nvtx()` every o
 range, so each kernel lands under the operator that launched it. PyTorch appends per-call ids
 to each name ("aten::addmm, seq = 12, op_id = 345"); profkit capture strips them when loading.
 
-Run by path, not as `-m profkit.capture.session.torch_ranges`: it imports nothing of profkit, so it works under
+Run by path, not as `-m profkit.capture.torch_ranges`: it imports nothing of profkit, so it works under
 whatever interpreter runs the program. Its cost (a range push and pop per operator call) is in
 benchmarks/results/capture.md.
 """

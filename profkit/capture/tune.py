@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profkit.core.errors import BadArgument, BadInput, ToolMissing
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profkit.core.usercode import load_module
 
 DEFAULT_WARPS = (2, 4, 8)

@@ -18,7 +18,7 @@ from profkit.core.errors import ProfkitError
 from profkit.core.names import as_text
 from profkit.outputs.tables import console, plain
 from profkit.outputs.tables import table as _table
-from profkit.store.store.store import Store, default_db, lab_op
+from profkit.store.store import Store, default_db, lab_op
 
 out = console()
 NO_RANGE = "(outside any NVTX range)"
@@ -172,8 +172,8 @@ def ingest(paths, db, run, rank, gpu):
       profkit ingest profiles/rmsnorm-qwen7b-t4096
       profkit ingest trace.json.gz
       profkit ingest details.csv --gpu "RTX 4090"   # a details page names no GPU"""
-    from profkit.store.store.ingest import ingest as do_ingest
-    from profkit.store.store.ingest import plan
+    from profkit.store.ingest import ingest as do_ingest
+    from profkit.store.ingest import plan
 
     def line(r):
         if r.skipped:
@@ -195,7 +195,7 @@ def ingest(paths, db, run, rank, gpu):
         if g.skipped:
             out.print(f"{plain(g.folder)}: skipped " + "; ".join(f"{plain(p.name)} ({plain(why)})" for p, why in g.skipped))
     if gpu:
-        from profkit.model.perf import gpus
+        from profkit.model import gpus
 
         with Store(db) as s:
             for name in dict.fromkeys(r.run for r in loaded):
@@ -230,7 +230,7 @@ def sql(query, db, as_json, as_csv, timeout, memory):
 
     from profkit.outputs.records import write_csv, write_json
     from profkit.outputs.tables import pages
-    from profkit.store.store.query import Query, QueryStopped
+    from profkit.store.query import Query, QueryStopped
 
     stopped: list[int] = []
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -320,9 +320,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     import time
 
     from profkit.analyses import overview
-    from profkit.model.perf import peaks
+    from profkit.model import peaks
     from profkit.outputs.roofline_plot import write_runs
-    from profkit.store.store.profiles import load_profiles
+    from profkit.store.profiles import load_profiles
 
     t0 = time.monotonic()
     peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
@@ -341,7 +341,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
 
     def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
         from profkit.analyses.advise import preload_lab
-        from profkit.store.store.ingest import capture_meta
+        from profkit.store.ingest import capture_meta
 
         metas = []
         for f in folders:
@@ -450,7 +450,7 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
       profkit advise --run e2e-decode --range e2e/decode/eager --html advise.html
     """
     from profkit.analyses import advise as adv
-    from profkit.model.perf import peaks
+    from profkit.model import peaks
 
     measured = peaks.read(peaks_file) if peaks_file else None
     run = _resolve_run(db, run)
@@ -515,7 +515,7 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
     Example:
       profkit tune docs/examples/vector_add.py:add_kernel --shape n=16777216 --budget 120
     """
-    from profkit.capture.session import tune as t
+    from profkit.capture import tune as t
 
     target = t.load(kernel, launch_fn, inputs_fn, reference_fn)
     configs = t.read_space(space_file) if space_file else t.expand(t.default_space(target.kernel))
@@ -566,7 +566,7 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
     Example:
       profkit bench rmsnorm --shape llama8b-t4096 --variant eager --variant triton
     """
-    from profkit.capture.session import bench as b
+    from profkit.capture import bench as b
 
     with _progress_bar() as bar:
         task = bar.add_task("bench", total=None)
@@ -648,7 +648,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
       profkit capture --range step --step 10 -- python3 train.py"""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profkit.capture.session import session as cap
+    from profkit.capture import session as cap
     from profkit.core.errors import BadArgument
 
     if not use_nsys and not use_ncu:
@@ -662,7 +662,7 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
         raise BadArgument(f"{' and '.join(lab_only)} {'is' if len(lab_only) == 1 else 'are'} for lab workloads; "
                           "--ranks captures a command")
     if ranks:
-        from profkit.capture.session.ranks import capture_ranks, parse_ranks, split_launcher, worker_name
+        from profkit.capture.ranks import capture_ranks, parse_ranks, split_launcher, worker_name
 
         run = run or worker_name(split_launcher(command)[1])
         on_ranks = parse_ranks(ncu_ranks)
@@ -724,7 +724,7 @@ def _refuse_a_second_capture(db, run: str, use_nsys: bool, use_ncu: bool) -> Non
     capture into a run that already has the report it would make is refused now, not after the
     program ran (a before/after pair is two runs: --run NAME-after)."""
     from profkit.core.errors import BadArgument
-    from profkit.store.store.ingest import roles_held
+    from profkit.store.ingest import roles_held
 
     made = ({"timeline"} if use_nsys else set()) | ({"counters"} if use_ncu else set())
     clash = sorted(roles_held(db, run) & made)
@@ -736,7 +736,7 @@ def _refuse_a_second_capture(db, run: str, use_nsys: bool, use_ncu: bool) -> Non
 def _load_capture(db, got, failures: list[str]) -> int:
     """Load each report of a capture on its own: one that fails is named with its cause and
     stays on disk, the others load. Returns how many loaded."""
-    from profkit.store.store.ingest import ingest as do_ingest
+    from profkit.store.ingest import ingest as do_ingest
 
     n = 0
     for f in got.files:
@@ -890,7 +890,7 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
     \b
     Example:
       profkit roofline --run rmsnorm-qwen7b-t4096:eager --compare rmsnorm-qwen7b-t4096:triton -o rmsnorm.html"""
-    from profkit.model.perf import peaks
+    from profkit.model import peaks
     from profkit.analyses import roofline as rl
     from profkit.core.errors import BadArgument
     from profkit.outputs import roofline_plot

@@ -275,7 +275,7 @@ class KernelPart:
     api_sql: str = "SELECT NULL, NULL WHERE 0"
     packs: bool = False  # the columns pack into JSON (pack()); else the store stages a temp table
     first: tuple | None = None  # the first chunk's JSON (packed, rrows), made by pack() in the parser's thread
-    # kernels from side_from on are a share a second writer may build (profkit.store.store.side_writer), at
+    # kernels from side_from on are a share a second writer may build (profkit.store.side_writer), at
     # most SIDE_SHARE of a chunk; side: their JSON, made by pack() too. None: no share
     side_from: int | None = None
     side: tuple | None = None
@@ -370,7 +370,7 @@ def _mapped(p, path_ids):
 _PACK = 24  # low bits of a packed value: a path id (all ones: none)
 _PACK_BITS = 62  # bits a kernel's three packed columns may take (KernelPart.bits): a JSON integer is an int64
 _KERNEL_CHUNK = 1 << 20  # kernels per JSON chunk (KernelPart.ctes): 10 M kernels' JSON at once was ~0.7 GB
-# a side writer (profkit.store.store.side_writer) builds the last SIDE_SHARE of a chunk of kernels while the
+# a side writer (profkit.store.side_writer) builds the last SIDE_SHARE of a chunk of kernels while the
 # store writes the rest: it builds a row in ~1.8 us, the store copies it in ~0.45 us, and builds
 # its own in ~1.8 us beside it (benchmarks/RESULTS.md, round 5); below SIDE_MIN_KERNELS it is
 # not worth its thread

@@ -2,7 +2,7 @@
 
 profkit takes peaks from the report first (``*.peak_sustained`` x the clocks a launch ran at,
 then the device attributes a report carries: memory clock and bus width, SM count and clock;
-profkit.model.perf.perf). This table is the last resort, for formats that carry neither: a details CSV
+profkit.model.perf). This table is the last resort, for formats that carry neither: a details CSV
 of a few metrics names only the compute capability, and the GPU's name only where the user
 gives it (``profkit ingest --gpu NAME``) or another report of the run does. Every row names its
 source; the evidence of a label says which row and ceiling it used. Values are the datasheet's

@@ -13,7 +13,7 @@ counters reader returns them); nothing here reads a file or the database.
   achieved/peak ratio times two equals ncu's tensor-pipe utilisation on every GEMM shipped).
   Where a report has no peak metric for DRAM or FP32, its device attributes give one (memory
   clock × bus width; SMs × FP32 lanes per SM of the compute capability × SM clock); where it
-  gives no peak at all, a row of profkit.model.perf.gpus (datasheet peaks of a known GPU) passed in by
+  gives no peak at all, a row of profkit.model.gpus (datasheet peaks of a known GPU) passed in by
   the caller.
   Each rate says where it came from;
 - roof time: the slowest of each level's bytes at its peak and each precision's FLOPs at its
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 
-from profkit.model.perf.gpus import FP32_LANES, FP32_LANES_SOURCE, Gpu
+from profkit.model.gpus import FP32_LANES, FP32_LANES_SOURCE, Gpu
 from profkit.core.metrics import BY_SHORT, lookup
 
 # memory levels, outermost first: (key, label, bytes, bytes per cycle at peak, clock, clock fallback)
@@ -48,7 +48,7 @@ PRECISIONS = {
     "fp64": ("FP64", [("dadd", 1), ("dmul", 1), ("dfma", 2)], "dfma_peak", 2),
 }
 # fp16 and bf16 inputs (FP32 accumulate) run at one tensor rate on every GPU with a bf16 path
-# (Ampere on, datasheets in profkit.model.perf.gpus); used only when the fp16 path's own peak is absent
+# (Ampere on, datasheets in profkit.model.gpus); used only when the fp16 path's own peak is absent
 PEAK_FALLBACK = {"fp16_tensor": "tensor_ops_bf16_peak"}
 # where a rate came from, other than the report's own peak metrics (the start of its `how`)
 FROM_ATTRIBUTES = "device attributes"
@@ -116,7 +116,7 @@ def attribute_rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
 def rates(c: dict[str, float], gpu: Gpu | None = None) -> dict[str, tuple[float, str]]:
     """Peak FLOP/s per precision and byte/s per level at this launch's clocks, with how: the
     report's peak metrics, else its device attributes (DRAM, FP32); for a launch whose report
-    gives no peak at all, `gpu`'s datasheet row (profkit.model.perf.gpus). Remembered on a Counters
+    gives no peak at all, `gpu`'s datasheet row (profkit.model.gpus). Remembered on a Counters
     mapping, per GPU row (classify, advise and the roofline each ask several times a launch)."""
     memo = getattr(c, "memo", None)
     if memo is None:

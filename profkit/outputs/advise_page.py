@@ -6,7 +6,7 @@ from __future__ import annotations
 from profkit.analyses.advise import Advice
 from profkit.core.errors import BadArgument
 from profkit.analyses.roofline import Roofline, collect
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 from profkit.outputs.html import figure_html, text, write_page
 from profkit.outputs.roofline_plot import figure as roofline_figure
 

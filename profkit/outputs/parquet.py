@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from profkit.core.errors import ProfkitError, ToolMissing
-from profkit.store.store.schema import VIEWS
+from profkit.store.schema import VIEWS
 from profkit.core.dbfile import open_readonly
 
 BATCH_ROWS = 100_000
@@ -58,7 +58,7 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
     """Write `views` of `run` (default: every run) under `out`. Returns {view: rows written}."""
     pa, ds = _pyarrow()
     out = Path(out)
-    from profkit.store.store.store import Store
+    from profkit.store.store import Store
 
     Store(db, readonly=True).close()  # a profkit database (or one line saying what it is instead)
     # our own fixed queries: a read-only file handle is lock enough (open_readonly's

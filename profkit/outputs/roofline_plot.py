@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from profkit.core.errors import BadArgument
-from profkit.model.perf.perf import LEVEL_LABEL, PRECISIONS
+from profkit.model.perf import LEVEL_LABEL, PRECISIONS
 from profkit.analyses.roofline import Ceiling, Point, Roofline, collect, step_names
-from profkit.store.store.store import Store, opened
+from profkit.store.store import Store, opened
 from profkit.outputs.html import figure_html, text, write_figure, write_page
 
 LABEL_COLOURS = {"dram": "#1f77b4", "tensor_core": "#d62728", "compute": "#ff7f0e", "occupancy": "#9467bd",

@@ -23,7 +23,7 @@ from profkit.core.errors import BadArgument, BadInput
 from profkit.core.names import MAX_NAME, as_text, name_too_long
 from profkit.core.nvtx import PathsTooLarge
 from profkit.core.dbfile import open_readonly
-from profkit.store.store.store import Store, what_is
+from profkit.store.store import Store, what_is
 
 CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from profkit import parsers
 from profkit.core.errors import ProfkitError
-from profkit.store.store.ingest import Loaded, _opened, capture_meta, ingest, report_files, sampled_facts, sha256_of  # noqa: F401 (read here too)
-from profkit.store.store.store import Store
+from profkit.store.ingest import Loaded, _opened, capture_meta, ingest, report_files, sampled_facts, sha256_of  # noqa: F401 (read here too)
+from profkit.store.store import Store
 
 
 def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=None,

@@ -21,8 +21,8 @@ from profkit.parsers import registry as _parsers, timeline_sources
 from profkit.core import sampling
 from profkit.core.nvtx import names_json, names_of
 from profkit.core.rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
-from profkit.store.store.side_writer import SideWriter, table_ddl
-from profkit.store.store.schema import LATEST, MIGRATIONS, REBUILDS
+from profkit.store.side_writer import SideWriter, table_ddl
+from profkit.store.schema import LATEST, MIGRATIONS, REBUILDS
 
 
 WAL_SWITCH_TIMEOUT_MS = 120_000
@@ -938,7 +938,7 @@ def open_readonly(path: str | os.PathLike) -> ReadOnlyConnection:
 
     Three locks: the file is opened read-only, query_only is set, and an authorizer denies
     every write, ATTACH, PRAGMA change, and functions that load code or leak addresses.
-    Temporary data stays in memory (no temp files; profkit.store.store.query caps SQLite's heap).
+    Temporary data stays in memory (no temp files; profkit.store.query caps SQLite's heap).
     """
     ready_to_read(path)
     conn = _open_file_readonly(path, factory=ReadOnlyConnection)

@@ -13,7 +13,7 @@ fields, missing keys, shuffled or oddly nested events; hostile SQLite exports; c
 format's framing boundaries). Cases are drawn in this process and
 run in worker subprocesses, so a hang (over --timeout) or a dying worker is counted, not fatal.
 
-Each case runs `profkit.store.store.ingest.ingest` (what `profkit ingest` calls) on the mutated file into
+Each case runs `profkit.store.ingest.ingest` (what `profkit ingest` calls) on the mutated file into
 a copy of a database that already holds a run, then counts:
 - crash: any exception that is not a profkit ProfkitError, or the worker dying;
 - hang: no answer within --timeout seconds (the worker is killed and replaced);

@@ -166,7 +166,7 @@ def seed_bytes(spec: str, _cache: dict = {}) -> bytes:
     elif how == "v2":
         import tempfile
 
-        from profkit.capture.session.cupti_tracer import write_trace
+        from profkit.capture.cupti_tracer import write_trace
 
         recs = [json.loads(x) for x in data.splitlines()]
         with tempfile.TemporaryDirectory() as d:

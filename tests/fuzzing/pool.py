@@ -60,7 +60,7 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
     """Build, ingest, check one case. Runs in a worker process (or in-process for --replay)."""
     import profkit
     from profkit.core.errors import ProfkitError
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
     from profkit.core import rows
     from profkit.parsers import nsys_sqlite
 
@@ -142,7 +142,7 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
 
 
 def make_template(work: Path) -> Path:
-    from profkit.store.store.ingest import ingest
+    from profkit.store.ingest import ingest
 
     db = work / "template.db"
     ingest(str(db), [ROOT / f for f in BASE_FILES], run=BASE_RUN)

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from profdata import ROOT
-from profkit.capture.session import tune as t
+from profkit.capture import tune as t
 from profkit.cli import cli
-from profkit.store.store.store import Store
+from profkit.store.store import Store
 
 EXAMPLE = ROOT / "docs" / "examples" / "vector_add.py"
 WORKLOAD = ROOT / "docs" / "examples" / "scale_workload.py"
