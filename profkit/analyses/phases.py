@@ -314,19 +314,19 @@ def detect(store: Store, run: str | None = None) -> Phases:
     found: list[Phase] = []
     note = ""
     if steps:
-        got = _from_step_ranges(t, steps)
-        if got:
-            found, label = got
+        from_ranges = _from_step_ranges(t, steps)
+        if from_ranges:
+            found, label = from_ranges
             note = f"{label} of {len(steps)} (ranges named like steps)"
     if not found:
         segments = [(0, n)]
         units: dict[int, tuple[int, float]] = {}
         for _ in range(3):  # the steady state and up to two more repeated phases
-            best = None
+            best: tuple[int, int, int, int, int] | None = None
             for lo, hi in segments:
-                got = _periodic(t["ids"][lo:hi])
-                if got and (best is None or got[2] - got[1] > best[3] - best[2]):
-                    best = (lo, hi, got[1] + lo, got[2] + lo, got[0])
+                rep = _periodic(t["ids"][lo:hi])
+                if rep and (best is None or rep[2] - rep[1] > best[3] - best[2]):
+                    best = (lo, hi, rep[1] + lo, rep[2] + lo, rep[0])
             if best is None:
                 break
             lo, hi, a, b, period = best
