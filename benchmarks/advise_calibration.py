@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (before, after, measure): the fixes the lab applied, each shipped as one run or two
 PAIRS = [(f"{r}:eager", f"{r}:triton", "gpu") for r in (
-    "rmsnorm-llama8b-t32768", "rmsnorm-qwen7b-t4096", "add_rmsnorm-llama8b-t4096", "rope-llama8b-t4096",
+    "rmsnorm-llama8b-t32768", "rmsnorm-eager-vs-triton-h200", "add_rmsnorm-llama8b-t4096", "rope-llama8b-t4096",
     "rmsnorm_rope-qwen3-8b-t4096", "swiglu-llama8b-t4096", "softmax-r32768-n4096", "rmsnorm_linear-llama8b-qkv-m16")] + [
     ("matmul-llama8b-qkv-m4096:tiled", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),
     ("matmul-llama8b-qkv-m4096:autotuned", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),

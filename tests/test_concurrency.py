@@ -16,7 +16,7 @@ from dbcheck import PROBLEMS, WHOLE_RUNS, whole_runs
 from profdata import FIELD_H100, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 
 # one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
-RUNS = ("known", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096")
+RUNS = ("known", "rmsnorm-eager-vs-triton-h200", "softmax-r32768-n4096", "cuda-vs-triton-h200", "matmul-llama8b-qkv-m4096")
 WRITERS = [[PROFILES / r / f"{r}.nsys.sqlite", PROFILES / r / f"{r}.ncu-rep.xz"] for r in RUNS] + [[KNOWN_CUPTI]]
 
 READER = r"""

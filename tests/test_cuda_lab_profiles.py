@@ -1,6 +1,6 @@
 """Kernel lab IV's captures (H200, benchmarks/gpu/cuda_lab.sh, 2026-11-22): the SGEMM ladder at
 4096^3 (profiles/sgemm-ladder-4096: eight CUDA C++ steps and cuBLAS, nsys + ncu roofline set) and
-CUDA C++ beside Triton for RMSNorm / RoPE / SwiGLU (profiles/cuda-vs-triton-llama8b-t4096), plus
+CUDA C++ beside Triton for RMSNorm / RoPE / SwiGLU (profiles/cuda-vs-triton-h200), plus
 the committed benchmark results of the same machine (benchmarks/results/cuda.json)."""
 import importlib.util
 import json
@@ -14,7 +14,7 @@ from profkit.classify import classify
 from profkit.store import Store
 
 LADDER = "sgemm-ladder-4096"
-CVT = "cuda-vs-triton-llama8b-t4096"
+CVT = "cuda-vs-triton-h200"
 STEPS = ("naive", "coalesced", "smem", "blocktile_1d", "blocktile_2d", "vectorized", "tuned", "warptile", "cublas")
 N = 4096
 

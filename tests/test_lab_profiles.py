@@ -53,7 +53,7 @@ LAB_VERDICTS = {
     "add_rmsnorm-llama8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
     "rope-llama8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
     "rmsnorm_rope-qwen3-8b-t4096": ("eager", "triton", "supported", "dram", "dram"),
-    "rmsnorm-qwen7b-t4096": ("eager", "triton", "supported", "dram", "dram"),
+    "rmsnorm-eager-vs-triton-h200": ("eager", "triton", "supported", "dram", "dram"),
     "rmsnorm_linear-llama8b-qkv-m16": ("eager", "triton", "supported", "dram", "occupancy"),
     "fp8_gemm-llama8b-qkv-m4096": ("scaled_mm", "triton", "rejected", "tensor_core", "occupancy"),
 }
@@ -77,7 +77,7 @@ def test_lab_dataset_verdicts(store, run):
 def test_liger_and_triton_rmsnorm_are_within_noise(store):
     from profkit.compare import rows
 
-    r = rows(store, "rmsnorm-qwen7b-t4096:liger", "rmsnorm-qwen7b-t4096:triton")[0]
+    r = rows(store, "rmsnorm-eager-vs-triton-h200:liger", "rmsnorm-eager-vs-triton-h200:triton")[0]
     assert r["verdict"] == "caveated" and r["speedup_low"] < 1 < r["speedup_high"]
 
 
@@ -86,11 +86,11 @@ PROGRAMS = ("hf-llama-decode", "cuda-vector-ops")  # ordinary programs, tests/te
 
 def test_every_folder_is_a_run_with_timeline_and_counters(store):
     runs = {r["run"]: r for r in store.query("SELECT run, gpu_name FROM runs")}
-    assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096",
-                         "swiglu-llama8b-t4096",
+    assert set(runs) == {"known", "matmul-llama8b-qkv-m4096", "rmsnorm-eager-vs-triton-h200", "softmax-r32768-n4096",
+                         "cuda-vs-triton-h200",
                          "e2e-prefill", "e2e-decode",  # these two: timeline only (tests/test_timeline.py)
                          "ddp-2gpu", "ddp-2gpu-slow",  # two ranks each (tests/test_ranks.py)
-                         "sgemm-ladder-4096", "cuda-vs-triton-llama8b-t4096",  # tests/test_cuda_lab_profiles.py
+                         "sgemm-ladder-4096", "cuda-vs-triton-h200",  # tests/test_cuda_lab_profiles.py
                          *LAB_VERDICTS, *(run for rnd in PAIRED for run in rnd), *PROGRAMS}
     assert {r["gpu_name"] for r in runs.values()} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
     paired = {run for rnd in PAIRED for run in rnd}
@@ -102,14 +102,14 @@ def test_every_folder_is_a_run_with_timeline_and_counters(store):
 
 
 def test_rmsnorm_before_after(store):
-    p = by_path(store, "rmsnorm-llama8b-t32768")
-    assert p["rmsnorm/eager/llama8b-t32768"]["n"] == 24 and p["rmsnorm/triton/llama8b-t32768"]["n"] == 3
-    speedup = p["rmsnorm/eager/llama8b-t32768"]["t"] / p["rmsnorm/triton/llama8b-t32768"]["t"]
+    p = by_path(store, "rmsnorm-eager-vs-triton-h200")
+    assert p["rmsnorm/eager/qwen7b-t4096"]["n"] == 24 and p["rmsnorm/triton/qwen7b-t4096"]["n"] == 3
+    speedup = p["rmsnorm/eager/qwen7b-t4096"]["t"] / p["rmsnorm/triton/qwen7b-t4096"]["t"]
     assert 10 < speedup < 15  # 5108 us of eager kernels against 417 us of Triton (3 calls each)
 
 
 def test_lab_labels(store):
-    for run in ("rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096"):
+    for run in ("rmsnorm-eager-vs-triton-h200", "softmax-r32768-n4096", "cuda-vs-triton-h200", "matmul-llama8b-qkv-m4096"):
         classify(store, run)
     rows = store.query("SELECT k.nvtx_path, c.label, k.duration_ns FROM classifications c JOIN kernels k USING (kernel_id) "
                        "WHERE k.nvtx_path IS NOT NULL AND c.run != 'known'")
@@ -118,14 +118,14 @@ def test_lab_labels(store):
         labels.setdefault(r["nvtx_path"], set()).add(r["label"])
     for v in ("cublas", "tiled", "autotuned", "persistent_tma"):
         assert labels[f"matmul/{v}/llama8b-qkv-m4096"] == {"tensor_core"}
-    for op in ("rmsnorm/triton/llama8b-t32768", "softmax/triton/scores-r32768-n4096", "swiglu/triton/llama8b-t4096",
+    for op in ("rmsnorm/triton/qwen7b-t4096", "softmax/triton/scores-r32768-n4096", "swiglu/triton/llama8b-t4096",
                "softmax/eager/scores-r32768-n4096", "swiglu/eager/llama8b-t4096"):
         assert labels[op] == {"dram"}, op
-    assert labels["rmsnorm/eager/llama8b-t32768"] == {"dram", "launch_overhead"}  # tiny weight casts
+    assert labels["rmsnorm/eager/qwen7b-t4096"] == {"dram", "launch_overhead"}  # tiny weight casts
 
 
 def test_capture_metadata_is_kept():
-    meta = json.loads((PROFILES / "rmsnorm-llama8b-t32768" / "capture.json").read_text())
+    meta = json.loads((PROFILES / "rmsnorm-eager-vs-triton-h200" / "capture.json").read_text())
     assert meta["gpu_name"] == "NVIDIA H200" and meta["driver"] == "580.159.04"
     assert meta["torch_version"].startswith("2.11") and meta["triton_version"] == "3.6.0"
     assert "ncu_version" in meta and "nsys_version" in meta and "rmsnorm" in meta["command"]

@@ -14,10 +14,10 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from profdata import KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
+from profdata import DATA, KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
 from profkit.cli import cli
 
-SWIGLU = PROFILES / "swiglu-llama8b-t4096"
+SWIGLU = PROFILES / "cuda-vs-triton-h200"
 NAMES = ["ñ 報告", "a#b ?c", "100% d%41"]  # %41 would decode to 'A' if it were not escaped
 
 
@@ -37,8 +37,8 @@ def odd(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_ingest_and_sql_with_odd_names(odd, name):
     db = odd / f"daten {name}.db"
-    nsys = shutil.copy(SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite", odd / f"{name}.nsys.sqlite")
-    ncu = shutil.copy(SWIGLU / "swiglu-llama8b-t4096.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
+    nsys = shutil.copy(SWIGLU / "cuda-vs-triton-h200.nsys.sqlite", odd / f"{name}.nsys.sqlite")
+    ncu = shutil.copy(SWIGLU / "cuda-vs-triton-h200.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
     assert f"{name}.nsys.sqlite: nsys-sqlite -> run {name}: 17 kernels, 6 NVTX ranges" in r.output
@@ -60,10 +60,10 @@ def test_ingest_and_sql_with_odd_names(odd, name):
 def test_every_format_with_odd_names(odd):
     db = odd / "ü db.db"
     raw = odd / "ñ 報告 #3.ncu-rep"  # uncompressed: NVIDIA's reader opens this path itself
-    raw.write_bytes(lzma.decompress((PROFILES / "matmul-llama8b-qkv-m4096" / "matmul-llama8b-qkv-m4096.ncu-rep.xz").read_bytes()))
+    raw.write_bytes(lzma.decompress((DATA / "known" / "rmsnorm-llama8b-t32768.ncu-rep.xz").read_bytes()))
     csv = shutil.copy(KNOWN_CSV_LEAN, odd / "ñ 報告 #4.raw.csv")
     trace = shutil.copy(KNOWN_CUPTI, odd / "ñ 報告 #5.cupti.jsonl")
-    for f, want in ((raw, "12 kernels"), (csv, "133 kernels"), (trace, "166 kernels")):
+    for f, want in ((raw, "27 kernels"), (csv, "133 kernels"), (trace, "166 kernels")):
         r = run("ingest", "--db", db, f)
         assert r.exit_code == 0 and want in r.output, r.output
     r = run("sql", "--db", db, "--csv", "SELECT run FROM runs ORDER BY run")
@@ -74,8 +74,8 @@ def test_analyse_a_profiles_folder_with_odd_names(odd):
     root = odd / "profiles ü"
     folder = root / "ñ 報告 #2"
     folder.mkdir(parents=True)
-    shutil.copy(SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
-    shutil.copy(SWIGLU / "swiglu-llama8b-t4096.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
+    shutil.copy(SWIGLU / "cuda-vs-triton-h200.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
+    shutil.copy(SWIGLU / "cuda-vs-triton-h200.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
     shutil.copy(SWIGLU / "capture.json", folder / "capture.json")
     db, html = odd / "a#b.db", odd / "roof ü.html"
     r = run("analyse", root, "--db", db, "--html", html, "--verbose")

@@ -19,7 +19,7 @@ from profkit.store import Store
 from profdata import DATA, PROFILES
 
 MATMUL = "matmul-llama8b-qkv-m4096"
-RMSNORM = "rmsnorm-llama8b-t32768"
+RMSNORM = "rmsnorm-eager-vs-triton-h200"
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,8 @@ def test_dram_bytes_of_triton_rmsnorm_are_the_model_minimum(store):
     # minimum HBM traffic: read x, write y, read w = 536.9 MB. ncu flushes the caches before
     # each pass, so reads are cold; the last ~27 MB of y can still sit dirty in the 60 MB L2
     # when the kernel ends, so the counter reads up to 6 % under the model, never above +2 %
-    model = _model("rmsnorm", "llama8b-t32768")
-    p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/llama8b-t32768")
+    model = _model("rmsnorm", "qwen7b-t4096")
+    p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/qwen7b-t4096")
     ratio = p.bytes["dram"] / model["bytes"]
     assert 0.94 <= ratio <= 1.02, ratio
     assert p.label == "dram"
@@ -138,7 +138,7 @@ def test_html_is_self_contained(store, tmp_path):
 def test_compare_draws_one_arrow_per_paired_range(store):
     for by in ("kernel", "range"):
         r = rl.collect(store, f"{RMSNORM}:eager", f"{RMSNORM}:triton", by=by)
-        assert [a.key for a, _ in r.arrows] == ["rmsnorm/llama8b-t32768"]
+        assert [a.key for a, _ in r.arrows] == ["rmsnorm/qwen7b-t4096"]
         before, after = r.arrows[0]
         assert (before.side, after.side) == ("before", "after")
         # eager: 8 kernels a call, 1.66 ms; Triton: one kernel, 0.136 ms
