@@ -123,7 +123,7 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
         assert [p["data_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
         assert len(plots) == len([r for r in rows if r["points"]]) >= 5  # one plot per run with counters
         assert {r["run"] for r in rows} == set(store.runs())
-        assert {"e2e-decode", "e2e-prefill"} <= {r["run"] for r in rows if not r["points"]}  # timeline only
+        assert {"e2e-decode", "ddp-2gpu-slow"} <= {r["run"] for r in rows if not r["points"]}  # timeline only
         assert problems == []
     finally:
         page.close()

@@ -248,8 +248,8 @@ def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
 def test_timeline_and_counters_of_one_stem_join_one_run(db):
     """The nsys export and the ncu report of one capture (cuda-vs-triton-h200.*): one run,
     named together or one after the other; ranks of one job keep a timeline each."""
-    swiglu = PROFILES / "cuda-vs-triton-h200"
-    nsys, ncu = swiglu / "cuda-vs-triton-h200.nsys.sqlite", swiglu / "cuda-vs-triton-h200.ncu-rep.xz"
+    folder = PROFILES / "cuda-vs-triton-h200"
+    nsys, ncu = folder / "cuda-vs-triton-h200.nsys.sqlite", folder / "cuda-vs-triton-h200.ncu-rep.xz"
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
     assert [f[:3] for f in files_of(db)] == [("cuda-vs-triton-h200", None, "nsys-sqlite"),

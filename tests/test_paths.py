@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from profdata import DATA, KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
 from profkit.cli import cli
 
-SWIGLU = PROFILES / "cuda-vs-triton-h200"
+CAPTURE = PROFILES / "cuda-vs-triton-h200"
 NAMES = ["ñ 報告", "a#b ?c", "100% d%41"]  # %41 would decode to 'A' if it were not escaped
 
 
@@ -37,8 +37,8 @@ def odd(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_ingest_and_sql_with_odd_names(odd, name):
     db = odd / f"daten {name}.db"
-    nsys = shutil.copy(SWIGLU / "cuda-vs-triton-h200.nsys.sqlite", odd / f"{name}.nsys.sqlite")
-    ncu = shutil.copy(SWIGLU / "cuda-vs-triton-h200.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
+    nsys = shutil.copy(CAPTURE / "cuda-vs-triton-h200.nsys.sqlite", odd / f"{name}.nsys.sqlite")
+    ncu = shutil.copy(CAPTURE / "cuda-vs-triton-h200.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
     assert f"{name}.nsys.sqlite: nsys-sqlite -> run {name}: 17 kernels, 6 NVTX ranges" in r.output
@@ -74,14 +74,14 @@ def test_analyse_a_profiles_folder_with_odd_names(odd):
     root = odd / "profiles ü"
     folder = root / "ñ 報告 #2"
     folder.mkdir(parents=True)
-    shutil.copy(SWIGLU / "cuda-vs-triton-h200.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
-    shutil.copy(SWIGLU / "cuda-vs-triton-h200.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
-    shutil.copy(SWIGLU / "capture.json", folder / "capture.json")
+    shutil.copy(CAPTURE / "cuda-vs-triton-h200.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
+    shutil.copy(CAPTURE / "cuda-vs-triton-h200.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
+    shutil.copy(CAPTURE / "capture.json", folder / "capture.json")
     db, html = odd / "a#b.db", odd / "roof ü.html"
     r = run("analyse", root, "--db", db, "--html", html, "--verbose")
     assert r.exit_code == 0, r.output
-    assert "-> run ñ 報告 #2: 17 kernels, 6 ranges, 0 counters" in r.output
-    assert "-> run ñ 報告 #2: 9 kernels, 0 ranges, 3384 counters" in r.output
+    assert "-> run ñ 報告 #2: 45 kernels, 18 ranges, 0 counters" in r.output
+    assert "-> run ñ 報告 #2: 18 kernels, 0 ranges, 7560 counters" in r.output
     assert html.exists()
     r = run("analyse", root, "--db", db, "--html", html)  # the one-line-per-run view, loaded already
     assert r.exit_code == 0 and "\nñ 報告 #2 " in r.output and "0 files loaded now, 2 already in" in r.output, r.output
