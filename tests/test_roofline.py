@@ -45,13 +45,14 @@ def _point(points, path, kind="kernel"):
 
 
 def test_dram_bytes_of_triton_rmsnorm_are_the_model_minimum(store):
-    # minimum HBM traffic: read x, write y, read w = 536.9 MB. ncu flushes the caches before
-    # each pass, so reads are cold; the last ~27 MB of y can still sit dirty in the 60 MB L2
-    # when the kernel ends, so the counter reads up to 6 % under the model, never above +2 %
+    # minimum HBM traffic: read x, read w, write y = 58.7 MB. ncu flushes the caches before each
+    # pass, so reads are cold (29.4 MB); the 29.4 MB y fits the 60 MB L2 and mostly sits there
+    # dirty when the kernel ends, so the counter reads the reads and a few MB of writes, never
+    # more than the model
     model = _model("rmsnorm", "qwen7b-t4096")
     p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/qwen7b-t4096")
     ratio = p.bytes["dram"] / model["bytes"]
-    assert 0.94 <= ratio <= 1.02, ratio
+    assert 0.5 <= ratio <= 1.02, ratio
     assert p.label == "dram"
 
 
@@ -152,7 +153,7 @@ def test_compare_two_runs(tmp_path):
     ingest(path, _second_copy(tmp_path, PROFILES / RMSNORM), run="b")
     s = Store(path)
     try:
-        assert len(rl.collect(s, "a", "b", by="range").arrows) == 2
+        assert len(rl.collect(s, "a", "b", by="range").arrows) == 3  # eager, triton, liger
         assert len(rl.collect(s, "a:eager", "b:triton").arrows) == 1
     finally:
         s.close()
@@ -197,7 +198,7 @@ def test_cli_roofline_writes_html(db, tmp_path):
 @pytest.mark.parametrize("args, code, text", [
     (["--run", "nope"], 5, "no run 'nope'"),
     (["--run", f"{RMSNORM}:nope"], 2, "no profiled kernels"),
-    (["--run", RMSNORM, "--compare", "cuda-vector-ops"], 2, "share no NVTX range"),
+    (["--run", RMSNORM, "--compare", "known"], 2, "share no NVTX range"),
     (["--run", RMSNORM, "--chain", "bogus"], 2, "chain step 'bogus'"),
     (["--run", RMSNORM, "--chain", "auto", "--compare", RMSNORM], 2, "choose one"),
 ])
