@@ -233,6 +233,21 @@ def test_write_runs_one_file_for_all_runs(store, tmp_path):
     assert not re.search(r"<script[^>]*\ssrc=", text)
 
 
+def test_the_page_opens_on_the_story_with_the_rest_in_a_menu(store, tmp_path):
+    """The main job's page shows one figure, the story's before -> after arrow; a menu holds every
+    run with a roofline, the others laid out off screen until chosen."""
+    rows = rp.write_runs(store, tmp_path / "roofline.html", story=(RMSNORM, "eager", "triton"))
+    assert rows[0]["run"] == RMSNORM
+    text = (tmp_path / "roofline.html").read_text()
+    sections = re.findall(r'<section class="run( off)?" id="([^"]+)"><h2>([^<]+)</h2>', text)
+    assert sections[0] == ("", RMSNORM, f"{RMSNORM}: eager -&gt; triton")
+    assert all(off for off, _, _ in sections[1:]) and len(sections) == len([r for r in rows if r["points"]])
+    options = re.findall(r'<option value="([^"]+)">', text)
+    assert options == [run for _, run, _ in sections]
+    first = text[text.index('<section class="run"'):text.index('<section class="run off"')]
+    assert '"showarrow":true' in first.replace(" ", "")  # the story's arrow
+
+
 def test_the_page_draws_each_figure_as_the_validated_figure(store):
     """write_runs serialises figure_dict without plotly's validation: every run's figure JSON
     on the page is that of the validated Figure (template expanded as a Figure does)."""

@@ -198,7 +198,7 @@ def write_runs(store: Store, path="roofline.html", peaks: list[dict] | None = No
             rows.append({"run": run, "points": None, "why": str(e)})
             continue
         title = f"{run}: {story[1]} -> {story[2]}" if story and run == story[0] else run
-        parts.append(f'<section class="run" id="{text(run)}"{"" if not parts else " hidden"}>'
+        parts.append(f'<section class="run{"" if not parts else " off"}" id="{text(run)}">'
                      f"<h2>{text(title)}</h2>{figure_html(figure_dict(r), first=not parts)}</section>")
         rows.append({"run": run, "points": sum(1 for _ in drawn(r)), "why": "; ".join(r.notes)})
     if parts:
@@ -210,17 +210,18 @@ def write_runs(store: Store, path="roofline.html", peaks: list[dict] | None = No
     return rows
 
 
-# the menu shows one run's section at a time (the page's address names it: #run); plotly sizes a
-# figure drawn while hidden when it is shown, on the window's resize event
-_MENU = """<script>
+# the menu shows one run's section at a time (the page's address names it: #run); the others are
+# laid out off screen rather than not at all, so plotly draws every figure at its size
+_MENU = """<style>section.run.off { position: absolute; left: -100000px; top: 0; visibility: hidden; }</style>
+<script>
 (function () {
   var menu = document.getElementById("run");
   function show(run) {
     var found = false;
-    document.querySelectorAll("section.run").forEach(function (s) { s.hidden = s.id !== run; found = found || s.id === run; });
+    document.querySelectorAll("section.run").forEach(function (s) { found = found || s.id === run; });
     if (!found) return;
+    document.querySelectorAll("section.run").forEach(function (s) { s.classList.toggle("off", s.id !== run); });
     menu.value = run;
-    window.dispatchEvent(new Event("resize"));
   }
   menu.addEventListener("change", function () { history.replaceState(null, "", "#" + encodeURIComponent(menu.value)); show(menu.value); });
   if (location.hash) show(decodeURIComponent(location.hash.slice(1)));
