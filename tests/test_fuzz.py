@@ -45,7 +45,7 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
 
 @pytest.mark.parametrize("case,why", [
     ({"format": "ncu-rep", "mutation": "truncate_boundary", "p": {"frac": 0.5},
-      "seed": "tests/data/known/rmsnorm-llama8b-t32768.ncu-rep.xz!raw"}, "a whole block less"),
+      "seed": "profiles/known/known.ncu-rep.xz!raw"}, "a whole block less"),
     ({"format": "cupti-trace", "mutation": "truncate_boundary", "p": {"frac": 0.5},
       "seed": "tests/data/known/known.cupti.jsonl!head:1200"}, "a version 1 trace cut at a line end"),
 ])
