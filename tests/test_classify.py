@@ -113,7 +113,7 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
         assert s.counters("known") == fresh.counters("known") != before
         # a report this Store adds forgets that run's counters (another capture's: as another rank,
         # since a run takes one timeline and one counter report per rank)
-        ingest(db, [PROFILES / "rope-llama8b-t4096"], run="known", rank=1, store=s)
+        ingest(db, [PROFILES / "cuda-vs-triton-h200"], run="known", rank=1, store=s)
         assert s.counters("known") == fresh.counters("known")
         assert len(s.counters("known")) > len(before)
     fresh.close()
@@ -130,7 +130,7 @@ def test_launches_without_counters_label_as_the_general_path(tmp_path, monkeypat
     db = str(tmp_path / "f.db")
     load_profiles(PROFILES, db)
     with Store(db) as s:
-        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm_linear-llama8b-qkv-m16"]
+        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm-eager-vs-triton-h200"]
         fast = {r: cl.label_rows(s, r) for r in runs}
         monkeypatch.setattr(cl, "_fast", False)
         for r in runs:

@@ -246,14 +246,14 @@ def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
 
 
 def test_timeline_and_counters_of_one_stem_join_one_run(db):
-    """The nsys export and the ncu report of one capture (swiglu-llama8b-t4096.*): one run,
+    """The nsys export and the ncu report of one capture (cuda-vs-triton-h200.*): one run,
     named together or one after the other; ranks of one job keep a timeline each."""
-    swiglu = PROFILES / "swiglu-llama8b-t4096"
-    nsys, ncu = swiglu / "swiglu-llama8b-t4096.nsys.sqlite", swiglu / "swiglu-llama8b-t4096.ncu-rep.xz"
+    folder = PROFILES / "cuda-vs-triton-h200"
+    nsys, ncu = folder / "cuda-vs-triton-h200.nsys.sqlite", folder / "cuda-vs-triton-h200.ncu-rep.xz"
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
-    assert [f[:3] for f in files_of(db)] == [("swiglu-llama8b-t4096", None, "nsys-sqlite"),
-                                              ("swiglu-llama8b-t4096", None, "ncu-rep")]
+    assert [f[:3] for f in files_of(db)] == [("cuda-vs-triton-h200", None, "nsys-sqlite"),
+                                              ("cuda-vs-triton-h200", None, "ncu-rep")]
     other = str(db) + ".2"
     assert run("ingest", "--db", other, nsys).exit_code == 0
     assert run("ingest", "--db", other, ncu).exit_code == 0
@@ -298,6 +298,6 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
     before = dump(db)
     assert run("ingest", "--db", db, b).exit_code == 2 and dump(db) == before  # (the first check, now)
     # the legitimate join still writes: counters into a run that holds a timeline
-    ncu = PROFILES / "swiglu-llama8b-t4096" / "swiglu-llama8b-t4096.ncu-rep.xz"
+    ncu = PROFILES / "cuda-vs-triton-h200" / "cuda-vs-triton-h200.ncu-rep.xz"
     assert run("ingest", "--db", db, ncu, "--run", "report").exit_code == 0
     assert [f[:3] for f in files_of(db)][1:] == [("report", None, "nsys-sqlite"), ("report", None, "ncu-rep")]

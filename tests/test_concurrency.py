@@ -15,8 +15,8 @@ import time
 from dbcheck import PROBLEMS, WHOLE_RUNS, whole_runs
 from profdata import FIELD_H100, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 
-# one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
-RUNS = ("known", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096")
+# one writer per shipped run with both an nsys export and an ncu report, and one with a CUPTI trace
+RUNS = ("known", "rmsnorm-eager-vs-triton-h200", "cuda-vs-triton-h200", "cuda-vector-ops", "hf-llama-decode")
 WRITERS = [[PROFILES / r / f"{r}.nsys.sqlite", PROFILES / r / f"{r}.ncu-rep.xz"] for r in RUNS] + [[KNOWN_CUPTI]]
 
 READER = r"""

@@ -72,6 +72,6 @@ def test_before_after(kernel):
 
 def test_sql_queries(kernel):
     _, text, _ = _run("sql_queries.ipynb", kernel)
-    for expected in ("NVIDIA H200", "rmsnorm/eager/llama8b-t32768", "gpu_busy_pct", "achieved_occ", "tensor_core",
+    for expected in ("NVIDIA H200", "rmsnorm/eager/qwen7b-t4096", "gpu_busy_pct", "achieved_occ", "tensor_core",
                      "HighPipeUtilization", "dram_gb_per_s", "_rmsnorm_fwd"):
         assert expected in text, expected

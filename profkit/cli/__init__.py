@@ -169,7 +169,7 @@ def ingest(paths, db, run, rank, gpu):
     \b
     Examples:
       profkit ingest report.nsys-rep report.ncu-rep --run step10
-      profkit ingest profiles/rmsnorm-qwen7b-t4096
+      profkit ingest profiles/rmsnorm-eager-vs-triton-h200
       profkit ingest trace.json.gz
       profkit ingest details.csv --gpu "RTX 4090"   # a details page names no GPU"""
     from profkit.store.ingest import ingest as do_ingest
@@ -337,7 +337,8 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         row = overview.run_summary(s, run, measured)
         summaries.append(row)
         if not verbose:
-            out.print(_run_line(row), no_wrap=True, overflow="ellipsis", crop=True)
+            for line in _run_lines(row):
+                out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
     def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
         from profkit.analyses.advise import preload_lab
@@ -352,7 +353,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         preload_lab(metas)
 
     if not verbose:
-        out.print("run                              launches   counters  labels (% of GPU time)     fix first")
+        out.print(f"{'run (then what to fix first)':<{RUN_WIDTH}} launches   counters  labels (% of GPU time)")
     # one connection for the whole job; each run's counters are read once for classify, advise,
     # the claims and the rooflines (Store.keep_counters)
     with Store(db) as s, s.keep_counters():
@@ -363,8 +364,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)
-        drawn = write_runs(s, html, measured)
-    good = [c for c in claims if c["verdict"] == "supported"]
+        good = [c for c in claims if c["verdict"] == "supported"]
+        # the page opens on the best supported claim, drawn as its before -> after arrow
+        drawn = write_runs(s, html, measured, story=(good[0]["run"], good[0]["from"], good[0]["to"]) if good else None)
     def claim(c):
         row = {"range": c["range"], "change": f"{c['from']} -> {c['to']}",
                "us/call": f"{c['before_us']:,.1f} -> {c['after_us']:,.1f}",
@@ -387,13 +389,19 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
               "profkit compare RUN:eager RUN:triton; --verbose for every table")
 
 
-def _run_line(row: dict) -> str:
+RUN_WIDTH = 42  # the longest shipped run name; a longer one shifts its line's columns
+
+
+def _run_lines(row: dict) -> list[str]:
+    """A run's line (name, launches, counters, labels), then its first fix on a line of its own
+    so that a terminal's width cuts neither."""
     labels = ", ".join(f"{k} {v:.0f}%" for k, v in list(row["labels"].items())[:2])
     first = row["advice"][0] if row["advice"] else None
-    fix = (f"{first.action.split(':')[0]} [{first.nvtx_path or first.kernel_name}] ({first.recoverable_ns / 1e3:,.0f} us)"
+    fix = (f"{first.action.split(':')[0]} ({first.recoverable_ns / 1e3:,.0f} us) [{first.nvtx_path or first.kernel_name}]"
            if first and first.recoverable_ns > 0 else "-")
-    # the run name whole (it is what `advise --run` takes): a longer one shifts the columns
-    return f"{plain(row['run']):<32} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)[:26]:<26} {plain(fix)}"
+    # the run name whole (it is what `advise --run` takes)
+    return [f"{plain(row['run']):<{RUN_WIDTH}} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)}",
+            f"    fix first: {plain(fix)}"]
 
 
 def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
@@ -776,7 +784,7 @@ def classify(db, run, as_json, per_launch, as_table):
 
     \b
     Example:
-      profkit classify --run rmsnorm-llama8b-t32768
+      profkit classify --run rmsnorm-eager-vs-triton-h200
     """
     from profkit.analyses.classify import classify as do_classify
 
@@ -838,7 +846,7 @@ def compare(before, after, db, as_json, by):
 
     \b
     Example:
-      profkit compare rmsnorm-qwen7b-t4096:eager rmsnorm-qwen7b-t4096:triton
+      profkit compare rmsnorm-eager-vs-triton-h200:eager rmsnorm-eager-vs-triton-h200:triton
       profkit compare slow-launch:triton_direct fast-launch:triton_direct --by host
     """
     from profkit.analyses.compare import rows as compare_rows
@@ -889,7 +897,7 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
 
     \b
     Example:
-      profkit roofline --run rmsnorm-qwen7b-t4096:eager --compare rmsnorm-qwen7b-t4096:triton -o rmsnorm.html"""
+      profkit roofline --run rmsnorm-eager-vs-triton-h200:eager --compare rmsnorm-eager-vs-triton-h200:triton -o rmsnorm.html"""
     from profkit.model import peaks
     from profkit.analyses import roofline as rl
     from profkit.core.errors import BadArgument
