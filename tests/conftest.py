@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from profdata import PROFILES
+
 
 @pytest.fixture
 def db(tmp_path):
@@ -25,3 +27,25 @@ def _gpu_for_capture(monkeypatch):
     import profkit.capture
 
     monkeypatch.setattr(profkit.capture, "gpu_problem", lambda: None)
+
+
+@pytest.fixture(scope="session")
+def profiles_db_built(tmp_path_factory) -> Path:
+    """Every run of profiles/ loaded into one database, once a session (a full load costs tens
+    of CPU seconds, and many modules read the same runs). Never written: take a copy
+    (profiles_db, or shutil.copy into tmp_path)."""
+    from profkit.profiles import load_profiles
+
+    path = tmp_path_factory.mktemp("profiles-db") / "profiles.db"
+    load_profiles(PROFILES, str(path))
+    # a whole database in one file: a copy of it is the loaded database
+    assert not path.with_name(path.name + "-wal").exists()
+    return path
+
+
+@pytest.fixture(scope="module")
+def profiles_db(profiles_db_built, tmp_path_factory) -> str:
+    """The module's own copy of profiles_db_built, free to write (labels, runs of its own)."""
+    dst = tmp_path_factory.mktemp("profiles") / "profiles.db"
+    shutil.copyfile(profiles_db_built, dst)
+    return str(dst)

@@ -12,16 +12,14 @@ from profkit.calibration import calibrate
 from profkit.classify import classify
 from profkit.cli import cli
 from profkit.ingest import ingest
-from profkit.profiles import load_profiles
 from profkit.store import Store
 
 RMS = "rmsnorm-llama8b-t32768"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("advise") / "a.db")
-    load_profiles(PROFILES, path)
+def db(profiles_db):
+    path = profiles_db
     with Store(path) as s:
         for run in s.runs():
             classify(s, run)

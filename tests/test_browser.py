@@ -14,7 +14,6 @@ import pytest
 
 from profkit import roofline as rl
 from profkit.outputs import roofline_plot as rp
-from profkit.profiles import load_profiles
 from profkit.store import Store
 from profdata import PROFILES
 
@@ -46,10 +45,8 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("browser") / "b.db")
-    load_profiles(PROFILES, db)
-    s = Store(db)
+def store(profiles_db):
+    s = Store(profiles_db)
     yield s
     s.close()
 

@@ -5,23 +5,18 @@ import pytest
 from click.testing import CliRunner
 
 from profkit import compare
-from profkit.profiles import load_profiles
 from profkit.classify import classify
 from profkit.cli import cli
 from profkit.compare import Side, noise_band, verdict
 from profkit.store import Store
-
-from profdata import PROFILES
 
 RMS = "rmsnorm-llama8b-t32768"
 MM = "matmul-llama8b-qkv-m4096"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("cmp") / "p.db")
-    load_profiles(PROFILES, path)
-    return path
+def db(profiles_db):
+    return profiles_db
 
 
 def _json(db, *args):

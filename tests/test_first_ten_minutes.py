@@ -8,16 +8,13 @@ from click.testing import CliRunner
 
 from profdata import PROFILES
 from profkit.cli import cli
-from profkit.profiles import load_profiles
 
 RMS = "rmsnorm-llama8b-t32768"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("ten") / "p.db")
-    load_profiles(PROFILES, path)
-    return path
+def db(profiles_db):
+    return profiles_db
 
 
 def _run(*args):
