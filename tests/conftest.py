@@ -1,3 +1,5 @@
+import fcntl
+import os
 import shutil
 from pathlib import Path
 
@@ -36,10 +38,21 @@ def profiles_db_built(tmp_path_factory) -> Path:
     (profiles_db, or shutil.copy into tmp_path)."""
     from profkit.profiles import load_profiles
 
-    path = tmp_path_factory.mktemp("profiles-db") / "profiles.db"
-    load_profiles(PROFILES, str(path))
-    # a whole database in one file: a copy of it is the loaded database
-    assert not path.with_name(path.name + "-wal").exists()
+    # pytest-xdist's workers share the base temp folder's parent: the first builds, the rest wait
+    # on the lock and reuse it
+    shared = tmp_path_factory.getbasetemp().parent
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.mktemp("profiles-db")
+    path = shared / "profiles.db"
+    with open(shared / "profiles.db.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            building = shared / "profiles.db.part"
+            building.unlink(missing_ok=True)
+            load_profiles(PROFILES, str(building))
+            # a whole database in one file: a copy of it is the loaded database
+            assert not building.with_name(building.name + "-wal").exists()
+            building.rename(path)
     return path
 
 
