@@ -8,6 +8,21 @@ import pytest
 from profdata import PROFILES
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: a worker starts with COLUMNS=80 LINES=24 of its own, and profkit's tables
+    take their width from $COLUMNS; the worker gets the controller's instead (unset: unset)."""
+    node.workerinput["terminal_env"] = {k: os.environ.get(k) for k in ("COLUMNS", "LINES")}
+
+
+def pytest_configure(config):
+    for k, v in getattr(config, "workerinput", {}).get("terminal_env", {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture
 def db(tmp_path):
     return str(tmp_path / "t.db")
