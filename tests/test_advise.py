@@ -19,9 +19,8 @@ RMS = "rmsnorm-eager-vs-triton-h200"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("advise") / "a.db")
-    load_profiles(PROFILES, path)
+def db(profiles_db):
+    path = profiles_db
     with Store(path) as s:
         for run in s.runs():
             classify(s, run)

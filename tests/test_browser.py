@@ -46,10 +46,8 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("browser") / "b.db")
-    load_profiles(PROFILES, db)
-    s = Store(db)
+def store(profiles_db):
+    s = Store(profiles_db)
     yield s
     s.close()
 

@@ -24,10 +24,9 @@ COUNTERS = ("SELECT run, rank, metric, count(*) AS n, sum(value) AS v FROM {coun
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, profiles_db):
     d = tmp_path_factory.mktemp("export")
-    db = str(d / "p.db")
-    load_profiles(PROFILES, db)
+    db = profiles_db
     # ncu's rule results: the H100 field capture's report (the shipped ones use the lean set)
     ingest(db, [PROFILES.parent / "tests" / "data" / "field-h100" / "ws_rules.ncu-rep.xz"], run="ws-rules")
     s = Store(db)

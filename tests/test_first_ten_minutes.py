@@ -14,10 +14,8 @@ RMS = "rmsnorm-eager-vs-triton-h200"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("ten") / "p.db")
-    load_profiles(PROFILES, path)
-    return path
+def db(profiles_db):
+    return profiles_db
 
 
 def _run(*args):
