@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
         const int c1 = min(c0 + len, nk);
         // one k tile's MMA group stays in flight while the next is issued (two in flight, the
-        // stage held one k tile longer, measured no faster: r17/h100e with loads, r20/h100k without)
+        // stage held one k tile longer, measured no faster on an H100, with loads and without)
         int prev = 0;
         for (int k = c0; k < c1; ++k, ring.next(stages)) {
           sm90::mbar_wait(&full[ring.s], ring.phase);
@@ -447,7 +447,7 @@ Encoder encoder() {
 
 // A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill;
 // promo: the L2 promotion, 0 / 128 / 256 bytes (256: the default; 128, Triton's, cut the plain
-// launch's L2 traffic 12 % at the same time: r20/h100g).
+// launch's L2 traffic 12 % at the same time, H100).
 bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, int promo) {
   auto enc = encoder();
   if (!enc) return false;
@@ -461,17 +461,17 @@ bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, 
 }
 
 // Where the clusters land. A launch puts its CTAs on the SMs in an order fixed by the
-// launch's shape (r18/h100g placement.txt): plainly, 8-16 consecutive CTAs fill one GPC; with a
+// launch's shape (measured on an H100): plainly, 8-16 consecutive CTAs fill one GPC; with a
 // cluster attribute consecutive clusters go to different GPCs. The L2 request coalescer merges
 // identical reads of one GPC's SMs arriving together, so the tile order should hand one GPC's
 // clusters neighbouring tiles. steer() measures once per device, cluster size and grid where each
 // cluster lands (a probe launch of the same shape, one CTA an SM) and which SMs share a GPC (a
 // cluster never spans GPCs: clusters of 16, or 8), and numbers the clusters GPC by GPC. Only the
 // order rests on the measurement: the numbering is a permutation, so where the clusters land
-// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge. Measured
-// (r19/h100a-b): the probe's placement is the GEMM's, yet steered clusters' reads merge no more
-// than in launch order (5-6 M sectors against the plain launch's 15 M): rejected, kept for the
-// variant cuda_ws112_steer (the ledger's rejected pair).
+// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge. Measured on an
+// H100: the probe's placement is the GEMM's, yet steered clusters' reads merge no more than in
+// launch order (5-6 M sectors against the plain launch's 15 M), so the registered launch does
+// not steer; the probe stays with the launcher's steer argument.
 __global__ void where_probe(int* smid) {
   if (threadIdx.x == 0) {
     uint32_t s;
@@ -617,7 +617,7 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
   attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(grid * CL), cfg.blockDim = dim3(THREADS), cfg.dynamicSmemBytes = bytes, cfg.stream = s;
   // no cluster attribute without a cluster: with one (even 1 x 1) the CTAs land on the SMs in
-  // another order (r18/h100g), and the order decides which tiles' reads the L2 can merge
+  // another order (H100), and the order decides which tiles' reads the L2 can merge
   cfg.attrs = attr, cfg.numAttrs = CL > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kern, ma, mb, mo, p);
 }
