@@ -38,6 +38,7 @@ from .timing import rotated, tuned
 MAX_SINGLE = 16384
 SPLIT_MAX_BYTES = 16 << 20  # the split path reads its rows twice: they should stay in the L2 (50 MB)
 MAX_PARTS = 1024  # partials per row at most (the combine loads them all): longer rows get longer chunks
+TUNE_MIN_ELEMS = 1 << 22  # long rows below this many elements take the persistent kernel's default, untimed
 
 
 @triton.jit
@@ -456,8 +457,8 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
         # the persistent kernel stays the default (it runs anywhere, the interpreter included)
         # and a candidate: the tuner takes a row-group launch only where it is faster
         key = ("softmax_online", triton.next_power_of_2(R), N, x.dtype, x.device)
-        config = ONLINE_CANDIDATES[0] if R * N < (1 << 22) else tuned(key, ONLINE_CANDIDATES + GROUP_CANDIDATES,
-                                                                      launch_online, x.device)
+        config = ONLINE_CANDIDATES[0] if R * N < TUNE_MIN_ELEMS else tuned(key, ONLINE_CANDIDATES + GROUP_CANDIDATES,
+                                                                           launch_online, x.device)
     launch_online(config)
     return y
 
