@@ -140,7 +140,7 @@ def test_rmsnorm_rope_gathered_tables(geom, interleaved, config, table, monkeypa
     if config is None:
         again = K.rmsnorm_rope(q, k, qw, kw, cg, sg, None, 1e-6, rd, interleaved)
         planned = interleaved is False or table == "half"  # a GPT-J full table is copied: no plan
-        assert sum(1 for key in K._PLANS.d if key[-2] is False) == (1 if planned else 0)  # has_pos False
+        assert sum(1 for key in K._PLANS.d if key[-1] is False) == (1 if planned else 0)  # has_pos False
         assert torch.equal(again[0], want[0]) and torch.equal(again[1], want[1])
 
 
