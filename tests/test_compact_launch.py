@@ -130,8 +130,10 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
                         classmethod(lambda cls, *a, **k: sides.append(start(cls, *a, **k)) or sides[-1]))
 
     bulk_loads = []
-    add_bulk = Store._add_bulk
-    monkeypatch.setattr(Store, "_add_bulk", lambda self, *a, **k: bulk_loads.append(1) or add_bulk(self, *a, **k))
+    from profkit.store import bulk as bulk_module
+
+    add_bulk = bulk_module.add_bulk
+    monkeypatch.setattr(bulk_module, "add_bulk", lambda *a, **k: bulk_loads.append(1) or add_bulk(*a, **k))
     got = {}
     for side, rows in (("column", 0), ("row", 10**18)):
         monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", rows)
