@@ -26,7 +26,8 @@ def _name_tables(conn: sqlite3.Connection, names: list, apis: list) -> None:
     conn.executemany("INSERT INTO temp.bulk_api VALUES (?, ?)", apis)
 
 
-def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed, progress=None) -> None:
+def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed,
+             progress=None) -> None:
     """A Bulk report: kernels and ranges by INSERT ... SELECT from the attached report,
     joined to what the parser computed (staged as temp tables); no tuple per row."""
     import numpy as np
@@ -89,11 +90,12 @@ def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None,
         progress("writing kernels", nk, nk)
 
 
-def _begin_kernels(conn: sqlite3.Connection, bulk, run: str, file_id: int, rank: int | None, source: str, on_rows=None) -> tuple:
+def _begin_kernels(conn: sqlite3.Connection, bulk, run: str, file_id: int, rank: int | None, source: str,
+                   on_rows=None) -> tuple:
     """Once the parser's kernel part is ready (waiting for it): its paths and names staged,
     the launch insert made, and the last share of the kernels given to a side writer
     (side_writer), which starts at once. A part whose columns do not pack into JSON is
-    staged as temp.bulk_kernel here, first (its api_sql may read it). Returns (part, path
+    staged as temp.bulk_kernel here, first (Bulk.api_sql may read it). Returns (part, path
     ids, insert, its parameters after the JSON, side writer or None)."""
     import numpy as np
 
@@ -125,7 +127,7 @@ def _stage_names(conn: sqlite3.Connection, bulk, part) -> tuple:
     """temp.bulk_name and temp.bulk_api: each name key of the bulk's kernel query -> its
     launch_name id (names added where new). Returns the id of the name of a NULL key, and
     the two tables' rows (a side writer stages them on its own connection)."""
-    names, apis = conn.execute(bulk.name_sql).fetchall(), conn.execute(part.api_sql).fetchall()
+    names, apis = conn.execute(bulk.name_sql).fetchall(), conn.execute(bulk.api_sql(part)).fetchall()
     ids = name_ids(conn, (t for _, t in names + apis if t is not None))
     rows = ([(k, ids[t]) for k, t in names if k is not None],
             [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])
