@@ -38,7 +38,8 @@ def test_a_version_2_database_migrates_to_ranks(db):
     from profkit.store.ingest import sha256_of
     from profkit.parsers import nsys_sqlite
     from profkit.store.schema import MIGRATIONS
-    from profkit.store.store import _statements, connect
+    from profkit.store.connection import connect
+    from profkit.store.schema import statements as _statements
     from profdata import KNOWN_NSYS
 
     c = connect(db)
@@ -75,7 +76,8 @@ def test_a_version_4_database_gains_structured_paths(db):
     nvtx_event behind the nvtx_range view, and a report loaded after it keeps a '/' in a name."""
     from profkit.store.ingest import ingest
     from profkit.store.schema import MIGRATIONS
-    from profkit.store.store import _statements, connect
+    from profkit.store.connection import connect
+    from profkit.store.schema import statements as _statements
     from profdata import ROOT
 
     c = connect(db)

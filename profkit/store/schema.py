@@ -2,9 +2,16 @@
 
 Tables are profkit's own; the views `runs`, `kernels`, `counters` (and `classifications`)
 are the stable interface for notebooks and SQL users. docs/schema.md documents both and a
-test checks that every view column there exists here.
+test checks that every view column there exists here. migrate() brings a database up to
+LATEST, each pending migration in the one transaction that records it.
 """
 from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+from profkit.core.errors import ProfkitError
+from profkit.store.transaction import transaction
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "runs, files, launches, ranges, counters", """
@@ -481,3 +488,61 @@ VIEWS = {
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }
+
+
+def now() -> str:
+    """The time profkit records (a run made, a file loaded, a migration applied): UTC, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return row[0] or 0
+    except sqlite3.OperationalError:
+        return 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply pending migrations in one transaction. Returns the version reached."""
+    if schema_version(conn) >= LATEST:
+        return LATEST
+    # off while a migration rebuilds a table others reference (SQLite's 12-step ALTER: its
+    # DROP TABLE would delete the referencing rows' parents); the references are checked below
+    fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
+                         " applied_at TEXT)")
+            have = schema_version(conn)
+            for version, name, sql in MIGRATIONS:
+                if version > have:
+                    before, after = REBUILDS.get(version, ((), ()))
+                    broken = _broken_references(conn, before)
+                    for stmt in statements(sql):
+                        conn.execute(stmt)
+                    if _broken_references(conn, after) > broken:
+                        raise ProfkitError(f"internal: migration {version} ({name}) broke references between "
+                                           f"tables; the database is left as it was")
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
+    return LATEST
+
+
+def _broken_references(conn: sqlite3.Connection, tables) -> int:
+    """Rows of these tables (those that exist) whose foreign keys point at nothing."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sum(len(conn.execute(f'PRAGMA foreign_key_check("{t}")').fetchall()) for t in tables if t in have)
+
+
+def statements(sql: str):
+    """The statements of a migration's script, one at a time."""
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""

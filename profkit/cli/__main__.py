@@ -1,0 +1,3 @@
+from profkit.cli import cli
+
+cli()
