@@ -23,6 +23,7 @@ from profkit.core.nvtx import names_json, names_of
 from profkit.core.rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
 from profkit.store.side_writer import SideWriter, table_ddl
 from profkit.store.schema import LATEST, MIGRATIONS, REBUILDS
+from profkit.model.families import family_of
 
 
 WAL_SWITCH_TIMEOUT_MS = 120_000
@@ -169,6 +170,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+            conn.create_function("profkit_family", 1, family_of, deterministic=True)  # migration 12's backfill
             have = schema_version(conn)
             for version, name, sql in MIGRATIONS:
                 if version > have:
@@ -530,7 +532,7 @@ class Store:
         c = self.conn
         out = {}
         for n in dict.fromkeys(names):
-            c.execute("INSERT OR IGNORE INTO launch_name (name) VALUES (?)", (n,))
+            c.execute("INSERT OR IGNORE INTO launch_name (name, family) VALUES (?, ?)", (n, family_of(n)))
             out[n] = c.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()[0]
         return out
 
