@@ -8,7 +8,6 @@ import pytest
 
 from profkit.model import families as F
 from profkit.store.ingest import ingest
-from profkit.store.store import Store
 from profdata import DATA, ROOT
 
 # (full name as the report holds it, launch call or None, family): each from a real report
