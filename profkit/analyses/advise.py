@@ -483,7 +483,7 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
         window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
     if floor is None and window and path is not None and not measured_ids and busy_all is not None:
         inner = union(w for p, ws in (windows or {}).items() if p.startswith(path + "/") for w in ws)
-        idle = _idle_item(path, ks, calls, window, gpu_ns, gap, label, fam, busy_all, inner)
+        idle = _idle_item(path, ks, calls, gpu_ns, gap, fam, busy_all, inner)
         if idle is not None:
             return idle
     it = Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
@@ -506,31 +506,49 @@ def _overlap(a: list, b: list) -> list[tuple[int, int]]:
     return out
 
 
-def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], window: float, gpu_ns: float, gap: float,
-               label: str | None, fam: str | None, busy_all: list, inner: list) -> Item | None:
+def _minus(a: list, b: list) -> list[tuple[int, int]]:
+    """The parts of merged intervals `a` outside merged intervals `b`."""
+    out, j = [], 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k, cur = j, s
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None,
+               busy_all: list, inner: list) -> Item | None:
     """A range with a timeline and no counters: the time the GPU runs no kernel at all inside
     its calls' windows (less the windows of the ranges inside it, which are items of their
-    own), less the device's own gap per kernel, is what a graph (or removing what keeps the GPU
-    waiting) gives back."""
+    own), in gaps short enough to be launches, less the device's own gap per kernel, is what
+    a graph (or removing what keeps the GPU waiting) gives back."""
     own = union((min(k["start_ns"] for k in c), max(k["end_ns"] for k in c)) for c in calls)
-    nested = _overlap(own, inner)
-    span = length(own) - length(nested)
-    busy = length(_overlap(own, busy_all)) - length(_overlap(nested, busy_all))
-    idle = span - busy
-    window = float(span)
+    region = _minus(own, inner)
+    window = float(length(region))
+    gaps = [e - s for s, e in _minus(region, busy_all)]
+    idle = float(sum(g for g in gaps if g < LAUNCH_GAP_NS))  # longer gaps: host work, not launches
     rec = max(0.0, idle - len(ks) * gap)
-    if rec <= 0:
+    if not window or rec <= 0:
         return None
-    n = len(calls)
-    it = Item("graph", path, _names(ks), label or "launch_overhead", n, len(ks), gpu_ns, window, rec,
-              (window - rec) / n,
+    n, busy = len(calls), float(length(_overlap(region, busy_all)))
+    host = window - busy - idle
+    it = Item("graph", path, _names(ks), "launch_overhead", n, len(ks), gpu_ns, window, rec, (window - rec) / n,
               (f"idle {idle / n / 1e3:,.1f} us of a {window / n / 1e3:,.1f} us window per call "
-               f"({100 * idle / window:.0f} %) - {len(ks) / n:.0f} kernels x the device's own gap {gap / 1e3:.2f} us, "
-               f"x {n} calls (a timeline without counters: its kernels' own floors are not known)"),
-              (f"the GPU idles {100 * idle / window:.0f} % of this range: CUDA-graph it or fuse its kernels, and "
-               f"remove host syncs inside it (.item(), .cpu(), printing tensors)"),
+               f"({100 * idle / window:.0f} %, gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms; {host / n / 1e3:,.1f} us "
+               f"in longer gaps count as host work) - {len(ks) / n:.0f} kernels x the device's own gap "
+               f"{gap / 1e3:.2f} us, x {n} calls (a timeline without counters: its kernels' own floors are not known)"),
+              (f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
+               f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"),
               [{"calls": n, "window_us_per_call": window / n / 1e3, "busy_us_per_call": busy / n / 1e3,
-                "idle_us_per_call": idle / n / 1e3, "device_gap_us": gap / 1e3}], family=fam)
+                "idle_us_per_call": idle / n / 1e3, "host_us_per_call": host / n / 1e3,
+                "device_gap_us": gap / 1e3}], family=fam)
     it.predicted_speedup, it.predicted_how = it.roof_speedup, "the idle time, less the device's own gap per kernel"
     return it
 
@@ -553,8 +571,8 @@ def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram
     small = bool(sms and grid and grid < sms)
     att = attainable.of("code" if what in ("operator", "chain") else fam.attain, small=small)
     eff, why = att.efficiency, f"{att.efficiency:.0%} of {att.of} ({att.provenance}: {att.source})"
-    if what in ("operator", "chain") and "measured copy bandwidth" in it.how:
-        eff, why = 1.0, "the floor is at the measured copy bandwidth: already what a kernel attains"
+    if what in ("operator", "chain") and ("measured copy bandwidth" in it.how or "(measured)" in it.how):
+        eff, why = 1.0, "the floor is at a measured peak (copy bandwidth, FLOP rate): already what a kernel attains"
     pred = max(1.0, roof * eff)
     hows = [why]
     if it.ncu_speedup_pct is not None and what in ("kernels", "item") and 0 < it.ncu_speedup_pct < 100:
@@ -736,6 +754,10 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
             items.append(_kernel_item(group, counters, facts, rules, own))
     if any(k["start_ns"] is not None for k in ks):
         graphs = _graph_items(store, run, scope, gap)
+        # the idle time of ranges without counters stands in only where no repeated call is found
+        # (each call's idle time is then its item's; counting both would count it twice)
+        if graphs:
+            items = [i for i in items if i.kind != "graph"]
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
     else:
