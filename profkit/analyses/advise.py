@@ -413,8 +413,7 @@ def _names(ks: list[dict]) -> str:
 
 
 def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, meta: dict, measured,
-                gpu, rules: dict, own: set, gap: float = DEFAULT_DEVICE_GAP_NS, busy_all: list | None = None,
-                windows: dict | None = None) -> Item:
+                gpu, rules: dict, own: set) -> Item:
     labels = {k: f[0] for k, f in facts.items()}
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
@@ -481,11 +480,6 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
     window = None
     if all(k["start_ns"] is not None for k in ks):
         window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
-    if floor is None and window and path is not None and not measured_ids and busy_all is not None:
-        inner = union(w for p, ws in (windows or {}).items() if p.startswith(path + "/") for w in ws)
-        idle = _idle_item(path, ks, calls, gpu_ns, gap, fam, busy_all, inner)
-        if idle is not None:
-            return idle
     it = Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
               evidence, ncu, family=fam)
     _predict(it, what, ks, counters, measured, dram)
@@ -523,14 +517,32 @@ def _minus(a: list, b: list) -> list[tuple[int, int]]:
     return out
 
 
+def _idle_items(ks: list[dict], every: list[dict], scope: str | None, gap: float) -> list[Item]:
+    """One idle item per outermost range under the scope (the ranges just below it)."""
+    timed = [(k["start_ns"], k["end_ns"]) for k in every if k["start_ns"] is not None and k["end_ns"] is not None]
+    if not timed:
+        return []
+    busy_all = union(timed)
+    depth = 0 if scope is None else scope.rstrip("/").count("/") + 1
+    tops: dict[str, list[dict]] = defaultdict(list)
+    for k in ks:
+        if k["nvtx_path"] and k["start_ns"] is not None and k["end_ns"] is not None:
+            tops["/".join(k["nvtx_path"].split("/")[:depth + 1])].append(k)
+    out = []
+    for path, group in tops.items():
+        it = _idle_item(path, group, selection.iterations(group), float(sum(k["duration_ns"] for k in group)), gap,
+                        _family_of(group), busy_all)
+        if it is not None:
+            out.append(it)
+    return out
+
+
 def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None,
-               busy_all: list, inner: list) -> Item | None:
-    """A range with a timeline and no counters: the time the GPU runs no kernel at all inside
-    its calls' windows (less the windows of the ranges inside it, which are items of their
-    own), in gaps short enough to be launches, less the device's own gap per kernel, is what
-    a graph (or removing what keeps the GPU waiting) gives back."""
-    own = union((min(k["start_ns"] for k in c), max(k["end_ns"] for k in c)) for c in calls)
-    region = _minus(own, inner)
+               busy_all: list) -> Item | None:
+    """A range on a timeline: the time the GPU runs no kernel at all inside its calls' windows,
+    in gaps short enough to be launches, less the device's own gap per kernel, is what a graph
+    (or removing what keeps the GPU waiting) gives back."""
+    region = union((min(k["start_ns"] for k in c), max(k["end_ns"] for k in c)) for c in calls)
     window = float(length(region))
     gaps = [e - s for s, e in _minus(region, busy_all)]
     idle = float(sum(g for g in gaps if g < LAUNCH_GAP_NS))  # longer gaps: host work, not launches
@@ -737,27 +749,17 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     for k in ks:
         by_path[k["nvtx_path"] if k["nvtx_path"] else ("", k["short_name"] or k["kernel_name"])].append(k)
     items = []
-    timed_all = [(k["start_ns"], k["end_ns"]) for k in _launches(store, run, scope) if k["start_ns"] is not None
-                 and k["end_ns"] is not None]
-    busy_all = union(timed_all) if timed_all else None
-    windows = {}  # each range's call windows, for the idle time of the ranges around it
-    if busy_all is not None:
-        for key, group in by_path.items():
-            if isinstance(key, str) and all(k["start_ns"] is not None for k in group):
-                windows[key] = [(min(k["start_ns"] for k in c), max(k["end_ns"] for k in c))
-                                for c in selection.iterations(group)]
     for key, group in by_path.items():
         if isinstance(key, str):
-            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own, gap, busy_all,
-                                     windows))
+            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own))
         else:
             items.append(_kernel_item(group, counters, facts, rules, own))
     if any(k["start_ns"] is not None for k in ks):
         graphs = _graph_items(store, run, scope, gap)
-        # the idle time of ranges without counters stands in only where no repeated call is found
-        # (each call's idle time is then its item's; counting both would count it twice)
-        if graphs:
-            items = [i for i in items if i.kind != "graph"]
+        if not graphs and any(k["nvtx_path"] for k in ks):
+            # no repeated call range (torch.profiler's ProfilerStep#N are all different): the
+            # idle time of each outermost range is its item
+            graphs = _idle_items(ks, _launches(store, run, scope), scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
     else:
@@ -779,7 +781,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = [i for i in items if i.recoverable_ns > 0 or i.floor_ns is None]
     # ranked by the attainable gain; an item predicted under MIN_SPEEDUP never ranks above one
     # predicted at or above it
-    items.sort(key=lambda i: (i.predicted_speedup is not None and i.predicted_speedup < MIN_SPEEDUP,
+    items.sort(key=lambda i: (2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP),
                               -i.recoverable_ns, -i.gpu_ns))
     for n, it in enumerate(items, 1):
         it.rank = n
