@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from profkit.model import gpus
-from profkit.model.families import warp_specialised
+from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from profkit.core.names import is_comm

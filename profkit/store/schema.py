@@ -436,7 +436,7 @@ MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by fi
 DROP INDEX IF EXISTS nvtx_event_file;
 """))
 # Kernel families (issue 50 item 2): who wrote each kernel decides the levers advise may name.
-# A name's family is profkit.model.families.family_of(name), stored once per distinct name;
+# A name's family is profkit.core.families.family_of(name), stored once per distinct name;
 # migrate() gives the backfill that function as profkit_family(). An unmangled name the name
 # alone cannot place ('other') launched through the driver call Triton uses is user Triton:
 # the kernels view says so per launch, as families.explain(name, api_name) does.

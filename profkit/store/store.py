@@ -23,7 +23,7 @@ from profkit.core.nvtx import names_json, names_of
 from profkit.core.rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
 from profkit.store.side_writer import SideWriter, table_ddl
 from profkit.store.schema import LATEST, MIGRATIONS, REBUILDS
-from profkit.model.families import family_of
+from profkit.core.families import family_of
 
 
 WAL_SWITCH_TIMEOUT_MS = 120_000
