@@ -319,7 +319,12 @@ def _floor(calls, counters, meta, measured, gpu, path):
             bound = max(roofs, key=lambda r: r[0])[1]
             return (sum(r[0] for r in roofs), f"each kernel at its own roofline (bound mostly by {bound}; "
                     f"report peaks at the kernel's clocks)", "kernels", None)
-    return None, "no counters for these launches" + (f"; {model_how}" if model_how else ""), "none", None
+    if have:
+        why = (f"ncu measured {len(have)} of the {len(cs)} kernels of the first call: a floor needs them all"
+               if len(have) < len(cs) else "the counters lack a peak or the DRAM bytes of the work they count")
+    else:
+        why = "no counters for these launches"
+    return None, why + (f"; {model_how}" if model_how else ""), "none", None
 
 
 # --- the analysis ----------------------------------------------------------------------------
@@ -429,8 +434,8 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
     by_ncu = len(measured_ids & own)
     if floor is not None and what in ("kernels", "chain") and len(calls) > 1:
         first_ids = {k["kernel_id"] for k in calls[0]}
-        if not first_ids <= measured_ids:
-            floor = None  # the floor was computed on a call ncu did not measure
+        if not first_ids <= measured_ids:  # the floor was computed on a call ncu did not measure
+            floor, how = None, "ncu did not measure every kernel of the first call, which the floor is computed on"
     rec = max(0.0, per_call - floor) * len(calls) if floor is not None else 0.0
     kernels_per_call = len(calls[0])
     c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
