@@ -51,7 +51,11 @@ def test_a_populated_v9_database_migrates_with_every_view_unchanged(tmp_path):
     assert {n for n in after if n not in NEW} == {n for n in before if n != "schema_migrations"}
     for name in before:
         if name != "schema_migrations":
-            assert after[name] == before[name], name  # `launch` too: a view now, the same columns and rows
+            got = after[name]
+            if name == "kernels":  # schema 12 appends `family`: the columns before it are unchanged
+                assert got[0][-1] == "family"
+                got = (got[0][:-1], got[1][:-1], sorted(r[:-1] for r in got[2]))
+            assert got == before[name], name  # `launch` too: a view now, the same columns and rows
     c = sqlite3.connect(db)
     try:
         assert c.execute("SELECT type FROM sqlite_master WHERE name = 'launch'").fetchone() == ("view",)

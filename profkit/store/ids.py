@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from profkit.core.families import family_of
 from profkit.core.nvtx import names_json
 
 
@@ -28,6 +29,6 @@ def name_ids(conn: sqlite3.Connection, names) -> dict:
     """launch_name ids of names (added where new): one statement per distinct name."""
     out = {}
     for n in dict.fromkeys(names):
-        conn.execute("INSERT OR IGNORE INTO launch_name (name) VALUES (?)", (n,))
+        conn.execute("INSERT OR IGNORE INTO launch_name (name, family) VALUES (?, ?)", (n, family_of(n)))
         out[n] = conn.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()[0]
     return out

@@ -8,6 +8,8 @@ LATEST, each pending migration in the one transaction that records it.
 from __future__ import annotations
 
 import sqlite3
+
+from profkit.core.families import family_of
 from datetime import datetime, timezone
 
 from profkit.core.errors import ProfkitError
@@ -442,9 +444,36 @@ FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by file)", """
 DROP INDEX IF EXISTS nvtx_event_file;
 """))
+# Kernel families (issue 50 item 2): who wrote each kernel decides the levers advise may name.
+# A name's family is profkit.core.families.family_of(name), stored once per distinct name;
+# migrate() gives the backfill that function as profkit_family(). An unmangled name the name
+# alone cannot place ('other') launched through the driver call Triton uses is user Triton:
+# the kernels view says so per launch, as families.explain(name, api_name) does.
+MIGRATIONS.append((12, "launch_name.family: each kernel's family; the kernels view shows it", """
+ALTER TABLE launch_name ADD COLUMN family TEXT;
+UPDATE launch_name SET family = profkit_family(name);
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name, l.nvtx_range, l.nvtx_path,
+       l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
+       l.registers_per_thread, l.stream, l.device, l.source,
+       l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
+       l.sampled_from, p.names AS nvtx_names,
+       (SELECT CASE WHEN n.family = 'other' AND n.name NOT GLOB '*[^A-Za-z0-9_]*'
+                         AND (l.api_name IN ('cuLaunchKernel', 'cuLaunchKernelEx') OR l.api_name GLOB 'cuLaunchKernel_v*'
+                              OR l.api_name GLOB 'cuLaunchKernelEx_v*')
+                    THEN 'triton_user' ELSE n.family END
+        FROM launch_row r JOIN launch_name n ON n.id = r.name_id WHERE r.id = l.id) AS family
+FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
+WHERE l.timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""))
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
-MIGRATIONS.append((12, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
+MIGRATIONS.append((13, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
 CREATE TABLE phase (
     run            TEXT NOT NULL REFERENCES run(run),
     seq            INTEGER NOT NULL,             -- order in the run, 1 first
@@ -476,7 +505,8 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names"),
+                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names",
+                "family"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
                         "sampled_from"),
@@ -515,6 +545,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         with transaction(conn):
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
                          " applied_at TEXT)")
+            conn.create_function("profkit_family", 1, family_of, deterministic=True)  # migration 12's backfill
             have = schema_version(conn)
             for version, name, sql in MIGRATIONS:
                 if version > have:
