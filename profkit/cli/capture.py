@@ -70,15 +70,12 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
       profkit capture rmsnorm --shape qwen7b-t4096
       profkit capture --run train -- python3 train.py --epochs 1
       profkit capture --range step --step 10 -- python3 train.py"""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from profkit.analyses import summary
     from profkit.capture import session as cap
+    from profkit.capture.load import load_capture, refuse_a_second_capture
+    from profkit.capture.options import CaptureOptions, Hooks, Sampling
     from profkit.core.errors import BadArgument
 
     if not use_nsys and not use_ncu:
@@ -91,20 +88,23 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     if ranks and lab_only:
         raise BadArgument(f"{' and '.join(lab_only)} {'is' if len(lab_only) == 1 else 'are'} for lab workloads; "
                           "--ranks captures a command")
+    on_ranks: list[int] = []
     if ranks:
-        from profkit.capture.ranks import (
-            capture_ranks,
-            parse_ranks,
-            split_launcher,
-            worker_name,
-        )
+        from profkit.capture.ranks import capture_ranks, parse_ranks, split_launcher, worker_name
 
         run = run or worker_name(split_launcher(command)[1])
         on_ranks = parse_ranks(ncu_ranks)
     elif ncu_ranks:
         raise ProfkitError("--ncu-ranks needs --ranks")
     run = cap.check_run_name(run or workload or cap.default_run_name(command))
-    _refuse_a_second_capture(db, run, use_nsys, use_ncu)
+    opts = CaptureOptions(run=run, out=out_dir, workload=workload, command=command, variants=variant, shapes=shape,
+                          use_nsys=use_nsys, use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
+                          clock_control=clock_control, nsys=nsys_path, ncu=ncu_path,
+                          sample=Sampling(samples=samples, warmup=warmup, max_kernels=max_kernels,
+                                          all_launches=all_launches, key=name_base),
+                          range_name=range_name, step=step, profiler_api=profiler_api, torch_ranges=torch_ranges,
+                          calls=calls, rotate=rotate, l2_fill=l2_fill, ncu_ranks=on_ranks)
+    refuse_a_second_capture(db, opts)
     # (a kernel name in the description is data: no markup, control characters escaped)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TextColumn("kernels"),
                TimeElapsedColumn())
@@ -128,70 +128,24 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
             out.print(plain(text))
 
         if ranks:
-            got = capture_ranks(command, run, out_dir, ncu_ranks=on_ranks, use_nsys=use_nsys, metrics=metrics,
-                                include=nvtx_include, clock_control=clock_control, nsys=nsys_path, ncu=ncu_path,
-                                progress=progress)
+            got = capture_ranks(opts, progress=progress)
         else:
-            got = cap.capture(workload, command, run, out_dir, variants=variant, shapes=shape, use_nsys=use_nsys,
-                              use_ncu=use_ncu, metrics=metrics, include=nvtx_include, tracer=tracer,
-                              clock_control=clock_control, nsys=nsys_path, ncu=ncu_path, progress=progress,
-                              expect=expect, on_plan=on_plan, note=note, range_name=range_name, step=step,
-                              profiler_api=profiler_api, torch_ranges=torch_ranges, calls=calls,
-                              rotate=rotate, l2_fill=l2_fill,
-                              sample=cap.Sampling(samples=samples, warmup=warmup, max_kernels=max_kernels,
-                                                  all_launches=all_launches, key=name_base))
+            got = cap.capture(opts, Hooks(progress=progress, expect=expect, on_plan=on_plan, note=note))
+
+    def landed(r):
+        state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
+        out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: "
+                  f"{state}")
+
     failures = list(getattr(got, "failures", []))
-    loaded = _load_capture(db, got, failures)
+    loaded = load_capture(db, got, failures, on_file=landed)
     if loaded:
         with Store(db) as s:
             s.set_run_meta(run, got.meta)
             if getattr(got, "plan", None) is not None:
-                out.print(plain(_sampled_summary(s, run)))
+                out.print(plain(summary.sampling(s, run)))
     if failures:
         for f in failures[:-1]:
             click.echo(f"profkit: {plain(f)}", err=True)
         where = (f"; loaded as run {run}" if loaded else "; nothing loaded") + f"; reports in {got.folder}"
         fail(failures[-1] + where, 4)
-
-
-def _refuse_a_second_capture(db, run: str, use_nsys: bool, use_ncu: bool) -> None:
-    """Before anything runs: a run holds one timeline and one counter report (per rank), so a
-    capture into a run that already has the report it would make is refused now, not after the
-    program ran (a before/after pair is two runs: --run NAME-after)."""
-    from profkit.core.errors import BadArgument
-    from profkit.store.ingest import roles_held
-
-    made = ({"timeline"} if use_nsys else set()) | ({"counters"} if use_ncu else set())
-    clash = sorted(roles_held(db, run) & made)
-    if clash:
-        raise BadArgument(f"run {run!r} in {db} already holds a {' and a '.join(clash)} report: give this capture a "
-                          f"run of its own (--run {run}-2, e.g. the after of a before/after pair) or another --db")
-
-
-def _load_capture(db, got, failures: list[str]) -> int:
-    """Load each report of a capture on its own: one that fails is named with its cause and
-    stays on disk, the others load. Returns how many loaded."""
-    from profkit.store.ingest import ingest as do_ingest
-
-    n = 0
-    for f in got.files:
-        try:
-            for r in do_ingest(db, [f], run=got.run, parsed_reports=got.reports, facts=getattr(got, "facts", None)):
-                state = "already loaded" if r.skipped else f"{r.kernels} kernels, {r.ranges} ranges, {r.counters} counters"
-                out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: "
-                          f"{state}")
-                n += not r.skipped
-        except ProfkitError as e:
-            failures.append(f"{f}: not loaded: {e}")
-    return n
-
-
-def _sampled_summary(s: Store, run: str) -> str:
-    r = s.query("""SELECT count(*) AS launches,
-                          sum(EXISTS (SELECT 1 FROM launch n WHERE n.timeline_id = k.kernel_id)) AS measured,
-                          count(sampled_from) AS sampled
-                   FROM kernels k WHERE run = ? AND source != 'ncu'""", (run,))[0]
-    rest = (r["launches"] or 0) - (r["measured"] or 0) - (r["sampled"] or 0)
-    return (f"run {run}: {r['launches']:,} timeline launches: {r['measured'] or 0:,} measured by ncu, "
-            f"{r['sampled']:,} labelled from a measured launch of the same kernel and configuration (sampled_from), "
-            f"{rest:,} without counters (timeline evidence only)")
