@@ -112,6 +112,8 @@ def _run_line(row: dict) -> str:
 
 
 def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
+    from profkit.analyses import classify as cl
+    from profkit.analyses import ranks as rk
     from profkit.analyses import summary
     from profkit.analyses import timeline as tl
 
@@ -119,11 +121,8 @@ def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
     advice = {r["run"]: r["advice"] for r in summaries}
     for run in s.runs():
         out.print(_table(summary.kernels(s, run, top), f"top kernels of run {run}"))
-        out.print(_table(s.query("""
-            SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
-            FROM classifications c JOIN kernels k USING (kernel_id)
-            WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,)),
-            f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
+        out.print(_table(cl.stored_by_range(s, run),
+                         f"bottleneck labels of run {run} (profkit classify; rules in docs/classification.md)"))
         per_call = tl.calls(tl.ranges(s, run))
         if per_call:
             out.print(_table([{"range": r["path"], "calls": r["instances"], "kernels/call": r["kernels_per_instance"],
@@ -131,9 +130,7 @@ def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:
                                "window us/call": r["window_us_per_instance"], "busy us/call": r["busy_us_per_instance"],
                                "idle %": r["idle_pct"]} for r in per_call],
                              f"GPU busy and idle per call of run {run} (idle: launch overhead; profkit timeline)"))
-        if len(s.query("SELECT DISTINCT rank FROM kernels WHERE run = ? AND rank IS NOT NULL", (run,))) > 1:
-            from profkit.analyses import ranks as rk
-
+        if rk.multi_rank(s, run):
             rr = rk.analyse(s, run)
             out.print(_table([{"rank": p["rank"], "steps": p["steps"], "compute_ms": p["compute_ns"] / 1e6,
                                "nccl_ms": p["comm_ns"] / 1e6, "hidden_%": p["hidden_comm_pct"],

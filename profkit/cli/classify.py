@@ -9,8 +9,6 @@ from profkit.cli.plumbing import db_option, handled, out, resolve_run
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
 
-NO_RANGE = "(outside any NVTX range)"
-
 
 @click.command()
 @db_option
@@ -28,44 +26,16 @@ def classify(db, run, as_json, per_launch, as_table):
     Example:
       profkit classify --run rmsnorm-llama8b-t32768
     """
-    from profkit.analyses.classify import classify as do_classify
+    from profkit.analyses import classify as cl
 
     run = resolve_run(db, run)
     with Store(db, create=False) as s:
-        rows = do_classify(s, run)
-        dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in s.query(
-            "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
+        rows = cl.classify(s, run)
+        table_rows = None if as_json or per_launch else cl.by_range(s, run, rows)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     if per_launch:
-        out.print(_table([{"kernel_id": r["kernel_id"], "nvtx_path": r["nvtx_path"] or NO_RANGE, "kernel": r["kernel_name"],
-                           "label": r["label"], "reason": r["reason"]} for r in rows], f"classification of run {run}"))
+        out.print(_table(cl.per_launch(rows), f"classification of run {run}"))
         return
-    summary: dict = {}
-    ncu: dict = {}
-    for r in rows:
-        key = (r["nvtx_path"] or NO_RANGE, r["label"])
-        e = summary.setdefault(key, [0, 0.0, r["reason"]])
-        e[0] += 1
-        e[1] += dur.get(r["kernel_id"], 0) / 1e3
-        ev = json.loads(r["evidence"])
-        if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
-            n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
-            if ev.get("ncu_agrees") is not None:
-                n["judged"] += 1
-                n["agree"] += ev["ncu_agrees"]
-            n["says"].update(ev.get("ncu_says") or ())
-            top = ev["ncu_rules"][0]
-            if top.get("estimated_speedup_pct") is not None and n["top"] is None:
-                n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
-    table_rows = []
-    for k, v in summary.items():
-        row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
-        if ncu:
-            n = ncu.get(k)
-            row["ncu's rules"] = "-" if n is None else (
-                (f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}" if n["judged"] else "no verdict")
-                + (f"; top estimate {n['top']}" if n["top"] else ""))
-        table_rows.append(row)
     out.print(_table(table_rows, f"classification of run {run} (--per-launch: every launch)"))

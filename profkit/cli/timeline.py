@@ -41,11 +41,8 @@ def timeline(db, run, prefix, scopes, as_json):
                            "window us/inst": r["window_us_per_instance"], "busy us/inst": r["busy_us_per_instance"],
                            "idle us/inst": r["idle_us_per_instance"], "idle %": r["idle_pct"]} for r in rs], title))
 
-    # a lab workload's warm-up (compilation, autotuning, graph capture) runs outside its op/variant/shape
-    # ranges but pushes the same operator ranges: shown apart, so they are not read as the workload
-    inside = [r for r in rows if op is None or r["path"] == op or r["path"].startswith(op + "/")]
+    inside, outside = tl.workload_split(rows, op)
     table(inside, f"GPU time per NVTX range, run {run}")
-    outside = [r for r in rows if r not in inside]
     if outside:
         table(outside, f"ranges outside the workload's {op}/VARIANT/SHAPE ranges: warm-up, compilation and "
                        f"set-up before each timed range opened (their idle time is host work, not launch overhead)")
