@@ -510,3 +510,56 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int
     if stale:
         rows = [{**r, "rule": json.loads(r["evidence"]).get("rule")} for r in label_rows(store, run)]
     return {r["kernel_id"]: (r["label"], r["rule"] or "none", r["reason"]) for r in rows}
+
+
+NO_RANGE = "(outside any NVTX range)"
+
+
+def per_launch(rows: list[dict]) -> list[dict]:
+    """One row a launch of `classify`'s rows: its range, kernel, label and reason."""
+    return [{"kernel_id": r["kernel_id"], "nvtx_path": r["nvtx_path"] or NO_RANGE, "kernel": r["kernel_name"],
+             "label": r["label"], "reason": r["reason"]} for r in rows]
+
+
+def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
+    """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
+    reason, and where the report has ncu's own rule results, how often they agree with the label
+    and ncu's largest estimated speed-up."""
+    dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in store.query(
+        "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
+    summary: dict = {}
+    ncu: dict = {}
+    for r in rows:
+        key = (r["nvtx_path"] or NO_RANGE, r["label"])
+        e = summary.setdefault(key, [0, 0.0, r["reason"]])
+        e[0] += 1
+        e[1] += dur.get(r["kernel_id"], 0) / 1e3
+        ev = json.loads(r["evidence"])
+        if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
+            n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
+            if ev.get("ncu_agrees") is not None:
+                n["judged"] += 1
+                n["agree"] += ev["ncu_agrees"]
+            n["says"].update(ev.get("ncu_says") or ())
+            top = ev["ncu_rules"][0]
+            if top.get("estimated_speedup_pct") is not None and n["top"] is None:
+                n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
+    table_rows = []
+    for k, v in summary.items():
+        row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
+        if ncu:
+            n = ncu.get(k)
+            row["ncu's rules"] = "-" if n is None else (
+                (f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}" if n["judged"] else "no verdict")
+                + (f"; top estimate {n['top']}" if n["top"] else ""))
+        table_rows.append(row)
+    return table_rows
+
+
+def stored_by_range(store: Store, run: str) -> list[dict]:
+    """The stored labels of a run's launches inside NVTX ranges, per path and label: launches and
+    GPU time."""
+    return store.query("""
+        SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
+        FROM classifications c JOIN kernels k USING (kernel_id)
+        WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,))

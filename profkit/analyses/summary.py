@@ -30,3 +30,16 @@ def kernels(store: Store, run: str | None = None, top: int = 20,
         FROM k GROUP BY nvtx_path, short_name
         ORDER BY total_us DESC LIMIT :top""", {"run": run, "top": top, "lo": lo, "hi": hi})
 
+
+
+def sampling(store: Store, run: str) -> str:
+    """How a sampled capture's timeline launches got their counters: measured by ncu, labelled
+    from a measured launch of the same kernel and configuration, or none."""
+    r = store.query("""SELECT count(*) AS launches,
+                              sum(EXISTS (SELECT 1 FROM launch n WHERE n.timeline_id = k.kernel_id)) AS measured,
+                              count(sampled_from) AS sampled
+                       FROM kernels k WHERE run = ? AND source != 'ncu'""", (run,))[0]
+    rest = (r["launches"] or 0) - (r["measured"] or 0) - (r["sampled"] or 0)
+    return (f"run {run}: {r['launches']:,} timeline launches: {r['measured'] or 0:,} measured by ncu, "
+            f"{r['sampled']:,} labelled from a measured launch of the same kernel and configuration (sampled_from), "
+            f"{rest:,} without counters (timeline evidence only)")
