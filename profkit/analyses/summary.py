@@ -35,10 +35,12 @@ def kernels(store: Store, run: str | None = None, top: int = 20,
 def sampling(store: Store, run: str) -> str:
     """How a sampled capture's timeline launches got their counters: measured by ncu, labelled
     from a measured launch of the same kernel and configuration, or none."""
-    r = store.query("""SELECT count(*) AS launches,
-                              sum(EXISTS (SELECT 1 FROM launch n WHERE n.timeline_id = k.kernel_id)) AS measured,
-                              count(sampled_from) AS sampled
-                       FROM kernels k WHERE run = ? AND source != 'ncu'""", (run,))[0]
+    # measured: the distinct timeline launches ncu rows point at (one pass over the run's rows,
+    # not a search of every launch per timeline launch)
+    r = store.query("""SELECT sum(source != 'ncu' AND timeline_id IS NULL) AS launches,
+                              count(DISTINCT timeline_id) AS measured,
+                              sum(source != 'ncu' AND timeline_id IS NULL AND sampled_from IS NOT NULL) AS sampled
+                       FROM launch_row WHERE run = ?""", (run,))[0]
     rest = (r["launches"] or 0) - (r["measured"] or 0) - (r["sampled"] or 0)
     return (f"run {run}: {r['launches']:,} timeline launches: {r['measured'] or 0:,} measured by ncu, "
             f"{r['sampled']:,} labelled from a measured launch of the same kernel and configuration (sampled_from), "
