@@ -10,7 +10,7 @@ asked.
 --eager trains without torch.compile (the operator-level view: aten ops with their shapes);
 --nvtx-steps marks each training step with an NVTX range 'step N' (for ncu's --nvtx-include);
 --kineto FILE writes a torch.profiler trace (record_shapes, with_flops) of step --kineto-step.
-Used by benchmarks/gpu/capture_programs.sh (benchmarks/results/programs.md).
+Used by benchmarks/gpu/programs.sh (benchmarks/results/programs.md).
 """
 import argparse
 import contextlib

@@ -9,7 +9,7 @@ either eager or with the model's forward compiled by torch.compile(mode="reduce-
 
 --nvtx-steps marks each measured decode step with an NVTX range 'step N' (warm-up steps, where
 compilation and graph capture happen, are left unmarked).
-Used by benchmarks/gpu/capture_programs.sh (benchmarks/results/programs.md).
+Used by benchmarks/gpu/programs.sh (benchmarks/results/programs.md).
 """
 import argparse
 import contextlib

@@ -10,7 +10,9 @@ own unless asked.
 --nvtx-steps marks each step with an NVTX range 'step N' (for `profkit capture --step N`);
 --profiler-api-step N calls cudaProfilerStart/Stop around step N only;
 --kineto FILE writes a torch.profiler trace (record_shapes, with_flops) of step --kineto-step.
-Used by benchmarks/gpu/capture_programs.sh (benchmarks/results/programs.md).
+Used by benchmarks/gpu/programs.sh (benchmarks/results/programs.md) and
+benchmarks/gpu/capture_programs.sh (benchmarks/results/capture.md, whose runs were channels-last:
+add --channels-last to repeat them).
 """
 import argparse
 import contextlib
