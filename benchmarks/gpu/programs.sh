@@ -70,13 +70,13 @@ G=$O/groups; mkdir -p $G
 
 for group in ${MODE//,/ }; do case $group in
 stories)
-  need stories 360 || continue
+  need stories 300 || continue
   D=$G/stories
   # ncu time kept near 2 min for the GPT program: its largest kernels and configurations first
-  cap $D gpt2-train-compile --max-kernels 120 -- $PY $P/gpt_train_compile.py
-  cap $D resnet18-train-eager --max-kernels 80 -- $PY $P/resnet_train.py --steps 8
-  cap $D llama-decode-eager --max-kernels 60 -- $PY $P/llama_decode_static.py --mode eager
-  cap $D llama-decode-cudagraphs --max-kernels 60 -- $PY $P/llama_decode_static.py --mode reduce-overhead
+  cap $D gpt2-train-compile --max-kernels 80 -- $PY $P/gpt_train_compile.py
+  cap $D resnet18-train-eager --max-kernels 50 -- $PY $P/resnet_train.py --steps 8
+  cap $D llama-decode-eager --max-kernels 40 -- $PY $P/llama_decode_static.py --mode eager
+  cap $D llama-decode-cudagraphs --max-kernels 40 -- $PY $P/llama_decode_static.py --mode reduce-overhead
   # nsys traces a CUDA graph launch as one item by default: once more with every node as its kernel
   mkdir -p $D/llama-decode-cudagraphs-nodes
   t nsys-graph-nodes $NSYS profile -t cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none -f true \
@@ -85,7 +85,7 @@ stories)
        $D/llama-decode-cudagraphs-nodes/llama-decode-cudagraphs-nodes.nsys-rep > $L/export-graph-nodes.log 2>&1
   ;;
 pair1)
-  need pair1 90 || continue
+  need pair1 70 || continue
   D=$G/pair1
   cap $D pair-cudagraphs-before --max-kernels 30 -- $PY $P/llama_decode_static.py --mode eager --nvtx-steps
   cap $D pair-cudagraphs-after --no-ncu -- $PY $P/llama_decode_static.py --mode reduce-overhead --nvtx-steps
