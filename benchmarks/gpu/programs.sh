@@ -11,7 +11,8 @@
 # (shared/gpu/prepare.sh); .carry-whl (wheels) only where a dependency is missing there.
 # MODE (any comma-separated list of the step groups, run in that order; a group that would not
 # fit what is left of BUDGET_S is skipped and named):
-#   stories   gpt2-train-compile, resnet18-train-eager, llama-decode-eager, llama-decode-cudagraphs
+#   stories   gpt2-train-compile, resnet18-train-eager, llama-decode-eager, then graphs
+#   graphs    llama-decode-cudagraphs (and its graph-node trace)
 #   pair1     CUDA graphs on the Llama decode step (NVTX steps; before with ncu)
 #   shapes    Kineto traces (record_shapes, with_flops) + ncu FLOP/byte counters of one GPT (eager)
 #             and one ResNet training step
@@ -49,7 +50,7 @@ t() {
   local name=$1; shift
   local lim=$(( $(left) - 25 )); [ $lim -lt 15 ] && { echo "== $name: skipped (budget)"; echo "$name 0 skipped" >> $L/timings.txt; return 1; }
   local s=$(date +%s.%N)
-  timeout $lim "$@" > $L/$name.log 2>&1; local rc=$?
+  timeout -k 10 $lim "$@" > $L/$name.log 2>&1  # -k: a profiler that ignores TERM is killed; local rc=$?
   local e=$(python3 -c "print(f'{$(date +%s.%N) - $s:.1f}')")
   echo "$name $e $rc" >> $L/timings.txt
   echo "== $name: ${e} s, exit $rc"; grep -v -E "^==PROF==|^Collecting|^Processing|Generating|\[[0-9 ]+%\]|^\s*$|USDT" $L/$name.log | tail -3
@@ -76,6 +77,9 @@ stories)
   cap $D gpt2-train-compile --max-kernels 80 -- $PY $P/gpt_train_compile.py
   cap $D resnet18-train-eager --max-kernels 50 -- $PY $P/resnet_train.py --steps 8
   cap $D llama-decode-eager --max-kernels 40 -- $PY $P/llama_decode_static.py --mode eager
+  ;&
+graphs)
+  D=$G/stories
   cap $D llama-decode-cudagraphs --max-kernels 40 -- $PY $P/llama_decode_static.py --mode reduce-overhead
   # nsys traces a CUDA graph launch as one item by default: once more with every node as its kernel
   mkdir -p $D/llama-decode-cudagraphs-nodes
@@ -114,7 +118,7 @@ fusion)
   cap $D fusion-torch-ranges --no-ncu --torch-ranges -- $PY $P/fusion_ops.py --calls 5
   ;;
 pairs)
-  need pairs 240 || continue
+  need pairs 60 || continue
   D=$G/pairs
   cap $D pair-sdpa-before-math --max-kernels 20 -- $PY $P/calib_sdpa.py --backend math --nvtx-steps
   cap $D pair-sdpa-after-cudnn --no-ncu -- $PY $P/calib_sdpa.py --backend cudnn --nvtx-steps
@@ -162,8 +166,8 @@ esac; done
 wait
 find $G -name '*.nsys-rep' -delete; find $G -name '*.db-wal' -delete; find $G -name '*.db-shm' -delete
 find $G \( -name '*.ncu-rep' -o -name '*.nsys.sqlite' -o -name '*.sqlite' \) -print0 | xargs -0 -r -n 4 -P 16 xz -6 -T1
-for d in $G/*/; do [ -d "$d" ] && [ -f "$d/cap.db" ] && xz -6 -T0 "$d/cap.db"; done
-for d in $G/*/; do [ -d "$d" ] && tar -cf $OUT/$(basename $d).tar -C $G $(basename $d); done
+# the databases stay behind (the reports load again anywhere); a tar a group
+for d in $G/*/; do [ -d "$d" ] && tar -cf $OUT/$(basename $d).tar --exclude 'cap.db*' -C $G $(basename $d); done
 tar -cJf $OUT/logs.tar.xz -C $O logs
 ls -la $OUT; du -sh $G/* 2>/dev/null
 echo "== $(( $(date +%s) - T0 )) s"
