@@ -50,7 +50,8 @@ t() {
   local name=$1; shift
   local lim=$(( $(left) - 25 )); [ $lim -lt 15 ] && { echo "== $name: skipped (budget)"; echo "$name 0 skipped" >> $L/timings.txt; return 1; }
   local s=$(date +%s.%N)
-  timeout -k 10 $lim "$@" > $L/$name.log 2>&1  # -k: a profiler that ignores TERM is killed; local rc=$?
+  # -k: a profiler that ignores TERM is killed too
+  timeout -k 10 $lim "$@" > $L/$name.log 2>&1; local rc=$?
   local e=$(python3 -c "print(f'{$(date +%s.%N) - $s:.1f}')")
   echo "$name $e $rc" >> $L/timings.txt
   echo "== $name: ${e} s, exit $rc"; grep -v -E "^==PROF==|^Collecting|^Processing|Generating|\[[0-9 ]+%\]|^\s*$|USDT" $L/$name.log | tail -3
