@@ -11,6 +11,8 @@ Used for benchmarks/results/programs.md (the calibration pairs, the fusion block
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import json
 import lzma
 import re
@@ -26,9 +28,8 @@ LAUNCH = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 
 def open_report(path: Path) -> sqlite3.Connection:
     if path.suffix == ".xz":
-        tmp = tempfile.NamedTemporaryFile(suffix=".sqlite", delete=False)
-        tmp.write(lzma.decompress(path.read_bytes()))
-        tmp.close()
+        with tempfile.NamedTemporaryFile(suffix=".sqlite", delete=False) as tmp:
+            tmp.write(lzma.decompress(path.read_bytes()))
         path = Path(tmp.name)
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
@@ -75,8 +76,6 @@ def summarize(path: Path, skip: int = 2) -> dict:
     for name, s, e in ranges(con):
         key = "step" if re.fullmatch(r"step \d+", name) else name
         groups.setdefault(key, []).append((s, e))
-    import bisect
-
     out = {"report": path.name, "ranges": {}}
     for key, rs in groups.items():
         rs.sort()
@@ -90,10 +89,10 @@ def summarize(path: Path, skip: int = 2) -> dict:
             rows.append({"host_ns": e - s, "gpu_ns": busy, "first": first, "last": last, "launches": len(inside)})
         kept = rows[skip:] if len(rows) > skip + 2 else rows
         firsts = [r["first"] for r in rows if r["first"] is not None]
-        periods = [b - a for a, b in zip(firsts, firsts[1:])]
+        periods = [b - a for a, b in itertools.pairwise(firsts)]
         periods = periods[skip:] if len(periods) > skip + 2 else periods
         host_starts = [s for s, _ in rs]
-        host_periods = [b - a for a, b in zip(host_starts, host_starts[1:])]
+        host_periods = [b - a for a, b in itertools.pairwise(host_starts)]
         host_periods = host_periods[skip:] if len(host_periods) > skip + 2 else host_periods
         out["ranges"][key] = {
             "n": len(rows), "used": len(kept),
@@ -115,7 +114,7 @@ def main():
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     res = [summarize(r, a.skip) for r in a.reports]
-    f = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+    f = lambda v: "-" if v is None else f"{v:.4f}"
     print(f"{'report':48s} {'range':24s} {'n':>4s} {'host ms':>9s} {'GPU busy':>9s} {'GPU span':>9s} "
           f"{'GPU period':>10s} {'host period':>11s} {'launch':>6s}")
     for r in res:

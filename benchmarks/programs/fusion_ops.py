@@ -48,7 +48,7 @@ def mlp_block(x, lw, lb, w1, b1, w2, b2):
 
 
 def inputs(op, dev, scale):
-    r = lambda *s: torch.randn(*s, device=dev, dtype=torch.bfloat16)  # noqa: E731
+    r = lambda *s: torch.randn(*s, device=dev, dtype=torch.bfloat16)
     if op == "rmsnorm":
         return rmsnorm, (r(8192 // scale, 4096), r(4096))
     if op == "gelu_epilogue":

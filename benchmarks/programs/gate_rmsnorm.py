@@ -12,7 +12,6 @@ import argparse
 
 import torch
 import triton
-
 from profkit.kernels.rmsnorm import _rmsnorm_fwd, fwd_config
 
 

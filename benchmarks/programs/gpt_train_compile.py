@@ -17,8 +17,8 @@ import contextlib
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class Block(nn.Module):
