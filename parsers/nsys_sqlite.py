@@ -20,6 +20,8 @@ from pathlib import Path
 from profkit.core import environment
 from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns,
                             read_columns_in_parts, wal_mode, work_budget)
+from profkit.core import tempfiles
+from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
 from profkit.core.names import MAX_NAME, name_too_long
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
@@ -27,7 +29,7 @@ from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
 
 FORMAT = "nsys-sqlite"
-SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
+SUFFIXES = ('.sqlite', '.sqlite.xz')  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -83,6 +85,8 @@ def _tables(conn) -> dict[str, str]:
 
 
 def sniff(path: Path, head: bytes) -> bool:
+    if head.startswith(XZ_MAGIC) and path.name.lower().endswith(".sqlite.xz"):
+        return True  # an export shipped small (profiles/): unpacked and checked by parse
     if not head.startswith(SQLITE_MAGIC):
         return False
     try:
@@ -101,7 +105,16 @@ def _columns(conn, table: str) -> set[str]:
 
 
 def parse(path: Path, progress=None) -> Parsed:
-    """progress(phase, done, total): rows read so far in each phase (total None: unknown)."""
+    """progress(phase, done, total): rows read so far in each phase (total None: unknown).
+    A `.sqlite.xz` is unpacked (bounded) into this process's scratch folder first: the store
+    attaches the export while it writes, after parse returns."""
+    if path.name.lower().endswith(".xz"):
+        inner = tempfiles.process_dir() / f"{len(list(tempfiles.process_dir().iterdir()))}-{path.name[:-3]}"
+        unxz(path, inner)
+        try:
+            return parse(inner, progress)
+        except BadInput as e:  # name the file the user gave, not the scratch copy
+            raise BadInput(path, f"{e.problem} (inside the .xz)") from None
     cut = check_whole(path)
     if cut:
         raise BadInput(path, cut)

@@ -38,7 +38,7 @@ NCUPY=$(dirname "$(find /opt/nvidia /usr/local/cuda* -name ncu_report.py -path '
 export PYTHONPATH=/tmp/site:$NCUPY PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
 O=/tmp/o; L=$O/logs; mkdir -p $L; cd $O      # never import the checkout's profkit/ (it is not installed there)
 P=$C/benchmarks/programs
-python3 -m profkit.cli --version && python3 -c "import profkit.cli, profkit.capture, profkit.ingest, ncu_report" || exit 1
+python3 -m profkit.cli --version && python3 -c "import profkit.cli, profkit.capture.session, profkit.store.ingest, ncu_report" || exit 1
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
   $NCU --version | tail -1; $NSYS --version; nvcc --version | tail -1
   python3 -c "import sys, torch, triton, torchvision, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
