@@ -260,8 +260,8 @@ def test_timeline_and_counters_of_one_stem_join_one_run(db):
     assert files_of(other) == files_of(db)
     ddp = PROFILES / "ddp-2gpu"
     ranks = str(db) + ".3"
-    assert run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank0.nsys.sqlite", ddp / "ddp-2gpu.rank0.ncu-rep.xz").exit_code == 0
-    r = run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank1.nsys.sqlite")
+    assert run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank0.nsys.sqlite.xz", ddp / "ddp-2gpu.rank0.ncu-rep.xz").exit_code == 0
+    r = run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank1.nsys.sqlite.xz")
     assert r.exit_code == 0, r.output
     assert [f[:3] for f in files_of(ranks)] == [("ddp-2gpu", 0, "nsys-sqlite"), ("ddp-2gpu", 0, "ncu-rep"),
                                                  ("ddp-2gpu", 1, "nsys-sqlite")]

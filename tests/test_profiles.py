@@ -24,9 +24,13 @@ RUNS = {
     "softmax-one-token-split-rows-h100": H100, "softmax-one-token-split-rows-h200": H200,
     "add-rmsnorm-weight-first-h200": H200, "swiglu-one-token-h100": H100,
     "rmsnorm-bwd-persistent-vs-compile-h100": H100, "rope-one-token-split-heads-h200": H200,
+    "gpt2-train-compile": H100, "resnet18-train-eager": H100, "llama-decode-eager": H100,
+    "llama-decode-cudagraphs": H100,
 }
-LAB = [r for r in RUNS if r not in ("known", "hf-llama-decode", "cuda-vector-ops", "e2e-decode", "ddp-2gpu",
-                                    "ddp-2gpu-slow", "cuda-vs-triton-h200")]
+PROGRAMS = ("hf-llama-decode", "cuda-vector-ops", "gpt2-train-compile", "resnet18-train-eager", "llama-decode-eager",
+            "llama-decode-cudagraphs")
+LAB = [r for r in RUNS if r not in ("known", "e2e-decode", "ddp-2gpu", "ddp-2gpu-slow", "cuda-vs-triton-h200",
+                                    *PROGRAMS)]
 
 # profkit compare BEFORE AFTER (GPU time per call) on each pair of the dataset:
 # (run, range, before, after, verdict, speed-up, band low, band high, label before, label after,

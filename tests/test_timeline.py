@@ -27,7 +27,7 @@ def known(tmp_path_factory):
 
 
 # H200 captures of the decoder stack (benchmarks/gpu/e2e.sh): 4 Llama-3-8B-shaped layers
-E2E_DECODE = PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite"
+E2E_DECODE = PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite.xz"
 DEC = "e2e/decode/{}/llama3-8b-l4-ctx448"
 
 
