@@ -1030,3 +1030,8 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+from profkit.cli.perfetto_export import export_perfetto  # noqa: E402
+
+cli.add_command(export_perfetto)
