@@ -1035,3 +1035,6 @@ if __name__ == "__main__":
 from profkit.cli.perfetto_export import export_perfetto  # noqa: E402
 
 cli.add_command(export_perfetto)
+from profkit.cli.mcp import mcp  # noqa: E402
+
+cli.add_command(mcp)
