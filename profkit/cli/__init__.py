@@ -1038,3 +1038,6 @@ cli.add_command(export_perfetto)
 from profkit.cli.mcp import mcp  # noqa: E402
 
 cli.add_command(mcp)
+from profkit.cli.hotspots import hotspots  # noqa: E402
+
+cli.add_command(hotspots)
