@@ -5,7 +5,8 @@ import json
 
 import click
 
-from profkit.cli import PATH, _resolve_run, db_option, handled, out
+from profkit.cli import PATH, db_option, handled, out
+from profkit.cli import _resolve_run as resolve_run
 from profkit.outputs.tables import plain
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
@@ -32,7 +33,7 @@ def hotspots(db, run, kernel, top, as_json, html):
     from profkit.analyses import hotspots as hs
     from profkit.outputs import hotspots_page
 
-    run = _resolve_run(db, run)
+    run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         h = hs.report(s, run, kernel, top)
     if html:

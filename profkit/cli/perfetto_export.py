@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from profkit.cli import PATH, _resolve_run, db_option, handled, out
+from profkit.cli import PATH, db_option, handled, out
+from profkit.cli import _resolve_run as resolve_run
 from profkit.outputs.tables import plain
 from profkit.store.store import Store
 
@@ -23,7 +24,7 @@ def export_perfetto(file, db, run):
       profkit export-perfetto trace.json --run hf-llama-decode   # then open it in ui.perfetto.dev"""
     from profkit.outputs import perfetto
 
-    run = _resolve_run(db, run)
+    run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         path, trace = perfetto.export(s, run, file)
     out.print(f"{plain(path)}: run {plain(run)}, {trace.launches():,} launches on "
