@@ -144,3 +144,41 @@ def test_mcp_tool_answers_hotspots(vec):
 
     got = Tools(vec).hotspots("vec", None, 1)
     assert got["kernel"].startswith("vec_add") and got["lines"][0]["stalls"]["long_scoreboard"] == 813
+
+
+def _lab_reports():
+    return sorted(LAB.glob("*.ncu-rep.xz")) if LAB.is_dir() else []
+
+
+@pytest.mark.parametrize("report", _lab_reports(), ids=lambda p: p.name.split(".")[0])
+def test_source_lines_are_ncus_per_line_totals(report, tmp_path):
+    """Every launch's lines: executed instructions, samples and each stall reason summed per
+    source line as ncu_report maps the PCs, and the line's embedded text."""
+    db = str(tmp_path / "lab.db")
+    ingest(db, [report], run="lab")
+    ctx = _open(report, tmp_path)
+    with Store(db, readonly=True) as s:
+        got = s.query("SELECT l.seq, sl.file, sl.line, sl.inst_executed, sl.samples, sl.stalls, sl.text "
+                      "FROM source_lines sl JOIN launch l ON l.id = sl.kernel_id WHERE sl.run = 'lab'")
+    by_seq = defaultdict(dict)
+    for r in got:
+        by_seq[r["seq"]][r["file"], r["line"]] = r
+    checked = 0
+    for seq, action in enumerate(_actions(ctx)):
+        want: dict = defaultdict(lambda: [0, 0, defaultdict(int)])
+        for (f, line), (n, smp, st) in ncu_lines(action).items():
+            key = (f, line) if f is not None else (None, None)
+            want[key][0] += n
+            want[key][1] += smp
+            for k, v in st.items():
+                want[key][2][k] += v
+        have = by_seq[seq]
+        assert set(have) == set(want), action.name()
+        files = dict(action.source_files())
+        for key, (n, smp, st) in want.items():
+            r = have[key]
+            assert (r["inst_executed"], r["samples"], json.loads(r["stalls"] or "{}")) == (n, smp, dict(st)), key
+            if key[0] in files:
+                assert r["text"] == files[key[0]].splitlines()[key[1] - 1]
+        checked += 1
+    assert checked and any(f and f.endswith(".py") for seq in by_seq.values() for f, _ in seq)
