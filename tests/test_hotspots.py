@@ -60,6 +60,10 @@ def ncu_lines(action) -> dict:
     return out
 
 
+def executed_pcs(action) -> list[int]:
+    return sorted(_ncu_per_pc(action, "inst_executed"))
+
+
 def _actions(ctx):
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
@@ -107,7 +111,10 @@ def test_hotspots_rank_the_instructions_without_line_info(vec, tmp_path):
     top = h.top
     stall, n = max(want[0][1][2].items(), key=lambda kv: kv[1])
     assert stall == "long_scoreboard" and top.stalls["long_scoreboard"] == n
-    assert top.reading.startswith("long scoreboard at FADD") and "memory load" in top.reading
+    # the FADD adds the two loaded values: it waits for the nearer of the two loads
+    (load,) = [pc for pc in executed_pcs(action) if action.sass_by_pc(pc).split()[0].startswith("LDG")][-1:]
+    assert top.reading.startswith(f"long scoreboard at PC {top.instructions[0]['pc']:#x} (FADD waits for the global "
+                                  f"load at PC {load - min(executed_pcs(action)):#x}): waiting on DRAM or L2")
     assert h.samples == action.metric_by_name("smsp__pcsamp_sample_count").as_uint64()
 
 

@@ -38,7 +38,6 @@ MEANING = {
     "selected": "issuing: no stall",
     "misc": "a miscellaneous stall",
 }
-MEMORY_OPS = re.compile(r"^(?:@!?U?P\w+\s+)?(LDG|LDL|LD|LDGSTS|TLD|TEX|ATOMG|RED|LDS|LDSM|UTMALDG|UBLKCP)\b")
 GLOBAL_LOAD = re.compile(r"^(?:@!?U?P\w+\s+)?(LDG|LDL|LD|LDGSTS|UTMALDG|UBLKCP)\b")
 SHARED_LOAD = re.compile(r"^(?:@!?U?P\w+\s+)?(LDS|LDSM)\b")
 
@@ -145,27 +144,73 @@ def _pick(store: Store, run: str, kernel: str | None) -> tuple[str, list[int], l
     return name, ids, have
 
 
-def reading(ln: Line) -> str:
-    """One line saying what the line's warps wait on."""
+_PRED = re.compile(r"^@!?U?P\w+\s+")
+_REG = re.compile(r"\bR(\d+)\b")
+_WIDTH = {".64": 2, ".128": 4}
+# a stall's producer: the instruction whose result the stalled one waits for
+PRODUCERS = {"long_scoreboard": (GLOBAL_LOAD, "global load"), "short_scoreboard": (SHARED_LOAD, "shared-memory load")}
+LOOKBACK = 256  # instructions searched back for the producer
+
+
+def _operands(instruction: str) -> tuple[str, list[str]]:
+    body = _PRED.sub("", instruction.strip())
+    op, _, rest = body.partition(" ")
+    return op, [o.strip() for o in rest.split(",")] if rest else []
+
+
+def _written(instruction: str) -> set[int]:
+    """Registers a load writes: its first operand, widened by the access size (.64, .128)."""
+    op, ops = _operands(instruction)
+    m = re.fullmatch(r"R(\d+)", ops[0]) if ops else None
+    if not m:
+        return set()
+    n = next((w for suffix, w in _WIDTH.items() if suffix in op), 1)
+    return set(range(int(m.group(1)), int(m.group(1)) + n))
+
+
+def _read(instruction: str) -> set[int]:
+    """Registers an instruction reads (every register operand but a destination's)."""
+    op, ops = _operands(instruction)
+    stores = op.startswith(("ST", "RED", "ATOM", "BRA", "EXIT", "BAR", "ISETP", "FSETP", "HSETP"))
+    return {int(r) for o in (ops if stores else ops[1:]) for r in _REG.findall(o)}
+
+
+def producer(program: list[dict], pc: int, reason: str) -> dict | None:
+    """The load the instruction at `pc` waits on for a scoreboard stall: the nearest earlier
+    load of the reason's kind writing a register it reads (None: not found, or no such reason)."""
+    kind = PRODUCERS.get(reason)
+    at = next((i for i, x in enumerate(program) if x["pc"] == pc), None)
+    if kind is None or at is None or not program[at]["instruction"]:
+        return None
+    wanted = _read(program[at]["instruction"])
+    for x in reversed(program[max(0, at - LOOKBACK):at]):
+        ins = x["instruction"] or ""
+        if kind[0].match(ins) and _written(ins) & wanted:
+            return x
+    return None
+
+
+def reading(ln: Line, program: list[dict] | None = None) -> str:
+    """One line saying what the line's warps wait on (`program`: the kernel's instructions in
+    PC order, to name the load a scoreboard stall waits for)."""
     reason = _stall_of(ln.stalls)
     if reason is None:
         return f"{ln.where}: issuing, no stall sampled"
     share = ln.stalls[reason] / ln.samples if ln.samples else 0.0
-    top = max(ln.instructions, key=lambda i: i["stalls"].get(reason, 0)) if ln.instructions else None
-    op = (top["instruction"] or "?").split(" ")[0] if top else "?"
-    if op.startswith("@"):
-        op = (top["instruction"] or "?").split(" ")[1]
+    top = max(ln.instructions, key=lambda i: i["stalls"].get(reason, 0))
+    op = _operands(top["instruction"] or "?")[0]
     what = reason.replace("_", " ")
     meaning = MEANING.get(reason, "a stall ncu names " + reason)
-    loads = [i for i in ln.instructions if i["instruction"] and GLOBAL_LOAD.match(i["instruction"])]
-    shared = [i for i in ln.instructions if i["instruction"] and SHARED_LOAD.match(i["instruction"])]
-    at = f"line {ln.line}" if ln.line is not None else f"PC {top['pc']:#x}" if top else "?"
-    if reason == "long_scoreboard" and loads:
-        head = f"{what} on the global load at {at}"
-        meaning = "waiting on DRAM or L2"
-    elif reason == "short_scoreboard" and shared:
-        head = f"{what} on the shared-memory load at {at}"
-        meaning = "waiting on shared memory"
+    at = f"line {ln.line}" if ln.line is not None else f"PC {top['pc']:#x}"
+    src = producer(program or [], top["pc"], reason)
+    if src is not None:
+        kind = PRODUCERS[reason][1]
+        meaning = "waiting on DRAM or L2" if reason == "long_scoreboard" else "waiting on shared memory"
+        there = (f"line {src['line']}" if src.get("line") is not None else f"PC {src['pc']:#x}")
+        if ln.line is not None and src.get("line") == ln.line and src.get("file") == ln.file:
+            head = f"{what} on the {kind} at {at}"
+        else:
+            head = f"{what} at {at} ({op} waits for the {kind} at {there})"
     elif ln.line is None:
         head = f"{what} at {op} ({at})"
     else:
@@ -220,9 +265,10 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
                   _sum(json.loads(r["stalls"] or "{}") for r in rs), text, instrs)
         out.append(ln)
     total = sum(ln.samples for ln in out)
+    program = list({r["pc"]: r for r in rows}.values())  # (rows come in PC order)
     for ln in out:
         ln.share = ln.samples / total if total else 0.0
-        ln.reading = reading(ln)
+        ln.reading = reading(ln, program)
     out.sort(key=lambda ln: (-ln.samples, ln.file or "", ln.line or 0, ln.instructions[0]["pc"]))
     executed = [r["inst_executed"] for r in rows if r["inst_executed"] is not None]
     h = Hotspots(run, name, ids, total, sum(executed) if executed else None, _sum(ln.stalls for ln in out),
