@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from profkit.analyses import hotspots
 from profkit.model import gpus
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
@@ -388,6 +389,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     options = candidates or [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
+    hot = hotspots.evidence(store, run)
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
                           " WHERE run = ? ORDER BY kernel_id", (run,))
     out = []
@@ -473,6 +475,8 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                 reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
         if k["kernel_id"] in ncu_rules:
             evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
+        if k["kernel_id"] in hot:  # Source Counters: the line and stall behind the label
+            evidence["hotspot"] = hot[k["kernel_id"]]
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"

@@ -35,7 +35,7 @@ import random
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from profkit.analyses import selection
+from profkit.analyses import hotspots, selection
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
@@ -66,6 +66,7 @@ class Side:
     dram_bytes_per_call: float | None = None
     correctness: dict | None = None
     host_us: list[float] | None = None  # host time of each call but the last (None: no API times)
+    hotspot: dict | None = None  # Source Counters: the top line of its most-sampled kernel, and its stall
 
     @property
     def median_us(self) -> float:
@@ -142,8 +143,20 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
                            "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
                            "run does not)")
                     raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
-        out.append(_compare_pair(p, b, a, by))
+        c = _compare_pair(p, b, a, by)
+        if b.hotspot or a.hotspot:
+            c.notes.append(f"hotspot {_hot(b.hotspot)} -> {_hot(a.hotspot)} (profkit hotspots)")
+        out.append(c)
     return out
+
+
+def _hot(h: dict | None) -> str:
+    """A side's top line and stall, in a few words."""
+    if not h:
+        return "(no Source Counters)"
+    stall = (h["stall"] or "no stall").replace("_", " ")
+    share = f" {100 * h['stall_share']:.0f} %" if h.get("stall_share") else ""
+    return f"{h['line'] or 'no line info'}: {stall}{share}"
 
 
 def rows(store: Store, before: str, after: str, by: str = "gpu") -> list[dict]:
@@ -180,6 +193,7 @@ class _RunContext:
     def __init__(self, store: Store, run: str):
         self.run = run
         self.labels = _labels(store, run)
+        self.hot = hotspots.evidence(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
         self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
@@ -206,6 +220,9 @@ class _RunContext:
                  labels[label] / total if label and total else None, labels,
                  correctness=self.correctness.get(group.path), host_us=host)
         _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
+        hot = [self.hot[k["kernel_id"]] for k in group.kernels if k["kernel_id"] in self.hot]
+        if hot:
+            s.hotspot = max(hot, key=lambda h: h["samples"])
         return s
 
 

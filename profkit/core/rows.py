@@ -32,6 +32,13 @@ COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
 # abbreviations), speedup_type local | global, estimated_speedup_pct None where ncu gave none
 RULE_FIELDS = ("seq", "section", "rule", "severity", "message", "speedup_type", "estimated_speedup_pct")
+# one SASS instruction of one kernel from ncu's Source Counters: pc is its offset from the
+# function's first instruction, address the absolute one; file/line where the binary has line
+# info; stalls and stalls_not_issued are JSON {reason: warp samples}, nonzero reasons only
+SASS_FIELDS = ("seq", "pc", "address", "instruction", "file", "line", "inst_executed", "samples",
+               "samples_not_issued", "stalls", "stalls_not_issued")
+# one line of a source file a report embeds (ncu --import-source yes): (file, line, text)
+SOURCE_LINE_FIELDS = ("file", "line", "text")
 
 
 @dataclass
@@ -44,6 +51,8 @@ class Parsed:
     counters: list[tuple] = field(default_factory=list)
     facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
+    sass: list[tuple] = field(default_factory=list)  # per-instruction Source Counters (SASS_FIELDS)
+    source_lines: list[tuple] = field(default_factory=list)  # embedded source (SOURCE_LINE_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
     # what the format cannot prove about this file being whole (a CSV cut exactly after a row
     # looks whole): said with the load; None when its framing proved it whole

@@ -495,6 +495,49 @@ SELECT run, seq, name AS phase, kind, start_ns, end_ns, launches, gpu_ns, steps,
 FROM phase;
 """))
 
+# Source Counters of ncu reports (ncu --import-source yes --section SourceCounters): one row per
+# SASS instruction of a profiled launch, and the source files the report embeds (by line)
+MIGRATIONS.append((14, "sass, source_lines: per-instruction Source Counters and embedded source", """
+CREATE TABLE sass_row (
+    launch_id          INTEGER NOT NULL REFERENCES launch_row(id),
+    pc                 INTEGER NOT NULL,        -- offset from the function's first instruction
+    address            INTEGER,                 -- absolute, as the report has it
+    instruction        TEXT,
+    file               TEXT,                    -- source file and line (binaries built with line info)
+    line               INTEGER,
+    inst_executed      INTEGER,                 -- warp-level instructions executed
+    samples            INTEGER,                 -- warp-state samples at this PC (all reasons)
+    samples_not_issued INTEGER,                 -- of them, samples where the warp issued nothing
+    stalls             TEXT NOT NULL DEFAULT '{}',  -- JSON {reason: samples}, nonzero reasons, most first
+    stalls_not_issued  TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (launch_id, pc)
+) WITHOUT ROWID;
+CREATE TABLE source_text (
+    file_id  INTEGER NOT NULL REFERENCES report_file(id),
+    file     TEXT NOT NULL,
+    line     INTEGER NOT NULL,
+    text     TEXT NOT NULL,
+    PRIMARY KEY (file_id, file, line)
+) WITHOUT ROWID;
+CREATE VIEW sass AS
+SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, s.pc, s.address, s.instruction, s.file,
+       s.line, s.inst_executed, s.samples, s.samples_not_issued, s.stalls, s.stalls_not_issued, l.rank
+FROM sass_row s JOIN launch l ON l.id = s.launch_id;
+CREATE VIEW source_lines AS
+SELECT g.run, g.kernel_id, g.kernel_name, g.file, g.line, g.inst_executed, g.samples, g.samples_not_issued,
+       (SELECT json_group_object(key, n) FROM (
+            SELECT j.key, sum(j.value) AS n FROM sass_row s2, json_each(s2.stalls) j
+            WHERE s2.launch_id = g.launch_id AND s2.file IS g.file AND s2.line IS g.line
+            GROUP BY j.key ORDER BY n DESC)) AS stalls,
+       (SELECT t.text FROM source_text t WHERE t.file_id = g.file_id AND t.file = g.file AND t.line = g.line) AS text,
+       g.rank
+FROM (SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l.rank, l.file_id, s.launch_id,
+             s.file, s.line, sum(s.inst_executed) AS inst_executed, sum(s.samples) AS samples,
+             sum(s.samples_not_issued) AS samples_not_issued
+      FROM sass_row s JOIN launch l ON l.id = s.launch_id
+      GROUP BY s.launch_id, s.file, s.line) g;
+"""))
+
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
                  ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
 
@@ -515,6 +558,10 @@ VIEWS = {
               "tflops", "pct_of_copy", "speedups"),
     "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
                "evidence"),
+    "sass": ("run", "kernel_id", "kernel_name", "pc", "address", "instruction", "file", "line", "inst_executed",
+             "samples", "samples_not_issued", "stalls", "stalls_not_issued", "rank"),
+    "source_lines": ("run", "kernel_id", "kernel_name", "file", "line", "inst_executed", "samples",
+                     "samples_not_issued", "stalls", "text", "rank"),
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }

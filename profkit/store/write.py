@@ -14,6 +14,7 @@ from pathlib import Path
 from profkit.core.nvtx import names_of
 from profkit.core.rows import KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
+from profkit.store import source_rows
 from profkit.store.connection import switch_journal
 from profkit.store.ids import name_ids, path_ids
 from profkit.store.link import link
@@ -117,6 +118,7 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
     c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
                   " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
                   ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
+    source_rows.add(c, file_id, seq_to_id, report)
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
