@@ -1030,3 +1030,8 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+from profkit.cli.fleet import fleet as _fleet  # noqa: E402
+
+cli.add_command(_fleet)
