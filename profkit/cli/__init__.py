@@ -1035,3 +1035,7 @@ if __name__ == "__main__":
 from profkit.cli.fleet import fleet as _fleet  # noqa: E402
 
 cli.add_command(_fleet)
+
+from profkit.cli.collectives import collectives as _collectives  # noqa: E402
+
+cli.add_command(_collectives)
