@@ -105,15 +105,17 @@ def bus_factor(collective: str | None, n: int | None) -> float | None:
     return None if f is None or not n or n < 1 else f(n)
 
 
-def torch_sizes(path) -> list[dict]:
+def torch_sizes(path) -> tuple[list[dict], int | None]:
     """The `record_param_comms` events of a torch.profiler (Kineto) trace, in time order:
     {collective, bytes, group_size, dtype}; bytes None where the trace lacks the element counts
-    (torch before 2.1 wrote only `Input Dims`)."""
+    (torch before 2.1 wrote only `Input Dims`); and the job's world size (distributedInfo)."""
     path = Path(path)
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         doc = json.load(f)
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
+    info = doc.get("distributedInfo") if isinstance(doc, dict) else None
+    world = info.get("world_size") if isinstance(info, dict) else None
     out = []
     for e in sorted((e for e in events if isinstance(e, dict) and e.get("name") == "record_param_comms"),
                     key=lambda e: e.get("ts", 0)):
@@ -126,7 +128,7 @@ def torch_sizes(path) -> list[dict]:
             # nccl-tests' size: the larger buffer (all-gather's output, reduce-scatter's input)
             size = int(max(x for x in nel if isinstance(x, (int, float)))) * width
         out.append({"collective": coll, "bytes": size, "group_size": a.get("Group size"), "dtype": a.get("dtype")})
-    return out
+    return out, world if isinstance(world, int) and world > 0 else None
 
 
 @dataclass
@@ -164,12 +166,14 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
 
     # message sizes: a Kineto trace's record_param_comms, per rank, matched in order per collective
     sizes: dict = {}
-    kineto = store.conn.execute("SELECT rank, path FROM report_file WHERE run = ? AND format = 'kineto'",
+    world = None  # the job's ranks, where a trace says (a sample of its ranks may be loaded)
+    kineto = store.conn.execute("SELECT rank, path FROM report_file WHERE run = ? AND format LIKE 'kineto%'",
                                 (run,)).fetchall()
     for rank, path in kineto:
         try:
             per: dict = defaultdict(list)
-            for s in torch_sizes(path):
+            events, world = torch_sizes(path)
+            for s in events:
                 per[s["collective"]].append(s)
             sizes[rank] = per
         except (OSError, ValueError) as e:
@@ -182,7 +186,7 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
         seen[(rank, p["collective"])] += 1
         s = (sizes.get(rank, {}).get(p["collective"]) or [])
         s = s[k] if k < len(s) else None
-        n = (s or {}).get("group_size") or (len(ranks) if ranks != [None] else None)
+        n = (s or {}).get("group_size") or world or (len(ranks) if ranks != [None] else None)
         size = (s or {}).get("bytes")
         dur = end - start
         algbw = size / (dur * 1e-9) if size and dur > 0 else None
