@@ -175,7 +175,8 @@ def main() -> None:
         res[f"duckdb_{what}"] = r
     if a.spark:
         code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import fleet; "
-                f"r = fleet.spark_run(__import__('pathlib').Path({str(pq)!r})); r.pop('per_rank'); print(json.dumps(r))")
+                f"r = fleet.spark_run(__import__('pathlib').Path({str(pq)!r})); r.pop('per_rank'); "
+                "print(json.dumps(r))")
         r = measured([py, "-c", code])
         res["spark"] = {**r, **json.loads(r.pop("stdout").strip().splitlines()[-1])}
     print(json.dumps(res, indent=2))

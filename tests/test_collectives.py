@@ -6,6 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from profdata import PROFILES, ROOT
 
 from profkit.analyses import collectives as co
 from profkit.analyses import ranks as rk
@@ -13,7 +14,6 @@ from profkit.cli import cli
 from profkit.store.ingest import ingest
 from profkit.store.profiles import report_files
 from profkit.store.store import Store
-from profdata import PROFILES, ROOT
 
 SLOW = PROFILES / "ddp-2gpu-slow"
 HTA = ROOT / "tests" / "data" / "kineto-hta"
@@ -32,7 +32,8 @@ def db(tmp_path_factory):
     ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", ("SendRecv", "RING", "SIMPLE", "Sum", "int8_t")),
     ("ncclDevKernel_Broadcast_RING_LL", ("Broadcast", "RING", "LL", None, None)),
     ("ncclDevKernel_ReduceScatter_Sum_f32_NVLS_TREE_SIMPLE", ("ReduceScatter", "NVLS_TREE", "SIMPLE", "Sum", "f32")),
-    ("ncclDevKernel_AllGather_RING_LL128(ncclDevKernelArgsStorage<4096ul>)", ("AllGather", "RING", "LL128", None, None)),
+    ("ncclDevKernel_AllGather_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
+     ("AllGather", "RING", "LL128", None, None)),
     ("void at::native::foo<float>(float*)", (None, None, None, None, None)),
 ])
 def test_kernel_names(name, want):

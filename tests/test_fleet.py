@@ -12,6 +12,7 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from profdata import PROFILES, ROOT
 
 from profkit.analyses import fleet as fl
 from profkit.analyses import ranks as rk
@@ -21,7 +22,6 @@ from profkit.outputs.parquet import export_parquet
 from profkit.store.ingest import ingest
 from profkit.store.profiles import report_files
 from profkit.store.store import Store
-from profdata import PROFILES, ROOT
 
 SLOW = PROFILES / "ddp-2gpu-slow"
 RANKS, STRAGGLER = 16, 11

@@ -239,7 +239,8 @@ class Spark(Engine):
 
     def views(self, root: Path) -> None:
         for t in TABLES:
-            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {t} USING parquet OPTIONS (path '{_quote(str(root / t))}')")
+            where = _quote(str(root / t))
+            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {t} USING parquet OPTIONS (path '{where}')")
 
     def sql(self, text: str) -> list[dict]:
         if text.lstrip().upper().startswith("CREATE TEMPORARY VIEW"):  # Spark refuses to replace one silently
