@@ -81,8 +81,9 @@ def measured(cmd: list[str], env: dict | None = None) -> dict:
     import psutil
 
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, **(env or {})})
+    # output to files, not pipes: a full pipe nobody reads while polling would block the child
+    so_f, se_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    p = subprocess.Popen(cmd, stdout=so_f, stderr=se_f, text=True, env={**os.environ, **(env or {})})
     proc, peak = psutil.Process(p.pid), 0
     while p.poll() is None:
         total = 0
@@ -96,8 +97,10 @@ def measured(cmd: list[str], env: dict | None = None) -> dict:
             pass
         peak = max(peak, total)
         time.sleep(0.02)
-    so, se = p.communicate()
     wall = time.perf_counter() - t0
+    so_f.seek(0)
+    se_f.seek(0)
+    so, se = so_f.read(), se_f.read()
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{se[-3000:]}")
     return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak / 2**20), "stdout": so}

@@ -233,6 +233,7 @@ class Spark(Engine):
                 raise ToolMissing("the Spark engine needs pyspark: pip install pyspark (and Java 17)") from None
             session = (SparkSession.builder.master(f"local[{cores}]").appName("profkit-fleet")
                        .config("spark.driver.memory", memory).config("spark.ui.enabled", "false")
+                       .config("spark.ui.showConsoleProgress", "false")
                        .config("spark.sql.shuffle.partitions", str(max(2, cores * 2))).getOrCreate())
             session.sparkContext.setLogLevel("ERROR")
         self.spark = session
@@ -243,9 +244,15 @@ class Spark(Engine):
             self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {t} USING parquet OPTIONS (path '{where}')")
 
     def sql(self, text: str) -> list[dict]:
-        if text.lstrip().upper().startswith("CREATE TEMPORARY VIEW"):  # Spark refuses to replace one silently
+        head = text.lstrip().upper()
+        if head.startswith("CREATE TEMPORARY VIEW"):  # Spark refuses to replace one silently
             text = text.replace("CREATE TEMPORARY VIEW", "CREATE OR REPLACE TEMPORARY VIEW", 1)
-        return [r.asDict() for r in self.spark.sql(text).collect()]
+        rows = [r.asDict() for r in self.spark.sql(text).collect()]
+        if head.startswith("CREATE TEMPORARY VIEW RANK_STEP"):
+            # every analysis reads it: computed once (Spark would replan it per query; DuckDB's
+            # queries are quick enough to recompute it)
+            self.spark.sql("CACHE TABLE rank_step")
+        return rows
 
     def close(self) -> None:
         self.spark.stop()
