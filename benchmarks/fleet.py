@@ -206,8 +206,12 @@ def write_md(path: Path, r: dict) -> None:
         s = r["spark"]
         lines.append(f"Spark (pyspark local mode, same SQL text): slowest rank {s['slowest_rank']}, session start "
                      f"{s['session_s']} s, total {s['total_s']} s in process (child wall {s['wall_s']} s).")
-    lines += ["", "ingest: `profkit ingest DIR` (parsers in a process pool, one writer); export: `profkit export "
-              "--parquet`; duckdb *: `profkit fleet * DIR --json`, DuckDB memory_limit 1 GB.", ""]
+    lines += ["", "ingest: `profkit ingest DIR` (parsers in a process pool, one per core, one writer); ingest "
+              "sequential: the same with workers=1; export: `profkit export --parquet`; duckdb *: `profkit fleet * "
+              "DIR --json`, DuckDB memory_limit 1 GB; spark: the same SQL text through pyspark, local[cores], one "
+              "session, rank_step cached, in one child process. The machine is shared with other sessions and has "
+              "two cores: the pool can at most halve the parsing, and the writes (one writer) stay serial. Spark "
+              "runs here only, not in CI: pyspark is a 456 MB install and needs Java.", ""]
     path.write_text("\n".join(lines))
 
 

@@ -428,6 +428,9 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
 
 
 PARALLEL_FROM = 8  # files to parse before a pool of processes pays for its start (~1 s a worker)
+# a file over this is parsed here: a large report is read as columns (its rows stay lazy, in the
+# process that writes them), and pickling a big one back would cost what the pool saves
+POOL_MAX_BYTES = 16 << 20
 
 
 def _parse_one(path: Path):
@@ -450,6 +453,7 @@ def _parse_in_processes(files, workers: int | None, on_progress=None) -> dict:
     does not pay (few files, one core, workers=1). Writing stays in this process, through the
     one store writer, one file one transaction; a refusal of any file raises here, before any
     write."""
+    files = [(p, parser) for p, parser in files if _size(p) <= POOL_MAX_BYTES]
     n = workers if workers is not None else (os.cpu_count() or 1) if len(files) >= PARALLEL_FROM else 1
     n = min(n, len(files))
     if n <= 1:
@@ -478,6 +482,13 @@ def _parse_in_processes(files, workers: int | None, on_progress=None) -> dict:
                 f.cancel()
             raise
     return done
+
+
+def _size(path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _held(conn, runs) -> list[tuple[str, int | None, str, str, str]]:
