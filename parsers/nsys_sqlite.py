@@ -342,19 +342,15 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         return f"k.{name}" if name in kc else default
 
     st = t["StringIds"]
-    api = ("r.nameId, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
-           if rt else "NULL, NULL, NULL, NULL, NULL")
-    api_join = f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow' if rt else ""
-    # names as keys (the kernel's string ids, its call's nameId): the store maps the few
-    # distinct ones to names through name_sql and api_sql, no text per row (rows.Bulk)
-    kernel_sql = f"""
-        SELECT b.seq AS seq, k.{name_col}, k.{short_col},
-               k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
-               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
-               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
-               k.correlationId, {api}, b.path_id
-        FROM bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
-        {api_join}"""
+    api = (("r.nameId", "r.start", "r.end", "(r.globalTid / 16777216) % 16777216", "r.globalTid % 16777216")
+           if rt else ("NULL",) * 5)
+    # the kernel table's columns (k), its launch call's (r): names as keys (the kernel's string
+    # ids, its call's nameId): the store maps the few distinct ones to names through name_sql
+    # and the kernel part's api keys, no text per row (rows.Bulk)
+    kernel_columns = (f"k.{name_col}", f"k.{short_col}", "k.start", "k.end", "k.end - k.start", "k.gridX",
+                      col("gridY", "1"), col("gridZ", "1"), "k.blockX", col("blockY", "1"), col("blockZ", "1"),
+                      col("registersPerThread"), col("staticSharedMemory"), col("dynamicSharedMemory"),
+                      col("streamId"), col("deviceId"), "k.correlationId", *api)
     # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
     name_sql = f"""
         WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
@@ -369,15 +365,13 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     cols = _columns(conn, nt) if nt else set()
     dom = "n.domainId" if "domainId" in cols else "NULL"
     g = "n.globalTid" if "globalTid" in cols else "NULL"
-    range_sql = f"""
-        SELECT b.seq, CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0
-                           THEN coalesce(d.name, 'domain' || {dom}) END,
-               CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END, n.start, n."end",
-               ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
-        FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
-        LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-    bulk = Bulk(str(path), kernel_sql, range_sql, rows, rpath, paths, domains, n_kernels, kernels.result, name_sql,
-                ready=kernels.done)
+    # the NVTX table's columns (n); d: the domain `dom` names (domains, from DOMAIN_CREATE events)
+    range_columns = (f"CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0"
+                     f" THEN coalesce(d.name, 'domain' || {dom}) END",
+                     f"CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END", "n.start", 'n."end"',
+                     f"({g} / {_PID}) % {_PID}", f"{g} % {_PID}")
+    bulk = Bulk(str(path), kt, kernel_columns, nt, range_columns, dom, rows, rpath, paths, domains, n_kernels,
+                kernels.result, call_table=rt, string_table=st, name_sql=name_sql, ready=kernels.done)
     facts = _facts(conn, t, device)
     return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
                   LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
@@ -585,14 +579,13 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r
     st = t["StringIds"]
     if not rt:
         api_sql = "SELECT NULL, NULL WHERE 0"
-    elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: read them all here
-        api_sql = (f'SELECT DISTINCT r.nameId, s.value FROM temp.bulk_kernel b JOIN src."{rt}" r ON r.rowid = b.rrow'
-                   f' LEFT JOIN src."{st}" s ON s.id = r.nameId')
+    elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: the store reads them all
+        api_sql = None
     else:
         api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
                    f' LEFT JOIN src."{st}" s ON s.id = j.value')
     part = KernelPart(krow, rrow, k_path, paths, api_sql)
-    if not (len(api_keys) and api_keys[0] == _NOT_INT):  # (that api_sql reads a staged temp.bulk_kernel)
+    if api_sql is not None:  # (else the store stages the kernels as a table to read the keys from)
         part.pack()  # the JSON the store reads the kernels' columns from, made here, beside the ranges' writing
     return part
 

@@ -154,14 +154,15 @@ def test_timeline_of_a_side(db):
 def test_a_snapshot_answers_as_the_database_does_and_refuses_writes(db):
     # the main job's claims read each run once inside Store.snapshot(); same rows, same verdicts
     from profkit.core.errors import ProfkitError
+    from profkit.store.store import read
     with Store(db) as s:
         plain = [c.row() for c in compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")]
         q = "SELECT kernel_id, nvtx_path FROM kernels WHERE run = ? ORDER BY kernel_id"
         with s.snapshot():
             first = s.query(q, (RMS,))
             first.clear()  # a caller's list is its own
-            assert s.query(q, (RMS,)) == s._query(q, (RMS,)) != []
-            assert s.counters(RMS) == s._counters(RMS)
+            assert s.query(q, (RMS,)) == read.query(s.conn, q, (RMS,)) != []
+            assert s.counters(RMS) == read.counters(s.conn, RMS)
             assert [c.row() for c in compare.compare(s, f"{RMS}:eager", f"{RMS}:triton")] == plain
             with pytest.raises(ProfkitError, match="write inside"):
                 s.replace_labels(RMS, [])

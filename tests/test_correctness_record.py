@@ -10,6 +10,7 @@ import stat
 import pytest
 
 from profkit.capture import session as cap
+from profkit.capture.options import CaptureOptions
 from profkit.analyses import compare
 from profkit.store.profiles import load_profiles
 from profkit.core.errors import BadInput
@@ -34,8 +35,8 @@ while [ $# -gt 0 ]; do
 done
 """)
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
-    got = cap.capture("rmsnorm", None, "r", tmp_path / "out", variants=["triton"], shapes=["llama8b-t1"],
-                      use_nsys=False, ncu=str(ncu))
+    got = cap.capture(CaptureOptions(run="r", out=tmp_path / "out", workload="rmsnorm", variants=("triton",),
+                                     shapes=("llama8b-t1",), use_nsys=False, ncu=str(ncu)))
     check_out = got.meta["command"][got.meta["command"].index("--check-out") + 1]
     assert check_out == str((tmp_path / "out" / "r" / "correctness.json").resolve())
     assert got.meta["correctness"] == {"rmsnorm/triton/llama8b-t1": {"ok": True, "rel_err": 0.0017, "tol": 0.01}}

@@ -34,7 +34,7 @@ import numpy as np
 
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
-from profkit.store.store import Store
+from profkit.store.store import Store, lab_op
 
 STEADY_SPREAD = 1.5        # a step slower than this x the later steps' median is warm-up
 MATCH = 0.8                # share of launches that must repeat one period later
@@ -305,6 +305,8 @@ def _from_step_ranges(t: dict, steps: list[tuple[int, int, int]]) -> tuple[list[
 def detect(store: Store, run: str | None = None) -> Phases:
     """The phases of a run's timeline (the lowest rank's, for a multi-process run)."""
     run = store.require_run(run)
+    if lab_op(store.run_meta(run)):
+        return Phases(run, [], "a lab workload: its ranges (operator/variant/shape) are its structure; analysed whole")
     t = _timeline(store, run)
     if t is None:
         return Phases(run, [], "no timeline: phases need launch times (nsys, CUPTI or torch.profiler)")

@@ -30,3 +30,18 @@ def kernels(store: Store, run: str | None = None, top: int = 20,
         FROM k GROUP BY nvtx_path, short_name
         ORDER BY total_us DESC LIMIT :top""", {"run": run, "top": top, "lo": lo, "hi": hi})
 
+
+
+def sampling(store: Store, run: str) -> str:
+    """How a sampled capture's timeline launches got their counters: measured by ncu, labelled
+    from a measured launch of the same kernel and configuration, or none."""
+    # measured: the distinct timeline launches ncu rows point at (one pass over the run's rows,
+    # not a search of every launch per timeline launch)
+    r = store.query("""SELECT sum(source != 'ncu' AND timeline_id IS NULL) AS launches,
+                              count(DISTINCT timeline_id) AS measured,
+                              sum(source != 'ncu' AND timeline_id IS NULL AND sampled_from IS NOT NULL) AS sampled
+                       FROM launch_row WHERE run = ?""", (run,))[0]
+    rest = (r["launches"] or 0) - (r["measured"] or 0) - (r["sampled"] or 0)
+    return (f"run {run}: {r['launches']:,} timeline launches: {r['measured'] or 0:,} measured by ncu, "
+            f"{r['sampled']:,} labelled from a measured launch of the same kernel and configuration (sampled_from), "
+            f"{rest:,} without counters (timeline evidence only)")

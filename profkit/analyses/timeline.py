@@ -165,3 +165,12 @@ def operators(store: Store, run: str | None, scope: str) -> list[dict]:
         out.append({"scope": scope, "operator": b["operator"], "kernels": b["kernels"], "kernel_ns": b["kernel_ns"],
                     "share_pct": 100.0 * b["kernel_ns"] / total if total else 0.0, "top_kernel": top})
     return sorted(out, key=lambda b: (-b["kernel_ns"], b["operator"]))
+
+
+def workload_split(rows: list[dict], op: str | None) -> tuple[list[dict], list[dict]]:
+    """`ranges` rows inside a lab workload's operator range `op` and those outside it. A lab
+    workload's warm-up (compilation, autotuning, graph capture) runs outside its op/variant/shape
+    ranges but pushes the same operator ranges: kept apart, so they are not read as the workload.
+    Every row is inside where `op` is None (not a lab run)."""
+    inside = [r for r in rows if op is None or r["path"] == op or r["path"].startswith(op + "/")]
+    return inside, [r for r in rows if r not in inside]

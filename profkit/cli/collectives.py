@@ -6,8 +6,8 @@ import json
 
 import click
 
-from profkit.cli import PATH, _resolve_run, db_option, handled, out, plain
-from profkit.cli import _table as table
+from profkit.cli.plumbing import PATH, db_option, handled, out, resolve_run
+from profkit.outputs.tables import plain, table
 
 
 def _us(rows):
@@ -33,7 +33,7 @@ def collectives(db, run, peaks_file, each, as_json):
     from profkit.model import peaks as pk
     from profkit.store.store import Store
 
-    run = _resolve_run(db, run)
+    run = resolve_run(db, run)
     measured = pk.read(peaks_file) if peaks_file else None
     with Store(db, readonly=True) as s:
         r = co.analyse(s, run, measured)

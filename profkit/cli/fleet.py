@@ -6,9 +6,9 @@ import json
 
 import click
 
-from profkit.cli import PATH, handled, out, plain
-from profkit.cli import _table as table
+from profkit.cli.plumbing import PATH, handled, out
 from profkit.core.errors import ProfkitError
+from profkit.outputs.tables import plain, table
 
 
 @click.group()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from profkit.core.errors import ProfkitError
-from profkit.store.store import open_readonly
+from profkit.store.readonly import open_readonly
 
 PROGRESS_STEPS = 10_000  # SQLite steps between checks: about a millisecond of work
 BATCH = 1_000

@@ -2,9 +2,18 @@
 
 Tables are profkit's own; the views `runs`, `kernels`, `counters` (and `classifications`)
 are the stable interface for notebooks and SQL users. docs/schema.md documents both and a
-test checks that every view column there exists here.
+test checks that every view column there exists here. migrate() brings a database up to
+LATEST, each pending migration in the one transaction that records it.
 """
 from __future__ import annotations
+
+import sqlite3
+
+from profkit.core.families import family_of
+from datetime import datetime, timezone
+
+from profkit.core.errors import ProfkitError
+from profkit.store.transaction import transaction
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "runs, files, launches, ranges, counters", """
@@ -435,9 +444,36 @@ FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by file)", """
 DROP INDEX IF EXISTS nvtx_event_file;
 """))
+# Kernel families (issue 50 item 2): who wrote each kernel decides the levers advise may name.
+# A name's family is profkit.core.families.family_of(name), stored once per distinct name;
+# migrate() gives the backfill that function as profkit_family(). An unmangled name the name
+# alone cannot place ('other') launched through the driver call Triton uses is user Triton:
+# the kernels view says so per launch, as families.explain(name, api_name) does.
+MIGRATIONS.append((12, "launch_name.family: each kernel's family; the kernels view shows it", """
+ALTER TABLE launch_name ADD COLUMN family TEXT;
+UPDATE launch_name SET family = profkit_family(name);
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name, l.nvtx_range, l.nvtx_path,
+       l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
+       l.registers_per_thread, l.stream, l.device, l.source,
+       l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
+       l.sampled_from, p.names AS nvtx_names,
+       (SELECT CASE WHEN n.family = 'other' AND n.name NOT GLOB '*[^A-Za-z0-9_]*'
+                         AND (l.api_name IN ('cuLaunchKernel', 'cuLaunchKernelEx') OR l.api_name GLOB 'cuLaunchKernel_v*'
+                              OR l.api_name GLOB 'cuLaunchKernelEx_v*')
+                    THEN 'triton_user' ELSE n.family END
+        FROM launch_row r JOIN launch_name n ON n.id = r.name_id WHERE r.id = l.id) AS family
+FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
+WHERE l.timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""))
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
-MIGRATIONS.append((12, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
+MIGRATIONS.append((13, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
 CREATE TABLE phase (
     run            TEXT NOT NULL REFERENCES run(run),
     seq            INTEGER NOT NULL,             -- order in the run, 1 first
@@ -469,7 +505,8 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names"),
+                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names",
+                "family"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
                         "sampled_from"),
@@ -481,3 +518,62 @@ VIEWS = {
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }
+
+
+def now() -> str:
+    """The time profkit records (a run made, a file loaded, a migration applied): UTC, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return row[0] or 0
+    except sqlite3.OperationalError:
+        return 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply pending migrations in one transaction. Returns the version reached."""
+    if schema_version(conn) >= LATEST:
+        return LATEST
+    # off while a migration rebuilds a table others reference (SQLite's 12-step ALTER: its
+    # DROP TABLE would delete the referencing rows' parents); the references are checked below
+    fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
+                         " applied_at TEXT)")
+            conn.create_function("profkit_family", 1, family_of, deterministic=True)  # migration 12's backfill
+            have = schema_version(conn)
+            for version, name, sql in MIGRATIONS:
+                if version > have:
+                    before, after = REBUILDS.get(version, ((), ()))
+                    broken = _broken_references(conn, before)
+                    for stmt in statements(sql):
+                        conn.execute(stmt)
+                    if _broken_references(conn, after) > broken:
+                        raise ProfkitError(f"internal: migration {version} ({name}) broke references between "
+                                           f"tables; the database is left as it was")
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
+    return LATEST
+
+
+def _broken_references(conn: sqlite3.Connection, tables) -> int:
+    """Rows of these tables (those that exist) whose foreign keys point at nothing."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sum(len(conn.execute(f'PRAGMA foreign_key_check("{t}")').fetchall()) for t in tables if t in have)
+
+
+def statements(sql: str):
+    """The statements of a migration's script, one at a time."""
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""
