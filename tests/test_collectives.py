@@ -17,6 +17,7 @@ from profkit.store.store import Store
 
 SLOW = PROFILES / "ddp-2gpu-slow"
 HTA = ROOT / "tests" / "data" / "kineto-hta"
+NCCL_DATA = HTA / "nccl_parser_config" / "nccl_data.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +25,7 @@ def db(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("coll") / "c.db")
     ingest(path, report_files(SLOW), run=SLOW.name)
     ingest(path, sorted((HTA / "trace_filter").iterdir()), run="hta")
+    ingest(path, [NCCL_DATA], run="nccl_data")
     return path
 
 
@@ -51,7 +53,8 @@ def test_torch_sizes_from_record_param_comms():
     events, world = co.torch_sizes(HTA / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
     assert world == 1
     first = events[0]
-    assert first == {"collective": "Broadcast", "bytes": 212480, "group_size": 1, "dtype": "Float"}
+    assert first == {"collective": "Broadcast", "bytes": 212480, "group_size": 1, "dtype": "Float",
+                     "from": "record_param_comms"}
     assert sum(1 for e in events if e["collective"] == "AllReduce") == 25
     allreduce = next(e for e in events if e["collective"] == "AllReduce")
     assert allreduce["bytes"] == 2049000 * 4
@@ -104,3 +107,26 @@ def test_cli_collectives(db):
     assert d["ranks"] == [0, 1] and len(d["kernels"]) == 74
     res = CliRunner().invoke(cli, ["collectives", "--db", db, "--run", SLOW.name])
     assert res.exit_code == 0 and "AllReduce" in res.output and "waiting for the last rank" in res.output
+
+
+def test_sizes_from_the_nccl_kernels_own_args(db):
+    """HTA's A100 trace: each NCCL kernel event carries its collective's arguments; every
+    kernel's size and busbw follow from its own event, matched in order."""
+    import gzip
+
+    events = json.load(gzip.open(NCCL_DATA))["traceEvents"]
+    mine = sorted((e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+                  key=lambda e: e["ts"])
+    with Store(db, readonly=True) as s:
+        r = co.analyse(s, "nccl_data")
+    assert len(r.kernels) == len(mine) == 21
+    width = {"Float": 4, "Byte": 1, "Char": 1, "Long": 8, "Int": 4}
+    for k, e in zip(r.kernels, mine):
+        a = e["args"]
+        assert k["bytes"] == max(a["In msg nelems"], a["Out msg nelems"]) * width[a["dtype"]]
+        assert k["size_from"] == "kernel args" and k["group_size"] == a["Group size"] == 2
+        assert k["duration_ns"] == pytest.approx(e["dur"] * 1e3, abs=1)
+        # all-reduce over 2 ranks: bus factor 2 (n - 1) / n = 1
+        assert k["busbw_gbps"] == pytest.approx(k["bytes"] / (k["duration_ns"] * 1e-9) / 1e9)
+    assert {(x["collective"], x["kernels"]) for x in r.summary} == {("AllReduce", 15), ("Broadcast", 6)}
+    assert r.kernels[2]["bytes"] == 2049000 * 4  # the first all-reduce: 2,049,000 floats

@@ -4,9 +4,10 @@ Per NCCL kernel (profkit.core.names.is_comm):
 
 - collective, algorithm, protocol, reduction and data type from the kernel name
   (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`, `ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t`);
-- message size: from torch.profiler's `record_param_comms` events (`In msg nelems`,
-  `Out msg nelems`, `dtype`, `Group size`), matched to the rank's NCCL kernels of the same
-  collective in order; else unknown, and the notes say why. NCCL's own NVTX ranges carry the
+- message size: from torch.profiler's trace arguments (`In msg nelems`, `Out msg nelems`,
+  `dtype`, `Group size`), on the NCCL kernel events themselves (torch >= 2.2) or else on the
+  `record_param_comms` CPU events, matched to the rank's NCCL kernels of the same collective in
+  order; else unknown, and the notes say why. NCCL's own NVTX ranges carry the
   size in a binary payload (schema "Message size [bytes]"), but the nsys exports profkit has
   seen keep the schema and not the payload values (NVTX_EVENTS.binaryData empty), and the
   store keeps neither: those sizes are unknown;
@@ -106,7 +107,7 @@ def bus_factor(collective: str | None, n: int | None) -> float | None:
 
 
 def torch_sizes(path) -> tuple[list[dict], int | None]:
-    """The `record_param_comms` events of a torch.profiler (Kineto) trace, in time order:
+    """The collectives' arguments in a torch.profiler (Kineto) trace, in time order:
     {collective, bytes, group_size, dtype}; bytes None where the trace lacks the element counts
     (torch before 2.1 wrote only `Input Dims`); and the job's world size (distributedInfo)."""
     path = Path(path)
@@ -116,9 +117,14 @@ def torch_sizes(path) -> tuple[list[dict], int | None]:
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
     info = doc.get("distributedInfo") if isinstance(doc, dict) else None
     world = info.get("world_size") if isinstance(info, dict) else None
+    # torch >= 2.2 copies the collective's arguments onto its NCCL kernel event: those, where
+    # present, are one per kernel; else the CPU-side record_param_comms, one per call
+    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") in ("kernel", "Kernel")
+               and str(e.get("name", "")).lower().startswith("nccl")
+               and isinstance(e.get("args"), dict) and "In msg nelems" in e["args"]]
+    chosen = kernels or [e for e in events if isinstance(e, dict) and e.get("name") == "record_param_comms"]
     out = []
-    for e in sorted((e for e in events if isinstance(e, dict) and e.get("name") == "record_param_comms"),
-                    key=lambda e: e.get("ts", 0)):
+    for e in sorted(chosen, key=lambda e: e.get("ts", 0)):
         a = e.get("args") or {}
         coll = _TORCH_COLLECTIVE.get(str(a.get("Collective name", "")).lower())
         nel = [a.get("In msg nelems"), a.get("Out msg nelems")]
@@ -127,7 +133,8 @@ def torch_sizes(path) -> tuple[list[dict], int | None]:
         if width and any(isinstance(x, (int, float)) for x in nel):
             # nccl-tests' size: the larger buffer (all-gather's output, reduce-scatter's input)
             size = int(max(x for x in nel if isinstance(x, (int, float)))) * width
-        out.append({"collective": coll, "bytes": size, "group_size": a.get("Group size"), "dtype": a.get("dtype")})
+        out.append({"collective": coll, "bytes": size, "group_size": a.get("Group size"), "dtype": a.get("dtype"),
+                    "from": "kernel args" if kernels else "record_param_comms"})
     return out, world if isinstance(world, int) and world > 0 else None
 
 
@@ -193,7 +200,7 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
         f = bus_factor(p["collective"], n)
         busbw = algbw * f if algbw is not None and f is not None else None
         kernels.append({"rank": rank, **p, "start_ns": start, "end_ns": end, "duration_ns": dur, "bytes": size,
-                        "size_from": "record_param_comms" if size else None, "group_size": n,
+                        "size_from": (s or {}).get("from") if size else None, "group_size": n,
                         "algbw_gbps": algbw and algbw / 1e9, "busbw_gbps": busbw and busbw / 1e9,
                         "busbw_pct_of_peak": 100 * busbw / peak["value"] if busbw and peak else None,
                         "wait_ns": None, "step": None})
