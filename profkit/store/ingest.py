@@ -19,6 +19,7 @@ from pathlib import Path
 
 from profkit import parsers
 
+from profkit.core import errors
 from profkit.core.errors import BadArgument, BadInput, ProfkitError
 from profkit.core.names import MAX_NAME, as_text, name_too_long
 from profkit.core.nvtx import PathsTooLarge
@@ -289,8 +290,8 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
     files); `store`: the caller's open Store of `db` (the main job keeps one), used and left
     open; `workers`: parser processes (default: one per core, from PARALLEL_FROM files to parse
-    on; 1: parse here). on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done, total)
-    of the work on each (phases: hashing, the parser's, writing; total None: unknown).
+    on; 1: parse here). on_file(Loaded) hears of each file as it lands; on_progress(file, phase,
+    done, total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
     groups = plan(paths, run) if groups is None else groups
     for g in groups:
@@ -474,7 +475,9 @@ def _parse_in_processes(files, workers: int | None, on_progress=None) -> dict:
                 report, refused = f.result()
                 if refused is not None:
                     kind, text = refused
-                    raise BadInput(p, text) if kind == "bad" else ProfkitError(text)
+                    if kind == "bad":
+                        raise BadInput(p, text)
+                    raise getattr(errors, kind, ProfkitError)(text)  # ToolMissing keeps its exit code
                 if report is not None:
                     done[p] = report
         except BaseException:
