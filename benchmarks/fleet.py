@@ -152,7 +152,7 @@ def main() -> None:
     res: dict = {"ranks": a.ranks, "straggler": a.straggler, "date": datetime.now(timezone.utc).isoformat()[:16],
                  "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                             f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
-                 "versions": versions()}
+                 "versions": versions(), "load_start": [round(x, 1) for x in os.getloadavg()]}
     t0 = time.perf_counter()
     files = synthesise(work / "fleet", a.ranks, a.straggler)
     res["synthesise_s"] = round(time.perf_counter() - t0, 2)
@@ -182,6 +182,7 @@ def main() -> None:
                 "print(json.dumps(r))")
         r = measured([py, "-c", code])
         res["spark"] = {**r, **json.loads(r.pop("stdout").strip().splitlines()[-1])}
+    res["load_end"] = [round(x, 1) for x in os.getloadavg()]
     print(json.dumps(res, indent=2))
     write_md(a.out, res)
     if not a.work:
@@ -195,6 +196,8 @@ def write_md(path: Path, r: dict) -> None:
              f"Input: {r['ranks']} nsys exports ({r['input_mb']} MB) synthesised from profiles/ddp-2gpu-slow "
              f"(H200, 2 ranks) by benchmarks/fleet.py in {r['synthesise_s']} s: rank {r['straggler']} is a copy of the "
              "slow rank, every other of the waiting rank, each with its own clock offset and jittered durations.", "",
+             f"Load average (1, 5, 15 min) at the start {r['load_start']}, at the end {r['load_end']}: the "
+             "machine's two cores are shared with other sessions, and times scale with the load.", "",
              "| phase | wall s | peak RSS MB (process tree) |", "|---|---:|---:|"]
     for k in ("ingest_sequential", "ingest", "export", "duckdb_ranks", "duckdb_kernels", "duckdb_classify",
               "duckdb_advise", "spark"):
