@@ -44,6 +44,7 @@ from profkit.core.metrics import lookup
 from profkit.core.intervals import covered, length, union
 from profkit.model.perf import rates, roof_time_ns, work
 from profkit.core.names import is_comm
+from profkit.model.ops.lab import model_of as lab_model_of
 from profkit.store.store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
@@ -210,53 +211,18 @@ def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) ->
     return best, how
 
 
-def preload_lab(metas) -> None:
-    """Import the kernel lab's modules now when a run's meta (capture.json) says it came from a
-    lab workload: the main job does it while its first reports are read, instead of inside the
-    first lab run's advice. Nothing is registered (profkit.kernels.preload)."""
-    if not any(lab_op(m or {}) for m in metas):
-        return
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return
-    lab.preload()
-
-
 def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
-    run came from a lab workload and the lab is installed (the `kernels` extra)."""
+    run came from a lab workload (the formulas live in the model layer: no lab import)."""
     if not path or not lab_op(meta):
         return None, ""
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return None, "the operator's model needs the kernels extra"
-    parts = path.split("/")
-    try:
-        ws = lab.workloads()
-    except Exception as e:  # noqa: BLE001 - a lab without triton/torch: advise without the model
-        return None, f"the operator's model is not importable ({type(e).__name__})"
-    for cut in range(len(parts) - 2, 0, -1):
-        op = "/".join(parts[:cut])
-        w = ws.get(op)
-        if w and w.model and parts[-1] in w.shapes:
-            dtype = meta.get("dtype") or w.default_dtype
-            m = w.model(w.shapes[parts[-1]], dtype)
-            return m, f"{op}'s model at {parts[-1]} ({dtype})"
-    return None, ""
+    return lab_model_of(path, meta.get("dtype"))
 
 
 def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
                     path: str | None) -> tuple[float | None, str, str, float | None]:
-    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs).
-    Where the lab's operator model would apply but cannot be imported, `how` says so: the
-    floor then comes from the kernels' counters (a core install ranks differently)."""
-    t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
-    missing = _operator_model(path, meta)[1] if kind not in ("operator", "none") else ""
-    if missing.startswith("the operator's model"):
-        how += f" ({missing})"
-    return t, how, kind, need
+    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs)."""
+    return _floor(calls, counters, meta, measured, gpu, path)
 
 
 def _floor(calls, counters, meta, measured, gpu, path):

@@ -340,18 +340,6 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
             for line in _run_lines(row):
                 out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
-    def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
-        from profkit.analyses.advise import preload_lab
-        from profkit.store.ingest import capture_meta
-
-        metas = []
-        for f in folders:
-            try:
-                metas.append(capture_meta(f))
-            except ProfkitError:  # refused where that folder loads, in its turn
-                pass
-        preload_lab(metas)
-
     if not verbose:
         out.print(f"{'run (then what to fix first)':<{RUN_WIDTH}} launches   counters  labels (% of GPU time)")
     # one connection for the whole job; each run's counters are read once for classify, advise,
@@ -360,7 +348,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
         with file_progress() as on_progress:
             loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
-                                   on_run=run_landed, store=s, on_start=started)
+                                   on_run=run_landed, store=s)
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)
