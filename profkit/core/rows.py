@@ -32,6 +32,11 @@ COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
 # abbreviations), speedup_type local | global, estimated_speedup_pct None where ncu gave none
 RULE_FIELDS = ("seq", "section", "rule", "severity", "message", "speedup_type", "estimated_speedup_pct")
+# one operator with recorded shapes that launched kernels: input dims, types, strides and
+# concrete inputs as the trace wrote them (JSON text), the trace's own FLOP count (with_flops),
+# the seqs of the kernels it launched, and where the shapes came from (record_shapes | nvtx)
+OP_FIELDS = ("op", "start_ns", "end_ns", "pid", "tid", "input_dims", "input_types", "input_strides", "concrete",
+             "trace_flops", "kernel_seqs", "source")
 
 
 @dataclass
@@ -44,6 +49,7 @@ class Parsed:
     counters: list[tuple] = field(default_factory=list)
     facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
+    ops: list[tuple] = field(default_factory=list)  # operators with shapes (OP_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
     # what the format cannot prove about this file being whole (a CSV cut exactly after a row
     # looks whole): said with the load; None when its framing proved it whole

@@ -22,6 +22,7 @@ from profkit.core import sampling
 from profkit.core.nvtx import names_json, names_of
 from profkit.core.rows import BULK_KERNEL_FIELDS, KERNEL_FIELDS, NAME_FIELDS, Parsed
 from profkit.store.side_writer import SideWriter, table_ddl
+from profkit.store import ops_table
 from profkit.store.schema import LATEST, MIGRATIONS, REBUILDS
 
 
@@ -571,6 +572,7 @@ class Store:
         c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
                       " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
                       ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
+        ops_table.write(c, run, file_id, rank, report.ops, seq_to_id)
 
     def _add_bulk(self, run: str, file_id: int, rank: int | None, report: Parsed, progress=None) -> None:
         """A Bulk report: kernels and ranges by INSERT ... SELECT from the attached report,

@@ -1,0 +1,58 @@
+"""Operators with recorded shapes, tied to the kernels they launched: shared by the trace
+parsers (Kineto's record_shapes cpu_ops, nsys's autograd-shapes NVTX ranges).
+
+A kernel's operator is the innermost operator with shapes that holds its launch call on the
+launching thread (aten::linear holds aten::addmm, which holds cudaLaunchKernel: addmm launched
+it). Backward operators run on autograd's own thread and launch there, so the same rule ties
+them to their kernels.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+
+def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
+    """ops: (start, end, pid, tid) per operator; calls: (key, start, pid, tid) per launch call.
+    -> {key: index of the innermost op holding that call}."""
+    by_thread: dict = defaultdict(list)
+    for i, (s, e, pid, tid) in enumerate(ops):
+        by_thread[(pid, tid)].append((s, 0, -e, i))
+    for key, s, pid, tid in calls:
+        if (pid, tid) in by_thread:
+            by_thread[(pid, tid)].append((s, 1, 0, key))
+    out = {}
+    for events in by_thread.values():
+        # at one instant an op opens before a call it holds; an outer op (later end) before an inner
+        events.sort(key=lambda x: (x[0], x[1], x[2]))
+        stack: list[tuple[int, int]] = []  # (end, op index)
+        for t, kind, neg_end, ref in events:
+            while stack and stack[-1][0] < t:
+                stack.pop()
+            if kind == 0:
+                stack.append((-neg_end, ref))
+            elif stack:
+                out[ref] = stack[-1][1]
+    return out
+
+
+# torch.autograd.profiler.emit_nvtx(record_shapes=True) and nsys --pytorch=autograd-shapes-nvtx:
+# "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]" (op_id and input_op_ids
+# appear in newer versions; sizes is the last field)
+_NVTX_OP = re.compile(r"^(?P<op>[\w:.]+)(?:, seq = \d+)?(?:, op_id = \d+)?(?:, input_op_ids = \[[^\]]*\])?"
+                      r", sizes = (?P<sizes>\[.*\])$")
+
+
+def nvtx_op(text: str | None) -> tuple[str, list] | None:
+    """(op, input dims) of an autograd-shapes NVTX range's text, None for any other range."""
+    if not text or "sizes = " not in text:
+        return None
+    m = _NVTX_OP.match(text)
+    if not m:
+        return None
+    try:
+        sizes = json.loads(m.group("sizes"))
+    except ValueError:
+        return None
+    return (m.group("op"), sizes) if isinstance(sizes, list) else None
