@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from profkit.analyses import shape_labels
 from profkit.model import gpus
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
@@ -422,7 +423,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
                     "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
-    return out
+    return shape_labels.relabel(store, run, out, counters)  # launches without counters: from their shapes
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:

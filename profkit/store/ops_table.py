@@ -24,20 +24,14 @@ def _int(v):
     return v if isinstance(v, int) else None
 
 
-def unmodelled(c: sqlite3.Connection, run: str) -> list[sqlite3.Row]:
-    return c.execute("SELECT id, op, input_dims, input_types, concrete FROM op_row WHERE run = ? AND family IS NULL"
-                     " AND note IS NULL", (run,)).fetchall()
+LAUNCH_OPS = (
+    "SELECT l.launch_id, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.family, o.flops,"
+    " o.min_bytes, o.precision, o.note, (SELECT count(*) FROM op_launch x WHERE x.op_id = o.id) AS kernels,"
+    " (SELECT sum(r.duration_ns) FROM op_launch x JOIN launch_row r ON r.id = x.launch_id"
+    "  WHERE x.op_id = o.id) AS gpu_ns"
+    " FROM op_launch l JOIN op_row o ON o.id = l.op_id WHERE o.run = ?")
 
 
 def set_model(c: sqlite3.Connection, rows: list[tuple]) -> None:
     """rows: (family, flops, min_bytes, precision, note, op id)."""
     c.executemany("UPDATE op_row SET family = ?, flops = ?, min_bytes = ?, precision = ?, note = ? WHERE id = ?", rows)
-
-
-def launch_ops(c: sqlite3.Connection, run: str) -> dict[int, sqlite3.Row]:
-    """launch id -> its operator's row (the model's columns), for the launches of a run."""
-    rows = c.execute(
-        "SELECT l.launch_id, o.id AS op_id, o.op, o.input_dims, o.input_types, o.family, o.flops, o.min_bytes,"
-        " o.precision, o.note, (SELECT count(*) FROM op_launch x WHERE x.op_id = o.id) AS kernels"
-        " FROM op_launch l JOIN op_row o ON o.id = l.op_id WHERE o.run = ?", (run,)).fetchall()
-    return {r["launch_id"]: r for r in rows}

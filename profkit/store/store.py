@@ -695,6 +695,21 @@ class Store:
             c.execute("ROLLBACK")
             raise
 
+    def set_op_model(self, rows: list[tuple]) -> bool:
+        """Store the operator model's numbers of op rows (ops_table.set_model) in one transaction;
+        False where this store cannot write now (read-only, or inside a snapshot)."""
+        if self.readonly or self._memo is not None or not rows:
+            return False
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            ops_table.set_model(c, rows)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return True
+
     def replace_advice(self, run: str, scope: str | None, rows: list[dict]) -> None:
         """Replace a run's advice for one scope ('' or None: the whole run) in one transaction."""
         self._writing()
