@@ -56,3 +56,29 @@ def nvtx_op(text: str | None) -> tuple[str, list] | None:
     except ValueError:
         return None
     return (m.group("op"), sizes) if isinstance(sizes, list) else None
+
+
+def ops_from_kernel_ranges(kernels) -> list[tuple]:
+    """OP_FIELDS rows from kernel rows (KERNEL_FIELDS) whose innermost NVTX range is an
+    autograd-shapes range: one op per distinct range text (emit_nvtx's seq and op_id make each
+    call's text its own), its kernels those launched inside it. The payload has no dtypes."""
+    from profkit.core.rows import KERNEL_FIELDS
+
+    seq, kr, st, en, pid, tid = (KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns",
+                                                                    "pid", "tid"))
+    found: dict[str, list] = {}
+    parsed: dict[str, tuple | None] = {}
+    for k in kernels:
+        text = k[kr]
+        if text not in parsed:
+            parsed[text] = nvtx_op(text)
+        if parsed[text] is None:
+            continue
+        row = found.get(text)
+        if row is None:
+            found[text] = [k[st], k[en], k[pid], k[tid], [k[seq]]]
+        else:
+            row[0], row[1] = min(row[0], k[st]), max(row[1], k[en])
+            row[4].append(k[seq])
+    return [(parsed[t][0], r[0], r[1], r[2], r[3], json.dumps(parsed[t][1], separators=(",", ":")), None, None, None,
+             None, sorted(r[4]), "nvtx") for t, r in found.items()]

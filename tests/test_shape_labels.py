@@ -5,14 +5,13 @@ import gzip
 import json
 
 import pytest
-
-from profkit.analyses.classify import label_rows
+from profdata import DATA
 from profkit.parsers import kineto
 from profkit.parsers._ops import launching_ops, nvtx_op
+
+from profkit.analyses.classify import label_rows
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
-
-from profdata import DATA
 
 TF = DATA / "kineto-h100" / "tf.kineto.json.gz"
 
@@ -87,3 +86,27 @@ def test_the_ops_view_holds_the_model(tf_db):
         rows = s.query("SELECT op, family, flops, min_bytes, kernels, gpu_ns FROM ops WHERE run = 'tf'"
                        " AND op = 'aten::mm' ORDER BY op_id LIMIT 1")
     assert rows and rows[0]["family"] == "matmul" and rows[0]["flops"] > 0 and rows[0]["kernels"] >= 1
+
+
+def test_autograd_shapes_ranges_become_ops_and_labels_note_the_assumed_dtype():
+    from profkit.analyses.shape_labels import label_of, _estimate
+    from profkit.core.rows import KERNEL_FIELDS
+    from profkit.model import gpus
+    from profkit.parsers._ops import ops_from_kernel_ranges
+
+    def k(seq, rng, start, end):
+        row = dict.fromkeys(KERNEL_FIELDS)
+        row.update(seq=seq, nvtx_range=rng, start_ns=start, end_ns=end, pid=1, tid=1)
+        return tuple(row[f] for f in KERNEL_FIELDS)
+
+    mm = "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]"
+    ops = ops_from_kernel_ranges([k(0, mm, 0, 100_000), k(1, "forward", 100, 200), k(2, mm, 100_000, 150_000)])
+    assert len(ops) == 1 and ops[0][0] == "aten::mm" and ops[0][10] == [0, 2] and ops[0][-1] == "nvtx"
+    row = {"op": "aten::mm", "input_dims": ops[0][5], "input_types": None, "concrete": None}
+    fam, flops, nbytes, prec, note = _estimate(row)
+    assert (fam, flops, prec) == ("matmul", 2 * 8192 * 768 * 3072, "bf16") and "bf16 assumed" in note
+    h100 = gpus.by_name("NVIDIA H100 80GB HBM3")
+    label, reason, ev = label_of({**row, "op_id": 1, "family": fam, "flops": flops, "min_bytes": nbytes,
+                                  "precision": prec, "note": note, "gpu_ns": 150_000, "kernels": 2},
+                                 h100.ceilings, "H100 datasheet")
+    assert label in ("tensor_core", "latency") and "aten::mm [8192, 768] x [768, 3072] bf16" in reason

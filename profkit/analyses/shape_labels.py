@@ -64,8 +64,16 @@ def _load(text):
         return None
 
 
+# autograd-shapes NVTX ranges carry sizes, no dtypes: the element size is an assumption then
+NVTX_DTYPE = "c10::BFloat16"
+NVTX_NOTE = "dtypes not in the NVTX payload: bf16 assumed"
+
+
 def _operands(r: dict) -> list[aten.Operand]:
-    return aten.operands(_load(r["input_dims"]), _load(r["input_types"]), _load(r["concrete"]))
+    dims, types = _load(r["input_dims"]), _load(r["input_types"])
+    if types is None and dims:
+        types = [NVTX_DTYPE if isinstance(d, list) and d else "" for d in dims]
+    return aten.operands(dims, types, _load(r["concrete"]))
 
 
 def _estimate(r: dict) -> tuple:
@@ -83,7 +91,8 @@ def _estimate(r: dict) -> tuple:
     e, why = aten.estimate(op, _operands(r))
     if e is None:
         return None, None, None, None, why
-    return e.family, e.flops, e.bytes, e.dtype, e.note or ""
+    note = "; ".join(x for x in (e.note, NVTX_NOTE if r["input_types"] is None else "") if x)
+    return e.family, e.flops, e.bytes, e.dtype, note
 
 
 def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
