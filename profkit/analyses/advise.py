@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 from profkit.analyses import phases, selection
 from profkit.analyses import timeline as tl
+from profkit.analyses import fusion
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
@@ -220,9 +221,18 @@ def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
 
 
 def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
-                    path: str | None) -> tuple[float | None, str, str, float | None]:
-    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs)."""
-    return _floor(calls, counters, meta, measured, gpu, path)
+                    path: str | None, ops: dict | None = None) -> tuple[float | None, str, str, float | None]:
+    """(floor ns per call, how, what it is: operator|fused|chain|kernels|none, bytes the operator
+    needs). A range with recorded shapes and no lab model floors at its fusion floor (fusion.py):
+    its operators' external inputs and outputs, beside the per-kernel floor in `how`."""
+    t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
+    if ops and kind != "operator" and len(calls[0]) > 1:
+        bw = _bandwidth([c for c in (counters.get(k["kernel_id"]) for k in calls[0]) if c], measured, gpu)[0]
+        fused = fusion.floor(calls[0], ops, bw, gpu, measured)
+        if fused is not None:
+            beside = f"; per kernel: {how}" if t is not None else ""
+            return fused[0], fused[1] + beside, "fused", fused[2]
+    return t, how, kind, need
 
 
 def _floor(calls, counters, meta, measured, gpu, path):
@@ -305,12 +315,12 @@ def _names(ks: list[dict]) -> str:
 
 
 def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, meta: dict, measured,
-                gpu, rules: dict, own: set) -> Item:
+                gpu, rules: dict, own: set, ops: dict | None = None) -> Item:
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
     per_call = gpu_ns / len(calls)
     label, share = _label_of(ks, labels)
-    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path)
+    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path, ops)
     # launches with counters: ncu's own, or (sampled captures) their measured sibling's
     measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
     by_ncu = len(measured_ids & own)
@@ -328,7 +338,9 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
         bytes_ = f": they move {moved / 1e6:,.1f} MB per call, {whose} {need_bytes / 1e6:,.1f} MB"
     elif moved:
         bytes_ = f": {moved / 1e6:,.1f} MB per call"
-    if what in ("operator", "chain") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
+    elif what == "fused" and need_bytes:
+        bytes_ = f": fused, the operators need {need_bytes / 1e6:,.1f} MB per call"
+    if what in ("operator", "chain", "fused") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
         action = f"fuse the {kernels_per_call} kernels of each call into one{bytes_}"
     elif label == "dram":
         action = f"reach the memory roofline{bytes_}"
@@ -508,6 +520,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     labels = _labels(store, run)
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
+    shapes = fusion.ops_of(store, run)  # operators with recorded shapes: the fusion floor
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
     by_path: dict = defaultdict(list)
     for k in ks:
@@ -515,7 +528,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = []
     for key, group in by_path.items():
         if isinstance(key, str):
-            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules, own))
+            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules, own, shapes))
         else:
             items.append(_kernel_item(group, counters, labels, rules, own))
     if any(k["start_ns"] is not None for k in ks):

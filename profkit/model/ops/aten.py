@@ -545,3 +545,51 @@ def describe(op: str, ins: list[Operand]) -> str:
     lists = [f"{len(o.items)} tensors" for o in ins if o.items]
     dts = sorted({short(o.dtype) for o in ins if o.tensor and short(o.dtype)})
     return " ".join(x for x in (op, shapes, ", ".join(lists), "/".join(dts)) if x)
+
+
+_TYPE_OF_CODE = {5: "c10::Half", 6: "float", 7: "double", 15: "c10::BFloat16", 4: "long int", 3: "int", 11: "bool"}
+
+
+def output_of(op: str, ins: list[Operand]) -> Operand | None:
+    """The tensor an operator returns (its first output), from its inputs: what a fused kernel
+    would keep on chip when the next operator reads it. None where the inputs do not say."""
+    name = op.removeprefix("aten::")
+    t = _tensors(ins)
+    if not t:
+        return None
+    fam = family_of(op)
+    if name.endswith("_") and not name.startswith("_foreach") and fam != "optimizer":
+        return t[0]  # in place: the first input is the output
+    x = t[0]
+    try:
+        if fam == "matmul":
+            if name == "addmm":
+                return Operand((t[1].dims[0], t[2].dims[-1]), t[1].dtype)
+            if name == "linear":
+                return Operand((*x.dims[:-1], t[1].dims[0]), x.dtype)
+            if name == "baddbmm":
+                return Operand((*t[1].dims[:-1], t[2].dims[-1]), t[1].dtype)
+            if name in ("_scaled_mm", "_scaled_mm_v2"):
+                return Operand((x.dims[0], t[1].dims[-1]), "c10::BFloat16")
+            d = _matmul_dims(x.dims, t[1].dims)
+            lead = _broadcast([x.dims[:-2], t[1].dims[:-2]]) if len(x.dims) > 2 or len(t[1].dims) > 2 else ()
+            return Operand((*lead, d[1], d[2]), x.dtype) if d else None
+        if fam == "reduction":
+            dims = _val(ins[1], None) if len(ins) > 1 else None
+            keep = bool(_val(ins[2], False)) if len(ins) > 2 else False
+            if isinstance(dims, int):
+                dims = [dims]
+            if not isinstance(dims, (list, tuple)) or not dims:
+                return Operand((), x.dtype)
+            red = {d % len(x.dims) for d in dims}
+            return Operand(tuple(1 if i in red else s for i, s in enumerate(x.dims) if keep or i not in red), x.dtype)
+        if name == "_to_copy":
+            code = _val(ins[1], None) if len(ins) > 1 else None
+            return Operand(x.dims, _TYPE_OF_CODE.get(code, x.dtype))
+        if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
+            return Operand((*t[1].dims, x.dims[-1]), x.dtype)
+        if fam == "elementwise":
+            return Operand(_broadcast([o.dims for o in t]), max(t, key=lambda o: o.esize).dtype)
+    except (TypeError, IndexError, ValueError):
+        return None
+    return Operand(x.dims, x.dtype)
