@@ -110,3 +110,18 @@ def test_autograd_shapes_ranges_become_ops_and_labels_note_the_assumed_dtype():
                                   "precision": prec, "note": note, "gpu_ns": 150_000, "kernels": 2},
                                  h100.ceilings, "H100 datasheet")
     assert label in ("tensor_core", "latency") and "aten::mm [8192, 768] x [768, 3072] bf16" in reason
+
+
+def test_the_roofline_of_a_timeline_draws_its_operators_from_shapes(tf_db):
+    from profkit.analyses.roofline import collect
+    from profkit.outputs.roofline_plot import figure_dict
+
+    with Store(tf_db) as s:
+        r = collect(s, "tf")
+    assert r.points and {p.kind for p in r.points} == {"shapes"}
+    assert {c.key for c in r.ceilings} >= {"dram", "bf16_tensor"}
+    mm = next(p for p in r.points if p.kernel.startswith("aten::mm [4096, 1024] x [1024, 8192] bf16"))
+    assert mm.flops == {"bf16_tensor": 2 * 4096 * 1024 * 8192}
+    traces = [t for t in figure_dict(r)["data"] if t.get("meta") == "points"]
+    assert traces and all(sym == "diamond" for t in traces for sym in t["marker"]["symbol"])
+    assert all(t["name"].endswith("(from shapes)") for t in traces)
