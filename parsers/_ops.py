@@ -38,10 +38,11 @@ def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
 
 
 # torch.autograd.profiler.emit_nvtx(record_shapes=True) and nsys --pytorch=autograd-shapes-nvtx:
-# "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]" (op_id and input_op_ids
-# appear in newer versions; sizes is the last field)
-_NVTX_OP = re.compile(r"^(?P<op>[\w:.]+)(?:, seq = \d+)?(?:, op_id = \d+)?(?:, input_op_ids = \[[^\]]*\])?"
-                      r", sizes = (?P<sizes>\[.*\])$")
+# "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]", then input_op_ids where
+# the op has tensor inputs from other ops (PyTorch's getNvtxStr: name, seq, op_id, sizes,
+# input_op_ids, each only when present)
+_NVTX_OP = re.compile(r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = \d+)?"
+                      r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = .*)?$")
 
 
 def nvtx_op(text: str | None) -> tuple[str, list] | None:

@@ -26,6 +26,8 @@ def test_autograd_shapes_nvtx_text():
     assert nvtx_op("aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]") == (
         "aten::mm", [[8192, 768], [768, 3072]])
     assert nvtx_op("aten::addmm, seq = 3, sizes = [[3072], [8, 768], [768, 3072], [], []]")[0] == "aten::addmm"
+    assert nvtx_op("aten::add, seq = 4, op_id = 9, sizes = [[8, 768], [8, 768], []], input_op_ids = [(7, 0), (8, 0)]"
+                   ) == ("aten::add", [[8, 768], [8, 768], []])
     assert nvtx_op("forward") is None and nvtx_op("step 2/forward") is None
 
 
