@@ -123,6 +123,8 @@ def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     for r in todo:
         o = ops.get(r["kernel_id"])
         if o is None:
+            r["reason"] = (f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
+                           "(a graph replay, a custom op without shapes, or a launch outside any op)")
             continue
         label, reason, ev = label_of(o, ceilings, whose)
         if label is None:
