@@ -53,3 +53,14 @@ def test_a_call_with_an_unsized_operator_has_no_fusion_floor():
     ops[1] = {**ops[2], "op_id": 3, "op": "aten::mul"}
     f = fusion.floor([{"kernel_id": 1}, {"kernel_id": 2}], ops, 1e12, "NVIDIA H100 80GB HBM3")
     assert f is not None and f[2] == 4 * 4 * 2 + 4 * 4  # a and b in, the last op's output out
+
+
+def test_upcast_log_softmax_nll_reads_the_logits_once():
+    # logits.float() into a new tensor (copy_ writes its first argument), a reshaped view of it
+    # into log_softmax, then nll_loss (mean: one scalar out): fused, the bf16 logits in, 4 B out
+    ops = [("aten::copy_", [t(8, 512, 8192, dtype=F32), t(8, 512, 8192), s(False)]),
+           ("aten::_log_softmax", [t(4096, 8192, dtype=F32), s(1), s(False)]),
+           ("aten::nll_loss_forward", [t(4096, 8192, dtype=F32), t(4096, dtype="long int"), Operand(), s(1),
+                                       s(-100)])]
+    b_in, b_out, _ = fusion.external_bytes(ops)
+    assert b_in == 8 * 512 * 8192 * 2 + 4096 * 8 and b_out == 4

@@ -4,13 +4,15 @@ A range's kernels today each read their inputs from DRAM and write their outputs
 fused kernel reads only the tensors that enter the range from outside and writes only those
 that leave it. From the operators' recorded shapes (the ops table): walking the operators in
 launch order, an input is internal when an earlier operator of the range produced a tensor of
-its shape and dtype (profkit.model.ops.aten.output_of), else external (read once, however many
+its size and dtype (profkit.model.ops.aten.output_of; by element count, so a view or reshape
+of it still matches), else external (read once, however many
 operators read it); an output is external when no later operator reads it, or when it is the
 last operator's. The floor is those bytes at the DRAM bandwidth, or the operators' FLOPs at the
 GPU's peaks where that is longer.
 
-Tensors are matched by shape and dtype (the trace records no tensor identity): a tensor from
-outside shaped like an intermediate counts as internal (a floor too low, never too high).
+Tensors are matched by element count and dtype (the trace records no tensor identity): a
+tensor from outside as large as an intermediate counts as internal (a floor too low, never too
+high).
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from profkit.store import ops_table
 from profkit.store.store import Store
 
 TENSOR = ("matmul", "conv", "attention")
+# operators whose first argument is only written (an out= destination)
+WRITE_ONLY_FIRST = {"copy_", "_copy_from", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_"}
 
 
 def ops_of(store: Store, run: str) -> dict[int, dict]:
@@ -41,17 +45,19 @@ def _operands(r: dict) -> list[aten.Operand]:
 
 def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, float, str]:
     """(bytes in, bytes out, how) of one call's operators in launch order."""
-    produced: dict[tuple, int] = {}  # (dims, dtype size) -> index of the op that produced it
+    produced: dict[tuple, int] = {}  # (elements, dtype size) -> index of the op that produced it
     outs: list[aten.Operand | None] = []
     read_later: set[int] = set()
     seen_in: set[tuple] = set()
     b_in = 0.0
     for i, (op, ins) in enumerate(ops):
         mine: set[tuple] = set()  # one operator's inputs are distinct tensors; a later op's may repeat one
-        for o in ins:
+        for j, o in enumerate(ins):
+            if j == 0 and op.removeprefix("aten::") in WRITE_ONLY_FIRST:
+                continue  # the destination: written, not read
             tensors = list(o.items) if o.items else ([o] if o.tensor else [])
             for x in tensors:
-                key = (x.dims, x.esize or 2)
+                key = (x.numel, x.esize or 2)
                 if key in produced:
                     read_later.add(produced[key])
                 elif key not in seen_in:
@@ -61,7 +67,7 @@ def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, fl
         out = aten.output_of(op, ins)
         outs.append(out)
         if out is not None and out.dims is not None:
-            produced[(out.dims, out.esize or 2)] = i
+            produced[(out.numel, out.esize or 2)] = i
     b_out = sum(o.nbytes for i, o in enumerate(outs) if o is not None and (i not in read_later or i == len(outs) - 1))
     return b_in, float(b_out), f"{len(ops)} operators"
 

@@ -586,6 +586,10 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
         if name == "_to_copy":
             code = _val(ins[1], None) if len(ins) > 1 else None
             return Operand(x.dims, _TYPE_OF_CODE.get(code, x.dtype))
+        if name in ("nll_loss", "nll_loss_forward", "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss"):
+            # reduction (after self, target, weight): 0 none -> a loss per row, else one scalar
+            red = _val(ins[3], 1) if len(ins) > 3 else 1
+            return Operand(tuple(x.dims[:-1]) if red == 0 else (), x.dtype)
         if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
             return Operand((*t[1].dims, x.dims[-1]), x.dtype)
         if fam == "elementwise":
