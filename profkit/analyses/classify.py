@@ -431,6 +431,7 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     rows = label_rows(store, run)
     if rows:
         store.replace_labels(rows[0]["run"], rows)
+        shape_labels.model_ops(store, rows[0]["run"], write=True)  # the ops view's model columns
     return rows
 
 

@@ -38,9 +38,9 @@ def _ceiling(family: str, precision: str | None) -> str:
     return "fp32"
 
 
-def model_ops(store: Store, run: str) -> dict[int, dict]:
-    """launch id -> its operator with the model's numbers (computed where not stored yet, and
-    stored where the store can write)."""
+def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
+    """launch id -> its operator with the model's numbers (computed where not stored yet; stored
+    with `write`, the explicit classify step's, where the store can write)."""
     rows = store.query(ops_table.LAUNCH_OPS, (run,))
     out: dict[int, dict] = {}
     fresh: dict[int, tuple] = {}
@@ -52,7 +52,7 @@ def model_ops(store: Store, run: str) -> dict[int, dict]:
             fam, flops, nbytes, prec, note = fresh[r["op_id"]]
             r.update(family=fam, flops=flops, min_bytes=nbytes, precision=prec, note=note)
         out[r["launch_id"]] = r
-    if fresh:
+    if fresh and write:
         store.set_op_model([(*v, k) for k, v in fresh.items()])
     return out
 
