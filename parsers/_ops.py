@@ -68,7 +68,7 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
     seq, kr, st, en, pid, tid = (KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns",
                                                                     "pid", "tid"))
     found: dict[str, list] = {}
-    parsed: dict[str, tuple | None] = {}
+    parsed: dict[str, tuple[str, list] | None] = {}
     for k in kernels:
         text = k[kr]
         if text not in parsed:
@@ -81,5 +81,9 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
         else:
             row[0], row[1] = min(row[0], k[st]), max(row[1], k[en])
             row[4].append(k[seq])
-    return [(parsed[t][0], r[0], r[1], r[2], r[3], json.dumps(parsed[t][1], separators=(",", ":")), None, None, None,
-             None, sorted(r[4]), "nvtx") for t, r in found.items()]
+    rows = []
+    for text, r in found.items():
+        op, sizes = parsed[text] or ("", [])
+        rows.append((op, r[0], r[1], r[2], r[3], json.dumps(sizes, separators=(",", ":")), None, None, None, None,
+                     sorted(r[4]), "nvtx"))
+    return rows

@@ -95,10 +95,11 @@ def test_the_ops_view_holds_the_model(tf_db):
 
 
 def test_autograd_shapes_ranges_become_ops_and_labels_note_the_assumed_dtype():
-    from profkit.analyses.shape_labels import label_of, _estimate
+    from profkit.parsers._ops import ops_from_kernel_ranges
+
+    from profkit.analyses.shape_labels import _estimate, label_of
     from profkit.core.rows import KERNEL_FIELDS
     from profkit.model import gpus
-    from profkit.parsers._ops import ops_from_kernel_ranges
 
     def k(seq, rng, start, end):
         row = dict.fromkeys(KERNEL_FIELDS)

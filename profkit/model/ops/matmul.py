@@ -34,7 +34,7 @@ def proj_shape(proj: str, m: int) -> tuple[str, dict]:
 
 def all_gemm_shapes() -> dict[str, dict]:
     """Every LLM projection x every M, plus 8192^3: the full sweep (benchmarks --full)."""
-    out = {}
+    out: dict[str, dict] = {}
     for proj in ("llama8b-qkv", "llama8b-o", "llama8b-gateup", "llama8b-down",
                  "qwen7b-qkv", "qwen7b-gateup", "qwen7b-down"):
         out.update(proj_shape(proj, m) for m in LLM_M)
