@@ -28,6 +28,10 @@ class Operand:
         return self.dims is not None and size(self.dtype) is not None
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        return self.dims if self.dims is not None else ()
+
+    @property
     def numel(self) -> int:
         return prod(self.dims) if self.dims is not None else 0
 
@@ -121,42 +125,42 @@ def _gemm(family_op: str, batch: int, m: int, n: int, k: int, ins: list[Operand]
 def _matmul(name: str, ins: list[Operand]) -> Estimate | None:
     t = _tensors(ins)
     if name == "mm" and len(t) >= 2:
-        (m, k), (_, n) = t[0].dims[-2:], t[1].dims[-2:]
+        (m, k), (_, n) = t[0].shape[-2:], t[1].shape[-2:]
         return _gemm(name, 1, m, n, k, ins)
     if name == "addmm" and len(t) >= 3:
         bias, a, b = t[0], t[1], t[2]
-        (m, k), n = a.dims, b.dims[-1]
+        (m, k), n = a.shape, b.shape[-1]
         return _gemm(name, 1, m, n, k, [a, b], extra_read=bias.nbytes, epilogue=m * n)
     if name in ("bmm", "baddbmm") and len(t) >= 2:
         a, b = (t[1], t[2]) if name == "baddbmm" and len(t) >= 3 else (t[0], t[1])
-        bt, m, k = a.dims
-        n = b.dims[-1]
+        bt, m, k = a.shape
+        n = b.shape[-1]
         extra = t[0].nbytes if name == "baddbmm" and len(t) >= 3 else 0
         return _gemm(name, bt, m, n, k, [a, b], extra_read=extra, epilogue=bt * m * n if extra else 0)
     if name == "linear" and len(t) >= 2:
         x, w = t[0], t[1]
-        m, k, n = prod(x.dims[:-1]), x.dims[-1], w.dims[0]
+        m, k, n = prod(x.shape[:-1]), x.shape[-1], w.shape[0]
         bias = t[2] if len(t) > 2 else None
         return _gemm(name, 1, m, n, k, [x, w], extra_read=bias.nbytes if bias else 0, epilogue=m * n if bias else 0)
     if name == "matmul" and len(t) >= 2:
-        d = _matmul_dims(t[0].dims, t[1].dims)
+        d = _matmul_dims(t[0].shape, t[1].shape)
         if d:
             return _gemm(name, *d, ins=[t[0], t[1]])
     if name in ("_scaled_mm", "_scaled_mm_v2") and len(t) >= 2:
-        (m, k), n = t[0].dims, t[1].dims[-1]
+        (m, k), n = t[0].shape, t[1].shape[-1]
         scales = sum(o.nbytes for o in t[2:])
         est = _gemm(name, 1, m, n, k, t[:2], out_e=2, extra_read=scales)
         return Estimate("matmul", est.flops, est.bytes, "fp8", "bf16 output assumed")
     if name in ("_grouped_mm", "_scaled_grouped_mm") and len(t) >= 2:
         a, b = t[0], t[1]
-        if len(a.dims) == 2 and len(b.dims) == 3:  # a [total_M, K] ragged over groups, b [G, K, N]
-            mt, k = a.dims
-            n = b.dims[-1]
+        if len(a.shape) == 2 and len(b.shape) == 3:  # a [total_M, K] ragged over groups, b [G, K, N]
+            mt, k = a.shape
+            n = b.shape[-1]
             byt = a.nbytes + b.nbytes + mt * n * 2
             return Estimate("matmul", 2 * mt * n * k, byt, short(a.dtype), "groups split M")
-        if len(a.dims) == 3 and len(b.dims) == 3:
-            g, m, k = a.dims
-            n = b.dims[-1]
+        if len(a.shape) == 3 and len(b.shape) == 3:
+            g, m, k = a.shape
+            n = b.shape[-1]
             return _gemm(name, g, m, n, k, [a, b])
     return None
 
@@ -171,14 +175,14 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
         go, x, w = t[0], t[1], t[2]
         mask = _val(ins[10], [True, True, True]) if len(ins) > 10 else [True, True, True]
         transposed = bool(_val(ins[7], False)) if len(ins) > 7 else False
-        d = conv.conv_backward(go.dims, x.dims, w.dims, x.esize, tuple(bool(m) for m in mask), transposed)
+        d = conv.conv_backward(go.shape, x.shape, w.shape, x.esize, tuple(bool(m) for m in mask), transposed)
         return Estimate("conv", d["flops"], d["bytes"], short(x.dtype))
     if len(t) < 2:
         return None
     x, w = t[0], t[1]
-    bias = len(t) > 2 and t[2].dims is not None and len(t[2].dims) == 1
+    bias = len(t) > 2 and len(t[2].shape) == 1
     rest = ins[3:] if len(ins) > 3 else []
-    nsp = len(x.dims) - 2
+    nsp = len(x.shape) - 2
     # convolution / _convolution: (input, weight, bias, stride, padding, dilation, transposed,
     # output_padding, groups); conv1d/2d/3d: (input, weight, bias, stride, padding, dilation, groups)
     stride = _val(rest[0], [1] * nsp) if rest else [1] * nsp
@@ -186,15 +190,15 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
     dilation = _val(rest[2], [1] * nsp) if len(rest) > 2 else [1] * nsp
     note = "" if rest and rest[0].value is not None else "stride 1, no padding assumed (not recorded)"
     if isinstance(padding, str):  # conv2d(..., padding="same")
-        padding = [(dilation[i] * (w.dims[2 + i] - 1)) // 2 for i in range(nsp)] if padding == "same" else [0] * nsp
+        padding = [(dilation[i] * (w.shape[2 + i] - 1)) // 2 for i in range(nsp)] if padding == "same" else [0] * nsp
     stride, padding, dilation = ([v] * nsp if isinstance(v, int) else list(v) for v in (stride, padding, dilation))
     transposed = name in ("convolution", "_convolution") and bool(_val(rest[3], False)) if len(rest) > 3 else False
     transposed = transposed or "transpose" in name
     outp = _val(rest[4], None) if transposed and len(rest) > 4 else None
-    sp = conv.out_spatial(x.dims[2:], w.dims[2:], stride, padding, dilation, transposed, outp)
-    c_out = w.dims[1] * (_val(rest[5], 1) if transposed and len(rest) > 5 else 1) if transposed else w.dims[0]
-    out = [x.dims[0], c_out, *sp]
-    d = conv.conv_forward(x.dims, w.dims, out, x.esize, bias, transposed)
+    sp = conv.out_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, outp)
+    c_out = w.shape[1] * (_val(rest[5], 1) if transposed and len(rest) > 5 else 1) if transposed else w.shape[0]
+    out = [x.shape[0], c_out, *sp]
+    d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
     return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
 
 
@@ -230,13 +234,13 @@ def _attention(name: str, ins: list[Operand]) -> Estimate | None:
         # [B, L, H, E] layout, or varlen [total, H, E] with cu_seqlens
         back = name.endswith("backward")
         q, k, v = (t[1], t[2], t[3]) if back and len(t) >= 4 else (t[0], t[1], t[2])
-        if len(q.dims) == 4:
-            b, lq, h, e = q.dims
-            lk, hk, ev = k.dims[1], k.dims[2], v.dims[3]
+        if len(q.shape) == 4:
+            b, lq, h, e = q.shape
+            lk, hk, ev = k.shape[1], k.shape[2], v.shape[3]
             note = ""
-        elif len(q.dims) == 3:  # varlen: per-sequence lengths are not recorded; max length bounds
-            tq, h, e = q.dims
-            tk, hk, ev = k.dims[0], k.dims[1], v.dims[2]
+        elif len(q.shape) == 3:  # varlen: per-sequence lengths are not recorded; max length bounds
+            tq, h, e = q.shape
+            tk, hk, ev = k.shape[0], k.shape[1], v.shape[2]
             maxk = next((_val(o) for o in ins if isinstance(_val(o), int) and _val(o) > 1), None)
             b, lq, lk = 1, tq, min(tk, maxk or tk)
             note = "varlen: total tokens x the longest key sequence (an upper bound)"
@@ -250,13 +254,13 @@ def _attention(name: str, ins: list[Operand]) -> Estimate | None:
         q, k, v = t[1], t[2], t[3]  # (grad_out, query, key, value, out, logsumexp, ...)
     else:
         q, k, v = t[0], t[1], t[2]
-    if len(q.dims) < 3:
+    if len(q.shape) < 3:
         return None
-    *bh, lq, e = q.dims
-    lk, ev = k.dims[-2], v.dims[-1]
+    *bh, lq, e = q.shape
+    lk, ev = k.shape[-2], v.shape[-1]
     h = bh[-1] if bh else 1
     b = prod(bh[:-1]) if len(bh) > 1 else 1
-    hk = k.dims[-3] if len(k.dims) >= 3 else h
+    hk = k.shape[-3] if len(k.shape) >= 3 else h
     fn = attention.backward if back else attention.forward
     causal = _causal(name, ins)
     d = fn(b, h, lq, lk, e, ev, q.esize, causal, hk)
@@ -271,33 +275,33 @@ def _norm(name: str, ins: list[Operand]) -> Estimate | None:
     e = x.esize
     if name in ("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm"):
         normalized = _val(ins[1], None) if len(ins) > 1 else None
-        n = prod(normalized) if isinstance(normalized, (list, tuple)) else x.dims[-1]
+        n = prod(normalized) if isinstance(normalized, (list, tuple)) else x.shape[-1]
         groups = x.numel // max(n, 1)
-        w = [o for o in t[1:] if o.dims and prod(o.dims) == n]
+        w = [o for o in t[1:] if o.shape and prod(o.shape) == n]
         rms = "rms" in name
         d = norms.norm_forward(x.numel, n, groups, e, flops_per=4 if rms else 5, affine=bool(w),
                                bias=len(w) > 1, stats=name.startswith(("native", "_fused")))
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name in ("native_layer_norm_backward", "_fused_rms_norm_backward"):
         go, x = t[0], t[1]
-        n = x.dims[-1]
-        w = [o for o in t[2:] if o.dims and len(o.dims) == 1 and o.dims[0] == n]
+        n = x.shape[-1]
+        w = [o for o in t[2:] if o.shape and len(o.shape) == 1 and o.shape[0] == n]
         d = norms.norm_backward(x.numel, n, x.numel // max(n, 1), e, flops_per=8, affine=bool(w))
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name in ("group_norm", "native_group_norm"):
-        c = x.dims[1] if len(x.dims) > 1 else 1
+        c = x.shape[1] if len(x.shape) > 1 else 1
         g = _val(ins[6], None) if name == "native_group_norm" and len(ins) > 6 else _val(ins[1], 1)
-        groups = x.dims[0] * (g if isinstance(g, int) else 1)
+        groups = x.shape[0] * (g if isinstance(g, int) else 1)
         d = norms.norm_forward(x.numel, c, groups, e, flops_per=5, affine=len(t) > 1)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name == "native_group_norm_backward":
         go, x = t[0], t[1]
-        c = x.dims[1]
-        d = norms.norm_backward(x.numel, c, x.dims[0], e, flops_per=8)
+        c = x.shape[1]
+        d = norms.norm_backward(x.numel, c, x.shape[0], e, flops_per=8)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name in ("batch_norm", "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index",
                 "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "miopen_batch_norm"):
-        c = x.dims[1] if len(x.dims) > 1 else x.dims[0]
+        c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
         # training reads x twice (statistics, then the normalisation) unless a kernel fuses them
         d = norms.norm_forward(x.numel, c, c, e, flops_per=5, affine=True)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
@@ -305,7 +309,7 @@ def _norm(name: str, ins: list[Operand]) -> Estimate | None:
                 "miopen_batch_norm_backward"):
         go = t[0]
         x = t[1] if len(t) > 1 else go
-        c = x.dims[1] if len(x.dims) > 1 else x.dims[0]
+        c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
         d = norms.norm_backward(x.numel, c, c, e, flops_per=8)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     return None
@@ -324,8 +328,8 @@ def _softmax(name: str, ins: list[Operand]) -> Estimate | None:
         d = softmax.rowwise_backward(x.numel, x.esize)
         return Estimate("softmax", d["flops"], d["bytes"], short(x.dtype))
     if name in ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd", "nll_loss2d_forward"):
-        rows = prod(x.dims[:-1]) if len(x.dims) > 1 else 1
-        classes = x.dims[-1]
+        rows = prod(x.shape[:-1]) if len(x.shape) > 1 else 1
+        classes = x.shape[-1]
         if name == "cross_entropy_loss":
             d = softmax.cross_entropy(rows, classes, x.esize)
             return Estimate("softmax", d["flops"], d["bytes"], short(x.dtype))
@@ -333,7 +337,7 @@ def _softmax(name: str, ins: list[Operand]) -> Estimate | None:
         return Estimate("softmax", rows, rows * (8 + 2 * x.esize), short(x.dtype))
     if name in ("nll_loss_backward", "nll_loss2d_backward"):
         gi = t[1] if len(t) > 1 else x  # (grad_output, self, target, ...): grad_input is self's size, zeroed
-        return Estimate("softmax", gi.numel // max(gi.dims[-1], 1), gi.nbytes, short(gi.dtype))
+        return Estimate("softmax", gi.numel // max(gi.shape[-1], 1), gi.nbytes, short(gi.dtype))
     return None
 
 
@@ -343,13 +347,13 @@ def _embedding(name: str, ins: list[Operand]) -> Estimate | None:
         return None
     if name in ("embedding", "embedding_bag", "_embedding_bag"):
         w, idx = t[0], t[1]
-        d = embedding.forward(idx.numel, w.dims[-1], w.esize, idx.esize)
+        d = embedding.forward(idx.numel, w.shape[-1], w.esize, idx.esize)
         return Estimate("embedding", d["flops"], d["bytes"], short(w.dtype))
     go, idx = t[0], t[1]
     vocab = next((v for v in (_val(o) for o in ins[2:]) if isinstance(v, int) and v > 0), None)
     if vocab is None:
         return None
-    d = embedding.backward(idx.numel, go.dims[-1], vocab, go.esize, idx.esize)
+    d = embedding.backward(idx.numel, go.shape[-1], vocab, go.esize, idx.esize)
     return Estimate("embedding", d["flops"], d["bytes"], short(go.dtype))
 
 
@@ -369,7 +373,7 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         note = ""
         if e is None:  # a TensorList's dtype is not recorded
             e, note = 2, "list dtype not recorded: 2-byte elements assumed"
-        nb = sum(prod(i.dims) for i in lst.items) * e
+        nb = sum(prod(i.shape) for i in lst.items) * e
         d = memory.cat(nb)
         return Estimate("memory", 0, d["bytes"], None, note)
     if not t:
@@ -390,7 +394,7 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
             idx = ins[1].items[0]
         if idx is None or idx.dims is None:
             return None
-        out = idx.numel * (prod(src.dims[1:]) if name == "index_select" or name == "index" else 1)
+        out = idx.numel * (prod(src.shape[1:]) if name == "index_select" or name == "index" else 1)
         d = memory.gather(out, src.esize, idx.numel, idx.esize or 8)
         return Estimate("memory", 0, d["bytes"], None)
     if name in _MEMORY_SCATTER:
@@ -412,7 +416,7 @@ def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
     lists = [o for o in ins if o.items]
     if not lists:
         return None  # the lists' tensor sizes are not recorded (torch.profiler writes [] for them)
-    numel = sum(prod(i.dims) for i in lists[0].items)
+    numel = sum(prod(i.shape) for i in lists[0].items)
     e = size(lists[0].dtype) or 4
     if name in _OPTIM_FUSED:
         if "sgd" in name:
@@ -421,7 +425,7 @@ def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
             d = optimizers.adam(numel, e, decoupled="adamw" in name)
         return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
     base = name.removeprefix("_foreach_").rstrip("_")
-    list_bytes = [sum(prod(i.dims) for i in lst.items) * e for lst in lists]
+    list_bytes = [sum(prod(i.shape) for i in lst.items) * e for lst in lists]
     d = optimizers.foreach(list_bytes, numel * e, numel,
                            elementwise.FLOPS_PER_ELEMENT.get(base, 1))
     return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
@@ -435,10 +439,10 @@ def _reduction(name: str, ins: list[Operand]) -> Estimate | None:
     dims = _val(ins[1], None) if len(ins) > 1 else None
     if isinstance(dims, int):
         dims = [dims]
-    if isinstance(dims, (list, tuple)) and dims and all(isinstance(d, int) for d in dims) and x.dims:
-        nd = len(x.dims)
+    if isinstance(dims, (list, tuple)) and dims and all(isinstance(d, int) for d in dims) and x.shape:
+        nd = len(x.shape)
         red = {d % nd for d in dims}
-        out = prod(s for i, s in enumerate(x.dims) if i not in red)
+        out = prod(s for i, s in enumerate(x.shape) if i not in red)
     else:
         out = 1
     d = reductions.reduce(x.numel, x.esize, out, x.esize, reductions.FLOPS_PER_ELEMENT.get(name, 1))
@@ -449,7 +453,7 @@ def _elementwise(name: str, ins: list[Operand]) -> Estimate | None:
     t = _tensors(ins)
     if not t:
         return None
-    out = _broadcast([o.dims for o in t])
+    out = _broadcast([o.shape for o in t])
     out_e = max(o.esize for o in t)
     base = name.rstrip("_") if name.endswith("_") and not name.endswith("__") else name
     fl = elementwise.FLOPS_PER_ELEMENT.get(name, elementwise.FLOPS_PER_ELEMENT.get(base, 1))
@@ -541,7 +545,7 @@ def collective(kind: str, nelems: int, dtype: str | None, ranks: int) -> Estimat
 
 def describe(op: str, ins: list[Operand]) -> str:
     """aten::addmm [3072] x [4096, 1024] x [1024, 3072] bf16: the evidence text of an operator."""
-    shapes = " x ".join(str(list(o.dims)) for o in ins if o.tensor)
+    shapes = " x ".join(str(list(o.shape)) for o in ins if o.tensor)
     lists = [f"{len(o.items)} tensors" for o in ins if o.items]
     dts = sorted({short(o.dtype) for o in ins if o.tensor and short(o.dtype)})
     return " ".join(x for x in (op, shapes, ", ".join(lists), "/".join(dts)) if x)
@@ -564,15 +568,15 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
     try:
         if fam == "matmul":
             if name == "addmm":
-                return Operand((t[1].dims[0], t[2].dims[-1]), t[1].dtype)
+                return Operand((t[1].shape[0], t[2].shape[-1]), t[1].dtype)
             if name == "linear":
-                return Operand((*x.dims[:-1], t[1].dims[0]), x.dtype)
+                return Operand((*x.shape[:-1], t[1].shape[0]), x.dtype)
             if name == "baddbmm":
-                return Operand((*t[1].dims[:-1], t[2].dims[-1]), t[1].dtype)
+                return Operand((*t[1].shape[:-1], t[2].shape[-1]), t[1].dtype)
             if name in ("_scaled_mm", "_scaled_mm_v2"):
-                return Operand((x.dims[0], t[1].dims[-1]), "c10::BFloat16")
-            d = _matmul_dims(x.dims, t[1].dims)
-            lead = _broadcast([x.dims[:-2], t[1].dims[:-2]]) if len(x.dims) > 2 or len(t[1].dims) > 2 else ()
+                return Operand((x.shape[0], t[1].shape[-1]), "c10::BFloat16")
+            d = _matmul_dims(x.shape, t[1].shape)
+            lead = _broadcast([x.shape[:-2], t[1].shape[:-2]]) if len(x.shape) > 2 or len(t[1].shape) > 2 else ()
             return Operand((*lead, d[1], d[2]), x.dtype) if d else None
         if fam == "reduction":
             dims = _val(ins[1], None) if len(ins) > 1 else None
@@ -581,19 +585,19 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
                 dims = [dims]
             if not isinstance(dims, (list, tuple)) or not dims:
                 return Operand((), x.dtype)
-            red = {d % len(x.dims) for d in dims}
-            return Operand(tuple(1 if i in red else s for i, s in enumerate(x.dims) if keep or i not in red), x.dtype)
+            red = {d % len(x.shape) for d in dims}
+            return Operand(tuple(1 if i in red else s for i, s in enumerate(x.shape) if keep or i not in red), x.dtype)
         if name == "_to_copy":
             code = _val(ins[1], None) if len(ins) > 1 else None
-            return Operand(x.dims, _TYPE_OF_CODE.get(code, x.dtype))
+            return Operand(x.shape, _TYPE_OF_CODE.get(code, x.dtype))
         if name in ("nll_loss", "nll_loss_forward", "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss"):
             # reduction (after self, target, weight): 0 none -> a loss per row, else one scalar
             red = _val(ins[3], 1) if len(ins) > 3 else 1
-            return Operand(tuple(x.dims[:-1]) if red == 0 else (), x.dtype)
+            return Operand(tuple(x.shape[:-1]) if red == 0 else (), x.dtype)
         if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
-            return Operand((*t[1].dims, x.dims[-1]), x.dtype)
+            return Operand((*t[1].shape, x.shape[-1]), x.dtype)
         if fam == "elementwise":
-            return Operand(_broadcast([o.dims for o in t]), max(t, key=lambda o: o.esize).dtype)
+            return Operand(_broadcast([o.shape for o in t]), max(t, key=lambda o: o.esize).dtype)
     except (TypeError, IndexError, ValueError):
         return None
-    return Operand(x.dims, x.dtype)
+    return Operand(x.shape, x.dtype)
