@@ -14,9 +14,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.norms import ADD_RMSNORM_SHAPES
+from profkit.model.ops.norms import add_rmsnorm_model as model
+
 from . import Workload, torch_dtype
 from ._launch import Plans, cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, has_module
+from ._numerics import compiled, has_module
 from .rmsnorm import rmsnorm_reference, row_config, row_key
 from .timing import pick_check
 
@@ -135,12 +138,6 @@ def add_rmsnorm_reference(x, residual, w, eps: float = 1e-6, gemma: bool = False
     return rmsnorm_reference(s, w, eps, gemma), s
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 4 * m * n * e + n * e, "flops": 5 * m * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -172,12 +169,7 @@ WORKLOAD = Workload(
     op="add_rmsnorm",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "hidden": 4096},
-        "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
-        "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
-        "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
-    },
+    shapes=ADD_RMSNORM_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused residual add + RMSNorm -> (normed, new residual)",

@@ -27,9 +27,19 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.matmul import FP8_GEMM_SHAPES as SHAPES
+from profkit.model.ops.matmul import fp8_all_shapes as all_shapes  # noqa: F401  (benchmarks/gemm.py --full)
+from profkit.model.ops.matmul import fp8_gemm_model as model
+
 from . import Workload
-from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, gemm_model, interpreting, num_sms,
-                           tile_coords, tma_supported)
+from ._gemm_common import (
+    autotune_cache,
+    cast_out,
+    interpreting,
+    num_sms,
+    tile_coords,
+    tma_supported,
+)
 from .fp8_gemm_cuda import fp8_gemm_cuda
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
@@ -598,30 +608,6 @@ VARIANTS = {  # variant -> (scale mode, fn)
 }
 
 
-def _shape(proj: str, m: int) -> tuple[str, dict]:
-    k, n = LLM_PROJ[proj]
-    return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
-
-
-def all_shapes() -> dict[str, dict]:
-    """The full sweep (benchmarks/gemm.py --full): every LLM projection x M >= 16, and 8192^3."""
-    return {k: v for k, v in all_gemm_shapes().items() if v["M"] >= 16}
-
-
-SHAPES = dict([
-    _shape("llama8b-qkv", 16),
-    _shape("llama8b-gateup", 1024),
-    _shape("qwen7b-down", 1024),
-    _shape("llama8b-qkv", 4096),
-    _shape("llama8b-down", 4096),
-    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
-])
-
-
-def model(p: dict, dtype: str = "fp8") -> dict:
-    d = gemm_model(p, "fp8")
-    d["bytes"] += 4 * (p["M"] + p["N"])  # per-row scales (upper bound; per-tensor: 8 bytes)
-    return d
 
 
 WORKLOAD = Workload(

@@ -25,10 +25,14 @@ import functools
 import triton
 import triton.language as tl
 
+from profkit.model.ops.norms import RMSNORM_BWD_SHAPES, RMSNORM_SHAPES
+from profkit.model.ops.norms import rmsnorm_bwd_model as model_bwd
+from profkit.model.ops.norms import rmsnorm_model as model
+
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
 from ._launch import Plans, cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, has_module, num_sms, pdl_ok, warps_for
+from ._numerics import compiled, has_module, num_sms, pdl_ok, warps_for
 from .timing import pick_check, rotated, tuned, tuned_cached, tuning_enabled
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
@@ -467,19 +471,6 @@ def rmsnorm_reference(x, w, eps: float = 1e-6, gemma: bool = False):
     return y * ((1 + w64) if gemma else w64)
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 2 * m * n * e + n * e, "flops": 4 * m * n}
-
-
-def model_bwd(p: dict, dtype: str) -> dict:
-    """Backward: read dy, x, rstd; write dx; w read, dw written (partials stay in L2)."""
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 3 * m * n * e + 4 * m + 2 * n * e, "flops": 8 * m * n}
-
-
 def _liger(x, w, eps=1e-6, gemma=False):  # Liger's defaults (its backward writes dx into dy: in_place=True)
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 
@@ -525,13 +516,7 @@ WORKLOAD = Workload(
     op="rmsnorm",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "hidden": 4096},
-        "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
-        "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
-        "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
-        "qwen7b-t32768": {"tokens": 32768, "hidden": 3584},
-    },
+    shapes=RMSNORM_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RMSNorm forward (Llama / Qwen hidden sizes)",
@@ -545,7 +530,7 @@ WORKLOAD = Workload(
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
                  "triton": rmsnorm, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
+        shapes=RMSNORM_BWD_SHAPES, quick=("llama8b-t4096",),
         direct={"triton": _direct(rmsnorm_bwd),
                 "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",

@@ -13,12 +13,25 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.rope import RMSNORM_ROPE_SHAPES
+from profkit.model.ops.rope import rmsnorm_rope_model as model
+
 from . import Workload, torch_dtype
 from ._launch import Plans, cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, warps_for
+from ._numerics import compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import (angle_tables, full_cos_sin, head_candidates, plannable_tables, qk_inputs, qk_outputs, qk_plan_key,
-                   rope_angles, rope_cache, rope_eager)
+from .rope import (
+    angle_tables,
+    full_cos_sin,
+    head_candidates,
+    plannable_tables,
+    qk_inputs,
+    qk_outputs,
+    qk_plan_key,
+    rope_angles,
+    rope_cache,
+    rope_eager,
+)
 from .timing import pick_check, tuned, tuned_cached
 
 
@@ -183,14 +196,6 @@ def rmsnorm_rope_reference(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-
                       c, s, interleaved)
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
-    rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2) + 2 * d * e,
-            "flops": t * (hq + hk) * (4 * d + 3 * rd)}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -220,13 +225,7 @@ WORKLOAD = Workload(
         "triton": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
                                          rotary_dim=s["rotary_dim"]),
     },
-    shapes={
-        # Qwen3-8B: 32 q / 8 kv heads; Qwen2.5-7B geometry (28 / 4) as if it had qk-norm
-        "qwen3-8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen3-8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128},
-        "qwen3-8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-    },
+    shapes=RMSNORM_ROPE_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused per-head q/k RMSNorm + RoPE (Qwen3 qk-norm)",

@@ -36,10 +36,13 @@ import functools
 import triton
 import triton.language as tl
 
+from profkit.model.ops.rope import ROPE_SHAPES
+from profkit.model.ops.rope import rope_model as model
+
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
 from ._launch import Plans, cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from ._numerics import compiled, has_module, num_sms, warps_for
 from .timing import pick_check, rotated, tuned, tuned_cached
 
 
@@ -399,16 +402,6 @@ def rope_reference(q, k, cos, sin, positions, rotary_dim: int | None = None, int
     return rope_eager(q.double(), k.double(), c, s, interleaved)
 
 
-def model(p: dict, dtype: str) -> dict:
-    """q and k read and written once, positions, and one cos+sin row per token in the tables'
-    dtype: the model's."""
-    e = ESIZE[dtype]
-    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
-    rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * e * t * (rd // 2),
-            "flops": 3 * t * (hq + hk) * rd}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -471,14 +464,7 @@ WORKLOAD = Workload(
     op="rope",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "llama8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "base": 1e6},
-        "llama8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "phi2partial-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 32, "head_dim": 80,
-                              "rotary_dim": 32},
-    },
+    shapes=ROPE_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",

@@ -29,9 +29,12 @@ import re
 import triton
 import triton.language as tl
 
+from profkit.model.ops.softmax import SOFTMAX_SHAPES
+from profkit.model.ops.softmax import softmax_model as model
+
 from . import Workload, torch_dtype
-from ._numerics import ESIZE, compiled, has_module, num_sms
 from ._cuda_ops import softmax_cluster_plan, softmax_cuda
+from ._numerics import compiled, has_module, num_sms
 from .rmsnorm import row_config
 from .timing import rotated, tuned
 
@@ -511,12 +514,6 @@ def softmax_reference(x):
     return torch.softmax(x.double(), dim=-1)
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    n = p["rows"] * p["n"]
-    return {"bytes": 2 * n * e, "flops": 5 * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -550,13 +547,7 @@ WORKLOAD = Workload(
     op="softmax",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "scores-r65536-n1024": {"rows": 65536, "n": 1024},
-        "scores-r32768-n4096": {"rows": 32768, "n": 4096},
-        "llama3vocab-t1": {"rows": 1, "n": 128256},
-        "llama3vocab-t2048": {"rows": 2048, "n": 128256},
-        "qwen7bvocab-t1024": {"rows": 1024, "n": 152064},
-    },
+    shapes=SOFTMAX_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Row softmax (attention-score rows and vocabulary-size rows)",

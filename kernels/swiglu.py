@@ -18,10 +18,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.elementwise import SWIGLU_BWD_SHAPES, SWIGLU_SHAPES
+from profkit.model.ops.elementwise import swiglu_bwd_model as model_bwd
+from profkit.model.ops.elementwise import swiglu_model as model
+
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import swiglu_cuda
 from ._launch import cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, has_module
+from ._numerics import compiled, has_module
 from .timing import tuned
 
 BLOCK = 4096  # the fixed launch (the default candidate)
@@ -169,18 +173,6 @@ def swiglu_reference(gate, up):
     return g * g.sigmoid() * up.double()
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    n = p["tokens"] * p["ffn"]
-    return {"bytes": 3 * n * e, "flops": 5 * n}
-
-
-def model_bwd(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    n = p["tokens"] * p["ffn"]
-    return {"bytes": 5 * n * e, "flops": 10 * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -211,12 +203,7 @@ WORKLOAD = Workload(
     op="swiglu",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "ffn": 14336},
-        "llama8b-t4096": {"tokens": 4096, "ffn": 14336},
-        "qwen7b-t4096": {"tokens": 4096, "ffn": 18944},
-        "llama8b-t32768": {"tokens": 32768, "ffn": 14336},
-    },
+    shapes=SWIGLU_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="SwiGLU silu(gate) * up forward (backward: workload swiglu_bwd)",
@@ -230,7 +217,7 @@ WORKLOAD = Workload(
         forward={"eager": swiglu_eager, "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
                  "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
         reference=swiglu_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",),
+        shapes=SWIGLU_BWD_SHAPES, quick=("llama8b-t4096",),
         direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"]),
                 "compile": lambda s: compiled("swiglu_bwd_direct", swiglu_bwd_eager)(s["dy"], s["gate"], s["up"])}),
     bench="kernels",

@@ -28,6 +28,8 @@ from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
 
+from ._ops import ops_from_kernel_ranges
+
 FORMAT = "nsys-sqlite"
 SUFFIXES = ('.sqlite', '.sqlite.xz')  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
@@ -212,6 +214,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     range_rows = [(r[0], r[1], r[2], r[3], r[4], _sql_mod(r[5], _PID) if r[5] is not None else None, r[6], d, p)
                   for r, (d, p) in zip(ranges, paths)]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
+    rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
     return rep
 
 

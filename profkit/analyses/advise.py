@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 from profkit.analyses import phases, selection
 from profkit.analyses import timeline as tl
+from profkit.analyses import fusion
 from profkit.analyses.classify import MEM_PCT, SM_PCT, label_facts
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
@@ -45,6 +46,7 @@ from profkit.core.intervals import covered, length, union
 from profkit.model import attainable, families
 from profkit.model.perf import rates, roof_time_ns, work
 from profkit.core.names import is_comm
+from profkit.model.ops.lab import model_of as lab_model_of
 from profkit.store.store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
@@ -241,52 +243,26 @@ def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) ->
     return best, how
 
 
-def preload_lab(metas) -> None:
-    """Import the kernel lab's modules now when a run's meta (capture.json) says it came from a
-    lab workload: the main job does it while its first reports are read, instead of inside the
-    first lab run's advice. Nothing is registered (profkit.kernels.preload)."""
-    if not any(lab_op(m or {}) for m in metas):
-        return
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return
-    lab.preload()
-
-
 def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
-    run came from a lab workload and the lab is installed (the `kernels` extra)."""
+    run came from a lab workload (the formulas live in the model layer: no lab import)."""
     if not path or not lab_op(meta):
         return None, ""
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return None, "the operator's model needs the kernels extra"
-    parts = path.split("/")
-    try:
-        ws = lab.workloads()
-    except Exception as e:  # noqa: BLE001 - a lab without triton/torch: advise without the model
-        return None, f"the operator's model is not importable ({type(e).__name__})"
-    for cut in range(len(parts) - 2, 0, -1):
-        op = "/".join(parts[:cut])
-        w = ws.get(op)
-        if w and w.model and parts[-1] in w.shapes:
-            dtype = meta.get("dtype") or w.default_dtype
-            m = w.model(w.shapes[parts[-1]], dtype)
-            return m, f"{op}'s model at {parts[-1]} ({dtype})"
-    return None, ""
+    return lab_model_of(path, meta.get("dtype"))
 
 
 def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
-                    path: str | None) -> tuple[float | None, str, str, float | None]:
-    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs).
-    Where the lab's operator model would apply but cannot be imported, `how` says so: the
-    floor then comes from the kernels' counters (a core install ranks differently)."""
+                    path: str | None, ops: dict | None = None) -> tuple[float | None, str, str, float | None]:
+    """(floor ns per call, how, what it is: operator|fused|chain|kernels|none, bytes the operator
+    needs). A range with recorded shapes and no lab model floors at its fusion floor (fusion.py):
+    its operators' external inputs and outputs, beside the per-kernel floor in `how`."""
     t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
-    missing = _operator_model(path, meta)[1] if kind not in ("operator", "none") else ""
-    if missing.startswith("the operator's model"):
-        how += f" ({missing})"
+    if ops and kind != "operator" and len(calls[0]) > 1:
+        bw = _bandwidth([c for c in (counters.get(k["kernel_id"]) for k in calls[0]) if c], measured, gpu)[0]
+        fused = fusion.floor(calls[0], ops, bw, gpu, measured)
+        if fused is not None:
+            beside = f"; per kernel: {how}" if t is not None else ""
+            return fused[0], fused[1] + beside, "fused", fused[2]
     return t, how, kind, need
 
 
@@ -429,7 +405,7 @@ def _names(ks: list[dict]) -> str:
 
 
 def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, meta: dict, measured,
-                gpu, rules: dict, own: set) -> Item:
+                gpu, rules: dict, own: set, ops: dict | None = None) -> Item:
     labels = {k: f[0] for k, f in facts.items()}
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
@@ -439,7 +415,7 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
     label, share = _label_of(judged, labels)
     rule, reason = _rule_of(judged, facts, label)
     fam = _family_of(ks)
-    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path)
+    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path, ops)
     # launches with counters: ncu's own, or (sampled captures) their measured sibling's
     measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
     by_ncu = len(measured_ids & own)
@@ -457,8 +433,10 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
         bytes_ = f": they move {moved / 1e6:,.1f} MB per call, {whose} {need_bytes / 1e6:,.1f} MB"
     elif moved:
         bytes_ = f": {moved / 1e6:,.1f} MB per call"
+    elif what == "fused" and need_bytes:
+        bytes_ = f": fused, the operators need {need_bytes / 1e6:,.1f} MB per call"
     dram = _dram_pct(ks, counters)
-    if what in ("operator", "chain") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
+    if what in ("operator", "chain", "fused") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
         action = f"fuse the {kernels_per_call} kernels of each call into one{bytes_}"
     else:
         action = _step(label, rule, reason, fam, c0, dram if what == "kernels" else None,
@@ -763,6 +741,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     facts = label_facts(store, run, measured_ids)
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
+    shapes = fusion.ops_of(store, run)  # operators with recorded shapes: the fusion floor
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
     by_path: dict = defaultdict(list)
     for k in ks:
@@ -770,7 +749,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = []
     for key, group in by_path.items():
         if isinstance(key, str):
-            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own))
+            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own, shapes))
         else:
             items.append(_kernel_item(group, counters, facts, rules, own))
     if any(k["start_ns"] is not None for k in ks):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from profkit.analyses import hotspots
+from profkit.analyses import shape_labels
 from profkit.model import gpus
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
@@ -483,7 +484,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
                     "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
-    return out
+    return shape_labels.relabel(store, run, out, counters)  # launches without counters: from their shapes
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:
@@ -491,6 +492,7 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     rows = label_rows(store, run)
     if rows:
         store.replace_labels(rows[0]["run"], rows)
+        shape_labels.model_ops(store, rows[0]["run"], write=True)  # the ops view's model columns
     return rows
 
 

@@ -305,6 +305,10 @@ def clean_torch_ranges(report) -> None:
     sequence and op ids emit_nvtx appends: the same operator is one range name again."""
     from profkit.core.rows import RANGE_FIELDS
 
+    from profkit.parsers._ops import ops_from_kernel_ranges
+
+    if not report.ops:  # the launcher records shapes: each kernel's operator, before the names are cleaned
+        report.ops = ops_from_kernel_ranges(report.kernels)
     kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
     report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1:] for k in report.kernels]
     t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")

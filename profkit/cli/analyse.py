@@ -55,18 +55,6 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
             for line in _run_lines(row):
                 out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
-    def started(folders):  # while the first counter reports are read: the lab's modules, if a run needs them
-        from profkit.analyses.advise import preload_lab
-        from profkit.store.ingest import capture_meta
-
-        metas = []
-        for f in folders:
-            try:
-                metas.append(capture_meta(f))
-            except ProfkitError:  # refused where that folder loads, in its turn
-                pass
-        preload_lab(metas)
-
     if not verbose:
         out.print(f"{'run (then what to fix first)':<{RUN_WIDTH}} launches   counters  labels (% of GPU time)")
     # one connection for the whole job; each run's counters are read once for classify, advise,
@@ -75,7 +63,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
         with file_progress() as on_progress:
             loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
-                                   on_run=run_landed, store=s, on_start=started)
+                                   on_run=run_landed, store=s)
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)
@@ -97,9 +85,6 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     out.print(f"{len(summaries)} runs ({new_files} files loaded now, {len(loaded) - new_files} already in {plain(db)}) "
               f"in {time.monotonic() - t0:.0f} s; rooflines of {sum(1 for w in drawn if w['points'])} runs with counters: "
               f"{plain(html)} (open it in a browser)")
-    if any("the operator's model" in i.how for sm in summaries for i in sm["advice"]):
-        out.print("note: the lab operators' byte and FLOP models need the kernels extra (pip install '.[kernels]'); "
-                  "without it the lab runs' 'fix first' floors come from the kernels' counters")
     out.print("next: profkit advise --run RUN (what to fix first, how it was computed), profkit classify --run RUN, "
               "profkit compare RUN:eager RUN:triton; --verbose for every table")
 

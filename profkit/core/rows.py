@@ -39,6 +39,11 @@ SASS_FIELDS = ("seq", "pc", "address", "instruction", "file", "line", "inst_exec
                "samples_not_issued", "stalls", "stalls_not_issued")
 # one line of a source file a report embeds (ncu --import-source yes): (file, line, text)
 SOURCE_LINE_FIELDS = ("file", "line", "text")
+# one operator with recorded shapes that launched kernels: input dims, types, strides and
+# concrete inputs as the trace wrote them (JSON text), the trace's own FLOP count (with_flops),
+# the seqs of the kernels it launched, and where the shapes came from (record_shapes | nvtx)
+OP_FIELDS = ("op", "start_ns", "end_ns", "pid", "tid", "input_dims", "input_types", "input_strides", "concrete",
+             "trace_flops", "kernel_seqs", "source")
 
 
 @dataclass
@@ -53,6 +58,7 @@ class Parsed:
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
     sass: list[tuple] = field(default_factory=list)  # per-instruction Source Counters (SASS_FIELDS)
     source_lines: list[tuple] = field(default_factory=list)  # embedded source (SOURCE_LINE_FIELDS)
+    ops: list[tuple] = field(default_factory=list)  # operators with shapes (OP_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
     # what the format cannot prove about this file being whole (a CSV cut exactly after a row
     # looks whole): said with the load; None when its framing proved it whole

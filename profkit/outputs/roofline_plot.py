@@ -110,12 +110,14 @@ def figure_dict(r: Roofline) -> dict:
     # points: one trace per (side, label); symbol per level; open markers before, filled after
     traces: dict[tuple, list] = {}
     for p, lev in shown:
-        kind = "range" if mixed and p.kind == "range" else "point"
+        kind = "range" if mixed and p.kind == "range" else "shapes" if p.kind == "shapes" else "point"
         traces.setdefault((kind, p.side, p.label), []).append((p, lev))
     for (kind, side, label), items in traces.items():
-        sym = [("star" if kind == "range" else LEVEL_SYMBOLS[lev]) + ("-open" if side == "before" else "")
-               for _, lev in items]
-        name = f"{label}" + (f" ({side})" if side else "") + (" range" if kind == "range" else "")
+        # points from shapes (the operator model, no counters) are diamonds: a model, not a measure
+        sym = [("star" if kind == "range" else "diamond" if kind == "shapes" else LEVEL_SYMBOLS[lev])
+               + ("-open" if side == "before" else "") for _, lev in items]
+        name = f"{label}" + (f" ({side})" if side else "") + (" range" if kind == "range" else "") + (
+            " (from shapes)" if kind == "shapes" else "")
         data.append(dict(
             x=[p.intensity(lev) for p, lev in items], y=[p.flop_rate for p, _ in items], mode="markers", name=name,
             marker=dict(color=LABEL_COLOURS.get(label, "#7f7f7f"), symbol=sym, size=14 if kind == "range" else 10,

@@ -538,6 +538,49 @@ FROM (SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l
       GROUP BY s.launch_id, s.file, s.line) g;
 """))
 
+# The operator table (issue 52): operators with recorded shapes and the kernels they launched
+# (one operator per launch: the innermost with shapes that held its launch call). family,
+# flops, min_bytes and note are the operator model's, filled by the analyses (the model sits
+# above the store); trace_flops is what torch.profiler's with_flops counted itself.
+MIGRATIONS.append((15, "ops: operators with recorded shapes, the kernels they launched, their model", """
+CREATE TABLE op_row (
+    id             INTEGER PRIMARY KEY,
+    run            TEXT NOT NULL REFERENCES run(run),
+    file_id        INTEGER NOT NULL REFERENCES report_file(id),
+    rank           INTEGER,
+    op             TEXT NOT NULL,               -- aten::addmm, nccl:all_reduce, ...
+    start_ns       INTEGER,                     -- host-side span of the operator
+    end_ns         INTEGER,
+    pid            INTEGER,
+    tid            INTEGER,
+    input_dims     TEXT,                        -- JSON, as the trace wrote them
+    input_types    TEXT,                        -- JSON
+    input_strides  TEXT,                        -- JSON
+    concrete       TEXT,                        -- JSON: concrete scalar inputs
+    trace_flops    REAL,                        -- the trace's own count (with_flops)
+    source         TEXT NOT NULL,               -- record_shapes | nvtx
+    family         TEXT,                        -- the operator model's family (NULL: not modelled yet)
+    flops          REAL,                        -- the model's FLOPs
+    min_bytes      REAL,                        -- the model's minimum DRAM bytes (bus bytes for a collective)
+    precision      TEXT,
+    note           TEXT                         -- the model's assumption, or why it has no numbers
+);
+CREATE INDEX op_row_run ON op_row(run);
+CREATE TABLE op_launch (
+    launch_id      INTEGER PRIMARY KEY REFERENCES launch_row(id),
+    op_id          INTEGER NOT NULL REFERENCES op_row(id)
+);
+CREATE INDEX op_launch_op ON op_launch(op_id);
+CREATE VIEW ops AS
+SELECT o.run, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.family, o.flops, o.min_bytes,
+       o.precision, o.trace_flops, o.note, o.source, o.rank, o.start_ns, o.end_ns,
+       (SELECT count(*) FROM op_launch l WHERE l.op_id = o.id) AS kernels,
+       (SELECT sum(r.duration_ns) FROM op_launch l JOIN launch_row r ON r.id = l.launch_id
+        WHERE l.op_id = o.id) AS gpu_ns,
+       (SELECT group_concat(l.launch_id) FROM op_launch l WHERE l.op_id = o.id) AS kernel_ids
+FROM op_row o;
+"""))
+
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
                  ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
 
@@ -562,6 +605,8 @@ VIEWS = {
              "samples", "samples_not_issued", "stalls", "stalls_not_issued", "rank"),
     "source_lines": ("run", "kernel_id", "kernel_name", "file", "line", "inst_executed", "samples",
                      "samples_not_issued", "stalls", "text", "rank"),
+    "ops": ("run", "op_id", "op", "input_dims", "input_types", "concrete", "family", "flops", "min_bytes",
+            "precision", "trace_flops", "note", "source", "rank", "kernels", "gpu_ns", "kernel_ids"),
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }

@@ -151,6 +151,14 @@ class Store:
         self._cache.writing()
         write.replace_advice(self.conn, run, scope, rows)
 
+    def set_op_model(self, rows: list[tuple]) -> bool:
+        """Store the operator model's numbers of op rows (ops_table.set_model) in one transaction;
+        False where this store cannot write now (read-only, or inside a snapshot)."""
+        if self.readonly or self._cache.memo is not None or not rows:
+            return False
+        write.set_op_model(self.conn, rows)
+        return True
+
     def replace_phases(self, run: str, rows: list[dict]) -> None:
         """Replace a run's phases (profkit.analyses.phases) in one transaction."""
         self._cache.writing()

@@ -14,7 +14,7 @@ from pathlib import Path
 from profkit.core.nvtx import names_of
 from profkit.core.rows import KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
-from profkit.store import source_rows
+from profkit.store import ops_table, source_rows
 from profkit.store.connection import switch_journal
 from profkit.store.ids import name_ids, path_ids
 from profkit.store.link import link
@@ -119,6 +119,7 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
                   " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
                   ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
     source_rows.add(c, file_id, seq_to_id, report)
+    ops_table.write(c, run, file_id, rank, report.ops, seq_to_id)
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
@@ -141,6 +142,11 @@ def replace_advice(conn: sqlite3.Connection, run: str, scope: str | None, rows: 
 
 _PHASE = ("run", "seq", "name", "kind", "start_ns", "end_ns", "launches", "gpu_ns", "steps", "step_ns",
           "step_spread_ns", "steady", "how")
+
+
+def set_op_model(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    with transaction(conn):
+        ops_table.set_model(conn, rows)
 
 
 def replace_phases(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
