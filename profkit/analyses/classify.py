@@ -86,11 +86,11 @@ MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 def _timeline(store: Store, run: str) -> dict[int, dict]:
     """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
-    rows = store.query("""
-        SELECT kernel_id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+    rows = store.conn.execute("""
+        SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
-    return {r["kernel_id"]: r for r in rows}
+        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+    return {r[0]: {"kernel_id": r[0], "duration_ns": r[1], "api_ns": r[2], "gap_ns": r[3]} for r in rows}
 
 
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
@@ -525,8 +525,8 @@ def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
     """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
     reason, and where the report has ncu's own rule results, how often they agree with the label
     and ncu's largest estimated speed-up."""
-    dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in store.query(
-        "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
+    dur = dict(store.conn.execute(
+        "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)))
     summary: dict = {}
     ncu: dict = {}
     for r in rows:
@@ -534,7 +534,8 @@ def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
         e = summary.setdefault(key, [0, 0.0, r["reason"]])
         e[0] += 1
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
-        ev = json.loads(r["evidence"])
+        # only evidence that names ncu's rules is read back (most launches have none)
+        ev = json.loads(r["evidence"]) if '"ncu_rules"' in r["evidence"] else {}
         if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
             n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
             if ev.get("ncu_agrees") is not None:
