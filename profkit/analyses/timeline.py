@@ -98,8 +98,7 @@ def _columns(store: Store, run: str, window: tuple[int, int] | None):
           AND start_ns IS NOT NULL""", (run,), 6)
     if not len(ks) or not len(rs):
         return None, None
-    _, thread = np.unique(np.concatenate([ks[:, :3], rs[:, :3]]), axis=0, return_inverse=True)
-    thread = thread.reshape(-1)
+    thread = columns.row_key(np.concatenate([ks[:, :3], rs[:, :3]]))
     ks = np.column_stack([thread[:len(ks)], ks[:, 3:]])
     ks = ks[np.lexsort((ks[:, 4], ks[:, 1], ks[:, 0]))]
     return ks, np.column_stack([rs[:, 3], thread[len(ks):], rs[:, 4:]])
