@@ -501,15 +501,17 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int
     and none of them says "no counters" of a launch that has counters (`measured`: kernel ids
     with counters, their own or their sampled sibling's); else computed here, not stored, so
     that an answer never depends on whether `classify` ran, or ran before the counters came."""
-    rows = store.query("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule') AS rule,"
-                       " c.sampled_from FROM classifications c WHERE c.run = ?", (run,))
-    n = store.query("SELECT count(*) AS n FROM kernels WHERE run = ?", (run,))[0]["n"]
-    stale = len(rows) != n or any(
-        r["rule"] == "none" and (r["kernel_id"] in (measured or ()) or r["sampled_from"] in (measured or ()))
-        for r in rows)
+    # tuples, not dicts: a run may have a million labels
+    rows = store.conn.execute("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
+                              " c.sampled_from FROM classifications c WHERE c.run = ?", (run,)).fetchall()
+    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
+                           (run,)).fetchone()[0]
+    measured = measured or ()
+    stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
     if stale:
-        rows = [{**r, "rule": json.loads(r["evidence"]).get("rule")} for r in label_rows(store, run)]
-    return {r["kernel_id"]: (r["label"], r["rule"] or "none", r["reason"]) for r in rows}
+        return {r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
+                for r in label_rows(store, run)}
+    return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
 
 
 NO_RANGE = "(outside any NVTX range)"
