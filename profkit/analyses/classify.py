@@ -7,6 +7,7 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from profkit.model import gpus
 from profkit.core.families import warp_specialised
@@ -375,7 +376,13 @@ _fast = True  # the launches-without-counters path of label_rows (tests compare 
 
 
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
-    """The label of every launch of a run, with its reason and evidence; writes nothing.
+    """The label of every launch of a run, with its reason and evidence; writes nothing
+    (iter_labels one launch at a time)."""
+    return list(iter_labels(store, run))
+
+
+def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
+    """The label of every launch of a run, with its reason and evidence, one at a time.
 
     Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
     table: the run's GPU by name, else every known GPU of its compute capability. With several
@@ -390,7 +397,6 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     ncu_rules = _rules(store, run)
     kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
                           " WHERE run = ? ORDER BY kernel_id", (run,))
-    out = []
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -426,9 +432,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                     around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
                 head, tail = around[label, rule]
                 text = head + _EVIDENCE.encode(tl) + tail
-            out.append({"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
+            yield {"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
                         "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
-                        "sampled_from": None})
+                        "sampled_from": None}
             continue
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
@@ -476,10 +482,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
-        out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
+        yield {"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
-    return out
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled}
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:
@@ -488,6 +493,14 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     if rows:
         store.replace_labels(rows[0]["run"], rows)
     return rows
+
+
+def classify_by_range(store: Store, run: str | None = None, tick=None) -> list[dict]:
+    """classify() and by_range() in one pass, without holding every launch's row: the labels
+    are written as they come (one transaction) and summed per path and label. `tick(n)`: n
+    more launches labelled (a progress bar)."""
+    run = store.require_run(run)
+    return by_range(store, run, store.replace_labels_iter(run, iter_labels(store, run), tick))
 
 
 def labels(store: Store, run: str) -> dict[int, str]:
@@ -523,7 +536,7 @@ def per_launch(rows: list[dict]) -> list[dict]:
              "label": r["label"], "reason": r["reason"]} for r in rows]
 
 
-def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
+def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
     """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
     reason, and where the report has ncu's own rule results, how often they agree with the label
     and ncu's largest estimated speed-up."""
