@@ -86,12 +86,18 @@ MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
 def _timeline(store: Store, run: str) -> dict[int, dict]:
-    """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
+    """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
     rows = store.conn.execute("""
         SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
         FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
-    return {r[0]: {"kernel_id": r[0], "duration_ns": r[1], "api_ns": r[2], "gap_ns": r[3]} for r in rows}
+    # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
+    return {r[0]: r for r in rows}
+
+
+def _facts(row: tuple | None) -> dict | None:
+    """A _timeline row as the dict classify_one reads."""
+    return row and {"kernel_id": row[0], "duration_ns": row[1], "api_ns": row[2], "gap_ns": row[3]}
 
 
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
@@ -375,6 +381,11 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
+def _rows(cur) -> Iterator[dict]:
+    cols = [d[0] for d in cur.description]
+    return (dict(zip(cols, r)) for r in cur)
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing
     (iter_labels one launch at a time)."""
@@ -395,8 +406,9 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     options = candidates or [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
-    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-                          " WHERE run = ? ORDER BY kernel_id", (run,))
+    kernels = _rows(store.conn.execute(
+        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+        " WHERE run = ? ORDER BY kernel_id", (run,)))  # one at a time: not a list of a million dicts
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -409,7 +421,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     for k in kernels:
         if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
             kid = k["kernel_id"]
-            t = timeline.get(kid)
+            t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
             r = RULES.get(rule, {})
             evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
@@ -442,7 +454,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
         if sampled is not None:
             c = counters[sampled]
-        t = timeline.get(k["kernel_id"])
+        t = _facts(timeline.get(k["kernel_id"]))
         each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
                 for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
