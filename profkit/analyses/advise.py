@@ -721,7 +721,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     run = store.require_run(run)
     # a scope names the ranges asked about: the steady-state default applies to the whole run only
     win, phase_line = (None, "") if scope and phase is None else phases.selected(store, run, phase)
-    ks = phases.keep(_launches(store, run, scope), win)
+    ks = every = phases.keep(_launches(store, run, scope), win)
     notes = [phase_line] if phase_line else []
     if scope is None and not include_unranged and any(k["nvtx_path"] for k in ks):
         outside = [k for k in ks if not k["nvtx_path"]]
@@ -757,7 +757,7 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
         if not graphs and any(k["nvtx_path"] for k in ks):
             # no repeated call range (torch.profiler's ProfilerStep#N are all different): the
             # idle time of each outermost range is its item
-            graphs = _idle_items(ks, phases.keep(_launches(store, run, scope), win), scope, gap)
+            graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
     else:

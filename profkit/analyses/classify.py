@@ -7,6 +7,7 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from profkit.analyses import hotspots
 from profkit.analyses import shape_labels
@@ -87,12 +88,18 @@ MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
 def _timeline(store: Store, run: str) -> dict[int, dict]:
-    """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
-    rows = store.query("""
-        SELECT kernel_id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+    """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
+    rows = store.conn.execute("""
+        SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
-    return {r["kernel_id"]: r for r in rows}
+        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+    # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
+    return {r[0]: r for r in rows}
+
+
+def _facts(row: tuple | None) -> dict | None:
+    """A _timeline row as the dict classify_one reads."""
+    return row and {"kernel_id": row[0], "duration_ns": row[1], "api_ns": row[2], "gap_ns": row[3]}
 
 
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
@@ -376,8 +383,34 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
+def _rows(cur) -> Iterator[dict]:
+    cols = [d[0] for d in cur.description]
+    return (dict(zip(cols, r)) for r in cur)
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
-    """The label of every launch of a run, with its reason and evidence; writes nothing.
+    """The label of every launch of a run, with its reason and evidence; writes nothing
+    (iter_labels one launch at a time)."""
+    run = store.require_run(run)
+    return list(_with_shapes(store, run, iter_labels(store, run)))
+
+
+def _with_shapes(store: Store, run: str, rows: Iterator[dict], chunk: int = 50_000) -> Iterator[dict]:
+    """The rows, those of launches without counters left `unknown` labelled from their operators'
+    shapes where the run recorded them (shape_labels.relabel), a chunk at a time."""
+    counted = store.counters(run, sampled=False)
+    batch: list[dict] = []
+    for r in rows:
+        batch.append(r)
+        if len(batch) >= chunk:
+            yield from shape_labels.relabel(store, run, batch, counted)
+            batch = []
+    if batch:
+        yield from shape_labels.relabel(store, run, batch, counted)
+
+
+def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
+    """The label of every launch of a run, with its reason and evidence, one at a time.
 
     Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
     table: the run's GPU by name, else every known GPU of its compute capability. With several
@@ -391,9 +424,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-                          " WHERE run = ? ORDER BY kernel_id", (run,))
-    out = []
+    kernels = _rows(store.conn.execute(
+        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+        " WHERE run = ? ORDER BY kernel_id", (run,)))  # one at a time: not a list of a million dicts
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -406,7 +439,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     for k in kernels:
         if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
             kid = k["kernel_id"]
-            t = timeline.get(kid)
+            t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
             r = RULES.get(rule, {})
             evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
@@ -429,9 +462,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                     around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
                 head, tail = around[label, rule]
                 text = head + _EVIDENCE.encode(tl) + tail
-            out.append({"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
+            yield {"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
                         "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
-                        "sampled_from": None})
+                        "sampled_from": None}
             continue
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
@@ -439,7 +472,7 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
         if sampled is not None:
             c = counters[sampled]
-        t = timeline.get(k["kernel_id"])
+        t = _facts(timeline.get(k["kernel_id"]))
         each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
                 for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
@@ -481,10 +514,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
-        out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
+        yield {"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
-    return shape_labels.relabel(store, run, out, counters)  # launches without counters: from their shapes
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled}
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:
@@ -494,6 +526,14 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
         store.replace_labels(rows[0]["run"], rows)
         shape_labels.model_ops(store, rows[0]["run"], write=True)  # the ops view's model columns
     return rows
+
+
+def classify_by_range(store: Store, run: str | None = None, tick=None) -> list[dict]:
+    """classify() and by_range() in one pass, without holding every launch's row: the labels
+    are written as they come (one transaction) and summed per path and label. `tick(n)`: n
+    more launches labelled (a progress bar)."""
+    run = store.require_run(run)
+    return by_range(store, run, store.replace_labels_iter(run, _with_shapes(store, run, iter_labels(store, run)), tick))
 
 
 def labels(store: Store, run: str) -> dict[int, str]:
@@ -507,15 +547,17 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int
     and none of them says "no counters" of a launch that has counters (`measured`: kernel ids
     with counters, their own or their sampled sibling's); else computed here, not stored, so
     that an answer never depends on whether `classify` ran, or ran before the counters came."""
-    rows = store.query("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule') AS rule,"
-                       " c.sampled_from FROM classifications c WHERE c.run = ?", (run,))
-    n = store.query("SELECT count(*) AS n FROM kernels WHERE run = ?", (run,))[0]["n"]
-    stale = len(rows) != n or any(
-        r["rule"] == "none" and (r["kernel_id"] in (measured or ()) or r["sampled_from"] in (measured or ()))
-        for r in rows)
+    # tuples, not dicts: a run may have a million labels
+    rows = store.conn.execute("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
+                              " c.sampled_from FROM classifications c WHERE c.run = ?", (run,)).fetchall()
+    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
+                           (run,)).fetchone()[0]
+    measured = measured or ()
+    stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
     if stale:
-        rows = [{**r, "rule": json.loads(r["evidence"]).get("rule")} for r in label_rows(store, run)]
-    return {r["kernel_id"]: (r["label"], r["rule"] or "none", r["reason"]) for r in rows}
+        return {r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
+                for r in label_rows(store, run)}
+    return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
 
 
 NO_RANGE = "(outside any NVTX range)"
@@ -527,12 +569,12 @@ def per_launch(rows: list[dict]) -> list[dict]:
              "label": r["label"], "reason": r["reason"]} for r in rows]
 
 
-def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
+def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
     """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
     reason, and where the report has ncu's own rule results, how often they agree with the label
     and ncu's largest estimated speed-up."""
-    dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in store.query(
-        "SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
+    dur = dict(store.conn.execute(
+        "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)))
     summary: dict = {}
     ncu: dict = {}
     for r in rows:
@@ -540,7 +582,8 @@ def by_range(store: Store, run: str, rows: list[dict]) -> list[dict]:
         e = summary.setdefault(key, [0, 0.0, r["reason"]])
         e[0] += 1
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
-        ev = json.loads(r["evidence"])
+        # only evidence that names ncu's rules is read back (most launches have none)
+        ev = json.loads(r["evidence"]) if '"ncu_rules"' in r["evidence"] else {}
         if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
             n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
             if ev.get("ncu_agrees") is not None:

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from profkit.cli.plumbing import db_option, handled, out, resolve_run
+from profkit.cli.plumbing import db_option, handled, out, progress_bar, resolve_run
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
 
@@ -30,8 +30,14 @@ def classify(db, run, as_json, per_launch, as_table):
 
     run = resolve_run(db, run)
     with Store(db, create=False) as s:
-        rows = cl.classify(s, run)
-        table_rows = None if as_json or per_launch else cl.by_range(s, run, rows)
+        if as_json or per_launch:
+            rows = cl.classify(s, run)
+        else:  # the table alone: labels written and summed as they come, no list of every launch
+            n = s.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
+                               (run,)).fetchone()[0]
+            with progress_bar() as bar:
+                task = bar.add_task(f"classify {run}", total=n)
+                table_rows = cl.classify_by_range(s, run, lambda k: bar.advance(task, k))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

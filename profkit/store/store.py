@@ -141,6 +141,12 @@ class Store:
         self._cache.writing(run)
         return write.add_report(self.conn, run, report, sha256, rank, progress, guard)
 
+    def replace_labels_iter(self, run: str, rows, tick=None):
+        """Replace a run's labels in one transaction, written in chunks as `rows` (an iterator)
+        yields them; yields each row on. Committed once the rows are exhausted."""
+        self._cache.writing()
+        return write.replace_labels_iter(self.conn, run, rows, tick)
+
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""
         self._cache.writing()

@@ -129,6 +129,25 @@ def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None
                          [(r["kernel_id"], run, r["label"], r["reason"], r["evidence"]) for r in rows])
 
 
+def replace_labels_iter(conn: sqlite3.Connection, run: str, rows, tick=None, chunk: int = 50_000):
+    """replace_labels for rows that come one at a time: a chunk held at most."""
+    with transaction(conn):
+        conn.execute("DELETE FROM label WHERE run = ?", (run,))
+        batch = []
+        for r in rows:
+            batch.append((r["kernel_id"], run, r["label"], r["reason"], r["evidence"]))
+            yield r
+            if len(batch) >= chunk:
+                conn.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
+                                 batch)
+                if tick:
+                    tick(len(batch))
+                batch = []
+        conn.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)", batch)
+        if tick:
+            tick(len(batch))
+
+
 _ADVICE = ("run", "scope", "rank", "kind", "nvtx_path", "kernel_name", "label", "share", "share_wall",
            "recoverable_ns", "action", "how", "evidence")
 
