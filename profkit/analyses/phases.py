@@ -44,6 +44,7 @@ MAX_CANDIDATES = 40        # periods tried per segment
 INNER = 0.25              # a repeated unit shorter than this x the steps' unit ...
 MOST = 0.6                 # ... that covers less than this share of its slice is no phase
 AUTOTUNE_REPEATS = 5
+MAX_PHASES = 5             # repeated phases found at most (steady state included)
 AUTOTUNE_RANGE = re.compile(r"benchmark_all_configs|autotun|CachingAutotuner|compile_fx|_compile\.|"
                             r"TorchDynamo|Dynamo|inductor", re.I)
 FILL = re.compile(r"FillFunctor|fill_kernel|zero_", re.I)
@@ -323,7 +324,10 @@ def detect(store: Store, run: str | None = None) -> Phases:
     if not found:
         segments = [(0, n)]
         units: dict[int, tuple[int, float]] = {}
-        for _ in range(3):  # the steady state and up to two more repeated phases
+        top: Phase | None = None
+        tries = 0
+        while len(found) < MAX_PHASES and tries < 4 * MAX_PHASES:
+            tries += 1
             best: tuple[int, int, int, int, int] | None = None
             for lo, hi in segments:
                 rep = _periodic(t["ids"][lo:hi])
@@ -334,24 +338,29 @@ def detect(store: Store, run: str | None = None) -> Phases:
             lo, hi, a, b, period = best
             first, last = _align(t, period, a, b)
             reps = (last - first) // period
+            segments.remove((lo, hi))
             if reps < MIN_REPS - 1:
-                segments.remove((lo, hi))
                 continue
+            # the rest of the slice is searched on whether or not this stretch is a phase: a
+            # short unit inside one forward must not hide the decode loop beside it
+            segments += [s for s in ((lo, first), (last, hi)) if s[1] - s[0] >= MIN_REPS * MIN_PERIOD]
             edges = [int(t["start"][i]) for i in range(first, last, period)] + [
                 int(t["start"][last]) if last < n else int(t["end"][first:last].max())]
             ph = _phase(t, "steps", "steps", first, last, f"periodic kernel sequence: {reps} repeats of {period} "
                         "launches", steps=reps, bounds=edges)
-            found.append(ph)
-            units[id(ph)] = (period, (last - first) / (hi - lo))
-            segments.remove((lo, hi))
-            segments += [s for s in ((lo, first), (last, hi)) if s[1] - s[0] >= MIN_REPS * MIN_PERIOD]
-        if found:
-            top = max(found, key=lambda p: p.gpu_ns)
+            cover = (last - first) / (hi - lo)
             # a short unit that repeats over part of a slice is inner structure (the layers of one
             # forward), not a phase: a later phase repeats a unit near the steps' own size, or
-            # fills most of its slice (a decode loop after training)
-            found = [p for p in found if p is top or units[id(p)][0] >= INNER * units[id(top)][0]
-                     or units[id(p)][1] >= MOST]
+            # fills most of its slice (a decode loop after training). The first found is the
+            # longest stretch; the filter compares each later one with it as it is found
+            if top is not None and period < INNER * units[id(top)][0] and cover < MOST:
+                continue
+            found.append(ph)
+            units[id(ph)] = (period, cover)
+            if top is None:
+                top = ph
+        if found:
+            top = max(found, key=lambda p: p.gpu_ns)
             for i, p in enumerate(sorted((p for p in found if p is not top), key=lambda p: p.first)):
                 p.name, p.kind = f"repeated {i + 2}", "repeated"
             note = f"{top.steps} steps of {top.launches // max(top.steps or 1, 1)} launches (periodic kernel sequence)"

@@ -6,13 +6,14 @@ visible until COMMIT. Plain functions of the writer's connection; Store calls th
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
 from pathlib import Path
 
 from profkit.core.nvtx import names_of
-from profkit.core.rows import KERNEL_FIELDS, Parsed
+from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
 from profkit.store.connection import switch_journal
 from profkit.store.ids import name_ids, path_ids
@@ -45,8 +46,12 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
             file_id = _add_file(c, run, report, f"pending:{os.getpid()}:{id(sha256)}" if late else sha256, rank)
             if bulk is not None:
                 _bulk.add_bulk(c, run, file_id, rank, report, progress)
+                if report.extra_kernels:
+                    _add_rows(c, run, file_id, rank, dataclasses.replace(
+                        report, kernels=report.extra_kernels, ranges=[], counters=[], rules=[], bulk=None))
             else:
                 _add_rows(c, run, file_id, rank, report)
+            _add_host(c, run, file_id, rank, report)
             link(c, run)
             if late:
                 digest = sha256.result()
@@ -117,6 +122,16 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
     c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
                   " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
                   ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
+
+
+def _add_host(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed) -> None:
+    """The report's host calls and GPU memory operations (the idle causes' sources)."""
+    c.executemany(f"INSERT INTO host_call (run, file_id, rank, {', '.join(HOST_CALL_FIELDS)})"
+                  f" VALUES (?, ?, ?{', ?' * len(HOST_CALL_FIELDS)})",
+                  ((run, file_id, rank) + tuple(h) for h in report.host_calls))
+    c.executemany(f"INSERT INTO gpu_copy (run, file_id, rank, {', '.join(GPU_COPY_FIELDS)})"
+                  f" VALUES (?, ?, ?{', ?' * len(GPU_COPY_FIELDS)})",
+                  ((run, file_id, rank) + tuple(g) for g in report.gpu_copies))
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
