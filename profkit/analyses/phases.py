@@ -162,12 +162,15 @@ def _stretch(ids: np.ndarray, period: int) -> tuple[int, int]:
     return a, min(b, len(ids))
 
 
-def _periodic(ids: np.ndarray) -> tuple[int, int, int] | None:
-    """(period, first, last) of the best repeated stretch, or None."""
+def _periodic(ids: np.ndarray, gpu: np.ndarray | None = None) -> tuple[int, int, int] | None:
+    """(period, first, last) of the best repeated stretch, or None. `gpu`: the cumulative
+    kernel time before each launch (and after the last); the stretch with most GPU time is
+    best then, else the longest: a CUDA graph replay is one launch holding a whole step."""
     best = None
+    score = (lambda a, b: gpu[b] - gpu[a]) if gpu is not None else (lambda a, b: b - a)
     for p in _candidates(ids):
         a, b = _stretch(ids, int(p))
-        if b - a >= MIN_REPS * p and (best is None or b - a > best[2] - best[1]):
+        if b - a >= MIN_REPS * p and (best is None or score(a, b) > score(best[1], best[2])):
             best = (int(p), a, b)
     if best is None:
         return None
@@ -323,6 +326,7 @@ def detect(store: Store, run: str | None = None) -> Phases:
             note = f"{label} of {len(steps)} (ranges named like steps)"
     if not found:
         segments = [(0, n)]
+        cum = np.concatenate(([0], np.cumsum(t["end"] - t["start"])))
         units: dict[int, tuple[int, float]] = {}
         top: Phase | None = None
         tries = 0
@@ -330,8 +334,8 @@ def detect(store: Store, run: str | None = None) -> Phases:
             tries += 1
             best: tuple[int, int, int, int, int] | None = None
             for lo, hi in segments:
-                rep = _periodic(t["ids"][lo:hi])
-                if rep and (best is None or rep[2] - rep[1] > best[3] - best[2]):
+                rep = _periodic(t["ids"][lo:hi], cum[lo:hi + 1] - cum[lo])
+                if rep and (best is None or cum[rep[2] + lo] - cum[rep[1] + lo] > cum[best[3]] - cum[best[2]]):
                     best = (lo, hi, rep[1] + lo, rep[2] + lo, rep[0])
             if best is None:
                 break
