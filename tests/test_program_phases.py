@@ -87,3 +87,20 @@ def test_a_compiled_training_loop_keeps_compile_and_decode_apart(store):
         if it.kind == "range":
             assert it.kernel_name.split(",")[0].strip() in steady_names
             assert it.kernel_name.split(",")[0].strip() not in tuned - steady_names
+
+
+def test_the_column_path_loads_the_same_replays_and_host_calls(store, tmp_path, monkeypatch):
+    from profkit.parsers import nsys_sqlite
+
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    db = str(tmp_path / "bulk.db")
+    run = "llama-decode-cudagraphs"
+    ingest(db, [PROFILES / run / f"{run}.nsys.sqlite.xz"], run=run)
+    q = ("SELECT kernel_name, api_name, start_ns, end_ns, stream FROM kernels WHERE run = ? AND family = 'cuda_graph' "
+         "ORDER BY start_ns")
+    calls = "SELECT kind, name, start_ns, end_ns, pid, tid FROM host_calls WHERE run = ? ORDER BY start_ns, name"
+    copies = "SELECT * FROM gpu_copies WHERE run = ? ORDER BY start_ns, kind"
+    with Store(db) as bulk:
+        assert len(bulk.query(q, (run,))) == 71
+        for sql in (q, calls, copies):
+            assert bulk.query(sql, (run,)) == store.query(sql, (run,))
