@@ -23,6 +23,7 @@ from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_re
 from profkit.core import tempfiles
 from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import MAX_NAME, name_too_long
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
@@ -253,34 +254,6 @@ def _graph_rows(conn, t: dict, kc: set, strings: dict) -> list[tuple]:
         out.append((r[0], r[1], name, name, None, None, None, None, None, None, None, None, None, r[4], r[5],
                     r[6], r[7], r[8] if type(r[8]) is int else None, r[9], r[10], r[11]))
     return out
-
-
-# host calls kept for the idle causes (profkit.analyses.idle), by kind; names without nsys's
-# version suffix (_v3020). Only these: exports hold millions of other runtime and driver calls
-_HOST_KINDS = (
-    ("sync", re.compile(r"^cu(da)?(Stream|Device|Ctx|Event)Synchronize$|^cudaThreadSynchronize$")),
-    ("alloc", re.compile(r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cudaFreeHost|cudaHostRegister|"
-                         r"cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemHostAlloc|cuMemFreeHost|cuMemCreate|"
-                         r"cuMemRelease|cuMemMap|cuMemUnmap|cuMemAddressReserve|cuMemAddressFree|cuMemHostRegister|"
-                         r"cuMemHostUnregister)\w*$")),
-    ("module", re.compile(r"^(cuModuleLoad|cuModuleUnload|cuLibraryLoad|cuLibraryUnload|cuModuleGetFunction|"
-                          r"cuLibraryGetKernel|cuLinkCreate|cuLinkAddData|cuLinkAddFile|cuLinkComplete)\w*$")),
-    ("memcpy", re.compile(r"^cu(da)?Memcpy\w*$")),
-    ("memset", re.compile(r"^cu(da)?Memset\w*$")),
-)
-HOST_KINDS = tuple(k for k, _ in _HOST_KINDS)
-
-
-def host_kind(name: str) -> str | None:
-    """The idle-cause kind of a CUDA runtime or driver call (its version suffix dropped), or None."""
-    for kind, pat in _HOST_KINDS:
-        if pat.match(name):
-            return kind
-    return None
-
-
-def call_name(name: str) -> str:
-    return re.sub(r"_v\d+$", "", name)
 
 
 # CUPTI_ACTIVITY_KIND_SYNCHRONIZATION types that block the host (2: a stream waits on an event)
@@ -606,7 +579,7 @@ def _pid_of(gid):
     return q
 
 
-def _matched(kernels: "_Keys", calls: "_Keys", most: int):
+def _matched(kernels: _Keys, calls: _Keys, most: int):
     """(kernel index, call index) of every kernel and call with equal keys, as SQLite's join
     of them would pair them; None where the keys do not fit numpy's one-key search (the join
     runs in SQLite). More than `most` pairs raise TooManyRows, before they are made."""
@@ -784,7 +757,7 @@ class _LaunchCalls:
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
-    def start(self) -> "_LaunchCalls":
+    def start(self) -> _LaunchCalls:
         self._thread.start()
         return self
 
