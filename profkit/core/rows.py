@@ -58,7 +58,7 @@ class Parsed:
     caveat: str | None = None
 
     def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters),
+        return {"kernels": len(self.kernels) + len(self.extra_kernels), "ranges": len(self.ranges), "counters": len(self.counters),
                 "rules": len(self.rules)}
 
 

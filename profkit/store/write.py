@@ -81,7 +81,7 @@ def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank
     cur = c.execute(
         "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run, report.path, sha256, report.format, now(), len(report.kernels), len(report.ranges),
+        (run, report.path, sha256, report.format, now(), report.summary()["kernels"], len(report.ranges),
          len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
     return cur.lastrowid
 
