@@ -5,7 +5,7 @@
 
 Times, in one process, on a fresh database: the load (profkit.store.ingest, without phases),
 phases.detect, idle.analyse over the whole run and over the steady state, and advise over the
-whole run (--phase all) and over the steady state (the default). The issue's bar: phases + idle
+whole run (--phase all). The issue's bar: phases + idle
 must not double the analysis (load + advise). The base export is a lab capture (phases would
 leave it whole): the lab check is bypassed, so detection runs its periodic search on every launch.
 """
@@ -59,7 +59,6 @@ def main() -> int:
             win, line = phases.selected(s, "big", None)
             timed("idle_steady_s", lambda: idle.analyse(s, "big", win))
             timed("advise_all_s", lambda: advise.advise(s, "big", phase="all"))
-            timed("advise_steady_s", lambda: advise.advise(s, "big"))
     analysis = t["load_s"] + t["advise_all_s"]
     added = t["phases_detect_s"] + t["phases_store_s"] + t["idle_whole_s"]
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
