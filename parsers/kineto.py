@@ -41,6 +41,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
 from profkit.core.rows import Parsed, storable_text
@@ -192,6 +193,9 @@ def _open(path: Path):
     return open(path, encoding="utf-8-sig", newline="")
 
 
+_COPY_NAME = re.compile(r"Memcpy (\w+)")  # a gpu_memcpy event's direction
+
+
 def parse(path: Path, *, cpu_ops: bool = False) -> Parsed:
     path = Path(path)
     t = _Trace(cpu_ops)
@@ -238,6 +242,8 @@ class _Trace:
         self.cats = Counter()  # events by category, for the message of a trace without kernels
         self.copies = {_MEMCPY: [0, 0, 0], _MEMSET: [0, 0, 0]}  # count, bytes, ns
         self.ops: list[tuple] = []  # (name, start, end, pid, tid, dims, types, strides, concrete, flops)
+        self.host_calls: list[tuple] = []  # rows.HOST_CALL_FIELDS: the idle causes' calls
+        self.gpu_copies: list[tuple] = []  # rows.GPU_COPY_FIELDS
 
     # --- reading -----------------------------------------------------------------------------
     def read(self, s: _Stream) -> None:
@@ -345,6 +351,9 @@ class _Trace:
                                  args.get("registers per thread"), args.get("stream"), args.get("device")))
         elif kind in (_CALL, _DRIVER):
             corr, pid, tid = args.get("correlation"), e.get("pid"), e.get("tid")
+            held = host_kind(call_name(name))
+            if held and _id(pid) and _id(tid):
+                self.host_calls.append((held, call_name(name), start, start + dur, pid, tid))
             if corr is None:
                 return  # a runtime call CUPTI gave no correlation launches nothing we can tie
             if not _int(corr) or not _id(pid) or not _id(tid):
@@ -364,6 +373,17 @@ class _Trace:
             nbytes = args.get("bytes")
             if _int(nbytes) and nbytes > 0:
                 c[1] += nbytes
+            # "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"
+            m = _COPY_NAME.match(name)
+            stream = args.get("stream")
+            pageable = "Pageable" in name
+            if kind == _MEMCPY:
+                direction = m.group(1) if m else "unknown"
+            else:
+                direction = "host" if pageable else "device"
+            self.gpu_copies.append(("memcpy" if kind == _MEMCPY else "memset", direction,
+                                    nbytes if _int(nbytes) else None, int(pageable), start, start + dur,
+                                    stream if _int(stream) else None))
 
     def _op(self, e: dict) -> None:
         """An operator with recorded shapes (or a collective's record_param_comms), kept leniently."""
@@ -457,11 +477,14 @@ class _Trace:
         facts = {"kineto": kin, **_device_facts(self.top.get("deviceProperties"), device),
                  **_dist_facts(self.top.get("distributedInfo"))}
         if len(devices) > 1:
-            facts["devices"] = sorted((d for d in devices if d is not None))
+            facts["devices"] = sorted(d for d in devices if d is not None)
         ops = self._op_rows()
         if ops:
             kin["ops_with_shapes"] = len(ops)
-        return Parsed(str(path), FORMAT, SOURCE, rows, range_rows, [], facts, ops=ops)
+        out = Parsed(str(path), FORMAT, SOURCE, rows, range_rows, [], facts, ops=ops)
+        out.host_calls = sorted(self.host_calls, key=lambda h: h[2])
+        out.gpu_copies = sorted(self.gpu_copies, key=lambda g: g[4])
+        return out
 
 
 def _js(v) -> str | None:

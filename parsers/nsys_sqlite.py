@@ -23,6 +23,7 @@ from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_re
 from profkit.core import tempfiles
 from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import MAX_NAME, name_too_long
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
@@ -52,7 +53,8 @@ STEPS_PER_BYTE, STEPS_FLOOR = 50, 50_000_000
 # or computed columns; a view over a self-join loaded 4.6 M bogus kernels from 446 KB)
 _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "TARGET_INFO_GPU",
-         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA")
+         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA",
+         "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "ENUM_CUDA_MEM_KIND")
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -190,6 +192,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     if len(rows) > _count(conn, kt, "1"):  # one launch call per kernel: more rows means repeated ids
         raise BadInput(path, f"{rt}: several launch calls share one kernel's correlation id and process: corrupt")
 
+    rows = sorted(rows + _graph_rows(conn, t, kc, strings), key=lambda r: r[0])
     ranges = _ranges(path, conn, t, strings)
     calls = []
     for i, r in enumerate(rows):
@@ -215,7 +218,127 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
                   for r, (d, p) in zip(ranges, paths)]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
     rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
+    rep.host_calls, rep.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
     return rep
+
+
+def _graph_rows(conn, t: dict, kc: set, strings: dict) -> list[tuple]:
+    """CUDA graph replays as launches, in the row path's row shape (start, end, name, short,
+    grid and block, registers, shared memory, stream, device, correlation id, process, then
+    the launching call's nameId, start, end, thread). nsys traces a graph launch as one
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE row by default, its kernels absent from the kernel table:
+    without these rows a graphed program's steps are invisible. Where the export traced the
+    graphs' nodes (--cuda-graph-trace=node: kernels carry a graphNodeId) its kernels are
+    the launches and no replay is added."""
+    gt = t.get("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    if not gt:
+        return []
+    gc = _columns(conn, gt)
+    if not {"start", "end", "correlationId"} <= gc:
+        return []
+    if "graphNodeId" in kc and conn.execute(f'SELECT 1 FROM "{t["CUPTI_ACTIVITY_KIND_KERNEL"]}"'
+                                            ' WHERE graphNodeId IS NOT NULL LIMIT 1').fetchone():
+        return []
+
+    def g(name: str) -> str:
+        return f"g.{name}" if name in gc else "NULL"
+
+    rt = t.get("CUPTI_ACTIVITY_KIND_RUNTIME")
+    if rt and "globalPid" in gc and {"correlationId", "globalTid", "start", "end", "nameId"} <= _columns(conn, rt):
+        join = f'LEFT JOIN "{rt}" r ON r.correlationId = g.correlationId AND (r.globalTid / {_PID}) = (g.globalPid / {_PID})'
+        call = "r.nameId, r.start, r.end, r.globalTid"
+    else:
+        join, call = "", "NULL, NULL, NULL, NULL"
+    out = []
+    for r in conn.execute(f'SELECT g.start, g."end", {g("graphId")}, {g("graphExecId")}, {g("streamId")},'
+                          f' {g("deviceId")}, g.correlationId, {g("globalPid")}, {call} FROM "{gt}" g {join}'
+                          " WHERE typeof(g.start) = 'integer' AND typeof(g.\"end\") = 'integer' ORDER BY g.start"):
+        name = f"CUDA graph {r[2]} (exec {r[3]})"
+        out.append((r[0], r[1], name, name, None, None, None, None, None, None, None, None, None, r[4], r[5],
+                    r[6], r[7], r[8] if type(r[8]) is int else None, r[9], r[10], r[11]))
+    return out
+
+
+# CUPTI_ACTIVITY_KIND_SYNCHRONIZATION types that block the host (2: a stream waits on an event)
+_SYNC_TYPES = {1: "cudaEventSynchronize", 3: "cudaStreamSynchronize", 4: "cudaDeviceSynchronize"}
+
+
+def host_calls(conn, t: dict) -> list[tuple]:
+    """(kind, name, start_ns, end_ns, pid, tid) of the synchronising, allocating, module-loading,
+    copying and setting calls, by start; CUPTI's synchronisation records where no such call
+    carries their correlation id."""
+    st = t["StringIds"]
+    ids: dict[int, tuple[str, str]] = {}
+    for k, v in conn.execute(f'SELECT id, value FROM "{st}" WHERE value GLOB \'cu*\''):
+        if type(k) is int and isinstance(v, str):
+            kind = host_kind(call_name(v))
+            if kind:
+                ids[k] = (kind, call_name(v))
+    out: list[tuple] = []
+    corr: set = set()
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        name = t.get(table)
+        if not ids or not name or not {"nameId", "start", "end", "globalTid", "correlationId"} <= _columns(conn, name):
+            continue
+        keys = sorted(ids)
+        for a in range(0, len(keys), 500):
+            part = keys[a:a + 500]
+            for nid, s, e, gtid, c in conn.execute(
+                    f'SELECT nameId, start, "end", globalTid, correlationId FROM "{name}" WHERE nameId IN '
+                    f'({",".join("?" * len(part))})', part):
+                if type(s) is int and type(e) is int:
+                    kind, nm = ids[nid]
+                    out.append((kind, nm, s, e) + _pid_tid(gtid))
+                    if kind == "sync":
+                        corr.add(c)
+    sy = t.get("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    if sy and {"start", "end", "syncType", "correlationId"} <= _columns(conn, sy):
+        pid = "globalPid" if "globalPid" in _columns(conn, sy) else "NULL"
+        for s, e, typ, c, gpid in conn.execute(f'SELECT start, "end", syncType, correlationId, {pid} FROM "{sy}"'):
+            if typ in _SYNC_TYPES and c not in corr and type(s) is int and type(e) is int:
+                out.append(("sync", _SYNC_TYPES[typ], s, e, _pid_tid(gpid)[0], None))
+    out.sort(key=lambda r: r[2])
+    return out
+
+
+def _pid_tid(gid) -> tuple:
+    if type(gid) is not int:
+        return None, None
+    return _sql_mod(_sql_div(gid, _PID), _PID), _sql_mod(gid, _PID)
+
+
+# CUpti_ActivityMemcpyKind
+_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+               10: "PtoP"}
+
+
+def gpu_copies(conn, t: dict) -> list[tuple]:
+    """(kind memcpy|memset, direction, bytes, pageable 0/1, start_ns, end_ns, stream) of the
+    GPU's memory copies and sets, by start. Pageable: either side is pageable host memory
+    (the memory kind ENUM_CUDA_MEM_KIND names PAGEABLE; CUPTI's 1 where it is absent)."""
+    pageable = 1
+    mk = t.get("ENUM_CUDA_MEM_KIND")
+    if mk and {"id", "name"} <= _columns(conn, mk):
+        row = conn.execute(f'SELECT id FROM "{mk}" WHERE name LIKE \'%PAGEABLE\'').fetchone()
+        pageable = row[0] if row else pageable
+    out: list[tuple] = []
+    mt = t.get("CUPTI_ACTIVITY_KIND_MEMCPY")
+    if mt and {"start", "end", "bytes", "copyKind"} <= (cols := _columns(conn, mt)):
+        src, dst = (c if c in cols else "NULL" for c in ("srcKind", "dstKind"))
+        stream = "streamId" if "streamId" in cols else "NULL"
+        for s, e, b, k, sk, dk, sid in conn.execute(
+                f'SELECT start, "end", bytes, copyKind, {src}, {dst}, {stream} FROM "{mt}"'):
+            if type(s) is int and type(e) is int:
+                out.append(("memcpy", _COPY_KINDS.get(k, "unknown"), b, int(pageable in (sk, dk)), s, e, sid))
+    st = t.get("CUPTI_ACTIVITY_KIND_MEMSET")
+    if st and {"start", "end", "bytes"} <= (cols := _columns(conn, st)):
+        kind = "memKind" if "memKind" in cols else "NULL"
+        stream = "streamId" if "streamId" in cols else "NULL"
+        for s, e, b, mk_, sid in conn.execute(f'SELECT start, "end", bytes, {kind}, {stream} FROM "{st}"'):
+            if type(s) is int and type(e) is int:
+                out.append(("memset", "device" if mk_ != pageable else "host", b, int(mk_ == pageable), s, e, sid))
+    out.sort(key=lambda r: r[4])
+    return out
 
 
 def _rowids(conn, table: str) -> tuple:
@@ -357,6 +480,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     def col(name: str, default: str = "NULL") -> str:
         return f"k.{name}" if name in kc else default
 
+    graphs = _graph_rows(conn, t, kc, {})
     st = t["StringIds"]
     api = (("r.nameId", "r.start", "r.end", "(r.globalTid / 16777216) % 16777216", "r.globalTid % 16777216")
            if rt else ("NULL",) * 5)
@@ -389,8 +513,19 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     bulk = Bulk(str(path), kt, kernel_columns, nt, range_columns, dom, rows, rpath, paths, domains, n_kernels,
                 kernels.result, call_table=rt, string_table=st, name_sql=name_sql, ready=kernels.done)
     facts = _facts(conn, t, device)
-    return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
-                  LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    out = Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
+                 LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    out.host_calls, out.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
+    # graph replays are few (one a step): stored as rows after the bulk's kernels, without
+    # their call's NVTX path (the bulk's range nesting is the store's to place calls in)
+    strings = _strings(conn, t, np.unique(np.array([r[17] for r in graphs if type(r[17]) is int] or [0])))
+    out.extra_kernels = [
+        (n_kernels + i, r[2], r[3], None, None, r[0], r[1], r[1] - r[0]) + tuple(r[4:15]) + (r[15],
+         strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
+         _sql_mod(_sql_div(r[20], _PID), _PID) if r[20] is not None else None,
+         _sql_mod(r[20], _PID) if r[20] is not None else None)
+        for i, r in enumerate(sorted(graphs, key=lambda r: r[0]))]
+    return out
 
 
 class _KernelRead:
@@ -447,7 +582,7 @@ def _pid_of(gid):
     return q
 
 
-def _matched(kernels: "_Keys", calls: "_Keys", most: int):
+def _matched(kernels: _Keys, calls: _Keys, most: int):
     """(kernel index, call index) of every kernel and call with equal keys, as SQLite's join
     of them would pair them; None where the keys do not fit numpy's one-key search (the join
     runs in SQLite). More than `most` pairs raise TooManyRows, before they are made."""
@@ -625,7 +760,7 @@ class _LaunchCalls:
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
-    def start(self) -> "_LaunchCalls":
+    def start(self) -> _LaunchCalls:
         self._thread.start()
         return self
 

@@ -658,7 +658,30 @@ def _config(k: dict) -> tuple:
 LAUNCH_GAP_NS = 1_000_000
 
 
-def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
+def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
+    """The idle item's next step from the idle time's main cause (idle.FIX), where one is not
+    the empty queue; the empty queue's own step where the launches are replayed from CUDA
+    graphs already (fuse, or more work per replay). None: the default step (CUDA graphs)."""
+    from profkit.analyses import idle
+
+    try:
+        got = idle.analyse(store, run, win)
+    except Exception:  # noqa: BLE001 - a database from before host calls were kept
+        return None
+    cause = idle.main_cause(got)
+    graphed = any(k.get("family") == "cuda_graph" for k in ks)
+    if cause in (None, "launch", "latency") and not graphed:
+        return None
+    if cause in (None, "launch") and graphed:
+        return ("the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
+                "replays into the graph (sampling, copies), or more work per replay (batch)")
+    share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
+    top = (got.top_calls.get(cause) or [{}])[0].get("name")
+    return (f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
+            + (f", {top}" if top else "") + f"): {idle.FIX[cause]}")
+
+
+def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> list[Item]:
     """Without repeated call ranges (an unannotated program): the GPU's idle time between its
     kernels, where the gap is short enough to be the next launch (under LAUNCH_GAP_NS)."""
     timed = sorted((k["start_ns"], k["end_ns"]) for k in ks if k["start_ns"] is not None and k["end_ns"] is not None)
@@ -677,9 +700,9 @@ def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
         (f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
          f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
          f"{len(gaps) - len(short):,} of them, count as host work)"),
-        ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
-         "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
-         "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
+        step or ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
+                 "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
+                 "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
         [{"gaps": len(gaps), "short_gaps": len(short), "idle_short_us": sum(short) / 1e3,
           "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
 
@@ -759,7 +782,8 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
             # idle time of each outermost range is its item
             graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
-        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
+        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap,
+                                                                                          _idle_step(store, run, win, ks)))
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:

@@ -125,8 +125,19 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
             t[0] += float(g1[i] - g0[i])
             t[1] += 1
 
+    # a copy in the gap first: a host call that explains the gap overrides it (the small
+    # device-to-host copy of an .item() is the sync's, not the copy engine's)
+    if len(copies) and len(g0):
+        order = np.argsort(copies[:, 0], kind="stable")
+        cs_, ce_, pg = copies[order, 0], copies[order, 1], copies[order, 2]
+        j = np.searchsorted(cs_, g1, "left") - 1
+        reach = np.maximum.accumulate(ce_)
+        hit = (j >= 0) & (reach[np.maximum(j, 0)] > g0)
+        mark("copy", hit, np.where(pg[np.maximum(j, 0)] > 0, "pageable copy", "copy").astype(object))
     for kind in ("module", "alloc", "sync"):
-        mine = [(n, s, e) for kd, n, s, e in calls if kd == kind]
+        # a synchronous copy call (cudaMemcpy, no Async) blocks the host as a sync does
+        mine = [(n, s, e) for kd, n, s, e in calls
+                if kd == kind or (kind == "sync" and kd in ("memcpy", "memset") and "Async" not in n)]
         if not mine or not len(g0):
             continue
         names = np.array([c[0] for c in mine], dtype=object)
@@ -142,13 +153,6 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
             reach = np.maximum.accumulate(ce)
             hit = (j >= 0) & (reach[np.maximum(j, 0)] > g0)
             mark(kind, hit, names[np.maximum(j, 0)])
-    if len(copies) and len(g0):
-        order = np.argsort(copies[:, 0], kind="stable")
-        cs_, ce_, pg = copies[order, 0], copies[order, 1], copies[order, 2]
-        j = np.searchsorted(cs_, g1, "left") - 1
-        reach = np.maximum.accumulate(ce_)
-        hit = (j >= 0) & (reach[np.maximum(j, 0)] > g0)
-        mark("copy", hit, np.where(pg[np.maximum(j, 0)] > 0, "pageable copy", "copy").astype(object))
     length = (g1 - g0).astype(np.float64)
     by = {c: float(length[cause == c].sum()) for c in CAUSES}
     n = {c: int((cause == c).sum()) for c in CAUSES}

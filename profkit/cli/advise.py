@@ -5,7 +5,7 @@ import json
 
 import click
 
-from profkit.cli.plumbing import PATH, db_option, handled, out, resolve_run
+from profkit.cli.plumbing import PATH, db_option, handled, out, phase_option, resolve_run
 from profkit.outputs.tables import plain
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
@@ -19,10 +19,11 @@ from profkit.store.store import Store
 @click.option("--top", default=10, show_default=True, help="Items shown.")
 @click.option("--peaks", "peaks_file", default=None, type=PATH,
               help="Measured peaks (a peaks.json, e.g. profiles/peaks.json): floors at the measured copy bandwidth.")
+@phase_option
 @click.option("--json", "as_json", is_flag=True, help="Print the whole advice as JSON.")
 @click.option("--html", default=None, type=PATH, help="Also write a one-page HTML report here.")
 @handled
-def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
+def advise(db, run, scope, include_unranged, top, peaks_file, phase, as_json, html):
     """What to fix first: ranges and kernels ranked by the GPU time they could give back, each
     with its label, the next step and how the figure was computed (stored in the `advice` view).
 
@@ -36,7 +37,7 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
     measured = peaks.read(peaks_file) if peaks_file else None
     run = resolve_run(db, run)
     with Store(db, create=False) as s:
-        a = adv.advise(s, run, scope, measured, include_unranged)
+        a = adv.advise(s, run, scope, measured, include_unranged, phase=phase)
         s.replace_advice(a.run, scope, adv.rows(a))
         if html:
             from profkit.outputs import advise_page

@@ -64,6 +64,10 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         with file_progress() as on_progress:
             loaded = load_profiles(profiles, db, on_file=landed if verbose else None, on_progress=on_progress,
                                    on_run=run_landed, store=s)
+        from profkit.analyses import phases
+
+        for name in dict.fromkeys(r.run for r in loaded if not r.skipped):
+            s.replace_phases(name, phases.rows(phases.detect(s, name)))
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from profkit.cli.plumbing import PATH, db_option, fail, handled, out
+from profkit.cli.plumbing import PATH, db_option, fail, handled, out, store_phases
 from profkit.core.errors import ProfkitError
 from profkit.outputs.tables import plain
 from profkit.store.store import Store
@@ -142,6 +142,8 @@ def capture(target, db, run, out_dir, use_nsys, use_ncu, metrics, samples, warmu
     if loaded:
         with Store(db) as s:
             s.set_run_meta(run, got.meta)
+        store_phases(db, [run])
+        with Store(db) as s:
             if getattr(got, "plan", None) is not None:
                 out.print(plain(summary.sampling(s, run)))
     if failures:

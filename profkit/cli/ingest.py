@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from profkit.cli.plumbing import PATH, db_option, file_progress, handled, out
+from profkit.cli.plumbing import PATH, db_option, file_progress, handled, out, store_phases
 from profkit.outputs.tables import plain
 from profkit.store.store import Store
 
@@ -50,6 +50,8 @@ def ingest(paths, db, run, rank, gpu):
     groups = plan(list(paths), run)
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
         loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
+    if loaded:
+        store_phases(db, [r.run for r in loaded if not r.skipped])
     for g in groups:
         if g.meta is not None:
             out.print(f"{plain(g.meta_file or g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from profkit.cli.plumbing import db_option, handled, out, resolve_run
+from profkit.cli.plumbing import db_option, handled, out, phase_option, resolve_run
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
 
@@ -12,15 +12,19 @@ from profkit.store.store import Store
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
 @click.option("--top", default=20, show_default=True, help="How many rows.")
+@phase_option
 @handled
-def kernels(db, run, top):
+def kernels(db, run, top, phase):
     """Where a run's GPU time went: kernels by NVTX range, most total time first.
 
     \b
     Example:
       profkit kernels --run e2e-decode --top 10"""
-    from profkit.analyses import summary
+    from profkit.analyses import phases, summary
 
     run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
-        out.print(_table(summary.kernels(s, run, top), f"kernels of run {run}"))
+        win, line = phases.selected(s, run, phase)
+        if line:
+            out.print(line)
+        out.print(_table(summary.kernels(s, run, top, window=win), f"kernels of run {run}"))

@@ -118,3 +118,19 @@ def progress_bar():
     # (descriptions hold kernel and variant names: data, so no markup, control characters escaped)
     return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     transient=True, disable=not sys.stderr.isatty(), console=None)
+
+
+def phase_option(f):
+    """--phase NAME|all: the phase an analysis reads (default: the steady state where found)."""
+    return click.option("--phase", default=None, metavar="NAME|all",
+                        help="Phase to analyse (profkit phases lists them; default: the steady state; all: the whole run).")(f)
+
+
+def store_phases(db, runs) -> None:
+    """Find and store the phases of each run just loaded (the phases view)."""
+    from profkit.analyses import phases
+    from profkit.store.store import Store
+
+    with Store(db) as s:
+        for run in dict.fromkeys(runs):
+            s.replace_phases(run, phases.rows(phases.detect(s, run)))

@@ -17,7 +17,12 @@ def runs(db):
     \b
     Example:
       profkit runs --db profkit.db"""
-    from profkit.analyses import summary
+    from profkit.analyses import phases, summary
 
     with Store(db, readonly=True) as s:
-        out.print(_table(summary.runs(s), "runs"))
+        rows = summary.runs(s)
+        for r in rows:  # the steady state each analysis defaults to
+            p = phases.of_run(s, r["run"]).steady if r["kernels"] else None
+            r["steady state"] = (f"{p.name}: {p.steps} x {p.step_ns / 1e6:.2f} ms" if p and p.step_ns
+                                 else p.name if p else "none found")
+        out.print(_table(rows, "runs"))

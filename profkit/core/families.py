@@ -26,6 +26,8 @@ TRITON_CALLS = ("cuLaunchKernel", "cuLaunchKernelEx")
 
 # (family, pattern over the full name, reason); first match wins; order matters where names overlap
 _RULES: tuple[tuple[str, re.Pattern, str], ...] = tuple((f, re.compile(p), why) for f, p, why in (
+    ("cuda_graph", r"^CUDA graph \d+", "a CUDA graph replay (nsys traced the graph whole: --cuda-graph-trace=node "
+                                        "shows its kernels)"),
     ("memcpy", r"^(\[?CUDA )?[Mm]emcpy|^cudaMemcpy", "a memory copy"),
     ("memset", r"^(\[?CUDA )?[Mm]emset|^cudaMemset", "a memory set"),
     ("nccl", r"\bnccl[A-Z]?\w*Kernel|^ncclDevKernel|^ncclKernel|\bnccl::", "an NCCL kernel (ncclDevKernel*/ncclKernel*)"),

@@ -27,6 +27,10 @@ RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "d
 # in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, Bulk.api_sql), not their text
 BULK_KERNEL_FIELDS = tuple(f for f in KERNEL_FIELDS if f not in ("nvtx_range", "nvtx_path"))
 NAME_FIELDS = ("kernel_name", "short_name", "api_name")
+# a host call the idle causes need (profkit.analyses.idle): kind sync | alloc | module | memcpy | memset
+HOST_CALL_FIELDS = ("kind", "name", "start_ns", "end_ns", "pid", "tid")
+# a memory copy or set on the GPU: kind memcpy | memset, direction HtoD | DtoH | DtoD | ..., pageable 0/1
+GPU_COPY_FIELDS = ("kind", "direction", "bytes", "pageable", "start_ns", "end_ns", "stream")
 # one counter of one kernel: (kernel seq, metric, unit, value)
 COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
@@ -60,12 +64,16 @@ class Parsed:
     source_lines: list[tuple] = field(default_factory=list)  # embedded source (SOURCE_LINE_FIELDS)
     ops: list[tuple] = field(default_factory=list)  # operators with shapes (OP_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
+    # kernel rows stored after a Bulk's kernels (a column-path report's CUDA graph replays)
+    extra_kernels: list[tuple] = field(default_factory=list)
+    host_calls: list[tuple] = field(default_factory=list)  # HOST_CALL_FIELDS
+    gpu_copies: list[tuple] = field(default_factory=list)  # GPU_COPY_FIELDS
     # what the format cannot prove about this file being whole (a CSV cut exactly after a row
     # looks whole): said with the load; None when its framing proved it whole
     caveat: str | None = None
 
     def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters),
+        return {"kernels": len(self.kernels) + len(self.extra_kernels), "ranges": len(self.ranges), "counters": len(self.counters),
                 "rules": len(self.rules)}
 
 

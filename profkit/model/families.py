@@ -81,6 +81,8 @@ FAMILIES: dict[str, Family] = {f.key: f for f in (
            "copy"),
     Family("curand", "cuRAND / random", True, ("fewer random draws (generate once, reuse)", FUSE), "copy"),
     Family("fbgemm", "FBGEMM GPU", True, (SHAPE, DTYPE, BATCH), "copy"),
+    Family("cuda_graph", "CUDA graph replay (its kernels untraced)", True,
+           ("capture with nsys --cuda-graph-trace=node to see the graph's kernels", FUSE, BATCH), "code"),
     Family("memcpy", "memory copy", True, (COPY,), "copy"),
     Family("memset", "memory set", True, ("fewer zero-fills (torch.empty where the values are overwritten)",),
            "copy"),

@@ -581,6 +581,37 @@ SELECT o.run, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.fa
 FROM op_row o;
 """))
 
+MIGRATIONS.append((16, "host calls and GPU memory operations: the causes of idle time", """
+CREATE TABLE host_call (
+    run      TEXT NOT NULL REFERENCES run(run),
+    file_id  INTEGER REFERENCES report_file(id),
+    rank     INTEGER,
+    kind     TEXT NOT NULL,                  -- sync | alloc | module | memcpy | memset
+    name     TEXT NOT NULL,                  -- the call (cudaStreamSynchronize, cuLibraryLoadData, ...)
+    start_ns INTEGER NOT NULL,
+    end_ns   INTEGER NOT NULL,
+    pid      INTEGER,
+    tid      INTEGER
+);
+CREATE INDEX host_call_run ON host_call(run, rank, start_ns);
+CREATE TABLE gpu_copy (
+    run       TEXT NOT NULL REFERENCES run(run),
+    file_id   INTEGER REFERENCES report_file(id),
+    rank      INTEGER,
+    kind      TEXT NOT NULL,                 -- memcpy | memset
+    direction TEXT,                          -- HtoD | DtoH | DtoD | HtoH | PtoP | ...; memset: device | host
+    bytes     INTEGER,
+    pageable  INTEGER NOT NULL DEFAULT 0,    -- 1: a side is pageable host memory
+    start_ns  INTEGER NOT NULL,
+    end_ns    INTEGER NOT NULL,
+    stream    INTEGER
+);
+CREATE INDEX gpu_copy_run ON gpu_copy(run, rank, start_ns);
+CREATE VIEW host_calls AS SELECT run, rank, kind, name, start_ns, end_ns, pid, tid FROM host_call;
+CREATE VIEW gpu_copies AS
+SELECT run, rank, kind, direction, bytes, pageable, start_ns, end_ns, stream FROM gpu_copy;
+"""))
+
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
                  ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
 
@@ -607,6 +638,8 @@ VIEWS = {
                      "samples_not_issued", "stalls", "text", "rank"),
     "ops": ("run", "op_id", "op", "input_dims", "input_types", "concrete", "family", "flops", "min_bytes",
             "precision", "trace_flops", "note", "source", "rank", "kernels", "gpu_ns", "kernel_ids"),
+    "host_calls": ("run", "rank", "kind", "name", "start_ns", "end_ns", "pid", "tid"),
+    "gpu_copies": ("run", "rank", "kind", "direction", "bytes", "pageable", "start_ns", "end_ns", "stream"),
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }

@@ -6,13 +6,14 @@ visible until COMMIT. Plain functions of the writer's connection; Store calls th
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
 from pathlib import Path
 
 from profkit.core.nvtx import names_of
-from profkit.core.rows import KERNEL_FIELDS, Parsed
+from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
 from profkit.store import ops_table, source_rows
 from profkit.store.connection import switch_journal
@@ -46,8 +47,12 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
             file_id = _add_file(c, run, report, f"pending:{os.getpid()}:{id(sha256)}" if late else sha256, rank)
             if bulk is not None:
                 _bulk.add_bulk(c, run, file_id, rank, report, progress)
+                if report.extra_kernels:
+                    _add_rows(c, run, file_id, rank, dataclasses.replace(
+                        report, kernels=report.extra_kernels, ranges=[], counters=[], rules=[], bulk=None))
             else:
                 _add_rows(c, run, file_id, rank, report)
+            _add_host(c, run, file_id, rank, report)
             link(c, run)
             if late:
                 digest = sha256.result()
@@ -77,7 +82,7 @@ def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank
     cur = c.execute(
         "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run, report.path, sha256, report.format, now(), len(report.kernels), len(report.ranges),
+        (run, report.path, sha256, report.format, now(), report.summary()["kernels"], len(report.ranges),
          len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
     return cur.lastrowid
 
@@ -120,6 +125,16 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
                   ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
     source_rows.add(c, file_id, seq_to_id, report)
     ops_table.write(c, run, file_id, rank, report.ops, seq_to_id)
+
+
+def _add_host(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed) -> None:
+    """The report's host calls and GPU memory operations (the idle causes' sources)."""
+    c.executemany(f"INSERT INTO host_call (run, file_id, rank, {', '.join(HOST_CALL_FIELDS)})"
+                  f" VALUES (?, ?, ?{', ?' * len(HOST_CALL_FIELDS)})",
+                  ((run, file_id, rank) + tuple(h) for h in report.host_calls))
+    c.executemany(f"INSERT INTO gpu_copy (run, file_id, rank, {', '.join(GPU_COPY_FIELDS)})"
+                  f" VALUES (?, ?, ?{', ?' * len(GPU_COPY_FIELDS)})",
+                  ((run, file_id, rank) + tuple(g) for g in report.gpu_copies))
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
