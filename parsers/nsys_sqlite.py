@@ -1062,18 +1062,21 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
     for name, value in rows:
         proc, sep, field = name.partition(":")
         if sep and field == "ENVIRONMENT_VARIABLE":
-            k, _, v = str(_text(value)).partition("=")
+            k, eq, v = str(_text(value)).partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", k):  # not NAME=VALUE: nothing to name
+                out[f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES"] = out.get(f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES", 0) + 1
+                continue
             env.setdefault(proc, {}).setdefault(k, v.strip('"'))
         elif sep and (field == "COMMAND" or field.startswith("ARGUMENT_")):
             args.setdefault(proc, []).append(name)
             out[name] = str(_text(value))
-        else:
-            out[name] = value
+        else:  # WORKING_DIR, launch arguments as one line, whatever else nsys records
+            out[name] = environment.redact_text(_text(value)) if isinstance(value, (str, bytes)) else value
     for names in args.values():
         for name, v in zip(names, environment.redact_args([out[n] for n in names])):
             out[name] = v
     for proc, variables in env.items():
-        out[f"{proc}:ENVIRONMENT"] = environment.kept_env(variables)
+        out[f"{proc}:ENVIRONMENT"] = environment.redact_env(variables)
         out[f"{proc}:ENVIRONMENT_NOT_KEPT"] = sorted(set(variables) - set(out[f"{proc}:ENVIRONMENT"]))
     return out
 

@@ -55,3 +55,102 @@ def test_compare_calls_are_range_instances_when_the_other_side_fuses(tmp_path):
     assert row["before_detail"]["calls"] == 5 and row["before_detail"]["kernels_per_call"] == 2
     assert row["before_us"] == pytest.approx(20.0) and row["after_us"] == pytest.approx(15.0)
     assert row["speedup"] == pytest.approx(4 / 3) and row["verdict"] != "rejected"
+
+
+# --- items 3 and 4: no secret reaches the database, whatever its shape or way in -----------------
+
+TOKEN = "hf_" + "Q7" * 17
+SECRETS = {  # name -> (the secret text, how it reaches a command line or environment)
+    "env": ("wandbAAA111", ["env", "WANDB_API_KEY=wandbAAA111", "python", "train.py"]),
+    "docker": ("dockersecretBBB", ["docker", "run", "-e", "HF_TOKEN=dockersecretBBB", "img"]),
+    "bash -c": ("bashsecretCCC", ["bash", "-c", "HF_TOKEN=bashsecretCCC python train.py"]),
+    "--hftoken": ("oneWordDDD", ["python", "t.py", "--hftoken", "oneWordDDD"]),
+    "--wandb-key": ("wandbKeyEEE", ["python", "t.py", "--wandb-key", "wandbKeyEEE"]),
+    "-pPASSWORD": ("mysqlPwFFF", ["mysql", "-u", "root", "-pmysqlPwFFF"]),
+    "url": ("urlPassGGG", ["git", "clone", "https://user:urlPassGGG@example.com/r.git"]),
+    "header": ("bearerHHH", ["curl", "-H", "Authorization: Bearer bearerHHH", "https://x"]),
+    "github_pat": ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", ["x", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"]),
+    "glpat": ("glpat-abcdefghij0123456789", ["x", "glpat-abcdefghij0123456789"]),
+    "AIza": ("AIzaSyA1234567890abcdefghijklmnopqrstuv", ["x", "AIzaSyA1234567890abcdefghijklmnopqrstuv"]),
+    "hf option": (TOKEN, ["python", "t.py", "--hf-token", TOKEN, "--api-key", TOKEN]),
+}
+
+
+def _dump(db) -> str:
+    import sqlite3
+    with sqlite3.connect(db) as c:
+        return "\n".join(c.iterdump())
+
+
+@pytest.mark.parametrize("shape", sorted(SECRETS))
+def test_no_secret_shape_reaches_the_run_meta(shape):
+    """Each shape is redacted by structure or by token shape, whole and inside one shell line."""
+    from profkit.core.environment import redact_args, scrub_meta
+    secret, argv = SECRETS[shape]
+    assert secret not in json.dumps(redact_args(argv))
+    assert secret not in json.dumps(redact_args([" ".join(argv)]))  # nsys's COMMAND: one whole line
+    assert secret not in json.dumps(scrub_meta({"command": argv, "note": " ".join(argv)}))
+    assert "train.py" in json.dumps(redact_args(["python", "train.py", "--max-new-tokens", "32"]))
+    assert redact_args(["--max-new-tokens", "32", "--passes", "3", "--tokenizer", "t5"]) == \
+        ["--max-new-tokens", "32", "--passes", "3", "--tokenizer", "t5"]
+
+
+def test_cupti_trace_argv_is_redacted_at_ingest(tmp_path):
+    """`capture --tracer cupti` wrote the traced argv into its trace and ingest stored it."""
+    from profdata import DATA
+    src = DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"
+    lines = src.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["argv"] += ["--hf-token", TOKEN, "--api-key", "apiKeyZZZ9"]
+    f = tmp_path / "t.cupti.jsonl"
+    f.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    db = tmp_path / "c.db"
+    _ingest(db, f, "c")
+    dump = _dump(db)
+    assert TOKEN not in dump and "apiKeyZZZ9" not in dump and "llama8b-t4096" in dump
+
+
+def test_a_hand_written_capture_json_is_redacted(tmp_path):
+    """capture.json (hand-written or older) was merged into the run's meta as is."""
+    import shutil
+    from profdata import DATA
+    d = tmp_path / "cap"
+    shutil.copytree(DATA / "rmsnorm-cupti", d)
+    meta = json.loads((d / "capture.json").read_text())
+    meta["command"] += ["--hf-token", TOKEN, "bash", "-c", "HF_TOKEN=bashsecretCCC python x.py"]
+    meta["env"] = {"HF_TOKEN": "envSecretKKK", "CUDA_VERSION": "https://u:verPassLLL@h/x",
+                   "PYTORCH_CUDA_ALLOC_CONF": TOKEN}
+    meta["notes"] = {"deep": ["Authorization: Bearer bearerHHH"]}
+    (d / "capture.json").write_text(json.dumps(meta))
+    db = tmp_path / "c.db"
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(d)])
+    assert r.exit_code == 0, r.output
+    dump = _dump(db)
+    for s in (TOKEN, "bashsecretCCC", "envSecretKKK", "verPassLLL", "bearerHHH"):
+        assert s not in dump, s
+    assert "llama8b-t4096" in dump
+
+
+def test_every_nsys_capture_row_is_redacted(copy, tmp_path):
+    """The COMMAND row as one shell line, kept variables' values, entries without '=',
+    WORKING_DIR and other META_DATA_CAPTURE rows."""
+    import sqlite3
+
+    from profdata import KNOWN_NSYS
+    f = copy(KNOWN_NSYS, "secrets.sqlite")
+    with sqlite3.connect(f) as c:
+        c.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)", [
+            ("PROCESS_0:COMMAND", "bash -c 'HF_TOKEN=bashsecretCCC python train.py --wandb-key wandbKeyEEE'"),
+            ("PROCESS_0:ENVIRONMENT_VARIABLE", 'CUDA_VERSION="https://u:verPassLLL@h/x"'),
+            ("PROCESS_0:ENVIRONMENT_VARIABLE", f'PYTORCH_CUDA_ALLOC_CONF="{TOKEN}"'),
+            ("PROCESS_0:ENVIRONMENT_VARIABLE", "noEqualsSecretMMM"),
+            ("PROCESS_0:WORKING_DIR", "/home/u/https://u:dirPassNNN@h"),
+            ("LAUNCH_ARGS", "--env WANDB_API_KEY=wandbAAA111 -pmysqlPwFFF"),
+        ])
+    db = tmp_path / "s.db"
+    _ingest(db, f, "s")
+    dump = _dump(db)
+    for s in ("bashsecretCCC", "wandbKeyEEE", "verPassLLL", TOKEN, "noEqualsSecretMMM", "dirPassNNN",
+              "wandbAAA111", "mysqlPwFFF"):
+        assert s not in dump, s
+    assert "train.py" in dump

@@ -11,6 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from profkit.core import environment
 from profkit.core.nvtx import names_of
 from profkit.core.rows import KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
@@ -67,7 +68,7 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
 
 
 def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
-    facts = report.facts or {}
+    facts = environment.scrub_meta(report.facts or {})  # every way a command or environment enters
     if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
         c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
                   (run, now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
@@ -171,6 +172,7 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     """Facts the run's meta lacks added to it (those it has are kept); its GPU name set if unset."""
     row = conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
     meta = json.loads(row[0] or "{}")
+    facts = environment.scrub_meta(facts)  # capture.json, hand-written or older, as any report's facts
     for k, v in facts.items():
         meta.setdefault(k, v)
     conn.execute("UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
