@@ -154,3 +154,49 @@ def test_every_nsys_capture_row_is_redacted(copy, tmp_path):
               "wandbAAA111", "mysqlPwFFF"):
         assert s not in dump, s
     assert "train.py" in dump
+
+
+# --- item 9: an output never replaces a database, a report or the input --------------------------
+
+@pytest.fixture(scope="module")
+def profiles_copy(tmp_path_factory):
+    from profdata import PROFILES
+    from profkit.store.profiles import load_profiles
+    db = tmp_path_factory.mktemp("out") / "profkit.db"
+    load_profiles(PROFILES, str(db))
+    return db
+
+
+@pytest.mark.parametrize("victim", ["db", "report", "json"])
+@pytest.mark.parametrize("command", ["roofline", "advise", "ranks", "analyse"])
+def test_an_output_path_that_is_a_database_or_report_is_refused(profiles_copy, tmp_path, command, victim):
+    import shutil
+
+    from profdata import KNOWN_NSYS
+    db = tmp_path / "profkit.db"
+    shutil.copy(profiles_copy, db)
+    target = {"db": db, "report": tmp_path / "report.nsys.sqlite", "json": tmp_path / "capture.json"}[victim]
+    if victim == "report":
+        shutil.copy(KNOWN_NSYS, target)
+    elif victim == "json":
+        target.write_text('{"command": ["python"]}')
+    before = target.read_bytes()
+    run = "rmsnorm-eager-vs-triton-h200"
+    args = {"roofline": ["roofline", "--db", str(db), "--run", run, "-o", str(target)],
+            "advise": ["advise", "--db", str(db), "--run", run, "--html", str(target)],
+            "ranks": ["ranks", "--db", str(db), "--run", "ddp-2gpu-slow", "--html", str(target)],
+            "analyse": ["analyse", "--db", str(db), "--html", str(target), str(tmp_path / "more")]}[command]
+    (tmp_path / "more").mkdir()
+    r = CliRunner().invoke(cli, args)
+    assert target.read_bytes() == before
+    assert r.exit_code != 0 and "not an HTML page" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_an_html_output_may_replace_an_html_page(profiles_copy, tmp_path):
+    out = tmp_path / "r.html"
+    out.write_text("<!DOCTYPE html>\n<html></html>")
+    r = CliRunner().invoke(cli, ["roofline", "--db", str(profiles_copy), "--run", "rmsnorm-eager-vs-triton-h200",
+                                 "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 1000

@@ -33,6 +33,10 @@ def advise(db, run, scope, include_unranged, top, peaks_file, as_json, html):
     from profkit.analyses import advise as adv
     from profkit.model import peaks
 
+    from profkit.outputs.html import check_output
+
+    if html:
+        check_output(html)  # before the advice is stored: --html profkit.db names the database itself
     measured = peaks.read(peaks_file) if peaks_file else None
     run = resolve_run(db, run)
     with Store(db, create=False) as s:

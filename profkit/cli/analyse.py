@@ -39,6 +39,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     from profkit.outputs.roofline_plot import write_runs
     from profkit.store.profiles import load_profiles
 
+    from profkit.outputs.html import check_output
+
+    check_output(html)  # before anything is loaded: --html profkit.db names the database itself
     t0 = time.monotonic()
     peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
     measured = peaks.read(peaks_file) if peaks_file else None
