@@ -8,6 +8,8 @@ import sqlite3
 import struct
 from pathlib import Path
 
+from profkit.core.signals import watch
+
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -47,7 +49,7 @@ def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, pe
         conn = sqlite3.connect(_uri(p, mode="ro"), uri=True, timeout=timeout_ms / 1000, **kw)
     conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
     conn.execute("PRAGMA query_only = 1")
-    return conn
+    return watch(conn)  # Ctrl-C and SIGTERM end a statement that would not
 
 
 class ColumnsError(Exception):

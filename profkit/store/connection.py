@@ -13,6 +13,7 @@ from pathlib import Path
 
 from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, open_readonly as _open_file_readonly, wal_mode
 from profkit.core.errors import ProfkitError
+from profkit.core.signals import watch
 from profkit.parsers import registry as _parsers
 from profkit.store.schema import LATEST, migrate, schema_version
 
@@ -39,7 +40,7 @@ def connect(path: str | os.PathLike) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+    return watch(conn)  # Ctrl-C and SIGTERM end a statement that would not
 
 
 def _to_wal(conn: sqlite3.Connection) -> None:
