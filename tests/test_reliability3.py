@@ -241,3 +241,19 @@ def test_a_read_command_stuck_in_sqlite_stops_on_a_signal(tmp_path, command, sig
     assert time.monotonic() - t0 < 5
     assert p.returncode == 128 + getattr(signal, sig), (p.returncode, err)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# --- item 17: kernels of 0 ns ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("zero_side", ["before", "after", "both"])
+def test_compare_against_kernels_of_zero_ns(tmp_path, zero_side):
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "b.json", 5, 1, 0.0 if zero_side in ("before", "both") else 10.0), "before")
+    _ingest(db, kineto_trace(tmp_path / "a.json", 5, 1, 0.0 if zero_side in ("after", "both") else 10.0,
+                             kernel="k_after"), "after")
+    for extra in ([], ["--json"]):
+        r = CliRunner().invoke(cli, ["compare", "--db", str(db), "before", "after", *extra])
+        assert "Traceback" not in r.output and not isinstance(r.exception, ZeroDivisionError), r.output
+        assert r.exit_code in (0, 1, 2), r.output
+        if r.exit_code:
+            assert len(r.output.strip().splitlines()) == 1, r.output
