@@ -257,3 +257,60 @@ def test_compare_against_kernels_of_zero_ns(tmp_path, zero_side):
         assert r.exit_code in (0, 1, 2), r.output
         if r.exit_code:
             assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+# --- item 16: integers beyond 64 bits ---------------------------------------------------------------
+
+HUGE = "9" * 25
+
+
+def _one_line_no_traceback(r):
+    assert r.exit_code != 0, r.output
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+    assert "Traceback" not in r.output
+
+
+def test_a_rank_beyond_64_bits_in_a_file_name(tmp_path):
+    f = kineto_trace(tmp_path / f"job.rank{HUGE}.json", 2, 1, 10.0)
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "p.db"), str(f)])
+    _one_line_no_traceback(r)
+    assert "rank" in r.output and len(r.output.strip().splitlines()) <= 2, r.output
+
+
+def test_a_rank_option_beyond_64_bits(tmp_path):
+    f = kineto_trace(tmp_path / "t.json", 2, 1, 10.0)
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "p.db"), "--rank", HUGE, str(f)])
+    _one_line_no_traceback(r)
+
+
+def test_a_recorded_rank_beyond_64_bits(copy, tmp_path):
+    import sqlite3
+
+    from profdata import KNOWN_NSYS
+    f = copy(KNOWN_NSYS, "r.nsys.sqlite")
+    with sqlite3.connect(f) as c:
+        c.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+                      [("PROCESS_0:ENVIRONMENT_VARIABLE", f'RANK="{HUGE}"'),
+                       ("PROCESS_0:ENVIRONMENT_VARIABLE", 'WORLD_SIZE="2"')])
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "p.db"), str(f)])
+    assert "Traceback" not in r.output and not (r.exception and not isinstance(r.exception, SystemExit)), \
+        repr(r.exception)
+
+
+def test_an_ncu_grid_size_beyond_64_bits(tmp_path):
+    from profdata import DATA
+    src = (DATA / "field-h100" / "ws_nonvtx.details.csv").read_text()
+    f = tmp_path / "g.details.csv"
+    f.write_text(src.replace('"(', f'"({HUGE}', 1) if '"(' in src else src)
+    assert HUGE in f.read_text()
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "p.db"), str(f)])
+    assert "Traceback" not in r.output and not (r.exception and not isinstance(r.exception, SystemExit)), \
+        repr(r.exception)
+
+
+def test_kernels_top_beyond_64_bits(tmp_path):
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    r = CliRunner().invoke(cli, ["kernels", "--db", str(db), "--run", "t", "--top", HUGE])
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+    assert "Traceback" not in r.output

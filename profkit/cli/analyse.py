@@ -15,7 +15,7 @@ from profkit.store.store import Store
 @click.command()
 @click.argument("profiles", default="profiles", type=PATH)
 @db_option
-@click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
+@click.option("--top", default=10, type=click.IntRange(0, 2**31 - 1), show_default=True, help="Kernels shown per run.")
 @click.option("--html", "html", default="roofline.html", show_default=True, type=PATH,
               help="HTML file for the rooflines of all runs (one figure per run).")
 @click.option("--peaks", "peaks_file", default=None, type=PATH,

@@ -12,7 +12,7 @@ from profkit.store.store import Store
 @click.argument("paths", nargs=-1, required=True, type=PATH)
 @db_option
 @click.option("--run", default=None, help="Run to load into (default: the first file's name; a folder's own name).")
-@click.option("--rank", type=click.IntRange(min=0), default=None,
+@click.option("--rank", type=click.IntRange(0, 2**31 - 1), default=None,
               help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
 @click.option("--gpu", default=None, metavar="NAME",
               help="The GPU the reports ran on, where they do not name it (an ncu details CSV names only the compute "

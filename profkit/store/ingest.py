@@ -88,9 +88,16 @@ def _parse(parser, path: Path, on_progress=None):
     return parser.parse(path)
 
 
+MAX_RANK = 2**31 - 1  # a process rank; beyond it a number is no rank (and no SQLite integer)
+
+
 def rank_in_name(path: Path) -> int | None:
     found = _RANK.findall(parsers.suffix_pattern().sub("", Path(path).name))
-    return int(found[-1]) if found else None
+    if not found:
+        return None
+    if int(found[-1]) > MAX_RANK:
+        raise BadInput(path, f"rank {found[-1][:24]} in the file name is beyond {MAX_RANK}: name the rank with --rank")
+    return int(found[-1])
 
 
 def run_name_for(path: Path) -> str:
@@ -110,6 +117,9 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
         return explicit
     recorded = (report.facts or {}).get("rank")
     if recorded is not None:
+        if not 0 <= int(recorded) <= MAX_RANK:
+            raise BadInput(path, f"the recorded rank {str(recorded)[:24]} is not a process rank (0 to {MAX_RANK}): "
+                                 "name the rank with --rank")
         return int(recorded)
     return rank_in_name(path)
 
