@@ -314,3 +314,42 @@ def test_kernels_top_beyond_64_bits(tmp_path):
     r = CliRunner().invoke(cli, ["kernels", "--db", str(db), "--run", "t", "--top", HUGE])
     assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
     assert "Traceback" not in r.output
+
+
+# --- item 18: capture.json and peaks JSON of an unexpected shape ------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("doc", [{"sampling": "all"}, {"correctness": "yes"}, {"command": "python x.py"},
+                                 {"env": ["A=1"]}, "deep"], ids=["sampling", "correctness", "command", "env", "deep"])
+def test_a_capture_json_of_an_unexpected_shape_is_one_line(tmp_path, doc):
+    d = tmp_path / "cap"
+    d.mkdir()
+    kineto_trace(d / "t.json", 3, 1, 10.0)
+    (d / "capture.json").write_text(('{"x": %s}' % DEEP) if doc == "deep" else json.dumps(doc))
+    db = tmp_path / "p.db"
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(d)])
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+    assert r.exit_code != 0 and "capture.json" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_a_stored_correctness_of_an_unexpected_shape_does_not_break_compare(tmp_path):
+    import sqlite3
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "b.json", 3, 1, 20.0), "before")
+    _ingest(db, kineto_trace(tmp_path / "a.json", 3, 1, 10.0, kernel="k2"), "after")
+    with sqlite3.connect(db) as c:  # a database written before capture.json's shape was checked
+        c.execute("""UPDATE run SET meta = json_set(meta, '$.correctness', 'yes') WHERE run = 'after'""")
+    r = CliRunner().invoke(cli, ["compare", "--db", str(db), "before", "after"])
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+
+
+def test_a_peaks_file_nested_deep_is_one_line(tmp_path):
+    p = tmp_path / "peaks.json"
+    p.write_text('{"peaks": %s}' % DEEP)
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 3, 1, 10.0), "t")
+    r = CliRunner().invoke(cli, ["advise", "--db", str(db), "--run", "t", "--peaks", str(p)])
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+    assert r.exit_code != 0 and "peaks.json" in r.output and len(r.output.strip().splitlines()) == 1, r.output

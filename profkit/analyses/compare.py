@@ -191,7 +191,8 @@ class _RunContext:
         self.labels = _labels(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
-        self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
+        rec = json.loads(meta[0]["meta"] or "{}").get("correctness") if meta else None
+        self.correctness = rec if isinstance(rec, dict) else {}  # (a record of another shape says nothing)
 
     def side(self, group: selection.Group) -> Side:
         calls = selection.iterations(group.kernels)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 import re
 import sqlite3
@@ -195,13 +194,20 @@ def capture_meta(folder: Path) -> dict | None:
     return read_meta(path) if path.is_file() else None
 
 
+# the fields of capture.json profkit reads, and the JSON type each must have
+_META_TYPES = {"sampling": (dict, "an object"), "correctness": (dict, "an object"), "command": (list, "a list"),
+               "env": (dict, "an object")}
+
+
 def read_meta(path: Path) -> dict:
-    try:
-        meta = json.loads(Path(path).read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadInput(path, f"not JSON ({e})") from None
+    from profkit.core import jsonfile
+
+    meta = jsonfile.load(path)
     if not isinstance(meta, dict):
         raise BadInput(path, "not a JSON object")
+    for key, (kind, what) in _META_TYPES.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise BadInput(path, f'"{key}" is {type(meta[key]).__name__}, not {what}')
     return meta
 
 
