@@ -353,3 +353,14 @@ def test_a_peaks_file_nested_deep_is_one_line(tmp_path):
     r = CliRunner().invoke(cli, ["advise", "--db", str(db), "--run", "t", "--peaks", str(p)])
     assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
     assert r.exit_code != 0 and "peaks.json" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+# --- item 19: bench on the core install ----------------------------------------------------------------
+
+@pytest.mark.parametrize("missing", ["torch", "triton"])
+def test_bench_without_torch_is_one_line(tmp_path, monkeypatch, missing):
+    import sys
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as on the core install
+    r = CliRunner().invoke(cli, ["bench", "rmsnorm", "--db", str(tmp_path / "p.db")])
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
+    assert r.exit_code != 0 and "pip install" in r.output and len(r.output.strip().splitlines()) == 1, r.output
