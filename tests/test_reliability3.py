@@ -364,3 +364,27 @@ def test_bench_without_torch_is_one_line(tmp_path, monkeypatch, missing):
     r = CliRunner().invoke(cli, ["bench", "rmsnorm", "--db", str(tmp_path / "p.db")])
     assert not (r.exception and not isinstance(r.exception, SystemExit)), repr(r.exception)
     assert r.exit_code != 0 and "pip install" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+# --- item 20: --db a device or a FIFO ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+@pytest.mark.parametrize("command", ["ingest", "kernels"])
+def test_db_that_is_a_device_or_fifo_is_refused(tmp_path, kind, command):
+    import os
+    import subprocess
+    import sys
+    if kind == "device":
+        db = "/dev/null"
+    else:
+        db = str(tmp_path / "fifo")
+        os.mkfifo(db)
+    f = kineto_trace(tmp_path / "t.json", 2, 1, 10.0)
+    args = ["ingest", "--db", db, str(f)] if command == "ingest" else ["kernels", "--db", db]
+    try:
+        p = subprocess.run([sys.executable, "-m", "profkit.cli", *args], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"--db {kind} blocked")
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "not a regular file" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not os.path.exists(db + "-journal")

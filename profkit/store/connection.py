@@ -135,6 +135,9 @@ def what_is(path: str | os.PathLike) -> str:
         return "missing"
     if p.is_dir():
         return f"{path} is a folder, not a profkit database"
+    if not p.is_file():  # (stat only: opening a FIFO to look would block until a writer came)
+        return (f"{path} is not a regular file (a device, a FIFO or a socket), not a profkit database: "
+                "--db names a database file")
     try:
         with open(p, "rb") as f:
             head = f.read(4096)
