@@ -388,3 +388,37 @@ def test_db_that_is_a_device_or_fifo_is_refused(tmp_path, kind, command):
     assert p.returncode != 0, p.stdout + p.stderr
     assert "not a regular file" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not os.path.exists(db + "-journal")
+
+
+# --- item 21: disk full mid-ingest --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["row path", "column path"])
+def test_disk_full_mid_ingest_names_the_cause(tmp_path, monkeypatch, bulk):
+    """SQLITE_FULL (here: max_page_count, the error a full disk gives) in the middle of a load:
+    the line names it, and the database is left as it was."""
+    import sqlite3
+
+    from profdata import PROFILES
+    from profkit.parsers import nsys_sqlite
+    from profkit.store import store as store_module
+    monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0 if bulk else 10**18)
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    before = db.read_bytes()
+    with sqlite3.connect(db) as c:
+        pages = c.execute("PRAGMA page_count").fetchone()[0]
+    real = store_module.open_writer
+
+    def small_disk(path):
+        conn = real(path)
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        return conn
+    monkeypatch.setattr(store_module, "open_writer", small_disk)
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite")])
+    assert r.exit_code != 0, r.output
+    assert "full" in r.output and "cannot rollback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+    monkeypatch.setattr(store_module, "open_writer", real)
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM run").fetchone()[0] == 1
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
