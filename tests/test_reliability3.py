@@ -422,3 +422,34 @@ def test_disk_full_mid_ingest_names_the_cause(tmp_path, monkeypatch, bulk):
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT count(*) FROM run").fetchone()[0] == 1
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# --- item 22: sql --json repeated names, sql --csv formulas --------------------------------------------------
+
+def test_sql_json_keeps_every_value_of_repeated_names(tmp_path):
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    r = CliRunner().invoke(cli, ["sql", "--db", str(db), "--json", 'SELECT 1 AS a, 2 AS a, 3 AS "a:2", 4 AS "a:3"'])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)[0]
+    assert sorted(row.values()) == [1, 2, 3, 4] and row["a"] == 1 and row["a:2"] == 3, row
+
+
+def test_sql_csv_writes_no_live_formula(tmp_path):
+    import csv
+    import io
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    q = "SELECT '=HYPERLINK(\"http://x\")' AS \"=cmd\", '+1' AS b, '-2+3' AS c, '@SUM(A1)' AS d, -5 AS n, 'ok' AS e"
+    r = CliRunner().invoke(cli, ["sql", "--db", str(db), "--csv", q])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.reader(io.StringIO(r.output)))
+    def number(cell):
+        try:
+            return float(cell) is not None
+        except ValueError:
+            return False
+    for cell in rows[0] + rows[1]:
+        assert not (cell[:1] in ("=", "+", "-", "@") and not number(cell)), cell
+    assert rows[0][0] == "'=cmd" and rows[1][0] == "'=HYPERLINK(\"http://x\")"
+    assert rows[1][4] == "-5" and rows[1][5] == "ok"
