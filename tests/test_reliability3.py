@@ -453,3 +453,23 @@ def test_sql_csv_writes_no_live_formula(tmp_path):
         assert not (cell[:1] in ("=", "+", "-", "@") and not number(cell)), cell
     assert rows[0][0] == "'=cmd" and rows[1][0] == "'=HYPERLINK(\"http://x\")"
     assert rows[1][4] == "-5" and rows[1][5] == "ok"
+
+
+# --- item 23: a refused file leaves the database byte-identical -------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["not json", "no kernels", "refused by guard"])
+def test_a_refused_file_leaves_the_database_byte_identical(tmp_path, bad):
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    before = db.read_bytes()
+    f = tmp_path / "bad.json"
+    if bad == "not json":
+        f.write_text('{"traceEvents": [')
+    elif bad == "no kernels":
+        f.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}))
+    else:  # a second timeline of the same tool into a run that has one
+        kineto_trace(f, 3, 1, 11.0, kernel="other")
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "t", str(f)])
+    assert r.exit_code != 0, r.output
+    assert db.read_bytes() == before

@@ -402,9 +402,14 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                                             "ingest it with its reports (or their folder)")
     seen, held = {}, []
     if store is not None or Path(db).exists():
-        with _opened(db, store) as s:
+        # a read-only look: opening the writer switches the journal (a header write) before
+        # anything is known to load, and a refused file must leave the database byte-identical
+        look = store if store is not None or what_is(db) != "profkit" else Store(db, readonly=True)
+        with _opened(db, look) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
             held = _held(s.conn, {g.run for g in groups if g.files})
+        if look is not store:
+            look.close()
     out, todo = [], []
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
