@@ -473,3 +473,20 @@ def test_a_refused_file_leaves_the_database_byte_identical(tmp_path, bad):
     r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "t", str(f)])
     assert r.exit_code != 0, r.output
     assert db.read_bytes() == before
+
+
+# --- item 24: the right cause in one-line refusals ---------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["report", "db"])
+def test_a_path_beyond_sqlites_limit_is_named_as_such(tmp_path, which):
+    import shutil
+
+    from profdata import KNOWN_NSYS
+    deep = tmp_path.joinpath(*["d" * 200] * 4)
+    deep.mkdir(parents=True)
+    report = shutil.copy(KNOWN_NSYS, (deep if which == "report" else tmp_path) / "a.nsys.sqlite")
+    db = (deep if which == "db" else tmp_path) / "p.db"
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(report)])
+    assert r.exit_code != 0, r.output
+    assert "truncated" not in r.output and "longer than SQLite" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1

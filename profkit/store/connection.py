@@ -11,7 +11,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, open_readonly as _open_file_readonly, wal_mode
+from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_path_length, open_readonly as _open_file_readonly, wal_mode
 from profkit.core.errors import ProfkitError
 from profkit.core.signals import watch
 from profkit.parsers import registry as _parsers
@@ -27,6 +27,7 @@ def default_db() -> str:
 
 
 def connect(path: str | os.PathLike) -> sqlite3.Connection:
+    check_path_length(path)
     # a URI connection: a bulk load ATTACHes the report read-only (mode=ro needs URI filenames)
     conn = sqlite3.connect(Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            uri=True)
