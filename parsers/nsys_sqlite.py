@@ -11,6 +11,7 @@ EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing a
 from __future__ import annotations
 
 import json
+import functools
 import re
 import threading
 import sqlite3
@@ -53,8 +54,14 @@ _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME
          "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
+_TEXT = functools.partial(bytes.decode, encoding="utf-8", errors="backslashreplace")
+
+
 def _open(path: Path) -> sqlite3.Connection:
     conn = open_readonly(path, timeout_ms=5000, peek=True)  # (no -wal/-shm beside a WAL-mode export)
+    # text that is not UTF-8 (a name of a corrupt or hand-made export) as \xNN escapes, as names
+    # are kept everywhere (docs/reliability.md 5), not an error that reads as a truncated file
+    conn.text_factory = _TEXT
     work_budget(conn, STEPS_FLOOR + STEPS_PER_BYTE * path.stat().st_size)
     return conn
 
@@ -72,6 +79,8 @@ def _refuse_hostile(path: Path, conn, t: dict) -> None:
                                  f"nsys writes plain tables (a hand-made or hostile export)")
         if any(r[6] in (2, 3) for r in conn.execute(f'PRAGMA table_xinfo("{name}")')):
             raise BadInput(path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)")
+        if re.search(r"\)\s*WITHOUT\s+ROWID\b[^)]*$", sql, re.I):  # read by rowid, as nsys writes them
+            raise BadInput(path, f"{name} is a WITHOUT ROWID table: nsys writes plain tables (a hand-made export)")
 
 
 def _tables(conn) -> dict[str, str]:

@@ -490,3 +490,35 @@ def test_a_path_beyond_sqlites_limit_is_named_as_such(tmp_path, which):
     assert r.exit_code != 0, r.output
     assert "truncated" not in r.output and "longer than SQLite" in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def _known_copy(copy, name):
+    from profdata import KNOWN_NSYS
+    return copy(KNOWN_NSYS, name)
+
+
+def test_a_without_rowid_kernel_table_is_named_as_such(copy, tmp_path):
+    import sqlite3
+    f = _known_copy(copy, "w.nsys.sqlite")
+    with sqlite3.connect(f) as c:
+        cols = [r[1] for r in c.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+        c.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k_old")
+        c.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(cols)}, PRIMARY KEY (start, correlationId)) "
+                  "WITHOUT ROWID")
+        c.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k_old")
+        c.execute("DROP TABLE k_old")
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "p.db"), str(f)])
+    assert r.exit_code != 0 and "WITHOUT ROWID" in r.output and "rowid)" not in r.output, r.output
+    assert "truncated" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_name_that_is_not_utf8_loads_escaped_on_the_row_path(copy, tmp_path):
+    import sqlite3
+    f = _known_copy(copy, "u.nsys.sqlite")
+    with sqlite3.connect(f) as c:
+        sid = c.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+        c.execute("UPDATE StringIds SET value = CAST(X'ff6b65726e656cfe' AS TEXT) WHERE id = ?", (sid,))
+    db = tmp_path / "p.db"
+    _ingest(db, f, "u")
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM kernels WHERE kernel_name = ?", ("\\xffkernel\\xfe",)).fetchone()[0] >= 1
