@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 from profkit.core.errors import BadInput
-from profkit.core.signals import watch
+from profkit.core.signals import STOPPED, watch
 
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -432,6 +432,6 @@ def work_budget(conn: sqlite3.Connection, steps: int, every: int = 100_000) -> N
 
     def tick():
         done[0] += every
-        return done[0] > steps
+        return done[0] > steps or bool(STOPPED)  # (and a signal, as signals.watch)
 
     conn.set_progress_handler(tick, every)
