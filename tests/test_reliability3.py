@@ -522,3 +522,26 @@ def test_a_name_that_is_not_utf8_loads_escaped_on_the_row_path(copy, tmp_path):
     _ingest(db, f, "u")
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT count(*) FROM kernels WHERE kernel_name = ?", ("\\xffkernel\\xfe",)).fetchone()[0] >= 1
+
+
+# --- item 28: a folder of folders loads what loads ---------------------------------------------------------------
+
+def test_a_folder_of_folders_loads_what_loads(tmp_path):
+    import sqlite3
+    top = tmp_path / "profiles"
+    for name in ("a-good", "b-bad", "c-good", "d-bad"):
+        (top / name).mkdir(parents=True)
+    kineto_trace(top / "a-good" / "t.json", 2, 1, 10.0)
+    kineto_trace(top / "c-good" / "t.json", 2, 1, 12.0, kernel="k3")
+    from profdata import KNOWN_NSYS
+    whole = KNOWN_NSYS.read_bytes()
+    (top / "b-bad" / "r.nsys.sqlite").write_bytes(whole[:len(whole) // 2])  # cut short: detected, refused
+    (top / "d-bad" / "r.nsys.sqlite").write_bytes(whole[:len(whole) // 3])
+    db = tmp_path / "p.db"
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(top)])
+    assert r.exit_code != 0, r.stdout
+    with sqlite3.connect(db) as c:
+        assert sorted(x for (x,) in c.execute("SELECT run FROM run")) == ["a-good", "c-good"]
+    err = r.stderr.strip().splitlines()
+    assert sum("b-bad" in x for x in err) == 1 and sum("d-bad" in x for x in err) == 1, r.stderr
+    assert "Traceback" not in r.stderr

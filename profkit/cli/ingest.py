@@ -47,9 +47,26 @@ def ingest(paths, db, run, rank, gpu):
             if r.caveat:
                 out.print(f"  note: {plain(r.caveat)}")
 
+    from profkit.core.errors import ProfkitError
+    from profkit.core.signals import stopped
+
     groups = plan(list(paths), run)
+    refused: list[str] = []
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
-        loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
+        if len(groups) > 1 and all(g.folder is not None for g in groups):
+            # a folder of run folders: each run loads whole or is refused on its own line, and
+            # one bad run does not keep the others out
+            loaded = []
+            for g in groups:
+                try:
+                    loaded += do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=[g])
+                except ProfkitError as e:
+                    if stopped() is not None:  # a signal ended it: the command stops here
+                        raise
+                    refused.append(str(e))
+                    click.echo(f"profkit: {plain(str(e))}", err=True)
+        else:
+            loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
     for g in groups:
         if g.meta is not None:
             out.print(f"{plain(g.meta_file or g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")
@@ -66,3 +83,5 @@ def ingest(paths, db, run, rank, gpu):
                     out.print(f"run {plain(name)}: its reports name the GPU {plain(have)}; --gpu {plain(gpu)} not used")
         if gpus.by_name(gpu) is None:
             out.print(f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/model/gpus.py): no datasheet peaks from it")
+    if refused:
+        raise SystemExit(2)  # (each refusal said on its own line above)
