@@ -545,3 +545,33 @@ def test_a_folder_of_folders_loads_what_loads(tmp_path):
     err = r.stderr.strip().splitlines()
     assert sum("b-bad" in x for x in err) == 1 and sum("d-bad" in x for x in err) == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+# --- item 29: ingest --gpu on a loaded file corrects the run ----------------------------------------------------
+
+def test_ingest_gpu_corrects_a_loaded_run(tmp_path):
+    import sqlite3
+
+    from profdata import DATA
+    f = DATA / "field-h100" / "ws_nonvtx.details.csv"  # a details page names no GPU
+    db = tmp_path / "p.db"
+    _ingest(db, f, "d")
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "d", "--gpu", "H100 SXM", str(f)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "d", "--gpu", "NVIDIA H100 80GB HBM3", str(f)])
+    assert r.exit_code == 0, r.output
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT gpu_name, json_extract(meta, '$.gpu_name') FROM run WHERE run = 'd'").fetchone() == \
+            ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3")
+    assert "not used" not in r.output and "GPU NVIDIA H100 80GB HBM3" in r.output, r.output
+
+
+def test_ingest_gpu_does_not_override_a_gpu_the_reports_name(tmp_path):
+    import sqlite3
+    db = tmp_path / "p.db"
+    f = kineto_trace(tmp_path / "t.json", 2, 1, 10.0)  # names NVIDIA H100 80GB HBM3
+    _ingest(db, f, "t")
+    r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "t", "--gpu", "A100", str(f)])
+    assert "not used" in r.output, r.output
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT gpu_name FROM run").fetchone()[0] == "NVIDIA H100 80GB HBM3"

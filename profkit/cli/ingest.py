@@ -77,9 +77,10 @@ def ingest(paths, db, run, rank, gpu):
 
         with Store(db) as s:
             for name in dict.fromkeys(r.run for r in loaded):
-                s.set_run_meta(name, {"gpu_name": gpu})
-                have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
-                if have != gpu:
+                if s.set_gpu(name, gpu):  # (also on a run loaded before: --gpu corrects it)
+                    out.print(f"run {plain(name)}: GPU {plain(gpu)}")
+                else:
+                    have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
                     out.print(f"run {plain(name)}: its reports name the GPU {plain(have)}; --gpu {plain(gpu)} not used")
         if gpus.by_name(gpu) is None:
             out.print(f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/model/gpus.py): no datasheet peaks from it")

@@ -182,3 +182,16 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
 def set_run_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     with transaction(conn):
         merge_meta(conn, run, facts)
+
+
+def set_gpu(conn: sqlite3.Connection, run: str, gpu: str) -> bool:
+    """The run's GPU set to `gpu` (ingest --gpu) unless one of its reports names a GPU: a name
+    given by hand may be corrected by hand, a measured one is kept. True: set."""
+    with transaction(conn):
+        named = conn.execute("SELECT 1 FROM report_file WHERE run = ? AND json_extract(facts, '$.gpu_name') IS NOT NULL "
+                             "LIMIT 1", (run,)).fetchone()
+        if named:
+            return False
+        conn.execute("UPDATE run SET gpu_name = ?, meta = json_set(coalesce(meta, '{}'), '$.gpu_name', ?) WHERE run = ?",
+                     (gpu, gpu, run))
+        return True
