@@ -575,3 +575,25 @@ def test_ingest_gpu_does_not_override_a_gpu_the_reports_name(tmp_path):
     assert "not used" in r.output, r.output
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT gpu_name FROM run").fetchone()[0] == "NVIDIA H100 80GB HBM3"
+
+
+# --- item 30: common file names do not clash as run names -------------------------------------------------------
+
+def test_common_file_names_get_their_folder_in_the_run_name(tmp_path):
+    import shutil
+    import sqlite3
+
+    from profdata import KNOWN_NSYS, PROFILES
+    (tmp_path / "exp-a").mkdir()
+    (tmp_path / "exp-b").mkdir()
+    a = shutil.copy(KNOWN_NSYS, tmp_path / "exp-a" / "report1.sqlite")
+    b = shutil.copy(PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite", tmp_path / "exp-b" / "report1.sqlite")
+    db = tmp_path / "p.db"
+    out = ""
+    for f in (a, b):  # one after the other, as a user loads two experiments
+        r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(f)])
+        assert r.exit_code == 0, r.output
+        out += r.output
+    assert "run exp-a-report1" in out and "run exp-b-report1" in out, out
+    with sqlite3.connect(db) as c:
+        assert sorted(x for (x,) in c.execute("SELECT run FROM run")) == ["exp-a-report1", "exp-b-report1"]

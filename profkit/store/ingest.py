@@ -99,6 +99,12 @@ def rank_in_name(path: Path) -> int | None:
     return int(found[-1])
 
 
+# names the tools give every file (nsys's report1, ncu's profile, ...): a run is named after
+# its folder as well
+_GENERIC = re.compile(r"^(report|profile|profiling|trace|output|out|result|results|capture|prof|timeline|"
+                      r"kineto|nsys|ncu|cupti)[._-]?\d*$", re.I)
+
+
 def run_name_for(path: Path) -> str:
     """The run a file loads into by default: its name without report suffixes and rank
     (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
@@ -106,7 +112,10 @@ def run_name_for(path: Path) -> str:
     m = list(_RANK.finditer(base))
     if m:
         base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
-    return base or as_text(Path(path).resolve().parent.name) or as_text(Path(path).stem)
+    folder = as_text(Path(path).resolve().parent.name)
+    if base and folder and _GENERIC.match(base):  # report1.sqlite of two experiments: two runs
+        return f"{folder}-{base}"
+    return base or folder or as_text(Path(path).stem)
 
 
 def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
