@@ -597,3 +597,14 @@ def test_common_file_names_get_their_folder_in_the_run_name(tmp_path):
     assert "run exp-a-report1" in out and "run exp-b-report1" in out, out
     with sqlite3.connect(db) as c:
         assert sorted(x for (x,) in c.execute("SELECT run FROM run")) == ["exp-a-report1", "exp-b-report1"]
+
+
+# --- item 31: table output ----------------------------------------------------------------------------------------
+
+def test_sql_table_shows_a_rounded_value_whole(tmp_path):
+    db = tmp_path / "p.db"
+    _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
+    r = CliRunner().invoke(cli, ["sql", "--db", str(db), "SELECT round(1168080.46, 1) AS v"])
+    assert r.exit_code == 0, r.output
+    assert "1168080.5" in r.output and "e+06" not in r.output, r.output
+
