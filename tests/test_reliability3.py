@@ -218,7 +218,6 @@ def _forever_view(db, view):
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("command", ["kernels", "ranks"])
 def test_a_read_command_stuck_in_sqlite_stops_on_a_signal(tmp_path, command, sig):
-    import os
     import signal
     import subprocess
     import sys
@@ -404,7 +403,6 @@ def test_disk_full_mid_ingest_names_the_cause(tmp_path, monkeypatch, bulk):
     monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0 if bulk else 10**18)
     db = tmp_path / "p.db"
     _ingest(db, kineto_trace(tmp_path / "t.json", 2, 1, 10.0), "t")
-    before = db.read_bytes()
     with sqlite3.connect(db) as c:
         pages = c.execute("PRAGMA page_count").fetchone()[0]
     real = store_module.open_writer
