@@ -11,6 +11,7 @@ EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing a
 from __future__ import annotations
 
 import json
+import functools
 import re
 import threading
 import sqlite3
@@ -57,8 +58,14 @@ _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME
          "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "ENUM_CUDA_MEM_KIND")
 
 
+_TEXT = functools.partial(bytes.decode, encoding="utf-8", errors="backslashreplace")
+
+
 def _open(path: Path) -> sqlite3.Connection:
     conn = open_readonly(path, timeout_ms=5000, peek=True)  # (no -wal/-shm beside a WAL-mode export)
+    # text that is not UTF-8 (a name of a corrupt or hand-made export) as \xNN escapes, as names
+    # are kept everywhere (docs/reliability.md 5), not an error that reads as a truncated file
+    conn.text_factory = _TEXT
     work_budget(conn, STEPS_FLOOR + STEPS_PER_BYTE * path.stat().st_size)
     return conn
 
@@ -76,6 +83,8 @@ def _refuse_hostile(path: Path, conn, t: dict) -> None:
                                  f"nsys writes plain tables (a hand-made or hostile export)")
         if any(r[6] in (2, 3) for r in conn.execute(f'PRAGMA table_xinfo("{name}")')):
             raise BadInput(path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)")
+        if re.search(r"\)\s*WITHOUT\s+ROWID\b[^)]*$", sql, re.I):  # read by rowid, as nsys writes them
+            raise BadInput(path, f"{name} is a WITHOUT ROWID table: nsys writes plain tables (a hand-made export)")
 
 
 def _tables(conn) -> dict[str, str]:
@@ -1200,18 +1209,21 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
     for name, value in rows:
         proc, sep, field = name.partition(":")
         if sep and field == "ENVIRONMENT_VARIABLE":
-            k, _, v = str(_text(value)).partition("=")
+            k, eq, v = str(_text(value)).partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", k):  # not NAME=VALUE: nothing to name
+                out[f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES"] = out.get(f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES", 0) + 1
+                continue
             env.setdefault(proc, {}).setdefault(k, v.strip('"'))
         elif sep and (field == "COMMAND" or field.startswith("ARGUMENT_")):
             args.setdefault(proc, []).append(name)
             out[name] = str(_text(value))
-        else:
-            out[name] = value
+        else:  # WORKING_DIR, launch arguments as one line, whatever else nsys records
+            out[name] = environment.redact_text(_text(value)) if isinstance(value, (str, bytes)) else value
     for names in args.values():
         for name, v in zip(names, environment.redact_args([out[n] for n in names])):
             out[name] = v
     for proc, variables in env.items():
-        out[f"{proc}:ENVIRONMENT"] = environment.kept_env(variables)
+        out[f"{proc}:ENVIRONMENT"] = environment.redact_env(variables)
         out[f"{proc}:ENVIRONMENT_NOT_KEPT"] = sorted(set(variables) - set(out[f"{proc}:ENVIRONMENT"]))
     return out
 

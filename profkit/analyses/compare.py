@@ -132,9 +132,13 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
     sb, sa = selection.parse(before), selection.parse(after)
     pairs = selection.pair(store, sb, sa)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
-    out = []
+    out, timeless = [], []
     for p in pairs:
         b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
+        if by == "gpu" and not (b.median_us > 0 and a.median_us > 0):
+            # kernels of 0 ns (a trace's rounding, a hostile file): no ratio to take
+            timeless.append(f"{p.key} ({', '.join(s.run for s in (b, a) if not s.median_us > 0)})")
+            continue
         if by == "host":
             for side in (b, a):
                 if not side.host_us:
@@ -147,6 +151,11 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
         if b.hotspot or a.hotspot:
             c.notes.append(f"hotspot {_hot(b.hotspot)} -> {_hot(a.hotspot)} (profkit hotspots)")
         out.append(c)
+    if timeless and not out:
+        raise BadArgument(f"{before} vs {after}: no GPU time to compare (kernels of 0 ns) in "
+                          f"{', '.join(timeless[:3])}{' ...' if len(timeless) > 3 else ''}")
+    for c in out if timeless else ():
+        c.notes.append(f"left out, 0 ns of GPU time per call: {', '.join(timeless)}")
     return out
 
 
@@ -196,7 +205,8 @@ class _RunContext:
         self.hot = hotspots.evidence(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
-        self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
+        rec = json.loads(meta[0]["meta"] or "{}").get("correctness") if meta else None
+        self.correctness = rec if isinstance(rec, dict) else {}  # (a record of another shape says nothing)
 
     def side(self, group: selection.Group) -> Side:
         calls = selection.iterations(group.kernels)
@@ -263,13 +273,18 @@ def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, fl
     """Band of the speed-up median(before)/median(after) from the spread of the calls."""
     n = min(len(before), len(after))
     if n < BOOTSTRAP_MIN_CALLS:
-        return ((min(before) / max(after), max(before) / min(after)),
+        return ((_ratio(min(before), max(after)), _ratio(max(before), min(after))),
                 f"min..max over all pairings of {len(before)} x {len(after)} calls "
                 f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)")
     ratios = _bootstrap_ratios(before, after)
     lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
     return (lo, hi), (f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
                       f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls")
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, a call of 0 ns on the after side making it unbounded."""
+    return a / b if b else (float("inf") if a else 1.0)
 
 
 def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:

@@ -17,7 +17,17 @@ from profkit import __version__
 
 def _exit_on_signal(signum, frame):
     # SIGTERM/SIGHUP unwind like Ctrl-C: open transactions roll back, scratch folders go
+    from profkit.core.signals import record
+
+    record(signum)  # (a statement running in SQLite sees it: core/signals.py)
     raise SystemExit(128 + signum)
+
+
+def _interrupt(signum, frame):
+    from profkit.core.signals import record
+
+    record(signum)
+    raise KeyboardInterrupt
 
 
 def _setup() -> None:
@@ -32,6 +42,8 @@ def _setup() -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is signal.SIG_DFL:
                 signal.signal(sig, _exit_on_signal)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupt)
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             try:

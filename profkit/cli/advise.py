@@ -16,7 +16,7 @@ from profkit.store.store import Store
 @click.option("--run", default=None, help="Run (default: the newest).")
 @click.option("--range", "scope", default=None, metavar="PATH", help="Only the ranges under this NVTX path (e.g. one training step).")
 @click.option("--all", "include_unranged", is_flag=True, help="Also the launches outside any NVTX range (left out by default when the run has ranges).")
-@click.option("--top", default=10, show_default=True, help="Items shown.")
+@click.option("--top", default=10, type=click.IntRange(0, 2**31 - 1), show_default=True, help="Items shown.")
 @click.option("--peaks", "peaks_file", default=None, type=PATH,
               help="Measured peaks (a peaks.json, e.g. profiles/peaks.json): floors at the measured copy bandwidth.")
 @phase_option
@@ -34,6 +34,10 @@ def advise(db, run, scope, include_unranged, top, peaks_file, phase, as_json, ht
     from profkit.analyses import advise as adv
     from profkit.model import peaks
 
+    from profkit.outputs.html import check_output
+
+    if html:
+        check_output(html)  # before the advice is stored: --html profkit.db names the database itself
     measured = peaks.read(peaks_file) if peaks_file else None
     run = resolve_run(db, run)
     with Store(db, create=False) as s:

@@ -15,7 +15,7 @@ from profkit.store.store import Store
 @click.command()
 @click.argument("profiles", default="profiles", type=PATH)
 @db_option
-@click.option("--top", default=10, show_default=True, help="Kernels shown per run.")
+@click.option("--top", default=10, type=click.IntRange(0, 2**31 - 1), show_default=True, help="Kernels shown per run.")
 @click.option("--html", "html", default="roofline.html", show_default=True, type=PATH,
               help="HTML file for the rooflines of all runs (one figure per run).")
 @click.option("--peaks", "peaks_file", default=None, type=PATH,
@@ -39,6 +39,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     from profkit.outputs.roofline_plot import write_runs
     from profkit.store.profiles import load_profiles
 
+    from profkit.outputs.html import check_output
+
+    check_output(html)  # before anything is loaded: --html profkit.db names the database itself
     t0 = time.monotonic()
     peaks_file = peaks_file or (Path(profiles) / "peaks.json" if (Path(profiles) / "peaks.json").is_file() else None)
     measured = peaks.read(peaks_file) if peaks_file else None

@@ -12,7 +12,7 @@ from profkit.store.store import Store
 @click.argument("paths", nargs=-1, required=True, type=PATH)
 @db_option
 @click.option("--run", default=None, help="Run to load into (default: the first file's name; a folder's own name).")
-@click.option("--rank", type=click.IntRange(min=0), default=None,
+@click.option("--rank", type=click.IntRange(0, 2**31 - 1), default=None,
               help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
 @click.option("--gpu", default=None, metavar="NAME",
               help="The GPU the reports ran on, where they do not name it (an ncu details CSV names only the compute "
@@ -47,9 +47,26 @@ def ingest(paths, db, run, rank, gpu):
             if r.caveat:
                 out.print(f"  note: {plain(r.caveat)}")
 
+    from profkit.core.errors import ProfkitError
+    from profkit.core.signals import stopped
+
     groups = plan(list(paths), run)
+    refused: list[str] = []
     with file_progress() as on_progress:  # each file's line as it lands, a bar meanwhile
-        loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
+        if len(groups) > 1 and all(g.folder is not None for g in groups):
+            # a folder of run folders: each run loads whole or is refused on its own line, and
+            # one bad run does not keep the others out
+            loaded = []
+            for g in groups:
+                try:
+                    loaded += do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=[g])
+                except ProfkitError as e:
+                    if stopped() is not None:  # a signal ended it: the command stops here
+                        raise
+                    refused.append(str(e))
+                    click.echo(f"profkit: {plain(str(e))}", err=True)
+        else:
+            loaded = do_ingest(db, [], rank=rank, on_file=line, on_progress=on_progress, groups=groups)
     if loaded:
         store_phases(db, [r.run for r in loaded if not r.skipped])
     for g in groups:
@@ -62,9 +79,12 @@ def ingest(paths, db, run, rank, gpu):
 
         with Store(db) as s:
             for name in dict.fromkeys(r.run for r in loaded):
-                s.set_run_meta(name, {"gpu_name": gpu})
-                have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
-                if have != gpu:
+                if s.set_gpu(name, gpu):  # (also on a run loaded before: --gpu corrects it)
+                    out.print(f"run {plain(name)}: GPU {plain(gpu)}")
+                else:
+                    have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
                     out.print(f"run {plain(name)}: its reports name the GPU {plain(have)}; --gpu {plain(gpu)} not used")
         if gpus.by_name(gpu) is None:
             out.print(f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/model/gpus.py): no datasheet peaks from it")
+    if refused:
+        raise SystemExit(2)  # (each refusal said on its own line above)

@@ -11,7 +11,7 @@ from profkit.store.store import Store
 @click.command()
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
-@click.option("--top", default=20, show_default=True, help="How many rows.")
+@click.option("--top", default=20, type=click.IntRange(0, 2**31 - 1), show_default=True, help="How many rows.")
 @phase_option
 @handled
 def kernels(db, run, top, phase):

@@ -35,6 +35,17 @@ def _text_arg(v):
     return v
 
 
+def _fail_if_stopped() -> None:
+    """A signal ended the command (a statement it stopped fails as 'interrupted'): say so."""
+    import signal
+
+    from profkit.core.signals import stopped
+
+    sig = stopped()
+    if sig is not None:
+        fail("interrupted (Ctrl-C)" if sig == signal.SIGINT else f"stopped (signal {sig})", 128 + sig)
+
+
 def handled(fn):
     """Map profkit's typed errors (and a few OS/SQLite ones) to one line and an exit code."""
 
@@ -43,7 +54,12 @@ def handled(fn):
         kwargs = {k: _text_arg(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
-        except ProfkitError as e:
+        except (ProfkitError, sqlite3.Error, KeyboardInterrupt) as e:
+            _fail_if_stopped()
+            if isinstance(e, sqlite3.Error):
+                fail(f"SQLite: {e}", 6)
+            if isinstance(e, KeyboardInterrupt):
+                fail("interrupted", 130)
             fail(str(e), e.exit_code)
         except BrokenPipeError:  # `profkit sql ... | head`: the reader has what it wanted
             import os
@@ -51,12 +67,8 @@ def handled(fn):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # (so the exit's flush does not fail again)
             sys.exit(141)
-        except sqlite3.Error as e:
-            fail(f"SQLite: {e}", 6)
         except (OSError, MemoryError) as e:
             fail(f"{type(e).__name__}: {e}", 7)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
 
     return wrapper
 

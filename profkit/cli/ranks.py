@@ -30,6 +30,10 @@ def ranks(db, run, step_pattern, as_json, html):
     from profkit.analyses import ranks as rk
     from profkit.outputs import ranks_plot
 
+    from profkit.outputs.html import check_output
+
+    if html:
+        check_output(html)
     run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)

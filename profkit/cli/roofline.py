@@ -31,6 +31,9 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
     from profkit.model import peaks
     from profkit.outputs import roofline_plot
 
+    from profkit.outputs.html import check_output
+
+    check_output(output)
     if compare and chain:
         raise BadArgument("--compare and --chain draw different arrows: choose one")
     steps = None if chain is None else ("auto" if chain == "auto" else [c for c in chain.split(",") if c])

@@ -48,7 +48,8 @@ def sql(query, db, as_json, as_csv, timeout, memory):
             elif as_csv:
                 write_csv(sys.stdout, r.columns, r.rows())
             else:
-                for t in pages(r.columns, r.rows(), floats="{:g}"):
+                # 15 significant digits: a value rounded to one decimal shows whole (1168080.5, not 1.16808e+06)
+                for t in pages(r.columns, r.rows(), floats="{:.15g}"):
                     out.print(t)
     except QueryStopped:
         sys.stdout.flush()

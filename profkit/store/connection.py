@@ -11,8 +11,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, open_readonly as _open_file_readonly, wal_mode
+from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_path_length, open_readonly as _open_file_readonly, wal_mode
 from profkit.core.errors import ProfkitError
+from profkit.core.signals import watch
 from profkit.parsers import registry as _parsers
 from profkit.store.schema import LATEST, migrate, schema_version
 
@@ -26,6 +27,7 @@ def default_db() -> str:
 
 
 def connect(path: str | os.PathLike) -> sqlite3.Connection:
+    check_path_length(path)
     # a URI connection: a bulk load ATTACHes the report read-only (mode=ro needs URI filenames)
     conn = sqlite3.connect(Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            uri=True)
@@ -39,7 +41,7 @@ def connect(path: str | os.PathLike) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+    return watch(conn)  # Ctrl-C and SIGTERM end a statement that would not
 
 
 def _to_wal(conn: sqlite3.Connection) -> None:
@@ -134,6 +136,9 @@ def what_is(path: str | os.PathLike) -> str:
         return "missing"
     if p.is_dir():
         return f"{path} is a folder, not a profkit database"
+    if not p.is_file():  # (stat only: opening a FIFO to look would block until a writer came)
+        return (f"{path} is not a regular file (a device, a FIFO or a socket), not a profkit database: "
+                "--db names a database file")
     try:
         with open(p, "rb") as f:
             head = f.read(4096)

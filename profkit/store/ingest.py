@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 import re
 import sqlite3
@@ -89,9 +88,22 @@ def _parse(parser, path: Path, on_progress=None):
     return parser.parse(path)
 
 
+MAX_RANK = 2**31 - 1  # a process rank; beyond it a number is no rank (and no SQLite integer)
+
+
 def rank_in_name(path: Path) -> int | None:
     found = _RANK.findall(parsers.suffix_pattern().sub("", Path(path).name))
-    return int(found[-1]) if found else None
+    if not found:
+        return None
+    if int(found[-1]) > MAX_RANK:
+        raise BadInput(path, f"rank {found[-1][:24]} in the file name is beyond {MAX_RANK}: name the rank with --rank")
+    return int(found[-1])
+
+
+# names the tools give every file (nsys's report1, ncu's profile, ...): a run is named after
+# its folder as well
+_GENERIC = re.compile(r"^(report|profile|profiling|trace|output|out|result|results|capture|prof|timeline|"
+                      r"kineto|nsys|ncu|cupti)[._-]?\d*$", re.I)
 
 
 def run_name_for(path: Path) -> str:
@@ -101,7 +113,10 @@ def run_name_for(path: Path) -> str:
     m = list(_RANK.finditer(base))
     if m:
         base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
-    return base or as_text(Path(path).resolve().parent.name) or as_text(Path(path).stem)
+    folder = as_text(Path(path).resolve().parent.name)
+    if base and folder and _GENERIC.match(base):  # report1.sqlite of two experiments: two runs
+        return f"{folder}-{base}"
+    return base or folder or as_text(Path(path).stem)
 
 
 def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
@@ -111,6 +126,9 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
         return explicit
     recorded = (report.facts or {}).get("rank")
     if recorded is not None:
+        if not 0 <= int(recorded) <= MAX_RANK:
+            raise BadInput(path, f"the recorded rank {str(recorded)[:24]} is not a process rank (0 to {MAX_RANK}): "
+                                 "name the rank with --rank")
         return int(recorded)
     return rank_in_name(path)
 
@@ -186,13 +204,20 @@ def capture_meta(folder: Path) -> dict | None:
     return read_meta(path) if path.is_file() else None
 
 
+# the fields of capture.json profkit reads, and the JSON type each must have
+_META_TYPES = {"sampling": (dict, "an object"), "correctness": (dict, "an object"), "command": (list, "a list"),
+               "env": (dict, "an object")}
+
+
 def read_meta(path: Path) -> dict:
-    try:
-        meta = json.loads(Path(path).read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadInput(path, f"not JSON ({e})") from None
+    from profkit.core import jsonfile
+
+    meta = jsonfile.load(path)
     if not isinstance(meta, dict):
         raise BadInput(path, "not a JSON object")
+    for key, (kind, what) in _META_TYPES.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise BadInput(path, f'"{key}" is {type(meta[key]).__name__}, not {what}')
     return meta
 
 
@@ -390,9 +415,14 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                                             "ingest it with its reports (or their folder)")
     seen, held = {}, []
     if store is not None or Path(db).exists():
-        with _opened(db, store) as s:
+        # a read-only look: opening the writer switches the journal (a header write) before
+        # anything is known to load, and a refused file must leave the database byte-identical
+        look = store if store is not None or what_is(db) != "profkit" else Store(db, readonly=True)
+        with _opened(db, look) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
             held = _held(s.conn, {g.run for g in groups if g.files})
+        if look is not store:
+            look.close()
     out, todo = [], []
     fresh = [(p, parser) for g, p, parser, digest in parsed
              if not (isinstance(digest, str) and seen.get(digest)) and (parsed_reports or {}).get(p) is None]

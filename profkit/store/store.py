@@ -183,6 +183,10 @@ class Store:
         self._cache.writing()
         write.set_run_meta(self.conn, run, facts)
 
+    def set_gpu(self, run: str, gpu: str) -> bool:
+        self._cache.writing()
+        return write.set_gpu(self.conn, run, gpu)
+
 
 @contextmanager
 def opened(db):

@@ -12,6 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from profkit.core import environment
 from profkit.core.nvtx import names_of
 from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
@@ -73,7 +74,7 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
 
 
 def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
-    facts = report.facts or {}
+    facts = environment.scrub_meta(report.facts or {})  # every way a command or environment enters
     if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
         c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
                   (run, now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
@@ -213,6 +214,7 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     """Facts the run's meta lacks added to it (those it has are kept); its GPU name set if unset."""
     row = conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
     meta = json.loads(row[0] or "{}")
+    facts = environment.scrub_meta(facts)  # capture.json, hand-written or older, as any report's facts
     for k, v in facts.items():
         meta.setdefault(k, v)
     conn.execute("UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
@@ -222,3 +224,16 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
 def set_run_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     with transaction(conn):
         merge_meta(conn, run, facts)
+
+
+def set_gpu(conn: sqlite3.Connection, run: str, gpu: str) -> bool:
+    """The run's GPU set to `gpu` (ingest --gpu) unless one of its reports names a GPU: a name
+    given by hand may be corrected by hand, a measured one is kept. True: set."""
+    with transaction(conn):
+        named = conn.execute("SELECT 1 FROM report_file WHERE run = ? AND json_extract(facts, '$.gpu_name') IS NOT NULL "
+                             "LIMIT 1", (run,)).fetchone()
+        if named:
+            return False
+        conn.execute("UPDATE run SET gpu_name = ?, meta = json_set(coalesce(meta, '{}'), '$.gpu_name', ?) WHERE run = ?",
+                     (gpu, gpu, run))
+        return True
