@@ -7,13 +7,13 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from profdata import PROFILES
 
 from profkit.analyses import ranks as rk
-from profkit.store.profiles import load_profiles, report_files
 from profkit.cli import cli
 from profkit.store.ingest import ingest, rank_in_name, run_name_for
+from profkit.store.profiles import load_profiles, report_files
 from profkit.store.store import Store
-from profdata import PROFILES
 
 BAL, SLOW = PROFILES / "ddp-2gpu", PROFILES / "ddp-2gpu-slow"
 
@@ -176,3 +176,54 @@ def test_torch_profiler_steps_of_a_two_rank_trace(tmp_path):
     assert set(steps) == {(f"ProfilerStep#{n}", k) for n in (551, 552) for k in (0, 1)}
     assert {k: sum(n for (_, rank), n in steps.items() if rank == k) for k in (0, 1)} == launched
     assert not any("no NVTX range matches" in n for n in r.notes)
+
+
+def _mutated_slow_run(tmp_path, *sql, ranks=(1,)):
+    """The slowed two-rank capture with the reports of `ranks` changed by `sql` (real data, mutated)."""
+    folder = tmp_path / "ddp-2gpu-slow"
+    folder.mkdir()
+    for f in SLOW.glob("*.nsys.sqlite"):
+        shutil.copy(f, folder / f.name)
+    import sqlite3
+    for rank in ranks:
+        con = sqlite3.connect(folder / f"ddp-2gpu-slow.rank{rank}.nsys.sqlite")
+        for q in sql:
+            con.execute(q)
+        con.commit()
+        con.close()
+    db = str(tmp_path / "m.db")
+    ingest(db, report_files(folder), run="m")
+    return db
+
+
+def test_an_unclosed_step_is_left_out_in_one_line(tmp_path):
+    """A capture stopped mid-step: nsys writes the step range with `end` NULL. The step is
+    incomplete, so it is compared on no rank; the others are analysed as before."""
+    db = _mutated_slow_run(tmp_path, "UPDATE NVTX_EVENTS SET end = NULL WHERE text = 'step 4'")
+    res = CliRunner().invoke(cli, ["ranks", "--db", db, "--run", "m"])
+    assert res.exit_code == 0, res.output
+    assert "step 4 never closed on rank 1" in res.output
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "m")
+    assert r.steps == [f"step {i}" for i in range(4)] and r.slowest_rank == 1
+    assert all(p["steps"] == 4 for p in r.per_rank)
+
+
+def test_kernels_of_an_outer_step_after_the_inner_one_closed(tmp_path):
+    """torch.profiler's `ProfilerStep#N` around the program's own `step N`: the inner range
+    closes before the optimizer's kernels are launched; they still belong to step N, once."""
+    db = _mutated_slow_run(
+        tmp_path,
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId)"
+        " SELECT start - 1, end, eventType, 'ProfilerStep#' || substr(text, 6), globalTid, domainId"
+        " FROM NVTX_EVENTS WHERE text LIKE 'step %'",
+        # the inner step closes where its backward range ends: the optimizer runs after it
+        "UPDATE NVTX_EVENTS AS s SET end = (SELECT max(b.end) FROM NVTX_EVENTS b WHERE b.text = 'backward'"
+        " AND b.start > s.start AND b.end < s.end) WHERE s.text LIKE 'step %'", ranks=(0, 1))
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "m")
+    assert r.steps == [f"ProfilerStep#{i}" for i in range(5)]
+    p = per_rank(r)
+    assert {k: (p[k]["kernels"], p[k]["comm_kernels"]) for k in p} == {0: (195, 20), 1: (235, 20)}
+    assert (p[0]["comm_ns"], p[1]["comm_ns"]) == (23_979_243, 3_132_184)
+    assert r.slowest_rank == 1
