@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dbcheck import dump
-from profdata import KNOWN_CUPTI, KNOWN_NSYS
+from profdata import KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 from profkit.cli import cli
 
 
@@ -338,3 +338,36 @@ def test_exports_the_column_path_cannot_attach_take_the_row_path(tmp_path, colum
     assert r.exit_code == 0 and "166 kernels" in r.output, r.output
     assert not column_path  # the row path read it
     assert sorted(os.listdir(tmp_path)) == before and hashlib.sha256(p.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("new_db", [True, False], ids=["new database", "database with reports"])
+def test_column_path_refuses_a_file_replaced_while_it_loads(tmp_path, column_path, monkeypatch, new_db):
+    """An exporter re-run or a sync tool replaces the export between the parse and the store's
+    copy of its kernel rows (the column path ATTACHes the file again): the load would mix both
+    files under the first one's hash. It is refused in one line, nothing written."""
+    from profkit.store import write
+
+    slow = PROFILES / "ddp-2gpu-slow"
+    p = tmp_path / "ddp.nsys.sqlite"
+    shutil.copy(slow / "ddp-2gpu-slow.rank0.nsys.sqlite", p)
+    other = tmp_path / "other.sqlite"  # the exporter's next run: other durations, the same names
+    shutil.copy(p, other)
+    c = sqlite3.connect(other)
+    c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + 1000")
+    c.commit()
+    c.close()
+    db = tmp_path / "r.db"
+    if not new_db:
+        assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
+    before = dump(db) if not new_db else None
+    real = write.add_report
+
+    def replaced_meanwhile(*a, **k):
+        os.replace(other, p)
+        return real(*a, **k)
+
+    monkeypatch.setattr(write, "add_report", replaced_meanwhile)
+    r = run("ingest", "--db", db, p)
+    assert column_path
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "changed while it was loading" in r.output, r.output
+    assert (not db.exists()) if new_db else dump(db) == before
