@@ -11,7 +11,7 @@ from pathlib import Path
 from profkit.core.errors import BadInput
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
-from profkit.core.rows import Parsed, storable_text
+from profkit.core.rows import SHARED_ID, Parsed, storable_text
 
 FORMAT = "cupti-trace"
 # what profkit.capture.cupti_tracer writes in its meta record; 2: the trace ends with
@@ -75,6 +75,8 @@ def _check(r: dict, fields: dict) -> str | None:
             return f"{name!r} is not {what} ({str(v)[:40]!r})"
     if "start" in fields and "end" in fields and not _int(r["end"] - r["start"]):
         return "its duration does not fit 64 bits"
+    if "start" in fields and "end" in fields and r["end"] < r["start"]:
+        return "it ends before it starts"
     return None
 
 
@@ -117,7 +119,12 @@ def parse(path: Path) -> Parsed:
                 elif t == "kernel":
                     kernels_raw.append(r)
                 elif t in ("runtime", "driver"):
-                    calls[r.get("correlation_id")] = r
+                    corr = r.get("correlation_id")
+                    old = calls.get(corr) if corr is not None else None
+                    if old is not None and old["type"] == t:
+                        raise BadInput(path, f"line {n}: {t} record: {SHARED_ID} {corr} (one per kernel: corrupt)")
+                    if old is None or t == "runtime":  # the runtime call wraps a driver one of the same id
+                        calls[corr] = r
                 elif t == "marker":
                     markers.append(r)
     except UnicodeDecodeError as e:

@@ -23,7 +23,7 @@ from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_re
 from profkit.core import tempfiles
 from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
-from profkit.core.names import MAX_NAME, name_too_long
+from profkit.core.names import MAX_NAME, name_too_long, report_text
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
@@ -176,6 +176,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     bad = _count(conn, kt, "NOT (" + _NUMERIC_KERNEL.format(pid="globalPid" if "globalPid" in kc else "NULL") + ")")
     if bad:
         raise BadInput(path, _not_numeric(kt, bad))
+    backwards = _count(conn, kt, '"end" < start')
+    if backwards:
+        raise BadInput(path, _backwards(kt, backwards))
     sql = f"""
         SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
@@ -292,6 +295,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         except ColumnsError:  # a NULL, or a value of another type: typeof() tells them apart
             return _KernelRead(*read_columns(path, typed, 9, n_rows=most, bound=True)[0])
         numeric = ~_sub_overflows(end, start)  # ("end" - start is then a real number in SQLite)
+        backwards = int(np.count_nonzero(numeric & (end < start)))
+        if backwards:
+            raise BadInput(path, _backwards(kt, backwards))
         del end
         if "deviceId" in kc:
             dev = np.where(dev >= 0, dev, -2)
@@ -1028,11 +1034,7 @@ def _rank(conn, t: dict) -> int | None:
     return None
 
 
-def _text(v) -> str | None:
-    """Text as str: a corrupt row may hold a blob or a number where nsys writes text."""
-    if v is None or isinstance(v, str):
-        return v
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+_text = report_text
 
 
 _INT_OR_NULL = (int, type(None))
@@ -1049,6 +1051,12 @@ _NUMERIC_KERNEL = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AN
 
 def _not_numeric(kt: str, bad: int) -> str:
     return f"{kt}: {bad} rows whose start, end or process id is not a 64-bit integer"
+
+
+def _backwards(kt: str, n: int) -> str:
+    """A kernel whose end precedes its start: refused, as every timeline parser does."""
+    which = "1 kernel ends before it starts" if n == 1 else f"{n:,} kernels end before they start"
+    return f"{kt}: {which}: impossible times (a corrupt export)"
 
 
 def _capture_facts(rows: list[tuple[str, object]]) -> dict:
