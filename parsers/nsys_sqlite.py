@@ -208,7 +208,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
             i, strings.get(r[2]) or str(r[2]), strings.get(r[3]) or str(r[3]), rng, path_, r[0], r[1], r[1] - r[0],
             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
             strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
-            _sql_mod(_sql_div(gtid, _PID), _PID) if gtid is not None else None,
+            # (no launch call in the window: the process from the kernel's own globalPid)
+            _sql_mod(_sql_div(gtid if gtid is not None else r[16], _PID), _PID)
+            if gtid is not None or r[16] is not None else None,
             _sql_mod(gtid, _PID) if gtid is not None else None,
         ))
     paths = range_paths(ranges)
@@ -361,8 +363,11 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         return f"k.{name}" if name in kc else default
 
     st = t["StringIds"]
-    api = (("r.nameId", "r.start", "r.end", "(r.globalTid / 16777216) % 16777216", "r.globalTid % 16777216")
-           if rt else ("NULL",) * 5)
+    # a kernel whose launch call lies outside the capture's window still has its process: the
+    # kernel table's own globalPid (as on the row path)
+    own_pid = "(k.globalPid / 16777216) % 16777216" if "globalPid" in kc else "NULL"
+    api = (("r.nameId", "r.start", "r.end", f"coalesce((r.globalTid / 16777216) % 16777216, {own_pid})",
+            "r.globalTid % 16777216") if rt else ("NULL", "NULL", "NULL", own_pid, "NULL"))
     # the kernel table's columns (k), its launch call's (r): names as keys (the kernel's string
     # ids, its call's nameId): the store maps the few distinct ones to names through name_sql
     # and the kernel part's api keys, no text per row (rows.Bulk)

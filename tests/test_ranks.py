@@ -227,3 +227,68 @@ def test_kernels_of_an_outer_step_after_the_inner_one_closed(tmp_path):
     assert {k: (p[k]["kernels"], p[k]["comm_kernels"]) for k in p} == {0: (195, 20), 1: (235, 20)}
     assert (p[0]["comm_ns"], p[1]["comm_ns"]) == (23_979_243, 3_132_184)
     assert r.slowest_rank == 1
+
+
+def _two_process_report(tmp_path):
+    """One nsys export holding both processes of the slowed run, as `nsys profile torchrun
+    --nproc-per-node 2` writes it: rank 1's rows copied into rank 0's export (its string ids
+    moved past rank 0's). Real data, merged."""
+    import sqlite3
+
+    p = tmp_path / "torchrun.nsys.sqlite"
+    shutil.copy(SLOW / "ddp-2gpu-slow.rank0.nsys.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute("ATTACH ? AS r1", (str(SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite"),))
+    off = 1_000_000
+    con.execute(f"INSERT INTO StringIds SELECT id + {off}, value FROM r1.StringIds")
+    moved = {"CUPTI_ACTIVITY_KIND_KERNEL": ("demangledName", "shortName", "mangledName"),
+             "CUPTI_ACTIVITY_KIND_RUNTIME": ("nameId",), "NVTX_EVENTS": ("textId",)}
+    for table, ids in moved.items():
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        sel = [f"{c} + {off}" if c in ids else c for c in cols]
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(sel)} FROM r1.{table}")
+    con.commit()
+    con.close()
+    return p
+
+
+def test_one_report_of_two_processes_is_two_ranks(tmp_path):
+    """`nsys profile torchrun --nproc-per-node 2`: one report, two processes on two GPUs. Each
+    process is a rank, said in one line; the straggler is found as from two reports."""
+    db = str(tmp_path / "t.db")
+    ingest(db, [_two_process_report(tmp_path)], run="torchrun")
+    res = CliRunner().invoke(cli, ["ranks", "--db", db, "--run", "torchrun"])
+    assert res.exit_code == 0, res.output
+    assert "one report of 2 processes: each is a rank" in res.output, res.output
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "torchrun")
+    assert r.ranks == [0, 1] and r.steps == [f"step {i}" for i in range(5)]
+    p = per_rank(r)
+    assert {k: (p[k]["kernels"], p[k]["comm_kernels"]) for k in p} == {0: (195, 20), 1: (235, 20)}
+    assert (p[0]["comm_ns"], p[1]["comm_ns"]) == (23_979_243, 3_132_184)
+    assert r.slowest_rank == 1
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["row path", "column path"])
+def test_a_kernel_launched_before_the_window_keeps_its_process(tmp_path, monkeypatch, columns):
+    """A window cut from a longer capture: a kernel whose launch call lies before it still has
+    its process, from the kernel table's globalPid."""
+    import sqlite3
+
+    from profkit.parsers import nsys_sqlite
+
+    if columns:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    p = tmp_path / "window.nsys.sqlite"
+    shutil.copy(SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN"
+                " (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 10)")
+    pid = con.execute("SELECT DISTINCT (globalPid / 16777216) % 16777216 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    con.commit()
+    con.close()
+    db = str(tmp_path / "w.db")
+    ingest(db, [p], run="w")
+    with Store(db, readonly=True) as s:
+        got = s.query("SELECT pid, count(*) n, count(api_start_ns) called FROM kernels GROUP BY pid")
+    assert got == [{"pid": pid[0][0], "n": 397, "called": 387}]

@@ -79,7 +79,22 @@ class Ranks:
         return d
 
 
-def _steps(store: Store, run: str, pattern: str) -> tuple[dict, list[str]]:
+def _processes(store: Store, run: str) -> dict | None:
+    """{pid: rank} when the run is one report of several processes (`nsys profile torchrun
+    --nproc-per-node 2`): each process with kernels is a rank, numbered by its GPU, then pid.
+    None when the run's ranks come from its files (or it has one process)."""
+    rows = store.conn.execute(
+        "SELECT pid, min(device), count(DISTINCT coalesce(rank, -1)), min(coalesce(rank, -1)) FROM kernels"
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL AND pid IS NOT NULL GROUP BY pid",
+        (run,)).fetchall()
+    # (one file's rank for all: the launcher's recorded RANK, if any, is not its children's)
+    if len(rows) < 2 or any(n != 1 for _, _, n, _ in rows) or len({r for *_, r in rows}) != 1:
+        return None
+    order = sorted(rows, key=lambda r: (-1 if r[1] is None else r[1], r[0]))
+    return {r[0]: i for i, r in enumerate(order)}
+
+
+def _steps(store: Store, run: str, pattern: str, procs: dict | None = None) -> tuple[dict, list[str]]:
     """(rank -> sorted [(start, end, name)] of the step ranges, notes).
 
     The steps are the outermost matching ranges: torch.profiler's `ProfilerStep#3` around the
@@ -88,10 +103,14 @@ def _steps(store: Store, run: str, pattern: str) -> tuple[dict, list[str]]:
     is incomplete on that rank, so it is compared on none."""
     rx = re.compile(pattern, re.I)
     found: dict = defaultdict(list)
-    for rank, text, start, end in store.conn.execute(
-            "SELECT rank, text, start_ns, end_ns FROM nvtx_range"
+    for rank, pid, text, start, end in store.conn.execute(
+            "SELECT rank, pid, text, start_ns, end_ns FROM nvtx_range"
             " WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
-            " ORDER BY rank, start_ns, end_ns IS NOT NULL, end_ns DESC", (run,)):
+            " ORDER BY start_ns, end_ns IS NOT NULL, end_ns DESC", (run,)):
+        if procs is not None:
+            if pid not in procs:
+                continue  # a process that ran no kernel
+            rank = procs[pid]
         if rx.search(text):
             found[rank].append((start, end, text))
     out: dict = {}
@@ -119,18 +138,23 @@ def _steps(store: Store, run: str, pattern: str) -> tuple[dict, list[str]]:
 
 def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTERN) -> Ranks:
     run = store.require_run(run)
+    procs = _processes(store, run)
     try:
-        steps, notes = _steps(store, run, step_pattern)
+        steps, notes = _steps(store, run, step_pattern, procs)
     except re.error as e:
         raise ProfkitError(f"--steps: not a regular expression ({e})") from None
     rows = store.conn.execute(
-        "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns) FROM kernels"
-        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY rank, start_ns", (run,)).fetchall()
+        "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns), pid FROM kernels"
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY start_ns", (run,)).fetchall()
     if not rows:
         raise ProfkitError(f"run {run!r} has no timeline (nsys or CUPTI) kernels: nothing to split by rank")
+    if procs is not None:
+        rows = [(procs[r[6]],) + r[1:] for r in rows if r[6] in procs]
+        notes.insert(0, f"one report of {len(procs)} processes: each is a rank ("
+                     + ", ".join(f"rank {i} = pid {pid}" for pid, i in procs.items()) + ")")
     groups: dict = defaultdict(list)  # (rank, step) -> kernels
     starts = {rank: [s[0] for s in rs] for rank, rs in steps.items()}
-    for rank, short, name, start, end, launched in rows:
+    for rank, short, name, start, end, launched, _ in rows:
         rs = steps.get(rank)
         if rs is None:
             step = "all"
