@@ -141,6 +141,15 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, f"truncated: no end record after {records} records (the tracer writes one last)")
     else:
         caveat = V1_CAVEAT
+    facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
+    return timeline(path, FORMAT, SOURCE, kernels_raw, calls, markers, {k: v for k, v in facts.items() if v}, caveat)
+
+
+def timeline(path: Path, fmt: str, source: str, kernels_raw: list[dict], calls: dict, markers: list[dict],
+             facts: dict, caveat: str | None = None) -> Parsed:
+    """The rows of CUPTI activity records, as this trace and nvprof's SQLite file both hold them:
+    kernels (dicts of name, start, end, grid, block, ...), their launch calls by correlation id,
+    NVTX markers (START/END pairs by id)."""
     try:
         ranges = _ranges(markers)
         kernels_raw.sort(key=lambda k: k["start"])
@@ -165,9 +174,7 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, f"a record lacks a required field ({e})") from None
     paths = range_paths(ranges)
     range_rows = [r + dp for r, dp in zip(ranges, paths)]
-    facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
-    return Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v},
-                  caveat=caveat)
+    return Parsed(str(path), fmt, source, kernels, range_rows, [], facts, caveat=caveat)
 
 
 def _ranges(markers: list[dict]) -> list[tuple]:
