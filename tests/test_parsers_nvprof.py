@@ -3,74 +3,16 @@ hand, so the file is built in NVIDIA's documented nvprof layout (CUPTI activity 
 StringTable, a marker's thread in its objectId) from the records of a real CUPTI trace
 (tests/data/rmsnorm-cupti, an H200 run): the same records read through both parsers must give
 the same kernels, launch calls and NVTX paths."""
-import json
-import sqlite3
-import struct
-
 import pytest
 from click.testing import CliRunner
+from nvprof_layout import build_nvvp
 from profdata import DATA
+from profkit.parsers import cupti_trace, nvprof
 
 from profkit import parsers
 from profkit.cli import cli
-from profkit.parsers import cupti_trace, nvprof
 
 TRACE = DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"
-
-
-def build_nvvp(path, trace=TRACE, edit=None):
-    recs = [json.loads(line) for line in trace.read_text().splitlines() if line.strip()]
-    con = sqlite3.connect(path)
-    con.executescript("""
-        CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL (_id_ INTEGER PRIMARY KEY, cacheConfig INT,
-            sharedMemoryConfig INT, registersPerThread INT, start INT, "end" INT, deviceId INT, contextId INT,
-            streamId INT, gridX INT, gridY INT, gridZ INT, blockX INT, blockY INT, blockZ INT,
-            staticSharedMemory INT, dynamicSharedMemory INT, correlationId INT, gridId INT, name INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (_id_ INTEGER PRIMARY KEY, cbid INT, start INT, "end" INT,
-            processId INT, threadId INT, correlationId INT, returnValue INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER (_id_ INTEGER PRIMARY KEY, cbid INT, start INT, "end" INT,
-            processId INT, threadId INT, correlationId INT, returnValue INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_MARKER (_id_ INTEGER PRIMARY KEY, flags INT, timestamp INT, id INT,
-            objectKind INT, objectId BLOB, name INT, domain INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (_id_ INTEGER PRIMARY KEY, copyKind INT, srcKind INT, dstKind INT,
-            flags INT, bytes INT, start INT, "end" INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, runtimeCorrelationId INT);
-    """)
-    names: dict = {}
-
-    def sid(text):
-        if text is None:
-            return 0
-        if text not in names:
-            names[text] = len(names) + 1
-            con.execute("INSERT INTO StringTable VALUES (?, ?)", (names[text], text))
-        return names[text]
-
-    for r in recs:
-        if r["type"] == "kernel":
-            g, b = r.get("grid") or [None] * 3, r.get("block") or [None] * 3
-            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL (registersPerThread, start, \"end\","
-                        " deviceId, streamId, gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory,"
-                        " dynamicSharedMemory, correlationId, name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (r.get("registers_per_thread"), r["start"], r["end"], r.get("device"), r.get("stream"),
-                         *g, *b, r.get("static_shared_memory"), r.get("dynamic_shared_memory"),
-                         r.get("correlation_id"), sid(r["name"])))
-        elif r["type"] in ("runtime", "driver"):
-            con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_{r['type'].upper()} (cbid, start, \"end\", processId,"
-                        " threadId, correlationId) VALUES (?,?,?,?,?,?)",
-                        (r.get("cbid"), r["start"], r["end"], r["pid"], r["tid"], r.get("correlation_id")))
-        elif r["type"] == "marker":
-            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MARKER (flags, timestamp, id, objectKind, objectId, name,"
-                        " domain) VALUES (?,?,?,?,?,?,?)",
-                        (r["flags"], r["timestamp"], r["id"], 2, struct.pack("<III", r["pid"], r["tid"], 0),
-                         sid(r.get("name")), sid(r.get("domain"))))
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (copyKind, bytes, start, \"end\") VALUES (1, 4096, 10, 30)")
-    for q in edit or ():
-        con.execute(q)
-    con.commit()
-    con.close()
-    return path
 
 
 def test_an_nvvp_reads_as_the_same_timeline_as_its_cupti_records(tmp_path):
