@@ -12,7 +12,7 @@ from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
-from profkit.core.rows import Parsed, storable_text
+from profkit.core.rows import SHARED_ID, Parsed, storable_text
 
 FORMAT = "cupti-trace"
 # what profkit.capture.cupti_tracer writes in its meta record; 2: the trace ends with
@@ -76,6 +76,8 @@ def _check(r: dict, fields: dict) -> str | None:
             return f"{name!r} is not {what} ({str(v)[:40]!r})"
     if "start" in fields and "end" in fields and not _int(r["end"] - r["start"]):
         return "its duration does not fit 64 bits"
+    if "start" in fields and "end" in fields and r["end"] < r["start"]:
+        return "it ends before it starts"
     return None
 
 
@@ -119,7 +121,12 @@ def parse(path: Path) -> Parsed:
                 elif t == "kernel":
                     kernels_raw.append(r)
                 elif t in ("runtime", "driver"):
-                    calls[r.get("correlation_id")] = r
+                    corr = r.get("correlation_id")
+                    old = calls.get(corr) if corr is not None else None
+                    if old is not None and old["type"] == t:
+                        raise BadInput(path, f"line {n}: {t} record: {SHARED_ID} {corr} (one per kernel: corrupt)")
+                    if old is None or t == "runtime":  # the runtime call wraps a driver one of the same id
+                        calls[corr] = r
                     held = host_kind(call_name(str(r.get("name"))))
                     if held and type(r.get("start")) is int and type(r.get("end")) is int:
                         host.append((held, call_name(str(r.get("name"))), r["start"], r["end"], r.get("pid"),
@@ -140,6 +147,17 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, f"truncated: no end record after {records} records (the tracer writes one last)")
     else:
         caveat = V1_CAVEAT
+    facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
+    out = timeline(path, FORMAT, SOURCE, kernels_raw, calls, markers, {k: v for k, v in facts.items() if v}, caveat)
+    out.host_calls = sorted(host, key=lambda h: h[2])
+    return out
+
+
+def timeline(path: Path, fmt: str, source: str, kernels_raw: list[dict], calls: dict, markers: list[dict],
+             facts: dict, caveat: str | None = None) -> Parsed:
+    """The rows of CUPTI activity records, as this trace and nvprof's SQLite file both hold them:
+    kernels (dicts of name, start, end, grid, block, ...), their launch calls by correlation id,
+    NVTX markers (START/END pairs by id)."""
     try:
         ranges = _ranges(markers)
         kernels_raw.sort(key=lambda k: k["start"])
@@ -164,11 +182,7 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, f"a record lacks a required field ({e})") from None
     paths = range_paths(ranges)
     range_rows = [r + dp for r, dp in zip(ranges, paths)]
-    facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
-    out = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v},
-                 caveat=caveat)
-    out.host_calls = sorted(host, key=lambda h: h[2])
-    return out
+    return Parsed(str(path), fmt, source, kernels, range_rows, [], facts, caveat=caveat)
 
 
 def _ranges(markers: list[dict]) -> list[tuple]:

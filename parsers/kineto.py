@@ -44,7 +44,7 @@ from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
-from profkit.core.rows import Parsed, storable_text
+from profkit.core.rows import SHARED_ID, Parsed, storable_text
 from profkit.core.units import us_to_ns
 from profkit.core.unpack import open_gzip
 
@@ -359,7 +359,9 @@ class _Trace:
             if not _int(corr) or not _id(pid) or not _id(tid):
                 raise _Refused(f"traceEvents[{n}] {name[:60]!r}: correlation, pid or tid is not an integer")
             old = self.calls.get(corr)
-            if old is None or (kind == _CALL and not old[5]):  # the runtime call wraps a driver one
+            if old is not None and old[5] == (kind == _CALL):
+                raise _Refused(f"traceEvents[{n}] {name[:60]!r}: {SHARED_ID} {corr} (one per kernel: corrupt)")
+            if old is None or kind == _CALL:  # the runtime call wraps a driver one of the same id
                 self.calls[corr] = (name, start, start + dur, pid, tid, kind == _CALL)
         elif kind == _RANGE or (kind == _OP and self.cpu_ops):
             pid, tid = e.get("pid"), e.get("tid")

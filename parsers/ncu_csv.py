@@ -15,7 +15,7 @@ from pathlib import Path
 from profkit.core.errors import BadInput
 from profkit.core.names import short_name
 from profkit.core.rows import Parsed, count, ncu_kernel_row
-from profkit.core.units import normalise, parse_number
+from profkit.core.units import impossible, normalise, parse_number
 
 from . import _ncu_csv
 
@@ -58,6 +58,10 @@ def parse(path: Path) -> Parsed:
             v = parse_number(row[i])
             if v is not None:
                 values[header[i]] = normalise(v, units[i])
+                why = impossible(*values[header[i]])
+                if why:
+                    kid = row[idx["ID"]] if "ID" in idx else seq
+                    raise BadInput(path, f"launch ID {kid}: {header[i]} {why} ({row[i][:40]} {units[i][:20]})")
         inner, path_ = _ncu_csv.nvtx(row[pp_i] if pp_i is not None else "", row[se_i] if se_i is not None else "")
         name = row[idx["Kernel Name"]]
         kernels.append(ncu_kernel_row(seq, name, short_name(name), inner, path_, values, _ncu_csv.given(row, idx)))

@@ -19,13 +19,14 @@ ncu's guided-analysis results (ncu 2023.1+), stored as rules.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 from profkit.core.errors import BadInput
 from profkit.core.metrics import details_metric
 from profkit.core.names import short_name
 from profkit.core.rows import Parsed, count, ncu_kernel_row
-from profkit.core.units import normalise, parse_number
+from profkit.core.units import impossible, normalise, parse_number
 
 from . import _ncu_csv
 
@@ -74,7 +75,8 @@ def parse(path: Path) -> Parsed:
         k = launch.get(kid)
         if k is None:
             order.append(kid)
-            k = launch[kid] = {"row": row, "raw": {}, "shown": {}, "mapped": {}, "rules": [], "metric_rows": 0}
+            k = launch[kid] = {"row": row, "raw": {}, "shown": {}, "mapped": {}, "rules": [], "metric_rows": 0,
+                               "keys": set()}
         elif row[idx["Kernel Name"]] != k["row"][idx["Kernel Name"]]:
             raise BadInput(path, f"line {n}: launch ID {kid} names two kernels: not one ncu export")
         section = row[sec_i] if sec_i is not None else ""
@@ -84,10 +86,15 @@ def parse(path: Path) -> Parsed:
         if not name:
             continue
         k["metric_rows"] += 1
+        k["keys"].add((section, row[body_i] if body_i is not None else "", name))
         v = parse_number(row[idx["Metric Value"]])
         if v is None:  # n/a, or a text value (cache configuration, scheduling policy)
             continue
         value = normalise(v, row[idx["Metric Unit"]])
+        why = impossible(*value)
+        if why:
+            raise BadInput(path, f"line {n}: launch ID {kid}: {name} {why} "
+                                 f"({row[idx['Metric Value']][:40]} {row[idx['Metric Unit']][:20]})")
         if _RAW_NAME.match(name):
             k["raw"].setdefault(name, value)
             continue
@@ -104,6 +111,15 @@ def parse(path: Path) -> Parsed:
         if last < others:
             raise BadInput(path, f"truncated: the last launch (ID {order[-1]}) has {last} metric rows, every other "
                                  f"at least {others}")
+    # ...and a launch in the middle that lacks a row every other launch has lost it
+    if len(order) > 2:
+        have = Counter(key for kid in order for key in launch[kid]["keys"])
+        for kid in order:
+            lost = [key for key, n in have.items() if n == len(order) - 1 and key not in launch[kid]["keys"]]
+            if lost:
+                section, body, name = min(lost)
+                raise BadInput(path, f"launch ID {kid} lacks the metric row {name!r} ({section or 'no section'}) that "
+                                     f"every other launch has: rows lost ({len(lost)} of them)")
     kernels, counters, rules = [], [], []
     facts: dict = {"preamble_lines": skipped}
     for seq, kid in enumerate(order):

@@ -25,7 +25,7 @@ from profkit.core.errors import BadInput, ToolMissing
 from profkit.core.nvtx import path_of
 from profkit.core.rows import Parsed, count, ncu_kernel_row
 from profkit.core.tempfiles import workdir
-from profkit.core.units import normalise
+from profkit.core.units import impossible, normalise
 from profkit.core.unpack import unxz
 
 from . import _ncu_framing
@@ -404,6 +404,9 @@ def _parse(path: Path, ctx) -> Parsed:
                 if v != v:  # NaN
                     continue
                 values[name] = normalise(v, _text(m.unit()))
+                why = impossible(*values[name])
+                if why:
+                    raise BadInput(path, f"launch {seq}: {_text(name)} {why} ({v} {_text(m.unit())})")
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())

@@ -25,7 +25,7 @@ from profkit.core import tempfiles
 from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
-from profkit.core.names import MAX_NAME, name_too_long
+from profkit.core.names import MAX_NAME, name_too_long, report_text
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
@@ -189,6 +189,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     bad = _count(conn, kt, "NOT (" + _NUMERIC_KERNEL.format(pid="globalPid" if "globalPid" in kc else "NULL") + ")")
     if bad:
         raise BadInput(path, _not_numeric(kt, bad))
+    backwards = _count(conn, kt, '"end" < start')
+    if backwards:
+        raise BadInput(path, _backwards(kt, backwards))
     sql = f"""
         SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
                k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
@@ -219,7 +222,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
             i, strings.get(r[2]) or str(r[2]), strings.get(r[3]) or str(r[3]), rng, path_, r[0], r[1], r[1] - r[0],
             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
             strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
-            _sql_mod(_sql_div(gtid, _PID), _PID) if gtid is not None else None,
+            # (no launch call in the window: the process from the kernel's own globalPid)
+            _sql_mod(_sql_div(gtid if gtid is not None else r[16], _PID), _PID)
+            if gtid is not None or r[16] is not None else None,
             _sql_mod(gtid, _PID) if gtid is not None else None,
         ))
     paths = range_paths(ranges)
@@ -427,6 +432,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         except ColumnsError:  # a NULL, or a value of another type: typeof() tells them apart
             return _KernelRead(*read_columns(path, typed, 9, n_rows=most, bound=True)[0])
         numeric = ~_sub_overflows(end, start)  # ("end" - start is then a real number in SQLite)
+        backwards = int(np.count_nonzero(numeric & (end < start)))
+        if backwards:
+            raise BadInput(path, _backwards(kt, backwards))
         del end
         if "deviceId" in kc:
             dev = np.where(dev >= 0, dev, -2)
@@ -491,8 +499,11 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
 
     graphs = _graph_rows(conn, t, kc, {})
     st = t["StringIds"]
-    api = (("r.nameId", "r.start", "r.end", "(r.globalTid / 16777216) % 16777216", "r.globalTid % 16777216")
-           if rt else ("NULL",) * 5)
+    # a kernel whose launch call lies outside the capture's window still has its process: the
+    # kernel table's own globalPid (as on the row path)
+    own_pid = "(k.globalPid / 16777216) % 16777216" if "globalPid" in kc else "NULL"
+    api = (("r.nameId", "r.start", "r.end", f"coalesce((r.globalTid / 16777216) % 16777216, {own_pid})",
+            "r.globalTid % 16777216") if rt else ("NULL", "NULL", "NULL", own_pid, "NULL"))
     # the kernel table's columns (k), its launch call's (r): names as keys (the kernel's string
     # ids, its call's nameId): the store maps the few distinct ones to names through name_sql
     # and the kernel part's api keys, no text per row (rows.Bulk)
@@ -1175,11 +1186,7 @@ def _rank(conn, t: dict) -> int | None:
     return None
 
 
-def _text(v) -> str | None:
-    """Text as str: a corrupt row may hold a blob or a number where nsys writes text."""
-    if v is None or isinstance(v, str):
-        return v
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+_text = report_text
 
 
 _INT_OR_NULL = (int, type(None))
@@ -1196,6 +1203,12 @@ _NUMERIC_KERNEL = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AN
 
 def _not_numeric(kt: str, bad: int) -> str:
     return f"{kt}: {bad} rows whose start, end or process id is not a 64-bit integer"
+
+
+def _backwards(kt: str, n: int) -> str:
+    """A kernel whose end precedes its start: refused, as every timeline parser does."""
+    which = "1 kernel ends before it starts" if n == 1 else f"{n:,} kernels end before they start"
+    return f"{kt}: {which}: impossible times (a corrupt export)"
 
 
 def _capture_facts(rows: list[tuple[str, object]]) -> dict:

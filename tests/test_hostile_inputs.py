@@ -6,6 +6,8 @@ Each is refused in one line, quickly, with the database unchanged; the export it
 changed (it is opened read-only).
 """
 import hashlib
+import json
+import lzma
 import os
 import shutil
 import sqlite3
@@ -16,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from dbcheck import dump
-from profdata import KNOWN_CUPTI, KNOWN_NSYS
+from profdata import DATA, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 from profkit.cli import cli
 
 
@@ -338,3 +340,137 @@ def test_exports_the_column_path_cannot_attach_take_the_row_path(tmp_path, colum
     assert r.exit_code == 0 and "166 kernels" in r.output, r.output
     assert not column_path  # the row path read it
     assert sorted(os.listdir(tmp_path)) == before and hashlib.sha256(p.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("new_db", [True, False], ids=["new database", "database with reports"])
+def test_column_path_refuses_a_file_replaced_while_it_loads(tmp_path, column_path, monkeypatch, new_db):
+    """An exporter re-run or a sync tool replaces the export between the parse and the store's
+    copy of its kernel rows (the column path ATTACHes the file again): the load would mix both
+    files under the first one's hash. It is refused in one line, nothing written."""
+    from profkit.store import write
+
+    slow = PROFILES / "ddp-2gpu-slow"
+    p = tmp_path / "ddp.nsys.sqlite"
+    p.write_bytes(lzma.decompress((slow / "ddp-2gpu-slow.rank0.nsys.sqlite.xz").read_bytes()))
+    other = tmp_path / "other.sqlite"  # the exporter's next run: other durations, the same names
+    shutil.copy(p, other)
+    c = sqlite3.connect(other)
+    c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + 1000")
+    c.commit()
+    c.close()
+    db = tmp_path / "r.db"
+    if not new_db:
+        assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
+    before = dump(db) if not new_db else None
+    real = write.add_report
+
+    def replaced_meanwhile(*a, **k):
+        os.replace(other, p)
+        return real(*a, **k)
+
+    monkeypatch.setattr(write, "add_report", replaced_meanwhile)
+    r = run("ingest", "--db", db, p)
+    assert column_path
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "changed while it was loading" in r.output, r.output
+    assert (not db.exists()) if new_db else dump(db) == before
+
+
+# --- impossible values: refused at ingest, one rule in every parser -----------------------------
+
+def _csv_with(tmp_path, metric, row, value):
+    """pages.raw.csv (a real ncu raw page) with one value replaced."""
+    import csv
+
+    rows = list(csv.reader((DATA / "ncu-pages" / "pages.raw.csv").open(newline="")))
+    rows[2 + row][rows[0].index(metric)] = value
+    p = tmp_path / "impossible.raw.csv"
+    with p.open("w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    return p
+
+
+@pytest.mark.parametrize("metric,value,words", [
+    ("gpu__time_duration.sum", "-31.616", "gpu__time_duration.sum is negative (-31.616 us)"),
+    ("gpu__time_duration.sum", "1e400", "gpu__time_duration.sum is not a finite number (1e400 us)"),
+    ("dram__bytes_read.sum", "-0.008960", "dram__bytes_read.sum is negative (-0.008960 Mbyte)"),
+])
+def test_ncu_csv_impossible_values_are_refused(tmp_path, metric, value, words):
+    p = _csv_with(tmp_path, metric, 5, value)
+    _refused(tmp_path, p, words)
+    assert "launch ID 5:" in run("ingest", "--db", tmp_path / "x.db", p).output
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["row path", "column path"])
+def test_nsys_kernel_ending_before_it_starts_is_refused(tmp_path, monkeypatch, columns):
+    from profkit.parsers import nsys_sqlite
+
+    if columns:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    p = _export(tmp_path, "backwards.nsys.sqlite",
+                "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 5 WHERE rowid = 3")
+    _refused(tmp_path, p, "CUPTI_ACTIVITY_KIND_KERNEL: 1 kernel ends before it starts")
+
+
+def test_cupti_kernel_ending_before_it_starts_is_refused(tmp_path):
+    lines = KNOWN_CUPTI.read_text().splitlines(keepends=True)
+    i = next(n for n, line in enumerate(lines) if '"type": "kernel"' in line)
+    k = json.loads(lines[i])
+    k["end"] = k["start"] - 5
+    lines[i] = json.dumps(k) + "\n"
+    p = tmp_path / "backwards.cupti.jsonl"
+    p.write_text("".join(lines))
+    _refused(tmp_path, p, f"line {i + 1}: kernel record: it ends before it starts")
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["row path", "column path"])
+def test_a_blob_kernel_name_is_stored_as_text(tmp_path, monkeypatch, columns):
+    """A kernel name nsys would write as TEXT held as a BLOB: both paths store the same text,
+    so classify, ranks and export read a name, not bytes."""
+    from profkit.parsers import nsys_sqlite
+
+    if columns:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    p = _export(tmp_path, "blob.nsys.sqlite",
+                "UPDATE StringIds SET value = CAST(value AS BLOB) WHERE id ="
+                " (SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 3)",
+                "UPDATE StringIds SET value = CAST(value AS BLOB) WHERE id ="
+                " (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 3)")
+    db = tmp_path / "b.db"
+    assert run("ingest", "--db", db, p).exit_code == 0
+    c = sqlite3.connect(db)
+    assert c.execute("SELECT count(*) FROM kernels WHERE typeof(kernel_name) != 'text'"
+                     " OR typeof(short_name) != 'text'").fetchone() == (0,)
+    assert c.execute("SELECT count(*) FROM kernels").fetchone() == (166,)
+    assert run("export", "--db", db, "--parquet", tmp_path / "k.parquet").exit_code == 0
+
+
+# --- two launch calls sharing a kernel's correlation id: refused by every parser ---------------
+
+def test_nsys_launch_calls_sharing_a_correlation_id_are_refused(tmp_path):
+    _refused(tmp_path, _export(tmp_path, "dup.nsys.sqlite", *_dup_calls()), "several launch calls share")
+
+
+def test_cupti_launch_calls_sharing_a_correlation_id_are_refused(tmp_path):
+    lines = KNOWN_CUPTI.read_text().splitlines(keepends=True)
+    kernel = json.loads(next(line for line in lines if '"type": "kernel"' in line))
+    i = next(n for n, line in enumerate(lines)
+             if '"type": "runtime"' in line and json.loads(line).get("correlation_id") == kernel["correlation_id"])
+    other = json.loads(lines[i])
+    other["start"] += 10_000
+    other["end"] += 10_000
+    p = tmp_path / "dup.cupti.jsonl"
+    p.write_text("".join(lines[:i + 1] + [json.dumps(other) + "\n"] + lines[i + 1:]))
+    _refused(tmp_path, p, f"line {i + 2}: runtime record: a second launch call with correlation id "
+                          f"{kernel['correlation_id']}")
+
+
+def test_kineto_launch_calls_sharing_a_correlation_id_are_refused(tmp_path):
+    import gzip
+
+    d = json.load(gzip.open(DATA / "kineto-h100" / "tf.kineto.json.gz"))
+    ev = d["traceEvents"]
+    i = next(n for n, e in enumerate(ev) if e.get("name") == "cudaLaunchKernel")
+    ev.insert(i + 1, {**ev[i], "ts": ev[i]["ts"] + 100})
+    p = tmp_path / "dup.json"
+    p.write_text(json.dumps(d))
+    _refused(tmp_path, p, f"a second launch call with correlation id {ev[i]['args']['correlation']}")

@@ -1,9 +1,13 @@
 import json
 import pickle
+import shutil
+import sqlite3
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from profdata import DATA
 
 from profkit.core.nvtx import I64_MAX, names_json, names_of, project, project_columns, range_paths
 
@@ -92,3 +96,37 @@ def _nested(ranges):
                or (k[3] <= r[3] and r[4] <= k[4]) or (r[3] <= k[3] and k[4] <= r[4]) for k in kept):
             kept.append(r)
     return kept
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["row path", "column path"])
+def test_a_kernel_launched_after_an_overlapping_range_closed(tmp_path, monkeypatch, columns):
+    """Two NVTX domains on one thread, each its own push/pop stack: range B opens inside A and
+    outlives it. A kernel launched after A closed is in B, not in A/B (a real export, mutated:
+    A = `llama8b-t4096` closes early, B = `other-domain` overlaps its end)."""
+    from profkit.parsers import nsys_sqlite
+
+    from profkit.store.ingest import ingest
+
+    f = tmp_path / "overlap.nsys.sqlite"
+    shutil.copy(DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite", f)
+    con = sqlite3.connect(f)
+    con.execute("UPDATE NVTX_EVENTS SET end = 3988600000 WHERE start = 3988387146")
+    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId)"
+                " VALUES (3988550000, 3988722000, 59, 'other-domain', 281485277921894, 1)")
+    con.commit()
+    con.close()
+    if columns:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    db = str(tmp_path / "o.db")
+    ingest(db, [f], run="o")
+    paths = dict(sqlite3.connect(db).execute(
+        "SELECT api_start_ns, nvtx_path FROM kernels WHERE api_start_ns IN (3988588935, 3988602309)"))
+    assert paths == {3988588935: "rmsnorm/eager/llama8b-t4096/other-domain",
+                     3988602309: "rmsnorm/eager/other-domain"}
+
+
+def test_overlapping_push_pop_ranges_on_one_thread():
+    ranges = [(None, "A", "push_pop", 0, 10, 1, 1), ("d", "B", "push_pop", 5, 20, 1, 1),
+              (None, "C", "push_pop", 12, 14, 1, 1)]
+    p = project(ranges, [(0, 1, 1, 7), (1, 1, 1, 15), (2, 1, 1, 13)])
+    assert p == {0: ("B", "A/B"), 1: ("B", "B"), 2: ("C", "B/C")}

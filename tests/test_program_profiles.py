@@ -46,9 +46,11 @@ def test_the_decoder_is_launch_bound_and_advise_says_so_first(db):
         a = advise(s, "hf-llama-decode")
     top = a.items[0]
     assert (top.kind, top.nvtx_path, top.label) == ("graph", None, "launch_overhead")
-    assert top.action.startswith("the GPU waits for launches between its kernels")
+    # the idle time's main cause in the steady decode steps is named with its fix (the capture's
+    # short loop still loads modules for the decode's new kernels: cuLibraryLoadData)
+    assert top.action.startswith("the GPU waits mostly on module") and "cuLibraryLoadData" in top.action
     (ev,) = top.evidence
-    assert top.launches == 3369 and ev["short_gaps"] > 3000  # one short gap after nearly every launch
+    assert top.launches == 2506 and ev["short_gaps"] > 2000  # the steady state: one short gap after nearly every launch
     assert top.recoverable_ns == pytest.approx(ev["idle_short_us"] * 1e3 - ev["short_gaps"] * a.device_gap_ns)
     kernel_items = [i for i in a.items if i.kind == "range"]
     assert "through the measured launch of their kernel and configuration (sampled_from)" in kernel_items[0].how

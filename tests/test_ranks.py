@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from profdata import PROFILES
 
 from profkit.analyses import ranks as rk
-from profkit.store.profiles import load_profiles, report_files
 from profkit.cli import cli
 from profkit.store.ingest import ingest, rank_in_name, run_name_for
+from profkit.store.profiles import load_profiles, report_files
 from profkit.store.store import Store
-from profdata import PROFILES
 
 BAL, SLOW = PROFILES / "ddp-2gpu", PROFILES / "ddp-2gpu-slow"
 
@@ -125,12 +125,12 @@ def test_cli_json_and_html(db, tmp_path):
 
 def test_rank_from_recorded_environment_name_or_option(tmp_path):
     src = SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite.xz"
-    plain = tmp_path / "trace.nsys.sqlite"  # no rank in the name: nsys recorded RANK=1, WORLD_SIZE=2
+    plain = tmp_path / "ddp.nsys.sqlite"  # no rank in the name: nsys recorded RANK=1, WORLD_SIZE=2
     plain.write_bytes(lzma.decompress(src.read_bytes()))
     db = str(tmp_path / "d.db")
-    assert [(x.run, x.rank) for x in ingest(db, [plain])] == [("trace", 1)]
+    assert [(x.run, x.rank) for x in ingest(db, [plain])] == [("ddp", 1)]
     res = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "e.db"), "--rank", "7", str(plain)])
-    assert res.exit_code == 0 and "run trace rank 7" in res.output
+    assert res.exit_code == 0 and "run ddp rank 7" in res.output
     assert run_name_for(src) == "ddp-2gpu-slow" and rank_in_name(src) == 1
     assert rank_in_name(tmp_path / "x_rank_3.sqlite") == 3 and rank_in_name(tmp_path / "frank1.sqlite") is None
 
@@ -177,3 +177,121 @@ def test_torch_profiler_steps_of_a_two_rank_trace(tmp_path):
     assert set(steps) == {(f"ProfilerStep#{n}", k) for n in (551, 552) for k in (0, 1)}
     assert {k: sum(n for (_, rank), n in steps.items() if rank == k) for k in (0, 1)} == launched
     assert not any("no NVTX range matches" in n for n in r.notes)
+
+
+def _mutated_slow_run(tmp_path, *sql, ranks=(1,)):
+    """The slowed two-rank capture with the reports of `ranks` changed by `sql` (real data, mutated)."""
+    folder = tmp_path / "ddp-2gpu-slow"
+    folder.mkdir()
+    for f in SLOW.glob("*.nsys.sqlite.xz"):
+        (folder / f.name[:-3]).write_bytes(lzma.decompress(f.read_bytes()))
+    import sqlite3
+    for rank in ranks:
+        con = sqlite3.connect(folder / f"ddp-2gpu-slow.rank{rank}.nsys.sqlite")
+        for q in sql:
+            con.execute(q)
+        con.commit()
+        con.close()
+    db = str(tmp_path / "m.db")
+    ingest(db, report_files(folder), run="m")
+    return db
+
+
+def test_an_unclosed_step_is_left_out_in_one_line(tmp_path):
+    """A capture stopped mid-step: nsys writes the step range with `end` NULL. The step is
+    incomplete, so it is compared on no rank; the others are analysed as before."""
+    db = _mutated_slow_run(tmp_path, "UPDATE NVTX_EVENTS SET end = NULL WHERE text = 'step 4'")
+    res = CliRunner().invoke(cli, ["ranks", "--db", db, "--run", "m"])
+    assert res.exit_code == 0, res.output
+    assert "step 4 never closed on rank 1" in res.output
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "m")
+    assert r.steps == [f"step {i}" for i in range(4)] and r.slowest_rank == 1
+    assert all(p["steps"] == 4 for p in r.per_rank)
+
+
+def test_kernels_of_an_outer_step_after_the_inner_one_closed(tmp_path):
+    """torch.profiler's `ProfilerStep#N` around the program's own `step N`: the inner range
+    closes before the optimizer's kernels are launched; they still belong to step N, once."""
+    db = _mutated_slow_run(
+        tmp_path,
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId)"
+        " SELECT start - 1, end, eventType, 'ProfilerStep#' || substr(text, 6), globalTid, domainId"
+        " FROM NVTX_EVENTS WHERE text LIKE 'step %'",
+        # the inner step closes where its backward range ends: the optimizer runs after it
+        "UPDATE NVTX_EVENTS AS s SET end = (SELECT max(b.end) FROM NVTX_EVENTS b WHERE b.text = 'backward'"
+        " AND b.start > s.start AND b.end < s.end) WHERE s.text LIKE 'step %'", ranks=(0, 1))
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "m")
+    assert r.steps == [f"ProfilerStep#{i}" for i in range(5)]
+    p = per_rank(r)
+    assert {k: (p[k]["kernels"], p[k]["comm_kernels"]) for k in p} == {0: (195, 20), 1: (235, 20)}
+    assert (p[0]["comm_ns"], p[1]["comm_ns"]) == (23_979_243, 3_132_184)
+    assert r.slowest_rank == 1
+
+
+def _two_process_report(tmp_path):
+    """One nsys export holding both processes of the slowed run, as `nsys profile torchrun
+    --nproc-per-node 2` writes it: rank 1's rows copied into rank 0's export (its string ids
+    moved past rank 0's). Real data, merged."""
+    import sqlite3
+
+    p = tmp_path / "torchrun.nsys.sqlite"
+    p.write_bytes(lzma.decompress((SLOW / "ddp-2gpu-slow.rank0.nsys.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(p)
+    r1 = tmp_path / "r1.sqlite"
+    r1.write_bytes(lzma.decompress((SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite.xz").read_bytes()))
+    con.execute("ATTACH ? AS r1", (str(r1),))
+    off = 1_000_000
+    con.execute(f"INSERT INTO StringIds SELECT id + {off}, value FROM r1.StringIds")
+    moved = {"CUPTI_ACTIVITY_KIND_KERNEL": ("demangledName", "shortName", "mangledName"),
+             "CUPTI_ACTIVITY_KIND_RUNTIME": ("nameId",), "NVTX_EVENTS": ("textId",)}
+    for table, ids in moved.items():
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        sel = [f"{c} + {off}" if c in ids else c for c in cols]
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(sel)} FROM r1.{table}")
+    con.commit()
+    con.close()
+    return p
+
+
+def test_one_report_of_two_processes_is_two_ranks(tmp_path):
+    """`nsys profile torchrun --nproc-per-node 2`: one report, two processes on two GPUs. Each
+    process is a rank, said in one line; the straggler is found as from two reports."""
+    db = str(tmp_path / "t.db")
+    ingest(db, [_two_process_report(tmp_path)], run="torchrun")
+    res = CliRunner().invoke(cli, ["ranks", "--db", db, "--run", "torchrun"])
+    assert res.exit_code == 0, res.output
+    assert "one report of 2 processes: each is a rank" in res.output, res.output
+    with Store(db, readonly=True) as s:
+        r = rk.analyse(s, "torchrun")
+    assert r.ranks == [0, 1] and r.steps == [f"step {i}" for i in range(5)]
+    p = per_rank(r)
+    assert {k: (p[k]["kernels"], p[k]["comm_kernels"]) for k in p} == {0: (195, 20), 1: (235, 20)}
+    assert (p[0]["comm_ns"], p[1]["comm_ns"]) == (23_979_243, 3_132_184)
+    assert r.slowest_rank == 1
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["row path", "column path"])
+def test_a_kernel_launched_before_the_window_keeps_its_process(tmp_path, monkeypatch, columns):
+    """A window cut from a longer capture: a kernel whose launch call lies before it still has
+    its process, from the kernel table's globalPid."""
+    import sqlite3
+
+    from profkit.parsers import nsys_sqlite
+
+    if columns:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    p = tmp_path / "window.nsys.sqlite"
+    p.write_bytes(lzma.decompress((SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(p)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN"
+                " (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 10)")
+    pid = con.execute("SELECT DISTINCT (globalPid / 16777216) % 16777216 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    con.commit()
+    con.close()
+    db = str(tmp_path / "w.db")
+    ingest(db, [p], run="w")
+    with Store(db, readonly=True) as s:
+        got = s.query("SELECT pid, count(*) n, count(api_start_ns) called FROM kernels GROUP BY pid")
+    assert got == [{"pid": pid[0][0], "n": 397, "called": 387}]

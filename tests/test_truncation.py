@@ -318,3 +318,16 @@ def test_kineto_trace_cut_or_bomb_is_refused(tmp_path, db):
     bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (100 << 20) + b"]}"))
     r = run("ingest", "--db", db, bomb)
     assert r.exit_code == 2 and "unpacks to more than" in r.output and "1000x its compressed size" in r.output, r.output
+
+
+def test_details_page_missing_a_metric_row_in_the_middle_is_refused(tmp_path, db):
+    """A launch in the middle that lacks a metric row every other launch has (a row lost, not a
+    cut at the end) is refused too, naming the launch and the metric."""
+    text = (DATA / "field-h100" / "ws_nonvtx.details.csv").read_bytes()
+    lines = text.splitlines(keepends=True)
+    i = next(n for n, line in enumerate(lines) if line.startswith(b'"20",'))  # launch ID 20 of 40
+    lost = tmp_path / "lost.details.csv"
+    lost.write_bytes(b"".join(lines[:i + 3] + lines[i + 4:]))
+    r = run("ingest", "--db", db, lost)
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "launch ID 20 lacks the metric row" in r.output and "every other launch has" in r.output, r.output

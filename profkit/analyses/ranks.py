@@ -79,38 +79,84 @@ class Ranks:
         return d
 
 
-def _steps(store: Store, run: str, pattern: str) -> dict:
-    """rank -> sorted [(start, end, name)] of the step ranges."""
+def _processes(store: Store, run: str) -> dict | None:
+    """{pid: rank} when the run is one report of several processes (`nsys profile torchrun
+    --nproc-per-node 2`): each process with kernels is a rank, numbered by its GPU, then pid.
+    None when the run's ranks come from its files (or it has one process)."""
+    rows = store.conn.execute(
+        "SELECT pid, min(device), count(DISTINCT coalesce(rank, -1)), min(coalesce(rank, -1)) FROM kernels"
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL AND pid IS NOT NULL GROUP BY pid",
+        (run,)).fetchall()
+    # (one file's rank for all: the launcher's recorded RANK, if any, is not its children's)
+    if len(rows) < 2 or any(n != 1 for _, _, n, _ in rows) or len({r for *_, r in rows}) != 1:
+        return None
+    order = sorted(rows, key=lambda r: (-1 if r[1] is None else r[1], r[0]))
+    return {r[0]: i for i, r in enumerate(order)}
+
+
+def _steps(store: Store, run: str, pattern: str, procs: dict | None = None) -> tuple[dict, list[str]]:
+    """(rank -> sorted [(start, end, name)] of the step ranges, notes).
+
+    The steps are the outermost matching ranges: torch.profiler's `ProfilerStep#3` around the
+    program's own `step 3` is one step, and what the outer one launched after the inner one
+    closed (the optimizer) stays in it. A step that never closed (a capture stopped mid-step)
+    is incomplete on that rank, so it is compared on none."""
     rx = re.compile(pattern, re.I)
-    out: dict = defaultdict(list)
-    seen: Counter = Counter()
-    for rank, text, start, end in store.conn.execute(
-            "SELECT rank, text, start_ns, end_ns FROM nvtx_range WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
-            " ORDER BY rank, start_ns", (run,)):
+    found: dict = defaultdict(list)
+    for rank, pid, text, start, end in store.conn.execute(
+            "SELECT rank, pid, text, start_ns, end_ns FROM nvtx_range"
+            " WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
+            " ORDER BY start_ns, end_ns IS NOT NULL, end_ns DESC", (run,)):
+        if procs is not None:
+            if pid not in procs:
+                continue  # a process that ran no kernel
+            rank = procs[pid]
         if rx.search(text):
-            seen[(rank, text)] += 1
-            name = text if seen[(rank, text)] == 1 else f"{text} #{seen[(rank, text)]}"
-            out[rank].append((start, end, name))
-    return out
+            found[rank].append((start, end, text))
+    out: dict = {}
+    unclosed: dict = defaultdict(list)
+    for rank, rs in found.items():
+        seen: Counter = Counter()
+        outer: list = []
+        reach = None  # end of the outermost step open so far (None: it never closed)
+        for start, end, text in rs:
+            if outer and (reach is None or start < reach):
+                continue  # nested in the step before it
+            reach = end
+            seen[text] += 1
+            outer.append((start, end, text if seen[text] == 1 else f"{text} #{seen[text]}"))
+        out[rank] = outer
+        for _, end, name in outer:
+            if end is None:
+                unclosed[name].append(rank)
+    for rank in out:
+        out[rank] = [r for r in out[rank] if r[2] not in unclosed]
+    notes = [f"{name} never closed " + ("in the run" if rs == [None] else f"on rank {', '.join(map(str, rs))}")
+             + " (a capture stopped mid-step): left out" for name, rs in unclosed.items()]
+    return out, notes
 
 
 def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTERN) -> Ranks:
     run = store.require_run(run)
+    procs = _processes(store, run)
     try:
-        steps = _steps(store, run, step_pattern)
+        steps, notes = _steps(store, run, step_pattern, procs)
     except re.error as e:
         raise ProfkitError(f"--steps: not a regular expression ({e})") from None
     rows = store.conn.execute(
-        "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns) FROM kernels"
-        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY rank, start_ns", (run,)).fetchall()
+        "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns), pid FROM kernels"
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY start_ns", (run,)).fetchall()
     if not rows:
         raise ProfkitError(f"run {run!r} has no timeline (nsys or CUPTI) kernels: nothing to split by rank")
-    notes = []
+    if procs is not None:
+        rows = [(procs[r[6]],) + r[1:] for r in rows if r[6] in procs]
+        notes.insert(0, f"one report of {len(procs)} processes: each is a rank ("
+                     + ", ".join(f"rank {i} = pid {pid}" for pid, i in procs.items()) + ")")
     groups: dict = defaultdict(list)  # (rank, step) -> kernels
     starts = {rank: [s[0] for s in rs] for rank, rs in steps.items()}
-    for rank, short, name, start, end, launched in rows:
+    for rank, short, name, start, end, launched, _ in rows:
         rs = steps.get(rank)
-        if not rs:
+        if rs is None:
             step = "all"
         else:
             i = bisect.bisect_right(starts[rank], launched) - 1

@@ -95,6 +95,15 @@ def is_comm(name: str | None) -> bool:
     return bool(name) and name.lower().startswith(COMM_PREFIXES)
 
 
+def report_text(v) -> str | None:
+    """A name a report holds, as text: a corrupt row may hold a blob or a number where the tool
+    writes text. One rule for the row path (the parser reads the names) and the column path
+    (the store reads them from the attached report)."""
+    if v is None or isinstance(v, str):
+        return v
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 def as_text(value) -> str:
     """A name (str, bytes or path) as text SQLite can store and a terminal can show. File names
     and command-line arguments are bytes underneath; bytes that are not UTF-8 (which Python keeps

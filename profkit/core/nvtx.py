@@ -115,17 +115,43 @@ def range_paths(ranges: Sequence[tuple]) -> list[tuple[int, NvtxPath]]:
             out[i] = (0, interned((r[1],)))
     for idx in by_thread.values():
         idx.sort(key=lambda i: (ranges[i][3], -(ranges[i][4] if ranges[i][4] is not None else INF)))
-        stack: list[tuple[float, tuple, int]] = []  # (end, names, characters of its path)
+        stack: list[tuple] = []  # (start, end, text, names, characters of its path)
+        tangled = False  # a range outlived the one it opened in: closed ranges may lie below the top
         for i in idx:
             start, end = ranges[i][3], ranges[i][4]
             end = INF if end is None else end
-            while stack and stack[-1][0] <= start:
-                stack.pop()
-            chars = budget.spend((stack[-1][2] + 1 if stack else 0) + len(ranges[i][1] or ""))
-            names = (stack[-1][1] if stack else ()) + (ranges[i][1],)
+            stack = _open_at(stack, start, True, tangled, budget)
+            tangled = tangled or bool(stack) and end > stack[-1][1]
+            chars = budget.spend((stack[-1][4] + 1 if stack else 0) + len(ranges[i][1] or ""))
+            names = (stack[-1][3] if stack else ()) + (ranges[i][1],)
             out[i] = (len(stack), interned(names))
-            stack.append((end, names, chars))
+            stack.append((start, end, ranges[i][1], names, chars))
     return out  # type: ignore[return-value]
+
+
+def _open_at(stack: list[tuple], t, opening: bool, tangled: bool, budget: _Budget) -> list[tuple]:
+    """The push/pop ranges of `stack` (start, end, text, names, chars) still open at t: at a
+    range's start (`opening`) one ending there is closed, at a call it is still open.
+
+    Ranges that nest close from the top. Where one outlived the range it opened in (`tangled`:
+    each NVTX domain keeps its own stack on a thread), a range below the top may have closed
+    first; the path is then the ranges still open, outermost first, so a call after A closed
+    is in B, not in A/B."""
+    def closed(x):
+        return x[1] <= t if opening else x[1] < t
+
+    if not tangled:
+        while stack and closed(stack[-1]):
+            stack.pop()
+        return stack
+    keep = [x for x in stack if not closed(x)]
+    if len(keep) == len(stack):
+        return stack
+    out: list[tuple] = []
+    for s, e, text, _, _ in keep:
+        chars = budget.spend((out[-1][4] + 1 if out else 0) + len(text or ""))
+        out.append((s, e, text, (out[-1][3] if out else ()) + (text,), chars))
+    return out
 
 
 def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[str | None, NvtxPath | None]]:
@@ -160,18 +186,18 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
         rs = pp.get((pid, tid), [])
         ses = se.get(pid, [])
         stack: list[tuple] = []  # (start, end, text, names, characters of its path)
+        tangled = False  # a range outlived the one it opened in (two domains' stacks on one thread)
         i = j = 0
         active: list[tuple] = []
         for t, key in cs:
             while i < len(rs) and rs[i][0] <= t:
                 s, e, text = rs[i]
-                while stack and stack[-1][1] <= s:
-                    stack.pop()
+                stack = _open_at(stack, s, True, tangled, budget)
+                tangled = tangled or bool(stack) and e > stack[-1][1]
                 chars = budget.spend((stack[-1][4] + 1 if stack else 0) + len(text or ""))
                 stack.append((s, e, text, (stack[-1][3] if stack else ()) + (text,), chars))
                 i += 1
-            while stack and stack[-1][1] < t:
-                stack.pop()
+            stack = _open_at(stack, t, False, tangled, budget)
             while j < len(ses) and ses[j][0] <= t:
                 active.append(ses[j])
                 j += 1

@@ -109,6 +109,12 @@ def ncu_kernel_row(seq: int, name: str, short: str, nvtx_range, nvtx_path, value
     return kernel_row(**kw)
 
 
+# Two launch calls of one kind (runtime, or driver) with one kernel's correlation id: every
+# timeline parser refuses the file (a runtime call over a driver call of the same id is the
+# one call that launched it; nsys says the same in its own words)
+SHARED_ID = "a second launch call with correlation id"
+
+
 def storable_text(v) -> bool:
     """A str that SQLite can store as text: a JSON "\\ud800" escape (a hostile or broken trace)
     reads as a lone surrogate, which UTF-8 cannot encode."""

@@ -36,6 +36,20 @@ def parse_number(text) -> float | None:
     return None if math.isnan(v) else v
 
 
+_NEVER_NEGATIVE = ("ns", "byte", "Hz")
+
+
+def impossible(value: float, unit: str) -> str | None:
+    """Why a normalised counter value cannot be, or None: not a finite number (1e400 reads as
+    inf), or a negative time, size, rate or frequency. One rule for every ncu parser: such a
+    value is refused at ingest, not left for roofline's logarithms."""
+    if not math.isfinite(value):
+        return "is not a finite number"
+    if value < 0 and (unit in _NEVER_NEGATIVE or unit.startswith("byte/") or unit.endswith("/s")):
+        return "is negative"
+    return None
+
+
 def num_unit(unit: str) -> str:
     """The numerator of a rate unit as printed ('%' of '%/Kbyte')."""
     return unit.split("/", 1)[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from profkit.core.names import report_text
 from profkit.core.rows import BULK_KERNEL_FIELDS, NAME_FIELDS, Parsed
 from profkit.store.ids import name_ids, path_ids
 from profkit.store.side_writer import SideWriter, table_ddl
@@ -128,6 +129,8 @@ def _stage_names(conn: sqlite3.Connection, bulk, part) -> tuple:
     launch_name id (names added where new). Returns the id of the name of a NULL key, and
     the two tables' rows (a side writer stages them on its own connection)."""
     names, apis = conn.execute(bulk.name_sql).fetchall(), conn.execute(bulk.api_sql(part)).fetchall()
+    names = [(k, report_text(t)) for k, t in names]  # (a BLOB where the report writes text: as the row path reads it)
+    apis = [(k, report_text(t)) for k, t in apis]
     ids = name_ids(conn, (t for _, t in names + apis if t is not None))
     rows = ([(k, ids[t]) for k, t in names if k is not None],
             [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])

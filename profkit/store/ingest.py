@@ -106,6 +106,27 @@ _GENERIC = re.compile(r"^(report|profile|profiling|trace|output|out|result|resul
                       r"kineto|nsys|ncu|cupti)[._-]?\d*$", re.I)
 
 
+def identity(path: Path) -> tuple:
+    """What tells this file from another put in its place: device, inode, size, modification time."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def unchanged(path: Path, before: tuple | None) -> None:
+    """Refuse a file replaced or rewritten since `before` (identity): its load, read in stages
+    (sniffed, hashed, parsed, its rows copied again by the column path), would mix two files
+    under one hash."""
+    if before is None:
+        return
+    try:
+        now_ = identity(path)
+    except OSError:
+        now_ = None
+    if now_ != before:
+        raise BadInput(path, "the file changed while it was loading (replaced or rewritten): nothing loaded; "
+                             "load it again once it is complete")
+
+
 def run_name_for(path: Path) -> str:
     """The run a file loads into by default: its name without report suffixes and rank
     (run.rank0.nsys.sqlite and run.rank1.nsys.sqlite both load into `run`)."""
@@ -134,10 +155,11 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
 
 
 def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None,
-          guard=None) -> Loaded:
-    """digest: the file's sha256, or a _LateHash (the store resolves it); guard: see add_report."""
+          guard=None, before_commit=None) -> Loaded:
+    """digest: the file's sha256, or a _LateHash (the store resolves it); guard, before_commit:
+    see add_report."""
     tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
-    out = store.add_report(run, report, digest, rank, progress=tell, guard=guard)
+    out = store.add_report(run, report, digest, rank, progress=tell, guard=guard, before_commit=before_commit)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
         return Loaded(as_text(path), run, report.format, True, rank=rank)
     return Loaded(as_text(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
@@ -330,14 +352,19 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     # while the file is parsed and written, and the store checks it for repeats just before
     # COMMIT
     ahead = _Hashes() if not _holds_reports(db, store) else None
+    opened: dict = {}  # file -> identity when first read, checked again before its COMMIT
     try:
         for g in groups:
             for p in g.files:
+                try:
+                    opened[p] = identity(p)
+                except OSError:
+                    pass  # (detect says why it cannot be read)
                 parser = parsers.detect(p)
                 hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
                 parsed.append((g, p, parser, ahead.later(p) if ahead else sha256_of(p, hashed)))
         return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store,
-                              workers)
+                              workers, opened)
     finally:
         if ahead:
             ahead.close()
@@ -405,7 +432,7 @@ def _holds_reports(db: str, store: Store | None = None) -> bool:
 
 
 def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress,
-                   store: Store | None, workers: int | None = None) -> list[Loaded]:
+                   store: Store | None, workers: int | None = None, opened: dict | None = None) -> list[Loaded]:
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
         have = _runs_of(db, store)
@@ -451,7 +478,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                 report.bulk.kernel_part()
     new = store is None and what_is(db) == "missing"
     try:
-        return _write(db, store, todo, groups, out, rank, facts, on_file, on_progress)
+        return _write(db, store, todo, groups, out, rank, facts, on_file, on_progress, opened or {})
     except BaseException:
         if new:  # one report, refused while it loaded (its kernels' part): no database left behind
             _discard_empty(db)
@@ -603,7 +630,7 @@ def _discard_empty(db: str) -> None:
             Path(db + suffix).unlink(missing_ok=True)
 
 
-def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> list[Loaded]:
+def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress, opened: dict) -> list[Loaded]:
     with _opened(db, store) as store:
         for g, p, report, digest in todo:
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
@@ -614,7 +641,8 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress) -> l
             def guard(conn, g=g, p=p, report=report, digest=digest):
                 one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
 
-            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard)
+            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard,
+                           lambda p=p: unchanged(p, opened.get(p)))
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
             if release is not None:
                 release()

@@ -130,16 +130,17 @@ class Store:
 
     # --- writing (profkit.store.write), each in one transaction --------------------------
     def add_report(self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None,
-                   guard=None) -> dict:
+                   guard=None, before_commit=None) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process). progress(phase, done,
         total): rows written so far. sha256: the file's hash, or an object whose result()
         gives it (taken in another thread meanwhile): the file is then checked for a repeat
         just before COMMIT instead of first (skipped all the same). guard(conn): called inside
         the transaction, before any row is written (its error rolls back): the caller's checks
-        against what the database holds, safe from another writer between check and write."""
+        against what the database holds, safe from another writer between check and write.
+        before_commit(): called last inside the transaction (its error rolls back)."""
         self._cache.writing(run)
-        return write.add_report(self.conn, run, report, sha256, rank, progress, guard)
+        return write.add_report(self.conn, run, report, sha256, rank, progress, guard, before_commit)
 
     def replace_labels_iter(self, run: str, rows, tick=None):
         """Replace a run's labels in one transaction, written in chunks as `rows` (an iterator)

@@ -25,7 +25,7 @@ from profkit.store.transaction import transaction
 
 
 def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank: int | None = None, progress=None,
-               guard=None) -> dict:
+               guard=None, before_commit=None) -> dict:
     """Load one parsed report into `run` in a single transaction (Store.add_report says how)."""
     c = conn
     bulk = report.bulk
@@ -61,6 +61,8 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
                     t.rollback()
                     return {"skipped": True}
                 c.execute("UPDATE report_file SET sha256 = ? WHERE id = ?", (digest, file_id))
+            if before_commit is not None:
+                before_commit()
     finally:
         if bulk is not None:
             _bulk.drop_staging(c)

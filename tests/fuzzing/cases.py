@@ -64,7 +64,10 @@ BYTE_MUTATIONS = ["truncate", "truncate_boundary", "bitflip", "insert", "delete"
 TRUNCATIONS = {"truncate", "truncate_boundary"}
 TEXT_MUTATIONS = ["encoding"]
 SQLITE_MUTATIONS = ["drop_table", "rename_table", "drop_column", "rename_column", "set_value", "delete_rows",
-                    "duplicate_rows", "utf16_db", "hostile_schema"]
+                    "duplicate_rows", "utf16_db", "hostile_schema", "meaning"]
+# changes a valid export may hold that mean something odd: a range never closed, ranges that
+# overlap without nesting, a kernel ending before it starts, names as BLOBs, a second process
+MEANINGS = ["unclosed_range", "overlapping_range", "backwards_kernel", "blob_names", "second_process"]
 # exports built to make reading cost anything or yield rows the file does not hold
 HOSTILE = ["view_selfjoin", "view_plain", "virtual_table", "generated_column", "trigger", "wal_mode", "huge_row",
            "many_columns", "join_bomb"]
@@ -92,8 +95,11 @@ def mutations_of(fmt: str) -> list[str]:
 
 
 # share of the cases each format gets (ncu-rep goes through NVIDIA's native reader: slowest)
-WEIGHTS = {"nsys-sqlite": 0.22, "nsys-rep": 0.02, "nsys-qdrep": 0.02, "ncu-rep": 0.10, "ncu-rep-xz": 0.08,
-           "ncu-csv": 0.14, "ncu-csv-details": 0.12, "cupti-trace": 0.14, "kineto-trace": 0.16}
+# nvprof: no public report licensed to commit; its seed is built in nvprof's layout from real records
+FORMATS["nvprof"] = (".nvvp", ["tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl!nvvp",
+                               "tests/data/known/known.cupti.jsonl!nvvp"])
+WEIGHTS = {"nsys-sqlite": 0.22, "nvprof": 0.04, "nsys-rep": 0.02, "nsys-qdrep": 0.02, "ncu-rep": 0.10,
+           "ncu-rep-xz": 0.08, "ncu-csv": 0.14, "ncu-csv-details": 0.12, "cupti-trace": 0.14, "kineto-trace": 0.16}
 NEW_FORMAT_WEIGHT = 0.1  # a parser the tables above do not know yet
 
 
@@ -186,6 +192,13 @@ def seed_bytes(spec: str, _cache: dict = {}) -> bytes:
             c.execute("VACUUM")
             c.close()
             data = f.read_bytes()
+    elif how == "nvvp":  # an nvprof report built from a CUPTI trace's records (tests/nvprof_layout.py)
+        import tempfile
+
+        from nvprof_layout import build_nvvp
+
+        with tempfile.TemporaryDirectory() as d:
+            data = build_nvvp(Path(d) / "x.nvvp", ROOT / path).read_bytes()
     elif how.startswith("head:"):
         n = int(how[5:])
         lines = data.splitlines(keepends=True)
@@ -244,6 +257,7 @@ def strategy(fmt: str, mutation: str):
         "delete_rows": st.fixed_dictionaries({"table": st.sampled_from(SQLITE_TABLES),
                                               "rows": st.sampled_from(["all", "one", "half"]), "rng": rng}),
         "duplicate_rows": st.fixed_dictionaries({"table": st.sampled_from(SQLITE_TABLES)}),
+        "meaning": st.fixed_dictionaries({"kind": st.sampled_from(MEANINGS), "rng": rng}),
         "utf16_db": st.fixed_dictionaries({"enc": st.sampled_from(["UTF-16le", "UTF-16be"])}),
         # CSV
         "drop_units_row": st.fixed_dictionaries({}),

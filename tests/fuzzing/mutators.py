@@ -139,6 +139,33 @@ def _actual(c, t: str | None) -> str | None:
     return t
 
 
+def _meaning(c: sqlite3.Connection, kind: str, rng: random.Random) -> None:
+    """A valid export changed to mean something odd (cases.MEANINGS), on rows picked by rng."""
+    kt, nt = _actual(c, "CUPTI_ACTIVITY_KIND_KERNEL"), _actual(c, "NVTX_EVENTS")
+
+    def pick(t: str, where: str = "1") -> int | None:
+        rows = [r[0] for r in c.execute(f'SELECT rowid FROM "{t}" WHERE {where} ORDER BY rowid')]
+        return rows[rng.randrange(len(rows))] if rows else None
+
+    if kind in ("unclosed_range", "overlapping_range") and _exists(c, nt):
+        r = pick(nt, '"end" IS NOT NULL')
+        if r is not None and kind == "unclosed_range":
+            c.execute(f'UPDATE "{nt}" SET "end" = NULL WHERE rowid = ?', (r,))
+        elif r is not None:  # outlives its parent by a tenth of the capture
+            span = c.execute(f'SELECT max("end") - min(start) FROM "{nt}"').fetchone()[0] or 0
+            c.execute(f'UPDATE "{nt}" SET "end" = "end" + ? WHERE rowid = ?', (span // 10 + 1, r))
+    elif kind == "backwards_kernel" and _exists(c, kt):
+        r = pick(kt)
+        if r is not None:
+            c.execute(f'UPDATE "{kt}" SET "end" = start - 1 - ? WHERE rowid = ?', (rng.randrange(1000), r))
+    elif kind == "blob_names" and _exists(c, "StringIds"):
+        c.execute("UPDATE StringIds SET value = CAST(value AS BLOB) WHERE id % ? = 0", (rng.randrange(1, 5),))
+    elif kind == "second_process" and _exists(c, kt):
+        cols = {r[1] for r in c.execute(f'PRAGMA table_info("{kt}")')}
+        if "globalPid" in cols:  # every other kernel from another process on the host
+            c.execute(f'UPDATE "{kt}" SET globalPid = globalPid + 16777216 WHERE rowid % 2 = 0')
+
+
 def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
     rng = random.Random(p.get("rng", 0))
     if mutation == "hostile_schema":
@@ -165,6 +192,13 @@ def mutate_sqlite(path: Path, mutation: str, p: dict) -> None:
         c.close()
         o.close()
         src.unlink()
+        return
+    if mutation == "meaning":
+        c = sqlite3.connect(path)
+        c.execute("PRAGMA journal_mode = DELETE")
+        _meaning(c, p["kind"], rng)
+        c.commit()
+        c.close()
         return
     c = sqlite3.connect(path)
     c.execute("PRAGMA journal_mode = DELETE")
