@@ -1016,6 +1016,11 @@ def timeline(db, run, prefix, scopes, as_json):
                          f"operator shares under {scope}"))
 
 
+from profkit.cli.gate import baseline as _baseline_group, gate as _gate_command  # noqa: E402
+
+cli.add_command(_gate_command)
+cli.add_command(_baseline_group)
+
 def main():
     cli()
 
