@@ -460,26 +460,35 @@ def rerun_loop(store_factory, base: Baseline, run: str, recapture, *, budget_run
 # --- the simulation (docs/gate.md) ----------------------------------------------------------
 
 def simulate(ranges: dict[str, list[float]], *, trials: int = 200, slowdowns=(0.02, 0.05, 0.10),
-             threshold: float = DEFAULT_THRESHOLD, seed: int = 0) -> dict:
-    """A/A and planted slow-downs over recorded per-call times. For each range and trial, the
-    calls are shuffled and split into two halves; A/A gates one half against the other (a
-    `regression` is a false alarm), a planted slow-down multiplies the second half by 1 + x
-    (a `regression` is a catch). Returns the rates over every range and trial."""
+             threshold: float = DEFAULT_THRESHOLD, seed: int = 0, draw: str = "split") -> dict:
+    """A/A and planted slow-downs over recorded per-call times. For each range and trial, two
+    samples are drawn from the range's calls: `split` shuffles them and takes the two halves,
+    `resample` draws two samples of the range's size with replacement (the bootstrap regime
+    the gate meets from 10 calls a side). A/A gates one against the other (a `regression` is a
+    false alarm); a planted slow-down multiplies the second by 1 + x (a `regression` is a
+    catch). Returns the share of each verdict over every range and trial."""
+    if draw not in ("split", "resample"):
+        raise BadArgument(f"draw {draw!r}: split or resample")
     rng = random.Random(seed)
-    aa = {v: 0 for v in VERDICTS}
-    planted = {x: {v: 0 for v in VERDICTS} for x in slowdowns}
+    aa = dict.fromkeys(VERDICTS, 0)
+    planted = {x: dict.fromkeys(VERDICTS, 0) for x in slowdowns}
     n = 0
+    sizes = set()
     for times in ranges.values():
         for _ in range(trials):
-            xs = list(times)
-            rng.shuffle(xs)
-            h = len(xs) // 2
-            a, b = xs[:h], xs[h:2 * h]
+            if draw == "split":
+                xs = list(times)
+                rng.shuffle(xs)
+                h = len(xs) // 2
+                a, b = xs[:h], xs[h:2 * h]
+            else:
+                a, b = rng.choices(times, k=len(times)), rng.choices(times, k=len(times))
+            sizes.add(len(a))
             aa[decide(a, b, threshold).verdict] += 1
             for x in slowdowns:
                 planted[x][decide(a, [v * (1 + x) for v in b], threshold).verdict] += 1
             n += 1
-    return {"comparisons": n, "ranges": len(ranges), "trials": trials, "threshold": threshold,
-            "calls_per_half": sorted({len(t) // 2 for t in ranges.values()}),
+    return {"draw": draw, "comparisons": n, "ranges": len(ranges), "trials": trials, "threshold": threshold,
+            "calls_a_side": sorted(sizes),
             "aa": {v: c / n for v, c in aa.items()},
             "planted": {f"{x:.0%}": {v: c / n for v, c in d.items()} for x, d in planted.items()}}

@@ -1016,7 +1016,8 @@ def timeline(db, run, prefix, scopes, as_json):
                          f"operator shares under {scope}"))
 
 
-from profkit.cli.gate import baseline as _baseline_group, gate as _gate_command  # noqa: E402
+from profkit.cli.gate import baseline as _baseline_group
+from profkit.cli.gate import gate as _gate_command
 
 cli.add_command(_gate_command)
 cli.add_command(_baseline_group)

@@ -90,7 +90,7 @@ def gate(baseline, run, db, max_regression, by, pattern, allow, as_json, md_file
         base = baselines.load(s, baseline)
         if run not in s.runs():
             raise BadArgument(f"no run {run!r} in {db}")
-    kw = dict(threshold=threshold, by=by, pattern=pattern, allow=allowed)
+    kw = {"threshold": threshold, "by": by, "pattern": pattern, "allow": allowed}
     if rerun:
         from profkit.capture.rerun import recapturer
 

@@ -39,9 +39,10 @@ def _cell(text: str) -> str:
 def markdown(r: GateResult) -> str:
     lines = [f"### profkit gate: {ICON[r.verdict]} {r.verdict}", "",
              f"{_cell(r.summary())}", "",
-             f"Baseline `{_cell(r.baseline)}` (run `{_cell(r.baseline_run)}`) against run"
-             f"{'s' if len(r.runs) > 1 else ''} {', '.join(f'`{_cell(x)}`' for x in r.runs)}; "
-             f"{'GPU' if r.by == 'gpu' else 'host'} time per call, change = run / baseline − 1 with its 95 % band.", ""]
+             (f"Baseline `{_cell(r.baseline)}` (run `{_cell(r.baseline_run)}`) against run"
+              f"{'s' if len(r.runs) > 1 else ''} {', '.join(f'`{_cell(x)}`' for x in r.runs)}; "
+              f"{'GPU' if r.by == 'gpu' else 'host'} time per call, change = run / baseline − 1 with its 95 % band."),
+             ""]
     if r.differences:
         lines += ["**Compared despite differences** (`--allow " + ",".join(r.allowed) + "`):", ""]
         lines += [f"- {_cell(d.line())}" for d in r.differences] + [""]
@@ -59,8 +60,8 @@ def markdown(r: GateResult) -> str:
     for row in r.ranges:
         if not row.kernels:
             continue
-        lines += ["", f"<details><summary>kernels of <code>{_cell(row.path)}</code> "
-                      f"({row.decision.verdict})</summary>", "",
+        lines += ["", (f"<details><summary>kernels of <code>{_cell(row.path)}</code> "
+                       f"({row.decision.verdict})</summary>"), "",
                   "| kernel | verdict | baseline µs | run µs | change [band] | label |", "|---|---|---:|---:|---|---|"]
         for k in row.kernels:
             verdict = k.decision.verdict if k.decision else k.note
