@@ -15,9 +15,11 @@ can act on (docs/gate.md has the method for readers).
   the log ratio of medians is sqrt(pi/2) x sqrt(sigma_b^2/n_b + sigma_r^2/n_r); the smallest
   change the samples can tell at 95 % (two-sided, with 80 % power) is
   exp((1.96 + 0.84) x SE) - 1.
+  From 10 calls a side the SE is at least the bootstrap band's half-width / 1.96.
 - More calls: for an undecided range, the calls a side at which the distance from the observed
   log slow-down to the boundary it has to clear (1 where it points at a regression, L where it
-  points at a pass) is (1.96 + 0.84) standard errors, less the calls the run has.
+  points at a pass) is (1.96 + 0.84) standard errors (SE shrinking as 1/sqrt(calls)), less the
+  calls it has; at least up to 10 a side, where the band becomes a bootstrap interval.
 """
 from __future__ import annotations
 
@@ -189,14 +191,18 @@ def decide(before: list[float], after: list[float], threshold: float = DEFAULT_T
         return Decision("undecided", float("nan"), (float("nan"), float("nan")), "", None, None,
                         "a median time of 0 (no kernel time in the range)", nb, na)
     slow = ma / mb
-    se = log_se(before, after)
-    detectable = 100.0 * (math.exp((Z_95 + Z_POWER) * se) - 1.0)
     if min(nb, na) < 2:
         return Decision("undecided", slow, (slow, slow), "one call on a side: no noise estimate", None,
-                        max(0, BOOTSTRAP_MIN_CALLS - min(nb, na)),
+                        max(1, BOOTSTRAP_MIN_CALLS - min(nb, na)),
                         f"one call on a side ({nb} baseline, {na} run): no noise estimate", nb, na)
     (lo, hi), method = noise_band(before, after)  # of the speed-up before/after
     s_lo, s_hi = 1.0 / hi, 1.0 / lo
+    se = log_se(before, after)
+    if min(nb, na) >= BOOTSTRAP_MIN_CALLS:
+        # the bootstrap band of a median is lumpy at a dozen calls: where it is wider than the
+        # spread says, the band is what the decision meets
+        se = max(se, (math.log(s_hi) - math.log(s_lo)) / (2 * Z_95))
+    detectable = 100.0 * (math.exp((Z_95 + Z_POWER) * se) - 1.0)
     pct = f"{100 * (slow - 1):+.1f} %"
     if slow > limit and s_lo > 1:
         v, why = "regression", f"{pct}, slower beyond noise and beyond {threshold:.0%}"
@@ -208,26 +214,20 @@ def decide(before: list[float], after: list[float], threshold: float = DEFAULT_T
         v = "undecided"
         why = (f"{pct}: the band reaches both 1 and {threshold:.0%}" if slow > limit else
                f"{pct}: the band reaches a {threshold:.0%} slow-down")
-    more = None
-    if v == "undecided":
-        more = calls_needed(before, after, slow, limit)
+    more = calls_needed(min(nb, na), se, slow, limit) if v == "undecided" else None
     return Decision(v, slow, (s_lo, s_hi), method, detectable, more, why, nb, na)
 
 
-def calls_needed(before: list[float], after: list[float], slow: float, limit: float) -> int:
+def calls_needed(n: int, se: float, slow: float, limit: float) -> int:
     """More calls a side that would put the band clear of the boundary the observed slow-down
-    points at (1 above the threshold, the threshold below it) with 80 % power at 95 %."""
-    nb, na = len(before), len(after)
+    points at (1 above the threshold, the threshold below it) with 80 % power at 95 %, the
+    standard error SE (at N calls a side) shrinking as 1/sqrt(calls)."""
     target = math.log(slow) if slow > limit else math.log(limit) - math.log(slow)
-    var1 = MEDIAN_SE ** 2 * (spread(before) ** 2 + spread(after) ** 2)  # (x n: SE^2 at n calls a side)
     if target <= 0:
         return MAX_CALLS
-    if var1 == 0:
-        need = BOOTSTRAP_MIN_CALLS
-    else:
-        need = math.ceil(((Z_95 + Z_POWER) / target) ** 2 * var1)
+    need = math.ceil(n * ((Z_95 + Z_POWER) * se / target) ** 2) if se > 0 else n
     need = max(need, BOOTSTRAP_MIN_CALLS)  # below 10 calls a side the band is a range (compare.noise_band)
-    return min(MAX_CALLS, max(1, need - min(nb, na)))
+    return min(MAX_CALLS, max(1, need - n))
 
 
 # --- the gate -------------------------------------------------------------------------------
