@@ -57,7 +57,8 @@ def render(results: dict, facts: list[dict]) -> str:
              "Recorded samples: " + "; ".join(f"`{f['run']}` ({f['gpu']}, driver {f['driver']}, torch {f['torch']}, "
                                                f"captured {f['date']}, {'/'.join(map(str, f['calls']))} calls a range)"
                                                for f in facts) + ".", "",
-             "| draw, threshold | calls a side | comparisons | A/A false alarms (regression) | A/A pass | A/A undecided | "
+             "| draw, threshold | calls a side | comparisons | A/A false alarms (regression) | A/A pass | "
+             "A/A undecided | "
              + " | ".join(f"power at +{x:.0%} (regression)" for x in SLOWDOWNS) + " |",
              "|---|---|---:|---:|---:|---:|" + "---:|" * len(SLOWDOWNS)]
     for draw, r in results.items():

@@ -10,7 +10,6 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import ROOT, load_runs
 
 FAST = "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-fast"
@@ -266,8 +265,8 @@ def test_another_gpu_is_refused_in_one_line_or_compared_when_allowed(db, tmp_pat
 def test_each_difference_gets_its_own_line():
     from profkit.analyses import gate as g
 
-    base = {"gpu": "H100", "driver": "580", "clocks": "base", "tools": {"nsys_version": "2025.3", "torch_version": "2.11"},
-            "shape": ["t4096"], "variants": ["a", "b"]}
+    base = {"gpu": "H100", "driver": "580", "clocks": "base",
+            "tools": {"nsys_version": "2025.3", "torch_version": "2.11"}, "shape": ["t4096"], "variants": ["a", "b"]}
     run = {"gpu": "H100", "driver": "575", "clocks": None, "tools": {"nsys_version": "2025.5", "torch_version": "2.10"},
            "shape": ["t1"], "variants": ["a"]}
     diffs, notes = g.differences(base, run)

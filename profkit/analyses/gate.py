@@ -335,9 +335,8 @@ def pooled(parts: list[list[RangeSamples]]) -> list[RangeSamples]:
     first = parts[0]
     out = []
     for r in first:
-        same = [next((x for x in p if x.path == r.path), None) for p in parts]
-        same = [x for x in same if x is not None]
-        host = None if any(x.host_us is None for x in same) else [v for x in same for v in x.host_us]
+        same = [x for p in parts for x in p if x.path == r.path]
+        host = None if any(x.host_us is None for x in same) else [v for x in same for v in x.host_us or ()]
         kernels = []
         for k in r.kernels:
             ks = [next((y for y in x.kernels if y.name == k.name), None) for x in same]
@@ -361,8 +360,9 @@ def gate(base: Baseline, run_samples: list[RangeSamples], run_facts: dict, runs:
     mine = {r.path: r for r in run_samples}
     chosen = [r for r in base.ranges if matches(r.path, pattern)]
     if not chosen:
+        more = " ..." if len(base.ranges) > 4 else ""
         raise BadArgument(f"--range {pattern!r} matches no range of baseline {base.name!r} "
-                          f"(ranges: {', '.join(r.path for r in base.ranges[:4])}{' ...' if len(base.ranges) > 4 else ''})")
+                          f"(ranges: {', '.join(r.path for r in base.ranges[:4])}{more})")
     missing = [r.path for r in chosen if r.path not in mine]
     if missing:
         raise BadArgument(f"{runs[0]} has no range {missing[0]!r} of baseline {base.name!r}"

@@ -65,7 +65,7 @@ def profkit_gate(request, tmp_path):
         from profkit.outputs.gate_md import text_lines
 
         got = gate_benchmark(target, baseline, tmp_path / "profkit-gate", update=update, **kw)
-        if update:
+        if not isinstance(got, g.GateResult):  # --profkit-update-baselines: the file written
             return got
         lines = "\n".join(text_lines(got))
         if got.verdict == "regression" or (got.verdict == "undecided" and not undecided_ok):

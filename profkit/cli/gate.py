@@ -3,29 +3,64 @@ acts on (0 pass or improvement, 1 regression, 3 undecided, 2 bad usage or input)
 from __future__ import annotations
 
 import json
+import sqlite3
+import sys
 from functools import wraps
+from pathlib import Path
 
 import click
 
-from profkit.cli import PATH, _fail, _resolve_run, db_option, handled, out
 from profkit.core.errors import BadArgument, ProfkitError
-from profkit.outputs.tables import plain
+from profkit.core.names import as_text
+from profkit.outputs.tables import console, plain
 from profkit.outputs.tables import table as _table
-from profkit.store.store import Store
+from profkit.store.store import Store, default_db
+
+out = console()
+PATH = click.Path(path_type=Path, readable=False)
+
+
+def _fail(message: str, code: int):
+    click.echo(f"profkit: {plain(message)}", err=True)
+    sys.exit(code)
 
 
 def usage_errors(fn):
-    """Every profkit error is exit 2 here: 1 and 3 are the gate's verdicts (the shared codes,
-    e.g. 3 for a missing tool, would read as one)."""
+    """Every error is one line and exit 2 here: 1 and 3 are the gate's verdicts (the codes other
+    commands give some errors, e.g. 3 for a missing tool, would read as one)."""
 
     @wraps(fn)
     def inner(*args, **kwargs):
+        kwargs = {k: as_text(v) if isinstance(v, str) else v for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
         except ProfkitError as e:
             _fail(str(e), 2)
+        except sqlite3.Error as e:
+            _fail(f"SQLite: {e}", 2)
+        except OSError as e:
+            _fail(f"{type(e).__name__}: {e}", 2)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
 
-    return handled(inner)
+    return inner
+
+
+def db_option(fn):
+    return click.option("--db", default=None, metavar="DB", callback=lambda ctx, param, v: v or default_db(),
+                        help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
+
+
+def _resolve_run(db: str, run: str | None) -> str:
+    """--run, else the newest run (said on stderr when there are several)."""
+    if run is not None:
+        return run
+    with Store(db, readonly=True) as s:
+        newest = s.require_run(None)
+        n = len(s.runs())
+    if n > 1:
+        click.echo(f"profkit: no --run given: using the newest run, {plain(newest)} (one of {n})", err=True)
+    return newest
 
 
 def parse_percent(text: str) -> float:
@@ -53,7 +88,8 @@ def parse_percent(text: str) -> float:
 @click.option("--allow", default=None, metavar="FACT,...",
               help="Compare despite these differences: gpu, driver, clocks, tools, shape, variants.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--md", "md_file", default=None, type=PATH, help="Write the markdown (a pull-request comment) here; - for stdout.")
+@click.option("--md", "md_file", default=None, type=PATH,
+              help="Write the markdown (a pull-request comment) here; - for stdout.")
 @click.option("--rerun", is_flag=True, help="Re-capture `-- COMMAND` (timeline only) until every range is decided.")
 @click.option("--budget-runs", type=click.IntRange(min=0), default=5, show_default=True,
               help="--rerun: at most this many re-captures.")
@@ -115,114 +151,118 @@ def gate(baseline, run, db, max_regression, by, pattern, allow, as_json, md_file
     raise SystemExit(result.exit_code)
 
 
-@click.group()
-def baseline():
-    """Named baselines for profkit gate: save, list, show, rm, export, import."""
+def _baseline_group() -> click.Group:
+    """The `baseline` group, its subcommands built here: the module holds one command object per
+    top-level command (gate, baseline), so a registration of every command a module defines
+    finds no `save` or `export` of its own."""
+
+    @click.group()
+    def baseline():
+        """Named baselines for profkit gate: save, list, show, rm, export, import."""
+
+    @baseline.command("save")
+    @click.argument("name")
+    @click.option("--run", default=None, help="Run to keep (default: the newest).")
+    @click.option("--replace", is_flag=True, help="Write over a baseline of that name.")
+    @db_option
+    @usage_errors
+    def save(name, run, replace, db):
+        """Keep RUN's per-call samples and comparability facts as baseline NAME."""
+        from profkit.analyses.gate import snapshot
+        from profkit.store import baselines
+
+        baselines.check_name(name)
+        run = _resolve_run(db, run)
+        with Store(db, create=False) as s:
+            if run not in s.runs():
+                raise BadArgument(f"no run {run!r} in {db}; runs: {', '.join(s.runs()) or 'none'}")
+            b = snapshot(s, run, name)
+            baselines.save(s, b, replace)
+        summ = b.summary()
+        click.echo(plain(f"baseline {name}: run {run}, {summ['ranges']} ranges, {summ['calls']} calls a range, "
+                         f"{summ['gpu'] or 'GPU not recorded'}"))
+
+    @baseline.command("list")
+    @db_option
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+    @usage_errors
+    def list_(db, as_json):
+        """The baselines in the database."""
+        from profkit.store import baselines
+
+        with Store(db, readonly=True) as s:
+            rows = baselines.listing(s)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            click.echo("no baselines (profkit baseline save NAME --run RUN)")
+        else:
+            out.print(_table(rows, "baselines"))
+
+    @baseline.command("show")
+    @click.argument("name")
+    @db_option
+    @click.option("--json", "as_json", is_flag=True, help="Print the baseline file's JSON.")
+    @usage_errors
+    def show(name, db, as_json):
+        """Baseline NAME: its facts, and per range the calls and median time."""
+        import statistics
+
+        from profkit.store import baselines
+
+        with Store(db, readonly=True) as s:
+            b = baselines.load(s, name)
+        if as_json:
+            click.echo(json.dumps(baselines.to_json(b), indent=2))
+            return
+        click.echo(plain(f"baseline {b.name}: run {b.run}, saved {b.created_at}"))
+        for k, v in b.facts.items():
+            click.echo(plain(f"  {k}: {v if v is not None else 'not recorded'}"))
+        out.print(_table([{"range": r.path, "calls": len(r.gpu_us), "median us": statistics.median(r.gpu_us),
+                           "host us": statistics.median(r.host_us) if r.host_us else None, "kernels": len(r.kernels),
+                           "label": r.label} for r in b.ranges], f"ranges of baseline {b.name}"))
+
+    @baseline.command("rm")
+    @click.argument("name")
+    @db_option
+    @usage_errors
+    def rm(name, db):
+        """Delete baseline NAME."""
+        from profkit.store import baselines
+
+        with Store(db, create=False) as s:
+            baselines.remove(s, name)
+        click.echo(plain(f"baseline {name} removed"))
+
+    @baseline.command("export")
+    @click.argument("name")
+    @click.argument("file", type=PATH)
+    @db_option
+    @usage_errors
+    def export(name, file, db):
+        """Write baseline NAME to FILE (JSON a repository can commit)."""
+        from profkit.store import baselines
+
+        with Store(db, readonly=True) as s:
+            p = baselines.export(s, name, file)
+        click.echo(plain(f"baseline {name} -> {p} ({p.stat().st_size:,} bytes)"))
+
+    @baseline.command("import")
+    @click.argument("file", type=PATH)
+    @click.option("--name", default=None, help="Keep it under this name (default: the file's).")
+    @click.option("--replace", is_flag=True, help="Write over a baseline of that name.")
+    @db_option
+    @usage_errors
+    def import_(file, name, replace, db):
+        """Load a baseline file written by `baseline export`."""
+        from profkit.store import baselines
+
+        b = baselines.read(file)  # checked before the database is opened or made
+        with Store(db) as s:
+            b = baselines.import_file(s, file, name, replace)
+        click.echo(plain(f"baseline {b.name} <- {file} (run {b.run}, {len(b.ranges)} ranges)"))
+
+    return baseline
 
 
-@baseline.command("save")
-@click.argument("name")
-@click.option("--run", default=None, help="Run to keep (default: the newest).")
-@click.option("--replace", is_flag=True, help="Write over a baseline of that name.")
-@db_option
-@usage_errors
-def save(name, run, replace, db):
-    """Keep RUN's per-call samples and comparability facts as baseline NAME."""
-    from profkit.analyses.gate import snapshot
-    from profkit.store import baselines
-
-    baselines.check_name(name)
-    run = _resolve_run(db, run)
-    with Store(db, create=False) as s:
-        if run not in s.runs():
-            raise BadArgument(f"no run {run!r} in {db}; runs: {', '.join(s.runs()) or 'none'}")
-        b = snapshot(s, run, name)
-        baselines.save(s, b, replace)
-    summ = b.summary()
-    click.echo(plain(f"baseline {name}: run {run}, {summ['ranges']} ranges, {summ['calls']} calls a range, "
-                     f"{summ['gpu'] or 'GPU not recorded'}"))
-
-
-@baseline.command("list")
-@db_option
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-@usage_errors
-def list_(db, as_json):
-    """The baselines in the database."""
-    from profkit.store import baselines
-
-    with Store(db, readonly=True) as s:
-        rows = baselines.listing(s)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-    elif not rows:
-        click.echo("no baselines (profkit baseline save NAME --run RUN)")
-    else:
-        out.print(_table(rows, "baselines"))
-
-
-@baseline.command("show")
-@click.argument("name")
-@db_option
-@click.option("--json", "as_json", is_flag=True, help="Print the baseline file's JSON.")
-@usage_errors
-def show(name, db, as_json):
-    """Baseline NAME: its facts, and per range the calls and median time."""
-    import statistics
-
-    from profkit.store import baselines
-
-    with Store(db, readonly=True) as s:
-        b = baselines.load(s, name)
-    if as_json:
-        click.echo(json.dumps(baselines.to_json(b), indent=2))
-        return
-    click.echo(plain(f"baseline {b.name}: run {b.run}, saved {b.created_at}"))
-    for k, v in b.facts.items():
-        click.echo(plain(f"  {k}: {v if v is not None else 'not recorded'}"))
-    out.print(_table([{"range": r.path, "calls": len(r.gpu_us), "median us": statistics.median(r.gpu_us),
-                       "host us": statistics.median(r.host_us) if r.host_us else None, "kernels": len(r.kernels),
-                       "label": r.label} for r in b.ranges], f"ranges of baseline {b.name}"))
-
-
-@baseline.command("rm")
-@click.argument("name")
-@db_option
-@usage_errors
-def rm(name, db):
-    """Delete baseline NAME."""
-    from profkit.store import baselines
-
-    with Store(db, create=False) as s:
-        baselines.remove(s, name)
-    click.echo(plain(f"baseline {name} removed"))
-
-
-@baseline.command("export")
-@click.argument("name")
-@click.argument("file", type=PATH)
-@db_option
-@usage_errors
-def export(name, file, db):
-    """Write baseline NAME to FILE (JSON a repository can commit)."""
-    from profkit.store import baselines
-
-    with Store(db, readonly=True) as s:
-        p = baselines.export(s, name, file)
-    click.echo(plain(f"baseline {name} -> {p} ({p.stat().st_size:,} bytes)"))
-
-
-@baseline.command("import")
-@click.argument("file", type=PATH)
-@click.option("--name", default=None, help="Keep it under this name (default: the file's).")
-@click.option("--replace", is_flag=True, help="Write over a baseline of that name.")
-@db_option
-@usage_errors
-def import_(file, name, replace, db):
-    """Load a baseline file written by `baseline export`."""
-    from profkit.store import baselines
-
-    b = baselines.read(file)  # checked before the database is opened or made
-    with Store(db) as s:
-        b = baselines.import_file(s, file, name, replace)
-    click.echo(plain(f"baseline {b.name} <- {file} (run {b.run}, {len(b.ranges)} ranges)"))
+baseline = _baseline_group()

@@ -82,8 +82,8 @@ def markdown(r: GateResult) -> str:
 def text_lines(r: GateResult) -> list[str]:
     """The terminal report: one line a range, kernel lines under the worst, then notes."""
     out = []
-    for d in r.differences:
-        out.append(f"allowed difference: {d.line()}")
+    for diff in r.differences:
+        out.append(f"allowed difference: {diff.line()}")
     for row in r.ranges:
         d = row.decision
         more = more_text(d)
