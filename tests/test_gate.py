@@ -418,3 +418,51 @@ def test_docs_hold_the_simulation_s_numbers(tmp_path):
         ranges, facts = sim.recorded(s)
     text = sim.render(sim.simulate(ranges), facts)
     assert sim.block_in((ROOT / "docs" / "gate.md").read_text(encoding="utf-8")) == text
+
+
+# --- labels: runs with counters ---------------------------------------------------------------------
+
+SWIGLU_C, SWIGLU_E = "swiglu-llama8b-t1-r26-h100c", "swiglu-llama8b-t1-r26-h100e"
+
+
+@pytest.fixture(scope="module")
+def swiglu(tmp_path_factory):
+    """Two captures of the same SwiGLU cell on an H100 (40 calls a variant), with counters."""
+    root = tmp_path_factory.mktemp("swiglu")
+    load_runs(root, [SWIGLU_C, SWIGLU_E], "s.db").close()
+    return str(root / "s.db")
+
+
+def test_two_captures_of_one_cell_pass_and_keep_their_labels(swiglu):
+    """Two processes, the same kernels: a real A/A across captures passes, and each range and
+    kernel carries its classify label (counters exist)."""
+    from profkit.analyses import gate as g
+    from profkit.store.store import Store
+
+    with Store(swiglu, readonly=True) as s:
+        base = g.snapshot(s, SWIGLU_C, "main")
+        res = g.gate_runs(s, base, [SWIGLU_E])
+    assert res.verdict == "pass" and len(res.ranges) == 3
+    assert all(r.decision.n_baseline == r.decision.n_run == 40 for r in res.ranges)
+    assert {r.label_baseline for r in res.ranges} == {"launch_overhead"} == {r.label_run for r in res.ranges}
+    assert {k.label for r in base.ranges for k in r.kernels} == {"launch_overhead"}
+
+
+def test_a_kernel_whose_label_changed_is_named(swiglu, tmp_path):
+    """The baseline's kernel was `dram`-bound, the run's is `launch_overhead` and 20 % slower:
+    the range is a regression and its kernel row says the label changed."""
+    from profkit.analyses import gate as g
+    from profkit.outputs.gate_md import markdown
+    from profkit.store.store import Store
+
+    with Store(swiglu, readonly=True) as s:
+        base = g.snapshot(s, SWIGLU_C, "main")
+        mine = g.samples(s, SWIGLU_C)
+        fx = g.facts(s, SWIGLU_C)
+    base.ranges[1].kernels[0].label = "dram"
+    res = g.gate(base, _scaled(mine, 1.2), fx, [SWIGLU_C], pattern="swiglu/triton/llama8b-t1")
+    (row,) = res.ranges
+    assert row.decision.verdict == "regression" and res.exit_code == 1
+    (k,) = row.kernels
+    assert k.kernel == "_swiglu_fwd" and k.label_changed and k.decision.verdict == "regression"
+    assert "**dram → launch_overhead**" in markdown(res)
