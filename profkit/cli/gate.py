@@ -158,7 +158,13 @@ def _baseline_group() -> click.Group:
 
     @click.group()
     def baseline():
-        """Named baselines for profkit gate: save, list, show, rm, export, import."""
+        """Named baselines for profkit gate: save, list, show, rm, export, import.
+
+        \b
+        Examples:
+          profkit baseline save main --run bench-main
+          profkit baseline export main baselines/main.json
+          profkit baseline import baselines/main.json --name base"""
 
     @baseline.command("save")
     @click.argument("name")
