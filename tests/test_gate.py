@@ -466,3 +466,26 @@ def test_a_kernel_whose_label_changed_is_named(swiglu, tmp_path):
     (k,) = row.kernels
     assert k.kernel == "_swiglu_fwd" and k.label_changed and k.decision.verdict == "regression"
     assert "**dram → launch_overhead**" in markdown(res)
+
+
+def test_rerun_loop_stops_at_its_time_budget(db):
+    """--budget-s: no new re-capture once the time is spent; the loop says what it did."""
+    from profkit.analyses import gate as g
+    from profkit.store.store import Store
+
+    with Store(db, readonly=True) as s:
+        base = g.snapshot(s, SLOW, "near")
+    base.ranges = _scaled(base.ranges, 1 / 1.028)  # at the threshold: stays undecided
+    now = [0.0]
+    captured = []
+
+    def recapture(i):
+        now[0] += 6.0
+        captured.append(i)
+        return SLOW  # the same calls again (pooled)
+
+    res = g.rerun_loop(lambda: Store(db, readonly=True), base, SLOW, recapture, budget_runs=10, budget_s=10,
+                       clock=lambda: now[0])
+    assert captured == [1, 2] and res.verdict == "undecided" and res.exit_code == 3
+    assert res.rerun[-1].startswith("budget spent: 12 s of 10 s (--budget-s)")
+    assert res.rerun[0].startswith(f"re-captured as run {SLOW} in 6 s (2 undecided; about ")
