@@ -265,14 +265,18 @@ def test_another_gpu_is_refused_in_one_line_or_compared_when_allowed(db, tmp_pat
 def test_each_difference_gets_its_own_line():
     from profkit.analyses import gate as g
 
-    base = {"gpu": "H100", "driver": "580", "clocks": "base",
-            "tools": {"nsys_version": "2025.3", "torch_version": "2.11"}, "shape": ["t4096"], "variants": ["a", "b"]}
-    run = {"gpu": "H100", "driver": "575", "clocks": None, "tools": {"nsys_version": "2025.5", "torch_version": "2.10"},
-           "shape": ["t1"], "variants": ["a"]}
+    base = {"gpu": "H100", "driver": "580", "clocks": "base", "tools": {"nsys_version": "2025.3", "ncu_version": "1"},
+            "shape": ["t4096"], "variants": ["a", "b"], "libraries": {"triton_version": "3.6.0"}}
+    run = {"gpu": "H100", "driver": "575", "clocks": None, "tools": {"nsys_version": "2025.5", "ncu_version": "2"},
+           "shape": ["t1"], "variants": ["a"], "libraries": {"triton_version": "3.7.0"}}
     diffs, notes = g.differences(base, run)
     assert [d.fact for d in diffs] == ["driver", "tools", "tools", "shape", "variants"]
-    assert diffs[1].line() == "tools: nsys_version 2025.3 (baseline) -> nsys_version 2025.5 (run)"
-    assert notes == ["clocks: not recorded for the run (base on the other side)"]
+    assert [d.line() for d in diffs if d.fact == "tools"] == ["tools: ncu_version 1 (baseline) -> ncu_version 2 (run)",
+                                                              "tools: nsys_version 2025.3 (baseline) -> nsys_version "
+                                                              "2025.5 (run)"]
+    # a library upgrade is what a change may be about: compared, and said
+    assert notes == ["triton_version: 3.6.0 (baseline) -> 3.7.0 (run): compared (a library the change may be about)",
+                     "clocks: not recorded for the run (base on the other side)"]
 
 
 # --- usage --------------------------------------------------------------------------------------

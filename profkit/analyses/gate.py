@@ -43,7 +43,9 @@ DEFAULT_THRESHOLD = 0.03
 MAX_CALLS = 100_000  # "more than this": the change sits at the threshold
 KERNEL_ROWS_FOR = 3  # ranges (the worst) whose kernels are gated one by one
 FACTS = ("gpu", "driver", "clocks", "tools", "shape", "variants")
-TOOLS = ("nsys_version", "ncu_version", "timeline_tracer", "torch_version", "triton_version", "cuda")
+TOOLS = ("nsys_version", "ncu_version", "timeline_tracer")  # what measured: a difference refuses
+# what ran: a change a pull request may be about (a Triton upgrade), so a difference is a note
+LIBRARIES = ("torch_version", "triton_version", "cuda")
 VERDICTS = ("pass", "improvement", "undecided", "regression")
 EXIT = {"pass": 0, "improvement": 0, "regression": 1, "undecided": 3}
 
@@ -87,9 +89,11 @@ def facts(store: Store, run: str) -> dict:
         paths = [g.path for g in selection.groups(store, selection.parse(run)).values()]
         variants = sorted(selection.variants(paths))
     tools = {k: meta[k] for k in TOOLS if meta.get(k)}
+    libraries = {k: meta[k] for k in LIBRARIES if meta.get(k)}
     return {"gpu": gpu, "driver": meta.get("driver"),
             "clocks": meta.get("clock_control") or meta.get("clocks"),
-            "tools": tools or None, "shape": shapes or None, "variants": variants or None}
+            "tools": tools or None, "shape": shapes or None, "variants": variants or None,
+            "libraries": libraries or None}
 
 
 def snapshot(store: Store, run: str, name: str) -> Baseline:
@@ -111,8 +115,14 @@ class Difference:
 
 def differences(base: dict, run: dict) -> tuple[list[Difference], list[str]]:
     """(differences, notes): a fact recorded on both sides that differs is a difference (one per
-    tool for `tools`); a fact recorded on one side only is a note, not a refusal."""
+    tool for `tools`); a fact recorded on one side only is a note, not a refusal, and so is a
+    library version that differs."""
     diffs, notes = [], []
+    lb, lr = base.get("libraries") or {}, run.get("libraries") or {}
+    for lib in sorted(set(lb) & set(lr)):
+        if lb[lib] != lr[lib]:
+            notes.append(f"{lib}: {lb[lib]} (baseline) -> {lr[lib]} (run): compared (a library the change may be "
+                         f"about)")
     for f in FACTS:
         b, r = base.get(f), run.get(f)
         if f == "tools" and b and r:
