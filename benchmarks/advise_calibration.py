@@ -26,19 +26,17 @@ from profkit.store.store import Store
 ROOT = Path(__file__).resolve().parents[1]
 
 # (before, after, measure): the fixes the lab applied, each shipped as one run or two
-PAIRS = [(f"{r}:eager", f"{r}:triton", "gpu") for r in (
-    "rmsnorm-llama8b-t32768", "rmsnorm-qwen7b-t4096", "add_rmsnorm-llama8b-t4096", "rope-llama8b-t4096",
-    "rmsnorm_rope-qwen3-8b-t4096", "swiglu-llama8b-t4096", "softmax-r32768-n4096", "rmsnorm_linear-llama8b-qkv-m16")] + [
-    ("matmul-llama8b-qkv-m4096:tiled", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),
-    ("matmul-llama8b-qkv-m4096:autotuned", "matmul-llama8b-qkv-m4096:persistent_tma", "gpu"),
-    ("fp8_gemm-llama8b-qkv-m4096:triton", "fp8_gemm-llama8b-qkv-m4096:scaled_mm", "gpu"),
-    ("sgemm-ladder-4096:naive", "sgemm-ladder-4096:warptile", "gpu"),
-    ("sgemm-ladder-4096:blocktile_2d", "sgemm-ladder-4096:warptile", "gpu"),
+PAIRS = [
+    ("rmsnorm-eager-vs-triton-h200:eager", "rmsnorm-eager-vs-triton-h200:triton", "gpu"),
+    ("rmsnorm-eager-vs-triton-h200:eager", "rmsnorm-eager-vs-triton-h200:liger", "gpu"),
+    ("softmax-vocab-cuda-cluster-rejected-h100:compile", "softmax-vocab-cuda-cluster-rejected-h100:triton", "gpu"),
+    ("rmsnorm-bwd-persistent-vs-compile-h100:compile_direct", "rmsnorm-bwd-persistent-vs-compile-h100:triton_direct",
+     "gpu"),
     ("e2e-decode:eager", "e2e-decode:graph", "span"),
     ("e2e-decode:lab", "e2e-decode:graph_lab", "span"),
 ]
 # timeline-only pairs: no counters, so no operator floor; listed with why
-TIMELINE_ONLY = [("e2e-decode:eager", "e2e-decode:lab"), ("e2e-prefill:eager", "e2e-prefill:lab")]
+TIMELINE_ONLY = [("e2e-decode:eager", "e2e-decode:lab")]
 
 
 def run(profiles: Path) -> dict:

@@ -304,7 +304,7 @@ def render(res: dict, tl: dict | None = None) -> str:
         lines += ["", "## From the timeline (nsys, `profkit timeline`)", "",
                   "nsys 2025.3 captures of `python -m profkit.kernels.run e2e/prefill|e2e/decode` by "
                   "`benchmarks/gpu/e2e.sh` (decode with `--cuda-graph-trace=node`), committed as "
-                  "`profiles/e2e-prefill` and `profiles/e2e-decode`; tracing adds CPU time to every launch, so "
+                  "`profiles/e2e-decode` (the prefill capture is in git history, commit 838d2f1); tracing adds CPU time to every launch, so "
                   "eager idle shares here are higher than in the untraced timings above.", "",
                   "Per call range (`forward` = one prefill, `step` = one decode step): GPU window from its first "
                   "kernel start to its last kernel end, busy = union of its kernels, idle = window - busy (the GPU "

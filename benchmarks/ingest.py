@@ -8,6 +8,11 @@ process), and with --peer-python (a Python with nsys-ai 0.3 installed, kept out 
 environment) nsys-ai's own NVTX attribution on the same file, alternating run by run, with the
 ratio. `check` verifies every grown kernel's structured path against the base export's.
 
+With --analyses, each analysis then runs as its own CLI process on the first ingest's database
+(classify first: advise and compare read its stored labels), its wall time, CPU time and peak
+RSS reported as a ratio to that ingest, so that a loaded machine moves both alike. `--md PATH`
+appends the table as markdown.
+
 Each replica copies the export's kernels, their launching runtime calls and its NVTX ranges,
 shifted in time (and correlation id) past the previous replica. To reach as many ranges as
 kernels, each replica also wraps every launch call in a push/pop range of its own, on the
@@ -109,6 +114,68 @@ def _timed(cmd: list[str]) -> dict:
             "rc": proc.returncode, "stdout": out.strip(), "stderr": err.strip()[-500:]}
 
 
+# Each analysis as the user runs it, in the order the later ones expect (classify stores labels).
+# compare needs two runs, and ingest refuses a file it already holds (by hash): compare is left
+# out until the bench grows a second, different export.
+ANALYSES = {
+    "classify": ["classify"],
+    "advise": ["advise"],
+    "timeline": ["timeline"],
+    "kernels": ["kernels"],
+    "ranks": ["ranks"],
+    "phases": None,  # no command of its own (advise runs it): profkit.analyses.phases.detect
+}
+PHASES = """
+import sys
+from profkit.analyses import phases
+from profkit.store.store import Store
+with Store(sys.argv[1], create=False) as s:
+    print(len(phases.detect(s, "big").phases))
+"""
+
+
+def analyses(db: Path, ingest: dict, only: list[str] | None = None) -> dict:
+    """Wall, CPU and peak RSS of each analysis (a child process each) on `db`, and each as a
+    ratio to `ingest` (wall and memory)."""
+    out = {}
+    for name, args in ANALYSES.items():
+        if only and name not in only:
+            continue
+        cmd = [sys.executable, "-c", PHASES, str(db)] if args is None else \
+            [sys.executable, "-m", "profkit.cli", args[0], "--db", str(db), *args[1:]]
+        r = _timed(cmd)
+        out[name] = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"], "rc": r["rc"],
+                     "wall_ratio": round(r["wall_s"] / ingest["wall_s"], 2),
+                     "cpu_ratio": round(r["cpu_s"] / ingest["cpu_s"], 2),
+                     "rss_ratio": round(r["peak_rss_mb"] / ingest["peak_rss_mb"], 2)}
+        if r["rc"] != 0:
+            out[name]["stderr"] = r["stderr"]
+        print(f"{name:9s} {r['wall_s']:7.2f} s  {r['cpu_s']:7.2f} s CPU  {r['peak_rss_mb']:7.0f} MB  "
+              f"{out[name]['wall_ratio']:5.2f}x ingest time ({out[name]['cpu_ratio']:5.2f}x CPU)  "
+              f"{out[name]['rss_ratio']:5.2f}x its memory"
+              + ("" if r["rc"] == 0 else f"  FAILED: {r['stderr'][-200:]}"), file=sys.stderr, flush=True)
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The analyses section's table, with the machine, versions and date it was measured on."""
+    ing = result["analyses_ingest"]
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    head = (f"\n### {result['date']} {time.strftime('%H:%M', time.gmtime())} UTC, {result['host']}, "
+            f"{result['cpus']} cores, load {result['load_avg_1m']}, Python {result['python']}, "
+            f"SQLite {result['sqlite']}, numpy {__import__('numpy').__version__}, commit {commit}\n\n"
+            f"{result['source_rows']['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, "
+            f"{result['source_rows']['NVTX_EVENTS']:,} NVTX rows; ingest {ing['wall_s']} s wall, "
+            f"{ing['cpu_s']} s CPU, {ing['peak_rss_mb']:.0f} MB peak.\n\n"
+            "| analysis | wall | CPU | peak RSS | wall / ingest | CPU / ingest | RSS / ingest |\n"
+            "|---|---|---|---|---|---|---|\n")
+    return head + "".join(f"| {n} | {a['wall_s']} s | {a['cpu_s']} s | {a['peak_rss_mb']:.0f} MB | "
+                          f"**{a['wall_ratio']}** | {a['cpu_ratio']} | {a['rss_ratio']} |"
+                          f"{'' if a['rc'] == 0 else ' failed'}\n"
+                          for n, a in result["analyses"].items())
+
+
 def check(src: Path, db: Path, replicas: int, depth: int) -> dict:
     """Correctness of the projection at scale: every replica's kernels sit under the paths the
     base export's kernels have (profkit's own row path on the base file), plus the wrap ranges."""
@@ -145,6 +212,9 @@ def main() -> int:
     ap.add_argument("--peer-python", default=os.environ.get("NSYS_AI_PYTHON"),
                     help="a Python with nsys-ai installed: time its NVTX attribution on the same file, alternating")
     ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each")
+    ap.add_argument("--analyses", nargs="?", const="all", default=None,
+                    help="then time each analysis on the database (all, or a comma list: classify,advise,...)")
+    ap.add_argument("--md", help="append the analyses table to this markdown file")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ingest.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -201,6 +271,13 @@ def main() -> int:
             if ok:
                 result["ratio_wall"] = [round(r["wall_s"] / p["wall_s"], 2) for r, p in zip(runs, peer) if p["rc"] == 0]
                 result["ratio_cpu"] = [round(r["cpu_s"] / p["cpu_s"], 2) for r, p in zip(runs, peer) if p["rc"] == 0]
+        if a.analyses:
+            result["analyses_ingest"] = {k: runs[0][k] for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+            result["analyses"] = analyses(Path(d) / "bench0.db", runs[0],
+                                          None if a.analyses == "all" else a.analyses.split(","))
+            if a.md:
+                with open(a.md, "a") as f:
+                    f.write(markdown(result))
         if not a.source:
             result["check"] = check(src, Path(d) / "bench0.db", replicas, depth)
     Path(a.out).write_text(json.dumps(result, indent=2) + "\n")

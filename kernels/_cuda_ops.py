@@ -169,7 +169,7 @@ def swiglu_cuda(gate, up, out=None):
     return y
 
 
-# ---- Softmax over long rows (kernels/cuda/softmax.cu, round 14) -------------------------------
+# ---- Softmax over long rows (kernels/cuda/softmax.cu) -------------------------------------------
 
 # as softmax.cu's Shape: one CTA an SM (15 consumer warps, two 16-byte vectors each from a chunk)
 # or two (7 warps, four vectors each): the chunk's bytes, the ring's most stages, the most chunks

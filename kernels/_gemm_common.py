@@ -1,49 +1,13 @@
 """Shared pieces of the GEMM family (matmul ladder, fp8 GEMM, fused RMSNorm + linear, SGEMM):
-LLM projection shapes, the bytes/FLOPs model, and the Triton environment probes (tensor
-descriptors, warp specialization). The error check and its tolerances are the lab's one
+the Triton environment probes (tensor descriptors, warp specialization). The LLM projection
+shapes and the bytes/FLOPs model live in profkit/model/ops/matmul.py. The error check and its tolerances are the lab's one
 numerics module, kernels/_numerics.py (policy "gemm": rel_fro and max_rel, GEMM_TOL).
 """
 from __future__ import annotations
 
+from profkit.model.ops.matmul import LLM_M, LLM_PROJ, all_gemm_shapes, gemm_model, proj_shape  # noqa: F401
+
 from ._numerics import ESIZE, interpreting, num_sms  # noqa: F401  (the family imports them from here)
-
-# (K, N) of the projections of one decoder layer, x @ W^T with W of shape (N, K)
-LLM_PROJ: dict[str, tuple[int, int]] = {
-    "llama8b-qkv": (4096, 6144),
-    "llama8b-o": (4096, 4096),
-    "llama8b-gateup": (4096, 28672),
-    "llama8b-gate": (4096, 14336),
-    "llama8b-down": (14336, 4096),
-    "qwen7b-qkv": (3584, 4608),
-    "qwen7b-o": (3584, 3584),
-    "qwen7b-gateup": (3584, 37888),
-    "qwen7b-gate": (3584, 18944),
-    "qwen7b-down": (18944, 3584),
-}
-LLM_M = (1, 16, 64, 256, 1024, 4096, 8192)
-
-
-def all_gemm_shapes() -> dict[str, dict]:
-    """Every LLM projection x every M, plus 8192^3: the full sweep (benchmarks --full)."""
-    out = {}
-    for proj in ("llama8b-qkv", "llama8b-o", "llama8b-gateup", "llama8b-down",
-                 "qwen7b-qkv", "qwen7b-gateup", "qwen7b-down"):
-        k, n = LLM_PROJ[proj]
-        for m in LLM_M:
-            out[f"{proj}-m{m}"] = {"M": m, "N": n, "K": k}
-    out["m8192-n8192-k8192"] = {"M": 8192, "N": 8192, "K": 8192}
-    return out
-
-
-
-
-def gemm_model(p: dict, dtype: str) -> dict:
-    """Minimum HBM traffic of C = A @ B: read A and B once, write C once (fp8: bf16 out)."""
-    m, n, k = p["M"], p["N"], p["K"]
-    e = ESIZE[dtype]
-    out_e = 2 if dtype == "fp8" else e
-    return {"bytes": (m * k + k * n) * e + m * n * out_e, "flops": 2 * m * n * k}
-
 
 # ---- environment probes -------------------------------------------------------------
 

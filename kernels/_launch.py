@@ -1,6 +1,6 @@
 """A shorter host path for launching a ``@triton.jit`` kernel: ``fast(kernel)[grid](*args, **kw)``.
 
-Why: at 4096 tokens and at decode the lab's rows are host-bound (round 22, host22.py on the H100:
+Why: at 4096 tokens and at decode the lab's rows are host-bound (on the H100:
 the RMSNorm backward's direct call spent 123 us on the host for 37-50 us of kernels, about half of
 it in the two launches' ``JITFunction.run``). Triton binds and specializes every argument, builds
 its cache key from the specialization and the options, and checks the kernel's globals, on every
@@ -20,15 +20,15 @@ bound). Everything else takes the normal launch: the interpreter (``TRITON_INTER
 returns no ``CompiledKernel``.
 Not re-checked on the short path: Triton's test that the kernel's globals have not changed since
 it was compiled (the lab's kernels read no mutable globals). ``PROFKIT_FAST_LAUNCH=0``, or
-``ENABLED = False``, turns it off (the before of round 23's host measurements).
+``ENABLED = False``, turns it off.
 
-Launch plans (round 24): a launcher whose Python is most of its call (the fused q/k RMSNorm + RoPE
+Launch plans: a launcher whose Python is most of its call (the fused q/k RMSNorm + RoPE
 passes 29 parameters; at 4096 tokens on the H100 its call took 74 us on the host to compile's 59)
 keeps, per key of its inputs (shapes, strides, dtypes, flags), a ``Plan``: the kernel, grid, the
 parameters after the tensors and their key, all worked out once. A later call with the same input
 key allocates its outputs and calls ``FastKernel.launch_planned`` with only its tensors, whose
 dtype and alignment are still keyed on every call. ``PROFKIT_LAUNCH_PLANS=0`` (or ``PLANS =
-False``) turns plans off and leaves the rest of the short path on (round 24's before).
+False``) turns plans off and leaves the rest of the short path on.
 """
 from __future__ import annotations
 
@@ -217,8 +217,8 @@ class Plans:
 
 
 def without_plans(call):
-    """`call` run with the launch plans off (the short path stays on): the lab's *_noplan variants,
-    the before of round 24's pairs captured in the same process as the after."""
+    """`call` run with the launch plans off (the short path stays on), to measure what the plans
+    save in the same process."""
     def run(*args, **kw):
         global PLANS
         was, PLANS = PLANS, False
@@ -232,7 +232,7 @@ def without_plans(call):
 
 def cdiv(a: int, b: int) -> int:
     """triton.cdiv for host ints without its constexpr_function wrapper (a few us a call on the
-    hosts of round 22, and launchers call it several times)."""
+    lab's hosts, and launchers call it several times)."""
     return -(-a // b)
 
 

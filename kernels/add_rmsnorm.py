@@ -7,17 +7,20 @@ Unfused that is 3 reads + 1 write (add) + 1 read + 1 write (norm); fused it is 2
 2 writes. The sum is formed in fp32 and normalised from fp32 (vLLM's fused_add_rms_norm
 normalises the same fp32 sum); the stored residual is that sum rounded to the dtype.
 Launch: rmsnorm.row_config (at a few rows, decode, num_warps of the one-row launch timed by
-CUDA-graph replay since round 6; the default launch without tuning: variant ``triton_untuned``).
+CUDA-graph replay).
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from profkit.model.ops.norms import ADD_RMSNORM_SHAPES
+from profkit.model.ops.norms import add_rmsnorm_model as model
+
 from . import Workload, torch_dtype
-from ._launch import Plans, cdiv, fast, next_pow2, without_plans
-from ._numerics import ESIZE, compiled, has_module
-from .rmsnorm import rmsnorm_reference, row_config, row_key, untuned_config
+from ._launch import Plans, cdiv, fast, next_pow2
+from ._numerics import compiled, has_module
+from .rmsnorm import rmsnorm_reference, row_config, row_key
 from .timing import pick_check
 
 
@@ -30,10 +33,8 @@ def _load_w(W, cols, cmask, offset, EVICT: tl.constexpr):
 
 @triton.jit
 def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M, N, eps, offset,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = True,
-                     W_FIRST: tl.constexpr = True):
-    """EVICT: x and r read evict-first, w evict-last (L2 hints; a tuned choice, rmsnorm.row_config).
-    W_FIRST: w issued with x and r (False: after the reduction, as before round 6)."""
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = True):
+    """EVICT: x and r read evict-first, w evict-last (L2 hints; a tuned choice, rmsnorm.row_config)."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
@@ -48,35 +49,31 @@ def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M,
         x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     # w issued with x and r, not after the reduction: at one row (decode) its load was a memory
-    # round trip of its own on the critical path (round 6, H100: 1.88 us against Liger's 1.74)
-    if W_FIRST:
-        w = _load_w(W, cols, cmask, offset, EVICT)
+    # round trip of its own on the critical path (H100: 1.88 us against Liger's 1.74)
+    w = _load_w(W, cols, cmask, offset, EVICT)
     s = x + r
     tl.store(RO + rows[:, None] * stride_ro + cols[None, :], s.to(RO.dtype.element_ty), mask=mask)
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=1) / N + eps)
-    if not W_FIRST:
-        w = _load_w(W, cols, cmask, offset, EVICT)
     y = s * rstd[:, None] * w[None, :]
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
-_PLANS = Plans()  # add_rmsnorm's launches by their inputs' key (round 24, kernels/_launch.py)
+_PLANS = Plans()  # add_rmsnorm's launches by their inputs' key (kernels/_launch.py)
 
 
 def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None, residual_out=None,
-                evict: bool | None = None, config=None, w_first: bool = True):
+                evict: bool | None = None, config=None):
     """Returns (normed, new_residual). out / residual_out: optional preallocated outputs;
     residual_out=residual updates the residual in place (each element is read before it is
-    written by the same program). config: (BLOCK_M, num_warps, EVICT), else picked per shape.
-    w_first=False: w loaded after the reduction (round 5's kernel; variant triton_wlate). A call
-    like an earlier one (same shapes, strides, dtypes, flags; no outputs or config given) takes
-    that call's launch plan (round 24)."""
+    written by the same program). config: (BLOCK_M, num_warps, EVICT), else picked per shape;
+    evict: force the L2 hints on or off instead of tuning them. A call like an earlier one (same
+    shapes, strides, dtypes, flags; no outputs or config given) takes that call's launch plan."""
     import torch
 
     plannable = out is None and residual_out is None and config is None
     if plannable:
         pkey = (x.shape, x.stride(), residual.shape, residual.stride(), x.dtype, residual.dtype, x.device, eps,
-                gemma, evict, w_first)
+                gemma, evict)
         plan = _PLANS.get(pkey)
         if plan is not None:
             y = torch.empty(pkey[0], dtype=pkey[4], device=pkey[6])
@@ -101,7 +98,7 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
         """(grid, the parameters after the tensors, the options) of launch `cfg`."""
         bm, nw, ev = cfg
         return ((cdiv(M, bm),), (x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
-                                 1.0 if gemma else 0.0, bm, BLOCK_N, ev, w_first), (("num_warps", nw),))
+                                 1.0 if gemma else 0.0, bm, BLOCK_N, ev), (("num_warps", nw),))
 
     def launch(cfg):
         grid, rest, opts = parts(cfg)
@@ -141,12 +138,6 @@ def add_rmsnorm_reference(x, residual, w, eps: float = 1e-6, gemma: bool = False
     return rmsnorm_reference(s, w, eps, gemma), s
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 4 * m * n * e + n * e, "flops": 5 * m * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -170,14 +161,6 @@ _VARIANTS = {
     "eager": lambda s: add_rmsnorm_eager(s["x"], s["r"], s["w"]),
     "compile": lambda s: compiled("add_rmsnorm", add_rmsnorm_eager)(s["x"], s["r"], s["w"]),
     "triton": lambda s: add_rmsnorm(s["x"], s["r"], s["w"]),
-    # the same call with the launch plans off: round 24's before, in the same process
-    "triton_noplan": without_plans(lambda s: add_rmsnorm(s["x"], s["r"], s["w"])),
-    # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
-    "triton_evict": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], evict=True),
-    # no tuning: the default launch, what shapes under TUNE_MIN_ELEMS (decode included) ran before round 6
-    "triton_untuned": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], config=untuned_config(s["x"].shape[-1])),
-    # round 6's before: w loaded after the reduction (the launch as picked for triton)
-    "triton_wlate": lambda s: add_rmsnorm(s["x"], s["r"], s["w"], w_first=False),
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = lambda s: _liger(s["x"], s["r"], s["w"])
@@ -186,12 +169,7 @@ WORKLOAD = Workload(
     op="add_rmsnorm",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "hidden": 4096},
-        "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
-        "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
-        "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
-    },
+    shapes=ADD_RMSNORM_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused residual add + RMSNorm -> (normed, new residual)",

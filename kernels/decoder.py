@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from profkit.model.ops.decoder import CONFIGS, Config, config  # noqa: F401  (the lab imports them from here)
 
 from . import torch_dtype
 from .add_rmsnorm import add_rmsnorm, add_rmsnorm_eager
@@ -66,55 +68,6 @@ TOL = {"fp64": 2e-5, "fp32": 2e-5, "bf16": 1.5e-2, "fp16": 3e-3}
 
 def tolerance(dtype: str, layers: int) -> float:
     return TOL[dtype] * math.sqrt(max(1, layers))
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    rope_theta: float
-    rms_eps: float
-    qkv_bias: bool
-    layers: int
-    max_seq: int = 4096    # KV cache capacity (tokens)
-    bucket_min: int = 128  # smallest decode bucket (keys)
-
-    @property
-    def group(self) -> int:
-        return self.heads // self.kv_heads
-
-    @property
-    def qkv_dim(self) -> int:
-        return (self.heads + 2 * self.kv_heads) * self.head_dim
-
-    def layer_params(self) -> int:
-        h, d = self.hidden, self.head_dim
-        return (self.qkv_dim * h + (self.qkv_dim if self.qkv_bias else 0) + self.heads * d * h
-                + 3 * self.intermediate * h + 2 * h)
-
-
-# published shapes (config.json of meta-llama/Meta-Llama-3-8B and Qwen/Qwen2.5-7B); Llama 3.1's
-# rope scaling is left out (it changes the tables, not the kernels)
-CONFIGS = {
-    "llama3-8b": Config("llama3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336,
-                        rope_theta=500000.0, rms_eps=1e-5, qkv_bias=False, layers=32),
-    "qwen2.5-7b": Config("qwen2.5-7b", hidden=3584, heads=28, kv_heads=4, head_dim=128, intermediate=18944,
-                         rope_theta=1000000.0, rms_eps=1e-6, qkv_bias=True, layers=28),
-    # CPU tests: GQA (group 2), qkv bias, odd intermediate
-    "tiny": Config("tiny", hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=88,
-                   rope_theta=10000.0, rms_eps=1e-6, qkv_bias=True, layers=2, max_seq=64, bucket_min=8),
-}
-
-
-def config(name: str, layers: int | None = None, max_seq: int | None = None, **kw) -> Config:
-    if name not in CONFIGS:
-        raise KeyError(f"no decoder config {name!r}; known: {', '.join(CONFIGS)}")
-    c = CONFIGS[name]
-    return replace(c, layers=layers or c.layers, max_seq=max_seq or c.max_seq, **kw)
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,11 @@ never read).
 """
 from __future__ import annotations
 
+from profkit.model.ops.decoder import DECODE_SHAPES, PREFILL_SHAPES, decode_model, prefill_model
+
 from . import Workload, torch_dtype
 from .decoder import PATHS, Decoder, DecodeRunner, config, nvtx_range
 
-MODELS = ("llama3-8b", "qwen2.5-7b")
-PREFILL_TOKENS = (128, 256, 512, 1024, 2048, 4096)
-LAYERS = 4           # the benchmark stack; full depth is a shape of its own where it is run
-CONTEXT = 448        # decode starts at 448 keys: bucket 512, crossing into 1024 after 64 steps
 DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "lab_gated_mlp", "graph", "graph_lab",
                    "graph_lab_fused_linear", "graph_lab_gated_mlp")
 
@@ -64,14 +62,6 @@ def _prefill(path: str):
     return fn
 
 
-def prefill_model(p: dict, dtype: str) -> dict:
-    cfg = config(p["model"], layers=p["layers"])
-    t, e = p["tokens"], torch_dtype(dtype).itemsize
-    attn = 2 * t * t * cfg.heads * cfg.head_dim * cfg.layers  # causal: half of 4*T*T*H*D
-    return {"flops": 2 * t * cfg.layer_params() * cfg.layers + attn,
-            "bytes": (cfg.layer_params() * cfg.layers + 2 * t * cfg.hidden) * e}
-
-
 # --- decode ---------------------------------------------------------------------------------
 
 def decode_setup(p: dict, dtype: str, device: str):
@@ -106,26 +96,12 @@ def decode_one(s, variant: str):
     return y
 
 
-def decode_model(p: dict, dtype: str) -> dict:
-    cfg = config(p["model"], layers=p["layers"])
-    e = torch_dtype(dtype).itemsize
-    keys = p["context"]
-    kv = 2 * keys * cfg.kv_heads * cfg.head_dim * cfg.layers
-    return {"flops": 2 * cfg.layer_params() * cfg.layers + 2 * keys * cfg.heads * cfg.head_dim * 2 * cfg.layers,
-            "bytes": (cfg.layer_params() * cfg.layers + kv) * e}
-
-
-def _full_layers(model: str) -> int:
-    return config(model).layers
-
-
 WORKLOADS = (
     Workload(
         op="e2e/prefill",
         setup=prefill_setup,
         variants={path: _prefill(path) for path in ("eager", "lab")},
-        shapes={f"{m}-l{LAYERS}-t{t}": {"model": m, "layers": LAYERS, "tokens": t}
-                for m in MODELS for t in PREFILL_TOKENS},
+        shapes=PREFILL_SHAPES,
         model=prefill_model,
         description="decoder stack prefill (T tokens, causal), eager PyTorch vs lab kernels",
     ),
@@ -133,9 +109,7 @@ WORKLOADS = (
         op="e2e/decode",
         setup=decode_setup,
         variants={v: (lambda v: (lambda s: decode_one(s, v)))(v) for v in DECODE_VARIANTS},
-        shapes={**{f"{m}-l{LAYERS}-ctx{CONTEXT}": {"model": m, "layers": LAYERS, "context": CONTEXT} for m in MODELS},
-                **{f"{m}-l{_full_layers(m)}-ctx{CONTEXT}": {"model": m, "layers": _full_layers(m), "context": CONTEXT}
-                   for m in MODELS}},
+        shapes=DECODE_SHAPES,
         model=decode_model,
         description="decoder stack decode step (static KV cache, buckets): eager, lab, CUDA-graph replay",
     ),

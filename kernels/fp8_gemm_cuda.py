@@ -1,40 +1,23 @@
-"""fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++ (variants "cuda_ws112*").
+"""fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++ (variants "cuda_ws112_tma8*").
 
-Round 16 measured why the Gluon 128 x 112 tile lost: the tiles balance the SMs, but Gluon's
-power-of-two tensors forced three narrow wgmma chains (64 + 32 + 16), and the tensor pipe ran
-~68 % busy against cuBLAS's 87-90 %. PTX has cuBLAS's own instruction, wgmma m64n112k32; the
-kernel in kernels/cuda/fp8_gemm.cu issues it (one TMA producer warpgroup, two consumer
-warpgroups of 64 rows, an mbarrier ring, promotion every `chunk` k tiles into fp32, staggered
-between the warpgroups, persistent grouped tile order, and clusters of CTAs sharing B's tile
-(cluster=2, along M) or A's (cluster_n=2, along N) by TMA multicast; see the source's header). bn=128 runs
-the same code at gluon_ws's tile: the control that tells the tile's effect from the code's.
+The kernel in kernels/cuda/fp8_gemm.cu issues cuBLAS's own instruction, wgmma m64n112k32: one
+TMA producer warpgroup, two consumer warpgroups of 64 rows, an mbarrier ring, promotion every
+`chunk` k tiles into fp32, staggered between the warpgroups, persistent grouped tile order; see
+the source's header. The registered launch: no cluster (launched plainly, so the SMs of a GPC take
+neighbouring tiles and the L2 request coalescer merges their reads), GROUP_M 8 (B read from DRAM
+about once), the epilogue through shared memory and TMA stores (per-tensor at parity with
+cuBLAS, per-row 1.12-1.16x; benchmarks/results/gemm.md). Its other arguments (clusters sharing a
+tile by TMA multicast, steer, kflip, diagnostic, trace) are the probes that measured it.
 
-Operands as the Gluon kernels (fp8_gemm_ws.host_args): a (M, K) and b (N, K) contiguous e4m3,
-K a multiple of 16, N of 8; scales fp32 per tensor (one each) or per row ((M,) and (N,)); bf16
-out. Needs a Hopper GPU (sm_90) and nvcc (the source is built once, for sm_90a, and cached:
-kernels/_cuda_build.py). Measured (round 17, graph replay, qwen7b-down-m1024 per-tensor): H100
-124.6 us, H200 125.5, against gluon_ws's 119.4 / 122.7 and _scaled_mm's 106.0 / 116.3; rejected,
-kept as the ledger's attempt. Round 18: without a cluster the kernel is launched plainly (a
-cluster attribute, even 1 x 1, spreads neighbouring CTAs over the GPCs, and the L2 request
-coalescer then merges few of their reads): cluster=1, group_m=2 ("cuda_ws112_g2*") 118.8 us on
-the H100 by graph replay, 0.93x / 0.94x of cuBLAS under ncu. Round 19: steer=True numbers
-clustered launches by the GPC each cluster lands on ("cuda_ws112_steer*"; measured no better,
-kept as the rejected pair), and the per-row scales are loaded when a tile starts (per-row 1.20x /
-1.11x; 1.08x / 1.05x of per-row _scaled_mm under ncu). Round 20: kflip=True runs a CTA's odd tiles'
-k loops from K's end down ("cuda_ws112_kflip*": 13-15 % fewer DRAM bytes, no faster; kept as the
-rejected pair); the wgmma descriptors computed in uniform registers (1.01-1.02x); diagnostic=1/2
-(probes only: operands L2-resident / no loads). Round 21: clock64 stamps (trace=) put the k loops
-at the tensor pipe's rate and 4-6 K cycles a tile in the epilogue; epilogue="tma" stores through
-shared memory by TMA ("cuda_ws112_tma*": 1.03-1.08x), and GROUP_M 8 reads B about once
-("cuda_ws112_tma8*": 1.02-1.07x; 0.99x of per-tensor cuBLAS under ncu, 1.13-1.22x per-row).
-benchmarks/results/gemm.md, "Rounds 17-21".
+Operands: a (M, K) and b (N, K) contiguous e4m3, K a multiple of 16, N of 8; scales fp32 per
+tensor (one each) or per row ((M,) and (N,)); bf16 out. Needs a Hopper GPU (sm_90) and nvcc
+(the source is built once, for sm_90a, and cached: kernels/_cuda_build.py).
 """
 from __future__ import annotations
 
 from . import _cuda_build
-from .fp8_gemm_ws import host_args, hopper_missing
 
-DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, cluster_n=1)  # round 17's pick (H100)
+DEFAULT = dict(bn=112, stages=7, chunk=16, stagger=True, group_m=8, cluster=2, cluster_n=1)  # measured on an H100
 CLUSTERS = (1, 2)
 TILE_N = (112, 128)
 MAX_STAGES = {112: 7, 128: 7}  # the ring within the 227 KB a block may have (1 KB for alignment)
@@ -44,6 +27,33 @@ _SIGNATURE = ("profkit_fp8_gemm_ws", ["p"] * 5 + ["i"] * 16 + ["p", "p"])
 def available() -> str | None:
     """None if the kernel can run here, else why not (the build needs nvcc: ToolMissing then)."""
     return hopper_missing("wgmma, setmaxnreg and TMA")
+
+
+def hopper_missing(needs: str) -> str | None:
+    """None on a Hopper GPU (sm_90), else why not, naming what the kernel `needs` of it."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        return f"needs a Hopper GPU (sm_90): {needs}"
+    return None
+
+
+def host_args(variant: str, a, b, sa, sb, out, need=None):
+    """The kernel's launch checks and operands: (M, N, K, out, sa, sb), out allocated (bf16) if
+    None, the scales as flat fp32 vectors (one element: per-tensor); NotImplementedError naming the
+    variant where the GPU or the operands do not suit (TMA: contiguous, K a multiple of 16, N of 8)."""
+    import torch
+
+    why = (need or available)()
+    if why:
+        raise NotImplementedError(f"{variant}: {why}")
+    M, K = a.shape
+    N = b.shape[0]
+    if not (a.is_contiguous() and b.is_contiguous() and K % 16 == 0 and N % 8 == 0):
+        raise NotImplementedError(f"{variant}: contiguous operands, K a multiple of 16 and N of 8 (TMA)")
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+    return M, N, K, out, sa.reshape(-1).float(), sb.reshape(-1).float()
 
 
 def _fn():
@@ -58,7 +68,7 @@ def _fn():
 
 
 # the epilogue (Params::epi): bf16 pairs stored from registers, or through shared memory and TMA
-# stores (round 21)
+# stores
 EPILOGUES = {"registers": 0, "tma": 1}
 
 
@@ -99,10 +109,10 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     most (default: the SMs); steer: the clusters take their places in the tile order GPC by GPC,
     as measured once per device and launch shape (the source's steer()); kflip: every other tile
     of a CTA runs its k loop from K's end down, where the previous tile's last reads are still in
-    the L2 (round 20); l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes.
+    the L2; l2_promotion: the operands' TMA L2 promotion, 0, 128 (Triton's) or 256 bytes.
     diagnostic (probes only, the product is wrong): 1 loads k tiles 0 and 1 only (operands
     L2-resident), 2 loads nothing (the MMAs run without waiting for data). epilogue: "registers"
-    (bf16 pairs stored from registers) or "tma" (through shared memory, TMA stores; round 21).
+    (bf16 pairs stored from registers) or "tma" (through shared memory, TMA stores).
     trace (probes): a CUDA int64 tensor of 32 entries a CTA at least; each consumer warpgroup's
     thread 0 writes 16 clock64 stamps at (CTA * 2 + consumer) * 16: its start, per tile (the first
     4) the k loop's start and end and the epilogue's end, then its SM, tiles and end."""

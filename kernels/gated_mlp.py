@@ -28,9 +28,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.matmul import GATED_MLP_SHAPES as SHAPES
+from profkit.model.ops.matmul import gated_mlp_all_shapes as all_shapes  # noqa: F401  (benchmarks/gemm.py --full)
+from profkit.model.ops.matmul import gated_mlp_model as model
+
 from . import Workload, torch_dtype
-from ._gemm_common import LLM_PROJ, autotune_cache, cast_out, interpreting, tile_coords
-from ._numerics import ESIZE, compiled, has_module
+from ._gemm_common import autotune_cache, cast_out, interpreting, tile_coords
+from ._numerics import compiled, has_module
 
 
 @triton.jit
@@ -165,13 +169,6 @@ def autotune_choices() -> dict[str, dict[str, str]]:
     return {"gated_mlp.triton": autotune_cache(_fused)}
 
 
-def model(p: dict, dtype: str) -> dict:
-    """Read x and both weights once, write y (the minimum); 2 GEMMs + the activation."""
-    m, n, k = p["M"], p["N"], p["K"]
-    e = ESIZE[dtype]
-    return {"bytes": (m * k + 2 * n * k + m * n) * e, "flops": 4 * m * n * k + 6 * m * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -181,18 +178,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "w_gu": w_gu, "w_gate": w_gu[:p["N"]], "w_up": w_gu[p["N"]:]}
 
 
-def _shape(proj: str, m: int) -> tuple[str, dict]:
-    k, n = LLM_PROJ[proj]  # (hidden, intermediate) of the gate projection
-    return f"{proj.split('-')[0]}-m{m}", {"M": m, "N": n, "K": k}
-
-
-SHAPES = dict([_shape("llama8b-gate", m) for m in (1, 16, 64, 1024, 4096)]
-              + [_shape("qwen7b-gate", m) for m in (1, 16, 64, 4096)])
-
-
-def all_shapes() -> dict[str, dict]:
-    return dict([_shape(p, m) for p in ("llama8b-gate", "qwen7b-gate") for m in (1, 2, 4, 8, 16, 32, 64, 256, 1024,
-                                                                                  4096, 8192)])
 
 
 WORKLOAD = Workload(

@@ -25,9 +25,21 @@ import functools
 import triton
 import triton.language as tl
 
+from profkit.model.ops.matmul import MATMUL_SHAPES as SHAPES
+
 from . import Workload, torch_dtype
-from ._gemm_common import (LLM_PROJ, all_gemm_shapes, autotune_cache, cast_out, ensure_tma_allocator, gemm_model,
-                           has_warp_specialize, interpreting, num_sms, tile_coords, tma_supported)
+from ._gemm_common import (
+    all_gemm_shapes,
+    autotune_cache,
+    cast_out,
+    ensure_tma_allocator,
+    gemm_model,
+    has_warp_specialize,
+    interpreting,
+    num_sms,
+    tile_coords,
+    tma_supported,
+)
 
 
 @triton.jit
@@ -373,28 +385,11 @@ def _setup(p: dict, dtype: str, device: str):
 
 
 
-def _shape(proj: str, m: int) -> tuple[str, dict]:
-    k, n = LLM_PROJ[proj]
-    return f"{proj}-m{m}", {"M": m, "N": n, "K": k}
-
-
 def all_shapes() -> dict[str, dict]:
     """The full sweep (benchmarks/gemm.py --full): every LLM projection x M, and 8192^3."""
     return all_gemm_shapes()
 
 
-SHAPES = dict([
-    _shape("llama8b-qkv", 1),
-    _shape("llama8b-qkv", 16),
-    _shape("qwen7b-qkv", 64),
-    _shape("llama8b-o", 256),
-    _shape("llama8b-gateup", 1024),
-    _shape("qwen7b-down", 1024),
-    _shape("llama8b-qkv", 4096),
-    _shape("llama8b-down", 4096),
-    _shape("qwen7b-gateup", 8192),
-    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
-])
 
 WORKLOAD = Workload(
     op="matmul",

@@ -5,21 +5,18 @@ Forward: a program normalises BLOCK_M rows held whole in registers (BLOCK_M > 1 
 hidden sizes such as the 128 of per-head q/k norm, so each program still moves ~4-16 KB);
 the sum of squares is taken in fp32 (fp16 inputs of a few hundred overflow when squared in
 fp16). (BLOCK_M, num_warps) is picked per shape on the GPU it runs on (kernels/timing.tuned);
-at a few rows (decode) the one-row launch's num_warps, by CUDA-graph replay (round 6; the
-default launch without tuning kept as variant ``triton_untuned``).
+at a few rows (decode) the one-row launch's num_warps, by CUDA-graph replay.
 
 Backward: dx = (w*dy - xhat * mean(xhat * w*dy)) * rstd and dw = sum over rows of dy * xhat, in
-one pass over dy and x (rstd cached by the forward). v3 (``rmsnorm_bwd``): one program per SM;
+one pass over dy and x (rstd cached by the forward). ``rmsnorm_bwd``: one program per SM;
 program p takes rows p, p + P, p + 2P, ... (the grid sweeps the rows together) with the next rows'
 dy and x already in flight while the current row is reduced (Triton's pipeliner, tl.range
 num_stages, cp.async into shared memory; or a hand-written register prefetch); its share of dw
 stays in fp32 registers, and the P partial rows (P x N fp32, ~2 MB at N = 4096, L2-resident) are
 summed and cast to w's dtype by a second, small kernel (a deterministic two-stage reduction: no
-atomics), launched as a programmatic dependent where the GPU and Triton allow it.
-v2 (``rmsnorm_bwd_v2``, variant ``triton_v2``): a few programs per SM, each a contiguous block
-of rows, one step at a time with nothing in flight across steps (DRAM 52-63 % busy at 4096 x
-4096). v1 (``rmsnorm_bwd_v1``, variant ``triton_v1``): 4 programs per SM, one row per step, dw
-partials reduced by torch (``sum(0)`` then a cast: two more launches).
+atomics), launched as a programmatic dependent where the GPU and Triton allow it. (A few
+programs an SM each walking a contiguous block of rows with nothing in flight across steps kept
+DRAM only 52-63 % busy at 4096 x 4096.)
 """
 from __future__ import annotations
 
@@ -28,10 +25,14 @@ import functools
 import triton
 import triton.language as tl
 
+from profkit.model.ops.norms import RMSNORM_BWD_SHAPES, RMSNORM_SHAPES
+from profkit.model.ops.norms import rmsnorm_bwd_model as model_bwd
+from profkit.model.ops.norms import rmsnorm_model as model
+
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import rmsnorm_cuda
-from ._launch import Plans, cdiv, fast, next_pow2, without_plans
-from ._numerics import ESIZE, compiled, has_module, interpreting, num_sms, pdl_ok, pdl_supported, warps_for
+from ._launch import Plans, cdiv, fast, next_pow2
+from ._numerics import compiled, has_module, num_sms, pdl_ok, warps_for
 from .timing import pick_check, rotated, tuned, tuned_cached, tuning_enabled
 
 try:  # Triton >= 3.4: programmatic dependent launch (grid dependency control)
@@ -66,58 +67,6 @@ def _rmsnorm_fwd(X, W, Y, RSTD, stride_x, stride_y, M, N, eps, offset,
 
 
 @triton.jit
-def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
-                 rows_per_prog, BLOCK_N: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    cmask = cols < N
-    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
-    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
-    row0 = pid * rows_per_prog
-    for i in range(0, rows_per_prog):
-        row = row0 + i
-        m = cols < tl.where(row < M, N, 0)  # rows past M (last program) load nothing
-        x = tl.load(X + row * stride_x + cols, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(DY + row * stride_dy + cols, mask=m, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD + tl.minimum(row, M - 1))
-        xhat = x * rstd
-        wdy = w * dy
-        c = tl.sum(xhat * wdy, axis=0) / N
-        dx = (wdy - xhat * c) * rstd
-        tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=m)
-        dw += dy * xhat
-    tl.store(DWP + pid * N + cols, dw, mask=cmask)
-
-
-@triton.jit
-def _rmsnorm_bwd_fused(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
-                       rows_per_prog, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    cmask = cols < N
-    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
-    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    row0 = pid * rows_per_prog
-    row_end = tl.minimum(row0 + rows_per_prog, M)
-    for i in range(0, rows_per_prog, BLOCK_M):
-        rows = row0 + i + tl.arange(0, BLOCK_M)
-        rmask = rows < row_end
-        m = rmask[:, None] & cmask[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0,
-                     eviction_policy="evict_first").to(tl.float32)
-        rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
-        xhat = x * rstd[:, None]
-        wdy = w[None, :] * dy
-        c = tl.sum(xhat * wdy, axis=1) / N
-        dx = (wdy - xhat * c[:, None]) * rstd[:, None]
-        tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=m)
-        dw += dy * xhat
-    tl.store(DWP + pid * N + cols, tl.sum(dw, axis=0), mask=cmask)
-
-
-@triton.jit
 def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.constexpr):
     """dx of BLOCK_M rows (stored) and their dw contribution sum_rows(dy * xhat), [BLOCK_N] fp32."""
     x = x.to(tl.float32)
@@ -137,10 +86,10 @@ def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.co
 
 
 @triton.jit
-def _rmsnorm_bwd_v3(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
+def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
                     PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, PDL: tl.constexpr):
-    """v3: program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
+    """Program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
     rows together); the next steps' dy and x are in flight while this one is reduced: STAGES > 1
     lets Triton's pipeliner keep them in shared memory (cp.async), PREFETCH loads the next step
     into registers by hand before the current one is used. dw: one fp32 partial row per program
@@ -264,10 +213,9 @@ def row_config(name: str, M: int, N: int, dtype, device, run, evict: tuple[bool,
     """(BLOCK_M, num_warps) for a row kernel: the default for small problems, else the
     fastest candidate on this GPU (timing.tuned, once per (kernel, M bucket, N, dtype)).
     evict: the kernel's L2 eviction hints (EVICT) are a choice too, among these values:
-    candidates become (BLOCK_M, num_warps, EVICT), the first value the default. Round 5 (H200,
-    benchmarks/gpu/norm_occupancy.py): without the hints the RMSNorm forward at 32768 x 4096
-    took 130 us instead of 135 (graph replay; Liger 130), same DRAM bytes.
-    Round 6: at most DECODE_ROWS rows (decode: 1 x 4096 took 1.70 us on an H100, Liger 1.62) the
+    candidates become (BLOCK_M, num_warps, EVICT), the first value the default (on an H200
+    without the hints the RMSNorm forward at 32768 x 4096 took 130 us instead of 135 by graph
+    replay, same DRAM bytes). At most DECODE_ROWS rows (decode: 1 x 4096 took 1.70 us on an H100, Liger 1.62) the
     one-row launch's num_warps (decode_candidates) is timed too, by CUDA-graph replay (GPU time:
     do_bench would time the launcher's host time at this size)."""
     key = row_key(name, M, N, dtype, device, evict)
@@ -297,7 +245,7 @@ def untuned_config(N: int) -> tuple[int, int, bool]:
     return (*row_candidates(N)[0], True)
 
 
-_FWD_PLANS = Plans()  # rmsnorm_fwd's launches by their inputs' key (round 24, kernels/_launch.py)
+_FWD_PLANS = Plans()  # rmsnorm_fwd's launches by their inputs' key (kernels/_launch.py)
 
 
 def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
@@ -307,7 +255,7 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     to keep for the backward. Returns y. config: (BLOCK_M, num_warps, EVICT), else block_m /
     num_warps / evict over the default, else picked per shape on the GPU (row_config). A call
     like an earlier one (same shape, strides, dtype, flags; no out or launch choice given) takes
-    that call's launch plan (round 24)."""
+    that call's launch plan."""
     import torch
 
     plannable = out is None and config is None and not block_m and not num_warps
@@ -352,78 +300,10 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     return y
 
 
-def rmsnorm_bwd_v1(dy, x, w, rstd, gemma: bool = False, dx=None):
-    """v1 backward (before/after baseline): 4 programs per SM, one row per step, dw partials
-    reduced by torch (sum(0), then a cast). Returns (dx, dw)."""
-    import torch
-
-    x2, dy2 = _rows(x), _rows(dy)
-    M, N = x2.shape
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if dx is None else dx
-    dx2 = dx.view(M, N)
-    BLOCK_N = triton.next_power_of_2(N)
-    P = max(1, min(M, 4 * num_sms(x.device)))
-    rows_per_prog = triton.cdiv(M, P)
-    P = triton.cdiv(M, rows_per_prog)
-    dwp = torch.empty(P, N, dtype=torch.float32, device=x.device)
-    _rmsnorm_bwd[(P,)](dy2, x2, w, rstd, dx2, dwp, dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
-                       1.0 if gemma else 0.0, rows_per_prog, BLOCK_N=BLOCK_N,
-                       num_warps=warps_for(BLOCK_N))
-    return dx, dwp.sum(0).to(w.dtype)
-
-
-@functools.lru_cache(maxsize=None)
-def bwd_v2_candidates(N: int) -> tuple[tuple[int, int, int], ...]:
-    """(programs per SM, BLOCK_M, num_warps) of the v2 backward, the default first."""
-    BLOCK_N = triton.next_power_of_2(N)
-    bm0 = max(1, min(16, 2048 // BLOCK_N))
-    out = [(2, bm0, warps_for(bm0 * BLOCK_N))]
-    for per_sm in (1, 2, 4):
-        for bm, nw in row_candidates(N):
-            if bm * BLOCK_N <= 8192 and (per_sm, bm, nw) not in out:
-                out.append((per_sm, bm, nw))
-    return tuple(out)
-
-
-def rmsnorm_bwd_v2(dy, x, w, rstd, gemma: bool = False, dx=None, config=None):
-    """v2 backward (kept for before/after: variant triton_v2): each of a few programs per SM walks
-    a contiguous block of rows BLOCK_M at a time, no loads in flight across steps; dw partials
-    summed by _dw_reduce (16-column programs of 4 warps). config: (programs per SM, BLOCK_M,
-    num_warps), else the default for small problems and the fastest candidate on this GPU."""
-    import torch
-
-    x2, dy2, dx, dx2, dw, M, N, BLOCK_N = _bwd_buffers(x, dy, w, dx)
-    sms = num_sms(x.device)
-    off = 1.0 if gemma else 0.0
-    scratch = {}
-
-    def launch(cfg):
-        per_sm, bm, nw = cfg
-        P = max(1, min(triton.cdiv(M, bm), per_sm * sms))
-        rows_per_prog = triton.cdiv(triton.cdiv(M, P), bm) * bm  # whole BLOCK_M steps per program
-        P = triton.cdiv(M, rows_per_prog)
-        dwp = scratch.get(P)
-        if dwp is None:
-            dwp = scratch[P] = torch.empty(P, N, dtype=torch.float32, device=x.device)
-        _rmsnorm_bwd_fused[(P,)](dy2, x2, w, rstd, dx2, dwp, dy2.stride(0), x2.stride(0), dx2.stride(0), M, N,
-                                 off, rows_per_prog, BLOCK_M=bm, BLOCK_N=BLOCK_N, num_warps=nw)
-        bn = min(256, BLOCK_N)
-        _dw_reduce[(triton.cdiv(N, bn),)](dwp, dw, P, N, BLOCK_P=max(1, min(32, triton.next_power_of_2(P))),
-                                          BLOCK_N=bn, num_warps=4)
-
-    if config is None:
-        cands = bwd_v2_candidates(N)
-        config = cands[0] if M * N < TUNE_MIN_ELEMS else tuned(
-            ("rmsnorm_bwd_v2", triton.next_power_of_2(M), N, x.dtype, x.device), cands, launch, x.device)
-    launch(config)
-    return dx, dw
-
-
 @functools.lru_cache(maxsize=None)
 def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
-    """(programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH, STORE_HINT) of the v3 backward, the
-    default first. Round 3's sweeps (benchmarks/results/rmsnorm_bwd_r3, graph replay, N = 4096 /
-    3584): one program per SM (two or more were slower on the H100 at every shape), a ~4K-element
+    """(programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH, STORE_HINT) of the backward, the
+    default first. Measured by graph replay (N = 4096 / 3584): one program per SM (two or more were slower on the H100 at every shape), a ~4K-element
     tile (one row), 8 warps; the winners differ by GPU and shape by 1-7 %: 4 stages with
     evict-first dx stores (H100, 4096 x 4096 and 32768 x 4096), 5 stages (H200 at 4096 tokens;
     7 % slower than the best at 32768 x 4096 there), 2-row tiles with 3 stages (H200 at 32768
@@ -437,16 +317,13 @@ def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
     return tuple(dict.fromkeys(out))
 
 
-_pdl_supported = pdl_supported  # the name round 3's sweep scripts call
-
-
-PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see _pdl_supported)
+PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see pdl_supported)
 
 
 def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=None, red=None,
                 programs=None):
-    """Fused backward (v3): returns (dx, dw), dw in w's dtype. One program per SM sweeps the rows
-    with the next rows' loads in flight (see _rmsnorm_bwd_v3); dw partials (P x N fp32, in L2)
+    """Fused backward: returns (dx, dw), dw in w's dtype. One program per SM sweeps the rows
+    with the next rows' loads in flight (see _rmsnorm_bwd); dw partials (P x N fp32, in L2)
     summed by _dw_reduce. config: see bwd_candidates; default: its first for small problems,
     else the fastest candidate on this GPU, timed once by CUDA-graph replay over rotated input
     copies (timing.tuned graph=True, timing.rotated: by do_bench the launcher's host time decided at
@@ -454,7 +331,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     best differs per GPU and shape by 1-7 %). pdl: launch the reduce as a programmatic dependent
     (default: where supported). red: the reduce's (BLOCK_N, BLOCK_P cap, num_warps). programs: the
     grid size (sweeps; default per_sm x SMs). A call like an earlier one (same shapes, strides,
-    dtypes, flags; no dx or launch choice given) takes that call's launch plans (round 24)."""
+    dtypes, flags; no dx or launch choice given) takes that call's launch plans."""
     import torch
 
     plannable = dx is None and config is None and pdl is None and red is None and programs is None
@@ -487,7 +364,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     def launch(cfg, xx=x2, dd=dy2, rr=rstd):
         P, (grid, rest, opts), (rgrid, rrest, ropts) = parts(cfg, xx, dd)
         dwp = torch.empty(P, N, dtype=torch.float32, device=dev)
-        fast(_rmsnorm_bwd_v3)[grid](dd, xx, w, rr, dx2, dwp, *rest, **dict(opts))
+        fast(_rmsnorm_bwd)[grid](dd, xx, w, rr, dx2, dwp, *rest, **dict(opts))
         fast(_dw_reduce)[rgrid](dwp, dw, *rrest, **dict(ropts))
 
     key = None
@@ -508,17 +385,17 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
     check = pick_check(key, dev) if plannable else None
     if check and x2.data_ptr() == x.data_ptr() and dy2.data_ptr() == dy.data_ptr():
         P, main, reduce = parts(config)
-        _BWD_PLANS.put(pkey, (fast(_rmsnorm_bwd_v3).plan(*main), fast(_dw_reduce).plan(*reduce), (P, N)), check)
+        _BWD_PLANS.put(pkey, (fast(_rmsnorm_bwd).plan(*main), fast(_dw_reduce).plan(*reduce), (P, N)), check)
     return dx, dw
 
 
-_BWD_PLANS = Plans()  # rmsnorm_bwd's launches by their inputs' key (round 24, kernels/_launch.py)
+_BWD_PLANS = Plans()  # rmsnorm_bwd's launches by their inputs' key (kernels/_launch.py)
 
 
 @functools.lru_cache(maxsize=None)
 def _bwd_grid(bm, per_sm, M, N, sms, red, programs):
     """(P programs, the reduce's BLOCK_P, BLOCK_N, num_warps) of one backward launch, worked out
-    once per shape (the launcher's host time counts at 4096 tokens: round 23)."""
+    once per shape (the launcher's host time counts at 4096 tokens)."""
     bn, bp_cap, rnw = red or (32, 256, 4)
     P = programs or max(1, min(cdiv(M, bm), per_sm * sms))
     return P, max(1, min(bp_cap, next_pow2(P))), min(bn, next_pow2(N)), rnw
@@ -562,16 +439,6 @@ def rmsnorm(x, w, eps: float = 1e-6, gemma: bool = False, out=None, bwd=None):
     return rmsnorm_fwd(x, w, eps, gemma, out=out)
 
 
-def rmsnorm_v1_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
-    """The Triton forward with the v1 backward (variant triton_v1 of rmsnorm_bwd)."""
-    return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v1)
-
-
-def rmsnorm_v2_bwd(x, w, eps: float = 1e-6, gemma: bool = False):
-    """The Triton forward with the v2 backward (variant triton_v2 of rmsnorm_bwd)."""
-    return rmsnorm(x, w, eps, gemma, bwd=rmsnorm_bwd_v2)
-
-
 def rmsnorm_eager(x, w, eps: float = 1e-6, gemma: bool = False):
     """As models write it: Llama's LlamaRMSNorm, or GemmaRMSNorm with gemma=True."""
     import torch
@@ -602,19 +469,6 @@ def rmsnorm_reference(x, w, eps: float = 1e-6, gemma: bool = False):
     x64, w64 = x.double(), w.double()
     y = x64 * (x64.pow(2).mean(-1, keepdim=True) + eps).rsqrt()
     return y * ((1 + w64) if gemma else w64)
-
-
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 2 * m * n * e + n * e, "flops": 4 * m * n}
-
-
-def model_bwd(p: dict, dtype: str) -> dict:
-    """Backward: read dy, x, rstd; write dx; w read, dw written (partials stay in L2)."""
-    e = ESIZE[dtype]
-    m, n = p["tokens"], p["hidden"]
-    return {"bytes": 3 * m * n * e + 4 * m + 2 * n * e, "flops": 8 * m * n}
 
 
 def _liger(x, w, eps=1e-6, gemma=False):  # Liger's defaults (its backward writes dx into dy: in_place=True)
@@ -653,13 +507,6 @@ _VARIANTS = {
     "eager": lambda s: rmsnorm_eager(s["x"], s["w"]),
     "compile": lambda s: compiled("rmsnorm", rmsnorm_eager)(s["x"], s["w"]),
     "triton": lambda s: rmsnorm(s["x"], s["w"]),
-    # the same call with the launch plans off: round 24's before, in the same process
-    "triton_noplan": without_plans(lambda s: rmsnorm(s["x"], s["w"])),
-    # round 4's registered forward: L2 eviction hints always on (tuned over BLOCK_M, num_warps only)
-    "triton_evict": lambda s: rmsnorm_fwd(s["x"], s["w"], evict=True),
-    # no tuning: the default launch (fwd_config, hints on), what shapes under TUNE_MIN_ELEMS
-    # (decode included) ran before round 6
-    "triton_untuned": lambda s: rmsnorm_fwd(s["x"], s["w"], config=untuned_config(s["x"].shape[-1])),
     "cuda": lambda s: rmsnorm_cuda(s["x"], s["w"]),  # kernels/cuda/rmsnorm.cu
 }
 if has_module("liger_kernel"):
@@ -669,13 +516,7 @@ WORKLOAD = Workload(
     op="rmsnorm",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "hidden": 4096},
-        "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
-        "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
-        "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
-        "qwen7b-t32768": {"tokens": 32768, "hidden": 3584},
-    },
+    shapes=RMSNORM_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RMSNorm forward (Llama / Qwen hidden sizes)",
@@ -687,12 +528,10 @@ WORKLOAD = Workload(
     backward=Backward(
         inputs=("x", "w"),
         forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
-                 "triton": rmsnorm, "triton_v2": rmsnorm_v2_bwd, "triton_v1": rmsnorm_v1_bwd, "liger": _liger},
+                 "triton": rmsnorm, "liger": _liger},
         reference=rmsnorm_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768"), quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd), "triton_noplan": without_plans(_direct(rmsnorm_bwd)),
-                "triton_v2": _direct(rmsnorm_bwd_v2),
-                "triton_v1": _direct(rmsnorm_bwd_v1),
+        shapes=RMSNORM_BWD_SHAPES, quick=("llama8b-t4096",),
+        direct={"triton": _direct(rmsnorm_bwd),
                 "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
     bench="kernels",
 )

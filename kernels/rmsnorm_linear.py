@@ -19,8 +19,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.matmul import RMSNORM_LINEAR_SHAPES as SHAPES
+from profkit.model.ops.matmul import rmsnorm_linear_all_shapes as all_shapes  # noqa: F401  (benchmarks/gemm.py --full)
+from profkit.model.ops.matmul import rmsnorm_linear_model as model
+
 from . import Workload, torch_dtype
-from ._gemm_common import ESIZE, LLM_PROJ, autotune_cache, cast_out, interpreting
+from ._gemm_common import autotune_cache, cast_out, interpreting
 
 EPS = 1e-6
 
@@ -115,12 +119,6 @@ def autotune_choices() -> dict[str, dict[str, str]]:
     return {"rmsnorm_linear.triton": autotune_cache(_fused)}
 
 
-def model(p: dict, dtype: str) -> dict:
-    m, n, k = p["M"], p["N"], p["K"]
-    e = ESIZE[dtype]
-    return {"bytes": (m * k + k + n * k + m * n) * e, "flops": 2 * m * n * k}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -135,20 +133,8 @@ def _setup(p: dict, dtype: str, device: str):
 
 VARIANTS = {"triton": rmsnorm_linear, "eager": rmsnorm_linear_eager}
 
-DECODE_M = (1, 2, 4, 8, 16, 32, 64)
-PROJS = ("llama8b-qkv", "llama8b-gate", "qwen7b-qkv", "qwen7b-gate")
 
 
-def all_shapes() -> dict[str, dict]:
-    out = {}
-    for proj in PROJS:
-        k, n = LLM_PROJ[proj]
-        for m in DECODE_M:
-            out[f"{proj}-m{m}"] = {"M": m, "N": n, "K": k}
-    return out
-
-
-SHAPES = {name: p for name, p in all_shapes().items() if p["M"] in (1, 16, 64)}
 
 WORKLOAD = Workload(
     op="rmsnorm_linear",

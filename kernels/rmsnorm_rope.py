@@ -13,12 +13,25 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from profkit.model.ops.rope import RMSNORM_ROPE_SHAPES
+from profkit.model.ops.rope import rmsnorm_rope_model as model
+
 from . import Workload, torch_dtype
-from ._launch import Plans, cdiv, fast, next_pow2, without_plans
-from ._numerics import ESIZE, compiled, warps_for
+from ._launch import Plans, cdiv, fast, next_pow2
+from ._numerics import compiled, warps_for
 from .rmsnorm import rmsnorm_eager, rmsnorm_reference
-from .rope import (angle_tables, full_cos_sin, head_candidates, plannable_tables, qk_inputs, qk_outputs, qk_plan_key,
-                   rope_angles, rope_cache, rope_eager)
+from .rope import (
+    angle_tables,
+    full_cos_sin,
+    head_candidates,
+    plannable_tables,
+    qk_inputs,
+    qk_outputs,
+    qk_plan_key,
+    rope_angles,
+    rope_cache,
+    rope_eager,
+)
 from .timing import pick_check, tuned, tuned_cached
 
 
@@ -74,7 +87,7 @@ def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
     other in one. A token's G programs are consecutive, so its cos/sin row is read from DRAM once
     and hit in the L2 by the others (with the token on the grid's first axis, as the first build
     had it, the groups of a token ran a whole sweep apart: ncu counted the 16.8 MB of tables read
-    G times, H100 and H200, round 7)."""
+    G times, H100 and H200)."""
     pid = tl.program_id(0).to(tl.int64)
     t = pid // G
     g = pid - t * G
@@ -96,23 +109,22 @@ REG_CAP = 64
 
 
 def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_dim: int | None = None,
-                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None,
-                 reg_caps: bool = True):
+                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None):
     """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place).
-    config: (BLOCK_H, num_warps[, maxnreg]) of the head-split launch (BLOCK_H = 0: one program per token,
-    round 2's launch, with num_warps, or its default warps for None); else picked per shape on the GPU by graph replay among
-    rope.head_candidates (round 7: at 32768 tokens one program per token kept the H200 at 75-77 %
-    of copy). A call like an earlier one (same shapes, strides, dtypes, flags; no outputs or config
-    given) takes that call's launch plan (_launch.Plans; round 24: the host time of this call).
-    positions=None: cos/sin already gathered per token, as rope() takes them (round 25); measured
-    slower than the position form here (0.90x at 32768 tokens on an H200: its early table loads
-    hold more registers), kept for callers holding HF's tables. reg_caps: the tuner also weighs
-    the one-warp launches with their registers capped so that the block limit, not the register
-    file, bounds the programs an SM (round 25); False: round 24's candidates."""
+    config: (BLOCK_H, num_warps[, maxnreg]) of the head-split launch (BLOCK_H = 0: one program per
+    token with num_warps, or its default warps for None); else picked per shape on the GPU by graph
+    replay among rope.head_candidates (at 32768 tokens one program per token kept the H200 at 75-77 %
+    of copy), and the one-warp launches with their registers capped so that the block limit, not
+    the register file, bounds the programs an SM (71 registers held a one-warp program of 8 heads
+    to 28 an SM on an H200). A call like an earlier one (same shapes, strides, dtypes, flags; no
+    outputs or config given) takes that call's launch plan (_launch.Plans).
+    positions=None: cos/sin already gathered per token, as rope() takes them; measured slower than
+    the position form here (0.90x at 32768 tokens on an H200: its early table loads hold more
+    registers), for callers holding HF's tables."""
     has_pos = positions is not None
     plannable = q_out is None and k_out is None and config is None
     if plannable:
-        pkey = qk_plan_key(q, k, cos, sin, eps, rotary_dim, interleaved, gemma, has_pos, reg_caps)
+        pkey = qk_plan_key(q, k, cos, sin, eps, rotary_dim, interleaved, gemma, has_pos)
         plan = _PLANS.get(pkey)
         if plan is not None:
             qo, ko = qk_outputs(q, k)
@@ -132,7 +144,7 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
                ko.stride(1), cos.stride(0), HQ, HK, D, half, P, eps, 1.0 if gemma else 0.0)
     bp = next_pow2(max(P, 1))
 
-    token = (0, warps_for(2 * BHQ * BH))  # round 2's launch: the default, and the pick in place
+    token = (0, warps_for(2 * BHQ * BH))  # one program per token: the default, and the pick in place
 
     def parts(cfg):
         """(kernel, grid, the parameters after the tensors, the options) of launch `cfg`."""
@@ -153,12 +165,11 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     tkey = None
     if config is None:
         tkey = ("rmsnorm_rope", next_pow2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device) + (
-            () if has_pos else ("gathered",)) + (() if reg_caps else ("nocap",))
+            () if has_pos else ("gathered",))
         config = tuned_cached(tkey)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
             cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
-            if reg_caps:  # round 25: 71 registers held a one-warp program of 8 heads to 28 an SM on an H200
-                cands += tuple((bh, 1, REG_CAP) for bh, nw in cands[1:] if nw == 1)
+            cands += tuple((bh, 1, REG_CAP) for bh, nw in cands[1:] if nw == 1)  # see the docstring
             # timing launches would normalise an in-place q/k again and again
             in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()
             config = token if in_place else tuned(tkey, cands, launch, q.device, graph=True)
@@ -183,14 +194,6 @@ def rmsnorm_rope_reference(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-
     c, s = full_cos_sin(cos.double(), sin.double(), positions, interleaved)
     return rope_eager(rmsnorm_reference(q, q_w, eps, gemma), rmsnorm_reference(k, k_w, eps, gemma),
                       c, s, interleaved)
-
-
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
-    rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2) + 2 * d * e,
-            "flops": t * (hq + hk) * (4 * d + 3 * rd)}
 
 
 def _setup(p: dict, dtype: str, device: str):
@@ -221,27 +224,8 @@ WORKLOAD = Workload(
             s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
         "triton": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
                                          rotary_dim=s["rotary_dim"]),
-        # the same call with the launch plans off: round 24's before, in the same process
-        "triton_noplan": without_plans(lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"],
-                                                              s["pos"], rotary_dim=s["rotary_dim"])),
-        # round 25's before: the tuner without the register-capped launches
-        "triton_nocap": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                               rotary_dim=s["rotary_dim"], reg_caps=False),
-        # round 25: cos/sin gathered per token, the tables compile is given (no position load); rejected
-        # (0.90x at 32768 tokens on an H200), kept with its pair
-        "triton_gathered": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"],
-                                                  None, rotary_dim=s["rotary_dim"]),
-        # round 2-6's launch (one program per token), kept for the before/after pair
-        "triton_tokenprog": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                                   rotary_dim=s["rotary_dim"], config=(0, None)),
     },
-    shapes={
-        # Qwen3-8B: 32 q / 8 kv heads; Qwen2.5-7B geometry (28 / 4) as if it had qk-norm
-        "qwen3-8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen3-8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128},
-        "qwen3-8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-    },
+    shapes=RMSNORM_ROPE_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused per-head q/k RMSNorm + RoPE (Qwen3 qk-norm)",

@@ -3,8 +3,8 @@
     q [tokens, n_q_heads, head_dim], k [tokens, n_kv_heads, head_dim] (any token/head
     strides, unit stride on head_dim: views into a fused qkv buffer work)
     cos, sin: precomputed tables [max_pos, rotary_dim // 2] (see rope_cache), fp32 or the model's
-    dtype (as HF's and vLLM's caches are kept; the lab's workload since round 11), math in fp32
-    positions: int [tokens]; or None, with cos/sin already gathered per token (round 25): HF's
+    dtype (as HF's and vLLM's caches are kept), math in fp32
+    positions: int [tokens]; or None, with cos/sin already gathered per token: HF's
         cos_full / sin_full [tokens, rotary_dim], as HF computes them once per forward and as
         compile and Liger are given them, or half tables [tokens, rotary_dim // 2]
 
@@ -14,21 +14,19 @@ Layouts, on the first rotary_dim dims of each head (the rest pass through unchan
 The cos/sin row of a token is loaded once and reused for every q and k head.
 
 Launches. Many tokens: one program per token, all its q and k heads (``_rope_fwd``; at 96-98 %
-of copy at 4096 tokens). Few tokens (decode, fewer tokens than SMs; round 6): that launch put a
+of copy at 4096 tokens). Few tokens (decode, fewer tokens than SMs): that launch puts a
 token's 40 heads (Llama 8B) on one program, 1.87 us by graph replay on an H100 against Liger's
 1.46; ``_rope_fwd_heads`` splits the heads too, grid (tokens, head groups of BLOCK_H q or k
 heads), and issues the heads' loads before the position's (the cos/sin loads wait on it, so the
 two latency chains overlap). (BLOCK_H, num_warps) is picked per shape on the GPU by CUDA-graph
-replay, the per-token launch among the candidates (BLOCK_H = 0); the per-token launch at every
-shape is kept as ``rope(..., split=False)``, variant ``triton_tokenprog``.
+replay, the per-token launch among the candidates (BLOCK_H = 0).
 
-Round 11: the per-token program issues all its loads (q, k, the position) before any store;
-before, k was read only after q was stored, and the compiler may not move a load above a store
-to memory that could alias it. The old order is kept as ``loads_first=False``, variant
-``triton_r10``.
+The per-token program issues all its loads (q, k, the position) before any store: in program
+order k would be read only after q was stored, and the compiler may not move a load above a
+store to memory that could alias it.
 
-Round 25: with the position given, a program's cos/sin load waits on its position load, a second
-memory wait in a row; tables already gathered per token (positions=None, ``HAS_POS=False``, variant
+With the position given, a program's cos/sin load waits on its position load, a second memory
+wait in a row; tables already gathered per token (positions=None, ``HAS_POS=False``, variant
 ``triton_gathered``) load no position, 1.00-1.05x faster under ncu on an H100 and an H200.
 """
 from __future__ import annotations
@@ -38,10 +36,13 @@ import functools
 import triton
 import triton.language as tl
 
+from profkit.model.ops.rope import ROPE_SHAPES
+from profkit.model.ops.rope import rope_model as model
+
 from . import Workload, torch_dtype
 from ._cuda_ops import rope_cuda
-from ._launch import Plans, cdiv, fast, next_pow2, without_plans
-from ._numerics import ESIZE, compiled, has_module, num_sms, warps_for
+from ._launch import Plans, cdiv, fast, next_pow2
+from ._numerics import compiled, has_module, num_sms, warps_for
 from .timing import pick_check, rotated, tuned, tuned_cached
 
 
@@ -92,34 +93,24 @@ def rope_lanes(HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr):
 
 
 @triton.jit
-def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr, STREAM: tl.constexpr = False):
-    """Heads [0, H) of one token, the two rotated halves, in the input dtype (and their mask).
-    STREAM: read evict-first (each line is read once)."""
+def _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H: tl.constexpr):
+    """Heads [0, H) of one token, the two rotated halves, in the input dtype (and their mask)."""
     h = tl.arange(0, BLOCK_H)
     m = (h < H)[:, None] & dmask[None, :]
-    ev: tl.constexpr = "evict_first" if STREAM else ""
-    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0, eviction_policy=ev)
-    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0, eviction_policy=ev)
+    xa = tl.load(X + h[:, None] * sx_h + ia[None, :], mask=m, other=0.0)
+    xb = tl.load(X + h[:, None] * sx_h + ib[None, :], mask=m, other=0.0)
     return xa, xb, m
 
 
 @triton.jit
-def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr, STREAM: tl.constexpr = False):
-    """STREAM: streaming stores (.cs: written once, not read back here)."""
+def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr):
     h = tl.arange(0, BLOCK_H)
     xa = xa.to(tl.float32)
     xb = xb.to(tl.float32)
     c = cos[None, :]
     s = sin[None, :]
-    cm: tl.constexpr = ".cs" if STREAM else ""
-    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m, cache_modifier=cm)
-    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m, cache_modifier=cm)
-
-
-@triton.jit
-def _rotate_heads(X, XO, sx_h, sxo_h, H, ia, ib, dmask, cos, sin, BLOCK_H: tl.constexpr):
-    xa, xb, m = _load_heads(X, sx_h, H, ia, ib, dmask, BLOCK_H)
-    _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H)
+    tl.store(XO + h[:, None] * sxo_h + ia[None, :], (xa * c - xb * s).to(XO.dtype.element_ty), mask=m)
+    tl.store(XO + h[:, None] * sxo_h + ib[None, :], (xb * c + xa * s).to(XO.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -128,25 +119,18 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
               HQ, HK, HALF, PASS,
               INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
               BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr, LOADS_FIRST: tl.constexpr, STREAM: tl.constexpr = False,
-              HAS_POS: tl.constexpr = True):
+              BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
     t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
-    if LOADS_FIRST:
-        # round 11: every load of the token before any store. In program order the k loads come
-        # after q's stores, and the compiler keeps them there (q's output may alias k), so each
-        # program waited on memory three times in a row (position -> cos/sin, q, k); here the q
-        # and k loads and the position are in flight together.
-        d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
-        qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ, STREAM)
-        ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK, STREAM)
-        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
-        _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ, STREAM)
-        _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK, STREAM)
-    else:
-        d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
-        cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
-        _rotate_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, ia, ib, dmask, cos, sin, BLOCK_HQ)
-        _rotate_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, ia, ib, dmask, cos, sin, BLOCK_HK)
+    # every load of the token before any store. In program order the k loads would come after q's
+    # stores, and the compiler keeps them there (q's output may alias k), so each program would
+    # wait on memory three times in a row (position -> cos/sin, q, k); here the q and k loads and
+    # the position are in flight together.
+    d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
+    qa, qb, qm = _load_heads(Q + t * sq_t, sq_h, HQ, ia, ib, dmask, BLOCK_HQ)
+    ka, kb, km = _load_heads(K + t * sk_t, sk_h, HK, ia, ib, dmask, BLOCK_HK)
+    cos, sin = _angles(COS, SIN, POS, t, stride_cs, d, dmask, HAS_POS)
+    _store_rotated(QO + t * sqo_t, sqo_h, qa, qb, qm, ia, ib, cos, sin, BLOCK_HQ)
+    _store_rotated(KO + t * sko_t, sko_h, ka, kb, km, ia, ib, cos, sin, BLOCK_HK)
     if COPY_PASS:
         _copy_heads(Q + t * sq_t, QO + t * sqo_t, sq_h, sqo_h, HQ, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
         _copy_heads(K + t * sk_t, KO + t * sko_t, sk_h, sko_h, HK, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
@@ -226,7 +210,7 @@ def rope_cache(max_pos: int, rotary_dim: int, base: float = 10000.0, device="cpu
 
 
 def angle_tables(q, cos, sin, positions, rotary_dim, interleaved: bool):
-    """(cos, sin, positions) as the kernels read them. positions None (round 25): cos/sin gathered
+    """(cos, sin, positions) as the kernels read them. positions None: cos/sin gathered
     per token, [tokens, rotary_dim // 2] or HF's full width [tokens, rotary_dim], whose duplicated
     half is never read (NeoX: the first half, a view; GPT-J: the even columns, copied by
     qk_inputs); positions then points at cos, never read (HAS_POS=False). Shared with the fused
@@ -284,24 +268,20 @@ _PLANS = Plans()  # the launches of calls with no outputs, split or config given
 
 
 def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None, split: bool | None = None, config=None, loads_first: bool = True,
-         stream: bool = False):
+         q_out=None, k_out=None, split: bool | None = None, config=None):
     """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place.
     split: the head-split launch (True), one program per token (False), None: by the token
     count (split_tokens). config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0:
-    one program per token with num_warps), else picked per shape on the GPU. loads_first=False:
-    the per-token program as it was before round 11 (q rotated and stored before k is read).
-    stream: the per-token program reads q/k evict-first and stores streaming (.cs) (round 12's
-    probe, variant ``triton_stream``).
-    positions=None: cos/sin are already gathered per token, HF's way (round 25): [tokens,
+    one program per token with num_warps), else picked per shape on the GPU.
+    positions=None: cos/sin are already gathered per token, HF's way: [tokens,
     rotary_dim // 2], or HF's full-width [tokens, rotary_dim] (cos_full), whose first half (NeoX)
     or even columns (GPT-J: copied to a half table first) are the angles; no position is loaded.
     A call like an earlier one (same shapes, strides, dtypes, flags; no outputs, split or config
-    given) takes that call's launch plan (_launch.Plans, round 25 as round 24's launchers)."""
+    given) takes that call's launch plan (_launch.Plans)."""
     has_pos = positions is not None
     plannable = q_out is None and k_out is None and split is None and config is None
     if plannable:
-        pkey = qk_plan_key(q, k, cos, sin, rotary_dim, interleaved, loads_first, stream, has_pos)
+        pkey = qk_plan_key(q, k, cos, sin, rotary_dim, interleaved, has_pos)
         plan = _PLANS.get(pkey)
         if plan is not None:
             qo, ko = qk_outputs(q, k)
@@ -328,8 +308,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
         strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), qo.stride(0), qo.stride(1), ko.stride(0),
                    ko.stride(1), cos.stride(0), HQ, HK, half, P)
         if bh == 0:
-            return (_rope_fwd, (T,), strides + (interleaved, copy_pass, BHQ, BHK, BH, bp, loads_first, stream,
-                                                has_pos), (("num_warps", nw),))
+            return (_rope_fwd, (T,), strides + (interleaved, copy_pass, BHQ, BHK, BH, bp, has_pos), (("num_warps", nw),))
         GQ = cdiv(HQ, bh)
         return (_rope_fwd_heads, (T, GQ + cdiv(HK, bh)), strides + (GQ, interleaved, copy_pass, bh, BH, bp, has_pos),
                 (("num_warps", nw),))
@@ -345,7 +324,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     if split:
         if config is None:
             cands = head_candidates(HQ, HK, half)
-            key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
+            key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype,
                    q.device) + (() if has_pos else ("gathered",))
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
@@ -354,10 +333,10 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     else:
         nw = warps_for(BHQ * BH)
         if T >= TUNE_MIN_TOKENS:
-            key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, loads_first, q.dtype, cos.dtype,
-                   q.device) + (("stream",) if stream else ()) + (() if has_pos else ("gathered",))
+            key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype,
+                   q.device) + (() if has_pos else ("gathered",))
             # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
-            # Timed by graph replay over q/k copies rotated past the L2 (round 11): by do_bench the
+            # Timed by graph replay over q/k copies rotated past the L2: by do_bench the
             # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
             nw = (tuned_cached(key) or nw) if in_place else tuned(
                 key, tuple(dict.fromkeys((nw, 2, 4, 8))), rotated(lambda n, q, k: launch_cfg((0, n), q, k), (q, k)),
@@ -423,16 +402,6 @@ def rope_reference(q, k, cos, sin, positions, rotary_dim: int | None = None, int
     return rope_eager(q.double(), k.double(), c, s, interleaved)
 
 
-def model(p: dict, dtype: str) -> dict:
-    """q and k read and written once, positions, and one cos+sin row per token in the tables'
-    dtype: the model's since round 11 (fp32 before)."""
-    e = ESIZE[dtype]
-    t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
-    rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * e * t * (rd // 2),
-            "flops": 3 * t * (hq + hk) * rd}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -442,7 +411,7 @@ def _setup(p: dict, dtype: str, device: str):
     inter = p.get("interleaved", False)
     q = torch.randn(t, hq, d, dtype=dt, device=device)
     k = torch.randn(t, hk, d, dtype=dt, device=device)
-    # the tables in the model's dtype (round 11), as the peers get cos/sin and as HF and vLLM keep
+    # the tables in the model's dtype, as the peers get cos/sin and as HF and vLLM keep
     # them: at 32768 tokens fp32 tables are 17 MB of a 690 MB call; fp32 ones kept for triton_r10
     cos32, sin32 = rope_cache(max(t, 4096), rd, p.get("base", 500000.0), device)
     cos, sin = cos32.to(dt), sin32.to(dt)
@@ -474,27 +443,10 @@ _VARIANTS = {
     "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"],
                                                       s["interleaved"]),
     "triton": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]),
-    # before round 6 at every shape: one program per token (all its heads)
-    "triton_tokenprog": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
-                                       s["interleaved"], split=False),
     # in place, as Liger's and vLLM's RoPE work (the same DRAM bytes; half the lines in the L2)
     "triton_inplace": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
                                      q_out=s["q"], k_out=s["k"]),
-    # round 11's loads-first program on round 10's fp32 tables
-    "triton_fp32tab": lambda s: rope(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],
-                                     s["interleaved"]),
-    # before round 11: the per-token program read k only after storing q, fp32 tables
-    "triton_r10": lambda s: rope(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"], s["interleaved"],
-                                 loads_first=False),
-    # round 12's probe: q/k read evict-first, the outputs stored streaming (.cs)
-    "triton_stream": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
-                                    stream=True),
-    # the same calls with the launch plans off (round 24's before for rope), in the same process
-    "triton_noplan": without_plans(lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
-                                                  s["interleaved"])),
-    "triton_gathered_noplan": without_plans(lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None,
-                                                           s["rotary_dim"], s["interleaved"])),
-    # round 25: the tables gathered per token as the peers get them (HF's cos_full / sin_full,
+    # the tables gathered per token as the peers get them (HF's cos_full / sin_full,
     # computed once per forward), so no program waits on a position before its cos/sin load
     "triton_gathered": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],
                                       s["interleaved"]),
@@ -512,14 +464,7 @@ WORKLOAD = Workload(
     op="rope",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "llama8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "base": 1e6},
-        "llama8b-t32768": {"tokens": 32768, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
-        "phi2partial-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 32, "head_dim": 80,
-                              "rotary_dim": 32},
-    },
+    shapes=ROPE_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",

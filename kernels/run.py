@@ -5,8 +5,7 @@
 Warm-up calls (compilation, autotuning, cuBLAS handles) run before the range opens, so a
 profile filtered on the range holds only steady-state launches.
 
-The context a small kernel runs in can move its time as much as a change to it: round 26 found
-SwiGLU at one token 1.25 us with the L2 half empty and 1.51 us once an earlier op had filled it,
+The context a small kernel runs in can move its time as much as a change to it: SwiGLU at one token 1.25 us with the L2 half empty and 1.51 us once an earlier op had filled it,
 its evict-first inputs read again (NVIDIA H100 80GB HBM3, 2026-11-25). ``--rotate N`` cycles the calls over N copies of the inputs
 (as benchmarks/kernels.py times a row) and ``--l2-fill`` reads a buffer of twice the L2 before
 each range opens (as an earlier op, e.g. a decode step's GEMM, leaves the L2: full of other

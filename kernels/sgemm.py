@@ -22,8 +22,10 @@ import json
 import os
 import tempfile
 
+from profkit.model.ops.matmul import SGEMM_SHAPES
+from profkit.model.ops.matmul import gemm_model as model
+
 from . import Workload, _cuda_build
-from ._gemm_common import gemm_model
 
 STEPS = ("naive", "coalesced", "smem", "blocktile_1d", "blocktile_2d", "vectorized", "tuned", "warptile")
 TUNED_STEPS = ("tuned", "warptile")
@@ -205,10 +207,6 @@ def sgemm_cublas(a, b):
     return torch.matmul(a, b)
 
 
-def model(p: dict, dtype: str) -> dict:
-    return gemm_model(p, dtype)
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -234,12 +232,7 @@ WORKLOAD = Workload(
     op="sgemm",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "1024": {"M": 1024, "N": 1024, "K": 1024},
-        "2048": {"M": 2048, "N": 2048, "K": 2048},
-        "4096": {"M": 4096, "N": 4096, "K": 4096},
-        "m4096-n2048-k1024": {"M": 4096, "N": 2048, "K": 1024},
-    },
+    shapes=SGEMM_SHAPES,
     model=model,
     dtypes=("fp32",),
     default_dtype="fp32",

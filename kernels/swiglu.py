@@ -6,43 +6,43 @@ sigmoid(gate) rather than storing it. All math in fp32; sigmoid(-1000) = 0 in fp
 inputs of large magnitude give 0 / the right limit instead of NaN.
 
 Launch: (BLOCK, num_warps, eviction policy), timed per size on the GPU. Below TUNE_MIN_ELEMS
-elements v1 always took its fixed launch (BLOCK 4096, 8 warps): at decode (1 x 14336) that is
-4 programs, 1.93 us by graph replay on an H100 against torch.compile's 1.28 (14 programs of
-1024). Round 6: small sizes pick among SMALL_CANDIDATES (blocks of 256-4096, 1-8 warps: 4-56
-programs at 14336) by CUDA-graph replay (GPU time: at a few microseconds do_bench would time
-the launcher on the host). Forward only: the backward keeps v1's launch there (no decode
-backward, and its tuning would capture a graph on autograd's device thread).
+elements the fixed launch (BLOCK 4096, 8 warps) gives a decode step (1 x 14336) 4 programs, 1.93
+us by graph replay on an H100 against torch.compile's 1.28 (14 programs of 1024), so small sizes
+pick among SMALL_CANDIDATES (blocks of 256-4096, 1-8 warps: 4-56 programs at 14336) by CUDA-graph
+replay (GPU time: at a few microseconds do_bench would time the launcher on the host). Forward
+only: the backward keeps the fixed launch there (no decode backward, and its tuning would capture
+a graph on autograd's device thread).
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from profkit.model.ops.elementwise import SWIGLU_BWD_SHAPES, SWIGLU_SHAPES
+from profkit.model.ops.elementwise import swiglu_bwd_model as model_bwd
+from profkit.model.ops.elementwise import swiglu_model as model
+
 from . import Backward, Workload, torch_dtype
 from ._cuda_ops import swiglu_cuda
 from ._launch import cdiv, fast, next_pow2
-from ._numerics import ESIZE, compiled, has_module
+from ._numerics import compiled, has_module
 from .timing import tuned
 
-BLOCK = 4096  # v1's fixed launch (the default candidate)
+BLOCK = 4096  # the fixed launch (the default candidate)
 NUM_WARPS = 8
 # (BLOCK, num_warps, load eviction policy) candidates, timed per shape on the GPU
-# (kernels/timing.tuned), v1's first
+# (kernels/timing.tuned), the fixed launch first
 CANDIDATES = [(4096, 8, "evict_first"), (1024, 4, "evict_first"), (2048, 4, "evict_first"), (2048, 8, "evict_first"),
               (8192, 8, "evict_first"), (8192, 16, "evict_first"), (1024, 4, ""), (2048, 8, ""), (4096, 8, "")]
 TUNE_MIN_ELEMS = 1 << 22
 # below TUNE_MIN_ELEMS: smaller blocks, so that a decode step's few thousand elements still take
-# tens of programs; v1's launch last (the tuner may keep it). Round 6's list read with evict_first
-# (kept as HINT_SMALL_CANDIDATES, variant triton_hint). Round 26: none of them carries a hint now.
-# evict_first makes the inputs the L2's first victims: read again once an earlier op has filled
-# the L2 (a benchmark's rotated inputs, a replayed graph over static buffers), they came from DRAM,
-# 1.51 us against 1.24 on an H100; in the half-empty L2 the tuner times in, both took 1.24
-# (benchmarks/gpu/swiglu26_l2.py), so the tuner could not have told them apart.
-HINT_SMALL_CANDIDATES = [(1024, 4, "evict_first"), (256, 1, "evict_first"), (256, 2, "evict_first"),
-                         (512, 1, "evict_first"), (512, 2, "evict_first"), (512, 4, "evict_first"),
-                         (1024, 2, "evict_first"), (1024, 8, "evict_first"), (2048, 4, "evict_first"),
-                         (2048, 8, "evict_first"), CANDIDATES[0]]
-SMALL_CANDIDATES = [(b, w, "") for b, w, _ in HINT_SMALL_CANDIDATES]
+# tens of programs; the fixed launch last (the tuner may keep it). No eviction hint: evict_first
+# makes the inputs the L2's first victims, and read again once an earlier op has filled the L2 (a
+# benchmark's rotated inputs, a replayed graph over static buffers) they came from DRAM, 1.51 us
+# against 1.24 on an H100; in the half-empty L2 the tuner times in both took 1.24, so the tuner
+# could not have told them apart.
+SMALL_CANDIDATES = [(1024, 4, ""), (256, 1, ""), (256, 2, ""), (512, 1, ""), (512, 2, ""), (512, 4, ""), (1024, 2, ""),
+                    (1024, 8, ""), (2048, 4, ""), (2048, 8, ""), (4096, 8, "")]
 
 
 @triton.jit
@@ -73,23 +73,23 @@ def _c(t):
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _config(name, n, t, launch, config, small: bool = False, hint: bool = False):
+def _config(name, n, t, launch, config, small: bool = False):
     """small: below TUNE_MIN_ELEMS pick among SMALL_CANDIDATES (the forward: decode steps), else
-    v1's launch there; hint: among round 6's evict_first ones instead (the before of round 26)."""
+    the fixed launch there."""
     if config is not None:
         return config
     if n < TUNE_MIN_ELEMS:
         if not small:
             return CANDIDATES[0]
         # GPU time by graph replay: at a few microseconds do_bench would time the host's launch
-        return tuned((name, "small_hint" if hint else "small", next_pow2(n), t.dtype, t.device),
-                     HINT_SMALL_CANDIDATES if hint else SMALL_CANDIDATES, launch, t.device, graph=True)
+        return tuned((name, "small", next_pow2(n), t.dtype, t.device), SMALL_CANDIDATES, launch, t.device,
+                     graph=True)
     return tuned((name, next_pow2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
 
 
-def swiglu_fwd(gate, up, out=None, config=None, hint: bool = False):
+def swiglu_fwd(gate, up, out=None, config=None):
     """y = silu(gate) * up. config: (BLOCK, num_warps, eviction policy), else picked per size on the
-    GPU; hint: below TUNE_MIN_ELEMS pick among the evict_first launches (round 6's, before round 26)."""
+    GPU."""
     import torch
 
     assert gate.shape == up.shape
@@ -100,7 +100,7 @@ def swiglu_fwd(gate, up, out=None, config=None, hint: bool = False):
         def launch(cfg):
             fast(_swiglu_fwd)[(cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
 
-        launch(_config("swiglu_fwd", n, gate, launch, config, small=True, hint=hint))
+        launch(_config("swiglu_fwd", n, gate, launch, config, small=True))
     return y
 
 
@@ -118,11 +118,6 @@ def swiglu_bwd(dy, gate, up, dgate=None, dup=None, config=None):
 
         launch(_config("swiglu_bwd", n, gate, launch, config))
     return dg, du
-
-
-def swiglu_v1(gate, up):
-    """v1: the fixed launch (BLOCK 4096, 8 warps), forward only (before/after baseline)."""
-    return swiglu_fwd(gate, up, config=CANDIDATES[0])
 
 
 def _autograd():
@@ -178,18 +173,6 @@ def swiglu_reference(gate, up):
     return g * g.sigmoid() * up.double()
 
 
-def model(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    n = p["tokens"] * p["ffn"]
-    return {"bytes": 3 * n * e, "flops": 5 * n}
-
-
-def model_bwd(p: dict, dtype: str) -> dict:
-    e = ESIZE[dtype]
-    n = p["tokens"] * p["ffn"]
-    return {"bytes": 5 * n * e, "flops": 10 * n}
-
-
 def _setup(p: dict, dtype: str, device: str):
     import torch
 
@@ -211,8 +194,6 @@ _VARIANTS = {
     "eager": lambda s: swiglu_eager(s["gate"], s["up"]),
     "compile": lambda s: compiled("swiglu", swiglu_eager)(s["gate"], s["up"]),
     "triton": lambda s: swiglu(s["gate"], s["up"]),
-    "triton_v1": lambda s: swiglu_v1(s["gate"], s["up"]),
-    "triton_hint": lambda s: swiglu_fwd(s["gate"], s["up"], hint=True),  # round 6's small launches (before round 26)
     "cuda": lambda s: swiglu_cuda(s["gate"], s["up"]),  # kernels/cuda/swiglu.cu
 }
 if has_module("liger_kernel"):
@@ -222,12 +203,7 @@ WORKLOAD = Workload(
     op="swiglu",
     setup=_setup,
     variants=_VARIANTS,
-    shapes={
-        "llama8b-t1": {"tokens": 1, "ffn": 14336},
-        "llama8b-t4096": {"tokens": 4096, "ffn": 14336},
-        "qwen7b-t4096": {"tokens": 4096, "ffn": 18944},
-        "llama8b-t32768": {"tokens": 32768, "ffn": 14336},
-    },
+    shapes=SWIGLU_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="SwiGLU silu(gate) * up forward (backward: workload swiglu_bwd)",
@@ -241,7 +217,7 @@ WORKLOAD = Workload(
         forward={"eager": swiglu_eager, "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
                  "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
         reference=swiglu_reference, model=model_bwd,
-        shapes=("llama8b-t4096", "qwen7b-t4096"), quick=("llama8b-t4096",),
+        shapes=SWIGLU_BWD_SHAPES, quick=("llama8b-t4096",),
         direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"]),
                 "compile": lambda s: compiled("swiglu_bwd_direct", swiglu_bwd_eager)(s["dy"], s["gate"], s["up"])}),
     bench="kernels",

@@ -173,7 +173,7 @@ _FILL: dict = {}
 def fill_l2(device) -> None:
     """Read a buffer of twice the GPU's L2 with plain loads, so that the L2 is full of clean lines
     that are not the workload's, as an earlier op (a decode step's GEMM streaming its weights)
-    leaves it. Round 26 (NVIDIA H100 80GB HBM3, 2026-11-25): SwiGLU's evict_first launch at one
+    leaves it. On an NVIDIA H100 80GB HBM3 (2026-11-25) SwiGLU's evict_first launch at one
     token took 1.25 us in a half-empty L2 and 1.51 us in a full one, re-reading its inputs; its
     unhinted launch 1.25 in both. One buffer a GPU ("cuda" and "cuda:0" are one). Twice the
     L2, read once at creation too, so that no dirty line of the buffer's own fill is left to be
@@ -205,7 +205,7 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
     (do_bench median; graph=True: CUDA-graph replay, GPU time only, for launchers whose host
     time would otherwise decide; no L2 flush: `run` should rotate its inputs past the L2 where
     they could fit, as rmsnorm_bwd's does; each candidate timed after fill_l2, in a full L2 as a
-    model step leaves it, where an eviction hint shows its cost, round 26) once per process;
+    model step leaves it, where an eviction hint shows its cost) once per process;
     later calls with the same key get the cached choice. A candidate that fails to compile or
     launch is skipped. On the CPU, or with PROFKIT_TUNE=0, the first candidate (the default)."""
     if key in _TUNED:

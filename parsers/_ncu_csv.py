@@ -132,7 +132,8 @@ def nvtx_columns(header: list[str]) -> tuple[int | None, int | None]:
 def dims(cell: str | None) -> tuple[int, int, int] | None:
     """'(256, 1, 1)' -> (256, 1, 1): the Grid Size / Block Size columns every page prints."""
     m = _DIMS.match((cell or "").strip())
-    return tuple(int(x) for x in m.groups()) if m else None
+    d = tuple(int(x) for x in m.groups()) if m else None
+    return d if d and max(d) < 2**31 else None  # beyond CUDA's limits: no dimension
 
 
 def given(row: list[str], idx: dict[str, int]) -> dict:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
 from profkit.core.rows import Parsed, storable_text
@@ -84,6 +85,7 @@ V1_CAVEAT = ("a version 1 trace (profkit before end records): a copy cut exactly
 
 def parse(path: Path) -> Parsed:
     kernels_raw, calls, markers = [], {}, []
+    host = []  # rows.HOST_CALL_FIELDS: the idle causes' calls (the tracer records no copies)
     header = end = None
     records = 0
     try:
@@ -118,6 +120,10 @@ def parse(path: Path) -> Parsed:
                     kernels_raw.append(r)
                 elif t in ("runtime", "driver"):
                     calls[r.get("correlation_id")] = r
+                    held = host_kind(call_name(str(r.get("name"))))
+                    if held and type(r.get("start")) is int and type(r.get("end")) is int:
+                        host.append((held, call_name(str(r.get("name"))), r["start"], r["end"], r.get("pid"),
+                                     r.get("tid")))
                 elif t == "marker":
                     markers.append(r)
     except UnicodeDecodeError as e:
@@ -159,8 +165,10 @@ def parse(path: Path) -> Parsed:
     paths = range_paths(ranges)
     range_rows = [r + dp for r, dp in zip(ranges, paths)]
     facts = {k: header.get(k) for k in ("gpu_name", "sm_count", "memory_bytes", "cc", "host", "argv")}
-    return Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v},
-                  caveat=caveat)
+    out = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], {k: v for k, v in facts.items() if v},
+                 caveat=caveat)
+    out.host_calls = sorted(host, key=lambda h: h[2])
+    return out
 
 
 def _ranges(markers: list[dict]) -> list[tuple]:

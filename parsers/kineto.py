@@ -15,6 +15,11 @@ and TraceLens read.
   `cpu_op` events (aten::mm, ...) are not ranges by default: nsys shows them only under
   `emit_nvtx`, and an nsys capture of the same program must give the same kernels per range.
   `parse(path, cpu_ops=True)` adds them, in domain "cpu_op".
+- Operators with shapes (`record_shapes`: "Input Dims", "Input type", "Input Strides", "Concrete
+  Inputs"; `with_flops`: "flops") become op rows tied to the kernels they launched (the innermost
+  such cpu_op holding the kernel's launch call: parsers/_ops.py), whatever `cpu_ops` says;
+  `record_param_comms` (a collective: "Collective name", "In msg nelems", "dtype", "Group size")
+  becomes an op `nccl:<collective>`. A malformed op is skipped, never a reason to refuse the file.
 - Memcpy / memset (`gpu_memcpy`, `gpu_memset`) are not kernels: their counts, bytes and time
   are in the file's facts (`kineto`).
 - Facts: GPU from `deviceProperties` (the device the kernels ran on), rank and world size from
@@ -36,11 +41,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import demangle, short_name
 from profkit.core.nvtx import project, range_paths
 from profkit.core.rows import Parsed, storable_text
 from profkit.core.units import us_to_ns
 from profkit.core.unpack import open_gzip
+
+from ._ops import launching_ops
 
 FORMAT = "kineto-trace"
 SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # file name endings it reads
@@ -185,6 +193,9 @@ def _open(path: Path):
     return open(path, encoding="utf-8-sig", newline="")
 
 
+_COPY_NAME = re.compile(r"Memcpy (\w+)")  # a gpu_memcpy event's direction
+
+
 def parse(path: Path, *, cpu_ops: bool = False) -> Parsed:
     path = Path(path)
     t = _Trace(cpu_ops)
@@ -230,6 +241,9 @@ class _Trace:
         self.other = Counter()  # gpu_user_annotation, cpu_op, ... seen and not kept
         self.cats = Counter()  # events by category, for the message of a trace without kernels
         self.copies = {_MEMCPY: [0, 0, 0], _MEMSET: [0, 0, 0]}  # count, bytes, ns
+        self.ops: list[tuple] = []  # (name, start, end, pid, tid, dims, types, strides, concrete, flops)
+        self.host_calls: list[tuple] = []  # rows.HOST_CALL_FIELDS: the idle causes' calls
+        self.gpu_copies: list[tuple] = []  # rows.GPU_COPY_FIELDS
 
     # --- reading -----------------------------------------------------------------------------
     def read(self, s: _Stream) -> None:
@@ -296,6 +310,8 @@ class _Trace:
             if type(cat) is str:
                 cats[cat] += 1
                 kind = _CATS.get(cat) if e.get("ph") == "X" else None
+                if kind == _OP:
+                    self._op(e)
                 if kind == _GPU_RANGE or (kind == _OP and not self.cpu_ops):
                     other[kind] += 1  # counted, not read: an odd one cannot refuse the file
                 elif kind is not None:
@@ -335,6 +351,9 @@ class _Trace:
                                  args.get("registers per thread"), args.get("stream"), args.get("device")))
         elif kind in (_CALL, _DRIVER):
             corr, pid, tid = args.get("correlation"), e.get("pid"), e.get("tid")
+            held = host_kind(call_name(name))
+            if held and _id(pid) and _id(tid):
+                self.host_calls.append((held, call_name(name), start, start + dur, pid, tid))
             if corr is None:
                 return  # a runtime call CUPTI gave no correlation launches nothing we can tie
             if not _int(corr) or not _id(pid) or not _id(tid):
@@ -354,6 +373,62 @@ class _Trace:
             nbytes = args.get("bytes")
             if _int(nbytes) and nbytes > 0:
                 c[1] += nbytes
+            # "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"
+            m = _COPY_NAME.match(name)
+            stream = args.get("stream")
+            pageable = "Pageable" in name
+            if kind == _MEMCPY:
+                direction = m.group(1) if m else "unknown"
+            else:
+                direction = "host" if pageable else "device"
+            self.gpu_copies.append(("memcpy" if kind == _MEMCPY else "memset", direction,
+                                    nbytes if _int(nbytes) else None, int(pageable), start, start + dur,
+                                    stream if _int(stream) else None))
+
+    def _op(self, e: dict) -> None:
+        """An operator with recorded shapes (or a collective's record_param_comms), kept leniently."""
+        args = e.get("args")
+        if type(args) is not dict:
+            return
+        name = e.get("name")
+        dims = args.get("Input Dims")
+        if name == "record_param_comms" and args.get("Collective name"):
+            coll = args.get("Collective name")
+            n, dt, g = args.get("In msg nelems"), args.get("dtype"), args.get("Group size")
+            if not (_int(n) and storable_text(coll)):
+                return
+            name, dims, types, conc = f"nccl:{coll}", [[n]], [dt if storable_text(dt) else ""], ["", str(g)]
+        elif isinstance(dims, list) and storable_text(name):
+            types, conc = args.get("Input type"), args.get("Concrete Inputs")
+        else:
+            return
+        start, dur = us_to_ns(e.get("ts")), us_to_ns(e.get("dur"))
+        pid, tid = e.get("pid"), e.get("tid")
+        if start is None or dur is None or not _int(start) or dur < 0 or not _id(pid) or not _id(tid):
+            return
+        fl = args.get("flops")
+        self.ops.append((self.names.setdefault(name, name), start, start + dur, pid, tid, dims, types,
+                         args.get("Input Strides"), conc, fl if _int(fl) else None))
+
+    def _op_rows(self) -> list[tuple]:
+        """OP_FIELDS rows: the ops that launched kernels (self.kernels sorted, seq = index)."""
+        if not self.ops:
+            return []
+        calls = []
+        for i, k in enumerate(self.kernels):
+            c = self.calls.get(k[3])
+            if c is not None:
+                calls.append((i, c[1], c[3], c[4]))
+        owner = launching_ops([(o[1], o[2], o[3], o[4]) for o in self.ops], calls)
+        launched: dict[int, list[int]] = {}
+        for seq, op in owner.items():
+            launched.setdefault(op, []).append(seq)
+        rows = []
+        for i in sorted(launched):
+            o = self.ops[i]
+            rows.append((o[0], o[1], o[2], o[3], o[4], _js(o[5]), _js(o[6]), _js(o[7]), _js(o[8]), o[9],
+                         sorted(launched[i]), "record_shapes"))
+        return rows
 
     # --- rows ----------------------------------------------------------------------------------
     def result(self, path: Path) -> Parsed:
@@ -402,8 +477,18 @@ class _Trace:
         facts = {"kineto": kin, **_device_facts(self.top.get("deviceProperties"), device),
                  **_dist_facts(self.top.get("distributedInfo"))}
         if len(devices) > 1:
-            facts["devices"] = sorted((d for d in devices if d is not None))
-        return Parsed(str(path), FORMAT, SOURCE, rows, range_rows, [], facts)
+            facts["devices"] = sorted(d for d in devices if d is not None)
+        ops = self._op_rows()
+        if ops:
+            kin["ops_with_shapes"] = len(ops)
+        out = Parsed(str(path), FORMAT, SOURCE, rows, range_rows, [], facts, ops=ops)
+        out.host_calls = sorted(self.host_calls, key=lambda h: h[2])
+        out.gpu_copies = sorted(self.gpu_copies, key=lambda g: g[4])
+        return out
+
+
+def _js(v) -> str | None:
+    return None if v is None else json.dumps(v, separators=(",", ":"))
 
 
 def _device_facts(props, device) -> dict:

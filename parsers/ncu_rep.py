@@ -11,6 +11,7 @@ line of error, not a dead profkit.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import re
@@ -381,7 +382,8 @@ def _text(s):
 
 
 def _parse(path: Path, ctx) -> Parsed:
-    kernels, counters, rules = [], [], []
+    kernels, counters, rules, sass = [], [], [], []
+    files: dict[str, str] = {}
     facts: dict = {}
     seq = 0
     for ri in range(ctx.num_ranges()):
@@ -408,6 +410,9 @@ def _parse(path: Path, ctx) -> Parsed:
             kernels.append(ncu_kernel_row(seq, _text(a.name(a.NameBase_DEMANGLED)), _text(a.name()), inner, path_, values))
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             rules.extend((seq,) + r for r in _rules(a))
+            sass.extend((seq,) + r for r in _sass(a))
+            for name, text in _embedded(a).items():
+                files.setdefault(name, text)
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
                 sms = values.get("device__attribute_multiprocessor_count")
@@ -417,7 +422,73 @@ def _parse(path: Path, ctx) -> Parsed:
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules)
+    lines = [(name, i, _text(t)) for name, text in files.items() for i, t in enumerate(text.splitlines(), 1)]
+    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules,
+                  sass=sass, source_lines=lines)
+
+
+# Source Counters (ncu --section SourceCounters): per-PC instances of these metrics, the PCs
+# their correlation ids. A report without the section has none of them per PC.
+INST_EXECUTED = "inst_executed"
+SAMPLES = "smsp__pcsamp_sample_count"
+STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+NOT_ISSUED = "_not_issued"
+
+
+def _per_pc(metric) -> dict[int, int]:
+    """{pc: value} of an instanced, source-correlated metric ({} for one that is not)."""
+    if metric is None or not metric.has_correlation_ids():
+        return {}
+    ids = metric.correlation_ids()
+    n = metric.num_instances()
+    if ids is None or ids.num_instances() != n:
+        return {}
+    return {ids.as_uint64(i): metric.as_uint64(i) for i in range(n)}
+
+
+def _sass(action) -> list[tuple]:
+    """The kernel's instructions with Source Counters (SASS_FIELDS less seq), in PC order; []
+    when the report has no per-PC counters for it. The stall reasons are the report's own
+    metrics (smsp__pcsamp_warps_issue_stalled_REASON), whichever the GPU and ncu version have."""
+    executed = _per_pc(action.metric_by_name(INST_EXECUTED))
+    samples = _per_pc(action.metric_by_name(SAMPLES))
+    if not executed and not samples:
+        return []
+    stalls: dict[str, dict[int, int]] = {}
+    quiet: dict[str, dict[int, int]] = {}
+    for name in action.metric_names():
+        if name.startswith(STALL_PREFIX):
+            reason = name[len(STALL_PREFIX):]
+            if reason.endswith(NOT_ISSUED):
+                quiet[reason[:-len(NOT_ISSUED)]] = _per_pc(action.metric_by_name(name))
+            else:
+                stalls[reason] = _per_pc(action.metric_by_name(name))
+    pcs = sorted(set(executed) | set(samples) | {pc for v in stalls.values() for pc in v})
+    if not pcs:
+        return []
+    base = pcs[0]
+    out = []
+    for pc in pcs:
+        info = action.source_info(pc)
+        file, line = (_text(info.file_name()) or None, info.line()) if info is not None else (None, None)
+        sass = action.sass_by_pc(pc)
+        by = {r: v[pc] for r, v in stalls.items() if v.get(pc)}
+        by_quiet = {r: v[pc] for r, v in quiet.items() if v.get(pc)}
+        out.append((pc - base, pc, _text(" ".join(sass.split())) if sass else None, file, line or None,
+                    executed.get(pc, 0 if executed else None), samples.get(pc, 0 if samples else None),
+                    sum(by_quiet.values()) if quiet else None,
+                    json.dumps(dict(sorted(by.items(), key=lambda x: -x[1]))),
+                    json.dumps(dict(sorted(by_quiet.items(), key=lambda x: -x[1])))))
+    return out
+
+
+def _embedded(action) -> dict[str, str]:
+    """{file: text} of the source files the report embeds for this kernel (--import-source yes)."""
+    try:
+        got = action.source_files()
+    except Exception:  # an older reader without it, or a report it cannot decode: no text
+        return {}
+    return {_text(k): _text(v) for k, v in dict(got or {}).items() if v}
 
 
 # ncu_report's MsgType and SpeedupType, as ncu's CLI and CSV pages print them

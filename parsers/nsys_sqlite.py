@@ -11,6 +11,7 @@ EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing a
 from __future__ import annotations
 
 import json
+import functools
 import re
 import threading
 import sqlite3
@@ -20,14 +21,19 @@ from pathlib import Path
 from profkit.core import environment
 from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns,
                             read_columns_in_parts, wal_mode, work_budget)
+from profkit.core import tempfiles
+from profkit.core.unpack import XZ_MAGIC, unxz
 from profkit.core.errors import BadInput
+from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import MAX_NAME, name_too_long
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
 
+from ._ops import ops_from_kernel_ranges
+
 FORMAT = "nsys-sqlite"
-SUFFIXES = ('.sqlite',)  # file name endings it reads (lower case)
+SUFFIXES = ('.sqlite', '.sqlite.xz')  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -48,11 +54,18 @@ STEPS_PER_BYTE, STEPS_FLOOR = 50, 50_000_000
 # or computed columns; a view over a self-join loaded 4.6 M bogus kernels from 446 KB)
 _READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "TARGET_INFO_GPU",
-         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA")
+         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA",
+         "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "ENUM_CUDA_MEM_KIND")
+
+
+_TEXT = functools.partial(bytes.decode, encoding="utf-8", errors="backslashreplace")
 
 
 def _open(path: Path) -> sqlite3.Connection:
     conn = open_readonly(path, timeout_ms=5000, peek=True)  # (no -wal/-shm beside a WAL-mode export)
+    # text that is not UTF-8 (a name of a corrupt or hand-made export) as \xNN escapes, as names
+    # are kept everywhere (docs/reliability.md 5), not an error that reads as a truncated file
+    conn.text_factory = _TEXT
     work_budget(conn, STEPS_FLOOR + STEPS_PER_BYTE * path.stat().st_size)
     return conn
 
@@ -70,6 +83,8 @@ def _refuse_hostile(path: Path, conn, t: dict) -> None:
                                  f"nsys writes plain tables (a hand-made or hostile export)")
         if any(r[6] in (2, 3) for r in conn.execute(f'PRAGMA table_xinfo("{name}")')):
             raise BadInput(path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)")
+        if re.search(r"\)\s*WITHOUT\s+ROWID\b[^)]*$", sql, re.I):  # read by rowid, as nsys writes them
+            raise BadInput(path, f"{name} is a WITHOUT ROWID table: nsys writes plain tables (a hand-made export)")
 
 
 def _tables(conn) -> dict[str, str]:
@@ -83,6 +98,8 @@ def _tables(conn) -> dict[str, str]:
 
 
 def sniff(path: Path, head: bytes) -> bool:
+    if head.startswith(XZ_MAGIC) and path.name.lower().endswith(".sqlite.xz"):
+        return True  # an export shipped small (profiles/): unpacked and checked by parse
     if not head.startswith(SQLITE_MAGIC):
         return False
     try:
@@ -101,7 +118,16 @@ def _columns(conn, table: str) -> set[str]:
 
 
 def parse(path: Path, progress=None) -> Parsed:
-    """progress(phase, done, total): rows read so far in each phase (total None: unknown)."""
+    """progress(phase, done, total): rows read so far in each phase (total None: unknown).
+    A `.sqlite.xz` is unpacked (bounded) into this process's scratch folder first: the store
+    attaches the export while it writes, after parse returns."""
+    if path.name.lower().endswith(".xz"):
+        inner = tempfiles.process_dir() / f"{len(list(tempfiles.process_dir().iterdir()))}-{path.name[:-3]}"
+        unxz(path, inner)
+        try:
+            return parse(inner, progress)
+        except BadInput as e:  # name the file the user gave, not the scratch copy
+            raise BadInput(path, f"{e.problem} (inside the .xz)") from None
     cut = check_whole(path)
     if cut:
         raise BadInput(path, cut)
@@ -175,6 +201,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     if len(rows) > _count(conn, kt, "1"):  # one launch call per kernel: more rows means repeated ids
         raise BadInput(path, f"{rt}: several launch calls share one kernel's correlation id and process: corrupt")
 
+    rows = sorted(rows + _graph_rows(conn, t, kc, strings), key=lambda r: r[0])
     ranges = _ranges(path, conn, t, strings)
     calls = []
     for i, r in enumerate(rows):
@@ -199,7 +226,128 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     range_rows = [(r[0], r[1], r[2], r[3], r[4], _sql_mod(r[5], _PID) if r[5] is not None else None, r[6], d, p)
                   for r, (d, p) in zip(ranges, paths)]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
+    rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
+    rep.host_calls, rep.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
     return rep
+
+
+def _graph_rows(conn, t: dict, kc: set, strings: dict) -> list[tuple]:
+    """CUDA graph replays as launches, in the row path's row shape (start, end, name, short,
+    grid and block, registers, shared memory, stream, device, correlation id, process, then
+    the launching call's nameId, start, end, thread). nsys traces a graph launch as one
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE row by default, its kernels absent from the kernel table:
+    without these rows a graphed program's steps are invisible. Where the export traced the
+    graphs' nodes (--cuda-graph-trace=node: kernels carry a graphNodeId) its kernels are
+    the launches and no replay is added."""
+    gt = t.get("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    if not gt:
+        return []
+    gc = _columns(conn, gt)
+    if not {"start", "end", "correlationId"} <= gc:
+        return []
+    if "graphNodeId" in kc and conn.execute(f'SELECT 1 FROM "{t["CUPTI_ACTIVITY_KIND_KERNEL"]}"'
+                                            ' WHERE graphNodeId IS NOT NULL LIMIT 1').fetchone():
+        return []
+
+    def g(name: str) -> str:
+        return f"g.{name}" if name in gc else "NULL"
+
+    rt = t.get("CUPTI_ACTIVITY_KIND_RUNTIME")
+    if rt and "globalPid" in gc and {"correlationId", "globalTid", "start", "end", "nameId"} <= _columns(conn, rt):
+        join = f'LEFT JOIN "{rt}" r ON r.correlationId = g.correlationId AND (r.globalTid / {_PID}) = (g.globalPid / {_PID})'
+        call = "r.nameId, r.start, r.end, r.globalTid"
+    else:
+        join, call = "", "NULL, NULL, NULL, NULL"
+    out = []
+    for r in conn.execute(f'SELECT g.start, g."end", {g("graphId")}, {g("graphExecId")}, {g("streamId")},'
+                          f' {g("deviceId")}, g.correlationId, {g("globalPid")}, {call} FROM "{gt}" g {join}'
+                          " WHERE typeof(g.start) = 'integer' AND typeof(g.\"end\") = 'integer' ORDER BY g.start"):
+        name = f"CUDA graph {r[2]} (exec {r[3]})"
+        out.append((r[0], r[1], name, name, None, None, None, None, None, None, None, None, None, r[4], r[5],
+                    r[6], r[7], r[8] if type(r[8]) is int else None, r[9], r[10], r[11]))
+    return out
+
+
+# CUPTI_ACTIVITY_KIND_SYNCHRONIZATION types that block the host (2: a stream waits on an event)
+_SYNC_TYPES = {1: "cudaEventSynchronize", 3: "cudaStreamSynchronize", 4: "cudaDeviceSynchronize"}
+
+
+def host_calls(conn, t: dict) -> list[tuple]:
+    """(kind, name, start_ns, end_ns, pid, tid) of the synchronising, allocating, module-loading,
+    copying and setting calls, by start; CUPTI's synchronisation records where no such call
+    carries their correlation id."""
+    st = t["StringIds"]
+    ids: dict[int, tuple[str, str]] = {}
+    for k, v in conn.execute(f'SELECT id, value FROM "{st}" WHERE value GLOB \'cu*\''):
+        if type(k) is int and isinstance(v, str):
+            kind = host_kind(call_name(v))
+            if kind:
+                ids[k] = (kind, call_name(v))
+    out: list[tuple] = []
+    corr: set = set()
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        name = t.get(table)
+        if not ids or not name or not {"nameId", "start", "end", "globalTid", "correlationId"} <= _columns(conn, name):
+            continue
+        keys = sorted(ids)
+        for a in range(0, len(keys), 500):
+            part = keys[a:a + 500]
+            for nid, s, e, gtid, c in conn.execute(
+                    f'SELECT nameId, start, "end", globalTid, correlationId FROM "{name}" WHERE nameId IN '
+                    f'({",".join("?" * len(part))})', part):
+                if type(s) is int and type(e) is int:
+                    kind, nm = ids[nid]
+                    out.append((kind, nm, s, e) + _pid_tid(gtid))
+                    if kind == "sync":
+                        corr.add(c)
+    sy = t.get("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    if sy and {"start", "end", "syncType", "correlationId"} <= _columns(conn, sy):
+        pid = "globalPid" if "globalPid" in _columns(conn, sy) else "NULL"
+        for s, e, typ, c, gpid in conn.execute(f'SELECT start, "end", syncType, correlationId, {pid} FROM "{sy}"'):
+            if typ in _SYNC_TYPES and c not in corr and type(s) is int and type(e) is int:
+                out.append(("sync", _SYNC_TYPES[typ], s, e, _pid_tid(gpid)[0], None))
+    out.sort(key=lambda r: r[2])
+    return out
+
+
+def _pid_tid(gid) -> tuple:
+    if type(gid) is not int:
+        return None, None
+    return _sql_mod(_sql_div(gid, _PID), _PID), _sql_mod(gid, _PID)
+
+
+# CUpti_ActivityMemcpyKind
+_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+               10: "PtoP"}
+
+
+def gpu_copies(conn, t: dict) -> list[tuple]:
+    """(kind memcpy|memset, direction, bytes, pageable 0/1, start_ns, end_ns, stream) of the
+    GPU's memory copies and sets, by start. Pageable: either side is pageable host memory
+    (the memory kind ENUM_CUDA_MEM_KIND names PAGEABLE; CUPTI's 1 where it is absent)."""
+    pageable = 1
+    mk = t.get("ENUM_CUDA_MEM_KIND")
+    if mk and {"id", "name"} <= _columns(conn, mk):
+        row = conn.execute(f'SELECT id FROM "{mk}" WHERE name LIKE \'%PAGEABLE\'').fetchone()
+        pageable = row[0] if row else pageable
+    out: list[tuple] = []
+    mt = t.get("CUPTI_ACTIVITY_KIND_MEMCPY")
+    if mt and {"start", "end", "bytes", "copyKind"} <= (cols := _columns(conn, mt)):
+        src, dst = (c if c in cols else "NULL" for c in ("srcKind", "dstKind"))
+        stream = "streamId" if "streamId" in cols else "NULL"
+        for s, e, b, k, sk, dk, sid in conn.execute(
+                f'SELECT start, "end", bytes, copyKind, {src}, {dst}, {stream} FROM "{mt}"'):
+            if type(s) is int and type(e) is int:
+                out.append(("memcpy", _COPY_KINDS.get(k, "unknown"), b, int(pageable in (sk, dk)), s, e, sid))
+    st = t.get("CUPTI_ACTIVITY_KIND_MEMSET")
+    if st and {"start", "end", "bytes"} <= (cols := _columns(conn, st)):
+        kind = "memKind" if "memKind" in cols else "NULL"
+        stream = "streamId" if "streamId" in cols else "NULL"
+        for s, e, b, mk_, sid in conn.execute(f'SELECT start, "end", bytes, {kind}, {stream} FROM "{st}"'):
+            if type(s) is int and type(e) is int:
+                out.append(("memset", "device" if mk_ != pageable else "host", b, int(mk_ == pageable), s, e, sid))
+    out.sort(key=lambda r: r[4])
+    return out
 
 
 def _rowids(conn, table: str) -> tuple:
@@ -341,20 +489,17 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     def col(name: str, default: str = "NULL") -> str:
         return f"k.{name}" if name in kc else default
 
+    graphs = _graph_rows(conn, t, kc, {})
     st = t["StringIds"]
-    api = ("r.nameId, r.start, r.end, (r.globalTid / 16777216) % 16777216, r.globalTid % 16777216"
-           if rt else "NULL, NULL, NULL, NULL, NULL")
-    api_join = f'LEFT JOIN src."{rt}" r ON r.rowid = b.rrow' if rt else ""
-    # names as keys (the kernel's string ids, its call's nameId): the store maps the few
-    # distinct ones to names through name_sql and api_sql, no text per row (rows.Bulk)
-    kernel_sql = f"""
-        SELECT b.seq AS seq, k.{name_col}, k.{short_col},
-               k.start, k.end, k.end - k.start, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
-               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
-               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
-               k.correlationId, {api}, b.path_id
-        FROM bulk_kernel b JOIN src."{kt}" k ON k.rowid = b.krow
-        {api_join}"""
+    api = (("r.nameId", "r.start", "r.end", "(r.globalTid / 16777216) % 16777216", "r.globalTid % 16777216")
+           if rt else ("NULL",) * 5)
+    # the kernel table's columns (k), its launch call's (r): names as keys (the kernel's string
+    # ids, its call's nameId): the store maps the few distinct ones to names through name_sql
+    # and the kernel part's api keys, no text per row (rows.Bulk)
+    kernel_columns = (f"k.{name_col}", f"k.{short_col}", "k.start", "k.end", "k.end - k.start", "k.gridX",
+                      col("gridY", "1"), col("gridZ", "1"), "k.blockX", col("blockY", "1"), col("blockZ", "1"),
+                      col("registersPerThread"), col("staticSharedMemory"), col("dynamicSharedMemory"),
+                      col("streamId"), col("deviceId"), "k.correlationId", *api)
     # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
     name_sql = f"""
         WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
@@ -369,18 +514,27 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     cols = _columns(conn, nt) if nt else set()
     dom = "n.domainId" if "domainId" in cols else "NULL"
     g = "n.globalTid" if "globalTid" in cols else "NULL"
-    range_sql = f"""
-        SELECT b.seq, CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0
-                           THEN coalesce(d.name, 'domain' || {dom}) END,
-               CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END, n.start, n."end",
-               ({g} / {_PID}) % {_PID}, {g} % {_PID}, b.path_id
-        FROM bulk_range b JOIN src."{nt}" n ON n.rowid = b.row
-        LEFT JOIN temp.bulk_domain d ON d.id = {dom}""" if nt else "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-    bulk = Bulk(str(path), kernel_sql, range_sql, rows, rpath, paths, domains, n_kernels, kernels.result, name_sql,
-                ready=kernels.done)
+    # the NVTX table's columns (n); d: the domain `dom` names (domains, from DOMAIN_CREATE events)
+    range_columns = (f"CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0"
+                     f" THEN coalesce(d.name, 'domain' || {dom}) END",
+                     f"CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END", "n.start", 'n."end"',
+                     f"({g} / {_PID}) % {_PID}", f"{g} % {_PID}")
+    bulk = Bulk(str(path), kt, kernel_columns, nt, range_columns, dom, rows, rpath, paths, domains, n_kernels,
+                kernels.result, call_table=rt, string_table=st, name_sql=name_sql, ready=kernels.done)
     facts = _facts(conn, t, device)
-    return Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
-                  LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    out = Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
+                 LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    out.host_calls, out.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
+    # graph replays are few (one a step): stored as rows after the bulk's kernels, without
+    # their call's NVTX path (the bulk's range nesting is the store's to place calls in)
+    strings = _strings(conn, t, np.unique(np.array([r[17] for r in graphs if type(r[17]) is int] or [0])))
+    out.extra_kernels = [
+        (n_kernels + i, r[2], r[3], None, None, r[0], r[1], r[1] - r[0]) + tuple(r[4:15]) + (r[15],
+         strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
+         _sql_mod(_sql_div(r[20], _PID), _PID) if r[20] is not None else None,
+         _sql_mod(r[20], _PID) if r[20] is not None else None)
+        for i, r in enumerate(sorted(graphs, key=lambda r: r[0]))]
+    return out
 
 
 class _KernelRead:
@@ -437,7 +591,7 @@ def _pid_of(gid):
     return q
 
 
-def _matched(kernels: "_Keys", calls: "_Keys", most: int):
+def _matched(kernels: _Keys, calls: _Keys, most: int):
     """(kernel index, call index) of every kernel and call with equal keys, as SQLite's join
     of them would pair them; None where the keys do not fit numpy's one-key search (the join
     runs in SQLite). More than `most` pairs raise TooManyRows, before they are made."""
@@ -585,14 +739,13 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r
     st = t["StringIds"]
     if not rt:
         api_sql = "SELECT NULL, NULL WHERE 0"
-    elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: read them all here
-        api_sql = (f'SELECT DISTINCT r.nameId, s.value FROM temp.bulk_kernel b JOIN src."{rt}" r ON r.rowid = b.rrow'
-                   f' LEFT JOIN src."{st}" s ON s.id = r.nameId')
+    elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: the store reads them all
+        api_sql = None
     else:
         api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
                    f' LEFT JOIN src."{st}" s ON s.id = j.value')
     part = KernelPart(krow, rrow, k_path, paths, api_sql)
-    if not (len(api_keys) and api_keys[0] == _NOT_INT):  # (that api_sql reads a staged temp.bulk_kernel)
+    if api_sql is not None:  # (else the store stages the kernels as a table to read the keys from)
         part.pack()  # the JSON the store reads the kernels' columns from, made here, beside the ranges' writing
     return part
 
@@ -616,7 +769,7 @@ class _LaunchCalls:
         self.rows, self._stop, self._out, self._error = 0, False, None, None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
-    def start(self) -> "_LaunchCalls":
+    def start(self) -> _LaunchCalls:
         self._thread.start()
         return self
 
@@ -1056,18 +1209,21 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
     for name, value in rows:
         proc, sep, field = name.partition(":")
         if sep and field == "ENVIRONMENT_VARIABLE":
-            k, _, v = str(_text(value)).partition("=")
+            k, eq, v = str(_text(value)).partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", k):  # not NAME=VALUE: nothing to name
+                out[f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES"] = out.get(f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES", 0) + 1
+                continue
             env.setdefault(proc, {}).setdefault(k, v.strip('"'))
         elif sep and (field == "COMMAND" or field.startswith("ARGUMENT_")):
             args.setdefault(proc, []).append(name)
             out[name] = str(_text(value))
-        else:
-            out[name] = value
+        else:  # WORKING_DIR, launch arguments as one line, whatever else nsys records
+            out[name] = environment.redact_text(_text(value)) if isinstance(value, (str, bytes)) else value
     for names in args.values():
         for name, v in zip(names, environment.redact_args([out[n] for n in names])):
             out[name] = v
     for proc, variables in env.items():
-        out[f"{proc}:ENVIRONMENT"] = environment.kept_env(variables)
+        out[f"{proc}:ENVIRONMENT"] = environment.redact_env(variables)
         out[f"{proc}:ENVIRONMENT_NOT_KEPT"] = sorted(set(variables) - set(out[f"{proc}:ENVIRONMENT"]))
     return out
 

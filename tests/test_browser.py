@@ -21,7 +21,7 @@ from profdata import PROFILES
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-RMSNORM = "rmsnorm-llama8b-t32768"
+RMSNORM = "rmsnorm-eager-vs-triton-h200"
 
 
 def _missing(why: str):
@@ -46,10 +46,8 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("browser") / "b.db")
-    load_profiles(PROFILES, db)
-    s = Store(db)
+def store(profiles_db):
+    s = Store(profiles_db)
     yield s
     s.close()
 
@@ -107,7 +105,7 @@ def test_compare_roofline_renders_in_chromium(browser, store, tmp_path):
         page.evaluate(f"() => Plotly.Fx.hover(document.querySelector('.js-plotly-plot'), "
                       f"[{{curveNumber: {trace}, pointNumber: 0}}])")
         text = page.evaluate("() => document.querySelector('.hoverlayer').textContent")
-        for want in ("_rmsnorm_fwd", "rmsnorm/triton/llama8b-t32768", "label: dram", "µs per call", "% of roofline"):
+        for want in ("_rmsnorm_fwd", "rmsnorm/triton/qwen7b-t4096", "label: dram", "µs per call", "% of roofline"):
             assert want in text, (want, text)
         assert problems == []
     finally:
@@ -123,7 +121,7 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
         assert [p["data_points"] for p in plots] == [r["points"] for r in rows if r["points"]]
         assert len(plots) == len([r for r in rows if r["points"]]) >= 5  # one plot per run with counters
         assert {r["run"] for r in rows} == set(store.runs())
-        assert {"e2e-decode", "e2e-prefill"} <= {r["run"] for r in rows if not r["points"]}  # timeline only
+        assert {"e2e-decode", "ddp-2gpu-slow"} <= {r["run"] for r in rows if not r["points"]}  # timeline only
         assert problems == []
     finally:
         page.close()
@@ -145,7 +143,7 @@ def test_advise_page_renders_in_chromium(browser, store, tmp_path):
         bars = page.evaluate("() => document.querySelector('.js-plotly-plot').querySelectorAll('.bars path').length")
         assert bars >= 2 * 2  # busy and idle of the eager and Triton ranges (at least)
         first = page.evaluate("() => Array.from(document.querySelectorAll('#advice tr')[1].cells).map(c => c.textContent)")
-        assert first[0] == "1" and "rmsnorm/eager/llama8b-t32768" in first[1] and first[6].startswith("fuse the 8 kernels")
+        assert first[0] == "1" and "rmsnorm/eager/qwen7b-t4096" in first[1] and first[6].startswith("fuse the 8 kernels")
         assert problems == []
     finally:
         page.close()

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.capture import session as cap
+from profkit.capture.options import CaptureOptions, Hooks
 from profkit.cli import cli
 from profkit.core.errors import ToolFailed, ToolMissing
 from profdata import DATA
@@ -200,7 +201,8 @@ def test_a_lab_capture_tunes_in_a_plain_run_and_hands_the_picks_over(tmp_path, m
     monkeypatch.setattr(cap, "_run", plain_run)
     got = cap.Captured("r", tmp_path)
     cmd = cap.workload_command("rmsnorm_rope", ["triton"], ["qwen3-8b-t4096"])
-    new = cap._tune_first(got, cmd, "rmsnorm_rope", ["triton"], ["qwen3-8b-t4096"], None, lambda t: None)
+    new = cap._tune_first(got, cmd, CaptureOptions(run="r", workload="rmsnorm_rope", variants=("triton",),
+                                                      shapes=("qwen3-8b-t4096",)), Hooks())
     (plain,) = seen
     assert plain[1:3] == ["-m", "profkit.kernels.run"] and "--iters" in plain
     assert new[:len(cmd)] == cmd and new[-2] == "--tuned-in" and new[-1] == str(got.tuned_file)
@@ -212,7 +214,7 @@ def test_a_failed_tuning_run_leaves_the_profiled_command_as_it_was(tmp_path, mon
     monkeypatch.setattr(cap, "_run", lambda args, progress=None, env=None: (1, "Traceback\nRuntimeError: boom"))
     got = cap.Captured("r", tmp_path)
     cmd = cap.workload_command("rmsnorm", [], [])
-    assert cap._tune_first(got, cmd, "rmsnorm", [], [], None, notes.append) == cmd
+    assert cap._tune_first(got, cmd, CaptureOptions(run="r", workload="rmsnorm"), Hooks(note=notes.append)) == cmd
     assert "tuned" not in got.meta and got.tuned_file is None
     assert len(notes) == 1 and "exit 1" in notes[0] and "boom" in notes[0]
 
@@ -225,7 +227,7 @@ def test_a_workload_that_is_its_own_program_gets_no_tuning_run(tmp_path, monkeyp
     monkeypatch.setattr(cap, "_run", lambda *a, **k: pytest.fail("a tuning run"))
     got = cap.Captured("r", tmp_path)
     cmd = cap.workload_command(own)
-    assert cap._tune_first(got, cmd, own, [], [], None, lambda t: None) == cmd and "tuned" not in got.meta
+    assert cap._tune_first(got, cmd, CaptureOptions(run="r", workload=own), Hooks()) == cmd and "tuned" not in got.meta
 
 
 # ---- --calls: the lab's calls a variant, for a bootstrap band in compare (round 22) ----

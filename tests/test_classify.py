@@ -1,5 +1,6 @@
 """Known answers from the real H200 capture of profkit.kernels.known (nsys + ncu)."""
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -113,24 +114,25 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
         assert s.counters("known") == fresh.counters("known") != before
         # a report this Store adds forgets that run's counters (another capture's: as another rank,
         # since a run takes one timeline and one counter report per rank)
-        ingest(db, [PROFILES / "rope-llama8b-t4096"], run="known", rank=1, store=s)
+        ingest(db, [PROFILES / "cuda-vs-triton-h200"], run="known", rank=1, store=s)
         assert s.counters("known") == fresh.counters("known")
         assert len(s.counters("known")) > len(before)
     fresh.close()
 
 
-def test_launches_without_counters_label_as_the_general_path(tmp_path, monkeypatch):
+def test_launches_without_counters_label_as_the_general_path(profiles_db_built, tmp_path, monkeypatch):
     """label_rows labels launches without counters on one GPU row by a short path (most of a
     timeline): the same rows, evidence text included, as the general path on shipped runs
     (timeline only, timeline + counters, a multi-rank run with NCCL kernels)."""
     from profdata import PROFILES
     from profkit.analyses import classify as cl
     from profkit.store.profiles import load_profiles
+    from profkit.analyses import classify as cl
 
     db = str(tmp_path / "f.db")
-    load_profiles(PROFILES, db)
+    shutil.copyfile(profiles_db_built, db)
     with Store(db) as s:
-        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm_linear-llama8b-qkv-m16"]
+        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm-eager-vs-triton-h200"]
         fast = {r: cl.label_rows(s, r) for r in runs}
         monkeypatch.setattr(cl, "_fast", False)
         for r in runs:

@@ -173,7 +173,7 @@ def test_same_stem_exports_of_two_programs_are_refused_in_one_call(db):
     """Two public nsys exports both named report2.sqlite (a V100 run, an RTX 3080 run)."""
     beast, kmeans = field("beast", "report2.sqlite"), field("kmeans", "report2.sqlite")
     line = refused(run("ingest", "--db", db, beast, kmeans), beast, kmeans)
-    assert "two timeline reports for run 'report2' (one per process)" in line
+    assert "two timeline reports for run 'beast-report2' (one per process)" in line
     assert not os.path.exists(db)  # refused before the database was created
     # into a database that holds a run: nothing of either lands
     assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "before").exit_code == 0
@@ -189,9 +189,10 @@ def test_same_stem_exports_of_two_programs_are_refused_in_one_call(db):
 def test_another_file_into_a_run_that_holds_its_role_is_refused(db):
     """report2.sqlite of one program loaded; report2.sqlite of another would join its run."""
     beast, kmeans = field("beast", "report2.sqlite"), field("kmeans", "report2.sqlite")
-    assert run("ingest", "--db", db, beast).exit_code == 0
+    # (named --run report2: a file name tools give every file alone now takes its folder's too)
+    assert run("ingest", "--db", db, beast, "--run", "report2").exit_code == 0
     before = dump(db)
-    line = refused(run("ingest", "--db", db, kmeans), beast, kmeans)
+    line = refused(run("ingest", "--db", db, kmeans, "--run", "report2"), beast, kmeans)
     assert "run 'report2' already holds a timeline report (one per process)" in line and "is another file" in line
     assert dump(db) == before
     # the same bytes again are still a repeat, whatever the run: nothing added, no refusal
@@ -214,10 +215,11 @@ def test_two_counter_reports_for_one_run_are_refused(db):
 
 
 def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
-    """The same without ../shared: two of our H100/H200 exports, each saved as report.sqlite."""
+    """The same without ../shared: two of our H100/H200 exports, each saved as exp.sqlite (a
+    name of the user's: report.sqlite, a tool's default, would take its folder's name too)."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a, b = tmp_path / "a" / "report.sqlite", tmp_path / "b" / "report.sqlite"
+    a, b = tmp_path / "a" / "exp.sqlite", tmp_path / "b" / "exp.sqlite"
     a.write_bytes((FIELD_H100 / "ws.nsys.sqlite").read_bytes())
     b.write_bytes(KNOWN_NSYS.read_bytes())
     refused(run("ingest", "--db", db, a, b), a, b)
@@ -226,7 +228,7 @@ def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
     assert run("ingest", "--db", db, a).exit_code == 0
     before = dump(db)
     refused(run("ingest", "--db", db, b), a, b)
-    refused(run("ingest", "--db", db, b, "--run", "report"), a, b)  # --run names the run, it does not append
+    refused(run("ingest", "--db", db, b, "--run", "exp"), a, b)  # --run names the run, it does not append
     assert dump(db) == before
     # the same file twice, or a copy of it, is one report (the copy is skipped as a repeat)
     c = tmp_path / "c.sqlite"
@@ -242,26 +244,26 @@ def test_same_stem_timelines_refused_with_our_own_captures(db, tmp_path):
     fresh = str(db) + ".2"  # (into a new database the repeats are found as they are written)
     r = run("ingest", "--db", fresh, a, a, c)
     assert r.exit_code == 0 and r.output.count("already loaded") == 2, r.output
-    assert files_of(fresh) == [("report", None, "nsys-sqlite", 52)]
+    assert files_of(fresh) == [("exp", None, "nsys-sqlite", 52)]
 
 
 def test_timeline_and_counters_of_one_stem_join_one_run(db):
-    """The nsys export and the ncu report of one capture (swiglu-llama8b-t4096.*): one run,
+    """The nsys export and the ncu report of one capture (cuda-vs-triton-h200.*): one run,
     named together or one after the other; ranks of one job keep a timeline each."""
-    swiglu = PROFILES / "swiglu-llama8b-t4096"
-    nsys, ncu = swiglu / "swiglu-llama8b-t4096.nsys.sqlite", swiglu / "swiglu-llama8b-t4096.ncu-rep.xz"
+    folder = PROFILES / "cuda-vs-triton-h200"
+    nsys, ncu = folder / "cuda-vs-triton-h200.nsys.sqlite", folder / "cuda-vs-triton-h200.ncu-rep.xz"
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
-    assert [f[:3] for f in files_of(db)] == [("swiglu-llama8b-t4096", None, "nsys-sqlite"),
-                                              ("swiglu-llama8b-t4096", None, "ncu-rep")]
+    assert [f[:3] for f in files_of(db)] == [("cuda-vs-triton-h200", None, "nsys-sqlite"),
+                                              ("cuda-vs-triton-h200", None, "ncu-rep")]
     other = str(db) + ".2"
     assert run("ingest", "--db", other, nsys).exit_code == 0
     assert run("ingest", "--db", other, ncu).exit_code == 0
     assert files_of(other) == files_of(db)
     ddp = PROFILES / "ddp-2gpu"
     ranks = str(db) + ".3"
-    assert run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank0.nsys.sqlite", ddp / "ddp-2gpu.rank0.ncu-rep.xz").exit_code == 0
-    r = run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank1.nsys.sqlite")
+    assert run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank0.nsys.sqlite.xz", ddp / "ddp-2gpu.rank0.ncu-rep.xz").exit_code == 0
+    r = run("ingest", "--db", ranks, ddp / "ddp-2gpu.rank1.nsys.sqlite.xz")
     assert r.exit_code == 0, r.output
     assert [f[:3] for f in files_of(ranks)] == [("ddp-2gpu", 0, "nsys-sqlite"), ("ddp-2gpu", 0, "ncu-rep"),
                                                  ("ddp-2gpu", 1, "nsys-sqlite")]
@@ -277,7 +279,7 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a, b = tmp_path / "a" / "report.sqlite", tmp_path / "b" / "report.sqlite"
+    a, b = tmp_path / "a" / "exp.sqlite", tmp_path / "b" / "exp.sqlite"
     a.write_bytes((FIELD_H100 / "ws.nsys.sqlite").read_bytes())
     b.write_bytes(KNOWN_NSYS.read_bytes())
     assert run("ingest", "--db", db, KNOWN_CUPTI, "--run", "warm").exit_code == 0  # (an existing database)
@@ -294,10 +296,10 @@ def test_a_report_landing_between_the_check_and_the_write_is_refused_in_the_writ
     monkeypatch.setattr(I, "_parse", real_parse)
     line = refused(r, b)
     assert f"already holds a timeline report (one per process), {a}, loaded earlier: {b} is another file" in line
-    assert [f[:3] for f in files_of(db)] == [("warm", None, "cupti-trace"), ("report", None, "nsys-sqlite")]
+    assert [f[:3] for f in files_of(db)] == [("warm", None, "cupti-trace"), ("exp", None, "nsys-sqlite")]
     before = dump(db)
     assert run("ingest", "--db", db, b).exit_code == 2 and dump(db) == before  # (the first check, now)
     # the legitimate join still writes: counters into a run that holds a timeline
-    ncu = PROFILES / "swiglu-llama8b-t4096" / "swiglu-llama8b-t4096.ncu-rep.xz"
-    assert run("ingest", "--db", db, ncu, "--run", "report").exit_code == 0
-    assert [f[:3] for f in files_of(db)][1:] == [("report", None, "nsys-sqlite"), ("report", None, "ncu-rep")]
+    ncu = PROFILES / "cuda-vs-triton-h200" / "cuda-vs-triton-h200.ncu-rep.xz"
+    assert run("ingest", "--db", db, ncu, "--run", "exp").exit_code == 0
+    assert [f[:3] for f in files_of(db)][1:] == [("exp", None, "nsys-sqlite"), ("exp", None, "ncu-rep")]

@@ -15,14 +15,14 @@ import time
 from dbcheck import PROBLEMS, WHOLE_RUNS, whole_runs
 from profdata import FIELD_H100, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
 
-# one writer per shipped H200 run (nsys export + ncu report), and one with a CUPTI trace
-RUNS = ("known", "rmsnorm-llama8b-t32768", "softmax-r32768-n4096", "swiglu-llama8b-t4096", "matmul-llama8b-qkv-m4096")
+# one writer per shipped run with both an nsys export and an ncu report, and one with a CUPTI trace
+RUNS = ("known", "rmsnorm-eager-vs-triton-h200", "cuda-vs-triton-h200", "cuda-vector-ops", "hf-llama-decode")
 WRITERS = [[PROFILES / r / f"{r}.nsys.sqlite", PROFILES / r / f"{r}.ncu-rep.xz"] for r in RUNS] + [[KNOWN_CUPTI]]
 
 READER = r"""
 import json, sqlite3, sys, time
 from pathlib import Path
-from profkit.store.store import open_readonly
+from profkit.store.readonly import open_readonly
 db, stop, query = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 problems = sys.argv[4].split(",")
 polls, bad, errors, seen, last = 0, [], [], set(), None
@@ -149,7 +149,7 @@ def test_connect_waits_for_a_writer_holding_the_rollback_journal(tmp_path):
     locked" in 0.0 s). profkit's connect() waits it out: here the writer commits after 0.5 s."""
     import threading
 
-    from profkit.store.store import connect
+    from profkit.store.connection import connect
 
     db = tmp_path / "rest.db"
     a = sqlite3.connect(db, isolation_level=None, check_same_thread=False)

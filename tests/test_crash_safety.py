@@ -183,7 +183,7 @@ def test_sigkill_inside_a_bulk_load_in_rollback_journal_mode(big, db, side):
     # the grown file is under the column path's row threshold (and the side writer's):
     # lowered in the child, which says when it starts writing launches (opening the database
     # makes a -journal for a moment too: only one seen after that mark is the load's)
-    code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; from profkit import rows; "
+    code = ("import sys; from pathlib import Path; from profkit.parsers import nsys_sqlite; from profkit.core import rows; "
             f"nsys_sqlite.BULK_MIN_ROWS = 0; rows.SIDE_MIN_KERNELS = {0 if side else 10**18}; "
             "from profkit.store.ingest import ingest\n"
             "def tell(f, phase, done, total):\n"

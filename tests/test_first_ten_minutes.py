@@ -10,14 +10,12 @@ from profdata import PROFILES
 from profkit.cli import cli
 from profkit.store.profiles import load_profiles
 
-RMS = "rmsnorm-llama8b-t32768"
+RMS = "rmsnorm-eager-vs-triton-h200"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("ten") / "p.db")
-    load_profiles(PROFILES, path)
-    return path
+def db(profiles_db):
+    return profiles_db
 
 
 def _run(*args):
@@ -28,8 +26,8 @@ def test_classify_table_keeps_variants_apart_and_names_unranged_launches(db):
     r = _run("classify", "--db", db, "--run", RMS)
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    eager = [x for x in lines if "rmsnorm/eager/llama8b-t32768" in x and " dram " in x]
-    triton = [x for x in lines if "rmsnorm/triton/llama8b-t32768" in x and " dram " in x]
+    eager = [x for x in lines if "rmsnorm/eager/qwen7b-t4096" in x and " dram " in x]
+    triton = [x for x in lines if "rmsnorm/triton/qwen7b-t4096" in x and " dram " in x]
     assert len(eager) == 1 and len(triton) == 1  # was one merged 'llama8b-t32768' row of 21 launches
     assert "│       18 │" in eager[0] and "│        3 │" in triton[0]
     assert "(outside any NVTX range)" in r.stdout  # not a blank cell that reads as "same as above"
@@ -84,15 +82,19 @@ def test_the_main_job_fits_one_screen(tmp_path):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     runs = sorted(p.name for p in PROFILES.iterdir() if p.is_dir())
-    assert len(lines) <= len(runs) + 20  # one line per run, the claims, where the HTML is
-    assert [x.split()[0] for x in lines[1:1 + len(runs)]] == runs  # in the order they landed
-    rms = next(x for x in lines if x.startswith("rmsnorm-qwen7b-t4096 "))
-    assert "dram 99%" in rms and "fuse the 8 kernels of each call into one" in rms
+    assert len(lines) <= 60  # one screen
+    # two lines a run, in the order they landed: its line, then what to fix first, whole at 100 columns
+    assert [x.split()[0] for x in lines[1:1 + 2 * len(runs):2]] == runs
+    fixes = lines[2:2 + 2 * len(runs):2]
+    assert all(x.startswith("    fix first: ") for x in fixes)
+    i = runs.index("rmsnorm-eager-vs-triton-h200")
+    assert "dram 99%" in lines[1 + 2 * i]
+    assert fixes[i] == "    fix first: fuse the 8 kernels of each call into one (574 us) [rmsnorm/eager/qwen7b-t4096]"
     assert any("rmsnorm/qwen7b-t4096" in x and "eager -> triton" in x and "supported" in x for x in lines)
     assert f"{html} (open it in a browser)" in r.stdout and html.exists()
     verbose = _run("analyse", str(PROFILES), "--db", db, "--html", str(html), "--verbose")
     assert verbose.exit_code == 0 and len(verbose.stdout.splitlines()) > 4 * len(lines)
-    assert "what to fix first in run rmsnorm-qwen7b-t4096" in verbose.stdout
+    assert "what to fix first in run rmsnorm-eager-vs-triton-h200" in verbose.stdout
 
 
 def _examples(help_text: str) -> list[list[str]]:

@@ -45,7 +45,7 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
 
 @pytest.mark.parametrize("case,why", [
     ({"format": "ncu-rep", "mutation": "truncate_boundary", "p": {"frac": 0.5},
-      "seed": "profiles/matmul-llama8b-qkv-m4096/matmul-llama8b-qkv-m4096.ncu-rep.xz!raw"}, "a whole block less"),
+      "seed": "profiles/known/known.ncu-rep.xz!raw"}, "a whole block less"),
     ({"format": "cupti-trace", "mutation": "truncate_boundary", "p": {"frac": 0.5},
       "seed": "tests/data/known/known.cupti.jsonl!head:1200"}, "a version 1 trace cut at a line end"),
 ])
@@ -75,7 +75,7 @@ def test_fuzz_replays_a_case_in_process(fuzz, tmp_path):
     (tmp_path / "tmp").mkdir()
     template = fuzz.make_template(tmp_path)
     case = {"id": 0, "format": "ncu-rep", "mutation": "insert", "into_existing_run": False,
-            "seed": "profiles/matmul-llama8b-qkv-m4096/matmul-llama8b-qkv-m4096.ncu-rep.xz!raw",
+            "seed": "tests/data/known/rmsnorm-llama8b-t32768.ncu-rep.xz!raw",
             "p": {"frac": 0.08354430481230592, "data": "7b565ca4f6dbb301b55d79"}}
     r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
     # found by the fuzzer: NVIDIA's reader (ncu-report 2025.3) aborts its process on this file

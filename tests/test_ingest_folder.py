@@ -13,7 +13,7 @@ from profdata import FIELD_REPORTS, FIELD_H100, KNOWN_NSYS_REP, PROFILES
 
 from test_cli_ingest import dump
 
-SWIGLU = PROFILES / "swiglu-llama8b-t4096"  # a folder `profkit capture` wrote on the H200
+CAPTURE = PROFILES / "cuda-vs-triton-h200"  # a folder `profkit capture` wrote on the H200
 
 
 def run(*args):
@@ -28,7 +28,7 @@ def sql(db, q):
 
 @pytest.fixture
 def capture_folder(tmp_path):
-    return shutil.copytree(SWIGLU, tmp_path / "my capture")
+    return shutil.copytree(CAPTURE, tmp_path / "my capture")
 
 
 def test_capture_folder_is_one_run_with_its_metadata(db, capture_folder):
@@ -38,12 +38,12 @@ def test_capture_folder_is_one_run_with_its_metadata(db, capture_folder):
     # an .ncu-rep's load says what its framing cannot see (docs/reliability.md)
     assert lines[2].startswith("  note: .ncu-rep records no launch count"), r.output
     del lines[2]
-    assert lines[0].endswith("swiglu-llama8b-t4096.nsys.sqlite: nsys-sqlite -> run my capture: 17 kernels, 6 NVTX "
+    assert lines[0].endswith("cuda-vs-triton-h200.nsys.sqlite: nsys-sqlite -> run my capture: 45 kernels, 18 NVTX "
                              "ranges, 0 counters")
-    assert "swiglu-llama8b-t4096.ncu-rep.xz: ncu-rep -> run my capture:" in lines[1]
+    assert "cuda-vs-triton-h200.ncu-rep.xz: ncu-rep -> run my capture:" in lines[1]
     assert lines[2].endswith("capture.json: run metadata of run my capture") and len(lines) == 3
     meta = json.loads(sql(db, "SELECT meta FROM runs")[0]["meta"])
-    assert meta["command"][-1] == "llama8b-t4096" and meta["torch_version"] == "2.11.0+cu130"
+    assert "['llama8b-t4096']" in meta["command"][-1] and meta["torch_version"] == "2.11.0+cu130"
     # the same as `profkit analyse` loads it (the main job), file for file
     assert [x["n"] for x in sql(db, "SELECT count(*) AS n FROM report_file")] == [2]
     again = run("ingest", "--db", db, capture_folder)
@@ -51,12 +51,12 @@ def test_capture_folder_is_one_run_with_its_metadata(db, capture_folder):
 
 
 def test_report_beside_its_export_is_skipped_with_the_reason(db, capture_folder):
-    shutil.copy(KNOWN_NSYS_REP, capture_folder / "swiglu-llama8b-t4096.nsys-rep")  # capture keeps both
+    shutil.copy(KNOWN_NSYS_REP, capture_folder / "cuda-vs-triton-h200.nsys-rep")  # capture keeps both
     r = run("ingest", "--db", db, capture_folder)
     assert r.exit_code == 0, r.output
     assert r.output.strip().splitlines()[-1] == (
-        f"{capture_folder}: skipped swiglu-llama8b-t4096.nsys-rep (one timeline report per process: "
-        "swiglu-llama8b-t4096.nsys.sqlite is taken)")
+        f"{capture_folder}: skipped cuda-vs-triton-h200.nsys-rep (one timeline report per process: "
+        "cuda-vs-triton-h200.nsys.sqlite is taken)")
 
 
 def test_mixed_folder_loads_what_it_reads_and_names_the_rest(db, tmp_path):
@@ -103,30 +103,30 @@ def test_a_bad_capture_json_loads_nothing(db, capture_folder, content, why):
 
 
 def test_capture_json_named_with_its_reports(db):
-    files = sorted(p for p in SWIGLU.iterdir() if p.name != "CAPTURE.txt")  # profkit ingest run/*
+    files = sorted(p for p in CAPTURE.iterdir() if p.name != "CAPTURE.txt")  # profkit ingest run/*
     r = run("ingest", "--db", db, *files)
     assert r.exit_code == 0, r.output
-    meta = json.loads(sql(db, "SELECT meta FROM runs WHERE run = 'swiglu-llama8b-t4096'")[0]["meta"])
-    assert meta["captured_at"] == "2026-11-22T01:39:42Z"
+    meta = json.loads(sql(db, "SELECT meta FROM runs WHERE run = 'cuda-vs-triton-h200'")[0]["meta"])
+    assert meta["captured_at"] == "2026-11-22T02:21:05Z"
 
 
 def test_capture_json_alone(db):
-    r = run("ingest", "--db", db, SWIGLU / "capture.json")
+    r = run("ingest", "--db", db, CAPTURE / "capture.json")
     assert r.exit_code == 2 and r.output.strip() == (
-        f"profkit: {SWIGLU / 'capture.json'}: run metadata, not a report, and run 'swiglu-llama8b-t4096' is not "
+        f"profkit: {CAPTURE / 'capture.json'}: run metadata, not a report, and run 'cuda-vs-triton-h200' is not "
         "loaded: ingest it with its reports (or their folder)")
     assert not Path(db).exists()
     # once the run is loaded, its capture.json alone adds the metadata
-    assert run("ingest", "--db", db, SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite").exit_code == 0
-    r = run("ingest", "--db", db, SWIGLU / "capture.json")
-    assert r.exit_code == 0 and r.output.strip() == f"{SWIGLU / 'capture.json'}: run metadata of run swiglu-llama8b-t4096"
-    assert json.loads(sql(db, "SELECT meta FROM runs")[0]["meta"])["captured_at"] == "2026-11-22T01:39:42Z"
+    assert run("ingest", "--db", db, CAPTURE / "cuda-vs-triton-h200.nsys.sqlite").exit_code == 0
+    r = run("ingest", "--db", db, CAPTURE / "capture.json")
+    assert r.exit_code == 0 and r.output.strip() == f"{CAPTURE / 'capture.json'}: run metadata of run cuda-vs-triton-h200"
+    assert json.loads(sql(db, "SELECT meta FROM runs")[0]["meta"])["captured_at"] == "2026-11-22T02:21:05Z"
 
 
 def test_folder_of_capture_folders_and_empty_folder(db, tmp_path):
     root = tmp_path / "profiles"
     root.mkdir()
-    shutil.copytree(SWIGLU, root / "a")
+    shutil.copytree(CAPTURE, root / "a")
     shutil.copytree(PROFILES / "ddp-2gpu-slow", root / "b")
     r = run("ingest", "--db", db, root)
     assert r.exit_code == 0, r.output

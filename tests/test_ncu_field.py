@@ -20,7 +20,7 @@ from profkit.core.units import normalise
 from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
-RMSNORM_REP = PROFILES / "rmsnorm-llama8b-t32768" / "rmsnorm-llama8b-t32768.ncu-rep.xz"
+RMSNORM_REP = DATA / "known" / "rmsnorm-llama8b-t32768.ncu-rep.xz"  # the report details_page.csv was exported from
 RMSNORM_DETAILS = KNOWN_CSV_LEAN.parent / "details_page.csv"  # ncu --import of RMSNORM_REP --csv --page details
 
 

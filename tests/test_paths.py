@@ -14,10 +14,10 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from profdata import KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
+from profdata import DATA, KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
 from profkit.cli import cli
 
-SWIGLU = PROFILES / "swiglu-llama8b-t4096"
+CAPTURE = PROFILES / "cuda-vs-triton-h200"
 NAMES = ["ñ 報告", "a#b ?c", "100% d%41"]  # %41 would decode to 'A' if it were not escaped
 
 
@@ -37,20 +37,20 @@ def odd(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_ingest_and_sql_with_odd_names(odd, name):
     db = odd / f"daten {name}.db"
-    nsys = shutil.copy(SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite", odd / f"{name}.nsys.sqlite")
-    ncu = shutil.copy(SWIGLU / "swiglu-llama8b-t4096.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
+    nsys = shutil.copy(CAPTURE / "cuda-vs-triton-h200.nsys.sqlite", odd / f"{name}.nsys.sqlite")
+    ncu = shutil.copy(CAPTURE / "cuda-vs-triton-h200.ncu-rep.xz", odd / f"{name}.ncu-rep.xz")
     r = run("ingest", "--db", db, nsys, ncu)
     assert r.exit_code == 0, r.output
-    assert f"{name}.nsys.sqlite: nsys-sqlite -> run {name}: 17 kernels, 6 NVTX ranges" in r.output
-    assert f"{name}.ncu-rep.xz: ncu-rep -> run {name}: 9 kernels, 0 NVTX ranges, 3384 counters" in r.output
+    assert f"{name}.nsys.sqlite: nsys-sqlite -> run {name}: 45 kernels, 18 NVTX ranges" in r.output
+    assert f"{name}.ncu-rep.xz: ncu-rep -> run {name}: 18 kernels, 0 NVTX ranges, 7560 counters" in r.output
     r = run("sql", "--db", db, "--json", "SELECT run, count(*) AS n, count(DISTINCT source) AS s FROM kernels GROUP BY run")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output) == [{"run": name, "n": 17, "s": 1}]  # the 9 ncu launches sit on the timeline
+    assert json.loads(r.output) == [{"run": name, "n": 45, "s": 1}]  # the 18 ncu launches sit on the timeline
     r = run("sql", "--db", db, "--csv", "SELECT json_extract(source_files, '$[0]') AS f FROM runs")
     assert r.output.splitlines()[1].endswith(f"{name}.nsys.sqlite")
     if importlib.util.find_spec("pyarrow"):  # export reads the database read-only by URI too
         r = run("export", "--db", db, "--parquet", odd / f"parquet {name}")
-        assert r.exit_code == 0 and "kernels: 17 rows" in r.output, r.output
+        assert r.exit_code == 0 and "kernels: 45 rows" in r.output, r.output
         shutil.rmtree(odd / f"parquet {name}")
     # nothing else appeared beside them (a URI cut at '#' or '?' used to create a stray file)
     assert sorted(p.name for p in odd.iterdir() if not p.name.startswith(f"daten {name}.db")) == \
@@ -60,10 +60,10 @@ def test_ingest_and_sql_with_odd_names(odd, name):
 def test_every_format_with_odd_names(odd):
     db = odd / "ü db.db"
     raw = odd / "ñ 報告 #3.ncu-rep"  # uncompressed: NVIDIA's reader opens this path itself
-    raw.write_bytes(lzma.decompress((PROFILES / "matmul-llama8b-qkv-m4096" / "matmul-llama8b-qkv-m4096.ncu-rep.xz").read_bytes()))
+    raw.write_bytes(lzma.decompress((DATA / "known" / "rmsnorm-llama8b-t32768.ncu-rep.xz").read_bytes()))
     csv = shutil.copy(KNOWN_CSV_LEAN, odd / "ñ 報告 #4.raw.csv")
     trace = shutil.copy(KNOWN_CUPTI, odd / "ñ 報告 #5.cupti.jsonl")
-    for f, want in ((raw, "12 kernels"), (csv, "133 kernels"), (trace, "166 kernels")):
+    for f, want in ((raw, "27 kernels"), (csv, "133 kernels"), (trace, "166 kernels")):
         r = run("ingest", "--db", db, f)
         assert r.exit_code == 0 and want in r.output, r.output
     r = run("sql", "--db", db, "--csv", "SELECT run FROM runs ORDER BY run")
@@ -74,14 +74,14 @@ def test_analyse_a_profiles_folder_with_odd_names(odd):
     root = odd / "profiles ü"
     folder = root / "ñ 報告 #2"
     folder.mkdir(parents=True)
-    shutil.copy(SWIGLU / "swiglu-llama8b-t4096.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
-    shutil.copy(SWIGLU / "swiglu-llama8b-t4096.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
-    shutil.copy(SWIGLU / "capture.json", folder / "capture.json")
+    shutil.copy(CAPTURE / "cuda-vs-triton-h200.nsys.sqlite", folder / "ñ 報告.nsys.sqlite")
+    shutil.copy(CAPTURE / "cuda-vs-triton-h200.ncu-rep.xz", folder / "ñ 報告.ncu-rep.xz")
+    shutil.copy(CAPTURE / "capture.json", folder / "capture.json")
     db, html = odd / "a#b.db", odd / "roof ü.html"
     r = run("analyse", root, "--db", db, "--html", html, "--verbose")
     assert r.exit_code == 0, r.output
-    assert "-> run ñ 報告 #2: 17 kernels, 6 ranges, 0 counters" in r.output
-    assert "-> run ñ 報告 #2: 9 kernels, 0 ranges, 3384 counters" in r.output
+    assert "-> run ñ 報告 #2: 45 kernels, 18 ranges, 0 counters" in r.output
+    assert "-> run ñ 報告 #2: 18 kernels, 0 ranges, 7560 counters" in r.output
     assert html.exists()
     r = run("analyse", root, "--db", db, "--html", html)  # the one-line-per-run view, loaded already
     assert r.exit_code == 0 and "\nñ 報告 #2 " in r.output and "0 files loaded now, 2 already in" in r.output, r.output

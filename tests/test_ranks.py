@@ -3,6 +3,7 @@ profiles/ddp-2gpu (balanced DDP step, ncu on rank 0) and profiles/ddp-2gpu-slow 
 8 extra matmuls before backward). Values are exact; the communication times are cross-checked
 against a plain SQL sum over the NCCL kernels each step launched."""
 import json
+import lzma
 import shutil
 
 import pytest
@@ -35,7 +36,7 @@ def store(db):
 
 def test_each_rank_keeps_its_reports(store):
     assert [f.name for f in report_files(BAL)] == [
-        "ddp-2gpu.rank0.nsys.sqlite", "ddp-2gpu.rank0.ncu-rep.xz", "ddp-2gpu.rank1.nsys.sqlite"]
+        "ddp-2gpu.rank0.nsys.sqlite.xz", "ddp-2gpu.rank0.ncu-rep.xz", "ddp-2gpu.rank1.nsys.sqlite.xz"]
     rows = store.query("SELECT run, rank, source, count(*) n, sum(short_name LIKE 'nccl%') nccl FROM kernels"
                        " WHERE run LIKE 'ddp%' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
     assert rows == [
@@ -123,9 +124,9 @@ def test_cli_json_and_html(db, tmp_path):
 
 
 def test_rank_from_recorded_environment_name_or_option(tmp_path):
-    src = SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite"
+    src = SLOW / "ddp-2gpu-slow.rank1.nsys.sqlite.xz"
     plain = tmp_path / "trace.nsys.sqlite"  # no rank in the name: nsys recorded RANK=1, WORLD_SIZE=2
-    shutil.copy(src, plain)
+    plain.write_bytes(lzma.decompress(src.read_bytes()))
     db = str(tmp_path / "d.db")
     assert [(x.run, x.rank) for x in ingest(db, [plain])] == [("trace", 1)]
     res = CliRunner().invoke(cli, ["ingest", "--db", str(tmp_path / "e.db"), "--rank", "7", str(plain)])

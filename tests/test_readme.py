@@ -10,7 +10,7 @@ def test_ci_runs_the_readme_test_command():
     assert len(blocks) == 2 and all("\n" not in b for b in blocks)  # exactly two one-line commands
     main_cmd, test_cmd = blocks
     assert main_cmd.startswith("python3 -m venv") and main_cmd.endswith("profkit analyse profiles")
-    assert "python3 -m venv" in test_cmd and test_cmd.endswith("pytest -q")
+    assert "python3 -m venv" in test_cmd and test_cmd.endswith("pytest -q -n 2")
     # CI installs Debian's chromium itself for the browser test, which fails (not skips) under CI=1
     assert test_cmd.startswith("(command -v chromium >/dev/null || (apt-get update")
     ci = (ROOT / ".ci" / "run").read_text()

@@ -98,7 +98,7 @@ def loaded(tmp_path):
     return db
 
 
-RMS = "rmsnorm-llama8b-t32768"
+RMS = "rmsnorm-eager-vs-triton-h200"
 
 
 def _kernels(db) -> str:

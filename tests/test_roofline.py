@@ -19,8 +19,7 @@ from profkit.core.metrics import lookup
 from profkit.store.store import Store
 from profdata import DATA, PROFILES
 
-MATMUL = "matmul-llama8b-qkv-m4096"
-RMSNORM = "rmsnorm-llama8b-t32768"
+RMSNORM = "rmsnorm-eager-vs-triton-h200"
 
 
 @pytest.fixture(scope="module")
@@ -46,46 +45,33 @@ def _point(points, path, kind="kernel"):
     return next(p for p in points if p.path == path and p.kind == kind)
 
 
-def test_tensor_flops_of_the_cublas_gemm_match_the_model(store):
-    # ops_path counts FLOPs (an HMMA FMA is 2): the 4096x6144x4096 qkv GEMM is exactly 2*M*N*K
-    model = _model("matmul", "llama8b-qkv-m4096")
-    assert model["flops"] == 2 * 4096 * 6144 * 4096
-    r = rl.collect(store, MATMUL)
-    gemm = _point(r.points, "matmul/cublas/llama8b-qkv-m4096")
-    assert gemm.flops == {"bf16_tensor": pytest.approx(model["flops"], rel=0.01)}
-    assert gemm.calls == 3 and gemm.precision == "bf16_tensor"
-    # every variant of the ladder does the same work
-    for v in ("tiled", "autotuned", "persistent_tma"):
-        assert _point(r.points, f"matmul/{v}/llama8b-qkv-m4096").total_flops == pytest.approx(model["flops"], rel=0.01)
-
-
 def test_dram_bytes_of_triton_rmsnorm_are_the_model_minimum(store):
-    # minimum HBM traffic: read x, write y, read w = 536.9 MB. ncu flushes the caches before
-    # each pass, so reads are cold; the last ~27 MB of y can still sit dirty in the 60 MB L2
-    # when the kernel ends, so the counter reads up to 6 % under the model, never above +2 %
-    model = _model("rmsnorm", "llama8b-t32768")
-    p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/llama8b-t32768")
+    # minimum HBM traffic: read x, read w, write y = 58.7 MB. ncu flushes the caches before each
+    # pass, so reads are cold (29.4 MB); the 29.4 MB y fits the 60 MB L2 and mostly sits there
+    # dirty when the kernel ends, so the counter reads the reads and a few MB of writes, never
+    # more than the model
+    model = _model("rmsnorm", "qwen7b-t4096")
+    p = _point(rl.collect(store, RMSNORM).points, "rmsnorm/triton/qwen7b-t4096")
     ratio = p.bytes["dram"] / model["bytes"]
-    assert 0.94 <= ratio <= 1.02, ratio
+    assert 0.5 <= ratio <= 1.02, ratio
     assert p.label == "dram"
 
 
 def test_ceilings_come_from_the_reports_peaks(store):
-    r = rl.collect(store, MATMUL)  # no measured ceilings given
+    r = rl.collect(store, RMSNORM)  # no measured ceilings given
     c = {x.key: x.value for x in r.ceilings}
-    counters = store.counters(MATMUL)
+    counters = store.counters(RMSNORM)
     sm = sorted(lookup(v, "sm_clock") for v in counters.values())
     dram_hz = sorted(lookup(v, "dram_clock") for v in counters.values())
     med = lambda xs: (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if len(xs) % 2 == 0 else xs[len(xs) // 2]  # noqa: E731
-    # H200 report: per-cycle peaks x the clock the kernels ran at (median over the run's 12 launches)
+    # H200 report: per-cycle peaks x the clock the kernels ran at (median over the run's 30 launches)
     assert c["dram"] == pytest.approx(1504 * med(dram_hz))                 # dram__bytes.sum.peak_sustained
     assert c["dram"] == pytest.approx(4.81e12, rel=0.01)                   # the datasheet's 4.8 TB/s
     assert c["bf16_tensor"] == pytest.approx(1081344 / 2 * med(sm))        # ops_path peak is the sparse rate
     assert c["fp8_tensor"] == pytest.approx(2162688 / 2 * med(sm))
     assert c["fp32"] == pytest.approx(528 * 32 * 2 * med(sm))              # FMA pipe warp inst/cycle
     assert c["l1"] == pytest.approx(67584 * med(sm))                       # L1 in the SM: SM clock
-    assert "l2" not in c  # no lts__cycles_elapsed in these reports: no L2 ceiling, and the figure says so
-    assert any("no L2 ceiling" in n for n in r.notes)
+    assert "l2" in c and not any("no L2 ceiling" in n for n in r.notes)  # the roofline set counts L2 cycles
     assert not any(x.measured for x in r.ceilings)
 
 
@@ -93,7 +79,7 @@ def test_dense_tensor_peak_is_half_the_ncu_peak_metric(store):
     # achieved tensor FLOP/s over (peak_sustained x clock), times two, is ncu's tensor-pipe
     # utilisation on every GEMM launch shipped: the dense pipe does half the metric's rate
     checked = 0
-    for run in (MATMUL, "known"):
+    for run in ("known",):
         counters = store.counters(run)
         rows = store.query("SELECT kernel_id, value FROM counters WHERE run = ? AND metric = "
                            "'sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg."
@@ -104,12 +90,12 @@ def test_dense_tensor_peak_is_half_the_ncu_peak_metric(store):
             dense = model.rates(c)["bf16_tensor"][0]
             assert 100 * achieved / dense == pytest.approx(row["value"], abs=0.01)
             checked += 1
-    assert checked == 15  # 12 lab GEMM launches + 3 cuBLAS launches of profiles/known
+    assert checked == 3  # the 3 cuBLAS launches of profiles/known
 
 
 def test_measured_peaks_only_for_the_same_gpu(store, tmp_path):
     shipped = peaks.read(PROFILES / "peaks.json")
-    r = rl.collect(store, MATMUL, peaks=shipped)
+    r = rl.collect(store, RMSNORM, peaks=shipped)
     measured = {c.key: c.value for c in r.ceilings if c.measured}
     # profiles/peaks.json (benchmarks/results, H200): copy 4276 GB/s, cuBLAS bf16 758 TFLOP/s, _scaled_mm fp8 1318
     assert measured["dram"] == pytest.approx(4276e9, rel=0.001)
@@ -119,12 +105,6 @@ def test_measured_peaks_only_for_the_same_gpu(store, tmp_path):
     h100 = rl.measured_ceilings(shipped, "NVIDIA H100 80GB HBM3")
     assert {c.key for c in h100} == {"dram", "bf16_tensor", "fp8_tensor"} and all("h100" in c.source for c in h100)
     assert not any("h100" in c.source for c in r.ceilings)
-
-
-def test_percent_of_roofline_of_the_gemm_is_its_tensor_pipe_share(store):
-    p = _point(rl.collect(store, MATMUL).points, "matmul/cublas/llama8b-qkv-m4096")
-    assert p.binding == "bf16_tensor"
-    assert p.roofline_pct == pytest.approx(91.4, abs=0.3)
 
 
 def test_html_is_self_contained(store, tmp_path):
@@ -139,11 +119,11 @@ def test_html_is_self_contained(store, tmp_path):
 def test_compare_draws_one_arrow_per_paired_range(store):
     for by in ("kernel", "range"):
         r = rl.collect(store, f"{RMSNORM}:eager", f"{RMSNORM}:triton", by=by)
-        assert [a.key for a, _ in r.arrows] == ["rmsnorm/llama8b-t32768"]
+        assert [a.key for a, _ in r.arrows] == ["rmsnorm/qwen7b-t4096"]
         before, after = r.arrows[0]
         assert (before.side, after.side) == ("before", "after")
-        # eager: 8 kernels a call, 1.66 ms; Triton: one kernel, 0.136 ms
-        assert before.time_ns / after.time_ns == pytest.approx(12.2, rel=0.05)
+        # eager: 8 kernels a call; Triton: one kernel (under ncu, caches flushed before each)
+        assert before.time_ns / after.time_ns == pytest.approx(13.2, rel=0.05)
         assert after.intensity("dram") > before.intensity("dram")
         fig = rp.figure(r)
         arrows = [a for a in fig.layout.annotations if a.showarrow]
@@ -174,25 +154,25 @@ def test_compare_two_runs(tmp_path):
     ingest(path, _second_copy(tmp_path, PROFILES / RMSNORM), run="b")
     s = Store(path)
     try:
-        assert len(rl.collect(s, "a", "b", by="range").arrows) == 2
+        assert len(rl.collect(s, "a", "b", by="range").arrows) == 3  # eager, triton, liger
         assert len(rl.collect(s, "a:eager", "b:triton").arrows) == 1
     finally:
         s.close()
 
 
 def test_chain_joins_steps_in_order(store):
-    r = rl.collect(store, MATMUL, chain="auto")
+    r = rl.collect(store, RMSNORM, chain="auto")
     order = [p.path.split("/")[1] for p in r.points]
-    assert order == ["cublas", "tiled", "autotuned", "persistent_tma"]  # capture order
-    assert len(r.arrows) == 3 and all(a.kind == "range" for a, _ in r.arrows)
-    r = rl.collect(store, MATMUL, chain=["tiled", "matmul/persistent_tma/llama8b-qkv-m4096"])
-    assert [p.path.split("/")[1] for p in r.points] == ["tiled", "persistent_tma"]
-    fig = rp.build(store.path, MATMUL, chain=["tiled", "persistent_tma"])
+    assert order == ["eager", "triton", "liger"]  # capture order
+    assert len(r.arrows) == 2 and all(a.kind == "range" for a, _ in r.arrows)
+    r = rl.collect(store, RMSNORM, chain=["eager", "rmsnorm/triton/qwen7b-t4096"])
+    assert [p.path.split("/")[1] for p in r.points] == ["eager", "triton"]
+    fig = rp.build(store.path, RMSNORM, chain=["eager", "triton"])
     assert len([a for a in fig.layout.annotations if a.showarrow]) == 1
     # a plain sqlite3 connection works too (notebooks, other tools)
     conn = sqlite3.connect(store.path)
     try:
-        assert rp.build(conn, MATMUL, chain="auto").layout.meta["arrows"] == 3
+        assert rp.build(conn, RMSNORM, chain="auto").layout.meta["arrows"] == 2
     finally:
         conn.close()
 
@@ -212,16 +192,16 @@ def test_cli_roofline_writes_html(db, tmp_path):
                                  "--compare", f"{RMSNORM}:triton", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "1 arrows" in r.output and out.stat().st_size > 3_000_000
-    r = CliRunner().invoke(cli, ["roofline", "--db", db, "--run", MATMUL, "--chain", "auto", "-o", str(out)])
-    assert r.exit_code == 0 and "3 arrows" in r.output, r.output
+    r = CliRunner().invoke(cli, ["roofline", "--db", db, "--run", RMSNORM, "--chain", "auto", "-o", str(out)])
+    assert r.exit_code == 0 and "2 arrows" in r.output, r.output
 
 
 @pytest.mark.parametrize("args, code, text", [
     (["--run", "nope"], 5, "no run 'nope'"),
     (["--run", f"{RMSNORM}:nope"], 2, "no profiled kernels"),
-    (["--run", RMSNORM, "--compare", "softmax-r32768-n4096"], 2, "share no NVTX range"),
-    (["--run", MATMUL, "--chain", "bogus"], 2, "chain step 'bogus'"),
-    (["--run", MATMUL, "--chain", "auto", "--compare", MATMUL], 2, "choose one"),
+    (["--run", RMSNORM, "--compare", "known"], 2, "share no NVTX range"),
+    (["--run", RMSNORM, "--chain", "bogus"], 2, "chain step 'bogus'"),
+    (["--run", RMSNORM, "--chain", "auto", "--compare", RMSNORM], 2, "choose one"),
 ])
 def test_cli_errors_are_one_line(db, tmp_path, args, code, text):
     r = CliRunner().invoke(cli, ["roofline", "--db", db, *args, "-o", str(tmp_path / "e.html")])
@@ -246,12 +226,27 @@ def test_write_runs_one_file_for_all_runs(store, tmp_path):
     assert {r["run"] for r in rows} == set(store.runs())
     drawn = [r for r in rows if r["points"]]
     # runs without counters get a note, not a plot (profiles/e2e-*: timeline only)
-    assert {"e2e-decode", "e2e-prefill"} <= {r["run"] for r in rows if not r["points"]}
+    assert {"e2e-decode", "ddp-2gpu-slow"} <= {r["run"] for r in rows if not r["points"]}
     assert all("no Nsight Compute counters" in r["why"] for r in rows if not r["points"])
     assert len(drawn) >= 5
     text = (tmp_path / "roofline.html").read_text()
     assert text.count("Plotly.newPlot") == len(drawn)
     assert not re.search(r"<script[^>]*\ssrc=", text)
+
+
+def test_the_page_opens_on_the_story_with_the_rest_in_a_menu(store, tmp_path):
+    """The main job's page shows one figure, the story's before -> after arrow; a menu holds every
+    run with a roofline, the others laid out off screen until chosen."""
+    rows = rp.write_runs(store, tmp_path / "roofline.html", story=(RMSNORM, "eager", "triton"))
+    assert rows[0]["run"] == RMSNORM
+    text = (tmp_path / "roofline.html").read_text()
+    sections = re.findall(r'<section class="run( off)?" id="([^"]+)"><h2>([^<]+)</h2>', text)
+    assert sections[0] == ("", RMSNORM, f"{RMSNORM}: eager -&gt; triton")
+    assert all(off for off, _, _ in sections[1:]) and len(sections) == len([r for r in rows if r["points"]])
+    options = re.findall(r'<option value="([^"]+)">', text)
+    assert options == [run for _, run, _ in sections]
+    first = text[text.index('<section class="run"'):text.index('<section class="run off"')]
+    assert '"showarrow":true' in first.replace(" ", "")  # the story's arrow
 
 
 def test_the_page_draws_each_figure_as_the_validated_figure(store):

@@ -38,7 +38,8 @@ def test_a_version_2_database_migrates_to_ranks(db):
     from profkit.store.ingest import sha256_of
     from profkit.parsers import nsys_sqlite
     from profkit.store.schema import MIGRATIONS
-    from profkit.store.store import _statements, connect
+    from profkit.store.connection import connect
+    from profkit.store.schema import statements as _statements
     from profdata import KNOWN_NSYS
 
     c = connect(db)
@@ -62,7 +63,8 @@ def test_a_version_2_database_migrates_to_ranks(db):
         assert s.query("SELECT count(*) n FROM report_file") == [{"n": 1}]  # migration 4 renamed source_file
         after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
         n = len(before[0])  # rank (migration 3) and sampled_from (7) appended, NULL
-        assert [r[:n] for r in after] == before and {r[n:] for r in after} == {(None, None, None)}  # and nvtx_names (9)
+        assert [r[:n] for r in after] == before and {r[n:-1] for r in after} == {(None, None, None)}  # and nvtx_names (9)
+        assert all(r[-1] for r in after)  # family (12): backfilled from each kernel's name
         assert s.query("SELECT count(*) n, count(rank) r FROM kernels") == [{"n": 166, "r": 0}]
         for view in ("counters", "classifications"):
             assert "rank" in [r[1] for r in s.conn.execute(f"PRAGMA table_info({view})")]
@@ -75,7 +77,8 @@ def test_a_version_4_database_gains_structured_paths(db):
     nvtx_event behind the nvtx_range view, and a report loaded after it keeps a '/' in a name."""
     from profkit.store.ingest import ingest
     from profkit.store.schema import MIGRATIONS
-    from profkit.store.store import _statements, connect
+    from profkit.store.connection import connect
+    from profkit.store.schema import statements as _statements
     from profdata import ROOT
 
     c = connect(db)

@@ -52,9 +52,9 @@ def test_key_of():
 
 
 def test_variants_of_one_run_pair_on_op_and_shape(store):
-    pairs = selection.pair(store, selection.parse("rmsnorm-llama8b-t32768:eager"),
-                           selection.parse("rmsnorm-llama8b-t32768:triton"))
-    assert [p.key for p in pairs] == ["rmsnorm/llama8b-t32768"]
+    pairs = selection.pair(store, selection.parse("rmsnorm-eager-vs-triton-h200:eager"),
+                           selection.parse("rmsnorm-eager-vs-triton-h200:triton"))
+    assert [p.key for p in pairs] == ["rmsnorm/qwen7b-t4096"]
     p = pairs[0]
     # eager: 8 PyTorch kernels per call, 3 calls; triton: one kernel per call
     assert len(p.before.kernels) == 24 and len(p.after.kernels) == 3
@@ -70,7 +70,7 @@ def test_errors(store):
     with pytest.raises(BadArgument):
         selection.pair(store, selection.parse("known"), selection.parse("known"))
     with pytest.raises(BadArgument):  # no shared range
-        selection.pair(store, selection.parse("known"), selection.parse("swiglu-llama8b-t4096"))
+        selection.pair(store, selection.parse("known"), selection.parse("cuda-vs-triton-h200"))
 
 
 def test_iterations_without_repeat():

@@ -94,7 +94,7 @@ def test_working_memory_is_capped_and_said(pdb):
     r = run("sql", "--db", pdb, "--memory", "16", rows_cte(2_000_000, "").replace("SELECT x FROM c",
                                                                               "SELECT count(DISTINCT printf('%050d', x)) FROM c"))
     assert r.exit_code == 6 and r.output.startswith("profkit: the query needs more than 16 MB of working memory"), r.output
-    from profkit.store.store import open_readonly
+    from profkit.store.readonly import open_readonly
 
     conn = open_readonly(pdb)
     conn.set_authorizer(None)  # (it refuses even reading a pragma)

@@ -91,7 +91,7 @@ def test_normal_and_failed_ingests_leave_nothing(scratch, tmp_path):
 def test_a_live_process_keeps_its_folder(scratch):
     """Another profkit's folder in use is never taken: the lock says it is alive."""
     with tempfiles.workdir("ncu") as mine:
-        child = subprocess.run([sys.executable, "-c", "from profkit import tempfiles; print(tempfiles.clean_stale())"],
+        child = subprocess.run([sys.executable, "-c", "from profkit.core import tempfiles; print(tempfiles.clean_stale())"],
                                capture_output=True, text=True, env=dict(os.environ))
         assert child.stdout.strip() == "[]" and mine.exists()
     assert not mine.exists()
@@ -113,7 +113,7 @@ def test_a_folder_being_made_is_never_taken(scratch, monkeypatch):
     monkeypatch.setattr(tempfiles.fcntl, "flock", flock)
     with tempfiles.workdir("ncu") as mine:
         assert raced == [[]] and mine.exists() and (mine / tempfiles.LOCK).exists()
-        child = subprocess.run([sys.executable, "-c", "from profkit import tempfiles; print(tempfiles.clean_stale())"],
+        child = subprocess.run([sys.executable, "-c", "from profkit.core import tempfiles; print(tempfiles.clean_stale())"],
                                capture_output=True, text=True, env=dict(os.environ))
         assert child.stdout.strip() == "[]" and mine.exists()  # locked, as before
     assert not mine.exists()

@@ -27,8 +27,7 @@ def known(tmp_path_factory):
 
 
 # H200 captures of the decoder stack (benchmarks/gpu/e2e.sh): 4 Llama-3-8B-shaped layers
-E2E_DECODE = PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite"
-E2E_PREFILL = PROFILES / "e2e-prefill" / "e2e-prefill.nsys.sqlite"
+E2E_DECODE = PROFILES / "e2e-decode" / "e2e-decode.nsys.sqlite.xz"
 DEC = "e2e/decode/{}/llama3-8b-l4-ctx448"
 
 
@@ -36,7 +35,6 @@ DEC = "e2e/decode/{}/llama3-8b-l4-ctx448"
 def e2e(tmp_path_factory):
     db = str(tmp_path_factory.mktemp("e2e") / "e2e.db")
     ingest(db, [E2E_DECODE], run="e2e-decode")
-    ingest(db, [E2E_PREFILL], run="e2e-prefill")
     s = Store(db)
     yield s
     s.close()
@@ -162,28 +160,13 @@ def test_decode_operator_shares(e2e):
     assert [(o["operator"], o["kernels"]) for o in graph] == [("step", 2076)]  # no operator ranges in a replay
 
 
-def test_prefill_operator_shares(e2e):
-    """4096 tokens: eager elementwise ops (norm, rope, swiglu, cos/sin) hold 28 % of the GPU
-    time, the lab kernels 6.5 %; the GPU is busy 97-99 % of the forward either way."""
-    P = "e2e/prefill/{}/llama3-8b-l4-t4096"
-    calls = {r["path"]: r for r in timeline.calls(timeline.ranges(e2e, "e2e-prefill"))}
-    eager, lab = calls[P.format("eager") + "/forward"], calls[P.format("lab") + "/forward"]
-    assert (eager["kernels"], lab["kernels"]) == (486, 135)
-    assert (eager["busy_ns"], lab["busy_ns"]) == (41592374, 32821167)
-    assert eager["idle_pct"] == pytest.approx(3.13, abs=0.01) and lab["idle_pct"] == pytest.approx(1.43, abs=0.01)
-    e = {o["operator"]: o["share_pct"] for o in timeline.operators(e2e, "e2e-prefill", P.format("eager"))}
-    lb = {o["operator"]: o["share_pct"] for o in timeline.operators(e2e, "e2e-prefill", P.format("lab"))}
-    assert e["norm"] + e["rope"] + e["swiglu"] + e["rope_tables"] == pytest.approx(28.32, abs=0.01)
-    assert lb["norm"] + lb["rope"] + lb["swiglu"] == pytest.approx(6.52, abs=0.01)
-
-
 def test_results_file_matches_the_committed_captures(e2e):
     """benchmarks/results/e2e_timeline.json was computed on the GPU host from these exports."""
     path = ROOT / "benchmarks" / "results" / "e2e_timeline.json"
     if not path.exists():
         pytest.skip("benchmarks/results/e2e_timeline.json not in this checkout")
     saved = json.loads(path.read_text())["runs"]
-    for run in ("e2e-decode", "e2e-prefill"):
+    for run in ("e2e-decode",):
         here = {r["path"]: r for r in timeline.calls(timeline.ranges(e2e, run))}
         there = {r["path"]: r for r in saved[run]["calls"]}
         assert set(here) == set(there)

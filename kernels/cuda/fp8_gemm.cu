@@ -1,12 +1,10 @@
-// fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++: cuBLAS's 128 x 112 tile (round 17).
+// fp8 (e4m3) GEMM with promotion, warp-specialized, in CUDA C++: cuBLAS's 128 x 112 tile.
 //
-// Rounds 15-16 (benchmarks/results/gemm.md) left one per-tensor cell short of torch._scaled_mm:
-// qwen7b-down-m1024 (M 1024, N 3584, K 18944), 0.95-0.97x on both GPUs. ncu put it in the tiling:
-// 224 tiles of 128 x 128 are two tile-times on 132 SMs (the second wave 70 % full), cuBLAS's 256
-// tiles of 128 x 112 are 1.94 waves of a tile 12.5 % smaller. Round 16 built the 112 columns in
-// Gluon from three wgmma chains (64 + 32 + 16; Gluon's tensors are powers of two): the SMs were
-// balanced, but the narrow instructions kept the tensor pipe ~68 % busy against cuBLAS's 87-90 %.
-// PTX has the one-instruction shape cuBLAS issues, wgmma m64n112k32, and this kernel uses it:
+// Why 112 columns: at qwen7b-down-m1024 (M 1024, N 3584, K 18944) 224 tiles of 128 x 128 are two
+// tile-times on 132 SMs (the second wave 70 % full); cuBLAS's 256 tiles of 128 x 112 are 1.94
+// waves of a tile 12.5 % smaller. Built from power-of-two wgmma chains (64 + 32 + 16) the narrow
+// instructions kept the tensor pipe ~68 % busy against cuBLAS's 87-90 %; PTX has the
+// one-instruction shape cuBLAS issues, wgmma m64n112k32, and this kernel uses it:
 //
 //   producer   warpgroup 0 (40 registers), one thread: TMA loads of A (128 x 128 bytes) and B
 //              (BN x 128) into a ring of `stages` shared-memory stages (128-byte swizzle), each
@@ -21,29 +19,19 @@
 //   epilogue   per consumer: acc * sa[row] * sb[col] (per-tensor: stride 0), bf16, stored from
 //              registers (clipped at M and N), or (epi 1) written into shared memory in two
 //              halves of the columns and stored by TMA; the scales are loaded when the tile starts
+//              (they were the epilogue's 14 dependent loads a row: per-row 1.11-1.20x)
 //
 // Persistent over output tiles in grouped order (GROUP_M rows of tiles), one CTA an SM. BN is 112
-// (the variant) or 128 (the same code at gluon_ws's tile: the control). Needs sm_90a (wgmma,
-// setmaxnreg, TMA); operands as the Gluon kernels take them: A (M, K) and B (N, K) row-major
-// e4m3, K a multiple of 16, N of 8 (the Python launcher checks, kernels/fp8_gemm_cuda.py).
+// or 128 (the control: the tile's effect told from the code's). Needs sm_90a (wgmma, setmaxnreg,
+// TMA); A (M, K) and B (N, K) row-major e4m3, K a multiple of 16, N of 8 (the Python launcher
+// checks, kernels/fp8_gemm_cuda.py).
 //
-// Measured (round 17, benchmarks/results/gemm.md): qwen7b-down-m1024 per-tensor 124.6 / 125.5 us
-// (H100 / H200, graph replay) against gluon_ws 119.4 / 122.7 and _scaled_mm 106.0 / 116.3:
-// rejected; the consumers wait on `full`: the stages arrive late. Round 18 found why: the L2
-// request coalescer (which merges identical reads of SMs of one GPC) merged 12 % of this
-// kernel's reads against 46 % of gluon_ws's, because a launch with a cluster attribute spreads
-// consecutive CTAs over the GPCs. Without clusters it is launched plainly (cluster 1 x 1, GROUP_M
-// 2: variant cuda_ws112_g2): 1.14x / 1.04x round 17's build under ncu, 0.93x / 0.94x of cuBLAS.
-// Rejected: the cluster along N sharing A (cuBLAS's direction; CN = 2), 2 x 2 clusters (120 SMs
-// fit), the L2 promotion. Round 19: clusters numbered by the GPC they land on (steer, variant
-// cuda_ws112_steer): no more merges, rejected; the per-row scales loaded when a tile starts (they
-// were the epilogue's 14 dependent loads a row): per-row 1.20x / 1.11x, now per-tensor's time.
-// Round 20: the wgmma descriptors in uniform registers (1.01-1.02x). Round 21: clock64 stamps
-// (`trace`) put each k loop at 98.5-99.7 % of the tensor pipe's rate and 4-6 K cycles a tile in the
-// epilogue, during which both consumers store and the pipe idles; through shared memory and TMA
-// stores (epi 1, variant cuda_ws112_tma) it takes 1.5-2.2 K. Round 22: the next tile's
-// coordinates computed in the k loop instead of between the tiles slowed every k loop by more
-// than the 0.28 K cycles they saved (rejected; the measured source is commit d94e40c).
+// The registered launch (benchmarks/results/gemm.md): no cluster attribute (a launch with one
+// spreads consecutive CTAs over the GPCs, and the L2 request coalescer, which merges identical
+// reads of SMs of one GPC, then merged 12 % of the reads instead of 46 %), GROUP_M 8, the TMA
+// epilogue (clock64 stamps, `trace`, put each k loop at 98.5-99.7 % of the tensor pipe's rate and
+// 4-6 K cycles a tile in a register epilogue, 1.5-2.2 K through TMA). Clusters (along M or N,
+// steered by GPC), kflip and the diagnostics stay as probes; none was faster.
 #include "common.cuh"
 #include "sm90.cuh"
 
@@ -197,9 +185,9 @@ struct Ring {
 struct Params {
   int M, N, K, stages, chunk, stagger, group_m;
   // kmode, the k tiles the producer loads: 0 in order; 1 (kflip) a CTA's odd tiles from the last k
-  // tile down (round 20): B (68 MB at qwen7b-down) does not fit in the L2, and a wave's tiles all
+  // tile down: B (68 MB at qwen7b-down) does not fit in the L2, and a wave's tiles all
   // end at K's end, so the next wave, starting there, finds the most recently read k tiles still in
-  // the L2. Diagnostics, wrong products by design (round 20's probes: where the k loop waits):
+  // the L2. Diagnostics, wrong products by design (probes of where the k loop waits):
   // 2 only k tiles 0 and 1 (operands L2-resident, the same bytes to the SMs); 3 none (the producer
   // arrives on each stage's full barrier without a load: the consumers, unchanged, run on whatever
   // the stages hold)
@@ -211,7 +199,7 @@ struct Params {
   const float* sb;
   int s_stride;  // 1: per-row scales; 0: per-tensor (the same loads at one address)
   // 0: the epilogue stores bf16 pairs from registers (one 16-byte run of a row per quad of lanes:
-  // half of each 32-byte sector written, 4-6 K cycles a tile, round 21); 1: through shared memory in
+  // half of each 32-byte sector written, 4-6 K cycles a tile); 1: through shared memory in
   // two halves of the columns (all four warps writing, no bank conflicts at 112 columns: rows 112
   // bytes apart), each stored by one thread with TMA, as cuBLAS's epilogue (1.5-2.2 K cycles)
   int epi;
@@ -222,8 +210,8 @@ struct Params {
 // The cluster: CM CTAs along M by CN along N (rank = rm + CM * rn), 1 x 1, 2 x 1, 1 x 2 or 2 x 2.
 // The CTAs of one cluster row (same rn, CM of them) share B's tile: each loads a CM-th of it and
 // multicasts it to them; those of one cluster column (same rm) share A's tile the same way. So
-// per k tile an SM reads A / CN + B / CM bytes from L2 (round 17: 2 x 1, B shared; cuBLAS's
-// "2x1" runs along its m, our N: 1 x 2 here, A shared, round 18). A CTA's stage is written by the
+// per k tile an SM reads A / CN + B / CM bytes from L2 (2 x 1: B shared; cuBLAS's "2x1" runs
+// along its m, our N: 1 x 2 here, A shared). A CTA's stage is written by the
 // CTAs of its row and of its column, so a stage is refilled only after the consumers of all of
 // them released it: each consumer warp arrives on the `empty` of every CTA that writes into it.
 template <int BN, int CM, int CN>
@@ -246,7 +234,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   // the warpgroup, broadcast from lane 0 so that the compiler knows it is warp-uniform (as CUTLASS's
   // canonical_warp_group_idx): what derives from it, the stages' wgmma descriptors among them, can then
-  // live in uniform registers (round 20: without it every wgmma waited on four R2UR moves)
+  // live in uniform registers (without it every wgmma waited on four R2UR moves)
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), tid = threadIdx.x % 128;
   const uint32_t rank = CL > 1 ? sm90::cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
   if (threadIdx.x == 0) {
@@ -329,8 +317,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     float acc[R], part[R];
     float sr[2];
     float2 sc[BN / 8];
-    // the tile's scales, loaded before its k loop so their L2 round trip hides under it (round 19:
-    // loaded in the epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
+    // the tile's scales, loaded before its k loop so their L2 round trip hides under it (in the
+    // epilogue, one dependent load a column pair, per-row ran 10-20 us behind per-tensor)
     // this thread's first row and column of tile (mc, nc) in the accumulator layout
     auto row0 = [&](int mc) { return (mc * CM + rm) * BM + c * 64 + warp * 16 + lane / 4; };
     auto col0_of = [&](int nc) { return (nc * CN + rn) * BN + 2 * (lane % 4); };
@@ -389,7 +377,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     Ring ring{0, 0};
     for (int t = cid; t < tiles; t += nclusters) {
-      int mc, nc;  // here, between the tiles, 0.28 K cycles; inside the k loop they cost more (round 22)
+      int mc, nc;  // here, between the tiles, 0.28 K cycles; inside the k loop they cost more
       tile_coords(t, pmc, pnc, p.group_m, mc, nc);
       load_scales(mc, nc);
 #pragma unroll
@@ -398,7 +386,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int c0 = 0, len = first; c0 < nk; c0 += len, len = chunk) {
         const int c1 = min(c0 + len, nk);
         // one k tile's MMA group stays in flight while the next is issued (two in flight, the
-        // stage held one k tile longer, measured no faster: r17/h100e with loads, r20/h100k without)
+        // stage held one k tile longer, measured no faster on an H100, with loads and without)
         int prev = 0;
         for (int k = c0; k < c1; ++k, ring.next(stages)) {
           sm90::mbar_wait(&full[ring.s], ring.phase);
@@ -459,7 +447,7 @@ Encoder encoder() {
 
 // A row-major (rows, k) e4m3 matrix as boxes of box_rows x 128 bytes, 128-byte swizzle, zero fill;
 // promo: the L2 promotion, 0 / 128 / 256 bytes (256: the default; 128, Triton's, cut the plain
-// launch's L2 traffic 12 % at the same time: r20/h100g).
+// launch's L2 traffic 12 % at the same time, H100).
 bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, int promo) {
   auto enc = encoder();
   if (!enc) return false;
@@ -472,18 +460,18 @@ bool make_map(CUtensorMap* map, const void* ptr, int rows, int k, int box_rows, 
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Where the clusters land (round 19). A launch puts its CTAs on the SMs in an order fixed by the
-// launch's shape (r18/h100g placement.txt): plainly, 8-16 consecutive CTAs fill one GPC; with a
+// Where the clusters land. A launch puts its CTAs on the SMs in an order fixed by the
+// launch's shape (measured on an H100): plainly, 8-16 consecutive CTAs fill one GPC; with a
 // cluster attribute consecutive clusters go to different GPCs. The L2 request coalescer merges
 // identical reads of one GPC's SMs arriving together, so the tile order should hand one GPC's
 // clusters neighbouring tiles. steer() measures once per device, cluster size and grid where each
 // cluster lands (a probe launch of the same shape, one CTA an SM) and which SMs share a GPC (a
 // cluster never spans GPCs: clusters of 16, or 8), and numbers the clusters GPC by GPC. Only the
 // order rests on the measurement: the numbering is a permutation, so where the clusters land
-// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge. Measured
-// (r19/h100a-b): the probe's placement is the GEMM's, yet steered clusters' reads merge no more
-// than in launch order (5-6 M sectors against the plain launch's 15 M): rejected, kept for the
-// variant cuda_ws112_steer (the ledger's rejected pair).
+// otherwise (a busy GPU) every tile is still computed once; only fewer reads merge. Measured on an
+// H100: the probe's placement is the GEMM's, yet steered clusters' reads merge no more than in
+// launch order (5-6 M sectors against the plain launch's 15 M), so the registered launch does
+// not steer; the probe stays with the launcher's steer argument.
 __global__ void where_probe(int* smid) {
   if (threadIdx.x == 0) {
     uint32_t s;
@@ -629,7 +617,7 @@ cudaError_t launch(const void* a, const void* b, Params p, int programs, int ste
   attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(grid * CL), cfg.blockDim = dim3(THREADS), cfg.dynamicSmemBytes = bytes, cfg.stream = s;
   // no cluster attribute without a cluster: with one (even 1 x 1) the CTAs land on the SMs in
-  // another order (r18/h100g), and the order decides which tiles' reads the L2 can merge
+  // another order (H100), and the order decides which tiles' reads the L2 can merge
   cfg.attrs = attr, cfg.numAttrs = CL > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kern, ma, mb, mo, p);
 }

@@ -63,7 +63,7 @@ __device__ __forceinline__ void peer_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 // The same at CTA scope: no cluster-wide release fence (measured: the fence stalled the fp8 GEMM's
-// consumers 40 % of the time, round 17). For an arrival that publishes no writes of this CTA,
+// consumers 40 % of the time). For an arrival that publishes no writes of this CTA,
 // e.g. "my MMAs have finished reading this stage", where wgmma.wait_group already orders the reads.
 __device__ __forceinline__ void peer_arrive_cta(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");

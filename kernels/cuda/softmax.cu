@@ -1,9 +1,9 @@
-// Softmax over long rows (vocabulary logits), one row shared by a thread-block cluster (round 14).
+// Softmax over long rows (vocabulary logits), one row shared by a thread-block cluster.
 //
-// Rejected (kernels.md, "Round 14"): 0.80x of the Triton kernel on the H200, 0.85-0.88x on the
-// H100; kept as the variant `cuda` with the probes that showed why.
+// Measured 0.80x of the Triton kernel on the H200, 0.85-0.88x on the H100 (kernels.md): the lab's
+// CUDA C++ variant `cuda`, not the default.
 //
-// Why this shape (kernels.md, rounds 8-13): the Triton row-group kernel reads each row once and
+// Why this shape: the Triton row-group kernel reads each row once and
 // holds it in registers, but on the H200 it stays at 84-86 % of copy. Its loads are issued by the
 // threads that will use them, so the bytes in flight are bounded by the registers each program
 // holds and by how many programs fit an SM; its partials meet through global memory. Here:

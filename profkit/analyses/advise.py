@@ -37,13 +37,16 @@ from dataclasses import asdict, dataclass, field
 
 from profkit.analyses import phases, selection
 from profkit.analyses import timeline as tl
-from profkit.analyses.classify import labels as _labels
+from profkit.analyses import fusion
+from profkit.analyses.classify import MEM_PCT, SM_PCT, label_facts
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
 from profkit.core.metrics import lookup
 from profkit.core.intervals import covered, length, union
+from profkit.model import attainable, families
 from profkit.model.perf import rates, roof_time_ns, work
 from profkit.core.names import is_comm
+from profkit.model.ops.lab import model_of as lab_model_of
 from profkit.store.store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
@@ -51,15 +54,39 @@ GRAPHED_CALLS_PER_KERNEL = 0.5
 # fewer queued back-to-back pairs than this: the device gap is not measured, this stands in
 DEFAULT_DEVICE_GAP_NS = 1_000
 MIN_GAP_PAIRS = 20
+# the next step per classify rule (the rule that gave the label: reason, evidence and next step
+# read the same numbers); a library kernel's step names its family's levers instead of its code
 ACTIONS = {
     "launch_overhead": "fuse or CUDA-graph the launches: each kernel is shorter than its launch",
     "occupancy": "raise occupancy: {limiter}",
     "tensor_core": "at the tensor pipe's limit: a better tile, or a lower precision (fp8)",
     "compute": "compute-bound on the CUDA cores: move the math to the tensor pipe or cut instructions",
-    "latency": "latency-bound (SM and memory both under 60 %): more independent work per SM, fewer dependent steps",
+    "latency": (f"latency-bound ({SM_PCT} and {MEM_PCT} both under 60 %): more independent work per SM, "
+                "fewer dependent steps"),
+    "l1l2": "bound in L1/L2, not DRAM: cut re-reads (tile in shared memory or registers), coalesce the accesses",
+    "warp_specialised": ("warp-specialised and waiting (issue slots and pipes under 60 %): deeper pipelining "
+                         "(more stages), larger tiles per CTA, or a persistent schedule"),
     "communication": "overlap the collective with compute (profkit ranks shows how much is hidden)",
     "unknown": "no counters: capture with `profkit capture --metrics lean` to name the bound",
+    "unmeasured": ("ncu measured other kernels of this run, not these: capture them (profkit capture --metrics "
+                   "lean, or widen ncu's --kernel-name/--launch-count filter) to name the bound"),
+    "unnamed": "the counters do not name the bound ({why}): capture with `profkit capture --metrics lean`",
+    "no_floor": "{step} (no roofline floor: {why})",
 }
+# what a library kernel's label means for its user, before the levers
+LIBRARY_STEP = {
+    "occupancy": "its occupancy is the library's ({limiter})",
+    "tensor_core": "at the tensor pipe's limit",
+    "compute": "compute-bound inside the library",
+    "latency": "latency-bound inside the library",
+    "l1l2": "bound in L1/L2 inside the library",
+    "warp_specialised": "warp-specialised and waiting inside the library",
+    "dram": "memory-bound",
+}
+# DRAM this busy (% of peak) is at its roof: only fewer bytes help
+DRAM_AT_ROOF_PCT = 80.0
+# an item predicted below this never ranks above one predicted at or above it
+MIN_SPEEDUP = 1.05
 
 
 @dataclass
@@ -81,21 +108,26 @@ class Item:
     share_gpu: float = 0.0         # of the scope's GPU time
     share_wall: float | None = None  # of the scope's wall time
     rank: int = 0
+    family: str | None = None      # the kernel family holding most of its GPU time (profkit.model.families)
+    predicted_speedup: float | None = None  # attainable: the roof bounded by the family and ncu (ranked by)
+    predicted_how: str = ""        # what bounded predicted_speedup
+    roof_recoverable_ns: float = 0.0  # recoverable at the roof (recoverable_ns: at the attainable figure)
 
     @property
     def per_call_ns(self) -> float:
         return (self.window_ns if self.kind == "graph" else self.gpu_ns) / max(self.calls, 1)
 
     @property
-    def predicted_speedup(self) -> float | None:
-        """The item's own time per call now over after the fix (window for graph items)."""
+    def roof_speedup(self) -> float | None:
+        """The item's own time per call now over its floor (window for graph items): the headroom
+        to the roof."""
         if self.floor_ns is None or self.floor_ns <= 0:
             return None
         return self.per_call_ns / self.floor_ns
 
     def row(self) -> dict:
         d = asdict(self)
-        d["predicted_speedup"] = self.predicted_speedup
+        d["roof_speedup"] = self.roof_speedup
         return d
 
 
@@ -120,7 +152,8 @@ class Advice:
 # --- reading ---------------------------------------------------------------------------------
 
 _COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, duration_ns, "
-            "api_start_ns, api_end_ns, stream, device, source, rank, grid_x, grid_y, grid_z, block_x, block_y, block_z")
+            "api_start_ns, api_end_ns, stream, device, source, rank, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+            "family")
 
 
 def _under(path: str | None, scope: str | None) -> bool:
@@ -210,52 +243,26 @@ def _flop_floor(flops: dict[str, float], counters: list[dict], measured, gpu) ->
     return best, how
 
 
-def preload_lab(metas) -> None:
-    """Import the kernel lab's modules now when a run's meta (capture.json) says it came from a
-    lab workload: the main job does it while its first reports are read, instead of inside the
-    first lab run's advice. Nothing is registered (profkit.kernels.preload)."""
-    if not any(lab_op(m or {}) for m in metas):
-        return
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return
-    lab.preload()
-
-
 def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     """The lab operator's minimum bytes and FLOPs per call for a path op/variant/shape, when the
-    run came from a lab workload and the lab is installed (the `kernels` extra)."""
+    run came from a lab workload (the formulas live in the model layer: no lab import)."""
     if not path or not lab_op(meta):
         return None, ""
-    try:
-        from profkit import kernels as lab
-    except ImportError:
-        return None, "the operator's model needs the kernels extra"
-    parts = path.split("/")
-    try:
-        ws = lab.workloads()
-    except Exception as e:  # noqa: BLE001 - a lab without triton/torch: advise without the model
-        return None, f"the operator's model is not importable ({type(e).__name__})"
-    for cut in range(len(parts) - 2, 0, -1):
-        op = "/".join(parts[:cut])
-        w = ws.get(op)
-        if w and w.model and parts[-1] in w.shapes:
-            dtype = meta.get("dtype") or w.default_dtype
-            m = w.model(w.shapes[parts[-1]], dtype)
-            return m, f"{op}'s model at {parts[-1]} ({dtype})"
-    return None, ""
+    return lab_model_of(path, meta.get("dtype"))
 
 
 def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
-                    path: str | None) -> tuple[float | None, str, str, float | None]:
-    """(floor ns per call, how, what it is: operator|chain|kernels|none, bytes the operator needs).
-    Where the lab's operator model would apply but cannot be imported, `how` says so: the
-    floor then comes from the kernels' counters (a core install ranks differently)."""
+                    path: str | None, ops: dict | None = None) -> tuple[float | None, str, str, float | None]:
+    """(floor ns per call, how, what it is: operator|fused|chain|kernels|none, bytes the operator
+    needs). A range with recorded shapes and no lab model floors at its fusion floor (fusion.py):
+    its operators' external inputs and outputs, beside the per-kernel floor in `how`."""
     t, how, kind, need = _floor(calls, counters, meta, measured, gpu, path)
-    missing = _operator_model(path, meta)[1] if kind not in ("operator", "none") else ""
-    if missing.startswith("the operator's model"):
-        how += f" ({missing})"
+    if ops and kind != "operator" and len(calls[0]) > 1:
+        bw = _bandwidth([c for c in (counters.get(k["kernel_id"]) for k in calls[0]) if c], measured, gpu)[0]
+        fused = fusion.floor(calls[0], ops, bw, gpu, measured)
+        if fused is not None:
+            beside = f"; per kernel: {how}" if t is not None else ""
+            return fused[0], fused[1] + beside, "fused", fused[2]
     return t, how, kind, need
 
 
@@ -299,7 +306,12 @@ def _floor(calls, counters, meta, measured, gpu, path):
             bound = max(roofs, key=lambda r: r[0])[1]
             return (sum(r[0] for r in roofs), f"each kernel at its own roofline (bound mostly by {bound}; "
                     f"report peaks at the kernel's clocks)", "kernels", None)
-    return None, "no counters for these launches" + (f"; {model_how}" if model_how else ""), "none", None
+    if have:
+        why = (f"ncu measured {len(have)} of the {len(cs)} kernels of the first call: a floor needs them all"
+               if len(have) < len(cs) else "the counters lack a peak or the DRAM bytes of the work they count")
+    else:
+        why = "no counters for these launches"
+    return None, why + (f"; {model_how}" if model_how else ""), "none", None
 
 
 # --- the analysis ----------------------------------------------------------------------------
@@ -315,6 +327,60 @@ def _label_of(ks: list[dict], labels: dict[int, str]) -> tuple[str | None, dict[
     for k in ks:
         share[labels.get(k["kernel_id"], "unknown")] += k["duration_ns"] or 0
     return (max(share, key=share.get) if share else None), dict(share)
+
+
+def _rule_of(ks: list[dict], facts: dict, label: str | None) -> tuple[str, str]:
+    """(rule, reason) of the longest launch among `ks` that carries `label`."""
+    best = max((k for k in ks if facts.get(k["kernel_id"], ("unknown",))[0] == label),
+               key=lambda k: k["duration_ns"] or 0, default=None)
+    f = facts.get(best["kernel_id"]) if best else None
+    return (f[1], f[2]) if f else ("none", "")
+
+
+def _family_of(ks: list[dict]) -> str | None:
+    """The family holding most of these launches' GPU time."""
+    t: dict[str, float] = defaultdict(float)
+    for k in ks:
+        t[k.get("family") or "other"] += k["duration_ns"] or 0
+    return max(t, key=t.get) if t else None
+
+
+def _dram_pct(ks: list[dict], counters: dict) -> float | None:
+    """DRAM throughput (% of peak) of the measured launches, weighted by their duration."""
+    w = [(lookup(c, "dram_pct"), lookup(c, "duration")) for k in ks if (c := counters.get(k["kernel_id"]))]
+    w = [(p, d) for p, d in w if p is not None and d]
+    return sum(p * d for p, d in w) / sum(d for _, d in w) if w else None
+
+
+def _step(label: str | None, rule: str, reason: str, fam: str | None, c0: dict | None, dram: float | None,
+          bytes_: str = "") -> str:
+    """The next step for a label, read from the rule that gave it; for a library kernel, the
+    levers its user holds (its family's), never a change to its code."""
+    f = families.get(fam)
+    if label == "launch_overhead":
+        return ACTIONS["launch_overhead"]
+    if label == "communication" or fam == "nccl":
+        return ACTIONS["communication"]
+    if label == "unknown" or label is None:
+        if c0:
+            return ACTIONS["unnamed"].format(why=reason.split(" (evidence")[0] or "see the evidence")
+        return ACTIONS["unknown"]
+    at_roof = label == "dram" and dram is not None and dram >= DRAM_AT_ROOF_PCT
+    if f.is_library:
+        if at_roof:
+            what = f"at the memory roof (DRAM throughput {dram:.0f} % of peak): only fewer bytes help"
+        elif label == "occupancy":
+            what = LIBRARY_STEP["occupancy"].format(limiter=_limiter(c0))
+        else:
+            what = LIBRARY_STEP.get(rule, LIBRARY_STEP.get(label, f"{label}-bound"))
+        return f"{f.title} ({what}{bytes_}): its code is the library's; the levers you hold: {families.levers(fam)}"
+    if at_roof:
+        return f"at the memory roof (DRAM throughput {dram:.0f} % of peak): move fewer bytes{bytes_}"
+    if label == "occupancy":
+        return ACTIONS["occupancy"].format(limiter=_limiter(c0))
+    if label == "dram":
+        return f"reach the memory roofline{bytes_}"
+    return ACTIONS.get(rule if rule in ACTIONS else label, ACTIONS["unknown"])
 
 
 def _limiter(c: dict | None) -> str:
@@ -338,20 +404,25 @@ def _names(ks: list[dict]) -> str:
     return ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, meta: dict, measured,
-                gpu, rules: dict, own: set) -> Item:
+def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, meta: dict, measured,
+                gpu, rules: dict, own: set, ops: dict | None = None) -> Item:
+    labels = {k: f[0] for k, f in facts.items()}
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
     per_call = gpu_ns / len(calls)
-    label, share = _label_of(ks, labels)
-    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path)
+    # the label of the launches ncu measured, where some were (the others' labels rest on the timeline)
+    judged = [k for k in ks if counters.get(k["kernel_id"])] or ks
+    label, share = _label_of(judged, labels)
+    rule, reason = _rule_of(judged, facts, label)
+    fam = _family_of(ks)
+    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path, ops)
     # launches with counters: ncu's own, or (sampled captures) their measured sibling's
     measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
     by_ncu = len(measured_ids & own)
     if floor is not None and what in ("kernels", "chain") and len(calls) > 1:
         first_ids = {k["kernel_id"] for k in calls[0]}
-        if not first_ids <= measured_ids:
-            floor = None  # the floor was computed on a call ncu did not measure
+        if not first_ids <= measured_ids:  # the floor was computed on a call ncu did not measure
+            floor, how = None, "ncu did not measure every kernel of the first call, which the floor is computed on"
     rec = max(0.0, per_call - floor) * len(calls) if floor is not None else 0.0
     kernels_per_call = len(calls[0])
     c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
@@ -362,16 +433,18 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
         bytes_ = f": they move {moved / 1e6:,.1f} MB per call, {whose} {need_bytes / 1e6:,.1f} MB"
     elif moved:
         bytes_ = f": {moved / 1e6:,.1f} MB per call"
-    if what in ("operator", "chain") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
+    elif what == "fused" and need_bytes:
+        bytes_ = f": fused, the operators need {need_bytes / 1e6:,.1f} MB per call"
+    dram = _dram_pct(ks, counters)
+    if what in ("operator", "chain", "fused") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
         action = f"fuse the {kernels_per_call} kernels of each call into one{bytes_}"
-    elif label == "dram":
-        action = f"reach the memory roofline{bytes_}"
-    elif label == "occupancy":
-        action = ACTIONS["occupancy"].format(limiter=_limiter(c0))
     else:
-        action = ACTIONS.get(label or "unknown", ACTIONS["unknown"])
-    if floor is None:
-        action = ACTIONS["unknown"]
+        action = _step(label, rule, reason, fam, c0, dram if what == "kernels" else None,
+                       bytes_ if label == "dram" else "")
+    if floor is None and measured_ids:  # counters, but no floor from them: the label's step stands
+        action = ACTIONS["no_floor"].format(step=action, why=how)
+    elif floor is None:
+        action = ACTIONS["unmeasured" if counters else "unknown"]
     how_text = (f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), "
                 f"x {len(calls)} calls" if floor is not None else how)
     if by_ncu < len(ks) and floor is not None:
@@ -401,11 +474,124 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, labels: dict, 
     window = None
     if all(k["start_ns"] is not None for k in ks):
         window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
-    return Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
-                evidence, ncu)
+    it = Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
+              evidence, ncu, family=fam)
+    _predict(it, what, ks, counters, measured, dram)
+    return it
 
 
-def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict, own: set) -> Item:
+def _overlap(a: list, b: list) -> list[tuple[int, int]]:
+    """The intersection of two merged interval lists, merged."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _minus(a: list, b: list) -> list[tuple[int, int]]:
+    """The parts of merged intervals `a` outside merged intervals `b`."""
+    out, j = [], 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k, cur = j, s
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def _idle_items(ks: list[dict], every: list[dict], scope: str | None, gap: float) -> list[Item]:
+    """One idle item per outermost range under the scope (the ranges just below it)."""
+    timed = [(k["start_ns"], k["end_ns"]) for k in every if k["start_ns"] is not None and k["end_ns"] is not None]
+    if not timed:
+        return []
+    busy_all = union(timed)
+    depth = 0 if scope is None else scope.rstrip("/").count("/") + 1
+    tops: dict[str, list[dict]] = defaultdict(list)
+    for k in ks:
+        if k["nvtx_path"] and k["start_ns"] is not None and k["end_ns"] is not None:
+            tops["/".join(k["nvtx_path"].split("/")[:depth + 1])].append(k)
+    out = []
+    for path, group in tops.items():
+        it = _idle_item(path, group, selection.iterations(group), float(sum(k["duration_ns"] for k in group)), gap,
+                        _family_of(group), busy_all)
+        if it is not None:
+            out.append(it)
+    return out
+
+
+def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None,
+               busy_all: list) -> Item | None:
+    """A range on a timeline: the time the GPU runs no kernel at all inside its calls' windows,
+    in gaps short enough to be launches, less the device's own gap per kernel, is what a graph
+    (or removing what keeps the GPU waiting) gives back."""
+    region = union((min(k["start_ns"] for k in c), max(k["end_ns"] for k in c)) for c in calls)
+    window = float(length(region))
+    gaps = [e - s for s, e in _minus(region, busy_all)]
+    idle = float(sum(g for g in gaps if g < LAUNCH_GAP_NS))  # longer gaps: host work, not launches
+    rec = max(0.0, idle - len(ks) * gap)
+    if not window or rec <= 0:
+        return None
+    n, busy = len(calls), float(length(_overlap(region, busy_all)))
+    host = window - busy - idle
+    it = Item("graph", path, _names(ks), "launch_overhead", n, len(ks), gpu_ns, window, rec, (window - rec) / n,
+              (f"idle {idle / n / 1e3:,.1f} us of a {window / n / 1e3:,.1f} us window per call "
+               f"({100 * idle / window:.0f} %, gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms; {host / n / 1e3:,.1f} us "
+               f"in longer gaps count as host work) - {len(ks) / n:.0f} kernels x the device's own gap "
+               f"{gap / 1e3:.2f} us, x {n} calls (a timeline without counters: its kernels' own floors are not known)"),
+              (f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
+               f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"),
+              [{"calls": n, "window_us_per_call": window / n / 1e3, "busy_us_per_call": busy / n / 1e3,
+                "idle_us_per_call": idle / n / 1e3, "host_us_per_call": host / n / 1e3,
+                "device_gap_us": gap / 1e3}], family=fam)
+    it.predicted_speedup, it.predicted_how = it.roof_speedup, "the idle time, less the device's own gap per kernel"
+    return it
+
+
+def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram: float | None) -> None:
+    """predicted_speedup: the headroom to the roof (roof_speedup) times the attainable efficiency
+    of the item's family (profkit.model.attainable: estimates, to be calibrated), bounded by
+    ncu's own estimate where the report carries one (for a kernel's own fix, not a fusion)."""
+    roof = it.roof_speedup
+    if roof is None:
+        if it.ncu_speedup_pct is not None and 0 < it.ncu_speedup_pct < 100 and what in ("kernels", "item"):
+            # no roofline floor: ncu's own estimate is the one figure there is
+            it.predicted_speedup = 1.0 / (1.0 - it.ncu_speedup_pct / 100.0)
+            it.predicted_how = f"ncu's own estimate {it.ncu_speedup_pct:.0f} % (no roofline floor)"
+            it.recoverable_ns = it.gpu_ns * it.ncu_speedup_pct / 100.0
+        return
+    fam = families.get(it.family)
+    sms = next((lookup(c, "sm_count") for k in ks if (c := counters.get(k["kernel_id"]))), None)
+    grid = max(((k["grid_x"] or 1) * (k["grid_y"] or 1) * (k["grid_z"] or 1) for k in ks), default=None)
+    small = bool(sms and grid and grid < sms)
+    att = attainable.of("code" if what in ("operator", "chain") else fam.attain, small=small)
+    eff, why = att.efficiency, f"{att.efficiency:.0%} of {att.of} ({att.provenance}: {att.source})"
+    if what in ("operator", "chain") and ("measured copy bandwidth" in it.how or "(measured)" in it.how):
+        eff, why = 1.0, "the floor is at a measured peak (copy bandwidth, FLOP rate): already what a kernel attains"
+    pred = max(1.0, roof * eff)
+    hows = [why]
+    if it.ncu_speedup_pct is not None and what in ("kernels", "item") and 0 < it.ncu_speedup_pct < 100:
+        bound = 1.0 / (1.0 - it.ncu_speedup_pct / 100.0)
+        if bound < pred:
+            pred, hows = bound, hows + [f"ncu's own estimate {it.ncu_speedup_pct:.0f} % -> {bound:.2f}x"]
+    it.predicted_speedup, it.predicted_how = pred, "; ".join(hows)
+    it.roof_recoverable_ns = it.recoverable_ns
+    per_call = it.per_call_ns
+    it.recoverable_ns = max(0.0, per_call - per_call / pred) * it.calls
+
+
+def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: set) -> Item:
     """One kernel (by name) outside any range: each launch at its own roofline. Launches ncu
     did not measure take the measured fraction of launches of the same kernel and grid."""
     fractions: dict[tuple, list[float]] = defaultdict(list)
@@ -431,8 +617,12 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict, own:
             borrowed += 1
             rec += k["duration_ns"] * (1 - statistics.median(f))
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
-    label, _ = _label_of(ks, labels)
+    judged = [k for k in ks if counters.get(k["kernel_id"])] or ks  # as in _range_item
+    label, _ = _label_of(judged, {k: f[0] for k, f in facts.items()})
+    rule, reason = _rule_of(judged, facts, label)
+    fam = _family_of(ks)
     c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
+    dram = _dram_pct(ks, counters)
     known = measured + sampled + borrowed
     if known:
         how = (f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
@@ -441,15 +631,22 @@ def _kernel_item(ks: list[dict], counters: dict, labels: dict, rules: dict, own:
                   if sampled else "") + (f", {borrowed} take the measured fraction of the same kernel and grid"
                                                 if borrowed else ""))
         floor = (gpu_ns - rec) / len(ks)
-        action = ACTIONS["occupancy"].format(limiter=_limiter(c0)) if label == "occupancy" else (
-            "reach the memory roofline" if label == "dram" else ACTIONS.get(label or "unknown", ACTIONS["unknown"]))
+        action = _step(label, rule, reason, fam, c0, dram)
+    elif c0:  # counters, but none gives a roofline time (a peak or the DRAM bytes are missing)
+        how, floor = ("no roofline floor: the counters lack a peak or the DRAM bytes of the work they count "
+                      "(profkit roofline says which)"), None
+        action = ACTIONS["no_floor"].format(step=_step(label, rule, reason, fam, c0, dram),
+                                            why="a peak or the DRAM bytes are missing")
     else:
-        how, floor, action = "no counters for these launches", None, ACTIONS["unknown"]
+        how, floor, action = "no counters for these launches", None, ACTIONS["unmeasured" if counters else "unknown"]
     ncu = max((rules[k["kernel_id"]] for k in ks if k["kernel_id"] in rules), default=None)
     evidence = [{"kernel": _names(ks), "launches": len(ks), "measured_launches": measured, "borrowed": borrowed,
                  "gpu_us": gpu_ns / 1e3, "label": label, "ncu_speedup_pct": ncu}]
     window = None
-    return Item("range", None, _names(ks), label, len(ks), len(ks), gpu_ns, window, rec, floor, how, action, evidence, ncu)
+    it = Item("range", None, _names(ks), label, len(ks), len(ks), gpu_ns, window, rec, floor, how, action, evidence,
+              ncu, family=fam)
+    _predict(it, "item", ks, counters, None, dram)
+    return it
 
 
 def _config(k: dict) -> tuple:
@@ -461,7 +658,30 @@ def _config(k: dict) -> tuple:
 LAUNCH_GAP_NS = 1_000_000
 
 
-def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
+def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
+    """The idle item's next step from the idle time's main cause (idle.FIX), where one is not
+    the empty queue; the empty queue's own step where the launches are replayed from CUDA
+    graphs already (fuse, or more work per replay). None: the default step (CUDA graphs)."""
+    from profkit.analyses import idle
+
+    try:
+        got = idle.analyse(store, run, win)
+    except Exception:  # noqa: BLE001 - a database from before host calls were kept
+        return None
+    cause = idle.main_cause(got)
+    graphed = any(k.get("family") == "cuda_graph" for k in ks)
+    if cause in (None, "launch", "latency") and not graphed:
+        return None
+    if cause in (None, "launch") and graphed:
+        return ("the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
+                "replays into the graph (sampling, copies), or more work per replay (batch)")
+    share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
+    top = (got.top_calls.get(cause) or [{}])[0].get("name")
+    return (f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
+            + (f", {top}" if top else "") + f"): {idle.FIX[cause]}")
+
+
+def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> list[Item]:
     """Without repeated call ranges (an unannotated program): the GPU's idle time between its
     kernels, where the gap is short enough to be the next launch (under LAUNCH_GAP_NS)."""
     timed = sorted((k["start_ns"], k["end_ns"]) for k in ks if k["start_ns"] is not None and k["end_ns"] is not None)
@@ -480,9 +700,9 @@ def _launch_gap_item(ks: list[dict], gap: float) -> list[Item]:
         (f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
          f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
          f"{len(gaps) - len(short):,} of them, count as host work)"),
-        ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
-         "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
-         "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
+        step or ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
+                 "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
+                 "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
         [{"gaps": len(gaps), "short_gaps": len(short), "idle_short_us": sum(short) / 1e3,
           "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
 
@@ -522,8 +742,9 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
     state by default where one is found (profkit.analyses.phases), 'all', or a phase's name."""
     run = store.require_run(run)
-    win, phase_line = phases.selected(store, run, phase)
-    ks = phases.keep(_launches(store, run, scope), win)
+    # a scope names the ranges asked about: the steady-state default applies to the whole run only
+    win, phase_line = (None, "") if scope and phase is None else phases.selected(store, run, phase)
+    ks = every = phases.keep(_launches(store, run, scope), win)
     notes = [phase_line] if phase_line else []
     if scope is None and not include_unranged and any(k["nvtx_path"] for k in ks):
         outside = [k for k in ks if not k["nvtx_path"]]
@@ -539,9 +760,11 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     gpu = meta.get("gpu_name")
     counters = store.counters(run)
     own = set(store.counters(run, ["gpu__time_duration.sum"], sampled=False))
-    labels = _labels(store, run)
+    measured_ids = set(counters) | {k["kernel_id"] for k in ks if k["kernel_id"] in counters}
+    facts = label_facts(store, run, measured_ids)
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
+    shapes = fusion.ops_of(store, run)  # operators with recorded shapes: the fusion floor
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
     by_path: dict = defaultdict(list)
     for k in ks:
@@ -549,13 +772,18 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = []
     for key, group in by_path.items():
         if isinstance(key, str):
-            items.append(_range_item(key, group, counters, labels, meta, peaks, gpu, rules, own))
+            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own, shapes))
         else:
-            items.append(_kernel_item(group, counters, labels, rules, own))
+            items.append(_kernel_item(group, counters, facts, rules, own))
     if any(k["start_ns"] is not None for k in ks):
         graphs = _graph_items(store, run, scope, gap, win)
+        if not graphs and any(k["nvtx_path"] for k in ks):
+            # no repeated call range (torch.profiler's ProfilerStep#N are all different): the
+            # idle time of each outermost range is its item
+            graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
-        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap))
+        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap,
+                                                                                          _idle_step(store, run, win, ks)))
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:
@@ -567,8 +795,16 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     for it in items:
         it.share_gpu = it.gpu_ns / gpu_total if gpu_total else 0.0
         it.share_wall = (it.window_ns / wall) if wall and it.window_ns is not None else None
+    for it in items:
+        if it.predicted_speedup is None and it.roof_speedup is not None:  # graph items: the idle time is the gain
+            it.predicted_speedup, it.predicted_how = it.roof_speedup, "the idle time, less the device's own gap"
+        if not it.roof_recoverable_ns:
+            it.roof_recoverable_ns = it.recoverable_ns
     items = [i for i in items if i.recoverable_ns > 0 or i.floor_ns is None]
-    items.sort(key=lambda i: (-i.recoverable_ns, -i.gpu_ns))
+    # ranked by the attainable gain; an item predicted under MIN_SPEEDUP never ranks above one
+    # predicted at or above it
+    items.sort(key=lambda i: (2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP),
+                              -i.recoverable_ns, -i.gpu_ns))
     for n, it in enumerate(items, 1):
         it.rank = n
     return Advice(run, scope, gpu_total, wall, idle, items, gap, gap_how, notes)
@@ -582,5 +818,8 @@ def rows(a: Advice) -> list[dict]:
              "evidence": json.dumps({"evidence": i.evidence, "floor_ns": i.floor_ns, "calls": i.calls,
                                      "launches": i.launches, "gpu_ns": i.gpu_ns, "window_ns": i.window_ns,
                                      "ncu_speedup_pct": i.ncu_speedup_pct,
-                                     "predicted_speedup": i.predicted_speedup}, sort_keys=True, default=str)}
+                                     "roof_speedup": i.roof_speedup, "predicted_speedup": i.predicted_speedup,
+                                     "predicted_how": i.predicted_how, "family": i.family,
+                                     "roof_recoverable_ns": i.roof_recoverable_ns},
+                                    sort_keys=True, default=str)}
             for i in a.items]

@@ -7,8 +7,12 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
+from profkit.analyses import hotspots
+from profkit.analyses import shape_labels
 from profkit.model import gpus
+from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from profkit.core.names import is_comm
@@ -54,6 +58,14 @@ RULES = {
                   "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
                   "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
     },
+    "warp_specialised": {
+        "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0, "pipe_pct": 60.0, "issue_pct": 60.0},
+        "citation": "A warp-specialised Hopper/Blackwell kernel (wgmma/tcgen05: nvjet, cuDNN's sm90 SDPA, "
+                  "FlashAttention-3, CUTLASS *WarpSpecialized*) runs one CTA per SM by design, so theoretical "
+                  "occupancy names no limit (an H200 cuBLAS GEMM ran at 14.6 % achieved occupancy with 90 % "
+                  "tensor-pipe activity). Nsight Compute's IssueSlotUtilization and HighPipeUtilization decide: "
+                  "a pipe or the issue slots >= 60 % bound it; both lower, its warps wait (latency).",
+    },
     "compute": {
         "threshold": {"sm_pct": 60.0},
         "citation": "Nsight Compute SpeedOfLight: SM throughput >= 60 % and above memory; tensor pipes idle.",
@@ -62,16 +74,32 @@ RULES = {
         "threshold": {"busy_pct": 60.0},
         "citation": "Nsight Compute SpeedOfLight: SM and memory throughput both < 60 % of peak: latency-bound.",
     },
+    "l1l2": {
+        "threshold": {"busy_pct": 60.0, "dram_quiet_pct": 40.0},
+        "citation": "Nsight Compute SpeedOfLight and Memory Workload Analysis: memory throughput (the busiest of "
+                  "DRAM, L2 and L1) >= 60 % while DRAM is quiet: the kernel is bound in L1/L2 (re-reads, "
+                  "uncoalesced or bank-conflicted access), not by DRAM bandwidth nor by latency.",
+    },
 }
+
+# how each percentage in a reason is named (one definition each; docs/classification.md)
+SM_PCT = "SM throughput"
+MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
 def _timeline(store: Store, run: str) -> dict[int, dict]:
-    """Per timeline launch: duration, idle gap before it on its stream, launch-call time."""
-    rows = store.query("""
-        SELECT kernel_id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+    """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
+    rows = store.conn.execute("""
+        SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM kernels WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
-    return {r["kernel_id"]: r for r in rows}
+        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+    # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
+    return {r[0]: r for r in rows}
+
+
+def _facts(row: tuple | None) -> dict | None:
+    """A _timeline row as the dict classify_one reads."""
+    return row and {"kernel_id": row[0], "duration_ns": row[1], "api_ns": row[2], "gap_ns": row[3]}
 
 
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
@@ -81,7 +109,7 @@ def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dic
                                    "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
                                    "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
                                    "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
-                                   "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct")}
+                                   "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct", "fma_pct", "alu_pct")}
     peaks: dict[str, str] = {}
     r = rates(c, gpu) if c else {}
     dur = v["duration"]
@@ -152,12 +180,43 @@ def _limiter(v: dict) -> str | None:
     return min(lims, key=lims.get) if lims else None
 
 
+def _warp_specialised(v: dict, sm: float, mem: float, tensor: float, theo: float) -> tuple[str, str, str]:
+    """A warp-specialised kernel whose throughputs are low: the issue slots and the pipes say
+    whether it is bound by a pipe, by instruction issue, or waits (latency)."""
+    Rw = RULES["warp_specialised"]["threshold"]
+    pipes = {"tensor pipe": tensor if ("tensor_pct" in v or "tensor_gmma_pct" in v) else None,
+             "FMA pipe": v.get("fma_pct"), "ALU pipe": v.get("alu_pct")}
+    pipes = {k: x for k, x in pipes.items() if x is not None}
+    issue = v.get("issue_pct")
+    head = f"warp-specialised by design (one CTA per SM): theoretical occupancy {theo:.0f} % is not its limit"
+    top = max(pipes, key=pipes.get) if pipes else None
+    if top and pipes[top] >= Rw["pipe_pct"]:
+        return "compute", f"{head}; {top} {pipes[top]:.0f} % of peak (>= {Rw['pipe_pct']:.0f})", "warp_specialised"
+    if issue is not None and issue >= Rw["issue_pct"]:
+        return "compute", (f"{head}; issue slots {issue:.0f} % busy (>= {Rw['issue_pct']:.0f}): bound by "
+                           f"instruction issue"), "warp_specialised"
+    seen = ([f"issue slots {issue:.0f} %"] if issue is not None else []) + \
+        ([f"{top} {pipes[top]:.0f} %"] if top else [])
+    grid, sms = v.get("grid_size"), v.get("sm_count")
+    few = (f"; its grid of {grid:.0f} CTAs fills {grid / sms:.0%} of the {sms:.0f} SMs (the problem shape)"
+           if grid is not None and sms and grid < sms else "")
+    if not seen:
+        return "latency", (f"{head}; {SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under "
+                           f"{Rw['busy_pct']:.0f} %: latency-bound (no issue-slot or pipe counters to say more)"
+                           f"{few}"), "warp_specialised"
+    return "latency", (f"{head}; {' and '.join(seen)} under {Rw['issue_pct']:.0f} %, {SM_PCT} {sm:.0f} %, "
+                       f"{MEM_PCT} {mem:.0f} %: latency-bound (its warps wait on memory or barriers){few}"), \
+        "warp_specialised"
+
+
 def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str | None = None,
-                 ridge_of: str = "bf16_tensor") -> tuple[str, str, str]:
-    """(label, reason, rule) for one launch from counter values v, timeline facts t, and the
-    ridge point (FLOP/B) of the precision it computes in (ridge_of)."""
+                 ridge_of: str = "bf16_tensor", family: str | None = None) -> tuple[str, str, str]:
+    """(label, reason, rule) for one launch from counter values v, timeline facts t, the
+    ridge point (FLOP/B) of the precision it computes in (ridge_of), and its kernel family
+    (profkit.model.families: a warp-specialised kernel is never occupancy-bound by its
+    theoretical occupancy alone)."""
     R = {k: r["threshold"] for k, r in RULES.items()}
-    if is_comm(name):
+    if family == "nccl" or is_comm(name):
         return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
     dur = v.get("duration") or (t or {}).get("duration_ns")
     tensor = max(v.get("tensor_pct", 0), v.get("tensor_gmma_pct", 0))
@@ -172,7 +231,8 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
         if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
             return "launch_overhead", f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)", "launch_overhead"
     if "dram_pct" not in v and "sm_pct" not in v:
-        if v:
+        # (a launch without counters has the GPU table's SM count at most)
+        if any(not k.endswith("_from") and k != "sm_count" for k in v):
             return "unknown", ("the counters hold neither DRAM nor SM throughput, nor bytes and FLOPs with a peak to "
                                "rate them against (evidence: missing)"), "none"
         return "unknown", "no counters for this launch and the timeline shows no launch overhead", "none"
@@ -185,16 +245,19 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
                                        and "sm_pct" in v):
         extra = ("" if ai is None or not ridge else ", no FLOPs counted (memory traffic only)" if ai == 0 else
                  f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}")
-        return "dram", f"DRAM throughput {dram:.0f} % of peak vs SM {smt}{extra}", "dram"
+        return "dram", f"DRAM throughput {dram:.0f} % of peak vs {SM_PCT} {smt}{extra}", "dram"
     if "sm_pct" not in v:  # the rules below weigh SM against memory
         return "unknown", (f"DRAM at {dram:.0f} % of peak: not DRAM-bound; without SM throughput compute, "
                            f"latency and occupancy cannot be told apart (evidence: missing)"), "none"
     memt = f"{mem:.0f} %" if ("mem_pct" in v or "dram_pct" in v) else "unknown"
     theo = v.get("theoretical_occupancy")
     if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
+        if warp_specialised(name):
+            return _warp_specialised(v, sm, mem, tensor, theo)
         lim = _limiter(v)
         return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
-                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; SM {sm:.0f} %, memory {memt}"), "occupancy"
+                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; {SM_PCT} {sm:.0f} %, "
+                             f"{MEM_PCT} {memt}"), "occupancy"
     Rr = R["dram_roofline"]
     l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
     if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
@@ -208,8 +271,10 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
         if memt == "unknown":
             return "unknown", f"SM {sm:.0f} % of peak, memory throughput unknown (evidence: missing)", "none"
         lower = " (SM from FLOPs: a lower bound)" if "lower bound" in v.get("sm_pct_from", "") else ""
-        return "latency", f"SM {sm:.0f} % and memory {mem:.0f} % both under 60 % of peak{lower}", "latency"
-    return "latency", f"memory {mem:.0f} % busy but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM", "latency"
+        return "latency", (f"{SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under 60 % of peak{lower}"), \
+            "latency"
+    return "latency", (f"{MEM_PCT} {mem:.0f} % but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM "
+                       f"({SM_PCT} {sm:.0f} %)"), "l1l2"
 
 
 # ncu's guided-analysis rules whose result names what bounds a kernel, read from the rule and
@@ -284,7 +349,7 @@ def _no_counter_values(gpu: gpus.Gpu | None) -> tuple[dict, dict, dict]:
 
 
 def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
-               sampled: bool = False) -> dict:
+               sampled: bool = False, family: str | None = None) -> dict:
     if c:
         v, missing, peaks = _values(c, gpu)
         kr, ridge_of = kernel_ridge(c, ridge, gpu)
@@ -293,7 +358,7 @@ def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, 
         kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
-    label, reason, rule = classify_one(v, t, kr, name, ridge_of)
+    label, reason, rule = classify_one(v, t, kr, name, ridge_of, family)
     if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
         r = rates(c, gpu)
         for key in (ridge_of, "dram"):
@@ -318,8 +383,34 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
+def _rows(cur) -> Iterator[dict]:
+    cols = [d[0] for d in cur.description]
+    return (dict(zip(cols, r)) for r in cur)
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
-    """The label of every launch of a run, with its reason and evidence; writes nothing.
+    """The label of every launch of a run, with its reason and evidence; writes nothing
+    (iter_labels one launch at a time)."""
+    run = store.require_run(run)
+    return list(_with_shapes(store, run, iter_labels(store, run)))
+
+
+def _with_shapes(store: Store, run: str, rows: Iterator[dict], chunk: int = 50_000) -> Iterator[dict]:
+    """The rows, those of launches without counters left `unknown` labelled from their operators'
+    shapes where the run recorded them (shape_labels.relabel), a chunk at a time."""
+    counted = store.counters(run, sampled=False)
+    batch: list[dict] = []
+    for r in rows:
+        batch.append(r)
+        if len(batch) >= chunk:
+            yield from shape_labels.relabel(store, run, batch, counted)
+            batch = []
+    if batch:
+        yield from shape_labels.relabel(store, run, batch, counted)
+
+
+def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
+    """The label of every launch of a run, with its reason and evidence, one at a time.
 
     Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
     table: the run's GPU by name, else every known GPU of its compute capability. With several
@@ -332,9 +423,10 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     options = candidates or [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
-    kernels = store.query("SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from FROM kernels"
-                          " WHERE run = ? ORDER BY kernel_id", (run,))
-    out = []
+    hot = hotspots.evidence(store, run)
+    kernels = _rows(store.conn.execute(
+        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+        " WHERE run = ? ORDER BY kernel_id", (run,)))  # one at a time: not a list of a million dicts
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -347,8 +439,8 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
     for k in kernels:
         if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
             kid = k["kernel_id"]
-            t = timeline.get(kid)
-            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor")
+            t = _facts(timeline.get(kid))
+            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
             r = RULES.get(rule, {})
             evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
                         "ridge_flop_per_byte": ridges[0], "ridge_of": "bf16_tensor"}
@@ -370,9 +462,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                     around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
                 head, tail = around[label, rule]
                 text = head + _EVIDENCE.encode(tl) + tail
-            out.append({"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
+            yield {"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
                         "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
-                        "sampled_from": None})
+                        "sampled_from": None}
             continue
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
@@ -380,8 +472,9 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
         sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
         if sampled is not None:
             c = counters[sampled]
-        t = timeline.get(k["kernel_id"])
-        each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None) for g, rg in zip(options, ridges)]
+        t = _facts(timeline.get(k["kernel_id"]))
+        each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
+                for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -416,13 +509,14 @@ def label_rows(store: Store, run: str | None = None) -> list[dict]:
                 reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
         if k["kernel_id"] in ncu_rules:
             evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
+        if k["kernel_id"] in hot:  # Source Counters: the line and stall behind the label
+            evidence["hotspot"] = hot[k["kernel_id"]]
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
-        out.append({"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
+        yield {"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
                     "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled})
-    return out
+                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled}
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:
@@ -430,10 +524,91 @@ def classify(store: Store, run: str | None = None) -> list[dict]:
     rows = label_rows(store, run)
     if rows:
         store.replace_labels(rows[0]["run"], rows)
+        shape_labels.model_ops(store, rows[0]["run"], write=True)  # the ops view's model columns
     return rows
+
+
+def classify_by_range(store: Store, run: str | None = None, tick=None) -> list[dict]:
+    """classify() and by_range() in one pass, without holding every launch's row: the labels
+    are written as they come (one transaction) and summed per path and label. `tick(n)`: n
+    more launches labelled (a progress bar)."""
+    run = store.require_run(run)
+    return by_range(store, run, store.replace_labels_iter(run, _with_shapes(store, run, iter_labels(store, run)), tick))
 
 
 def labels(store: Store, run: str) -> dict[int, str]:
     """{kernel_id: label} of a run: the stored labels, else computed here without storing them."""
     rows = store.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (run,))
     return {r["kernel_id"]: r["label"] for r in (rows or label_rows(store, run))}
+
+
+def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int, tuple[str, str, str]]:
+    """{kernel_id: (label, rule, reason)} of a run: the stored labels where they cover the run
+    and none of them says "no counters" of a launch that has counters (`measured`: kernel ids
+    with counters, their own or their sampled sibling's); else computed here, not stored, so
+    that an answer never depends on whether `classify` ran, or ran before the counters came."""
+    # tuples, not dicts: a run may have a million labels
+    rows = store.conn.execute("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
+                              " c.sampled_from FROM classifications c WHERE c.run = ?", (run,)).fetchall()
+    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
+                           (run,)).fetchone()[0]
+    measured = measured or ()
+    stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
+    if stale:
+        return {r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
+                for r in label_rows(store, run)}
+    return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
+
+
+NO_RANGE = "(outside any NVTX range)"
+
+
+def per_launch(rows: list[dict]) -> list[dict]:
+    """One row a launch of `classify`'s rows: its range, kernel, label and reason."""
+    return [{"kernel_id": r["kernel_id"], "nvtx_path": r["nvtx_path"] or NO_RANGE, "kernel": r["kernel_name"],
+             "label": r["label"], "reason": r["reason"]} for r in rows]
+
+
+def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
+    """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
+    reason, and where the report has ncu's own rule results, how often they agree with the label
+    and ncu's largest estimated speed-up."""
+    dur = dict(store.conn.execute(
+        "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)))
+    summary: dict = {}
+    ncu: dict = {}
+    for r in rows:
+        key = (r["nvtx_path"] or NO_RANGE, r["label"])
+        e = summary.setdefault(key, [0, 0.0, r["reason"]])
+        e[0] += 1
+        e[1] += dur.get(r["kernel_id"], 0) / 1e3
+        # only evidence that names ncu's rules is read back (most launches have none)
+        ev = json.loads(r["evidence"]) if '"ncu_rules"' in r["evidence"] else {}
+        if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
+            n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
+            if ev.get("ncu_agrees") is not None:
+                n["judged"] += 1
+                n["agree"] += ev["ncu_agrees"]
+            n["says"].update(ev.get("ncu_says") or ())
+            top = ev["ncu_rules"][0]
+            if top.get("estimated_speedup_pct") is not None and n["top"] is None:
+                n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
+    table_rows = []
+    for k, v in summary.items():
+        row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
+        if ncu:
+            n = ncu.get(k)
+            row["ncu's rules"] = "-" if n is None else (
+                (f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}" if n["judged"] else "no verdict")
+                + (f"; top estimate {n['top']}" if n["top"] else ""))
+        table_rows.append(row)
+    return table_rows
+
+
+def stored_by_range(store: Store, run: str) -> list[dict]:
+    """The stored labels of a run's launches inside NVTX ranges, per path and label: launches and
+    GPU time."""
+    return store.query("""
+        SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
+        FROM classifications c JOIN kernels k USING (kernel_id)
+        WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,))

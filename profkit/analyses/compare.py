@@ -35,7 +35,7 @@ import random
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from profkit.analyses import selection
+from profkit.analyses import hotspots, selection
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
@@ -66,6 +66,7 @@ class Side:
     dram_bytes_per_call: float | None = None
     correctness: dict | None = None
     host_us: list[float] | None = None  # host time of each call but the last (None: no API times)
+    hotspot: dict | None = None  # Source Counters: the top line of its most-sampled kernel, and its stall
 
     @property
     def median_us(self) -> float:
@@ -131,9 +132,13 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
     sb, sa = selection.parse(before), selection.parse(after)
     pairs = selection.pair(store, sb, sa)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
-    out = []
+    out, timeless = [], []
     for p in pairs:
         b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
+        if by == "gpu" and not (b.median_us > 0 and a.median_us > 0):
+            # kernels of 0 ns (a trace's rounding, a hostile file): no ratio to take
+            timeless.append(f"{p.key} ({', '.join(s.run for s in (b, a) if not s.median_us > 0)})")
+            continue
         if by == "host":
             for side in (b, a):
                 if not side.host_us:
@@ -142,8 +147,25 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
                            "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
                            "run does not)")
                     raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
-        out.append(_compare_pair(p, b, a, by))
+        c = _compare_pair(p, b, a, by)
+        if b.hotspot or a.hotspot:
+            c.notes.append(f"hotspot {_hot(b.hotspot)} -> {_hot(a.hotspot)} (profkit hotspots)")
+        out.append(c)
+    if timeless and not out:
+        raise BadArgument(f"{before} vs {after}: no GPU time to compare (kernels of 0 ns) in "
+                          f"{', '.join(timeless[:3])}{' ...' if len(timeless) > 3 else ''}")
+    for c in out if timeless else ():
+        c.notes.append(f"left out, 0 ns of GPU time per call: {', '.join(timeless)}")
     return out
+
+
+def _hot(h: dict | None) -> str:
+    """A side's top line and stall, in a few words."""
+    if not h:
+        return "(no Source Counters)"
+    stall = (h["stall"] or "no stall").replace("_", " ")
+    share = f" {100 * h['stall_share']:.0f} %" if h.get("stall_share") else ""
+    return f"{h['line'] or 'no line info'}: {stall}{share}"
 
 
 def rows(store: Store, before: str, after: str, by: str = "gpu") -> list[dict]:
@@ -180,9 +202,11 @@ class _RunContext:
     def __init__(self, store: Store, run: str):
         self.run = run
         self.labels = _labels(store, run)
+        self.hot = hotspots.evidence(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
-        self.correctness = json.loads(meta[0]["meta"] or "{}").get("correctness") or {} if meta else {}
+        rec = json.loads(meta[0]["meta"] or "{}").get("correctness") if meta else None
+        self.correctness = rec if isinstance(rec, dict) else {}  # (a record of another shape says nothing)
 
     def side(self, group: selection.Group) -> Side:
         calls = selection.iterations(group.kernels)
@@ -206,6 +230,9 @@ class _RunContext:
                  labels[label] / total if label and total else None, labels,
                  correctness=self.correctness.get(group.path), host_us=host)
         _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
+        hot = [self.hot[k["kernel_id"]] for k in group.kernels if k["kernel_id"] in self.hot]
+        if hot:
+            s.hotspot = max(hot, key=lambda h: h["samples"])
         return s
 
 
@@ -246,13 +273,18 @@ def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, fl
     """Band of the speed-up median(before)/median(after) from the spread of the calls."""
     n = min(len(before), len(after))
     if n < BOOTSTRAP_MIN_CALLS:
-        return ((min(before) / max(after), max(before) / min(after)),
+        return ((_ratio(min(before), max(after)), _ratio(max(before), min(after))),
                 f"min..max over all pairings of {len(before)} x {len(after)} calls "
                 f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)")
     ratios = _bootstrap_ratios(before, after)
     lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
     return (lo, hi), (f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
                       f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls")
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, a call of 0 ns on the after side making it unbounded."""
+    return a / b if b else (float("inf") if a else 1.0)
 
 
 def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:

@@ -34,7 +34,7 @@ import numpy as np
 
 from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
-from profkit.store.store import Store
+from profkit.store.store import Store, lab_op
 
 STEADY_SPREAD = 1.5        # a step slower than this x the later steps' median is warm-up
 MATCH = 0.8                # share of launches that must repeat one period later
@@ -44,6 +44,7 @@ MAX_CANDIDATES = 40        # periods tried per segment
 INNER = 0.25              # a repeated unit shorter than this x the steps' unit ...
 MOST = 0.6                 # ... that covers less than this share of its slice is no phase
 AUTOTUNE_REPEATS = 5
+MAX_PHASES = 5             # repeated phases found at most (steady state included)
 AUTOTUNE_RANGE = re.compile(r"benchmark_all_configs|autotun|CachingAutotuner|compile_fx|_compile\.|"
                             r"TorchDynamo|Dynamo|inductor", re.I)
 FILL = re.compile(r"FillFunctor|fill_kernel|zero_", re.I)
@@ -106,9 +107,12 @@ def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
     if not rows:
         return None
     start, end, api, short, name, config, path = zip(*rows)
-    names, ids = np.unique(np.array(name, dtype=object).astype(str), return_inverse=True)
+    # names to ids by hashing (np.unique sorts the long name strings: 23 s of 24 at 600 k launches)
+    index: dict = {}
+    ids = np.fromiter((index.setdefault(n, len(index)) for n in name), np.int64, len(name))
+    names = np.array([str(n) for n in index], dtype=object)
     return {"start": np.asarray(start, np.int64), "end": np.asarray(end, np.int64),
-            "api": np.asarray(api, np.int64), "ids": ids.astype(np.int64), "names": names,
+            "api": np.asarray(api, np.int64), "ids": ids, "names": names,
             "short": np.array(short, dtype=object), "config": np.asarray(config, np.int64),
             "path": np.array([-1 if p is None else p for p in path], np.int64), "rank": rank}
 
@@ -161,12 +165,15 @@ def _stretch(ids: np.ndarray, period: int) -> tuple[int, int]:
     return a, min(b, len(ids))
 
 
-def _periodic(ids: np.ndarray) -> tuple[int, int, int] | None:
-    """(period, first, last) of the best repeated stretch, or None."""
+def _periodic(ids: np.ndarray, gpu: np.ndarray | None = None) -> tuple[int, int, int] | None:
+    """(period, first, last) of the best repeated stretch, or None. `gpu`: the cumulative
+    kernel time before each launch (and after the last); the stretch with most GPU time is
+    best then, else the longest: a CUDA graph replay is one launch holding a whole step."""
     best = None
+    score = (lambda a, b: gpu[b] - gpu[a]) if gpu is not None else (lambda a, b: b - a)
     for p in _candidates(ids):
         a, b = _stretch(ids, int(p))
-        if b - a >= MIN_REPS * p and (best is None or b - a > best[2] - best[1]):
+        if b - a >= MIN_REPS * p and (best is None or score(a, b) > score(best[1], best[2])):
             best = (int(p), a, b)
     if best is None:
         return None
@@ -305,6 +312,8 @@ def _from_step_ranges(t: dict, steps: list[tuple[int, int, int]]) -> tuple[list[
 def detect(store: Store, run: str | None = None) -> Phases:
     """The phases of a run's timeline (the lowest rank's, for a multi-process run)."""
     run = store.require_run(run)
+    if lab_op(store.run_meta(run)):
+        return Phases(run, [], "a lab workload: its ranges (operator/variant/shape) are its structure; analysed whole")
     t = _timeline(store, run)
     if t is None:
         return Phases(run, [], "no timeline: phases need launch times (nsys, CUPTI or torch.profiler)")
@@ -314,42 +323,51 @@ def detect(store: Store, run: str | None = None) -> Phases:
     found: list[Phase] = []
     note = ""
     if steps:
-        got = _from_step_ranges(t, steps)
-        if got:
-            found, label = got
+        from_ranges = _from_step_ranges(t, steps)
+        if from_ranges:
+            found, label = from_ranges
             note = f"{label} of {len(steps)} (ranges named like steps)"
     if not found:
         segments = [(0, n)]
+        cum = np.concatenate(([0], np.cumsum(t["end"] - t["start"])))
         units: dict[int, tuple[int, float]] = {}
-        for _ in range(3):  # the steady state and up to two more repeated phases
-            best = None
+        top: Phase | None = None
+        tries = 0
+        while len(found) < MAX_PHASES and tries < 4 * MAX_PHASES:
+            tries += 1
+            best: tuple[int, int, int, int, int] | None = None
             for lo, hi in segments:
-                got = _periodic(t["ids"][lo:hi])
-                if got and (best is None or got[2] - got[1] > best[3] - best[2]):
-                    best = (lo, hi, got[1] + lo, got[2] + lo, got[0])
+                rep = _periodic(t["ids"][lo:hi], cum[lo:hi + 1] - cum[lo])
+                if rep and (best is None or cum[rep[2] + lo] - cum[rep[1] + lo] > cum[best[3]] - cum[best[2]]):
+                    best = (lo, hi, rep[1] + lo, rep[2] + lo, rep[0])
             if best is None:
                 break
             lo, hi, a, b, period = best
             first, last = _align(t, period, a, b)
             reps = (last - first) // period
+            segments.remove((lo, hi))
             if reps < MIN_REPS - 1:
-                segments.remove((lo, hi))
                 continue
+            # the rest of the slice is searched on whether or not this stretch is a phase: a
+            # short unit inside one forward must not hide the decode loop beside it
+            segments += [s for s in ((lo, first), (last, hi)) if s[1] - s[0] >= MIN_REPS * MIN_PERIOD]
             edges = [int(t["start"][i]) for i in range(first, last, period)] + [
                 int(t["start"][last]) if last < n else int(t["end"][first:last].max())]
             ph = _phase(t, "steps", "steps", first, last, f"periodic kernel sequence: {reps} repeats of {period} "
                         "launches", steps=reps, bounds=edges)
-            found.append(ph)
-            units[id(ph)] = (period, (last - first) / (hi - lo))
-            segments.remove((lo, hi))
-            segments += [s for s in ((lo, first), (last, hi)) if s[1] - s[0] >= MIN_REPS * MIN_PERIOD]
-        if found:
-            top = max(found, key=lambda p: p.gpu_ns)
+            cover = (last - first) / (hi - lo)
             # a short unit that repeats over part of a slice is inner structure (the layers of one
             # forward), not a phase: a later phase repeats a unit near the steps' own size, or
-            # fills most of its slice (a decode loop after training)
-            found = [p for p in found if p is top or units[id(p)][0] >= INNER * units[id(top)][0]
-                     or units[id(p)][1] >= MOST]
+            # fills most of its slice (a decode loop after training). The first found is the
+            # longest stretch; the filter compares each later one with it as it is found
+            if top is not None and period < INNER * units[id(top)][0] and cover < MOST:
+                continue
+            found.append(ph)
+            units[id(ph)] = (period, cover)
+            if top is None:
+                top = ph
+        if found:
+            top = max(found, key=lambda p: p.gpu_ns)
             for i, p in enumerate(sorted((p for p in found if p is not top), key=lambda p: p.first)):
                 p.name, p.kind = f"repeated {i + 2}", "repeated"
             note = f"{top.steps} steps of {top.launches // max(top.steps or 1, 1)} launches (periodic kernel sequence)"

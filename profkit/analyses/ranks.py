@@ -224,3 +224,8 @@ def table_rows(r: Ranks) -> list[dict]:
              "window_us": x.window_ns / 1e3, "compute_us": x.compute_ns / 1e3, "comm_us": x.comm_ns / 1e3,
              "hidden_us": x.overlap_ns / 1e3, "exposed_us": x.exposed_comm_ns / 1e3, "idle_us": x.idle_ns / 1e3,
              "wait_us": x.wait_ns / 1e3} for x in r.per_rank_step]
+
+
+def multi_rank(store: Store, run: str) -> bool:
+    """Whether the run's kernels come from more than one process rank."""
+    return len(store.query("SELECT DISTINCT rank FROM kernels WHERE run = ? AND rank IS NOT NULL", (run,))) > 1

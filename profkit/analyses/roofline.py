@@ -51,7 +51,7 @@ class Point:
     binding: str | None               # the ceiling that sets roof_ns
     side: str = ""                    # "", "before", "after"
     key: str | None = None            # pairing key (compare) or chain step
-    kind: str = "kernel"              # "kernel" or "range"
+    kind: str = "kernel"              # "kernel", "range", or "shapes" (an operator from the model)
 
     @property
     def total_flops(self) -> float:
@@ -274,12 +274,24 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
         title = f"Roofline: {before}, chain {' → '.join(step_names([p.key for p in points]))}"
         runs = [before.run]
     else:
-        points, _, _ = _points(store, before, by, None, counters, gpu)
+        no_counters: BadArgument | None = None
+        try:
+            points, _, _ = _points(store, before, by, None, counters, gpu)
+        except BadArgument as e:  # a timeline: the operators' shapes may still place it
+            points, no_counters = [], e
         ranges = []
         title = f"Roofline: {before} (by {by})"
         runs = [before.run]
     ceilings, cnotes = _ceilings(list(counters.values()), gpu)
     notes += cnotes
+    if not compare and not chain and not points and not ranges:  # a timeline: its operators' shapes
+        points, shape_ceilings = _shape_points(store, before.run, gpu)
+        ceilings += shape_ceilings
+        if points:
+            notes.append(f"{len(points)} operator(s) from recorded shapes (diamonds): the operator model's FLOPs and "
+                         "minimum DRAM bytes over the measured time; no counters in this run")
+        elif no_counters is not None:
+            raise no_counters
     if any(c.source.split("of ", 1)[-1].startswith(FROM_TABLE) for c in ceilings):
         notes.append(f"ceilings from datasheet peaks of {gpu.name}: the report has none ({gpu.source})")
     elif not ceilings and len(known) > 1:
@@ -319,6 +331,42 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
             notes.append(f"no arrow for {a.key}: a side has no FLOPs or no {LEVEL_LABEL[primary]} bytes")
     return Roofline(points=points + ranges, ceilings=ceilings, arrows=arrows, notes=notes, title=title,
                     levels=levels, primary=primary)
+
+
+def _shape_points(store: Store, run: str, gpu) -> tuple[list[Point], list[Ceiling]]:
+    """One point per operator and shapes of a run without counters: the operator model's FLOPs
+    and minimum DRAM bytes (profkit.analyses.shape_labels) over its kernels' time per call, with
+    the GPU's datasheet ceilings of the precisions drawn."""
+    from profkit.analyses import shape_labels
+
+    groups: dict[tuple, list[dict]] = {}
+    for o in {r["op_id"]: r for r in shape_labels.model_ops(store, run).values()}.values():
+        if o["flops"] and o["min_bytes"] and o["gpu_ns"] and o["family"] != "collective":
+            groups.setdefault((o["op"], o["input_dims"], o["input_types"]), []).append(o)
+    labels = _labels(store, run)
+    launch_of = {r["op_id"]: r["launch_id"] for r in store.query(
+        "SELECT l.op_id, min(l.launch_id) AS launch_id FROM op_launch l JOIN op_row o ON o.id = l.op_id"
+        " WHERE o.run = ? GROUP BY l.op_id", (run,))}
+    points, used = [], set()
+    for (op, _dims, _types), os_ in groups.items():
+        o = os_[0]
+        key = shape_labels._ceiling(o["family"], o["precision"])
+        used.add(key)
+        label = labels.get(launch_of.get(o["op_id"]))
+        points.append(Point(
+            run=run, path=None, nvtx_range=None, kernel=shape_labels.aten.describe(op, shape_labels._operands(o)),
+            label=label, labels={label: 1.0} if label else {}, launches=sum(x["kernels"] for x in os_),
+            calls=len(os_), time_ns=statistics.mean(x["gpu_ns"] for x in os_), flops={key: o["flops"]},
+            bytes={"dram": o["min_bytes"]}, roof_ns=None, binding=None, kind="shapes"))
+    ceilings = []
+    if gpu is not None:
+        for k in sorted(used | {"dram"}):
+            v = gpu.ceilings.get(k)
+            if v:
+                kind = "memory" if k == "dram" else "compute"
+                label = LEVEL_LABEL["dram"] if k == "dram" else PRECISIONS[k][0]
+                ceilings.append(Ceiling(k, kind, label, v, f"{gpu.name} datasheet ({gpu.source})"))
+    return points, ceilings
 
 
 def step_names(keys: list[str]) -> list[str]:

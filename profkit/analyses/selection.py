@@ -10,6 +10,7 @@ Both ``profkit compare`` and ``profkit roofline --compare`` pair ranges this way
 """
 from __future__ import annotations
 
+import bisect
 import json
 from functools import lru_cache
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ def key_of(path, component: str | None) -> str | None:
 
 
 _KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
-                   "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names")
+                   "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names, rank, pid, tid")
 
 
 def groups(store: Store, sel: Selector) -> dict[str, Group]:
@@ -96,13 +97,14 @@ def _groups(store: Store, sel: Selector) -> dict[str, Group]:
         "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
     out: dict[str, Group] = {}
     keys: dict = {}  # a run's launches share a few hundred distinct paths: each one's key once
+    held = _instances(store, sel.run)
     for r in rows:
         at = (r["nvtx_names"], r["nvtx_path"])
         key = keys[at] if at in keys else keys.setdefault(at, key_of(names(r), sel.component))
         if key is None:
             continue
         g = out.setdefault(key, Group(key, r["nvtx_path"]))
-        g.kernels.append(r)
+        g.kernels.append(dict(r, call=_instance_of(held, r)))
     if not out:
         if not sel.component:
             raise BadArgument(f"{sel}: no kernels under an NVTX range")
@@ -114,6 +116,32 @@ def _groups(store: Store, sel: Selector) -> dict[str, Group]:
         raise BadArgument(f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
                           f"variants of this run: {', '.join(known) or 'none'}")
     return out
+
+
+def _instances(store: Store, run: str) -> dict:
+    """The run's range instances by (path, rank, pid, tid): sorted starts, ends and ids."""
+    out: dict = {}
+    for e in store.query("SELECT id, names, path, start_ns, end_ns, rank, pid, tid FROM nvtx_range "
+                         "WHERE run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
+                         "ORDER BY start_ns, id", (run,)):
+        k = (e["names"] or e["path"], e["rank"], e["pid"], e["tid"])
+        starts, ends, ids = out.setdefault(k, ([], [], []))
+        starts.append(e["start_ns"]), ends.append(e["end_ns"]), ids.append(e["id"])
+    return out
+
+
+def _instance_of(held: dict, row: dict):
+    """The id of the instance of the kernel's innermost range whose span holds its launch call
+    (None: no launch time, or no such instance)."""
+    t = row.get("api_start_ns")
+    if t is None:
+        return None
+    found = held.get((row["nvtx_names"] or row["nvtx_path"], row.get("rank"), row.get("pid"), row.get("tid")))
+    if not found:
+        return None
+    starts, ends, ids = found
+    i = bisect.bisect_right(starts, t) - 1
+    return ids[i] if i >= 0 and ends[i] >= t else None
 
 
 def variants(paths) -> list[str]:
@@ -147,12 +175,21 @@ def pair(store: Store, before: Selector, after: Selector) -> list[Pair]:
 
 
 def iterations(kernels: list[dict]) -> list[list[dict]]:
-    """Split a range's launches into repeated calls of the same sequence of kernels.
+    """Split a range's launches into its calls.
 
-    The lab runs each variant ``iters`` times inside its range; the smallest period of the
-    kernel-name sequence that repeats exactly gives one call. A sequence that does not
-    repeat is one call.
+    A range entered several times (a training step, a forward) has one call per instance:
+    the launches groups() found inside each (its `call`). The pattern of kernel names cannot
+    tell calls apart where one call launches the same kernel twice. A range entered once
+    (the lab runs each variant ``iters`` times inside its range), or launches without a known
+    instance: the smallest period of the kernel-name sequence that repeats exactly gives one
+    call; a sequence that does not repeat is one call.
     """
+    calls = [k.get("call") for k in kernels]
+    if kernels and None not in calls and len(set(calls)) > 1:
+        by: dict = {}
+        for k in kernels:
+            by.setdefault(k["call"], []).append(k)
+        return list(by.values())
     names = [k["kernel_name"] for k in kernels]
     n = len(names)
     for period in range(1, n // 2 + 1):

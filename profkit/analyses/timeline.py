@@ -25,12 +25,14 @@ innermost range they have (e.g. the call range itself).
 """
 from __future__ import annotations
 
-import bisect
 import json
 from collections import defaultdict
 
+import numpy as np
+
+from profkit.core import columns
+from profkit.core.columns import slice_covered, slice_max, slice_min
 from profkit.core.errors import BadArgument
-from profkit.core.intervals import covered
 from profkit.store.store import Store
 
 
@@ -77,50 +79,92 @@ def _launches(store: Store, run: str) -> list[dict]:
           AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src))
 
 
+def _columns(store: Store, run: str, window: tuple[int, int] | None):
+    """The timeline's launches that have a launching call, as columns sorted by thread, then
+    call (api start, correlation id): thread, api start, start, end, correlation id; and the
+    run's push/pop ranges: path id, thread, start, end (threads numbered across both)."""
+    src = store.timeline_source(run)
+    if not src:
+        return None, None
+    cond = "" if window is None else " AND start_ns >= ? AND start_ns < ?"
+    ks = columns.ints(store.conn, f"""
+        SELECT coalesce(file_id, -2), coalesce(pid, -1), coalesce(tid, -1), api_start_ns, start_ns, end_ns,
+               coalesce(correlation_id, -1)
+        FROM launch_row WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL
+          AND end_ns IS NOT NULL AND api_start_ns IS NOT NULL{cond}""", (run, src, *(window or ())), 7)
+    rs = columns.ints(store.conn, """
+        SELECT file_id, coalesce(pid, -1), coalesce(tid, -1), path_id, start_ns, end_ns FROM nvtx_event
+        WHERE run = ? AND kind = 'push_pop' AND path_id IS NOT NULL AND end_ns IS NOT NULL
+          AND start_ns IS NOT NULL""", (run,), 6)
+    if not len(ks) or not len(rs):
+        return None, None
+    thread = columns.row_key(np.concatenate([ks[:, :3], rs[:, :3]]))
+    ks = np.column_stack([thread[:len(ks)], ks[:, 3:]])
+    ks = ks[np.lexsort((ks[:, 4], ks[:, 1], ks[:, 0]))]
+    return ks, np.column_stack([rs[:, 3], thread[len(ks):], rs[:, 4:]])
+
+
 def ranges(store: Store, run: str | None = None, prefix: str | None = None,
            window: tuple[int, int] | None = None) -> list[dict]:
     """One row per push/pop range path (under `prefix`) that launched kernels: instances,
     kernels, launch calls, and window / busy / idle time summed over its instances.
-    `window`: only launches starting in this GPU window (a phase, profkit.analyses.phases)."""
+    `window`: only launches starting in this GPU window (a phase, profkit.analyses.phases).
+
+    Column-at-a-time: a range instance's launches are the slice of its thread's launches whose
+    call starts inside it, found by one binary search per range over all threads at once."""
     run = store.require_run(run)
-    by_thread: dict[tuple, list[tuple]] = defaultdict(list)
-    for k in _launches(store, run):
-        if window is not None and not window[0] <= k["start_ns"] < window[1]:
-            continue
-        if k["api_start_ns"] is not None:
-            by_thread[(k["file_id"], k["pid"], k["tid"])].append(
-                (k["api_start_ns"], k["start_ns"], k["end_ns"], k["correlation_id"]))
-    for v in by_thread.values():
-        v.sort()
-    keys = {t: [x[0] for x in v] for t, v in by_thread.items()}
-    agg: dict[str, dict] = {}
-    for r in store.query("""SELECT file_id, pid, tid, path, names, start_ns, end_ns FROM nvtx_range
-                            WHERE run = ? AND kind = 'push_pop' AND path IS NOT NULL AND end_ns IS NOT NULL
-                            ORDER BY path, start_ns""", (run,)):
-        if not _under(_names(r["names"], r["path"]), prefix):
-            continue
-        t = (r["file_id"], r["pid"], r["tid"])
-        ks = by_thread.get(t)
-        if not ks:
-            continue
-        lo = bisect.bisect_left(keys[t], r["start_ns"])
-        hi = bisect.bisect_right(keys[t], r["end_ns"])
-        mine = ks[lo:hi]
-        if not mine:
-            continue
-        window = max(k[2] for k in mine) - min(k[1] for k in mine)
-        busy = covered((k[1], k[2]) for k in mine)
-        a = agg.setdefault(r["path"], {"path": r["path"], "names": r["names"], "instances": 0, "kernels": 0, "launch_calls": 0,
-                                        "cpu_ns": 0, "window_ns": 0, "busy_ns": 0, "kernel_ns": 0})
-        a["instances"] += 1
-        a["kernels"] += len(mine)
-        a["launch_calls"] += len({(k[0], k[3]) for k in mine})
-        a["cpu_ns"] += r["end_ns"] - r["start_ns"]
-        a["window_ns"] += window
-        a["busy_ns"] += busy
-        a["kernel_ns"] += sum(k[2] - k[1] for k in mine)
+    ks, rs = _columns(store, run, window)
+    if ks is None:
+        return []
+    thread, api, start, end, corr = ks.T
+    # the paths under `prefix`, numbered by their readable path (several name lists may share one)
+    paths: list[str] = []
+    number: dict[str, int] = {}
+    of_id = np.full(int(rs[:, 0].max()) + 1, -1, dtype=np.int64)
+    for pid_, path, names in store.conn.execute(
+            "SELECT id, path, names FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM nvtx_event "
+            "WHERE run = ? AND kind = 'push_pop')", (run,)):
+        if _under(_names(names, path), prefix):
+            of_id[pid_] = number.setdefault(path, len(number))
+            if len(paths) < len(number):
+                paths.append(path)
+    rs = rs[of_id[rs[:, 0]] >= 0]
+    if not len(rs):
+        return []
+    group = of_id[rs[:, 0]]
+    # (thread, api start) as one sortable key: threads far apart on one axis
+    zero = int(min(api.min(), rs[:, 2].min()))
+    span = int(max(api.max(), rs[:, 3].max())) - zero + 2
+    flat = thread * span + (api - zero)
+    lo = np.searchsorted(flat, rs[:, 1] * span + (rs[:, 2] - zero), side="left")
+    hi = np.searchsorted(flat, rs[:, 1] * span + (rs[:, 3] - zero), side="right")
+    some = hi > lo
+    rs, group, lo, hi = rs[some], group[some], lo[some], hi[some]
+    if not len(rs):
+        return []
+    kernel_ns = np.concatenate([[0], np.cumsum(end - start)])
+    new_call = np.ones(len(api), dtype=bool)  # a launch whose call differs from the one before it
+    new_call[1:] = (api[1:] != api[:-1]) | (corr[1:] != corr[:-1]) | (thread[1:] != thread[:-1])
+    calls_before = np.concatenate([[0], np.cumsum(new_call)])
+    per = {
+        "instances": np.ones(len(rs), dtype=np.int64),
+        "kernels": hi - lo,
+        "launch_calls": 1 + calls_before[hi] - calls_before[lo + 1],
+        "cpu_ns": rs[:, 3] - rs[:, 2],
+        "window_ns": slice_max(end, lo, hi) - slice_min(start, lo, hi),
+        "busy_ns": slice_covered(start, end, lo, hi),
+        "kernel_ns": kernel_ns[hi] - kernel_ns[lo],
+    }
+    sums = {k: _sum_by(group, v, len(paths)) for k, v in per.items()}
+    # a path's names: those of its first instance (several name lists may read as one path)
+    first = np.lexsort((rs[:, 2], group))
+    lead = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
+    names = dict(store.conn.execute(
+        f"SELECT id, names FROM nvtx_path WHERE id IN ({','.join(str(int(x)) for x in set(rs[lead, 0]))})"))
     out = []
-    for a in agg.values():
+    for i in lead:
+        g = group[i]
+        a = {"path": paths[g], "names": names[int(rs[i, 0])], **{k: int(v[g]) for k, v in sums.items()}}
         n = a["instances"]
         a["idle_ns"] = a["window_ns"] - a["busy_ns"]
         a["idle_pct"] = 100.0 * a["idle_ns"] / a["window_ns"] if a["window_ns"] else 0.0
@@ -131,6 +175,13 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None,
         a["launch_calls_per_instance"] = a["launch_calls"] / n
         out.append(a)
     return sorted(out, key=lambda a: a["path"])
+
+
+def _sum_by(group: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of v per group (bincount's weights are floats)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, group, v)
+    return out
 
 
 def calls(rows: list[dict]) -> list[dict]:
@@ -165,3 +216,12 @@ def operators(store: Store, run: str | None, scope: str) -> list[dict]:
         out.append({"scope": scope, "operator": b["operator"], "kernels": b["kernels"], "kernel_ns": b["kernel_ns"],
                     "share_pct": 100.0 * b["kernel_ns"] / total if total else 0.0, "top_kernel": top})
     return sorted(out, key=lambda b: (-b["kernel_ns"], b["operator"]))
+
+
+def workload_split(rows: list[dict], op: str | None) -> tuple[list[dict], list[dict]]:
+    """`ranges` rows inside a lab workload's operator range `op` and those outside it. A lab
+    workload's warm-up (compilation, autotuning, graph capture) runs outside its op/variant/shape
+    ranges but pushes the same operator ranges: kept apart, so they are not read as the workload.
+    Every row is inside where `op` is None (not a lab run)."""
+    inside = [r for r in rows if op is None or r["path"] == op or r["path"].startswith(op + "/")]
+    return inside, [r for r in rows if r not in inside]

@@ -42,6 +42,7 @@ def workload(spec: str):
 def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None = None, dtype: str | None = None,
         quick: bool = False, progress=None) -> tuple[list[dict], dict]:
     """(rows, copy) for every (shape, variant); `progress(what)` hears each step."""
+    _need_lab()  # before anything imports torch: the core install says so in one line
     import torch
 
     from profkit.kernels.timing import copy_bandwidth, first_call_checked, header, n_copies, rotating, stamp, timer

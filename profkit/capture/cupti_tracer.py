@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 
+from profkit.core import environment
 from profkit.parsers.cupti_trace import TRACE_FORMAT as FORMAT
 from profkit.parsers.cupti_trace import TRACE_VERSION as FORMAT_VERSION
 
@@ -133,7 +134,7 @@ def _device_facts() -> dict:
 def trace(out: str, target: list[str]) -> int:
     tracer = Tracer()
     header = {"type": "meta", "format": FORMAT, "version": FORMAT_VERSION, "pid": os.getpid(),
-              "host": socket.gethostname(), "argv": target, "started_at": time.time()}
+              "host": socket.gethostname(), "argv": environment.redact_args(target), "started_at": time.time()}
     tracer.start()
     header.update(point_nvtx_at(loaded_libcupti()))
     code = 0

@@ -17,8 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from profkit.core import environment
+from profkit.capture.options import CaptureOptions
 from profkit.capture.session import Captured, _profile, find_tool, ncu_args, nsys_args, run_metadata
+from profkit.core import environment
 from profkit.core.errors import ProfkitError, ToolFailed
 from profkit.store.ingest import rank_in_name
 
@@ -87,29 +88,30 @@ def _rank_files(folder: Path, run: str, suffix: str) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_nsys: bool = True,
-                  metrics: str = "lean", include=(), clock_control: str = "none", nsys: str | None = None,
-                  ncu: str | None = None, progress=None, python: str | None = None) -> Captured:
+def capture_ranks(opts: CaptureOptions, progress=None, python: str | None = None) -> Captured:
+    """Capture the torchrun job `opts.command`: nsys on every rank (opts.use_nsys), ncu on
+    opts.ncu_ranks; `progress(line)` gets ncu's output lines; `python`: the workers' interpreter."""
+    command, run, ncu_ranks = list(opts.command or ()), opts.run, opts.ncu_ranks
     launcher, worker = split_launcher(command, python)
-    if not use_nsys and not ncu_ranks:
+    if not opts.use_nsys and not ncu_ranks:
         raise ProfkitError("nothing to capture: --no-nsys and no --ncu-ranks")
-    folder = Path(out) / run
+    folder = opts.out / run
     folder.mkdir(parents=True, exist_ok=True)
     # an earlier capture's reports of the passes run now must not mix in (the other pass's stay:
     # `--no-nsys --ncu-ranks 0` adds counters to a run whose timelines were captured before)
-    for suffix in (".nsys-rep", ".nsys.sqlite") * use_nsys + (".ncu-rep",) * bool(ncu_ranks):
+    for suffix in (".nsys-rep", ".nsys.sqlite") * opts.use_nsys + (".ncu-rep",) * bool(ncu_ranks):
         for f in _rank_files(folder, run, suffix).values():
             f.unlink()
     tools: dict[str, str] = {}
-    if use_nsys:
-        tools["nsys"] = find_tool("nsys", nsys)
+    if opts.use_nsys:
+        tools["nsys"] = find_tool("nsys", opts.nsys)
     if ncu_ranks:
-        tools["ncu"] = find_tool("ncu", ncu)
+        tools["ncu"] = find_tool("ncu", opts.ncu)
     got = Captured(run, folder, meta=run_metadata(command, tools))
     got.meta["ranks_capture"] = {"launcher": launcher, "worker": worker, "ncu_ranks": sorted(ncu_ranks)}
     got.meta.update(environment.gpus())
     base = str(folder / f"{run}.rank{{rank}}")
-    if use_nsys:
+    if opts.use_nsys:
         _profile(wrapped(launcher, worker, nsys_args(tools["nsys"], Path(base), []), python=python), "nsys (every rank)")
         reps = _rank_files(folder, run, ".nsys-rep")
         if not reps:
@@ -122,7 +124,7 @@ def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_
                 raise ToolFailed(f"nsys wrote no export for rank {r} ({sqlite} missing)")
             got.files.append(sqlite)
     if ncu_ranks:
-        prefix = ncu_args(tools["ncu"], Path(base), [], metrics, list(include), clock_control)
+        prefix = ncu_args(tools["ncu"], Path(base), [], opts.metrics, list(opts.include), opts.clock_control)
         prefix += ["--kernel-name", NOT_NCCL]
         _profile(wrapped(launcher, worker, prefix, set(ncu_ranks), python=python), "ncu", progress)
         reps = _rank_files(folder, run, ".ncu-rep")
@@ -132,7 +134,6 @@ def capture_ranks(command: list[str], run: str, out: Path, *, ncu_ranks=(), use_
         got.files += list(reps.values())
     (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
     return got
-
 
 
 def parse_ranks(text: str) -> list[int]:

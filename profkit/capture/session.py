@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profkit.capture.options import CaptureOptions, Hooks
 from profkit.core import environment
 from profkit.core import sampling
 from profkit.core.steps import STEP_RE
@@ -304,6 +305,10 @@ def clean_torch_ranges(report) -> None:
     sequence and op ids emit_nvtx appends: the same operator is one range name again."""
     from profkit.core.rows import RANGE_FIELDS
 
+    from profkit.parsers._ops import ops_from_kernel_ranges
+
+    if not report.ops:  # the launcher records shapes: each kernel's operator, before the names are cleaned
+        report.ops = ops_from_kernel_ranges(report.kernels)
     kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
     report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1:] for k in report.kernels]
     t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")
@@ -388,20 +393,6 @@ def profiler_windows(timeline: Path) -> list[list[int]] | None:
     return [[a, b if b is not None else 2 ** 62] for a, b in out]
 
 
-@dataclass
-class Sampling:
-    """How ncu samples a command (lab workloads are profiled whole within their ranges)."""
-
-    samples: int = 1              # launches per kernel and launch configuration
-    warmup: int = 0               # launches of each configuration skipped first
-    max_kernels: int | None = 500  # hard cap on profiled launches
-    all_launches: bool = False    # profile every launch (within the window)
-    # ncu --kernel-name-base telling configurations apart: by function name two template
-    # instances of one function (PyTorch's elementwise kernels) share one sample; mangled names
-    # keep them apart (seen on the H200: 14 samples for 14 such kernels, 12 by function name)
-    key: str = "mangled"
-
-
 def torch_ranges_command(cmd: list[str]) -> list[str]:
     """The command run through profkit/capture/torch_ranges.py (a file: it needs no profkit import)."""
     from profkit.capture import torch_ranges
@@ -440,45 +431,38 @@ def _check_calls(workload: str | None, calls: int) -> None:
 
 
 # ---- the capture ---------------------------------------------------------------------------
-def capture(workload: str | None, command: list[str] | None, run: str, out: Path, *, variants=(), shapes=(),
-            use_nsys: bool = True, use_ncu: bool = True, metrics: str = "lean", include=(), tracer: str = "auto",
-            clock_control: str = "none", nsys: str | None = None, ncu: str | None = None, progress=None,
-            expect=None, sample: Sampling | None = None, range_name: str | None = None, step: int | None = None,
-            profiler_api: bool | None = None, torch_ranges: bool = False, on_plan=None, note=None,
-            calls: int | None = None, rotate: int | None = None, l2_fill: bool = False) -> Captured:
+def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
     """Profile a lab workload or a command: a timeline first (nsys, else the CUPTI tracer), then
     ncu on a sample of the launches (commands) or on the workload's ranges (lab). Never loses a
     capture: a step that fails is recorded in `failures` and the reports written so far stay.
-
-    `progress(line)` receives ncu's output lines; `expect(n)` learns how many launches ncu will
-    profile; `on_plan(plan)` gets the sampling plan before ncu starts; `note(text)` gets notes.
-    `calls` (lab workloads): each variant's calls inside its range, 3 where None; profkit compare's
-    band is a bootstrap interval from 10 calls a side (docs/compare.md). `rotate`, `l2_fill` (lab
-    workloads): the calls cycle over that many input copies; the L2 is filled with other data
-    before each range (the context a small kernel meets in a model step; kernels/run.py)."""
+    `hooks` hear of the capture as it goes (ncu's lines, the launches to come, the plan, notes).
+    `opts.calls`: profkit compare's band is a bootstrap interval from 10 calls a side
+    (docs/compare.md); `rotate`, `l2_fill`: the context a small kernel meets in a model step."""
+    hooks = hooks or Hooks()
+    workload, command, run = opts.workload, opts.command, opts.run
     if bool(workload) == bool(command):
         raise BadArgument("give either a WORKLOAD name or -- COMMAND, not both")
-    if not use_nsys and not use_ncu:
+    if not opts.use_nsys and not opts.use_ncu:
         raise BadArgument("--no-nsys with --no-ncu records nothing: keep one of them")
     check_run_name(run)
-    if (range_name or step is not None or torch_ranges) and workload:
+    if (opts.range_name or opts.step is not None or opts.torch_ranges) and workload:
         raise BadArgument("--range, --step and --torch-ranges are for commands (-- COMMAND); a lab workload runs in "
                           "its own ranges")
-    if step is not None and not use_nsys:
+    if opts.step is not None and not opts.use_nsys:
         raise BadArgument("--step finds the step's range on the timeline: drop --no-nsys")
-    if calls is not None:
-        _check_calls(workload, calls)
-    if rotate is not None:
+    if opts.calls is not None:
+        _check_calls(workload, opts.calls)
+    if opts.rotate is not None:
         _check_lab_option("--rotate", workload)
-        if not 1 <= rotate <= 64:
-            raise BadArgument(f"--rotate {rotate}: give 1 to 64 input copies")
-    if l2_fill:
+        if not 1 <= opts.rotate <= 64:
+            raise BadArgument(f"--rotate {opts.rotate}: give 1 to 64 input copies")
+    if opts.l2_fill:
         _check_lab_option("--l2-fill", workload)
     if (why := gpu_problem()):
         raise ToolMissing(f"{why}: capture needs an NVIDIA GPU (ingest, classify and analyse do not)")
-    sample = sample or Sampling()
-    folder = Path(out) / run
-    if folder.resolve().parent != Path(out).resolve():
+    out = opts.out
+    folder = out / run
+    if folder.resolve().parent != out.resolve():
         raise BadArgument(f"run name {run!r} leaves {out}")
     folder.mkdir(parents=True, exist_ok=True)
     # a lab workload checks each variant against its float64 reference after its range
@@ -486,62 +470,60 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
     checks = folder.resolve() / "correctness.json" if workload else None
     if checks:
         checks.unlink(missing_ok=True)
-    cmd = command or workload_command(workload, variants, shapes, check_out=checks, iters=calls, rotate=rotate,
-                                        l2_fill=l2_fill)
-    if torch_ranges:
+    cmd = list(command) if command else workload_command(workload, opts.variants, opts.shapes, check_out=checks,
+                                                         iters=opts.calls, rotate=opts.rotate, l2_fill=opts.l2_fill)
+    if opts.torch_ranges:
         cmd = torch_ranges_command(cmd)
     tools: dict[str, str] = {}
-    if use_nsys and tracer in ("nsys", "auto"):
+    tracer = opts.tracer
+    if opts.use_nsys and tracer in ("nsys", "auto"):
         try:
-            tools["nsys"] = find_tool("nsys", nsys)
+            tools["nsys"] = find_tool("nsys", opts.nsys)
         except ToolMissing:
             if tracer == "nsys":
                 raise
             tracer = "cupti"
-    elif use_nsys:
+    elif opts.use_nsys:
         tracer = "cupti"
     if "nsys" in tools:
         tracer = "nsys"
-    if use_ncu:
-        tools["ncu"] = find_tool("ncu", ncu)
+    if opts.use_ncu:
+        tools["ncu"] = find_tool("ncu", opts.ncu)
     got = Captured(run, folder, meta=run_metadata(cmd, tools))
-    if torch_ranges:
+    if opts.torch_ranges:
         got.meta["torch_ranges"] = True
-    say = note or (lambda text: None)
     if workload:
-        cmd = _tune_first(got, cmd, workload, variants, shapes, progress, say)
-    timeline, program_s = None, 0.0
-    if use_nsys:
+        cmd = _tune_first(got, cmd, opts, hooks)
+    tl = _Timeline()
+    if opts.use_nsys:
         t0 = time.monotonic()
-        timeline = _timeline(got, tracer, tools, cmd, command is not None)
-        program_s = time.monotonic() - t0
-        got.meta["timeline_seconds"] = round(program_s, 2)
+        tl.path = _timeline(got, tracer, tools, cmd, command is not None)
+        tl.seconds = time.monotonic() - t0
+        got.meta["timeline_seconds"] = round(tl.seconds, 2)
         got.meta["timeline_tracer"] = tracer
-    tl_report, raw_names = None, None
-    if timeline is not None:
+    use_ncu = opts.use_ncu
+    if tl.path is not None:
         try:  # parsed once: the plan reads it, ingest takes it from got.reports
             from profkit import parsers
 
-            tl_report = parsers.detect(timeline).parse(timeline)
-            raw_names = range_names(tl_report)  # as the program named them: what ncu's filter sees
-            if torch_ranges:
-                clean_torch_ranges(tl_report)
-            got.reports[timeline] = tl_report
+            tl.report = parsers.detect(tl.path).parse(tl.path)
+            tl.raw_names = range_names(tl.report)  # as the program named them: what ncu's filter sees
+            if opts.torch_ranges:
+                clean_torch_ranges(tl.report)
+            got.reports[tl.path] = tl.report
         except ProfkitError as e:
             if "no CUDA kernels traced" in str(e) or "no kernel" in str(e).lower():
-                got.failures.append(f"{timeline}: the program launched no GPU kernel: nothing to profile")
-                got.files.remove(timeline)
+                got.failures.append(f"{tl.path}: the program launched no GPU kernel: nothing to profile")
+                got.files.remove(tl.path)
                 use_ncu = False
             else:  # ingest will say what is wrong with it; ncu still runs
-                say(f"{timeline}: {e}")
+                hooks.say(f"{tl.path}: {e}")
     if got.program_exit:
         got.failures.append(f"the program failed (exit {got.program_exit}) under the {tracer} tracer: "
                             "its timeline up to the failure is kept, ncu was not run")
         use_ncu = False
     if use_ncu:
-        _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
-                  clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
-                  program_s, on_plan, say, raw_names)
+        _counters(got, opts, cmd, tools, tl, hooks)
     if checks and (record := read_correctness(checks)):
         got.meta["correctness"] = record
         checks.unlink()  # kept in capture.json
@@ -553,6 +535,16 @@ def capture(workload: str | None, command: list[str] | None, run: str, out: Path
         got.meta["program_exit"] = got.program_exit
     (folder / "capture.json").write_text(json.dumps(got.meta, indent=2, default=str) + "\n")
     return got
+
+
+@dataclass
+class _Timeline:
+    """The timeline a capture recorded, as the counters pass reads it."""
+
+    path: Path | None = None
+    report: object = None  # parsed, None where it could not be read
+    raw_names: dict | None = None  # range names as the program wrote them (before --torch-ranges cleaning)
+    seconds: float = 0.0  # the program's time under the tracer
 
 
 def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_command: bool) -> Path | None:
@@ -599,20 +591,21 @@ def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_comman
     return trace
 
 
-def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, variants, shapes, include,
-              clock_control, progress, expect, sample, range_name, step, profiler_api, torch_ranges,
-              program_s, on_plan, say, raw_names=None) -> None:
+def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, tl: _Timeline,
+              hooks: Hooks) -> None:
     """Run ncu: on the lab workload's ranges, or on a sample of the command's launches."""
-    filters = nvtx_filters(workload, variants, shapes, include)
+    filters = nvtx_filters(opts.workload, opts.variants, opts.shapes, opts.include)
     extra: list[str] = []
     spec = None
-    if command:
-        names = range_names(tl_report) if tl_report is not None else None
+    sample = opts.sample
+    if opts.command:
+        names = range_names(tl.report) if tl.report is not None else None
         ranges = []
-        if step is not None:
+        if opts.step is not None:
             if names is None:
                 raise BadArgument("--step needs the timeline, which could not be read")
-            ranges.append(find_step(names, step))
+            ranges.append(find_step(names, opts.step))
+        range_name = opts.range_name
         if range_name:
             if names is not None and range_name not in names:
                 close = difflib.get_close_matches(range_name, list(names), n=3, cutoff=0.5)
@@ -622,44 +615,44 @@ def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, 
                                   "record_function range becomes NVTX with --torch-ranges)")
             ranges.append(range_name)
         for r in ranges:
-            filters += ncu_range_filters(r, raw_names if raw_names is not None else names,
-                                         torch_ranges and r not in (raw_names or {}))
+            filters += ncu_range_filters(r, tl.raw_names if tl.raw_names is not None else names,
+                                         opts.torch_ranges and r not in (tl.raw_names or {}))
         windows = None
-        if profiler_api is not False and timeline is not None:
-            windows = profiler_windows(timeline)
+        if opts.profiler_api is not False and tl.path is not None:
+            windows = profiler_windows(tl.path)
             if windows:
-                say(f"the program calls cudaProfilerStart/Stop: ncu profiles only between them "
-                    f"({len(windows)} window{'s' if len(windows) > 1 else ''}; --no-profiler-api to profile all)")
-        if profiler_api and not windows:
+                hooks.say(f"the program calls cudaProfilerStart/Stop: ncu profiles only between them "
+                          f"({len(windows)} window{'s' if len(windows) > 1 else ''}; --no-profiler-api to profile all)")
+        if opts.profiler_api and not windows:
             raise BadArgument("--profiler-api: the program never called cudaProfilerStart (on the timeline)")
         spec = sampling.Spec(per_config=not sample.all_launches, samples=sample.samples, skip=sample.warmup,
                              key=sample.key, ranges=ranges or None, time=windows)
-        if tl_report is not None:
-            rows = _sampling_rows(tl_report)
-            got.plan = sampling.plan(rows, spec, metrics, sample.max_kernels, program_s)
+        if tl.report is not None:
+            rows = _sampling_rows(tl.report)
+            got.plan = sampling.plan(rows, spec, opts.metrics, sample.max_kernels, tl.seconds)
             got.meta["sampling"] = {"plan": {k: v for k, v in vars(got.plan).items() if k != "spec"},
                                     "ncu_filter": spec.as_dict()}
-            if on_plan:
-                on_plan(got.plan)
+            if hooks.on_plan:
+                hooks.on_plan(got.plan)
             if got.plan.profiled == 0:
                 got.failures.append("ncu skipped: no launch of the program falls in the window"
                                     + (f" ({', '.join(ranges)})" if ranges else ""))
                 return
-            if expect:
-                expect(got.plan.profiled)
+            if hooks.expect:
+                hooks.expect(got.plan.profiled)
         elif sample.max_kernels is not None and not sample.all_launches:
-            say("no timeline to plan from: ncu samples every kernel configuration without the --max-kernels cap")
+            hooks.say("no timeline to plan from: ncu samples every kernel configuration without the --max-kernels cap")
         extra = sampling.ncu_filter_args(spec)
-    elif expect and tl_report is not None:
-        n = expected_launches(tl_report, filters)
+    elif hooks.expect and tl.report is not None:
+        n = expected_launches(tl.report, filters)
         if n:
-            expect(n)
+            hooks.expect(n)
     rep = got.folder / f"{got.run}.ncu-rep"
     rep.unlink(missing_ok=True)
     before = len(got.failures)
     t0 = time.monotonic()
-    rc, text = _run(ncu_args(tools["ncu"], got.folder / got.run, cmd, metrics, filters, clock_control, extra),
-                    progress)
+    rc, text = _run(ncu_args(tools["ncu"], got.folder / got.run, cmd, opts.metrics, filters, opts.clock_control, extra),
+                    hooks.progress)
     got.meta["ncu_seconds"] = round(time.monotonic() - t0, 2)
     if "ERR_NVGPUCTRPERM" in text:
         got.failures.append(PERM_HELP)
@@ -676,7 +669,7 @@ def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, 
         got.files.append(rep)
         if spec is not None:
             got.facts[rep] = {"ncu_filter": spec.as_dict()}
-            if torch_ranges:
+            if opts.torch_ranges:
                 try:
                     from profkit.parsers import ncu_rep
 
@@ -689,7 +682,7 @@ def _counters(got, workload, command, cmd, tools, tl_report, timeline, metrics, 
         got.failures.append(f"ncu wrote no report ({rep.name} missing; exit {rc}): {_tail(text)}")
 
 
-def _tune_first(got, cmd, workload, variants, shapes, progress, say) -> list[str]:
+def _tune_first(got: Captured, cmd: list[str], opts: CaptureOptions, hooks: Hooks) -> list[str]:
     """The lab's tuned launches (kernels/timing.tuned) picked in a plain run, before any profiler:
     under ncu every candidate's timing is the profiler's (seen: a fused RMSNorm + RoPE pick 1.6x
     slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in` (tuned() picks
@@ -698,20 +691,20 @@ def _tune_first(got, cmd, workload, variants, shapes, progress, say) -> list[str
     try:
         from profkit.kernels import get
 
-        if getattr(get(workload), "main", None) is not None:  # a program of its own (e2e): runs as it is
+        if getattr(get(opts.workload), "main", None) is not None:  # a program of its own (e2e): runs as it is
             return cmd
     except Exception:  # noqa: BLE001 - the profiled run says what is wrong with the workload
         return cmd
     path = got.folder.resolve() / "tuned.json"
     path.unlink(missing_ok=True)
-    rc, text = _run(workload_command(workload, variants, shapes) + ["--iters", "1", "--tuned-out", str(path)],
-                    progress)
+    rc, text = _run(workload_command(opts.workload, opts.variants, opts.shapes)
+                    + ["--iters", "1", "--tuned-out", str(path)], hooks.progress)
     try:
         picks = json.loads(path.read_text()) if rc == 0 else None
     except (OSError, ValueError):
         picks = None
     if picks is None:
-        say(f"the tuning run failed (exit {rc}): the profiled run tunes its own launches: {_tail(text)}")
+        hooks.say(f"the tuning run failed (exit {rc}): the profiled run tunes its own launches: {_tail(text)}")
         return cmd
     got.meta["tuned"] = picks
     if not picks:

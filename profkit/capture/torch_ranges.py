@@ -7,7 +7,9 @@
 user's file stays as it is. Inside `torch.autograd.profiler.emit_nvtx()` every operator call
 (forward, and backward on autograd's threads) and every `record_function` block becomes an NVTX
 range, so each kernel lands under the operator that launched it. PyTorch appends per-call ids
-to each name ("aten::addmm, seq = 12, op_id = 345"); profkit capture strips them when loading.
+and the input sizes to each name ("aten::addmm, seq = 12, op_id = 345, sizes = [[3072], [8, 768],
+[768, 3072], [], []]"); profkit capture keeps the sizes as the run's operator table (the ops
+view) and strips the suffix from the range names when loading.
 
 Run by path, not as `-m profkit.capture.torch_ranges`: it imports nothing of profkit, so it works under
 whatever interpreter runs the program. Its cost (a range push and pop per operator call) is in
@@ -28,7 +30,7 @@ def main(argv):
         print(f"profkit --torch-ranges: this Python has no PyTorch ({e})", file=sys.stderr)
         return 2
     code = 0
-    with torch.autograd.profiler.emit_nvtx(record_shapes=False):
+    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
         try:
             if argv[0] == "-m":
                 sys.argv = argv[1:]

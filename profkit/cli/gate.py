@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from functools import wraps
-from pathlib import Path
 
 import click
 
+from profkit.cli.plumbing import PATH, db_option, fail, out, resolve_run
 from profkit.core.errors import BadArgument, ProfkitError
 from profkit.core.names import as_text
-from profkit.outputs.tables import console, plain
+from profkit.outputs.tables import plain
 from profkit.outputs.tables import table as _table
-from profkit.store.store import Store, default_db
-
-out = console()
-PATH = click.Path(path_type=Path, readable=False)
-
-
-def _fail(message: str, code: int):
-    click.echo(f"profkit: {plain(message)}", err=True)
-    sys.exit(code)
+from profkit.store.store import Store
 
 
 def usage_errors(fn):
@@ -35,32 +26,15 @@ def usage_errors(fn):
         try:
             return fn(*args, **kwargs)
         except ProfkitError as e:
-            _fail(str(e), 2)
+            fail(str(e), 2)
         except sqlite3.Error as e:
-            _fail(f"SQLite: {e}", 2)
+            fail(f"SQLite: {e}", 2)
         except OSError as e:
-            _fail(f"{type(e).__name__}: {e}", 2)
+            fail(f"{type(e).__name__}: {e}", 2)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            fail("interrupted", 130)
 
     return inner
-
-
-def db_option(fn):
-    return click.option("--db", default=None, metavar="DB", callback=lambda ctx, param, v: v or default_db(),
-                        help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
-
-
-def _resolve_run(db: str, run: str | None) -> str:
-    """--run, else the newest run (said on stderr when there are several)."""
-    if run is not None:
-        return run
-    with Store(db, readonly=True) as s:
-        newest = s.require_run(None)
-        n = len(s.runs())
-    if n > 1:
-        click.echo(f"profkit: no --run given: using the newest run, {plain(newest)} (one of {n})", err=True)
-    return newest
 
 
 def parse_percent(text: str) -> float:
@@ -121,7 +95,7 @@ def gate(baseline, run, db, max_regression, by, pattern, allow, as_json, md_file
         raise BadArgument(f"unexpected {' '.join(command)!r}: a COMMAND goes with --rerun (--rerun -- COMMAND)")
     if rerun and not command:
         raise BadArgument("--rerun needs the benchmark to re-capture: --rerun -- COMMAND (or a lab workload name)")
-    run = _resolve_run(db, run)
+    run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         base = baselines.load(s, baseline)
         if run not in s.runs():
@@ -178,7 +152,7 @@ def _baseline_group() -> click.Group:
         from profkit.store import baselines
 
         baselines.check_name(name)
-        run = _resolve_run(db, run)
+        run = resolve_run(db, run)
         with Store(db, create=False) as s:
             if run not in s.runs():
                 raise BadArgument(f"no run {run!r} in {db}; runs: {', '.join(s.runs()) or 'none'}")

@@ -8,6 +8,9 @@ import sqlite3
 import struct
 from pathlib import Path
 
+from profkit.core.errors import BadInput
+from profkit.core.signals import STOPPED, watch
+
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -29,6 +32,18 @@ def _folder_writable(path: Path) -> bool:
     return os.access(path.parent, os.W_OK)
 
 
+SQLITE_MAX_PATH = 512  # bytes of an absolute file name SQLite's unix VFS opens (MAX_PATHNAME)
+
+
+def check_path_length(path) -> None:
+    """Refuse a file SQLite cannot open by its name (it says only 'unable to open database
+    file', which reads as a damaged file)."""
+    n = len(os.fsencode(os.path.abspath(path)))
+    if n > SQLITE_MAX_PATH:
+        raise BadInput(path, f"its path is {n} bytes, longer than SQLite opens ({SQLITE_MAX_PATH}): "
+                             "move it, or link to it from a shorter path")
+
+
 def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, peek: bool = False,
                   **kw) -> sqlite3.Connection:
     """A read-only connection to an existing SQLite file (mode=ro, query_only); `kw` goes to
@@ -40,6 +55,7 @@ def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, pe
     which needs no -shm, so a database in a read-only folder can be queried. `peek`: the same
     for a quick look at the schema wherever the file is (a writer that starts meanwhile can
     only make the look stale, and no -wal/-shm is left behind)."""
+    check_path_length(path)
     p = Path(path)
     if wal_mode(p) and not os.path.exists(f"{p}-wal") and (peek or not _folder_writable(p.resolve())):
         conn = sqlite3.connect(_uri(p, mode="ro", immutable=1), uri=True, timeout=timeout_ms / 1000, **kw)
@@ -47,7 +63,7 @@ def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, pe
         conn = sqlite3.connect(_uri(p, mode="ro"), uri=True, timeout=timeout_ms / 1000, **kw)
     conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
     conn.execute("PRAGMA query_only = 1")
-    return conn
+    return watch(conn)  # Ctrl-C and SIGTERM end a statement that would not
 
 
 class ColumnsError(Exception):
@@ -416,6 +432,6 @@ def work_budget(conn: sqlite3.Connection, steps: int, every: int = 100_000) -> N
 
     def tick():
         done[0] += every
-        return done[0] > steps
+        return done[0] > steps or bool(STOPPED)  # (and a signal, as signals.watch)
 
     conn.set_progress_handler(tick, every)

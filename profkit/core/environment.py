@@ -22,19 +22,64 @@ _JOB_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"
 # a name with one of these words never keeps its value, whatever its prefix (NCCL_..._TOKEN);
 # words, not substrings: --max-new-tokens and --passes are not secrets
 _SECRET_WORDS = {"token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "cookie", "auth",
-                 "apikey", "signature"}
+                 "apikey", "signature", "pwd"}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")}
+# ...nor a word run together with one of these (--hftoken, WANDBAPIKEY), nor a name whose last
+# word is `key` (--wandb-key, WANDB_KEY): a sort key lost from the metadata costs less than a leak
+_SECRET_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "passphrase")
 
 
 def _secret_name(name: str) -> bool:
     words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    return bool(_SECRET_WORDS.intersection(words)) or any(p in _SECRET_PAIRS for p in zip(words, words[1:]))
+    return (bool(_SECRET_WORDS.intersection(words)) or any(p in _SECRET_PAIRS for p in zip(words, words[1:]))
+            or any(w.endswith(_SECRET_ENDINGS) for w in words) or (bool(words) and words[-1] == "key"))
 
 
-# values that are credentials whatever they are called (HF, OpenAI/Anthropic, GitHub, Slack, AWS keys, JWTs)
+# values that are credentials whatever they are called (HF, OpenAI/Anthropic, GitHub, GitLab,
+# Google, Slack, AWS keys, JWTs)
 _SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
+                           r"github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|"
                            r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")
+# structure that holds a secret whatever its shape: a URL's password, an HTTP credential header
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s/]+@")
+_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie)(\s*:\s*)[^'\"\r\n]+")
+_SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# NAME=VALUE anywhere in a text (`env X=..`, `docker -e X=..`, `bash -c 'X=.. python'`, `a=1,password=..`)
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)=")
+_VALUE_END = re.compile(r"[\s,;&|'\"]")
 REDACTED = "(redacted)"
+
+
+def redact_text(text: str) -> str:
+    """TEXT with every secret it holds replaced: credential-shaped tokens, a URL's password, a
+    credential header's value, the value of a NAME=VALUE pair whose name looks secret, and, in
+    a text holding a command line, the value after an option named like a secret."""
+    text = str(text)
+    text = _SECRET_VALUE.sub(REDACTED, text)
+    text = _URL_PASSWORD.sub(rf"\1:{REDACTED}@", text)
+    text = _HEADER.sub(rf"\1\2{REDACTED}", text)
+    text = _SCHEME.sub(rf"\1\2{REDACTED}", text)
+    out, at = [], 0
+    for m in _ASSIGN.finditer(text):
+        if m.start() < at or not _secret_name(m.group(1)):
+            continue
+        end = _VALUE_END.search(text, m.end())
+        stop = end.start() if end else len(text)
+        if stop > m.end():
+            out += [text[at:m.end()], REDACTED]
+            at = stop
+    text = "".join(out) + text[at:]
+    if re.search(r"\s", text):  # a command line in one string: its options pair with their values
+        parts = re.split(r"(\s+)", text)
+        words = redact_args([p for p in parts[::2]], _inner=True)
+        parts[::2] = words
+        text = "".join(parts)
+    return text
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """kept_env with each kept value scrubbed (a *_VERSION holding a URL with its password)."""
+    return {k: redact_text(v) for k, v in kept_env(env).items()}
 
 
 def kept_env(env: dict[str, str]) -> dict[str, str]:
@@ -42,30 +87,62 @@ def kept_env(env: dict[str, str]) -> dict[str, str]:
     the job-layout ones): every other value may be anyone's credential (nsys records the whole
     environment; public exports have carried live HF tokens) and is dropped."""
     return {k: v for k, v in env.items()
-            if (k in RESULT_ENV or k in _JOB_ENV or k.endswith("_VERSION"))  # versions: CUDA_VERSION, NCCL_VERSION
-            and not _secret_name(k) and not _SECRET_VALUE.search(str(v))}
+            if (k in RESULT_ENV or k in _JOB_ENV or str(k).endswith("_VERSION"))  # versions: CUDA_VERSION, NCCL_VERSION
+            and not _secret_name(str(k)) and not _SECRET_VALUE.search(str(v))}
 
 
-def redact_args(args: list[str]) -> list[str]:
+def redact_args(args: list[str], _inner: bool = False) -> list[str]:
     """A command line as stored: the value of an option named like a secret (`--hf-token X`,
-    `--api-key=X`) and any argument that looks like a credential become (redacted)."""
+    `--api-key=X`, `--hftoken X`, `-pPASSWORD`), NAME=VALUE pairs named like one (`env
+    WANDB_API_KEY=X`, `docker -e HF_TOKEN=X`), and whatever redact_text finds in each argument
+    (a `bash -c` line, a URL's password, a header, a credential-shaped token) become (redacted)."""
     out, hide_next = [], False
     for a in args:
         a = str(a)
-        if hide_next:
+        if hide_next and a:
             out.append(REDACTED)
             hide_next = False
             continue
-        name, eq, _ = a.partition("=")
-        if a.startswith("-") and _secret_name(name):
+        bare = a.lstrip("'\"")
+        name, eq, _ = bare.partition("=")
+        if bare.startswith("-") and _secret_name(name):
             if eq:
-                out.append(f"{name}={REDACTED}")
+                out.append(a[:len(a) - len(bare)] + f"{name}={REDACTED}")
             else:
                 out.append(a)
                 hide_next = True
             continue
-        out.append(_SECRET_VALUE.sub(REDACTED, a))
+        if re.fullmatch(r"-p\S+", bare) and not bare[2:].isdigit():  # mysql's -pPASSWORD (not -p8080)
+            out.append(a[:len(a) - len(bare)] + f"-p{REDACTED}")
+            continue
+        out.append(a if _inner else redact_text(a))
     return out
+
+
+def scrub_meta(meta, _depth: int = 0):
+    """A run's metadata (capture.json, a parser's facts) as stored: every command line through
+    redact_args, every environment through redact_env, every other text through redact_text, a
+    key named like a secret without its value. Nesting deeper than 64 levels is cut."""
+    if _depth > 64:
+        return REDACTED
+    if isinstance(meta, dict):
+        out = {}
+        for k, v in meta.items():
+            key = str(k)
+            if _secret_name(key) and v is not None and not isinstance(v, (bool, int, float)):
+                out[key] = REDACTED
+            elif key.lower() in ("command", "argv", "args", "cmd") and isinstance(v, list):
+                out[key] = redact_args(v)
+            elif key.lower() in ("env", "environment") or key.endswith(":ENVIRONMENT"):
+                out[key] = redact_env({str(a): str(b) for a, b in v.items()}) if isinstance(v, dict) else REDACTED
+            else:
+                out[key] = scrub_meta(v, _depth + 1)
+        return out
+    if isinstance(meta, (list, tuple)):
+        return [scrub_meta(v, _depth + 1) for v in meta]
+    if isinstance(meta, str):
+        return redact_text(meta)
+    return meta
 
 
 def gpu() -> dict:

@@ -6,9 +6,21 @@ GPU time (advise).
 """
 from __future__ import annotations
 
+import numpy as np
+
+
+# above this many intervals, merged by numpy: the Python loop costs ~1 s per million
+_VECTOR = 4096
+
 
 def union(intervals) -> list[tuple[int, int]]:
-    """The intervals merged into disjoint ones, in time order."""
+    """The intervals merged into disjoint ones, in time order (touching ones merged)."""
+    if not isinstance(intervals, (list, tuple)):
+        intervals = list(intervals)
+    if len(intervals) > _VECTOR:
+        merged = _union_array(intervals)
+        if merged is not None:
+            return merged
     out: list[list[int]] = []
     for s, e in sorted(intervals):
         if out and s <= out[-1][1]:
@@ -16,6 +28,21 @@ def union(intervals) -> list[tuple[int, int]]:
         else:
             out.append([s, e])
     return [(s, e) for s, e in out]
+
+
+def _union_array(intervals) -> list[tuple[int, int]] | None:
+    """union() of integer intervals, column-at-a-time; None where they are not all integers."""
+    a = np.array(intervals)
+    if a.dtype.kind not in "iu" or a.ndim != 2 or a.shape[1] != 2:
+        return None
+    a = a[np.lexsort((a[:, 1], a[:, 0]))]
+    s, e = a[:, 0], a[:, 1]
+    reach = np.maximum.accumulate(e)  # the furthest end so far
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]  # a gap before it: a new merged interval starts
+    first = np.flatnonzero(new)
+    ends = reach[np.append(first[1:] - 1, len(s) - 1)]
+    return list(zip(s[first].tolist(), ends.tolist()))
 
 
 def length(merged) -> int:

@@ -3,9 +3,9 @@
 Rows are tuples (not dicts) in the field order below. A kernel's `nvtx_path` is an
 `NvtxPath` (profkit.core.nvtx.path_of(names)): the readable path that keeps the exact names.
 
-Reports of millions of rows come as `Bulk` instead: a query over the report's own read-only
-SQLite file plus numpy columns (what the parser computed, e.g. NVTX paths). The store copies
-them with INSERT ... SELECT, never building a tuple per row; `kernels` and `ranges` then
+Reports of millions of rows come as `Bulk` instead: which tables and columns of the report's
+own read-only SQLite file to copy, plus numpy columns (what the parser computed, e.g. NVTX
+paths). The store copies them with INSERT ... SELECT, never building a tuple per row; `kernels` and `ranges` then
 build tuples only when someone iterates them (tests, small reports).
 """
 from __future__ import annotations
@@ -24,14 +24,30 @@ KERNEL_FIELDS = (
 # one NVTX range (push/pop or start/end)
 RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
 # a Bulk's kernel query yields these columns (the store adds the NVTX ones from its path table);
-# in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, KernelPart.api_sql), not their text
+# in NAME_FIELDS it yields the report's keys of the names (Bulk.name_sql, Bulk.api_sql), not their text
 BULK_KERNEL_FIELDS = tuple(f for f in KERNEL_FIELDS if f not in ("nvtx_range", "nvtx_path"))
 NAME_FIELDS = ("kernel_name", "short_name", "api_name")
+# a host call the idle causes need (profkit.analyses.idle): kind sync | alloc | module | memcpy | memset
+HOST_CALL_FIELDS = ("kind", "name", "start_ns", "end_ns", "pid", "tid")
+# a memory copy or set on the GPU: kind memcpy | memset, direction HtoD | DtoH | DtoD | ..., pageable 0/1
+GPU_COPY_FIELDS = ("kind", "direction", "bytes", "pageable", "start_ns", "end_ns", "stream")
 # one counter of one kernel: (kernel seq, metric, unit, value)
 COUNTER_FIELDS = ("seq", "metric", "unit", "value")
 # one result of ncu's guided analysis for one kernel: severity INF | OPT | WRN | ERR (ncu's own
 # abbreviations), speedup_type local | global, estimated_speedup_pct None where ncu gave none
 RULE_FIELDS = ("seq", "section", "rule", "severity", "message", "speedup_type", "estimated_speedup_pct")
+# one SASS instruction of one kernel from ncu's Source Counters: pc is its offset from the
+# function's first instruction, address the absolute one; file/line where the binary has line
+# info; stalls and stalls_not_issued are JSON {reason: warp samples}, nonzero reasons only
+SASS_FIELDS = ("seq", "pc", "address", "instruction", "file", "line", "inst_executed", "samples",
+               "samples_not_issued", "stalls", "stalls_not_issued")
+# one line of a source file a report embeds (ncu --import-source yes): (file, line, text)
+SOURCE_LINE_FIELDS = ("file", "line", "text")
+# one operator with recorded shapes that launched kernels: input dims, types, strides and
+# concrete inputs as the trace wrote them (JSON text), the trace's own FLOP count (with_flops),
+# the seqs of the kernels it launched, and where the shapes came from (record_shapes | nvtx)
+OP_FIELDS = ("op", "start_ns", "end_ns", "pid", "tid", "input_dims", "input_types", "input_strides", "concrete",
+             "trace_flops", "kernel_seqs", "source")
 
 
 @dataclass
@@ -44,13 +60,20 @@ class Parsed:
     counters: list[tuple] = field(default_factory=list)
     facts: dict = field(default_factory=dict)  # gpu_name, gpu_uuid, sm_count, tool versions, ...
     rules: list[tuple] = field(default_factory=list)  # ncu rule results (RULE_FIELDS)
+    sass: list[tuple] = field(default_factory=list)  # per-instruction Source Counters (SASS_FIELDS)
+    source_lines: list[tuple] = field(default_factory=list)  # embedded source (SOURCE_LINE_FIELDS)
+    ops: list[tuple] = field(default_factory=list)  # operators with shapes (OP_FIELDS)
     bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
+    # kernel rows stored after a Bulk's kernels (a column-path report's CUDA graph replays)
+    extra_kernels: list[tuple] = field(default_factory=list)
+    host_calls: list[tuple] = field(default_factory=list)  # HOST_CALL_FIELDS
+    gpu_copies: list[tuple] = field(default_factory=list)  # GPU_COPY_FIELDS
     # what the format cannot prove about this file being whole (a CSV cut exactly after a row
     # looks whole): said with the load; None when its framing proved it whole
     caveat: str | None = None
 
     def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "ranges": len(self.ranges), "counters": len(self.counters),
+        return {"kernels": len(self.kernels) + len(self.extra_kernels), "ranges": len(self.ranges), "counters": len(self.counters),
                 "rules": len(self.rules)}
 
 
@@ -130,22 +153,28 @@ class LazyRows(Sequence):
 
 @dataclass
 class Bulk:
-    """Kernels and NVTX ranges as queries plus numpy columns (see the module docstring).
+    """Kernels and NVTX ranges as a description of what to copy from the report plus numpy
+    columns (see the module docstring). The parser names the report's tables and the columns
+    to read from them; the SQL that joins them to the staged columns (kernel_sql, range_sql,
+    api_sql) is made here, from the description, and run by the store on its own connection
+    (profkit.store.bulk), so no parser writes SQL against the store's tables.
 
     source: the report (a read-only SQLite file) the store ATTACHes as `src`.
-    kernel_sql: a SELECT over `src` and bulk_kernel(seq, krow, rrow, path_id) (unqualified: a
-        temp table, or a CTE over the kernel part's JSON, see KernelPart.cte) yielding
-        BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY.
-        Its kernel_name and short_name are keys of name_sql, its api_name a key of the kernel
-        part's api_sql (the report's string ids): the store maps a few distinct keys, not a text
-        per row.
-    name_sql: a SELECT over `src` (and the temp tables) yielding (key, text): each distinct key
-        of kernel_sql's kernel_name and short_name once, with the name it stands for.
-    range_sql: a SELECT over `src`, bulk_range(seq, row, path_id) (unqualified: a temp table,
-        or a CTE of one chunk, see range_chunks) and temp.bulk_domain(id, name) yielding seq,
-        domain, kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY.
+    kernel_table: the report's kernel table, read as `k` (a kernel part's krow is its rowid);
+    call_table: its launch-call table, read as `r` (a kernel part's rrow), or None.
+    kernel_columns: SQL expressions over `k` and `r` yielding BULK_KERNEL_FIELDS after seq, one
+        per field. Their kernel_name and short_name are keys of name_sql, their api_name a key
+        of the kernel part's api keys (the report's string ids): the store maps a few distinct
+        keys, not a text per row.
+    string_table: the report's (id, value) table the api_name keys' text is read from where the
+        kernel part lists no keys (KernelPart.api_sql None).
+    name_sql: a SELECT over `src` yielding (key, text): each distinct key of kernel_columns'
+        kernel_name and short_name once, with the name it stands for.
+    range_table: the report's NVTX range table, read as `n` (r_row is its rowid), or None.
+    range_columns: SQL expressions over `n` and `d` yielding domain, kind, start_ns, end_ns, pid,
+        tid; `d` is the row of `domains` whose id is range_domain (an expression over `n`).
     r_row, r_path: per range in order: its rowid in the report, its path (index into `paths`).
-    paths: distinct NVTX paths of the ranges as name tuples. domains: (id, name) for bulk_domain.
+    paths: distinct NVTX paths of the ranges as name tuples. domains: (id, name) rows.
     n_kernels: how many kernel rows kernel_part() gives.
     kernels: a zero-argument callable giving the KernelPart, computed in a thread of the parser
         (the launch-call join and the calls' NVTX paths) while the store writes the ranges; it
@@ -154,16 +183,54 @@ class Bulk:
     """
 
     source: str
-    kernel_sql: str
-    range_sql: str
+    kernel_table: str
+    kernel_columns: tuple
+    range_table: str | None
+    range_columns: tuple
+    range_domain: str
     r_row: object
     r_path: object
     paths: list
     domains: list
     n_kernels: int
     kernels: object
+    call_table: str | None = None
+    string_table: str | None = None
     name_sql: str = "SELECT NULL, NULL WHERE 0"
     ready: object = None  # a zero-argument callable: whether kernel_part() would return at once
+
+    def __post_init__(self) -> None:
+        if len(self.kernel_columns) != len(BULK_KERNEL_FIELDS) - 1 or len(self.range_columns) != 6:
+            raise ValueError("internal: a Bulk's columns do not match BULK_KERNEL_FIELDS and the range fields")
+
+    @property
+    def kernel_sql(self) -> str:
+        """A SELECT over `src` and bulk_kernel(seq, krow, rrow, path_id) (unqualified: a temp
+        table, or a CTE over the kernel part's JSON, see KernelPart.ctes) yielding
+        BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY."""
+        call = f' LEFT JOIN src."{self.call_table}" r ON r.rowid = b.rrow' if self.call_table else ""
+        return (f"SELECT b.seq AS seq, {', '.join(self.kernel_columns)}, b.path_id"
+                f' FROM bulk_kernel b JOIN src."{self.kernel_table}" k ON k.rowid = b.krow{call}')
+
+    @property
+    def range_sql(self) -> str:
+        """A SELECT over `src`, bulk_range(seq, row, path_id) (unqualified: a temp table, or a
+        CTE of one chunk, see range_chunks) and temp.bulk_domain(id, name) yielding seq, domain,
+        kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY."""
+        if not self.range_table:
+            return "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
+        return (f"SELECT b.seq, {', '.join(self.range_columns)}, b.path_id"
+                f' FROM bulk_range b JOIN src."{self.range_table}" n ON n.rowid = b.row'
+                f" LEFT JOIN temp.bulk_domain d ON d.id = {self.range_domain}")
+
+    def api_sql(self, part: "KernelPart") -> str:
+        """(key, text) for each distinct api_name key of the part's kernels: the part's own
+        list, else every key of the calls the staged temp.bulk_kernel names."""
+        if part.api_sql is not None:
+            return part.api_sql
+        key = self.kernel_columns[BULK_KERNEL_FIELDS.index("api_name") - 1]
+        return (f'SELECT DISTINCT {key}, s.value FROM temp.bulk_kernel b JOIN src."{self.call_table}" r'
+                f' ON r.rowid = b.rrow LEFT JOIN src."{self.string_table}" s ON s.id = {key}')
 
     def kernel_part(self) -> "KernelPart":
         return self.kernels()
@@ -236,7 +303,7 @@ class Bulk:
 
         part = self.kernel_part()
         paths = [NvtxPath(p) for p in part.paths]
-        rows, names, apis = self._query(self.kernel_sql, self.name_sql, part.api_sql)
+        rows, names, apis = self._query(self.kernel_sql, self.name_sql, self.api_sql(part))
         names, apis = dict(names), dict(apis)
         kn, ks, ka = (BULK_KERNEL_FIELDS.index(f) for f in NAME_FIELDS)
         at = ks + 1
@@ -265,14 +332,15 @@ class Bulk:
 class KernelPart:
     """A Bulk's kernels: per kernel in seq order the rowids kernel_sql joins on (rrow -1: no
     launch call) and its path (index into `paths`, -1: no range); api_sql: a SELECT over `src`
-    yielding (key, text) for each distinct key of kernel_sql's api_name (a key it does not
-    list, or NULL: no name)."""
+    yielding (key, text) for each distinct key of kernel_columns' api_name (a key it does not
+    list, or NULL: no name), or None: the store reads the keys of the kernels' calls
+    (Bulk.api_sql)."""
 
     krow: object
     rrow: object
     path: object
     paths: list
-    api_sql: str = "SELECT NULL, NULL WHERE 0"
+    api_sql: str | None = "SELECT NULL, NULL WHERE 0"
     packs: bool = False  # the columns pack into JSON (pack()); else the store stages a temp table
     first: tuple | None = None  # the first chunk's JSON (packed, rrows), made by pack() in the parser's thread
     # kernels from side_from on are a share a second writer may build (profkit.store.side_writer), at

@@ -9,6 +9,7 @@ taken belongs to nobody (no guessing from process ids, which are reused).
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shutil
@@ -103,3 +104,18 @@ def workdir(prefix: str = "work"):
 
 def free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
+
+
+_PROCESS_DIR: list = []
+
+
+def process_dir() -> Path:
+    """A private folder that lives as long as this process (removed at exit, or by the next
+    profkit's clean_stale after a kill): for files a parse hands to a later write, such as an
+    unpacked report the store attaches."""
+    if not _PROCESS_DIR:
+        ctx = workdir("proc")
+        folder = ctx.__enter__()
+        atexit.register(ctx.__exit__, None, None, None)
+        _PROCESS_DIR.append(folder)
+    return _PROCESS_DIR[0]

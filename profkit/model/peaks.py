@@ -56,13 +56,10 @@ def from_results(files) -> list[dict]:
 
 def read(path) -> list[dict]:
     """The peak records of a peaks file, whole or refused (BadInput)."""
+    from profkit.core import jsonfile
+
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise BadInput(path, f"cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise BadInput(path, f"not JSON ({e})") from None
+    doc = jsonfile.load(path)
     rows = doc.get("peaks") if isinstance(doc, dict) else None
     if not isinstance(rows, list):
         raise BadInput(path, 'not a peaks file: expected {"peaks": [...]}')

@@ -14,8 +14,33 @@ def text(s) -> str:
     return html.escape("" if s is None else str(s), quote=True)
 
 
+def check_output(path) -> None:
+    """Refuse to write an HTML page over anything but an HTML page (or an empty file): `-o
+    profkit.db` would destroy the database being read, `-o report.nsys.sqlite` a report."""
+    from profkit.core.errors import BadArgument
+
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    if not path.is_file():
+        raise BadArgument(f"{path}: exists and is not a regular file, not an HTML page: name an .html file to write")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as e:
+        raise BadArgument(f"{path}: cannot read what is there ({e.strerror or e})") from None
+    start = head.lstrip().lower()
+    if not head or start.startswith((b"<!doctype html", b"<html")):
+        return
+    what = "a SQLite database (a profkit database or a report)" if head.startswith(b"SQLite format 3\0") \
+        else "a file"
+    raise BadArgument(f"{path}: exists and is {what}, not an HTML page: profkit replaces only an HTML page; "
+                      "name another file")
+
+
 def _replace(path: Path, write) -> Path:
     path = Path(path)
+    check_output(path)
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")

@@ -2,7 +2,8 @@
 scale (DuckDB, Spark, Trino, pandas) and never need profkit to read them.
 
     DIR/runs/run=<run>/part-0.parquet
-    DIR/kernels/run=<run>/rank=<rank>/part-0.parquet      (also counters, classifications, rules, advice)
+    DIR/kernels/run=<run>/rank=<rank>/part-0.parquet      (also counters, classifications, rules, advice,
+                                                           nvtx_range: the ranges profkit.analyses.fleet reads)
 
 Hive-style partitions: the partition columns live in the folder names, not in the files
 (readers rebuild them: DuckDB `hive_partitioning = true`, Spark by default). A NULL rank
@@ -25,7 +26,8 @@ from profkit.core.dbfile import open_readonly
 BATCH_ROWS = 100_000
 PARTITIONS = {"runs": ("run",), "kernels": ("run", "rank"), "counters": ("run", "rank"),
               "classifications": ("run", "rank"), "rules": ("run", "rank"),
-              "advice": ("run",)}  # advice's `rank` is the item's place in the list, not a process
+              "advice": ("run",),  # advice's `rank` is the item's place in the list, not a process
+              "nvtx_range": ("run", "rank")}  # the step ranges the fleet analyses split time by
 
 
 def _pyarrow():
@@ -70,8 +72,8 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
             raise ProfkitError(f"{db}: no run named {run!r}; runs: {', '.join(runs) or '(none)'}")
         written = {}
         for view in views:
-            if view not in VIEWS:
-                raise ProfkitError(f"no view named {view!r}; views: {', '.join(VIEWS)}")
+            if view not in VIEWS and view not in PARTITIONS:
+                raise ProfkitError(f"no view named {view!r}; views: {', '.join(PARTITIONS)}")
             types = _arrow_types(conn, view, pa)
             schema = pa.schema([(c, t) for c, t in types.items()])
             parts = PARTITIONS[view]

@@ -48,19 +48,36 @@ def _csv_field(out, v) -> None:
         out.write(repr(v) if isinstance(v, float) and math.isfinite(v) else str(v))
         return
     out.write('"')
+    if v.startswith(_FORMULA):
+        out.write("'")  # (a number never takes this path: it is small)
     for p in _pieces_of_text(v):
         out.write(p.replace('"', '""'))
     out.write('"')
 
 
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(v):
+    """A text a spreadsheet would run as a formula (= + - @ first) made plain text with a
+    leading apostrophe, as spreadsheets write it; a number, or text that is one, is kept."""
+    if isinstance(v, str) and v.startswith(_FORMULA):
+        try:
+            float(v)
+            return v
+        except ValueError:
+            return "'" + v
+    return v
+
+
 def write_csv(out, columns: list[str], rows: Iterable[tuple]) -> int:
-    """A header row, then one line per row (RFC 4180 quoting). Returns the rows written."""
+    """A header row, then one line per row (RFC 4180 quoting; no live formula). Returns the rows written."""
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(columns)
+    w.writerow([_inert(c) for c in columns])
     n = 0
     for row in rows:
         if _small(row):  # the csv module, fast; it would crash on a field of gigabytes
-            w.writerow([_fix(v) for v in row] if bytes in map(type, row) else row)
+            w.writerow([_inert(_fix(v)) for v in row])
         else:
             for i, v in enumerate(row):
                 if i:

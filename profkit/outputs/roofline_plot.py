@@ -110,12 +110,14 @@ def figure_dict(r: Roofline) -> dict:
     # points: one trace per (side, label); symbol per level; open markers before, filled after
     traces: dict[tuple, list] = {}
     for p, lev in shown:
-        kind = "range" if mixed and p.kind == "range" else "point"
+        kind = "range" if mixed and p.kind == "range" else "shapes" if p.kind == "shapes" else "point"
         traces.setdefault((kind, p.side, p.label), []).append((p, lev))
     for (kind, side, label), items in traces.items():
-        sym = [("star" if kind == "range" else LEVEL_SYMBOLS[lev]) + ("-open" if side == "before" else "")
-               for _, lev in items]
-        name = f"{label}" + (f" ({side})" if side else "") + (" range" if kind == "range" else "")
+        # points from shapes (the operator model, no counters) are diamonds: a model, not a measure
+        sym = [("star" if kind == "range" else "diamond" if kind == "shapes" else LEVEL_SYMBOLS[lev])
+               + ("-open" if side == "before" else "") for _, lev in items]
+        name = f"{label}" + (f" ({side})" if side else "") + (" range" if kind == "range" else "") + (
+            " (from shapes)" if kind == "shapes" else "")
         data.append(dict(
             x=[p.intensity(lev) for p, lev in items], y=[p.flop_rate for p, _ in items], mode="markers", name=name,
             marker=dict(color=LABEL_COLOURS.get(label, "#7f7f7f"), symbol=sym, size=14 if kind == "range" else 10,
@@ -177,24 +179,53 @@ def write_html(fig, path):
     return write_figure(fig, path)
 
 
-def write_runs(store: Store, path="roofline.html", peaks: list[dict] | None = None) -> list[dict]:
+def write_runs(store: Store, path="roofline.html", peaks: list[dict] | None = None,
+               story: tuple[str, str, str] | None = None) -> list[dict]:
     """The main job's output: one HTML file holding the roofline of every run with counters.
 
-    plotly.js is inlined once, before the first figure; each run gets a heading and a figure.
-    Returns one row per run: run, points drawn (None: no roofline) and notes or the reason.
+    The page opens on one figure: `story` (run, before variant, after variant) drawn as its
+    before -> after arrow where given, else the first run; a menu shows any other run's figure
+    instead. plotly.js is inlined once, with the first figure. Returns one row per run: run,
+    points drawn (None: no roofline) and notes or the reason.
     """
     rows, parts = [], []
-    for run in store.runs():
+    runs = store.runs()
+    if story and story[0] in runs:
+        runs = [story[0], *(r for r in runs if r != story[0])]
+    for run in runs:
         try:
-            r = collect(store, run, peaks=peaks)
+            r = (collect(store, f"{run}:{story[1]}", compare=f"{run}:{story[2]}", peaks=peaks)
+                 if story and run == story[0] else collect(store, run, peaks=peaks))
         except BadArgument as e:
             rows.append({"run": run, "points": None, "why": str(e)})
             continue
-        parts.append(f'<h2 id="{text(run)}">{text(run)}</h2>')
-        parts.append(figure_html(figure_dict(r), first=len(parts) == 1))
+        title = f"{run}: {story[1]} -> {story[2]}" if story and run == story[0] else run
+        parts.append(f'<section class="run{"" if not parts else " off"}" id="{text(run)}">'
+                     f"<h2>{text(title)}</h2>{figure_html(figure_dict(r), first=not parts)}</section>")
         rows.append({"run": run, "points": sum(1 for _ in drawn(r)), "why": "; ".join(r.notes)})
     if parts:
-        toc = " · ".join(f'<a href="#{text(x["run"])}">{text(x["run"])}</a>' for x in rows if x["points"] is not None)
-        write_page(path, "profkit rooflines", f"<h1>profkit rooflines</h1><p>{toc}</p>"
-                   f"<p>How points and ceilings are computed: docs/roofline.md</p>{''.join(parts)}")
+        options = "".join(f'<option value="{text(x["run"])}">{text(x["run"])}</option>'
+                          for x in rows if x["points"] is not None)
+        write_page(path, "profkit rooflines", f"<h1>profkit rooflines</h1><p><label>run: <select id=\"run\">"
+                   f"{options}</select></label> (how points and ceilings are computed: docs/roofline.md)</p>"
+                   f"{''.join(parts)}{_MENU}")
     return rows
+
+
+# the menu shows one run's section at a time (the page's address names it: #run); the others are
+# laid out off screen rather than not at all, so plotly draws every figure at its size
+_MENU = """<style>section.run.off { position: absolute; left: -100000px; top: 0; visibility: hidden; }</style>
+<script>
+(function () {
+  var menu = document.getElementById("run");
+  function show(run) {
+    var found = false;
+    document.querySelectorAll("section.run").forEach(function (s) { found = found || s.id === run; });
+    if (!found) return;
+    document.querySelectorAll("section.run").forEach(function (s) { s.classList.toggle("off", s.id !== run); });
+    menu.value = run;
+  }
+  menu.addEventListener("change", function () { history.replaceState(null, "", "#" + encodeURIComponent(menu.value)); show(menu.value); });
+  if (location.hash) show(decodeURIComponent(location.hash.slice(1)));
+})();
+</script>"""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from profkit.core.errors import BadArgument, BadInput
 from profkit.store.store import Store
+from profkit.store.transaction import transaction
 
 FORMAT = "profkit-baseline"
 VERSION = 1
@@ -68,8 +69,7 @@ def save(store: Store, b: Baseline, replace: bool = False) -> None:
     """Write a baseline in one transaction; an existing name is refused unless `replace`."""
     check_name(b.name)
     c = store.conn
-    c.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(c):
         if c.execute("SELECT 1 FROM baseline WHERE name = ?", (b.name,)).fetchone():
             if not replace:
                 raise BadArgument(f"baseline {b.name!r} exists in {store.path}: --replace to write over it, or "
@@ -87,10 +87,6 @@ def save(store: Store, b: Baseline, replace: bool = False) -> None:
                 seq += 1
         c.executemany("INSERT INTO baseline_sample (name, range_path, kernel, seq, label, gpu_us, host_us) "
                       "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        c.execute("COMMIT")
-    except BaseException:
-        c.execute("ROLLBACK")
-        raise
 
 
 def load(store: Store, name: str) -> Baseline:
@@ -122,14 +118,9 @@ def listing(store: Store) -> list[dict]:
 def remove(store: Store, name: str) -> None:
     load(store, name)  # refuses an unknown name with the list of known ones
     c = store.conn
-    c.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(c):
         c.execute("DELETE FROM baseline_sample WHERE name = ?", (name,))
         c.execute("DELETE FROM baseline WHERE name = ?", (name,))
-        c.execute("COMMIT")
-    except BaseException:
-        c.execute("ROLLBACK")
-        raise
 
 
 # --- the file -------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 import re
 import sqlite3
@@ -19,7 +18,8 @@ from pathlib import Path
 
 from profkit import parsers
 
-from profkit.core.errors import BadArgument, BadInput
+from profkit.core import errors
+from profkit.core.errors import BadArgument, BadInput, ProfkitError
 from profkit.core.names import MAX_NAME, as_text, name_too_long
 from profkit.core.nvtx import PathsTooLarge
 from profkit.core.dbfile import open_readonly
@@ -88,9 +88,22 @@ def _parse(parser, path: Path, on_progress=None):
     return parser.parse(path)
 
 
+MAX_RANK = 2**31 - 1  # a process rank; beyond it a number is no rank (and no SQLite integer)
+
+
 def rank_in_name(path: Path) -> int | None:
     found = _RANK.findall(parsers.suffix_pattern().sub("", Path(path).name))
-    return int(found[-1]) if found else None
+    if not found:
+        return None
+    if int(found[-1]) > MAX_RANK:
+        raise BadInput(path, f"rank {found[-1][:24]} in the file name is beyond {MAX_RANK}: name the rank with --rank")
+    return int(found[-1])
+
+
+# names the tools give every file (nsys's report1, ncu's profile, ...): a run is named after
+# its folder as well
+_GENERIC = re.compile(r"^(report|profile|profiling|trace|output|out|result|results|capture|prof|timeline|"
+                      r"kineto|nsys|ncu|cupti)[._-]?\d*$", re.I)
 
 
 def run_name_for(path: Path) -> str:
@@ -100,7 +113,10 @@ def run_name_for(path: Path) -> str:
     m = list(_RANK.finditer(base))
     if m:
         base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
-    return base or as_text(Path(path).resolve().parent.name) or as_text(Path(path).stem)
+    folder = as_text(Path(path).resolve().parent.name)
+    if base and folder and _GENERIC.match(base):  # report1.sqlite of two experiments: two runs
+        return f"{folder}-{base}"
+    return base or folder or as_text(Path(path).stem)
 
 
 def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
@@ -110,6 +126,9 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
         return explicit
     recorded = (report.facts or {}).get("rank")
     if recorded is not None:
+        if not 0 <= int(recorded) <= MAX_RANK:
+            raise BadInput(path, f"the recorded rank {str(recorded)[:24]} is not a process rank (0 to {MAX_RANK}): "
+                                 "name the rank with --rank")
         return int(recorded)
     return rank_in_name(path)
 
@@ -185,13 +204,20 @@ def capture_meta(folder: Path) -> dict | None:
     return read_meta(path) if path.is_file() else None
 
 
+# the fields of capture.json profkit reads, and the JSON type each must have
+_META_TYPES = {"sampling": (dict, "an object"), "correctness": (dict, "an object"), "command": (list, "a list"),
+               "env": (dict, "an object")}
+
+
 def read_meta(path: Path) -> dict:
-    try:
-        meta = json.loads(Path(path).read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadInput(path, f"not JSON ({e})") from None
+    from profkit.core import jsonfile
+
+    meta = jsonfile.load(path)
     if not isinstance(meta, dict):
         raise BadInput(path, "not a JSON object")
+    for key, (kind, what) in _META_TYPES.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise BadInput(path, f'"{key}" is {type(meta[key]).__name__}, not {what}')
     return meta
 
 
@@ -273,7 +299,8 @@ def _opened(db: str, store: Store | None):
 
 def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
            parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
-           groups: list[Group] | None = None, store: Store | None = None) -> list[Loaded]:
+           groups: list[Group] | None = None, store: Store | None = None,
+           workers: int | None = None) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
@@ -287,8 +314,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
     facts (capture: how ncu sampled, which the store needs to link its launches; a folder's
     capture.json says the same); `groups` is a plan already made (the CLI prints its skipped
     files); `store`: the caller's open Store of `db` (the main job keeps one), used and left
-    open. on_file(Loaded) hears of each file as it lands; on_progress(file, phase, done, total)
-    of the work on each (phases: hashing, the parser's, writing; total None: unknown).
+    open; `workers`: parser processes (default: one per core, from PARALLEL_FROM files to parse
+    on; 1: parse here). on_file(Loaded) hears of each file as it lands; on_progress(file, phase,
+    done, total) of the work on each (phases: hashing, the parser's, writing; total None: unknown).
     """
     groups = plan(paths, run) if groups is None else groups
     for g in groups:
@@ -308,7 +336,8 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                 parser = parsers.detect(p)
                 hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
                 parsed.append((g, p, parser, ahead.later(p) if ahead else sha256_of(p, hashed)))
-        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store)
+        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store,
+                              workers)
     finally:
         if ahead:
             ahead.close()
@@ -376,7 +405,7 @@ def _holds_reports(db: str, store: Store | None = None) -> bool:
 
 
 def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress,
-                   store: Store | None) -> list[Loaded]:
+                   store: Store | None, workers: int | None = None) -> list[Loaded]:
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
         have = _runs_of(db, store)
@@ -386,10 +415,18 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                                             "ingest it with its reports (or their folder)")
     seen, held = {}, []
     if store is not None or Path(db).exists():
-        with _opened(db, store) as s:
+        # a read-only look: opening the writer switches the journal (a header write) before
+        # anything is known to load, and a refused file must leave the database byte-identical
+        look = store if store is not None or what_is(db) != "profkit" else Store(db, readonly=True)
+        with _opened(db, look) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
             held = _held(s.conn, {g.run for g in groups if g.files})
+        if look is not store:
+            look.close()
     out, todo = [], []
+    fresh = [(p, parser) for g, p, parser, digest in parsed
+             if not (isinstance(digest, str) and seen.get(digest)) and (parsed_reports or {}).get(p) is None]
+    early = _parse_in_processes(fresh, workers, on_progress)
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
             out.append(Loaded(as_text(p), seen[digest][0], parser.FORMAT, True, loaded_as=seen[digest][1]))
@@ -397,6 +434,7 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
                 on_file(out[-1])
         else:
             known = (parsed_reports or {}).get(p)
+            known = early.get(p) if known is None else known
             try:
                 report = known if known is not None else _parse(parser, p, on_progress)
             except PathsTooLarge as e:
@@ -418,6 +456,72 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
         if new:  # one report, refused while it loaded (its kernels' part): no database left behind
             _discard_empty(db)
         raise
+
+
+PARALLEL_FROM = 8  # files to parse before a pool of processes pays for its start (~1 s a worker)
+# a file over this is parsed here: a large report is read as columns (its rows stay lazy, in the
+# process that writes them), and pickling a big one back would cost what the pool saves
+POOL_MAX_BYTES = 16 << 20
+
+
+def _parse_one(path: Path):
+    """In a worker: (report, None), (None, None) for a report read as columns (its lazy rows stay
+    in the process that writes them: parsed again there), or (None, (kind, text)) for a refusal
+    (BadInput does not survive pickling as itself)."""
+    try:
+        report = parsers.detect(path).parse(path)
+    except PathsTooLarge as e:
+        return None, ("bad", str(e))
+    except BadInput as e:
+        return None, ("bad", e.problem)
+    except ProfkitError as e:
+        return None, (type(e).__name__, str(e))
+    return (None, None) if getattr(report, "bulk", None) is not None else (report, None)
+
+
+def _parse_in_processes(files, workers: int | None, on_progress=None) -> dict:
+    """{path: Parsed} of `files` ((path, parser)), parsed in a process pool; {} where a pool
+    does not pay (few files, one core, workers=1). Writing stays in this process, through the
+    one store writer, one file one transaction; a refusal of any file raises here, before any
+    write."""
+    files = [(p, parser) for p, parser in files if _size(p) <= POOL_MAX_BYTES]
+    n = workers if workers is not None else (os.cpu_count() or 1) if len(files) >= PARALLEL_FROM else 1
+    n = min(n, len(files))
+    if n <= 1:
+        return {}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    done = {}
+    # spawn, not fork: the hashing thread and any caller's threads are not copied half-way
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {}
+        for p, _ in files:
+            if on_progress:
+                on_progress(p, "parsing", 0, None)
+            futures[p] = pool.submit(_parse_one, Path(p))
+        try:
+            for p, f in futures.items():
+                report, refused = f.result()
+                if refused is not None:
+                    kind, text = refused
+                    if kind == "bad":
+                        raise BadInput(p, text)
+                    raise getattr(errors, kind, ProfkitError)(text)  # ToolMissing keeps its exit code
+                if report is not None:
+                    done[p] = report
+        except BaseException:
+            for f in futures.values():
+                f.cancel()
+            raise
+    return done
+
+
+def _size(path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _held(conn, runs) -> list[tuple[str, int | None, str, str, str]]:

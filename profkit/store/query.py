@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from profkit.core.errors import ProfkitError
-from profkit.store.store import open_readonly
+from profkit.store.readonly import open_readonly
 
 PROGRESS_STEPS = 10_000  # SQLite steps between checks: about a millisecond of work
 BATCH = 1_000
@@ -134,10 +134,19 @@ def _heap_limit(n: int) -> int:
 
 
 def _unique(names: list[str]) -> list[str]:
-    """Column names made unique (SELECT 1 AS a, 2 AS a): a, a:2 (JSON keys must differ)."""
-    seen: dict[str, int] = {}
+    """Column names made unique (SELECT 1 AS a, 2 AS a): a, a:2 (JSON keys must differ); a
+    made name skips any name the query itself gives (3 AS "a:2" keeps its own)."""
+    taken = set(names)
+    used: set[str] = set()
     out = []
     for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n}:{seen[n]}")
+        name, k = n, 1
+        while name in used:
+            k += 1
+            name = f"{n}:{k}"
+            while name in taken and name != n:
+                k += 1
+                name = f"{n}:{k}"
+        used.add(name)
+        out.append(name)
     return out

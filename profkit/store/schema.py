@@ -2,9 +2,18 @@
 
 Tables are profkit's own; the views `runs`, `kernels`, `counters` (and `classifications`)
 are the stable interface for notebooks and SQL users. docs/schema.md documents both and a
-test checks that every view column there exists here.
+test checks that every view column there exists here. migrate() brings a database up to
+LATEST, each pending migration in the one transaction that records it.
 """
 from __future__ import annotations
+
+import sqlite3
+
+from profkit.core.families import family_of
+from datetime import datetime, timezone
+
+from profkit.core.errors import ProfkitError
+from profkit.store.transaction import transaction
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "runs, files, launches, ranges, counters", """
@@ -435,9 +444,36 @@ FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by file)", """
 DROP INDEX IF EXISTS nvtx_event_file;
 """))
+# Kernel families (issue 50 item 2): who wrote each kernel decides the levers advise may name.
+# A name's family is profkit.core.families.family_of(name), stored once per distinct name;
+# migrate() gives the backfill that function as profkit_family(). An unmangled name the name
+# alone cannot place ('other') launched through the driver call Triton uses is user Triton:
+# the kernels view says so per launch, as families.explain(name, api_name) does.
+MIGRATIONS.append((12, "launch_name.family: each kernel's family; the kernels view shows it", """
+ALTER TABLE launch_name ADD COLUMN family TEXT;
+UPDATE launch_name SET family = profkit_family(name);
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name, l.nvtx_range, l.nvtx_path,
+       l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
+       l.registers_per_thread, l.stream, l.device, l.source,
+       l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
+       l.sampled_from, p.names AS nvtx_names,
+       (SELECT CASE WHEN n.family = 'other' AND n.name NOT GLOB '*[^A-Za-z0-9_]*'
+                         AND (l.api_name IN ('cuLaunchKernel', 'cuLaunchKernelEx') OR l.api_name GLOB 'cuLaunchKernel_v*'
+                              OR l.api_name GLOB 'cuLaunchKernelEx_v*')
+                    THEN 'triton_user' ELSE n.family END
+        FROM launch_row r JOIN launch_name n ON n.id = r.name_id WHERE r.id = l.id) AS family
+FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
+WHERE l.timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+"""))
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
-MIGRATIONS.append((12, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
+MIGRATIONS.append((13, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
 CREATE TABLE phase (
     run            TEXT NOT NULL REFERENCES run(run),
     seq            INTEGER NOT NULL,             -- order in the run, 1 first
@@ -459,9 +495,126 @@ SELECT run, seq, name AS phase, kind, start_ns, end_ns, launches, gpu_ns, steps,
 FROM phase;
 """))
 
+# Source Counters of ncu reports (ncu --import-source yes --section SourceCounters): one row per
+# SASS instruction of a profiled launch, and the source files the report embeds (by line)
+MIGRATIONS.append((14, "sass, source_lines: per-instruction Source Counters and embedded source", """
+CREATE TABLE sass_row (
+    launch_id          INTEGER NOT NULL REFERENCES launch_row(id),
+    pc                 INTEGER NOT NULL,        -- offset from the function's first instruction
+    address            INTEGER,                 -- absolute, as the report has it
+    instruction        TEXT,
+    file               TEXT,                    -- source file and line (binaries built with line info)
+    line               INTEGER,
+    inst_executed      INTEGER,                 -- warp-level instructions executed
+    samples            INTEGER,                 -- warp-state samples at this PC (all reasons)
+    samples_not_issued INTEGER,                 -- of them, samples where the warp issued nothing
+    stalls             TEXT NOT NULL DEFAULT '{}',  -- JSON {reason: samples}, nonzero reasons, most first
+    stalls_not_issued  TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (launch_id, pc)
+) WITHOUT ROWID;
+CREATE TABLE source_text (
+    file_id  INTEGER NOT NULL REFERENCES report_file(id),
+    file     TEXT NOT NULL,
+    line     INTEGER NOT NULL,
+    text     TEXT NOT NULL,
+    PRIMARY KEY (file_id, file, line)
+) WITHOUT ROWID;
+CREATE VIEW sass AS
+SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, s.pc, s.address, s.instruction, s.file,
+       s.line, s.inst_executed, s.samples, s.samples_not_issued, s.stalls, s.stalls_not_issued, l.rank
+FROM sass_row s JOIN launch l ON l.id = s.launch_id;
+CREATE VIEW source_lines AS
+SELECT g.run, g.kernel_id, g.kernel_name, g.file, g.line, g.inst_executed, g.samples, g.samples_not_issued,
+       (SELECT json_group_object(key, n) FROM (
+            SELECT j.key, sum(j.value) AS n FROM sass_row s2, json_each(s2.stalls) j
+            WHERE s2.launch_id = g.launch_id AND s2.file IS g.file AND s2.line IS g.line
+            GROUP BY j.key ORDER BY n DESC)) AS stalls,
+       (SELECT t.text FROM source_text t WHERE t.file_id = g.file_id AND t.file = g.file AND t.line = g.line) AS text,
+       g.rank
+FROM (SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l.rank, l.file_id, s.launch_id,
+             s.file, s.line, sum(s.inst_executed) AS inst_executed, sum(s.samples) AS samples,
+             sum(s.samples_not_issued) AS samples_not_issued
+      FROM sass_row s JOIN launch l ON l.id = s.launch_id
+      GROUP BY s.launch_id, s.file, s.line) g;
+"""))
+
+# The operator table (issue 52): operators with recorded shapes and the kernels they launched
+# (one operator per launch: the innermost with shapes that held its launch call). family,
+# flops, min_bytes and note are the operator model's, filled by the analyses (the model sits
+# above the store); trace_flops is what torch.profiler's with_flops counted itself.
+MIGRATIONS.append((15, "ops: operators with recorded shapes, the kernels they launched, their model", """
+CREATE TABLE op_row (
+    id             INTEGER PRIMARY KEY,
+    run            TEXT NOT NULL REFERENCES run(run),
+    file_id        INTEGER NOT NULL REFERENCES report_file(id),
+    rank           INTEGER,
+    op             TEXT NOT NULL,               -- aten::addmm, nccl:all_reduce, ...
+    start_ns       INTEGER,                     -- host-side span of the operator
+    end_ns         INTEGER,
+    pid            INTEGER,
+    tid            INTEGER,
+    input_dims     TEXT,                        -- JSON, as the trace wrote them
+    input_types    TEXT,                        -- JSON
+    input_strides  TEXT,                        -- JSON
+    concrete       TEXT,                        -- JSON: concrete scalar inputs
+    trace_flops    REAL,                        -- the trace's own count (with_flops)
+    source         TEXT NOT NULL,               -- record_shapes | nvtx
+    family         TEXT,                        -- the operator model's family (NULL: not modelled yet)
+    flops          REAL,                        -- the model's FLOPs
+    min_bytes      REAL,                        -- the model's minimum DRAM bytes (bus bytes for a collective)
+    precision      TEXT,
+    note           TEXT                         -- the model's assumption, or why it has no numbers
+);
+CREATE INDEX op_row_run ON op_row(run);
+CREATE TABLE op_launch (
+    launch_id      INTEGER PRIMARY KEY REFERENCES launch_row(id),
+    op_id          INTEGER NOT NULL REFERENCES op_row(id)
+);
+CREATE INDEX op_launch_op ON op_launch(op_id);
+CREATE VIEW ops AS
+SELECT o.run, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.family, o.flops, o.min_bytes,
+       o.precision, o.trace_flops, o.note, o.source, o.rank, o.start_ns, o.end_ns,
+       (SELECT count(*) FROM op_launch l WHERE l.op_id = o.id) AS kernels,
+       (SELECT sum(r.duration_ns) FROM op_launch l JOIN launch_row r ON r.id = l.launch_id
+        WHERE l.op_id = o.id) AS gpu_ns,
+       (SELECT group_concat(l.launch_id) FROM op_launch l WHERE l.op_id = o.id) AS kernel_ids
+FROM op_row o;
+"""))
+
+MIGRATIONS.append((16, "host calls and GPU memory operations: the causes of idle time", """
+CREATE TABLE host_call (
+    run      TEXT NOT NULL REFERENCES run(run),
+    file_id  INTEGER REFERENCES report_file(id),
+    rank     INTEGER,
+    kind     TEXT NOT NULL,                  -- sync | alloc | module | memcpy | memset
+    name     TEXT NOT NULL,                  -- the call (cudaStreamSynchronize, cuLibraryLoadData, ...)
+    start_ns INTEGER NOT NULL,
+    end_ns   INTEGER NOT NULL,
+    pid      INTEGER,
+    tid      INTEGER
+);
+CREATE INDEX host_call_run ON host_call(run, rank, start_ns);
+CREATE TABLE gpu_copy (
+    run       TEXT NOT NULL REFERENCES run(run),
+    file_id   INTEGER REFERENCES report_file(id),
+    rank      INTEGER,
+    kind      TEXT NOT NULL,                 -- memcpy | memset
+    direction TEXT,                          -- HtoD | DtoH | DtoD | HtoH | PtoP | ...; memset: device | host
+    bytes     INTEGER,
+    pageable  INTEGER NOT NULL DEFAULT 0,    -- 1: a side is pageable host memory
+    start_ns  INTEGER NOT NULL,
+    end_ns    INTEGER NOT NULL,
+    stream    INTEGER
+);
+CREATE INDEX gpu_copy_run ON gpu_copy(run, rank, start_ns);
+CREATE VIEW host_calls AS SELECT run, rank, kind, name, start_ns, end_ns, pid, tid FROM host_call;
+CREATE VIEW gpu_copies AS
+SELECT run, rank, kind, direction, bytes, pageable, start_ns, end_ns, stream FROM gpu_copy;
+"""))
+
 # A baseline outlives the run it was saved from (a CI job keeps it, the run may be deleted or
 # never loaded here: `baseline import`), so it holds its own samples and no reference to run.
-MIGRATIONS.append((13, "baselines: per-call samples and comparability facts (profkit gate)", """
+MIGRATIONS.append((17, "baselines: per-call samples and comparability facts (profkit gate)", """
 CREATE TABLE baseline (
     name        TEXT PRIMARY KEY,
     run         TEXT NOT NULL,                -- the run it was saved from (by name only)
@@ -490,7 +643,8 @@ VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
     "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
                 "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names"),
+                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names",
+                "family"),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
                         "sampled_from"),
@@ -499,6 +653,73 @@ VIEWS = {
               "tflops", "pct_of_copy", "speedups"),
     "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
                "evidence"),
+    "sass": ("run", "kernel_id", "kernel_name", "pc", "address", "instruction", "file", "line", "inst_executed",
+             "samples", "samples_not_issued", "stalls", "stalls_not_issued", "rank"),
+    "source_lines": ("run", "kernel_id", "kernel_name", "file", "line", "inst_executed", "samples",
+                     "samples_not_issued", "stalls", "text", "rank"),
+    "ops": ("run", "op_id", "op", "input_dims", "input_types", "concrete", "family", "flops", "min_bytes",
+            "precision", "trace_flops", "note", "source", "rank", "kernels", "gpu_ns", "kernel_ids"),
+    "host_calls": ("run", "rank", "kind", "name", "start_ns", "end_ns", "pid", "tid"),
+    "gpu_copies": ("run", "rank", "kind", "direction", "bytes", "pageable", "start_ns", "end_ns", "stream"),
     "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
               "kernel_name", "nvtx_range", "rank"),
 }
+
+
+def now() -> str:
+    """The time profkit records (a run made, a file loaded, a migration applied): UTC, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return row[0] or 0
+    except sqlite3.OperationalError:
+        return 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply pending migrations in one transaction. Returns the version reached."""
+    if schema_version(conn) >= LATEST:
+        return LATEST
+    # off while a migration rebuilds a table others reference (SQLite's 12-step ALTER: its
+    # DROP TABLE would delete the referencing rows' parents); the references are checked below
+    fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
+                         " applied_at TEXT)")
+            conn.create_function("profkit_family", 1, family_of, deterministic=True)  # migration 12's backfill
+            have = schema_version(conn)
+            for version, name, sql in MIGRATIONS:
+                if version > have:
+                    before, after = REBUILDS.get(version, ((), ()))
+                    broken = _broken_references(conn, before)
+                    for stmt in statements(sql):
+                        conn.execute(stmt)
+                    if _broken_references(conn, after) > broken:
+                        raise ProfkitError(f"internal: migration {version} ({name}) broke references between "
+                                           f"tables; the database is left as it was")
+                    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
+    return LATEST
+
+
+def _broken_references(conn: sqlite3.Connection, tables) -> int:
+    """Rows of these tables (those that exist) whose foreign keys point at nothing."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sum(len(conn.execute(f'PRAGMA foreign_key_check("{t}")').fetchall()) for t in tables if t in have)
+
+
+def statements(sql: str):
+    """The statements of a migration's script, one at a time."""
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                yield buf
+            buf = ""

@@ -1,4 +1,4 @@
-"""A second writer for a bulk load (store.Store._add_bulk).
+"""A second writer for a bulk load (profkit.store.bulk.add_bulk).
 
 SQLite writes a database from one connection at a time, and building a launch row (reading
 the report's kernel and launch call, packing 30 columns, two indexes) costs ~1.6 us, so 1 M

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMATS: dict[str, tuple[str, list[str]]] = {
     "nsys-sqlite": (".nsys.sqlite", [
         "tests/data/rmsnorm-cupti/rmsnorm-nsys.nsys.sqlite",
-        "profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
-        "profiles/softmax-r32768-n4096/softmax-r32768-n4096.nsys.sqlite",
+        "profiles/cuda-vs-triton-h200/cuda-vs-triton-h200.nsys.sqlite",
+        "profiles/rmsnorm-eager-vs-triton-h200/rmsnorm-eager-vs-triton-h200.nsys.sqlite",
         "profiles/known/known.nsys.sqlite",
         "tests/data/field-h100/ws.nsys.sqlite!old",
         "tests/data/field-h100/memcpy_only.nsys.sqlite"]),  # no kernel ran: the one line saying why
@@ -29,10 +29,10 @@ FORMATS: dict[str, tuple[str, list[str]]] = {
     # (nsys writes .nsys-rep since 2021.4), and the public one is not ours to commit
     "nsys-qdrep": (".qdrep", ["tests/data/known/known.nsys-rep"]),
     "ncu-rep": (".ncu-rep", [
-        "profiles/matmul-llama8b-qkv-m4096/matmul-llama8b-qkv-m4096.ncu-rep.xz!raw"]),
+        "tests/data/known/rmsnorm-llama8b-t32768.ncu-rep.xz!raw"]),
     "ncu-rep-xz": (".ncu-rep.xz", [
-        "profiles/matmul-llama8b-qkv-m4096/matmul-llama8b-qkv-m4096.ncu-rep.xz",
-        "profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.ncu-rep.xz"]),
+        "tests/data/known/rmsnorm-llama8b-t32768.ncu-rep.xz",
+        "profiles/cuda-vs-triton-h200/cuda-vs-triton-h200.ncu-rep.xz"]),
     "ncu-csv": (".raw.csv", [
         "tests/data/known/full_rmsnorm_triton.raw.csv",
         "tests/data/known/full_gemm_cublas_bf16_4096.raw.csv",
@@ -53,8 +53,8 @@ FORMATS: dict[str, tuple[str, list[str]]] = {
         "tests/data/kineto-hta/trace_file_list/inference_rank_1.json.gz"]),
 }
 # the database each case starts from: one run with a timeline and linked ncu counters
-BASE_FILES = ["profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.nsys.sqlite",
-              "profiles/swiglu-llama8b-t4096/swiglu-llama8b-t4096.ncu-rep.xz"]
+BASE_FILES = ["profiles/cuda-vs-triton-h200/cuda-vs-triton-h200.nsys.sqlite",
+              "profiles/cuda-vs-triton-h200/cuda-vs-triton-h200.ncu-rep.xz"]
 BASE_RUN = "base"
 
 BYTE_MUTATIONS = ["truncate", "truncate_boundary", "bitflip", "insert", "delete", "huge_insert", "empty",

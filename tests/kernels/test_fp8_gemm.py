@@ -100,28 +100,12 @@ def test_bad_scale_shapes_raise():
 def test_workload_registration():
     w = F.WORKLOAD
     assert w.op == "fp8_gemm" and w.default_dtype == "fp8"
-    assert set(w.variants) == {"triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote",
-                               "triton_promote_early", "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor",
-                               "triton_streamk", "triton_streamk_tensor", "triton_helped", "triton_helped_tensor",
-                               "gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
-                               "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2",
-                               "cuda_ws112_g2_tensor", "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip",
-                               "cuda_ws112_kflip_tensor", "cuda_ws112_tma", "cuda_ws112_tma_tensor", "cuda_ws112_tma8",
-                               "cuda_ws112_tma8_tensor", "scaled_mm", "scaled_mm_tensor"}
-    assert w.gpu_only == ("gluon_ws", "gluon_ws_tensor", "gluon_ws_sk", "gluon_ws_sk_tensor", "gluon_ws112",
-                          "gluon_ws112_tensor", "cuda_ws112", "cuda_ws112_tensor", "cuda_ws112_g2", "cuda_ws112_g2_tensor",
-                          "cuda_ws112_steer", "cuda_ws112_steer_tensor", "cuda_ws112_kflip", "cuda_ws112_kflip_tensor",
-                          "cuda_ws112_tma", "cuda_ws112_tma_tensor", "cuda_ws112_tma8", "cuda_ws112_tma8_tensor")
-    assert w.peers["cuda_ws112_tma"] == "scaled_mm" and w.peers["cuda_ws112_tma_tensor"] == "scaled_mm_tensor"
+    assert set(w.variants) == {"triton", "triton_tensor", "triton_promote", "triton_promote_tensor", "triton_splitk",
+                               "triton_splitk_tensor", "cuda_ws112_tma8", "cuda_ws112_tma8_tensor", "scaled_mm",
+                               "scaled_mm_tensor"}
+    assert w.gpu_only == ("cuda_ws112_tma8", "cuda_ws112_tma8_tensor") and w.inexact == ()
     assert w.peers["cuda_ws112_tma8"] == "scaled_mm" and w.peers["cuda_ws112_tma8_tensor"] == "scaled_mm_tensor"
-    assert w.peers["cuda_ws112_kflip"] == "scaled_mm" and w.peers["cuda_ws112_kflip_tensor"] == "scaled_mm_tensor"
-    assert w.peers["cuda_ws112_steer"] == "scaled_mm" and w.peers["cuda_ws112_steer_tensor"] == "scaled_mm_tensor"
-    assert w.peers["cuda_ws112"] == "scaled_mm" and w.peers["cuda_ws112_tensor"] == "scaled_mm_tensor"
-    assert w.peers["cuda_ws112_g2"] == "scaled_mm" and w.peers["cuda_ws112_g2_tensor"] == "scaled_mm_tensor"
-    assert w.peers["gluon_ws"] == "scaled_mm" and w.peers["gluon_ws_tensor"] == "scaled_mm_tensor"
-    assert w.peers["gluon_ws112"] == "scaled_mm" and w.peers["gluon_ws112_tensor"] == "scaled_mm_tensor"
-    assert w.peers["triton_helped"] == "scaled_mm" and w.peers["triton_helped_tensor"] == "scaled_mm_tensor"
-    assert w.peers["triton_streamk"] == "scaled_mm" and w.peers["triton_streamk_tensor"] == "scaled_mm_tensor"
+    assert w.peers["triton"] == "scaled_mm" and w.peers["triton_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_splitk"] == "scaled_mm" and w.peers["triton_splitk_tensor"] == "scaled_mm_tensor"
     assert w.peers["triton_promote"] == "scaled_mm" and w.peers["triton_promote_tensor"] == "scaled_mm_tensor"
     for name, p in w.shapes.items():
@@ -130,22 +114,10 @@ def test_workload_registration():
         assert m["flops"] == 2 * p["M"] * p["N"] * p["K"]
         assert m["bytes"] == p["M"] * p["K"] + p["K"] * p["N"] + 2 * p["M"] * p["N"] + 4 * (p["M"] + p["N"])
     state = w.setup({"M": 17, "N": 32, "K": 64}, "fp8", "cpu")
-    for name in ("triton", "triton_tensor", "triton_v2", "triton_fastacc", "triton_promote", "triton_promote_early",
-                 "triton_promote_tensor", "triton_splitk", "triton_splitk_tensor", "triton_streamk",
-                 "triton_streamk_tensor", "triton_helped", "triton_helped_tensor"):
+    for name in ("triton", "triton_tensor", "triton_promote", "triton_promote_tensor", "triton_splitk",
+                 "triton_splitk_tensor"):
         ok, info = check(w.variants[name](state), w.reference(state, name), "fp8")
         assert ok, (name, info)
-
-
-@pytest.mark.parametrize("interval", [64, 128, 512])
-def test_promotion_intervals_and_v1(interval):
-    """v2 at several promotion intervals (K = 300: groups past the end load zeros) and v1."""
-    _, _, aq, bq, sa, sb = _operands(40, 48, 300, True)
-    ref = F.fp8_reference(aq, bq, sa, sb)
-    ok, info = check(F.fp8_gemm(aq, bq, sa, sb, out=_poisoned(40, 48), interval=interval), ref, "fp8")
-    assert ok, info
-    ok, info = check(F.fp8_gemm_v1(aq, bq, sa, sb, out=_poisoned(40, 48)), ref, "fp8")
-    assert ok, info
 
 
 def test_dropping_the_last_k_group_is_caught():
@@ -156,7 +128,7 @@ def test_dropping_the_last_k_group_is_caught():
     assert not check(short, ref, "fp8")[0]
 
 
-# ---- v3, "triton_promote": persistent TMA, promotion every <= PROMOTE_K elements ------------
+# ---- "triton_promote": persistent TMA, promotion every <= PROMOTE_K elements ------------
 
 def test_promote_chunks_arithmetic():
     """The kernel's chunking (promote_chunks runs in the kernel; .fn is the same code on the
@@ -182,13 +154,12 @@ PROMOTE_CASES = [(33, 24, 64, 2048, None), (70, 40, 96, 64, None), (160, 136, 30
 
 
 @pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
-@pytest.mark.parametrize("late", [False, True], ids=["scales_early", "scales_late"])
 @pytest.mark.parametrize("case", PROMOTE_CASES, ids=lambda c: "x".join(map(str, c[:3])) + f"-c{c[3]}-p{c[4]}")
-def test_promote_vs_dequantized_float64(case, per_row, late):
+def test_promote_vs_dequantized_float64(case, per_row):
     M, N, K, chunk_k, programs = case
     _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
     out = _poisoned(M, N)
-    res = F.fp8_gemm_promote(aq, bq, sa, sb, out=out, chunk_k=chunk_k, programs=programs, scale_late=late)
+    res = F.fp8_gemm_promote(aq, bq, sa, sb, out=out, chunk_k=chunk_k, programs=programs)
     assert res.data_ptr() == out.data_ptr()
     ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
     assert ok, info
@@ -203,7 +174,7 @@ def test_promote_later_calls_skip_the_autotuner_and_agree(per_row, monkeypatch):
     _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
     F._PLANS.clear()
     first = F.fp8_gemm_promote(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=64, programs=3)
-    key = (M, N, K, per_row, 64, 3, True, aq.device)
+    key = (M, N, K, per_row, 64, 3, aq.device)
     assert key in F._PLANS and F._PLANS[key][4]["BLOCK_M"] == 32
     entered = []
     real_run = F._fp8_pchunk_autotuned.run
@@ -215,7 +186,7 @@ def test_promote_later_calls_skip_the_autotuner_and_agree(per_row, monkeypatch):
     ok, info = check(again, F.fp8_reference(aq, bq, sa, sb), "fp8")
     assert ok, info
     F.fp8_gemm_promote(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=64, programs=2)
-    assert entered and (M, N, K, per_row, 64, 2, True, aq.device) in F._PLANS
+    assert entered and (M, N, K, per_row, 64, 2, aq.device) in F._PLANS
 
 
 def test_promote_wrong_scales_fail():
@@ -400,115 +371,3 @@ def test_splitk_tma_plan_falls_back_to_pointers_for_operands_tma_cannot_read(mon
         assert ok, info
     finally:
         F._SK_PLANS.pop(key, None)
-
-
-# (M, N, K, chunk_k, programs) with 32x32x32 tiles under the interpreter: 9 tiles on 4 programs (8 of
-# them v3's, 1 shared out: a tile over 4 programs), on 5 (5 + 4 shared out: ranges over two tiles),
-# on 13 (all 9 shared out, more programs than tiles); K of 7 k tiles in chunks of 2 (the last one part
-# past K); 3 programs on 4 tiles of 10 k tiles; 5 programs, 6 tiles, one chunk each
-STREAMK_CASES = [(70, 96, 208, 64, 4), (70, 96, 208, 64, 5), (70, 96, 208, 64, 13), (64, 64, 320, 64, 3),
-                 (96, 64, 96, 32, 5)]
-
-
-@pytest.mark.parametrize("case", STREAMK_CASES, ids=[f"m{c[0]}-n{c[1]}-k{c[2]}-c{c[3]}-p{c[4]}" for c in STREAMK_CASES])
-@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
-def test_streamk_vs_dequantized_float64(case, per_row):
-    """v3's tiles plus the stream-K tail: every tile, whoever holds its pieces, against float64;
-    the flags are back at zero after the call (the next launch starts clean)."""
-    M, N, K, chunk_k, programs = case
-    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
-    F._SPLITK_BUFS.clear()
-    out = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
-    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
-    assert ok, info
-    if F._SPLITK_BUFS:
-        (locks, _), = F._SPLITK_BUFS.values()
-        assert int(locks.abs().sum()) == 0
-    F._SPLITK_BUFS.clear()
-
-
-def test_streamk_partials_are_written_before_they_are_read():
-    """Each shared tile's last segment reads only partials written in the same launch: with the
-    partial buffer poisoned between two calls the second gives the first's output bit for bit (the
-    order of the adds is fixed, so the result is deterministic)."""
-    M, N, K, chunk_k, programs = 70, 96, 208, 64, 5
-    _, _, aq, bq, sa, sb = _operands(M, N, K, True)
-    F._SPLITK_BUFS.clear()
-    good = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
-    (locks, part), = F._SPLITK_BUFS.values()
-    part.fill_(float("nan"))
-    again = F.fp8_gemm_streamk(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
-    assert torch.equal(again.view(torch.int16), good.view(torch.int16))  # partials rewritten before use
-    F._SPLITK_BUFS.clear()
-
-
-def test_streamk_refuses_what_tma_cannot_read():
-    _, _, aq, bq, sa, sb = _operands(33, 24, 40, True)
-    with pytest.raises(NotImplementedError, match="triton_streamk"):
-        F.fp8_gemm_streamk(aq, bq, sa, sb)
-    with pytest.raises(ValueError, match="chunk_k"):
-        F.fp8_gemm_streamk(aq, bq, sa, sb, chunk_k=0)
-
-
-# (M, N, K, chunk_k, programs, main_k_tiles) with 32x32x32 tiles under the interpreter: 6 tiles and 3
-# helpers (2 tails each), K of 10 k tiles, the head balanced by helped_split; the same with a head of
-# 3 (chunks of 2 overrun it: zeros past the view); 3 tiles, 9 helpers (more helpers than tiles), a
-# head of 1 k tile over a K that ends mid-tile; 6 tiles on 4 programs: no idle SM, v3's launch
-HELPED_CASES = [(64, 96, 320, 64, 9, None), (64, 96, 320, 64, 9, 3), (96, 32, 208, 32, 12, 1),
-                (64, 96, 320, 64, 4, None)]
-
-
-@pytest.mark.parametrize("case", HELPED_CASES, ids=[f"m{c[0]}-n{c[1]}-k{c[2]}-c{c[3]}-p{c[4]}-h{c[5]}"
-                                                    for c in HELPED_CASES])
-@pytest.mark.parametrize("per_row", [True, False], ids=["per_row", "per_tensor"])
-def test_helped_vs_dequantized_float64(case, per_row):
-    """The head of every tile's K on the tiles' programs, the tail on the idle ones: each tile
-    against float64 (without its tail's sums a tile misses 1/10 to 9/10 of its K: see below)."""
-    M, N, K, chunk_k, programs, head = case
-    _, _, aq, bq, sa, sb = _operands(M, N, K, per_row)
-    out = F.fp8_gemm_helped(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs,
-                            main_k_tiles=head)
-    ok, info = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
-    assert ok, info
-
-
-class _DropHelpers:
-    """Stands in for _fp8_gemm_pchunk: launches all but the helper grid (SUMS=True)."""
-
-    def __init__(self, kernel):
-        self.kernel, self.dropped = kernel, 0
-
-    def __getitem__(self, grid):
-        def launch(*args, **kw):
-            if kw.get("SUMS"):
-                self.dropped += 1
-                return None
-            return self.kernel[grid](*args, **kw)
-        return launch
-
-
-def test_helped_without_the_tails_sums_is_caught(monkeypatch):
-    """The check above can fail: the main grid alone (the helpers' sums left as zeros) is refused."""
-    M, N, K, chunk_k, programs, _ = HELPED_CASES[0]
-    _, _, aq, bq, sa, sb = _operands(M, N, K, True)
-    fake = _DropHelpers(F._fp8_gemm_pchunk)
-    monkeypatch.setattr(F, "_fp8_gemm_pchunk", fake)
-    monkeypatch.setattr(torch, "empty", torch.zeros)  # the sums buffer: zeros, not leftovers
-    out = F.fp8_gemm_helped(aq, bq, sa, sb, out=_poisoned(M, N), chunk_k=chunk_k, programs=programs)
-    assert fake.dropped == 1
-    ok, _ = check(out, F.fp8_reference(aq, bq, sa, sb), "fp8")
-    assert not ok
-
-
-def test_helped_split_balances_the_head_against_the_tails():
-    """qwen7b-down-m1024 on 132 SMs: 112 tiles of 128x256, 20 helpers with 12 tails each of 128x128
-    (half a main tile's work a step); a head of 128 k tiles (8 whole chunks of 16) against 12 tails of
-    20 (2 chunks of 10) plus their stores."""
-    assert F.helped_split(1024, 3584, 18944, sms=132) == (112, 20, 128)
-    assert F.helped_split(4096, 6144, 4096, sms=132) is None  # 768 tiles: no idle SM
-    assert F.helped_split(1024, 3584, 18944, sms=132, main_k_tiles=140) == (112, 20, 140)
-    with pytest.raises(ValueError, match="main_k_tiles"):
-        F.helped_split(1024, 3584, 18944, sms=132, main_k_tiles=148)
-    _, _, aq, bq, sa, sb = _operands(64, 96, 320, True)
-    with pytest.raises(ValueError, match="must divide"):
-        F.fp8_gemm_helped(aq, bq, sa, sb, config=(32, 32, 32, 4, 1, 4), help_config=(32, 64, 32, 4, 1, 4))

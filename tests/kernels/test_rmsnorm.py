@@ -29,13 +29,12 @@ def test_forward_3d_strided_rows():
 
 @pytest.mark.parametrize("n,rows", [(200, 23), (3584, 9)])
 @pytest.mark.parametrize("gemma", [False, True])
-@pytest.mark.parametrize("bwd", ["v3", "v2"])
-def test_backward(dtype, n, rows, gemma, bwd):
+def test_backward(dtype, n, rows, gemma):
     x = randn(rows, n, dtype=dtype, scale=300.0)
     w = randn(n, dtype=dtype, scale=0.1) + (0 if gemma else 1)
     dy = randn(rows, n, dtype=dtype)
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-    K.rmsnorm(xr, wr, 1e-6, gemma, bwd=K.rmsnorm_bwd if bwd == "v3" else K.rmsnorm_bwd_v2).backward(dy)
+    K.rmsnorm(xr, wr, 1e-6, gemma, bwd=K.rmsnorm_bwd).backward(dy)
     gx, gw = grads64(lambda a, b: K.rmsnorm_reference(a, b, 1e-6, gemma), [x, w], dy)
     check(xr.grad, gx, dtype, "dx", grad=True)
     check(wr.grad, gw, dtype, "dw", grad=True)
@@ -56,8 +55,8 @@ def test_backward_poisoned_dx():
 @pytest.mark.parametrize("config", [(1, 1, 2, 1, 0, 0), (1, 2, 4, 3, 0, 0), (1, 4, 4, 1, 1, 1), (2, 1, 1, 4, 0, 2),
                                     (1, 8, 4, 1, 1, 0), (8, 1, 1, 2, 0, 0)],
                          ids=lambda c: "per_sm%d-bm%d-w%d-st%d-pf%d-hint%d" % c)
-def test_v3_backward_configs(config):
-    """Every launch shape of the v3 backward: programs striding over the rows one or several at a
+def test_backward_configs(config):
+    """Every launch shape of the backward: programs striding over the rows one or several at a
     time (pipelined or prefetched by hand, each dx store hint), a last step partly past the final
     row (its rows must be masked out of dx and dw: a kernel reading rows 37-39 as real rows fails
     the bm4 / bm8 cases, tried), and more programs than row steps (8 x 4 programs on the interpreter's 4 'SMs' for 37 rows:
@@ -65,7 +64,7 @@ def test_v3_backward_configs(config):
     _check_backward_of_37_rows(K.rmsnorm_bwd, config)
 
 
-def test_v3_candidates_start_with_one_program_per_sm():
+def test_backward_candidates_start_with_one_program_per_sm():
     for n in (128, 200, 3584, 4096, 8192):
         cands = K.bwd_candidates(n)
         assert cands[0][0] == 1 and len(set(cands)) == len(cands)
@@ -77,16 +76,9 @@ def triton_np2(n):
 
 
 def test_pdl_is_off_on_the_interpreter():
-    assert K._pdl_supported() is False
+    from profkit.kernels._numerics import pdl_supported
 
-
-@pytest.mark.parametrize("config", [(1, 1, 2), (2, 2, 4), (1, 4, 4), (4, 1, 1)],
-                         ids=lambda c: "per_sm%d-bm%d-w%d" % c)
-def test_v2_backward_configs(config):
-    """Every launch shape of the v2 backward (kept for before/after): programs walking many rows
-    one or several at a time, a last program with a partial step, more programs than rows per
-    program."""
-    _check_backward_of_37_rows(K.rmsnorm_bwd_v2, config)
+    assert pdl_supported() is False
 
 
 def _check_backward_of_37_rows(bwd, config):
@@ -95,16 +87,6 @@ def _check_backward_of_37_rows(bwd, config):
     rstd = torch.empty(37)
     K.rmsnorm_fwd(x, w, rstd=rstd)
     dx, dw = bwd(dy, x, w, rstd, dx=nan_like(x), config=config)
-    gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
-    check(dx, gx, "fp32", "dx", grad=True)
-    check(dw, gw, "fp32", "dw", grad=True)
-
-
-def test_v1_backward_still_matches():
-    x, w, dy = randn(21, 96), randn(96), randn(21, 96)
-    rstd = torch.empty(21)
-    K.rmsnorm_fwd(x, w, rstd=rstd)
-    dx, dw = K.rmsnorm_bwd_v1(dy, x, w, rstd)
     gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
     check(dx, gx, "fp32", "dx", grad=True)
     check(dw, gw, "fp32", "dw", grad=True)
@@ -169,10 +151,9 @@ def test_row_config_tunes_the_hints_as_a_third_field(monkeypatch):
     assert key[-1] == (True, False) and cands[0] == (*base[0], True)
     assert set(cands) == {(*c, e) for c in base for e in (True, False)} and got == (*base[-1], False)
     assert K.row_config("rmsnorm_fwd", 32768, 4096, torch.bfloat16, "cuda", None) in base  # 2-tuples
-    assert "triton_evict" in K.WORKLOAD.variants
 
 
-# --- decode (a few rows): num_warps of the one-row launch timed by graph replay (round 6) -----
+# --- decode (a few rows): num_warps of the one-row launch timed by graph replay -----------
 
 @pytest.mark.parametrize("n", [200, 4096])
 def test_decode_candidates_each(dtype, n, monkeypatch):
@@ -218,12 +199,8 @@ def test_row_config_times_decode_launches_by_graph_replay(monkeypatch):
     assert seen == []
 
 
-def test_untuned_variant_is_the_default_launch(monkeypatch):
-    calls = []
-    monkeypatch.setattr(K, "tuned", lambda *a, **k: calls.append(a) or a[1][0])
-    s = K.WORKLOAD.setup({"tokens": 1, "hidden": 4096}, "bf16", "cpu")
-    assert K.WORKLOAD.check(s, "triton_untuned", K.WORKLOAD.variants["triton_untuned"](s), "bf16").ok
-    assert calls == [] and K.untuned_config(4096) == (1, 8, True)
+def test_untuned_config_is_the_default_launch():
+    assert K.untuned_config(4096) == (1, 8, True) == (*K.row_candidates(4096)[0], True)
 
 
 @pytest.fixture
@@ -278,7 +255,7 @@ def test_backward_launch_plans(plan_launches):
     first = K.rmsnorm_bwd(dy, x, w, rstd)
     assert used == [] and len(K._BWD_PLANS.d) == 1
     second = K.rmsnorm_bwd(dy, x, w, rstd)
-    assert used == [K._rmsnorm_bwd_v3, K._dw_reduce]
+    assert used == [K._rmsnorm_bwd, K._dw_reduce]
     assert all(torch.equal(a, b) for a, b in zip(first, second))
     gx, gw = grads64(K.rmsnorm_reference, [x, w], dy)
     check(second[0], gx, "fp32", "planned dx")
@@ -292,5 +269,5 @@ def test_backward_launch_plans(plan_launches):
         xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
         K.rmsnorm(xa, wa).backward(dy)
         grads.append((xa.grad, wa.grad))
-    assert used[2:] == [K._rmsnorm_fwd, K._rmsnorm_bwd_v3, K._dw_reduce] * 2
+    assert used[2:] == [K._rmsnorm_fwd, K._rmsnorm_bwd, K._dw_reduce] * 2
     assert all(torch.equal(a, b) for a, b in zip(*grads))

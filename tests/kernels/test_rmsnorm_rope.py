@@ -46,10 +46,6 @@ def test_rmsnorm_rope_head_split_launches(config, geom):
     check(ko, kr, "fp32", "k")
 
 
-def test_rmsnorm_rope_keeps_round2_launch_as_a_variant():
-    assert {"triton", "triton_tokenprog"} <= set(K.WORKLOAD.variants)
-
-
 def _qk(T=3, hq=4, hk=2, d=16):
     q, k = randn(T, hq, d, dtype="fp32", scale=50.0), randn(T, hk, d, dtype="fp32")
     qw, kw = randn(d, dtype="fp32", scale=0.1) + 1, randn(d, dtype="fp32", scale=0.1) + 1
@@ -58,7 +54,7 @@ def _qk(T=3, hq=4, hk=2, d=16):
 
 
 def test_rmsnorm_rope_launch_plans(monkeypatch):
-    """Round 24: a call like an earlier one takes that call's launch plan; any input the plan's
+    """A call like an earlier one takes that call's launch plan; any input the plan's
     key does not hold (outputs or config given, an input made contiguous) or a changed tuned pick
     takes the full path."""
     from profkit.kernels import _launch as L
@@ -120,7 +116,7 @@ def test_rmsnorm_rope_launch_plans(monkeypatch):
 @pytest.mark.parametrize("geom", [(4, 2, 16, 16), (5, 1, 24, 8)], ids=["full-rotary", "partial"])
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 def test_rmsnorm_rope_gathered_tables(geom, interleaved, config, table, monkeypatch):
-    """Round 25: positions=None with tables gathered per token (HF's full width or the half tables
+    """positions=None with tables gathered per token (HF's full width or the half tables
     by position), bit-equal to the position-indexed call on the same angles, every launch, the
     kernels told HAS_POS=False; a like call then takes its plan, bit-equal again."""
     from profkit.kernels import _launch as L
@@ -144,19 +140,13 @@ def test_rmsnorm_rope_gathered_tables(geom, interleaved, config, table, monkeypa
     if config is None:
         again = K.rmsnorm_rope(q, k, qw, kw, cg, sg, None, 1e-6, rd, interleaved)
         planned = interleaved is False or table == "half"  # a GPT-J full table is copied: no plan
-        assert sum(1 for key in K._PLANS.d if key[-2] is False) == (1 if planned else 0)  # has_pos False
+        assert sum(1 for key in K._PLANS.d if key[-1] is False) == (1 if planned else 0)  # has_pos False
         assert torch.equal(again[0], want[0]) and torch.equal(again[1], want[1])
 
 
-def test_rmsnorm_rope_gathered_variant():
-    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
-    assert K.WORKLOAD.check(s, "triton_gathered", K.WORKLOAD.variants["triton_gathered"](s), "bf16").ok
-
-
 def test_the_tuner_weighs_register_capped_one_warp_launches(monkeypatch):
-    """Round 25: every one-warp head-split candidate also runs capped at REG_CAP registers (the
-    capped launch computes the same result); reg_caps=False (variant triton_nocap) weighs round
-    24's candidates only, under its own tuned key."""
+    """Every one-warp head-split candidate also runs capped at REG_CAP registers (the capped
+    launch computes the same result)."""
     seen = {}
 
     def fake_tuned(key, cands, run, device, **kw):
@@ -168,15 +158,11 @@ def test_the_tuner_weighs_register_capped_one_warp_launches(monkeypatch):
     monkeypatch.setattr(K, "_PLANS", __import__("profkit.kernels._launch", fromlist=["Plans"]).Plans())
     q, k, qw, kw, cos, sin, pos = args = _qk(hq=8, hk=4, d=64)  # one-warp candidates exist from head_dim 64
     capped = K.rmsnorm_rope(*args)
-    plain = K.rmsnorm_rope(*args, reg_caps=False)
-    (kc, cc), (kp, cp) = seen.items()
-    assert kp == kc + ("nocap",)
-    extra = [c for c in cc if c not in cp]
-    assert extra and all(len(c) == 3 and c[1] == 1 and c[2] == K.REG_CAP and (c[0], 1) in cp for c in extra)
-    assert len(extra) == sum(1 for c in cp[1:] if c[1] == 1)
+    (kc, cc), = seen.items()
+    plain = [c for c in cc if len(c) == 2]
+    extra = [c for c in cc if len(c) == 3]
+    assert extra and all(c[1] == 1 and c[2] == K.REG_CAP and (c[0], 1) in plain for c in extra)
+    assert len(extra) == sum(1 for c in plain[1:] if c[1] == 1)
     assert cc[-1] == extra[-1]  # the fake tuner's pick: a capped launch ran
     ref = K.rmsnorm_rope_reference(*args)
     check(capped[0], ref[0], "fp32", "q capped")
-    check(plain[0], ref[0], "fp32", "q")
-    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
-    assert K.WORKLOAD.check(s, "triton_nocap", K.WORKLOAD.variants["triton_nocap"](s), "bf16").ok

@@ -14,20 +14,18 @@ from profkit.kernels import rope as K
 GEOMS = [(4, 2, 16, 16), (7, 1, 20, 8), (3, 3, 24, 12)]
 
 
-@pytest.mark.parametrize("loads_first", [True, False], ids=["loads-first", "r10"])
 @pytest.mark.parametrize("geom", GEOMS, ids=lambda g: "hq{}-hk{}-d{}-rd{}".format(*g))
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
-def test_rope(dtype, geom, interleaved, loads_first, monkeypatch):
-    """The per-token program in both orders (round 11's loads first, and before it) against float64."""
+def test_rope(dtype, geom, interleaved, monkeypatch):
+    """The per-token program against float64."""
     hq, hk, d, rd = geom
     T = 6
     q, k = randn(T, hq, d, dtype=dtype, scale=300.0), randn(T, hk, d, dtype=dtype)
     cos, sin = K.rope_cache(512, rd)
     pos = torch.randint(0, 512, (T,))
     kernels = spy(monkeypatch, K, "_rope_fwd")
-    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), split=False,
-                    loads_first=loads_first)
-    assert [kw["LOADS_FIRST"] for kw in kernels["_rope_fwd"].kwargs] == [loads_first]
+    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), split=False)
+    assert len(kernels["_rope_fwd"].kwargs) == 1
     qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
     check(qo, qr, dtype, "q")
     check(ko, kr, dtype, "k")
@@ -53,12 +51,11 @@ def _rope_fused_qkv_in_place(T, hq, hk, d, **kw):
     assert torch.equal(qkv[:, hq + hk:], v)  # v untouched
 
 
-@pytest.mark.parametrize("loads_first", [True, False], ids=["loads-first", "r10"])
-def test_rope_views_of_fused_qkv_in_place(loads_first):
-    _rope_fused_qkv_in_place(5, 4, 2, 16, split=False, loads_first=loads_first)
+def test_rope_views_of_fused_qkv_in_place():
+    _rope_fused_qkv_in_place(5, 4, 2, 16, split=False)
 
 
-# --- few tokens: heads split over programs (round 6) ------------------------------------------
+# --- few tokens: heads split over programs --------------------------------------------------
 
 SPLIT_CONFIGS = [(1, 1), (2, 2), (4, 2), (8, 4), (0, 4)]  # (BLOCK_H, num_warps); 0: one program per token
 
@@ -99,8 +96,7 @@ def test_rope_head_split_in_place_on_fused_qkv():
 
 def test_dispatch_few_tokens_split_heads(monkeypatch):
     """Fewer tokens than SMs (4 under the interpreter): the head-split kernel, grid (tokens, q
-    groups + k groups) of the default candidate; more tokens, or split=False (the registered
-    triton_tokenprog): one program per token."""
+    groups + k groups) of the default candidate; more tokens, or split=False: one program per token."""
     assert K.num_sms("cpu") == 4
     kernels = spy(monkeypatch, K, "_rope_fwd", "_rope_fwd_heads")
     cos, sin = K.rope_cache(64, 16)
@@ -120,7 +116,6 @@ def test_dispatch_few_tokens_split_heads(monkeypatch):
     assert ran(3) == {"_rope_fwd_heads": [(3, -(-7 // bh) + -(-3 // bh))]}
     assert ran(4) == {"_rope_fwd": [(4,)]}
     assert ran(1, split=False) == {"_rope_fwd": [(1,)]}
-    assert "triton_tokenprog" in K.WORKLOAD.variants
 
 
 def test_head_candidates():
@@ -134,7 +129,7 @@ def test_head_candidates():
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 def test_rope_tables_in_the_model_dtype(interleaved):
-    """bf16 cos/sin tables (the workload's since round 11, as HF and vLLM keep them): the kernel
+    """bf16 cos/sin tables (the workload's, as HF and vLLM keep them): the kernel
     reads them as they are and does the math in fp32; the reference is built from the same tables."""
     T, hq, hk, d = 5, 4, 2, 16
     q, k = randn(T, hq, d, dtype="bf16", scale=300.0), randn(T, hk, d, dtype="bf16")
@@ -147,26 +142,7 @@ def test_rope_tables_in_the_model_dtype(interleaved):
     check(ko, kr, "bf16", "k")
     s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
     assert s["cos"].dtype == torch.bfloat16 and s["cos32"].dtype == torch.float32
-    assert K.WORKLOAD.check(s, "triton_r10", K.WORKLOAD.variants["triton_r10"](s), "bf16").ok
-
-
-@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
-def test_rope_stream_hints_keep_the_result(interleaved, monkeypatch):
-    """Round 12's probe (q/k read evict-first, outputs stored .cs) is the per-token program with
-    cache hints only: the same rotation, partial rotary's pass-through included."""
-    T, hq, hk, d, rd = 6, 4, 2, 32, 16
-    q, k = randn(T, hq, d, dtype="bf16", scale=30.0), randn(T, hk, d, dtype="bf16")
-    cos, sin = K.rope_cache(64, rd, dtype=torch.bfloat16)
-    pos = torch.tensor([63, 0, 5, 31, 2, 9])
-    launches = spy(monkeypatch, K, "_rope_fwd")["_rope_fwd"]
-    qo, ko = K.rope(q, k, cos, sin, pos, rd, interleaved, q_out=nan_like(q), k_out=nan_like(k), split=False,
-                    stream=True)
-    assert [kw["STREAM"] for kw in launches.kwargs] == [True]
-    qr, kr = K.rope_reference(q, k, cos, sin, pos, rd, interleaved)
-    check(qo, qr, "bf16", "q")
-    check(ko, kr, "bf16", "k")
-    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
-    assert K.WORKLOAD.check(s, "triton_stream", K.WORKLOAD.variants["triton_stream"](s), "bf16").ok
+    assert K.WORKLOAD.check(s, "triton", K.WORKLOAD.variants["triton"](s), "bf16").ok
 
 
 _PTX_CODE = textwrap.dedent("""
@@ -180,14 +156,13 @@ _PTX_CODE = textwrap.dedent("""
               "PASS"):
         sig[n] = "i32"
     base = {"INTERLEAVED": False, "COPY_PASS": False, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64,
-            "BLOCK_PASS": 1, "LOADS_FIRST": True, "STREAM": False, "HAS_POS": True}
+            "BLOCK_PASS": 1, "HAS_POS": True}
     sig.update(dict.fromkeys(base, "constexpr"))
     out = {}
     for name, flags in json.loads(sys.argv[1]).items():
         src = ASTSource(fn=R._rope_fwd, signature=sig, constexprs={**base, **flags})
         ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
-        out[name] = {"evict_first": ptx.count("evict_first"), "st_cs": ptx.count("st.global.cs"),
-                     "pos_param_reads": len(re.findall(r"ld\\.param\\.[bu]64\\s+%rd\\d+,\\s*\\[_rope_fwd_param_6\\]", ptx))}
+        out[name] = {"pos_param_reads": len(re.findall(r"ld\\.param\\.[bu]64\\s+%rd\\d+,\\s*\\[_rope_fwd_param_6\\]", ptx))}
     print(json.dumps(out))
 """)
 
@@ -195,22 +170,13 @@ _PTX_CODE = textwrap.dedent("""
 def _rope_fwd_ptx(variants: dict) -> dict:
     """The per-token kernel compiled for an H100 (sm_90a) without a GPU, in a child process (the
     tests' TRITON_INTERPRET gives interpreted kernels), once per {name: constexpr flags}: counts
-    in its PTX of evict-first loads, .cs stores and reads of the POS parameter."""
+    in its PTX of reads of the POS parameter."""
     r = subprocess.run([sys.executable, "-c", _PTX_CODE, json.dumps(variants)], capture_output=True, text=True,
                        env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
     if r.returncode and ("ptxas" in r.stderr.lower() or "GPUTarget" in r.stderr):
         pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def test_rope_stream_hints_reach_the_ptx():
-    """STREAM compiled: evict-first loads and .cs stores with it, none without (the hints are the
-    probe's whole difference)."""
-    counts = _rope_fwd_ptx({"plain": {}, "stream": {"STREAM": True}})
-    assert counts["plain"]["evict_first"] == counts["plain"]["st_cs"] == 0
-    # q's and k's loads and stores, every vector
-    assert counts["stream"]["evict_first"] >= 32 and counts["stream"]["st_cs"] >= 32
 
 
 def test_many_token_tuner_times_by_graph_over_rotated_copies(monkeypatch):
@@ -262,7 +228,7 @@ def test_a_tuned_call_copies_nothing(monkeypatch):
     assert clones == []
 
 
-# --- round 25: cos/sin gathered per token (HF's cos_full / sin_full), no position load ---------
+# --- cos/sin gathered per token (HF's cos_full / sin_full), no position load -------------------
 
 @pytest.mark.parametrize("table", ["full", "half"])
 @pytest.mark.parametrize("config", [None, (2, 1), (0, 2)], ids=["tokenprog", "heads-2", "heads-0"])
@@ -328,7 +294,7 @@ def test_rope_gathered_ptx_loads_no_position():
 
 @pytest.mark.parametrize("gathered", [False, True], ids=["positions", "gathered"])
 def test_rope_launch_plans(gathered, monkeypatch):
-    """Round 25, round 24's plans in the RoPE launcher: a call like an earlier one (no outputs,
+    """The RoPE launcher's plans: a call like an earlier one (no outputs,
     split or config given) takes that call's plan, bit-equal to the full path, with new values
     read through it; the gathered call's plan is handed HF's full-width tables (their first half
     starts where they do); a call the key does not hold (outputs, split or config given, a GPT-J
@@ -379,9 +345,6 @@ def test_rope_launch_plans(gathered, monkeypatch):
     monkeypatch.setattr(L, "PLANS", False)
     call(q, k)
     assert len(used) == n
-    noplan = "triton_gathered_noplan" if gathered else "triton_noplan"
-    s = K.WORKLOAD.setup(K.WORKLOAD.selftest["t-3-gqa"], "bf16", "cpu")
-    assert K.WORKLOAD.check(s, noplan, K.WORKLOAD.variants[noplan](s), "bf16").ok
 
 
 def test_rope_plans_key_the_table_dtype(monkeypatch):

@@ -1,0 +1,89 @@
+"""Operators with recorded shapes, tied to the kernels they launched: shared by the trace
+parsers (Kineto's record_shapes cpu_ops, nsys's autograd-shapes NVTX ranges).
+
+A kernel's operator is the innermost operator with shapes that holds its launch call on the
+launching thread (aten::linear holds aten::addmm, which holds cudaLaunchKernel: addmm launched
+it). Backward operators run on autograd's own thread and launch there, so the same rule ties
+them to their kernels.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+
+def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
+    """ops: (start, end, pid, tid) per operator; calls: (key, start, pid, tid) per launch call.
+    -> {key: index of the innermost op holding that call}."""
+    by_thread: dict = defaultdict(list)
+    for i, (s, e, pid, tid) in enumerate(ops):
+        by_thread[(pid, tid)].append((s, 0, -e, i))
+    for key, s, pid, tid in calls:
+        if (pid, tid) in by_thread:
+            by_thread[(pid, tid)].append((s, 1, 0, key))
+    out = {}
+    for events in by_thread.values():
+        # at one instant an op opens before a call it holds; an outer op (later end) before an inner
+        events.sort(key=lambda x: (x[0], x[1], x[2]))
+        stack: list[tuple[int, int]] = []  # (end, op index)
+        for t, kind, neg_end, ref in events:
+            while stack and stack[-1][0] < t:
+                stack.pop()
+            if kind == 0:
+                stack.append((-neg_end, ref))
+            elif stack:
+                out[ref] = stack[-1][1]
+    return out
+
+
+# torch.autograd.profiler.emit_nvtx(record_shapes=True) and nsys --pytorch=autograd-shapes-nvtx:
+# "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]", then input_op_ids where
+# the op has tensor inputs from other ops (PyTorch's getNvtxStr: name, seq, op_id, sizes,
+# input_op_ids, each only when present)
+_NVTX_OP = re.compile(r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = \d+)?"
+                      r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = .*)?$")
+
+
+def nvtx_op(text: str | None) -> tuple[str, list] | None:
+    """(op, input dims) of an autograd-shapes NVTX range's text, None for any other range."""
+    if not text or "sizes = " not in text:
+        return None
+    m = _NVTX_OP.match(text)
+    if not m:
+        return None
+    try:
+        sizes = json.loads(m.group("sizes"))
+    except ValueError:
+        return None
+    return (m.group("op"), sizes) if isinstance(sizes, list) else None
+
+
+def ops_from_kernel_ranges(kernels) -> list[tuple]:
+    """OP_FIELDS rows from kernel rows (KERNEL_FIELDS) whose innermost NVTX range is an
+    autograd-shapes range: one op per distinct range text (emit_nvtx's seq and op_id make each
+    call's text its own), its kernels those launched inside it. The payload has no dtypes."""
+    from profkit.core.rows import KERNEL_FIELDS
+
+    seq, kr, st, en, pid, tid = (KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns",
+                                                                    "pid", "tid"))
+    found: dict[str, list] = {}
+    parsed: dict[str, tuple[str, list] | None] = {}
+    for k in kernels:
+        text = k[kr]
+        if text not in parsed:
+            parsed[text] = nvtx_op(text)
+        if parsed[text] is None:
+            continue
+        row = found.get(text)
+        if row is None:
+            found[text] = [k[st], k[en], k[pid], k[tid], [k[seq]]]
+        else:
+            row[0], row[1] = min(row[0], k[st]), max(row[1], k[en])
+            row[4].append(k[seq])
+    rows = []
+    for text, r in found.items():
+        op, sizes = parsed[text] or ("", [])
+        rows.append((op, r[0], r[1], r[2], r[3], json.dumps(sizes, separators=(",", ":")), None, None, None, None,
+                     sorted(r[4]), "nvtx"))
+    return rows

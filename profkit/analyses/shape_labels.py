@@ -1,0 +1,170 @@
+"""Labels from the operator model where a launch has no counters (issue 52).
+
+A timeline (torch.profiler with record_shapes, nsys with autograd-shapes NVTX) says which
+operator launched each kernel and with which shapes; the operator model (profkit/model/ops)
+turns those into FLOPs and minimum DRAM bytes. With the measured GPU time of the operator's
+kernels and the GPU's peaks (the report's, else the known-GPU table) that is a roofline point:
+
+- intensity = FLOPs / bytes against the ridge of the precision it computes in says which roof
+  bounds it (DRAM below the ridge; tensor cores or the FP32 pipes above it);
+- attained = the roof's time for that work / the measured time: at or above ATTAINED of the
+  roof the label is that roof's (dram, tensor_core, compute), the rule counters use (60 %);
+  below it, `latency`: neither roof is near, whatever the kernel does with its time.
+
+The minimum bytes are a floor: a kernel that re-reads moves more, so a DRAM-bound kernel's
+attained share is a lower bound (a label of `latency` may be a DRAM-bound kernel that
+over-reads; the reason gives the numbers). An operator whose inputs the model cannot read keeps
+its `unknown`, with the model's why added.
+"""
+from __future__ import annotations
+
+import json
+
+from profkit.model import gpus
+from profkit.model.ops import aten
+from profkit.store import ops_table
+from profkit.store.store import Store
+
+ATTAINED = 0.6  # the share of a roof that counts as bound by it (classify's busy threshold)
+TENSOR_FAMILIES = ("matmul", "conv", "attention")
+
+
+def _ceiling(family: str, precision: str | None) -> str:
+    """The compute ceiling an operator's arithmetic runs on (profkit.model.gpus keys)."""
+    if family in TENSOR_FAMILIES and precision in ("bf16", "fp16", "fp8"):
+        return f"{precision}_tensor"
+    if family in TENSOR_FAMILIES and precision == "fp64":
+        return "fp64"
+    return "fp32"
+
+
+def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
+    """launch id -> its operator with the model's numbers (computed where not stored yet; stored
+    with `write`, the explicit classify step's, where the store can write)."""
+    rows = store.query(ops_table.LAUNCH_OPS, (run,))
+    out: dict[int, dict] = {}
+    fresh: dict[int, tuple] = {}
+    for r in rows:
+        r = dict(r)
+        if r["family"] is None and r["note"] is None:
+            if r["op_id"] not in fresh:
+                fresh[r["op_id"]] = _estimate(r)
+            fam, flops, nbytes, prec, note = fresh[r["op_id"]]
+            r.update(family=fam, flops=flops, min_bytes=nbytes, precision=prec, note=note)
+        out[r["launch_id"]] = r
+    if fresh and write:
+        store.set_op_model([(*v, k) for k, v in fresh.items()])
+    return out
+
+
+def _load(text):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+# autograd-shapes NVTX ranges carry sizes, no dtypes: the element size is an assumption then
+NVTX_DTYPE = "c10::BFloat16"
+NVTX_NOTE = "dtypes not in the NVTX payload: bf16 assumed"
+
+
+def _operands(r: dict) -> list[aten.Operand]:
+    dims, types = _load(r["input_dims"]), _load(r["input_types"])
+    if types is None and dims:
+        types = [NVTX_DTYPE if isinstance(d, list) and d else "" for d in dims]
+    return aten.operands(dims, types, _load(r["concrete"]))
+
+
+def _estimate(r: dict) -> tuple:
+    op = r["op"]
+    if op.startswith("nccl:"):
+        dims, types, conc = _load(r["input_dims"]) or [[0]], _load(r["input_types"]) or [None], _load(r["concrete"])
+        try:
+            ranks = int((conc or ["", "0"])[1])
+        except (ValueError, IndexError):
+            ranks = 0
+        e = aten.collective(op, int(dims[0][0]), types[0], ranks) if dims and dims[0] else None
+        if e is None:
+            return None, None, None, None, f"{op}: no group size or message size recorded"
+        return e.family, e.flops, e.bytes, e.dtype, e.note
+    e, why = aten.estimate(op, _operands(r))
+    if e is None:
+        return None, None, None, None, why
+    note = "; ".join(x for x in (e.note, NVTX_NOTE if r["input_types"] is None else "") if x)
+    return e.family, e.flops, e.bytes, e.dtype, note
+
+
+def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
+    """The run's GPU's ceilings (byte/s, FLOP/s) and whose they are; the report's where it carries
+    them is the counters' business: a run without counters has the known-GPU table's."""
+    row = store.query("SELECT gpu_name, meta FROM run WHERE run = ?", (run,))
+    name = row[0]["gpu_name"] if row else None
+    meta = _load(row[0]["meta"]) if row else None
+    cc = (meta or {}).get("cc") or (meta or {}).get("compute_capability")
+    cands, found = gpus.candidates(name, cc)
+    if not cands:
+        return None, f"no known peaks for GPU {name or 'unnamed'} (profkit ingest --gpu NAME)"
+    g = cands[0]
+    return g.ceilings, f"{g.name} datasheet peaks ({found})"
+
+
+def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
+    """Rows of label_rows whose launch has no counters (not in `counted`) and is `unknown` get the
+    operator model's label; the others are returned as they were."""
+    todo = [r for r in rows if r["label"] == "unknown" and r["kernel_id"] not in counted
+            and r.get("sampled_from") is None]
+    if not todo:
+        return rows
+    ops = model_ops(store, run)
+    if not ops:
+        return rows
+    ceilings, whose = _peaks(store, run)
+    for r in todo:
+        o = ops.get(r["kernel_id"])
+        if o is None:
+            r["reason"] = (f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
+                           "(a graph replay, a custom op without shapes, or a launch outside any op)")
+            continue
+        label, reason, ev = label_of(o, ceilings, whose)
+        if label is None:
+            r["reason"] = f"{r['reason']}; from shapes: {reason}"
+            continue
+        evidence = _load(r["evidence"]) or {}
+        evidence.update({"rule": "shapes", "shapes": ev})
+        r.update(label=label, reason=reason, evidence=json.dumps(evidence, sort_keys=True))
+    return rows
+
+
+def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, str, dict]:
+    """(label, reason, evidence) of one operator's kernels from the model's numbers."""
+    what = aten.describe(o["op"], _operands(o)) if not o["op"].startswith("nccl:") else o["op"]
+    if o["family"] is None or o["flops"] is None:
+        return None, o["note"] or f"{o['op']}: not modelled", {}
+    if o["family"] == "collective":
+        return "communication", f"from shapes: {what}: {o['min_bytes'] / 1e6:,.1f} MB over the links", {}
+    if not ceilings or "dram" not in ceilings:
+        return None, f"{what}: {whose}", {}
+    dur = o["gpu_ns"] or 0
+    if dur <= 0:
+        return None, f"{what}: its kernels have no duration", {}
+    key = _ceiling(o["family"], o["precision"])
+    peak = ceilings.get(key) or ceilings.get("fp32")
+    bw = ceilings["dram"]
+    t_mem = o["min_bytes"] / bw * 1e9
+    t_flop = o["flops"] / peak * 1e9 if peak else 0.0
+    mem_side = t_mem >= t_flop
+    roof = "dram" if mem_side else ("tensor_core" if key.endswith("_tensor") else "compute")
+    attained = max(t_mem, t_flop) / dur
+    ai = o["flops"] / o["min_bytes"] if o["min_bytes"] else float("inf")
+    ridge = peak / bw if peak else None
+    ev = {"op": o["op"], "op_id": o["op_id"], "family": o["family"], "flops": o["flops"], "min_bytes": o["min_bytes"],
+          "precision": o["precision"], "op_gpu_ns": dur, "op_kernels": o["kernels"], "ceiling": key,
+          "intensity": ai, "ridge": ridge, "attained": attained, "peaks": whose, "note": o["note"] or None}
+    head = (f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
+            f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
+            + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else ""))
+    share = f"{100 * attained:.0f} % of the {'DRAM' if mem_side else key} roof ({whose})"
+    if attained >= ATTAINED:
+        return roof, f"{head}: {share}", ev
+    return "latency", f"{head}: only {share}: neither roof is near", ev

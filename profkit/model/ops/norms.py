@@ -1,0 +1,65 @@
+"""Normalisations: RMSNorm (the lab's forward, backward and residual-add variant), and aten
+layer, RMS, group and batch norm, forward and backward.
+
+Forward bytes: x read, y written, the affine weight (and bias) read; the saved statistics (mean,
+rstd: fp32 per normalised group) written where the op returns them. FLOPs per element: RMSNorm
+4 (square, sum, scale by rstd, scale by w); LayerNorm 5 (mean, subtract, square-sum, scale, w)
++ 1 for the bias; counts of the shape, not of the instructions a kernel issues.
+Backward: dy and x read (and the saved stats), dx written, dw/db written once per feature.
+"""
+from __future__ import annotations
+
+from .dtypes import ESIZE
+
+
+def rmsnorm_model(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    m, n = p["tokens"], p["hidden"]
+    return {"bytes": 2 * m * n * e + n * e, "flops": 4 * m * n}
+
+
+def rmsnorm_bwd_model(p: dict, dtype: str) -> dict:
+    """Backward: read dy, x, rstd; write dx; w read, dw written (partials stay in L2)."""
+    e = ESIZE[dtype]
+    m, n = p["tokens"], p["hidden"]
+    return {"bytes": 3 * m * n * e + 4 * m + 2 * n * e, "flops": 8 * m * n}
+
+
+def add_rmsnorm_model(p: dict, dtype: str) -> dict:
+    """x + residual -> (RMSNorm(sum), sum): x and residual read, both outputs written, w read;
+    the add is one FLOP per element on top of RMSNorm's four."""
+    e = ESIZE[dtype]
+    m, n = p["tokens"], p["hidden"]
+    return {"bytes": 4 * m * n * e + n * e, "flops": 5 * m * n}
+
+
+RMSNORM_SHAPES = {
+    "llama8b-t1": {"tokens": 1, "hidden": 4096},
+    "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
+    "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
+    "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
+    "qwen7b-t32768": {"tokens": 32768, "hidden": 3584},
+}
+RMSNORM_BWD_SHAPES = ("llama8b-t4096", "qwen7b-t4096", "llama8b-t32768")
+
+ADD_RMSNORM_SHAPES = {
+    "llama8b-t1": {"tokens": 1, "hidden": 4096},
+    "llama8b-t4096": {"tokens": 4096, "hidden": 4096},
+    "qwen7b-t4096": {"tokens": 4096, "hidden": 3584},
+    "llama8b-t32768": {"tokens": 32768, "hidden": 4096},
+}
+
+
+# --- aten ------------------------------------------------------------------------------------
+
+def norm_forward(numel: int, features: int, groups: int, e: int, *, flops_per: int, affine: bool = True,
+                 bias: bool = True, stats: bool = True) -> dict:
+    """numel elements normalised over `groups` groups, `features` affine parameters of e bytes."""
+    b = 2 * numel * e + (features * e * (2 if bias else 1) if affine else 0) + (8 * groups if stats else 0)
+    return {"bytes": b, "flops": flops_per * numel + (numel if affine and bias else 0)}
+
+
+def norm_backward(numel: int, features: int, groups: int, e: int, *, flops_per: int, affine: bool = True) -> dict:
+    """dy and x read, dx written, the saved mean/rstd read; dw (and db) reduced and written."""
+    b = 3 * numel * e + 8 * groups + (3 * features * e if affine else 0)
+    return {"bytes": b, "flops": flops_per * numel}

@@ -1,0 +1,41 @@
+"""Softmax, log-softmax and cross-entropy over rows.
+
+Softmax: each row read once and written once (a kernel keeps the row on chip for its max and
+sum); 5 FLOPs per element (max, subtract, exp, sum, divide). Log-softmax the same. Cross-entropy
+on logits: log-softmax plus the gather of one target per row: logits and int64 targets read,
+one loss per row written (or one scalar when reduced).
+"""
+from __future__ import annotations
+
+from .dtypes import ESIZE
+
+
+def softmax_model(p: dict, dtype: str) -> dict:
+    e = ESIZE[dtype]
+    n = p["rows"] * p["n"]
+    return {"bytes": 2 * n * e, "flops": 5 * n}
+
+
+SOFTMAX_SHAPES = {
+    "scores-r65536-n1024": {"rows": 65536, "n": 1024},
+    "scores-r32768-n4096": {"rows": 32768, "n": 4096},
+    "llama3vocab-t1": {"rows": 1, "n": 128256},
+    "llama3vocab-t2048": {"rows": 2048, "n": 128256},
+    "qwen7bvocab-t1024": {"rows": 1024, "n": 152064},
+}
+
+
+def rowwise(numel: int, e: int, out_e: int | None = None, flops_per: int = 5) -> dict:
+    """Softmax / log-softmax forward: read and write every element once."""
+    return {"bytes": numel * e + numel * (out_e or e), "flops": flops_per * numel}
+
+
+def rowwise_backward(numel: int, e: int) -> dict:
+    """Softmax backward dx = y * (dy - sum(dy * y)): dy and y read, dx written; 4 per element."""
+    return {"bytes": 3 * numel * e, "flops": 4 * numel}
+
+
+def cross_entropy(rows: int, classes: int, e: int, reduced: bool = True) -> dict:
+    """Logits [rows, classes] and int64 targets read, a loss per row (or one) written."""
+    n = rows * classes
+    return {"bytes": n * e + 8 * rows + (4 if reduced else rows * e), "flops": 5 * n + rows}

@@ -1,0 +1,226 @@
+"""The operator model against hand-derived numbers, and (matmul, convolution, attention) against
+torch.utils.flop_counter.FlopCounterMode on CPU tensors: an independent count of the same ops."""
+import pytest
+
+from profkit.model.ops import aten
+from profkit.model.ops.aten import Operand, estimate, operands
+
+BF16, F32, I64 = "c10::BFloat16", "float", "long int"
+
+
+def T(*dims, dtype=BF16):
+    return Operand(tuple(dims), dtype)
+
+
+def S(value):
+    return Operand(None, "Scalar", str(value))
+
+
+def est(op, *ins):
+    e, why = estimate(op, list(ins))
+    assert e is not None, why
+    return e
+
+
+# --- hand-derived ------------------------------------------------------------------------------
+
+def test_addmm_as_a_trace_records_it():
+    # aten::addmm [3072] x [4096, 1024] x [1024, 3072] bf16 (tf.kineto.json.gz)
+    ins = operands([[3072], [4096, 1024], [1024, 3072], [], []], [BF16] * 3 + ["Scalar"] * 2, ["", "", "", "1", "1"])
+    e = est("aten::addmm", *ins)
+    assert e.family == "matmul" and e.dtype == "bf16"
+    assert e.flops == 2 * 4096 * 3072 * 1024 + 4096 * 3072
+    assert e.bytes == (4096 * 1024 + 1024 * 3072 + 4096 * 3072 + 3072) * 2
+    assert aten.describe("aten::addmm", ins) == "aten::addmm [3072] x [4096, 1024] x [1024, 3072] bf16"
+
+
+def test_linear_and_matmul_flatten_the_batch():
+    assert est("aten::linear", T(8, 512, 1024), T(3072, 1024)).flops == 2 * 4096 * 3072 * 1024
+    assert est("aten::matmul", T(8, 512, 1024), T(1024, 8192)).flops == 2 * 4096 * 8192 * 1024
+    assert est("aten::bmm", T(4, 64, 32), T(4, 32, 16)).flops == 2 * 4 * 64 * 16 * 32
+
+
+def test_scaled_mm_is_fp8_in_bf16_out():
+    e = est("aten::_scaled_mm", T(128, 256, dtype="c10::Float8_e4m3fn"), T(256, 512, dtype="c10::Float8_e4m3fn"),
+            T(128, 1, dtype=F32), T(1, 512, dtype=F32))
+    assert e.dtype == "fp8" and e.flops == 2 * 128 * 256 * 512
+    assert e.bytes == 128 * 256 + 256 * 512 + 128 * 512 * 2 + (128 + 512) * 4
+
+
+def test_grouped_mm_splits_m_over_groups():
+    e = est("aten::_grouped_mm", T(1000, 64), T(8, 64, 128), T(8, dtype="int"))
+    assert e.flops == 2 * 1000 * 64 * 128
+
+
+def test_attention_causal_halves_and_backward_is_two_and_a_half():
+    q = T(8, 16, 512, 64)
+    f = est("aten::_scaled_dot_product_cudnn_attention", q, q, q, Operand(), S(True), S(0.0), S(True), S(False))
+    full = 4 * 8 * 16 * 512 * 512 * 64
+    assert f.flops == full // 2 and "causal" in f.note
+    assert f.bytes == 4 * 8 * 16 * 512 * 64 * 2 + 4 * 8 * 16 * 512
+    b = est("aten::_scaled_dot_product_flash_attention_backward", q, q, q, q, q, T(8, 16, 512, dtype=F32),
+            Operand(), Operand(), S(512), S(512), S(0.0), S(False))
+    assert b.flops == int(2.5 * full)
+
+
+def test_varlen_flash_attention_is_an_upper_bound():
+    q = T(3000, 16, 64)  # three sequences, 3000 tokens, the longest 1024
+    e = est("aten::_flash_attention_forward", q, q, q, T(4, dtype="int"), T(4, dtype="int"), S(1024), S(1024),
+            S(0.0), S(True))
+    assert e.flops == (4 * 16 * 3000 * 1024 * 64) // 2 and "upper bound" in e.note
+
+
+def test_layer_norm_forward_and_backward():
+    f = est("aten::native_layer_norm", T(8, 512, 1024, dtype=F32), Operand(None, "ScalarList", "[1024]"),
+            T(1024, dtype=F32), T(1024, dtype=F32), S(1e-5))
+    n = 8 * 512 * 1024
+    assert f.flops == 5 * n + n and f.bytes == 2 * n * 4 + 2 * 1024 * 4 + 8 * 4096
+    b = est("aten::native_layer_norm_backward", T(8, 512, 1024, dtype=F32), T(8, 512, 1024, dtype=F32),
+            Operand(None, "ScalarList", "[1024]"), T(8, 512, 1, dtype=F32), T(8, 512, 1, dtype=F32),
+            T(1024, dtype=F32), T(1024, dtype=F32))
+    assert b.bytes == 3 * n * 4 + 8 * 4096 + 3 * 1024 * 4
+
+
+def test_rms_group_and_batch_norm():
+    assert est("aten::rms_norm", T(4096, 4096), Operand(None, "ScalarList", "[4096]"), T(4096)).flops == 4 * 4096 * 4096
+    g = est("aten::native_group_norm", T(2, 64, 8, 8, dtype=F32), T(64, dtype=F32), T(64, dtype=F32), S(2), S(64),
+            S(64), S(32), S(1e-5))
+    assert g.family == "norm" and g.bytes >= 2 * 2 * 64 * 64 * 4
+    assert est("aten::cudnn_batch_norm", T(32, 64, 56, 56, dtype=F32), T(64, dtype=F32)).family == "norm"
+
+
+def test_softmax_and_cross_entropy():
+    assert est("aten::_log_softmax", T(4096, 8192, dtype=F32), S(1), S(False)).bytes == 2 * 4096 * 8192 * 4
+    ce = est("aten::cross_entropy_loss", T(4096, 8192, dtype=F32), T(4096, dtype=I64))
+    assert ce.bytes == 4096 * 8192 * 4 + 8 * 4096 + 4
+
+
+def test_embedding_forward_and_dense_backward():
+    f = est("aten::embedding", T(8192, 1024, dtype=F32), T(8, 512, dtype=I64))
+    assert f.flops == 0 and f.bytes == 4096 * 8 + 2 * 4096 * 1024 * 4
+    b = est("aten::embedding_dense_backward", T(8, 512, 1024, dtype=F32), T(8, 512, dtype=I64), S(8192), S(-1))
+    assert b.bytes == 4096 * 8 + 4096 * 1024 * 4 + 8192 * 1024 * 4
+
+
+def test_elementwise_broadcast_and_mixed_dtypes():
+    e = est("aten::add", T(8, 512, 1024, dtype=F32), T(8, 512, 1024), S(1))
+    n = 8 * 512 * 1024
+    assert e.bytes == n * 4 + n * 2 + n * 4 and e.flops == n
+    assert est("aten::gelu", T(8, 512, 4096), Operand()).flops == 8 * 8 * 512 * 4096
+    assert est("aten::mul", T(64, 1), T(1, 128)).bytes == (64 + 128 + 64 * 128) * 2
+
+
+def test_reductions_copies_and_gathers():
+    r = est("aten::sum", T(4096, 1024), Operand(None, "ScalarList", "[0]"), S(True))
+    assert r.bytes == 4096 * 1024 * 2 + 1024 * 2
+    c = est("aten::copy_", T(8, 512, 8192), T(8, 512, 8192, dtype=F32), S(False))
+    assert c.bytes == 8 * 512 * 8192 * 6
+    to = est("aten::_to_copy", T(8, 512, 8192, dtype=F32), S(15), S(0))  # 15: BFloat16
+    assert to.bytes == 8 * 512 * 8192 * 6
+    g = est("aten::index_select", T(8192, 1024, dtype=F32), S(0), T(4096, dtype=I64))
+    assert g.bytes == 4096 * 8 + 2 * 4096 * 1024 * 4
+    cat = est("aten::cat", Operand(None, "TensorList", None, (T(2, 3), T(2, 3))), S(0))
+    assert cat.bytes == 2 * 12 * 2 and "assumed" in cat.note
+
+
+def test_optimizers_fused_and_foreach():
+    params = Operand(None, "TensorList", None, (T(1000, dtype=F32), T(24, dtype=F32)))
+    a = est("aten::_fused_adamw_", params, params, params, params)
+    assert a.bytes == 1024 * 4 * 7 and a.flops == 14 * 1024
+    s = est("aten::_fused_sgd_", params, params)
+    assert s.bytes == 1024 * 4 * 3
+    f = est("aten::_foreach_mul_", params, S(0.9))
+    assert f.bytes == 1024 * 4 * 2
+    # torch.profiler writes [] for a TensorList's sizes: nothing to say, and why
+    e, why = estimate("aten::_foreach_mul_", operands([[], []], ["TensorList", "Scalar"], ["", "0.9"]))
+    assert e is None and "no input shapes" in why
+
+
+def test_collectives_bus_bytes():
+    ar = aten.collective("all_reduce", 1 << 20, "bfloat16", 8)
+    assert ar.bytes == (1 << 21) * 2 * 7 / 8 and ar.bus
+    ag = aten.collective("all_gather", 1 << 20, "float32", 4)
+    assert ag.bytes == (1 << 22) * 3 / 4 and ag.flops == 0
+    assert aten.collective("nccl:broadcast", 100, "float32", 2).bytes == 400
+
+
+def test_unknown_ops_say_why():
+    e, why = estimate("aten::my_custom", [T(4)])
+    assert e is None and "not an operator the model knows" in why
+    e, why = estimate("aten::mm", [Operand(None, BF16)])
+    assert e is None and "no input shapes" in why
+
+
+# --- against FlopCounterMode ---------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+def _counted(fn) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as m:
+        fn()
+    return m.get_total_flops()
+
+
+def _ops(*ts):
+    names = {torch.bfloat16: BF16, torch.float32: F32, torch.int64: I64}
+    return [Operand(tuple(t.shape), names[t.dtype]) if isinstance(t, torch.Tensor) else
+            Operand(None, "Scalar", str(t)) for t in ts]
+
+
+@pytest.mark.parametrize("op,shapes", [
+    ("mm", [(64, 32), (32, 48)]),
+    ("bmm", [(3, 64, 32), (3, 32, 48)]),
+    ("matmul", [(2, 5, 64, 32), (32, 48)]),
+])
+def test_matmul_family_matches_flop_counter(op, shapes):
+    ts = [torch.randn(*s) for s in shapes]
+    fn = getattr(torch, op)
+    assert est(f"aten::{op}", *_ops(*ts)).flops == _counted(lambda: fn(*ts))
+
+
+def test_addmm_and_linear_match_flop_counter_products():
+    b, a, w = torch.randn(48), torch.randn(64, 32), torch.randn(32, 48)
+    # the counter counts the product only; the model adds the bias epilogue (M*N)
+    assert est("aten::addmm", *_ops(b, a, w)).flops == _counted(lambda: torch.addmm(b, a, w)) + 64 * 48
+    x, wl = torch.randn(4, 16, 32), torch.randn(48, 32)
+    assert est("aten::linear", *_ops(x, wl)).flops == _counted(lambda: torch.nn.functional.linear(x, wl))
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [(1, 1, 1, 1), (2, 0, 1, 1), (1, 2, 2, 4)])
+def test_convolution_forward_and_backward_match_flop_counter(stride, padding, dilation, groups):
+    x = torch.randn(2, 8, 17, 15, requires_grad=True)
+    w = torch.randn(16, 8 // groups, 3, 3, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, None, stride, padding, dilation, groups)
+    conv_args = [Operand(None, "ScalarList", str([stride] * 2)), Operand(None, "ScalarList", str([padding] * 2)),
+                 Operand(None, "ScalarList", str([dilation] * 2)), S(False), Operand(None, "ScalarList", "[0, 0]"),
+                 S(groups)]
+    f = est("aten::convolution", *_ops(x, w), Operand(), *conv_args)
+    assert f.flops == _counted(lambda: torch.nn.functional.conv2d(x, w, None, stride, padding, dilation, groups))
+    go = torch.randn_like(y)
+    counted = _counted(lambda: torch.ops.aten.convolution_backward(go, x, w, None, [stride] * 2, [padding] * 2,
+                                                                   [dilation] * 2, False, [0, 0], groups,
+                                                                   [True, True, False]))
+    b = est("aten::convolution_backward", *_ops(go, x, w), Operand(None, "ScalarList", "[16]"), *conv_args,
+            Operand(None, "ScalarList", "[True, True, False]"))
+    # grad_input and grad_weight each cost the forward's products; the counter counts a grouped
+    # convolution's grad_weight over every input channel (groups x the products done)
+    assert counted == b.flops // 2 * (1 + groups)
+
+
+@pytest.mark.parametrize("lq,lk,e,ev", [(64, 64, 32, 32), (17, 40, 64, 16)])
+def test_attention_matches_flop_counter(lq, lk, e, ev):
+    # the counter registers no formula for the CPU's own SDPA kernel: its formulas for the
+    # CUDA kernels (the ones a GPU trace names) are called on the same shapes
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    q, k, v = torch.randn(2, 4, lq, e), torch.randn(2, 4, lk, e), torch.randn(2, 4, lk, ev)
+    f = est("aten::_scaled_dot_product_efficient_attention", *_ops(q, k, v), Operand(), S(False), S(0.0), S(False))
+    assert f.flops == sdpa_flop_count(q.shape, k.shape, v.shape)
+
+    go = torch.randn(2, 4, lq, ev)
+    b = est("aten::_scaled_dot_product_efficient_attention_backward", *_ops(go, q, k, v, go),
+            T(2, 4, lq, dtype=F32), S(0.0), S(False))
+    assert b.flops == sdpa_backward_flop_count(go.shape, q.shape, k.shape, v.shape)

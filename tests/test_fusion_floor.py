@@ -1,0 +1,66 @@
+"""The fusion floor (profkit/analyses/fusion.py): what one kernel doing a range's operators must
+move, from the operators' shapes; and advise using it for a timeline-only run."""
+from profkit.analyses import fusion
+from profkit.model.ops.aten import Operand
+
+BF16, F32 = "c10::BFloat16", "float"
+T, H = 4096, 4096
+
+
+def t(*dims, dtype=BF16):
+    return Operand(tuple(dims), dtype)
+
+
+def s(v):
+    return Operand(None, "Scalar", str(v))
+
+
+def test_eager_rmsnorm_fused_reads_x_and_w_and_writes_y():
+    # x.float(); pow(2); mean(-1, keepdim); + eps; rsqrt; x * r; .to(bf16); w * y: as aten records it
+    ops = [("aten::_to_copy", [t(T, H), s(6)]),
+           ("aten::pow", [t(T, H, dtype=F32), s(2)]),
+           ("aten::mean", [t(T, H, dtype=F32), Operand(None, "ScalarList", "[-1]"), s(True)]),
+           ("aten::add", [t(T, 1, dtype=F32), s(1e-6), s(1)]),
+           ("aten::rsqrt", [t(T, 1, dtype=F32)]),
+           ("aten::mul", [t(T, H, dtype=F32), t(T, 1, dtype=F32)]),
+           ("aten::_to_copy", [t(T, H, dtype=F32), s(15)]),
+           ("aten::mul", [t(H), t(T, H)])]
+    b_in, b_out, _ = fusion.external_bytes(ops)
+    assert b_in == T * H * 2 + H * 2 and b_out == T * H * 2
+
+
+def test_residual_add_then_layer_norm_reads_both_inputs():
+    ops = [("aten::add", [t(T, H), t(T, H), s(1)]),
+           ("aten::native_layer_norm", [t(T, H), Operand(None, "ScalarList", f"[{H}]"), t(H), t(H), s(1e-5)])]
+    b_in, b_out, _ = fusion.external_bytes(ops)
+    # x and the residual are distinct tensors of one shape, read by one op: both counted
+    assert b_in == 2 * T * H * 2 + 2 * H * 2 and b_out == T * H * 2
+
+
+def test_gelu_mlp_epilogue_keeps_the_product_on_chip():
+    ops = [("aten::addmm", [t(3072), t(T, 768), t(768, 3072), s(1), s(1)]),
+           ("aten::gelu", [t(T, 3072), Operand(None, "", "none")])]
+    b_in, b_out, _ = fusion.external_bytes(ops)
+    assert b_in == (3072 + T * 768 + 768 * 3072) * 2 and b_out == T * 3072 * 2
+
+
+def test_a_call_with_an_unsized_operator_has_no_fusion_floor():
+    ops = {1: {"op_id": 1, "op": "aten::_foreach_mul_", "input_dims": "[[],[]]",
+               "input_types": '["TensorList","Scalar"]', "concrete": None},
+           2: {"op_id": 2, "op": "aten::add", "input_dims": "[[4],[4]]", "input_types": '["float","float"]',
+               "concrete": None}}
+    assert fusion.floor([{"kernel_id": 1}, {"kernel_id": 2}], ops, 1e12, "NVIDIA H100 80GB HBM3") is None
+    ops[1] = {**ops[2], "op_id": 3, "op": "aten::mul"}
+    f = fusion.floor([{"kernel_id": 1}, {"kernel_id": 2}], ops, 1e12, "NVIDIA H100 80GB HBM3")
+    assert f is not None and f[2] == 4 * 4 * 2 + 4 * 4  # a and b in, the last op's output out
+
+
+def test_upcast_log_softmax_nll_reads_the_logits_once():
+    # logits.float() into a new tensor (copy_ writes its first argument), a reshaped view of it
+    # into log_softmax, then nll_loss (mean: one scalar out): fused, the bf16 logits in, 4 B out
+    ops = [("aten::copy_", [t(8, 512, 8192, dtype=F32), t(8, 512, 8192), s(False)]),
+           ("aten::_log_softmax", [t(4096, 8192, dtype=F32), s(1), s(False)]),
+           ("aten::nll_loss_forward", [t(4096, 8192, dtype=F32), t(4096, dtype="long int"), Operand(), s(1),
+                                       s(-100)])]
+    b_in, b_out, _ = fusion.external_bytes(ops)
+    assert b_in == 8 * 512 * 8192 * 2 + 4096 * 8 and b_out == 4
