@@ -18,9 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "gate.md"
 BEGIN, END = "<!-- simulation: begin (benchmarks/gate_simulation.py --write) -->", "<!-- simulation: end -->"
-# shipped lab timelines, 12 calls a variant in its NVTX range, both GPUs
-RUNS = ("rope-qwen7b-t4096-r25-h100e", "rope-qwen7b-t4096-r25-h200f", "rmsnorm_rope-qwen3-8b-t4096-r24-h100d",
-        "rmsnorm_bwd-qwen7b-t4096-r24-h100c")
+# the lab timelines tests/test_gate.py reads (tests/data/gate), 12 calls a variant in its NVTX
+# range, both GPUs
+DATA = ROOT / "tests" / "data" / "gate"
+RUNS = ("rope-qwen7b-t4096-r25-h100e", "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-fast",
+        "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-slow", "rmsnorm_rope-qwen3-8b-t4096-r24-h200a-fast")
 # (draw, threshold, draws a range): the default threshold in both regimes, and a threshold under
 # the smallest planted slow-down (with 3 %, +2 % is within tolerance: `pass` is the right answer)
 SETTINGS = (("split", 0.03, 200), ("resample", 0.03, 50), ("resample", 0.01, 50))
@@ -82,7 +84,7 @@ def load_store(root: Path):
     from profkit.store.store import Store
 
     for run in RUNS:
-        (root / run).symlink_to(ROOT / "profiles" / run, target_is_directory=True)
+        (root / run).symlink_to(DATA / run, target_is_directory=True)
     db = root / "sim.db"
     load_profiles(root, str(db))
     return Store(str(db))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from profkit.capture import session as cap
+from profkit.capture.options import CaptureOptions, Hooks
 from profkit.core.errors import ToolFailed
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
@@ -23,8 +24,9 @@ def recapturer(target: list[str], db: str, run: str, out_dir: str | Path, *, tra
         while f"{run}-rerun{i}" in taken:
             i += 1
         name = cap.check_run_name(f"{run}-rerun{i}")
-        got = cap.capture(workload, command, name, Path(out_dir), use_nsys=True, use_ncu=False, tracer=tracer,
-                          nsys=nsys, calls=calls, note=note)
+        opts = CaptureOptions(run=name, out=Path(out_dir), workload=workload, command=command, use_nsys=True,
+                              use_ncu=False, tracer=tracer, nsys=nsys, calls=calls)
+        got = cap.capture(opts, Hooks(note=note))
         if got.failures or not got.files:
             raise ToolFailed(f"re-capture {name} failed: {(got.failures or ['no timeline written'])[-1]}; "
                              f"reports in {got.folder}")
