@@ -17,14 +17,14 @@ FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
 FIELD_EXTRA = ROOT.parent / "field-extra"
 
 
-def load_runs(root: Path, runs, db_name: str):
-    """A Store of only `runs` (folders of profiles/, linked under `root`): a small database, fast
-    to load; the caller closes it."""
+def load_runs(root: Path, runs, db_name: str, source: Path = PROFILES):
+    """A Store of only `runs` (folders of `source`, profiles/ by default, linked under `root`): a
+    small database, fast to load; the caller closes it."""
     from profkit.store.profiles import load_profiles
     from profkit.store.store import Store
 
     for run in runs:
-        (root / run).symlink_to(PROFILES / run, target_is_directory=True)
+        (root / run).symlink_to(source / run, target_is_directory=True)
     db = str(root / db_name)
     load_profiles(root, db)
     return Store(db)

@@ -612,6 +612,27 @@ CREATE VIEW gpu_copies AS
 SELECT run, rank, kind, direction, bytes, pageable, start_ns, end_ns, stream FROM gpu_copy;
 """))
 
+# A baseline outlives the run it was saved from (a CI job keeps it, the run may be deleted or
+# never loaded here: `baseline import`), so it holds its own samples and no reference to run.
+MIGRATIONS.append((17, "baselines: per-call samples and comparability facts (profkit gate)", """
+CREATE TABLE baseline (
+    name        TEXT PRIMARY KEY,
+    run         TEXT NOT NULL,                -- the run it was saved from (by name only)
+    created_at  TEXT NOT NULL,
+    facts       TEXT NOT NULL DEFAULT '{}'    -- JSON: gpu, driver, clocks, tools, shape, variants
+);
+CREATE TABLE baseline_sample (
+    name        TEXT NOT NULL REFERENCES baseline(name) ON DELETE CASCADE,
+    range_path  TEXT NOT NULL,                -- NVTX path of the range
+    kernel      TEXT NOT NULL DEFAULT '',     -- '' for the whole range, else a kernel name in it
+    seq         INTEGER NOT NULL,             -- order: the range's, then its kernels' launch order
+    label       TEXT,                         -- profkit classify label (dominant, for a range)
+    gpu_us      TEXT NOT NULL,                -- JSON list: GPU time of each call
+    host_us     TEXT,                         -- JSON list: host time of each call but the last
+    PRIMARY KEY (name, range_path, kernel)
+);
+"""))
+
 REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
                  ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
 
