@@ -17,9 +17,9 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from profkit.model import peaks
 from profkit.analyses.calibration import OFF_BY, calibrate
 from profkit.analyses.classify import classify
+from profkit.model import peaks
 from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
 

@@ -136,7 +136,6 @@ def _check(name, dtype, outs, refs):
 def path_checks(device: str) -> list[dict]:
     """Each check on a GPU-sized problem; on the CPU (tests, emulated build) a tiny one."""
     import torch
-
     from profkit.kernels import rmsnorm, rope, swiglu, torch_dtype
     from profkit.kernels._cuda_ops import rmsnorm_cuda, rope_cuda, swiglu_cuda
 
@@ -201,7 +200,6 @@ def path_checks(device: str) -> list[dict]:
 
 def sgemm_rows(shapes: list[str], device: str, bench, rows: list, save, graph: bool = False) -> dict:
     import torch
-
     from profkit.kernels import sgemm
     from profkit.kernels._numerics import measure
 
@@ -326,7 +324,6 @@ def main(argv=None) -> int:
     if not a.out:
         ap.error("--out DIR is required")
     import torch
-
     from profkit.kernels import _cuda_build
 
     device = a.device

@@ -128,7 +128,6 @@ def bench_model(name: str, layers: int, tokens: list[int], steps: int, context: 
                 variants=DECODE_VARIANTS, check_tokens: int = 128, min_reps: int = 5, max_reps: int = 30,
                 target_s: float = 0.4, max_seq: int | None = None, rounds: int = 3) -> dict:
     import torch
-
     from profkit.kernels import decoder as D
     from profkit.kernels.e2e import _inputs
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import os
 import platform
-import lzma
 import random
 import shutil
 import sqlite3

@@ -21,8 +21,8 @@ Import path: profkit.kernels (run from any cwd with the package installed).
 """
 from __future__ import annotations
 
-import sys
 import os
+import sys
 
 if "--selftest" in sys.argv:  # before triton is imported anywhere
     os.environ["TRITON_INTERPRET"] = "1"
@@ -242,7 +242,6 @@ def main(argv=None) -> int:
     import importlib
 
     import torch
-
     from profkit.kernels import benched
     from profkit.kernels.timing import header, stamp
 

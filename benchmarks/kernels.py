@@ -79,7 +79,6 @@ def run_forward(op: str, shapes: dict, dtype: str, device: str, bench, copy_gbps
                 stamp: dict | None = None, graph_bench=None):
     """Every (shape, variant) of workload `op`: check, time, append one row each."""
     import torch
-
     from profkit.kernels import get
     from profkit.kernels.timing import first_call_checked, input_sets, rotating
 
@@ -264,9 +263,9 @@ def main(argv=None) -> int:
     if not a.out and not a.selftest:
         ap.error("--out DIR is required (except with --selftest)")
     import torch
-
     from profkit.kernels.timing import copy_bandwidth as cb
-    from profkit.kernels.timing import graph_timer, header, stamp, timer as mk_timer, tuned_choices
+    from profkit.kernels.timing import graph_timer, header, stamp, tuned_choices
+    from profkit.kernels.timing import timer as mk_timer
 
     device = "cpu" if a.selftest else "cuda"
     if device == "cuda" and not torch.cuda.is_available():

@@ -110,8 +110,9 @@ def bomb(tmp: Path) -> dict:
 
 
 def checks(tmp: Path) -> dict:
-    from profkit.core.dbfile import check_whole
     from profkit.parsers import _ncu_framing, nsys_sqlite
+
+    from profkit.core.dbfile import check_whole
 
     raw = tmp / "ws.ncu-rep"
     raw.write_bytes(lzma.decompress((ROOT / "tests/data/field-h100/ws_nonvtx.ncu-rep.xz").read_bytes()))

@@ -27,9 +27,9 @@ def chain_paths(shape: str = "4096") -> list[str]:
 
 
 def draw(profile: Path, out: Path, db: str | None = None) -> dict:
+    from profkit.analyses.classify import classify
     from profkit.outputs import roofline_plot as roofline
     from profkit.store.profiles import load_profiles
-    from profkit.analyses.classify import classify
     from profkit.store.store import Store
 
     run = profile.name

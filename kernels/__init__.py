@@ -9,12 +9,14 @@ reference check and the benchmarks iterate the registry.
 A run of workload ``op``, variant ``v`` and shape ``s`` happens inside an NVTX range named
 ``op/v/s``; the warm-up launches (compilation, autotuning) happen outside any range.
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,15 @@ class Workload:
 
         if self.reference is None:
             return None
-        return measure(out, self.reference(state, variant), dtype or self.default_dtype,
-                       f"{self.op}/{variant}", self.numerics, grad=self.grad,
-                       baseline=variant in self.baselines)
+        return measure(
+            out,
+            self.reference(state, variant),
+            dtype or self.default_dtype,
+            f"{self.op}/{variant}",
+            self.numerics,
+            grad=self.grad,
+            baseline=variant in self.baselines,
+        )
 
 
 def backward_workload(w: Workload) -> Workload:
@@ -151,17 +159,27 @@ def backward_workload(w: Workload) -> Workload:
         return s["_ref"]
 
     return Workload(
-        op=f"{w.op}_bwd", setup=setup,
-        variants={**{v: grads(v) for v in b.forward if v not in w.requires or v in w.variants},
-                  **{f"{v}_direct": fn for v, fn in b.direct.items()}},
-        shapes={name: w.shapes[name] for name in b.shapes}, model=b.model, dtypes=w.dtypes,
-        default_dtype=w.default_dtype, description=f"backward of {w.op}: d{'/d'.join(b.inputs)}",
+        op=f"{w.op}_bwd",
+        setup=setup,
+        variants={
+            **{v: grads(v) for v in b.forward if v not in w.requires or v in w.variants},
+            **{f"{v}_direct": fn for v, fn in b.direct.items()},
+        },
+        shapes={name: w.shapes[name] for name in b.shapes},
+        model=b.model,
+        dtypes=w.dtypes,
+        default_dtype=w.default_dtype,
+        description=f"backward of {w.op}: d{'/d'.join(b.inputs)}",
         requires={v: m for v, m in w.requires.items() if v in b.forward},
-        gpu_only=tuple(v for v in w.gpu_only if v in b.forward), reference=reference,
-        numerics=w.numerics, grad=True,
+        gpu_only=tuple(v for v in w.gpu_only if v in b.forward),
+        reference=reference,
+        numerics=w.numerics,
+        grad=True,
         baselines=w.baselines + tuple(f"{v}_direct" for v in b.direct if v in w.baselines),
         quick=b.quick or b.shapes[:1],
-        selftest=w.selftest, bench=w.bench)
+        selftest=w.selftest,
+        bench=w.bench,
+    )
 
 
 _REGISTRY: dict[str, Workload] = {}
@@ -175,8 +193,11 @@ def register(w: Workload) -> Workload:
 
 
 def _modules() -> list[str]:
-    return [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
-            if not info.name.startswith("_") and info.name not in ("run", "timing")]
+    return [
+        f"{__name__}.{info.name}"
+        for info in pkgutil.iter_modules(__path__)
+        if not info.name.startswith("_") and info.name not in ("run", "timing")
+    ]
 
 
 def preload() -> None:

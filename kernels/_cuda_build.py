@@ -17,6 +17,7 @@ Where no nvcc is found (``$PROFKIT_NVCC``, ``$CUDA_HOME/bin``, ``PATH``, ``/usr/
 error lines. Compiles write to a temporary name and rename, so concurrent processes never load
 a half-written library.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -43,12 +44,18 @@ _NVCC_VERSION: dict[str, str] = {}
 def find_nvcc() -> str:
     """Path of nvcc, or ToolMissing."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    for cand in (os.environ.get("PROFKIT_NVCC"), home and os.path.join(home, "bin", "nvcc"), shutil.which("nvcc"),
-                 *FALLBACK_NVCC):
+    for cand in (
+        os.environ.get("PROFKIT_NVCC"),
+        home and os.path.join(home, "bin", "nvcc"),
+        shutil.which("nvcc"),
+        *FALLBACK_NVCC,
+    ):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    raise ToolMissing("nvcc (the CUDA compiler) is not installed: the CUDA C++ kernels need it; install the CUDA "
-                      "toolkit, or set CUDA_HOME or PROFKIT_NVCC")
+    raise ToolMissing(
+        "nvcc (the CUDA compiler) is not installed: the CUDA C++ kernels need it; install the CUDA "
+        "toolkit, or set CUDA_HOME or PROFKIT_NVCC"
+    )
 
 
 def nvcc_version(nvcc: str) -> str:
@@ -124,8 +131,9 @@ def library_path(name: str, arch: str | None = None) -> Path:
 def _nvcc(args: list[str], what: str) -> None:
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
-        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if "error" in ln.lower()] or \
-            (p.stderr + p.stdout).strip().splitlines()
+        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if "error" in ln.lower()] or (
+            p.stderr + p.stdout
+        ).strip().splitlines()
         raise ToolFailed(f"nvcc failed on {what}: " + " | ".join(lines[:4]))
 
 
@@ -149,7 +157,10 @@ def build(name: str, arch: str | None = None) -> Path:
 
 def compile_only(name: str, out: Path, arch: str = "sm_90") -> Path:
     """nvcc -c for `arch` into `out` (an object file): the CPU CI check that every source compiles."""
-    _nvcc([find_nvcc(), *BASE_FLAGS, *arch_flags(arch_for(name, arch)), "-c", "-o", str(out), str(source(name))], source(name).name)
+    _nvcc(
+        [find_nvcc(), *BASE_FLAGS, *arch_flags(arch_for(name, arch)), "-c", "-o", str(out), str(source(name))],
+        source(name).name,
+    )
     return out
 
 

@@ -5,6 +5,7 @@ Same interface and numerics as the Triton launchers in rmsnorm.py / rope.py / sw
 Forward only (no autograd). Arguments are checked here, before anything is compiled or
 launched, so a wrong call is a ValueError naming what is wrong rather than a CUDA error.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -60,6 +61,7 @@ def _same_dtype(ref, **ts) -> None:
 
 # ---- RMSNorm ---------------------------------------------------------------------------------
 
+
 def rmsnorm_cuda(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None):
     """y = x * rsqrt(mean(x^2) + eps) * w  (Gemma: * (1 + w)) over the last dim. out: optional
     preallocated y (shape and dtype of x, contiguous); rstd: optional fp32 [rows] to fill."""
@@ -89,16 +91,33 @@ def rmsnorm_cuda(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=No
         return y
     y2 = y.view(M, N)
     lib, f = _fn("rmsnorm")
-    _cuda_build.check(lib, f(x2.data_ptr(), w.data_ptr(), y2.data_ptr(), rstd.data_ptr() if rstd is not None else None,
-                             x2.stride(0), y2.stride(0), M, N, eps, 1.0 if gemma else 0.0, code,
-                             _cuda_build.stream_of(x2)), "rmsnorm (CUDA)")
+    _cuda_build.check(
+        lib,
+        f(
+            x2.data_ptr(),
+            w.data_ptr(),
+            y2.data_ptr(),
+            rstd.data_ptr() if rstd is not None else None,
+            x2.stride(0),
+            y2.stride(0),
+            M,
+            N,
+            eps,
+            1.0 if gemma else 0.0,
+            code,
+            _cuda_build.stream_of(x2),
+        ),
+        "rmsnorm (CUDA)",
+    )
     return y
 
 
 # ---- RoPE ------------------------------------------------------------------------------------
 
-def rope_cuda(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-              q_out=None, k_out=None):
+
+def rope_cuda(
+    q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False, q_out=None, k_out=None
+):
     """RoPE on q [T, HQ, D] and k [T, HK, D] with fp32 cos/sin tables [max_pos, rotary_dim // 2];
     returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place."""
     import torch
@@ -130,7 +149,16 @@ def rope_cuda(q, k, cos, sin, positions, rotary_dim: int | None = None, interlea
     for name, o, i in (("q_out", qo, q), ("k_out", ko, k)):
         if tuple(o.shape) != tuple(i.shape) or o.dtype != i.dtype or o.stride(-1) != 1:
             raise ValueError(f"rope: {name} must be {tuple(i.shape)} {i.dtype} with unit stride on head_dim")
-    strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), qo.stride(0), qo.stride(1), ko.stride(0), ko.stride(1))
+    strides = (
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        qo.stride(0),
+        qo.stride(1),
+        ko.stride(0),
+        ko.stride(1),
+    )
     if interleaved and any(s % 2 for s in strides):
         raise ValueError("rope: the GPT-J (interleaved) layout needs even token and head strides")
     _need_device(q, k, qo, ko, cos, sin, positions)
@@ -140,13 +168,35 @@ def rope_cuda(q, k, cos, sin, positions, rotary_dim: int | None = None, interlea
         raise ValueError("rope: sizes past the kernel's int32 range")
     in_place = qo.data_ptr() == q.data_ptr() and ko.data_ptr() == k.data_ptr()
     lib, f = _fn("rope")
-    _cuda_build.check(lib, f(q.data_ptr(), k.data_ptr(), qo.data_ptr(), ko.data_ptr(), cos.data_ptr(), sin.data_ptr(),
-                             positions.data_ptr(), *strides, cos.stride(0), T, HQ, HK, D, rd // 2, int(interleaved),
-                             int(rd < D and not in_place), code, _cuda_build.stream_of(q)), "rope (CUDA)")
+    _cuda_build.check(
+        lib,
+        f(
+            q.data_ptr(),
+            k.data_ptr(),
+            qo.data_ptr(),
+            ko.data_ptr(),
+            cos.data_ptr(),
+            sin.data_ptr(),
+            positions.data_ptr(),
+            *strides,
+            cos.stride(0),
+            T,
+            HQ,
+            HK,
+            D,
+            rd // 2,
+            int(interleaved),
+            int(rd < D and not in_place),
+            code,
+            _cuda_build.stream_of(q),
+        ),
+        "rope (CUDA)",
+    )
     return qo, ko
 
 
 # ---- SwiGLU ----------------------------------------------------------------------------------
+
 
 def swiglu_cuda(gate, up, out=None):
     """silu(gate) * up, elementwise; out: optional preallocated contiguous output."""
@@ -164,8 +214,9 @@ def swiglu_cuda(gate, up, out=None):
     n = gate.numel()
     if n:
         lib, f = _fn("swiglu")
-        _cuda_build.check(lib, f(gate.data_ptr(), up.data_ptr(), y.data_ptr(), n, code, _cuda_build.stream_of(gate)),
-                          "swiglu (CUDA)")
+        _cuda_build.check(
+            lib, f(gate.data_ptr(), up.data_ptr(), y.data_ptr(), n, code, _cuda_build.stream_of(gate)), "swiglu (CUDA)"
+        )
     return y
 
 
@@ -189,11 +240,14 @@ def softmax_cluster_plan(n: int, esize: int, cluster: int | None = None, per_sm:
         raise ValueError(f"softmax (CUDA): per_sm {per_sm} is not one of {tuple(SOFTMAX_SHAPES)}")
     chunk_bytes, _, max_chunks = SOFTMAX_SHAPES[per_sm]
     if n % v:
-        raise ValueError(f"softmax (CUDA): {n} columns is not a multiple of {v} "
-                         f"({esize}-byte elements in a 16-byte vector)")
+        raise ValueError(
+            f"softmax (CUDA): {n} columns is not a multiple of {v} ({esize}-byte elements in a 16-byte vector)"
+        )
     if n < SOFTMAX_MIN_COLUMNS:
-        raise ValueError(f"softmax (CUDA): rows of {n} columns; the cluster kernel is for rows of at least "
-                         f"{SOFTMAX_MIN_COLUMNS} (use softmax())")
+        raise ValueError(
+            f"softmax (CUDA): rows of {n} columns; the cluster kernel is for rows of at least "
+            f"{SOFTMAX_MIN_COLUMNS} (use softmax())"
+        )
     che = chunk_bytes // esize
 
     def plan(c: int):
@@ -202,20 +256,25 @@ def softmax_cluster_plan(n: int, esize: int, cluster: int | None = None, per_sm:
         return (sl, -(-max(sl, last) // che)) if last > 0 else (sl, None)
 
     if cluster is None:
-        cluster = next((c for c in CLUSTER_SIZES if (plan(c)[1] or 99) <= min(_TARGET_CHUNKS, max_chunks)),
-                       CLUSTER_SIZES[-1])
+        cluster = next(
+            (c for c in CLUSTER_SIZES if (plan(c)[1] or 99) <= min(_TARGET_CHUNKS, max_chunks)), CLUSTER_SIZES[-1]
+        )
     if cluster not in CLUSTER_SIZES:
         raise ValueError(f"softmax (CUDA): cluster {cluster} is not one of {CLUSTER_SIZES}")
     sl, chunks = plan(cluster)
     if chunks is None or chunks > max_chunks:
-        why = "leaves the last CTA no columns" if chunks is None else \
-            f"gives slices of {chunks} chunks (at most {max_chunks} at {per_sm} CTA(s) an SM)"
+        why = (
+            "leaves the last CTA no columns"
+            if chunks is None
+            else f"gives slices of {chunks} chunks (at most {max_chunks} at {per_sm} CTA(s) an SM)"
+        )
         raise ValueError(f"softmax (CUDA): {n} columns over a cluster of {cluster} {why}")
     return cluster, sl, chunks
 
 
-def softmax_cuda(x, out=None, cluster: int | None = None, stages: int = 12, max_clusters: int = 0, probe: int = 0,
-                 per_sm: int = 1):
+def softmax_cuda(
+    x, out=None, cluster: int | None = None, stages: int = 12, max_clusters: int = 0, probe: int = 0, per_sm: int = 1
+):
     """softmax over the last dim of a 2-D (or flattened) tensor with rows of >= 8192 columns:
     each row's slices held by a thread-block cluster (kernels/cuda/softmax.cu). fp32 math, output
     rounded once. cluster: the CTAs sharing a row (None: softmax_cluster_plan's pick); stages: the
@@ -247,7 +306,24 @@ def softmax_cuda(x, out=None, cluster: int | None = None, stages: int = 12, max_
     launched = ctypes.c_int(0)
     if rows:
         lib, f = _fn("softmax")
-        _cuda_build.check(lib, f(x2.data_ptr(), y.data_ptr(), rows, n, x2.stride(0), n, code, cluster, stages,
-                                 max_clusters, probe, per_sm, ctypes.byref(launched), _cuda_build.stream_of(x2)),
-                          "softmax (CUDA)")
+        _cuda_build.check(
+            lib,
+            f(
+                x2.data_ptr(),
+                y.data_ptr(),
+                rows,
+                n,
+                x2.stride(0),
+                n,
+                code,
+                cluster,
+                stages,
+                max_clusters,
+                probe,
+                per_sm,
+                ctypes.byref(launched),
+                _cuda_build.stream_of(x2),
+            ),
+            "softmax (CUDA)",
+        )
     return y, launched.value

@@ -3,6 +3,7 @@ the Triton environment probes (tensor descriptors, warp specialization). The LLM
 shapes and the bytes/FLOPs model live in profkit/model/ops/matmul.py. The error check and its tolerances are the lab's one
 numerics module, kernels/_numerics.py (policy "gemm": rel_fro and max_rel, GEMM_TOL).
 """
+
 from __future__ import annotations
 
 from profkit.model.ops.matmul import LLM_M, LLM_PROJ, all_gemm_shapes, gemm_model, proj_shape  # noqa: F401
@@ -16,7 +17,8 @@ UPCAST_NOTE = (
     "(interpreter.py create_dot converts only 8-bit floats), so under TRITON_INTERPRET=1 the "
     "kernels cast their tiles to fp32 before tl.dot (constexpr UPCAST). bf16 x bf16 products "
     "are exact in fp32 and the accumulator is fp32 either way, so the numerics match the GPU "
-    "path; on a GPU UPCAST is False and the tiles go to the tensor cores as bf16/fp16.")
+    "path; on a GPU UPCAST is False and the tiles go to the tensor cores as bf16/fp16."
+)
 
 
 def has_tensor_descriptors() -> bool:
@@ -53,8 +55,11 @@ def tma_supported(*tensors, names: str = "ABC") -> str | None:
             return f"TMA: {name} must be row-major contiguous"
         if t.data_ptr() % 16:
             return f"TMA: {name}'s base address must be 16-byte aligned"
-    bad = [f"{name} {tuple(t.shape)} x {t.element_size()} B" for name, t in zip(names, tensors)
-           if (t.shape[-1] * t.element_size()) % 16]
+    bad = [
+        f"{name} {tuple(t.shape)} x {t.element_size()} B"
+        for name, t in zip(names, tensors)
+        if (t.shape[-1] * t.element_size()) % 16
+    ]
     if bad:
         return "TMA: row strides must be multiples of 16 bytes (" + ", ".join(bad) + ")"
     return None

@@ -30,6 +30,7 @@ key allocates its outputs and calls ``FastKernel.launch_planned`` with only its 
 dtype and alignment are still keyed on every call. ``PROFKIT_LAUNCH_PLANS=0`` (or ``PLANS =
 False``) turns plans off and leaves the rest of the short path on.
 """
+
 from __future__ import annotations
 
 import os
@@ -90,7 +91,7 @@ class FastKernel:
         # takes them so); the other keywords are launch options (num_warps, launch_pdl, ...). A
         # parameter given neither way is None: the key misses and Triton's launch reports it.
         vals = list(args)
-        vals.extend(self.defaults[len(vals):])
+        vals.extend(self.defaults[len(vals) :])
         opts = ()
         if kw:
             names = self.names
@@ -120,12 +121,22 @@ class FastKernel:
                 self.cache[key] = kernel
             return kernel
         n = len(grid)
-        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self.stream_fn(device),
-                   kernel.function, kernel.packed_metadata, None, None, None, *vals)
+        kernel.run(
+            grid[0],
+            grid[1] if n > 1 else 1,
+            grid[2] if n > 2 else 1,
+            self.stream_fn(device),
+            kernel.function,
+            kernel.packed_metadata,
+            None,
+            None,
+            None,
+            *vals,
+        )
         self.hits += 1
         return kernel
 
-    def plan(self, grid, rest, opts=()) -> "Plan":
+    def plan(self, grid, rest, opts=()) -> Plan:
         """A Plan of a launch with `grid` whose parameters after the leading tensors are `rest`
         (in order, constexprs and defaults included) and whose options are `opts` ((name, value)
         pairs); their key is taken here, once."""
@@ -137,7 +148,7 @@ class FastKernel:
             rkey = None  # an unhashable or unkeyable value: the plan's launches take Triton's path
         return Plan(self, tuple(grid), tuple(rest), tuple(opts), rkey)
 
-    def launch_planned(self, plan: "Plan", tensors):
+    def launch_planned(self, plan: Plan, tensors):
         """Launch `plan` with its leading parameters `tensors`: the per-call key is the plan's, the
         current device and each tensor's dtype and 16-byte alignment (as `launch` keys them)."""
         fn = self.fn
@@ -165,8 +176,19 @@ class FastKernel:
             return kernel
         grid = plan.grid
         n = len(grid)
-        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self.stream_fn(device),
-                   kernel.function, kernel.packed_metadata, None, None, None, *tensors, *plan.rest)
+        kernel.run(
+            grid[0],
+            grid[1] if n > 1 else 1,
+            grid[2] if n > 2 else 1,
+            self.stream_fn(device),
+            kernel.function,
+            kernel.packed_metadata,
+            None,
+            None,
+            None,
+            *tensors,
+            *plan.rest,
+        )
         self.hits += 1
         return kernel
 
@@ -219,6 +241,7 @@ class Plans:
 def without_plans(call):
     """`call` run with the launch plans off (the short path stays on), to measure what the plans
     save in the same process."""
+
     def run(*args, **kw):
         global PLANS
         was, PLANS = PLANS, False

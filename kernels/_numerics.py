@@ -20,6 +20,7 @@ output plus fp32 accumulation error. Two policies, one check (``measure`` / ``ch
 
 A NaN or Inf anywhere in the output (a poisoned element the kernel never wrote) fails both.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,13 @@ POLICIES = ("rel_l2", "gemm")
 def dtype_name(dt) -> str:
     import torch
 
-    return {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
-            torch.float64: "fp64", torch.float8_e4m3fn: "fp8"}[dt]
+    return {
+        torch.float16: "fp16",
+        torch.bfloat16: "bf16",
+        torch.float32: "fp32",
+        torch.float64: "fp64",
+        torch.float8_e4m3fn: "fp8",
+    }[dt]
 
 
 def rel_err(out, ref) -> float:
@@ -104,8 +110,9 @@ class Result:
         return s
 
 
-def measure(out, ref, dtype: str, what: str = "out", policy: str = "rel_l2", grad: bool = False,
-            baseline: bool = False) -> Result:
+def measure(
+    out, ref, dtype: str, what: str = "out", policy: str = "rel_l2", grad: bool = False, baseline: bool = False
+) -> Result:
     """The check's numbers and verdict, without raising (a shape mismatch is a failed check).
     out/ref may be tuples (several outputs): the worst of each number counts."""
     if policy not in POLICIES:
@@ -120,14 +127,16 @@ def measure(out, ref, dtype: str, what: str = "out", policy: str = "rel_l2", gra
     if policy == "gemm":
         t = GEMM_TOL[dtype]
         mx = max(max_rel_err(o, r) for o, r in zip(outs, refs))
-        return Result(bool(e <= t["rel_fro"] and mx <= t["max_rel"]), e, t["rel_fro"], dtype, policy, mx,
-                      t["max_rel"], what)
+        return Result(
+            bool(e <= t["rel_fro"] and mx <= t["max_rel"]), e, t["rel_fro"], dtype, policy, mx, t["max_rel"], what
+        )
     tol = tolerance(dtype, grad, baseline)
     return Result(bool(e <= tol), e, tol, dtype, policy, what=what)
 
 
-def check(out, ref, dtype: str, what: str = "out", policy: str = "rel_l2", grad: bool = False,
-          baseline: bool = False) -> Result:
+def check(
+    out, ref, dtype: str, what: str = "out", policy: str = "rel_l2", grad: bool = False, baseline: bool = False
+) -> Result:
     """``measure``, raising AssertionError (with the numbers) when the check fails."""
     r = measure(out, ref, dtype, what, policy, grad, baseline)
     if not r.ok:
@@ -142,6 +151,7 @@ def poison(t):
 
 
 # --- device probes and small shared helpers --------------------------------------------------
+
 
 def interpreting() -> bool:
     """True under TRITON_INTERPRET=1 (the CPU tests)."""

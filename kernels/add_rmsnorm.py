@@ -9,6 +9,7 @@ normalises the same fp32 sum); the stored residual is that sum rounded to the dt
 Launch: rmsnorm.row_config (at a few rows, decode, num_warps of the one-row launch timed by
 CUDA-graph replay).
 """
+
 from __future__ import annotations
 
 import triton
@@ -32,8 +33,24 @@ def _load_w(W, cols, cmask, offset, EVICT: tl.constexpr):
 
 
 @triton.jit
-def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M, N, eps, offset,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = True):
+def _add_rmsnorm_fwd(
+    X,
+    R,
+    W,
+    Y,
+    RO,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_ro,
+    M,
+    N,
+    eps,
+    offset,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EVICT: tl.constexpr = True,
+):
     """EVICT: x and r read evict-first, w evict-last (L2 hints; a tuned choice, rmsnorm.row_config)."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -41,10 +58,12 @@ def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M,
     cmask = cols < N
     mask = (rows < M)[:, None] & cmask[None, :]
     if EVICT:
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(
+            X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+        ).to(tl.float32)
+        r = tl.load(
+            R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+        ).to(tl.float32)
     else:
         x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -61,8 +80,17 @@ def _add_rmsnorm_fwd(X, R, W, Y, RO, stride_x, stride_r, stride_y, stride_ro, M,
 _PLANS = Plans()  # add_rmsnorm's launches by their inputs' key (kernels/_launch.py)
 
 
-def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None, residual_out=None,
-                evict: bool | None = None, config=None):
+def add_rmsnorm(
+    x,
+    residual,
+    w,
+    eps: float = 1e-6,
+    gemma: bool = False,
+    out=None,
+    residual_out=None,
+    evict: bool | None = None,
+    config=None,
+):
     """Returns (normed, new_residual). out / residual_out: optional preallocated outputs;
     residual_out=residual updates the residual in place (each element is read before it is
     written by the same program). config: (BLOCK_M, num_warps, EVICT), else picked per shape;
@@ -72,8 +100,18 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
 
     plannable = out is None and residual_out is None and config is None
     if plannable:
-        pkey = (x.shape, x.stride(), residual.shape, residual.stride(), x.dtype, residual.dtype, x.device, eps,
-                gemma, evict)
+        pkey = (
+            x.shape,
+            x.stride(),
+            residual.shape,
+            residual.stride(),
+            x.dtype,
+            residual.dtype,
+            x.device,
+            eps,
+            gemma,
+            evict,
+        )
         plan = _PLANS.get(pkey)
         if plan is not None:
             y = torch.empty(pkey[0], dtype=pkey[4], device=pkey[6])
@@ -97,8 +135,23 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
     def parts(cfg):
         """(grid, the parameters after the tensors, the options) of launch `cfg`."""
         bm, nw, ev = cfg
-        return ((cdiv(M, bm),), (x2.stride(0), r2.stride(0), y2.stride(0), ro2.stride(0), M, N, eps,
-                                 1.0 if gemma else 0.0, bm, BLOCK_N, ev), (("num_warps", nw),))
+        return (
+            (cdiv(M, bm),),
+            (
+                x2.stride(0),
+                r2.stride(0),
+                y2.stride(0),
+                ro2.stride(0),
+                M,
+                N,
+                eps,
+                1.0 if gemma else 0.0,
+                bm,
+                BLOCK_N,
+                ev,
+            ),
+            (("num_warps", nw),),
+        )
 
     def launch(cfg):
         grid, rest, opts = parts(cfg)
@@ -110,8 +163,11 @@ def add_rmsnorm(x, residual, w, eps: float = 1e-6, gemma: bool = False, out=None
     if config is not None:
         cfg = tuple(config)
     else:
-        cfg = row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev) if not in_place else \
-            row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev)
+        cfg = (
+            row_config("add_rmsnorm", M, N, x.dtype, x.device, launch, evict=ev)
+            if not in_place
+            else row_config("add_rmsnorm", M, N, x.dtype, "cpu", launch, evict=ev)
+        )
     launch(cfg)
     # a plan where x's and the residual's rows are themselves (no copies) and the pick stands
     check = pick_check(row_key("add_rmsnorm", M, N, x.dtype, x.device, ev), x.device) if plannable else None
@@ -146,8 +202,6 @@ def _setup(p: dict, dtype: str, device: str):
     r = torch.randn(p["tokens"], p["hidden"], dtype=dt, device=device)
     w = 1 + 0.1 * torch.randn(p["hidden"], dtype=dt, device=device)
     return {"x": x, "r": r, "w": w}
-
-
 
 
 def _liger(x, r, w, eps=1e-6):

@@ -15,6 +15,7 @@ it on the main thread. Warm-up steps (cuBLAS and NCCL set-up) run outside any ra
 `--slow-rank R` makes rank R a straggler: it runs `--slow-matmuls` extra matmuls of the
 layer's size before backward, so the other ranks wait for it in the all-reduce.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ def parse_args(argv=None):
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--tokens", type=int, default=8192, help="rows of each rank's batch")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
-                   help="default: bf16 on GPUs, fp32 on the CPU")
+    p.add_argument(
+        "--dtype", choices=("bf16", "fp16", "fp32"), default=None, help="default: bf16 on GPUs, fp32 on the CPU"
+    )
     p.add_argument("--comm", choices=("ddp", "manual"), default="ddp")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket size")
     p.add_argument("--slow-rank", type=int, default=None, help="rank that straggles")
@@ -79,9 +81,15 @@ def main(argv=None) -> int:
     device = torch.device(f"cuda:{local}" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group(a.backend or ("nccl" if cuda else "gloo"), rank=rank, world_size=world,
-                            **({"device_id": device} if cuda else {}))
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype or ("bf16" if cuda else "fp32")]
+    dist.init_process_group(
+        a.backend or ("nccl" if cuda else "gloo"),
+        rank=rank,
+        world_size=world,
+        **({"device_id": device} if cuda else {}),
+    )
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[
+        a.dtype or ("bf16" if cuda else "fp32")
+    ]
 
     torch.manual_seed(0)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
     layers = []
@@ -89,8 +97,9 @@ def main(argv=None) -> int:
         layers += [torch.nn.Linear(a.hidden, a.hidden, bias=False), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers).to(device=device, dtype=dtype)
     if a.comm == "ddp":
-        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if cuda else None,
-                                                        bucket_cap_mb=a.bucket_mb)
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local] if cuda else None, bucket_cap_mb=a.bucket_mb
+        )
     else:
         net = model
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -99,7 +108,7 @@ def main(argv=None) -> int:
     slow = a.slow_rank is not None and rank == a.slow_rank
     nvtx = _Ranges(cuda)
     _push = nvtx.push
-    w = torch.randn(a.hidden, a.hidden, device=device, dtype=dtype, generator=gen) / a.hidden ** 0.5 if slow else None
+    w = torch.randn(a.hidden, a.hidden, device=device, dtype=dtype, generator=gen) / a.hidden**0.5 if slow else None
 
     def sync():
         if cuda:
@@ -149,8 +158,10 @@ def main(argv=None) -> int:
     in_sync = bool(torch.equal(lo, hi))
     # one write per line: ranks share the launcher's stdout, and print's separate "\n" write
     # let two ranks' lines run together
-    sys.stdout.write(f"rank {rank}/{world} {device} {a.comm} slow={slow} steps={a.steps} "
-                     f"mean_step_ms={1e3 * sum(times) / max(len(times), 1):.3f} params_in_sync={in_sync}\n")
+    sys.stdout.write(
+        f"rank {rank}/{world} {device} {a.comm} slow={slow} steps={a.steps} "
+        f"mean_step_ms={1e3 * sum(times) / max(len(times), 1):.3f} params_in_sync={in_sync}\n"
+    )
     sys.stdout.flush()
     dist.destroy_process_group()
     return 0 if in_sync else 1

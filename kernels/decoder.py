@@ -45,6 +45,7 @@ hidden size and the fp32 cos/sin tables (2^-24 relative). Measured, bf16: 0.7-0.
 4 Llama/Qwen layers (tolerance 3e-2) and 1.6-1.9e-2 at 32/28 layers (8.5e-2 / 7.9e-2) on
 the H200 (benchmarks/results/e2e.md); fp32 ~3e-7 at the tiny CPU config (2.8e-5).
 """
+
 from __future__ import annotations
 
 import math
@@ -74,11 +75,11 @@ def tolerance(dtype: str, layers: int) -> float:
 class Lab:
     """Which lab kernels replace eager PyTorch ops."""
 
-    norm: bool = False         # rmsnorm + fused add + RMSNorm
+    norm: bool = False  # rmsnorm + fused add + RMSNorm
     rope: bool = False
     swiglu: bool = False
     norm_linear: bool = False  # fused RMSNorm + linear, single-token steps only
-    gated_mlp: bool = False    # fused gate/up GEMM + SwiGLU
+    gated_mlp: bool = False  # fused gate/up GEMM + SwiGLU
 
 
 EAGER = Lab()
@@ -89,6 +90,7 @@ PATHS = {"eager": EAGER, "lab": LAB, "lab_fused_linear": LAB_FUSED_LINEAR, "lab_
 
 
 # --- buckets ------------------------------------------------------------------------------
+
 
 def buckets(max_seq: int, smallest: int = 128) -> tuple[int, ...]:
     """Key-length buckets: powers of two from `smallest`, and max_seq itself as the last."""
@@ -110,6 +112,7 @@ def bucket_for(keys: int, bucket_list: tuple[int, ...]) -> int:
 
 # --- NVTX ---------------------------------------------------------------------------------
 
+
 @contextmanager
 def nvtx_range(name: str, on: bool = True):
     """torch.cuda.nvtx push/pop; nothing on CPU builds (their NVTX functions raise)."""
@@ -127,15 +130,16 @@ def nvtx_range(name: str, on: bool = True):
 
 # --- weights ------------------------------------------------------------------------------
 
+
 @dataclass
 class LayerWeights:
-    w_in: object      # [hidden] input_layernorm
-    w_qkv: object     # [(heads + 2 kv_heads) * head_dim, hidden]
-    b_qkv: object     # [qkv_dim] or None
-    w_o: object       # [hidden, heads * head_dim]
-    w_post: object    # [hidden] post_attention_layernorm
-    w_gu: object      # [2 * intermediate, hidden]: gate rows, then up rows
-    w_down: object    # [hidden, intermediate]
+    w_in: object  # [hidden] input_layernorm
+    w_qkv: object  # [(heads + 2 kv_heads) * head_dim, hidden]
+    b_qkv: object  # [qkv_dim] or None
+    w_o: object  # [hidden, heads * head_dim]
+    w_post: object  # [hidden] post_attention_layernorm
+    w_gu: object  # [2 * intermediate, hidden]: gate rows, then up rows
+    w_down: object  # [hidden, intermediate]
 
 
 def make_weights(cfg: Config, dtype, device, seed: int = 0):
@@ -155,19 +159,27 @@ def make_weights(cfg: Config, dtype, device, seed: int = 0):
     h, d = cfg.hidden, cfg.head_dim
     layers = []
     for _ in range(cfg.layers):
-        layers.append(LayerWeights(
-            w_in=vec(h, 1.0, 0.1), w_qkv=lin(cfg.qkv_dim, h),
-            b_qkv=vec(cfg.qkv_dim, 0.0, 0.1) if cfg.qkv_bias else None,
-            w_o=lin(h, cfg.heads * d), w_post=vec(h, 1.0, 0.1), w_gu=lin(2 * cfg.intermediate, h),
-            w_down=lin(h, cfg.intermediate)))
+        layers.append(
+            LayerWeights(
+                w_in=vec(h, 1.0, 0.1),
+                w_qkv=lin(cfg.qkv_dim, h),
+                b_qkv=vec(cfg.qkv_dim, 0.0, 0.1) if cfg.qkv_bias else None,
+                w_o=lin(h, cfg.heads * d),
+                w_post=vec(h, 1.0, 0.1),
+                w_gu=lin(2 * cfg.intermediate, h),
+                w_down=lin(h, cfg.intermediate),
+            )
+        )
     return layers, vec(h, 1.0, 0.1)
 
 
 # --- the stack ----------------------------------------------------------------------------
 
+
 class Decoder:
-    def __init__(self, cfg: Config, dtype: str = "bf16", device: str = "cuda", seed: int = 0,
-                 nvtx: bool = False, weights=None):
+    def __init__(
+        self, cfg: Config, dtype: str = "bf16", device: str = "cuda", seed: int = 0, nvtx: bool = False, weights=None
+    ):
         import torch
 
         self.cfg, self.dtype_name, self.device = cfg, dtype, torch.device(device)
@@ -186,11 +198,12 @@ class Decoder:
         self._neg_inf = torch.full((), float("-inf"), dtype=self.dtype, device=device)
         self.buckets = buckets(cfg.max_seq, cfg.bucket_min)
 
-    def with_dtype(self, dtype: str) -> "Decoder":
+    def with_dtype(self, dtype: str) -> Decoder:
         """The same weights in another dtype (references: fp32 / fp64 copies of a bf16 model)."""
         t = torch_dtype(dtype)
-        layers = [LayerWeights(**{k: (v.to(t) if v is not None else None) for k, v in vars(w).items()})
-                  for w in self.layers]
+        layers = [
+            LayerWeights(**{k: (v.to(t) if v is not None else None) for k, v in vars(w).items()}) for w in self.layers
+        ]
         return Decoder(self.cfg, dtype, str(self.device), weights=(layers, self.w_final.to(t)))
 
     def _r(self, name: str):
@@ -222,9 +235,9 @@ class Decoder:
                     h, residual = add_rmsnorm_eager(x, residual, w.w_in, cfg.rms_eps)
             with self._r("qkv"):
                 qkv = F.linear(h, w.w_qkv, w.b_qkv)
-        q = qkv[:, :H * D].view(T, H, D)
-        k = qkv[:, H * D:(H + HK) * D].view(T, HK, D)
-        v = qkv[:, (H + HK) * D:].view(T, HK, D)
+        q = qkv[:, : H * D].view(T, H, D)
+        k = qkv[:, H * D : (H + HK) * D].view(T, HK, D)
+        v = qkv[:, (H + HK) * D :].view(T, HK, D)
         with self._r("rope"):
             if lab.rope:
                 rope(q, k, self.cos, self.sin, positions, q_out=q, k_out=k)  # in place on qkv
@@ -289,8 +302,13 @@ class Decoder:
         def attend(i, q, k, v):
             self.k_cache[i, 0, :, :T].copy_(k.transpose(0, 1))
             self.v_cache[i, 0, :, :T].copy_(v.transpose(0, 1))
-            o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None],
-                                               v.transpose(0, 1)[None], is_causal=True, enable_gqa=True)
+            o = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None],
+                k.transpose(0, 1)[None],
+                v.transpose(0, 1)[None],
+                is_causal=True,
+                enable_gqa=True,
+            )
             return o[0].transpose(0, 1).reshape(T, -1)
 
         with torch.no_grad():
@@ -310,8 +328,9 @@ class Decoder:
             kc, vc = self.k_cache[i], self.v_cache[i]  # [1, HK, S, D]
             kc.index_copy_(2, pos, k.transpose(0, 1)[None])
             vc.index_copy_(2, pos, v.transpose(0, 1)[None])
-            o = F.scaled_dot_product_attention(q.reshape(1, HK, G, D), kc[:, :, :bucket], vc[:, :, :bucket],
-                                               attn_mask=mask)
+            o = F.scaled_dot_product_attention(
+                q.reshape(1, HK, G, D), kc[:, :, :bucket], vc[:, :, :bucket], attn_mask=mask
+            )
             return o.reshape(1, -1)
 
         with torch.no_grad():
@@ -383,6 +402,7 @@ class DecodeRunner:
 
 # --- float64 reference, written apart from the paths above ------------------------------
 
+
 def reference_forward(model: Decoder, x, start: int = 0, past=None):
     """float64 forward of tokens at positions start..start+T-1 as a textbook decoder: separate
     q/k/v slices of the fused weight, repeat_kv, explicit causal softmax, cos/sin in float64.
@@ -399,18 +419,18 @@ def reference_forward(model: Decoder, x, start: int = 0, past=None):
     cos, sin = torch.cat((f.cos(), f.cos()), -1)[:, None], torch.cat((f.sin(), f.sin()), -1)[:, None]
 
     def rot(t):
-        return torch.cat((-t[..., D // 2:], t[..., :D // 2]), -1)
+        return torch.cat((-t[..., D // 2 :], t[..., : D // 2]), -1)
 
     h = x.double()
     new_past = []
     for i, w in enumerate(model.layers):
         w64 = {k: (v.double() if v is not None else None) for k, v in vars(w).items()}
         a_in = rmsnorm_reference(h, w64["w_in"], cfg.rms_eps)
-        wq, wk, wv = w64["w_qkv"][:H * D], w64["w_qkv"][H * D:(H + HK) * D], w64["w_qkv"][(H + HK) * D:]
+        wq, wk, wv = w64["w_qkv"][: H * D], w64["w_qkv"][H * D : (H + HK) * D], w64["w_qkv"][(H + HK) * D :]
         b = w64["b_qkv"]
-        q = a_in @ wq.T + (b[:H * D] if b is not None else 0)
-        k = a_in @ wk.T + (b[H * D:(H + HK) * D] if b is not None else 0)
-        v = a_in @ wv.T + (b[(H + HK) * D:] if b is not None else 0)
+        q = a_in @ wq.T + (b[: H * D] if b is not None else 0)
+        k = a_in @ wk.T + (b[H * D : (H + HK) * D] if b is not None else 0)
+        v = a_in @ wv.T + (b[(H + HK) * D :] if b is not None else 0)
         q, k, v = q.view(T, H, D), k.view(T, HK, D), v.view(T, HK, D)
         q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
         k, v = k.transpose(0, 1), v.transpose(0, 1)  # [HK, T, D]

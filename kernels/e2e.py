@@ -16,6 +16,7 @@ and traced as a user waiting for it sees it. A decode variant starts at the cont
 cache it starts again at the context (the positions after it are masked, so stale keys are
 never read).
 """
+
 from __future__ import annotations
 
 from profkit.model.ops.decoder import DECODE_SHAPES, PREFILL_SHAPES, decode_model, prefill_model
@@ -23,8 +24,16 @@ from profkit.model.ops.decoder import DECODE_SHAPES, PREFILL_SHAPES, decode_mode
 from . import Workload, torch_dtype
 from .decoder import PATHS, Decoder, DecodeRunner, config, nvtx_range
 
-DECODE_VARIANTS = ("eager", "lab", "lab_fused_linear", "lab_gated_mlp", "graph", "graph_lab",
-                   "graph_lab_fused_linear", "graph_lab_gated_mlp")
+DECODE_VARIANTS = (
+    "eager",
+    "lab",
+    "lab_fused_linear",
+    "lab_gated_mlp",
+    "graph",
+    "graph_lab",
+    "graph_lab_fused_linear",
+    "graph_lab_gated_mlp",
+)
 
 
 def _sync(device) -> None:
@@ -43,6 +52,7 @@ def _inputs(cfg, n: int, dtype: str, device: str, seed: int):
 
 
 # --- prefill --------------------------------------------------------------------------------
+
 
 def prefill_setup(p: dict, dtype: str, device: str):
     cfg = config(p["model"], layers=p["layers"], max_seq=max(p["tokens"], p.get("max_seq", 0)))
@@ -64,21 +74,28 @@ def _prefill(path: str):
 
 # --- decode ---------------------------------------------------------------------------------
 
+
 def decode_setup(p: dict, dtype: str, device: str):
     cfg = config(p["model"], layers=p["layers"], max_seq=p.get("max_seq", 4096))
     m = Decoder(cfg, dtype, device, seed=p.get("seed", 0), nvtx=True)
     ctx = p["context"]
     m.prefill(_inputs(cfg, ctx, dtype, device, 1))
     _sync(device)
-    return {"model": m, "x": _inputs(cfg, 1, dtype, device, 2), "context": ctx, "runners": {}, "pos": {},
-            "device": device}
+    return {
+        "model": m,
+        "x": _inputs(cfg, 1, dtype, device, 2),
+        "context": ctx,
+        "runners": {},
+        "pos": {},
+        "device": device,
+    }
 
 
 def _runner(s, variant: str) -> DecodeRunner:
     r = s["runners"].get(variant)
     if r is None:
         graph = variant.startswith("graph")
-        path = variant[len("graph_"):] if variant.startswith("graph_") else ("eager" if graph else variant)
+        path = variant[len("graph_") :] if variant.startswith("graph_") else ("eager" if graph else variant)
         r = s["runners"][variant] = DecodeRunner(s["model"], PATHS[path], graph=graph)
         r.x.copy_(s["x"])  # the step reads its static input; nothing is copied per step
     return r
@@ -108,7 +125,7 @@ WORKLOADS = (
     Workload(
         op="e2e/decode",
         setup=decode_setup,
-        variants={v: (lambda v: (lambda s: decode_one(s, v)))(v) for v in DECODE_VARIANTS},
+        variants={v: (lambda v: lambda s: decode_one(s, v))(v) for v in DECODE_VARIANTS},
         shapes=DECODE_SHAPES,
         model=decode_model,
         description="decoder stack decode step (static KV cache, buckets): eager, lab, CUDA-graph replay",

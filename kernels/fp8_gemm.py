@@ -22,6 +22,7 @@ Each has a per-tensor variant ("_tensor"). "cuda_ws112_tma8" / "_tensor": the CU
 fp8_gemm_cuda.py (Hopper and nvcc). Baselines "scaled_mm" (torch._scaled_mm, row-wise scales)
 and "scaled_mm_tensor". Reference: the dequantized operands in float64.
 """
+
 from __future__ import annotations
 
 import triton
@@ -56,11 +57,29 @@ def _scaled(acc, SA, SB, rm, rn, M, N, ROW_SCALES: tl.constexpr):
 
 
 @triton.jit
-def _fp8_gemm_kernel(A, B, C, SA, SB, M, N, K,
-                     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
-                     ROW_SCALES: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     GROUP_M: tl.constexpr, UPCAST: tl.constexpr, IMPRECISE_ACC: tl.constexpr):
+def _fp8_gemm_kernel(
+    A,
+    B,
+    C,
+    SA,
+    SB,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    ROW_SCALES: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    UPCAST: tl.constexpr,
+    IMPRECISE_ACC: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -114,10 +133,25 @@ def promote_chunks(k_tiles, max_tiles):
 
 
 @triton.jit
-def _fp8_gemm_pchunk(a_desc, b_desc, c_desc, SA, SB, M, N, K,
-                     ROW_SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, CHUNK_K: tl.constexpr,
-                     NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, UPCAST: tl.constexpr):
+def _fp8_gemm_pchunk(
+    a_desc,
+    b_desc,
+    c_desc,
+    SA,
+    SB,
+    M,
+    N,
+    K,
+    ROW_SCALES: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    CHUNK_K: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     """Persistent; one loop over (output tile, promotion chunk) work items, each a k loop of
     `chunk` tiles chaining the MMA into `part`, then acc += part in fp32 (the promotion), and
     after a tile's last chunk the scaled bf16 store. The k loop's trip count is loop-invariant,
@@ -168,12 +202,30 @@ def _pchunk_configs():
     N is narrow); narrow-M tiles for decode shapes (M <= 64), down to 64x32: at M = 16, N = 6144 a
     128-wide tile gives 48 programs for 132 SMs."""
     if interpreting():
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
-                              num_warps=4, num_stages=1, pre_hook=_pchunk_blocks)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": g},
-                          num_warps=w, num_stages=s, pre_hook=_pchunk_blocks)
-            for bm, bn, w, s, g in [(128, 256, 8, 3, 8), (128, 128, 8, 4, 8), (16, 128, 4, 4, 1),
-                                    (64, 128, 4, 4, 1), (64, 64, 4, 6, 1), (64, 32, 4, 6, 1)]]
+        return [
+            triton.Config(
+                {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                num_warps=4,
+                num_stages=1,
+                pre_hook=_pchunk_blocks,
+            )
+        ]
+    return [
+        triton.Config(
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": g},
+            num_warps=w,
+            num_stages=s,
+            pre_hook=_pchunk_blocks,
+        )
+        for bm, bn, w, s, g in [
+            (128, 256, 8, 3, 8),
+            (128, 128, 8, 4, 8),
+            (16, 128, 4, 4, 1),
+            (64, 128, 4, 4, 1),
+            (64, 64, 4, 6, 1),
+            (64, 32, 4, 6, 1),
+        ]
+    ]
 
 
 def _pchunk_blocks(nargs):
@@ -189,30 +241,37 @@ def _prune_pchunk(configs, named_args, **kw):
     slower tile at every registered M >= 1024 shape, and at qkv-m4096 (H100) the
     autotuner still picked it by timing noise in 2 of 4 runs: 7 % more GPU time per call."""
     m, n = named_args["M"], named_args["N"]
-    keep = [c for c in configs if (c.kwargs["BLOCK_M"] <= 64) == (m <= 64)
-            and not (c.kwargs["BLOCK_M"] == 128 and c.kwargs["BLOCK_N"] == 128 and n >= 256)]
+    keep = [
+        c
+        for c in configs
+        if (c.kwargs["BLOCK_M"] <= 64) == (m <= 64)
+        and not (c.kwargs["BLOCK_M"] == 128 and c.kwargs["BLOCK_N"] == 128 and n >= 256)
+    ]
     return keep or configs
 
 
-_fp8_pchunk_autotuned = triton.autotune(configs=_pchunk_configs(), key=["M", "N", "K", "ROW_SCALES", "CHUNK_K"],
-                                        prune_configs_by={"early_config_prune": _prune_pchunk})(_fp8_gemm_pchunk)
+_fp8_pchunk_autotuned = triton.autotune(
+    configs=_pchunk_configs(),
+    key=["M", "N", "K", "ROW_SCALES", "CHUNK_K"],
+    prune_configs_by={"early_config_prune": _prune_pchunk},
+)(_fp8_gemm_pchunk)
 
 
 def _configs():
     if interpreting():
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
-                              num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g},
-                          num_warps=w, num_stages=s)
-            for bm, bn, bk, w, s, g in [
-                (128, 256, 128, 8, 3, 8),
-                (128, 128, 128, 8, 4, 8),
-                (256, 128, 128, 8, 3, 8),
-                (64, 128, 128, 4, 4, 8),
-                (64, 256, 128, 4, 3, 8),
-                (16, 128, 256, 4, 4, 1),
-                (16, 64, 256, 4, 3, 1),
-            ]]
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s)
+        for bm, bn, bk, w, s, g in [
+            (128, 256, 128, 8, 3, 8),
+            (128, 128, 128, 8, 4, 8),
+            (256, 128, 128, 8, 3, 8),
+            (64, 128, 128, 4, 4, 8),
+            (64, 256, 128, 4, 3, 8),
+            (16, 128, 256, 4, 4, 1),
+            (16, 64, 256, 4, 3, 1),
+        ]
+    ]
 
 
 def _prune(configs, named_args, **kw):
@@ -221,8 +280,9 @@ def _prune(configs, named_args, **kw):
     return keep or configs
 
 
-_fp8_autotuned = triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES"],
-                                 prune_configs_by={"early_config_prune": _prune})(_fp8_gemm_kernel)
+_fp8_autotuned = triton.autotune(
+    configs=_configs(), key=["M", "N", "K", "ROW_SCALES"], prune_configs_by={"early_config_prune": _prune}
+)(_fp8_gemm_kernel)
 
 
 # K elements between promotions of the fp8 MMA accumulator (see kernel). Measured on an H200
@@ -241,8 +301,9 @@ def _fp8_args(a, b, sa, sb, out):
     N = b.shape[0]
     row = sa.numel() != 1 or sb.numel() != 1
     if row and (sa.numel() != M or sb.numel() != N):
-        raise ValueError(f"fp8_gemm: per-row scales need sa ({M},) and sb ({N},), got "
-                         f"{tuple(sa.shape)}, {tuple(sb.shape)}")
+        raise ValueError(
+            f"fp8_gemm: per-row scales need sa ({M},) and sb ({N},), got {tuple(sa.shape)}, {tuple(sb.shape)}"
+        )
     if sa.ndim != 1 or sa.dtype != torch.float32:
         sa = sa.reshape(-1).to(torch.float32)
     if sb.ndim != 1 or sb.dtype != torch.float32:
@@ -268,9 +329,25 @@ def fp8_gemm(a, b, sa, sb, out=None):
     """a (M, K) fp8, b (N, K) fp8, sa/sb fp32 scalars (per-tensor) or (M,)/(N,) (per-row); bf16
     out; promotion every IMPRECISE_ACC elements through tl.dot's max_num_imprecise_acc."""
     M, N, K, row, sa, sb, out, grid = _fp8_args(a, b, sa, sb, out)
-    _fp8_autotuned[grid](a, b, out, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         out.stride(0), out.stride(1), ROW_SCALES=row, UPCAST=interpreting(),
-                         IMPRECISE_ACC=IMPRECISE_ACC)
+    _fp8_autotuned[grid](
+        a,
+        b,
+        out,
+        sa,
+        sb,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        out.stride(1),
+        ROW_SCALES=row,
+        UPCAST=interpreting(),
+        IMPRECISE_ACC=IMPRECISE_ACC,
+    )
     return out
 
 
@@ -291,8 +368,17 @@ def fp8_gemm_promote(a, b, sa, sb, out=None, chunk_k: int = PROMOTE_K, programs:
     # later calls: the same compiled kernel launched with the pick, past the autotuner's dispatch
     # and pre-hook (host time per call: benchmarks/results/gemm.md, "the launcher")
     grid, box_a, box_b, box_c, kw = plan
-    _fp8_gemm_pchunk[grid](TensorDescriptor.from_tensor(a, box_a), TensorDescriptor.from_tensor(b, box_b),
-                           TensorDescriptor.from_tensor(out, box_c), sa, sb, M, N, K, **kw)
+    _fp8_gemm_pchunk[grid](
+        TensorDescriptor.from_tensor(a, box_a),
+        TensorDescriptor.from_tensor(b, box_b),
+        TensorDescriptor.from_tensor(out, box_c),
+        sa,
+        sb,
+        M,
+        N,
+        K,
+        **kw,
+    )
     return out
 
 
@@ -303,13 +389,17 @@ def _plan(key, a, b, sa, sb, out):
     M, N, K, row, chunk_k, progs, _ = key
     grid = lambda meta: (min(progs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # boxes: _pchunk_blocks
-    const = dict(ROW_SCALES=row, CHUNK_K=chunk_k, NUM_SMS=progs, FLATTEN=not interpreting(),
-                 UPCAST=interpreting())
+    const = dict(ROW_SCALES=row, CHUNK_K=chunk_k, NUM_SMS=progs, FLATTEN=not interpreting(), UPCAST=interpreting())
     _fp8_pchunk_autotuned[grid](*descs, sa, sb, M, N, K, **const)
     cfg = _fp8_pchunk_autotuned.best_config
     bm, bn, bk = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.kwargs["BLOCK_K"]
-    _PLANS[key] = ((min(progs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),), [bm, bk], [bn, bk], [bm, bn],
-                   {**const, **cfg.all_kwargs()})
+    _PLANS[key] = (
+        (min(progs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
+        [bm, bk],
+        [bn, bk],
+        [bm, bn],
+        {**const, **cfg.all_kwargs()},
+    )
 
 
 # (M, N, K, per-row, chunk_k, programs, device) -> (grid, boxes of A, B, C, kernel
@@ -334,11 +424,32 @@ _PLANS: dict[tuple, tuple] = {}
 # candidate too (one program per tile, deep pipeline, promotion every k tile: cuBLAS's shape),
 # the fastest at llama8b-qkv-m16 on an H100 (splitk_candidates).
 
+
 @triton.jit
-def _fp8_gemm_splitk(A, B, C, SA, SB, P, LOCKS, M, N, K, stride_am, stride_bn, stride_cm, k_per_split,
-                     ROW_SCALES: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
-                     TMA: tl.constexpr = False, PROMOTE_EACH: tl.constexpr = False):
+def _fp8_gemm_splitk(
+    A,
+    B,
+    C,
+    SA,
+    SB,
+    P,
+    LOCKS,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    k_per_split,
+    ROW_SCALES: tl.constexpr,
+    SPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    UPCAST: tl.constexpr,
+    TMA: tl.constexpr = False,
+    PROMOTE_EACH: tl.constexpr = False,
+):
     """TMA: A and B are tensor descriptors (boxes BLOCK_M x BLOCK_K, BLOCK_N x BLOCK_K; zeros past
     the edges), else pointers with masked loads. PROMOTE_EACH: a split longer than PROMOTE_K
     (SPLIT 1: the whole K, one program per tile as cuBLAS's kernel) promotes every k tile through
@@ -398,8 +509,7 @@ def _splitk_dot(b, a, acc, BLOCK_K: tl.constexpr, PROMOTE_EACH: tl.constexpr):
 
 
 @triton.jit
-def _splitk_store(C, SA, SB, tot, rm, rn, M, N, stride_cm, out_mask, ROW_SCALES: tl.constexpr,
-                  UPCAST: tl.constexpr):
+def _splitk_store(C, SA, SB, tot, rm, rn, M, N, stride_cm, out_mask, ROW_SCALES: tl.constexpr, UPCAST: tl.constexpr):
     """The scaled bf16 tile (tot is transposed: channels x tokens) into C (tokens x channels)."""
     if ROW_SCALES:
         sa = tl.load(SA + rm, mask=rm < M, other=0.0)
@@ -427,13 +537,29 @@ def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int,
         return ((32, 32, max(2, triton.cdiv(K, 64)), 4, 1),)
     bm = max(16, min(64, triton.next_power_of_2(M)))
     out = []
-    for bn, bk, per_sm, w, st in [(64, 256, 3, 4, 3), (64, 256, 2, 4, 3), (64, 256, 1, 4, 4), (128, 256, 2, 4, 3),
-                                  (64, 128, 3, 4, 4), (32, 256, 2, 4, 3), (64, 256, 4, 4, 3), (128, 256, 3, 8, 3),
-                                  (64, 256, 1, 4, 5), (64, 128, 1, 4, 8), (64, 256, 1, 8, 4),
-                                  (64, 256, 0, 4, 6), (64, 256, 0, 4, 8), (64, 128, 0, 4, 8), (32, 256, 0, 4, 8)]:
+    for bn, bk, per_sm, w, st in [
+        (64, 256, 3, 4, 3),
+        (64, 256, 2, 4, 3),
+        (64, 256, 1, 4, 4),
+        (128, 256, 2, 4, 3),
+        (64, 128, 3, 4, 4),
+        (32, 256, 2, 4, 3),
+        (64, 256, 4, 4, 3),
+        (128, 256, 3, 8, 3),
+        (64, 256, 1, 4, 5),
+        (64, 128, 1, 4, 8),
+        (64, 256, 1, 8, 4),
+        (64, 256, 0, 4, 6),
+        (64, 256, 0, 4, 8),
+        (64, 128, 0, 4, 8),
+        (32, 256, 0, 4, 8),
+    ]:
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-        split = 1 if per_sm == 0 else max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles),
-                                                                          K // (2 * bk)), 1)
+        split = (
+            1
+            if per_sm == 0
+            else max(triton.cdiv(K, PROMOTE_K), min(triton.cdiv(per_sm * sms, tiles), K // (2 * bk)), 1)
+        )
         c = (bn, bk, split, w, st)
         if c not in out:
             out.append(c)
@@ -461,7 +587,8 @@ def _splitk_buffers(device, tiles: int, partial: int):
             _SPLITK_BUFS.pop(next(iter(_SPLITK_BUFS)))  # the oldest stream's (freed on its own stream)
         bufs = _SPLITK_BUFS[(device, stream)] = [
             torch.zeros(max(tiles, old[0].numel()), dtype=torch.int32, device=device),
-            torch.empty(max(partial, old[1].numel()), dtype=torch.float32, device=device)]
+            torch.empty(max(partial, old[1].numel()), dtype=torch.float32, device=device),
+        ]
     return bufs
 
 
@@ -474,9 +601,22 @@ def _splitk_plan(M, N, K, cfg):
     split = triton.cdiv(K, k_per_split)
     bm = max(16, min(64, triton.next_power_of_2(M)))
     grid = (triton.cdiv(N, bn), split, triton.cdiv(M, bm))
-    return grid, k_per_split, ([bm, bk], [bn, bk]) if tma else None, dict(
-        SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), TMA=tma,
-        PROMOTE_EACH=k_per_split > PROMOTE_K, num_warps=w, num_stages=st)
+    return (
+        grid,
+        k_per_split,
+        ([bm, bk], [bn, bk]) if tma else None,
+        dict(
+            SPLIT=split,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            UPCAST=interpreting(),
+            TMA=tma,
+            PROMOTE_EACH=k_per_split > PROMOTE_K,
+            num_warps=w,
+            num_stages=st,
+        ),
+    )
 
 
 def _tma_ready(a, b) -> bool:
@@ -514,8 +654,24 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             A, B = TensorDescriptor.from_tensor(a, boxes[0]), TensorDescriptor.from_tensor(b, boxes[1])
-        _fp8_gemm_splitk[grid](A, B, out, sa, sb, part, locks, M, N, K, a.stride(0), b.stride(0), out.stride(0),
-                               k_per_split, ROW_SCALES=row, **kw)
+        _fp8_gemm_splitk[grid](
+            A,
+            B,
+            out,
+            sa,
+            sb,
+            part,
+            locks,
+            M,
+            N,
+            K,
+            a.stride(0),
+            b.stride(0),
+            out.stride(0),
+            k_per_split,
+            ROW_SCALES=row,
+            **kw,
+        )
 
     if config is not None:
         launch(_splitk_plan(M, N, K, config))
@@ -528,8 +684,9 @@ def fp8_gemm_splitk(a, b, sa, sb, out=None, config=None):
         cands = splitk_candidates(M, N, K, num_sms(a.device))
         if tma_supported(a, b, names=("A", "B")) is None:  # each candidate also through TMA
             cands = cands + tuple(c + (True,) for c in cands)
-        best = tuned(("fp8_gemm_splitk",) + key, cands, lambda c: launch(_splitk_plan(M, N, K, c)), a.device,
-                     graph=True)
+        best = tuned(
+            ("fp8_gemm_splitk",) + key, cands, lambda c: launch(_splitk_plan(M, N, K, c)), a.device, graph=True
+        )
         plan = _SK_PLANS[key] = _splitk_plan(M, N, K, best)
     launch(plan)
     return out
@@ -608,12 +765,10 @@ VARIANTS = {  # variant -> (scale mode, fn)
 }
 
 
-
-
 WORKLOAD = Workload(
     op="fp8_gemm",
     setup=_setup,
-    variants={name: (lambda mode, fn: (lambda s: fn(*s[mode])))(mode, fn) for name, (mode, fn) in VARIANTS.items()},
+    variants={name: (lambda mode, fn: lambda s: fn(*s[mode]))(mode, fn) for name, (mode, fn) in VARIANTS.items()},
     shapes=SHAPES,
     model=model,
     dtypes=("fp8",),
@@ -624,8 +779,11 @@ WORKLOAD = Workload(
     baselines=("scaled_mm", "scaled_mm_tensor"),
     # each variant against _scaled_mm in its own scale mode; the wgmma CUDA C++ runs on Hopper only,
     # with no interpreter: both follow from VARIANTS instead of lists kept by hand
-    peers={v: "scaled_mm" if mode == "row" else "scaled_mm_tensor" for v, (mode, _) in VARIANTS.items()
-           if v not in ("scaled_mm", "scaled_mm_tensor")},
+    peers={
+        v: "scaled_mm" if mode == "row" else "scaled_mm_tensor"
+        for v, (mode, _) in VARIANTS.items()
+        if v not in ("scaled_mm", "scaled_mm_tensor")
+    },
     gpu_only=tuple(v for v in VARIANTS if v.startswith("cuda_")),
     quick=("llama8b-qkv-m16", "llama8b-qkv-m4096", "m8192-n8192-k8192"),
     selftest={"t-m33-n24-k40": {"M": 33, "N": 24, "K": 64}},

@@ -13,6 +13,7 @@ Operands: a (M, K) and b (N, K) contiguous e4m3, K a multiple of 16, N of 8; sca
 tensor (one each) or per row ((M,) and (N,)); bf16 out. Needs a Hopper GPU (sm_90) and nvcc
 (the source is built once, for sm_90a, and cached: kernels/_cuda_build.py).
 """
+
 from __future__ import annotations
 
 from . import _cuda_build
@@ -78,8 +79,9 @@ def smem_bytes(bn: int, stages: int, epilogue: str = "registers") -> int:
     return -(-ring // 128) * 128 + 2 * 64 * (bn // 2) * 2 if EPILOGUES[epilogue] else ring
 
 
-def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1,
-                 epilogue: str = "registers") -> None:
+def check_config(
+    bn: int, stages: int, chunk: int, group_m: int, cluster: int = 1, cluster_n: int = 1, epilogue: str = "registers"
+) -> None:
     """ValueError naming the first argument outside what the kernel takes."""
     for what, v in (("cluster", cluster), ("cluster_n", cluster_n)):
         if v not in CLUSTERS:
@@ -91,17 +93,35 @@ def check_config(bn: int, stages: int, chunk: int, group_m: int, cluster: int = 
     if epilogue not in EPILOGUES:
         raise ValueError(f"cuda_ws: epilogue {epilogue!r} is not one of {', '.join(EPILOGUES)}")
     if smem_bytes(bn, stages, epilogue) > 227 * 1024:
-        raise ValueError(f"cuda_ws: {stages} stages and the {epilogue} epilogue need "
-                         f"{smem_bytes(bn, stages, epilogue)} bytes of shared memory, over 227 KB")
+        raise ValueError(
+            f"cuda_ws: {stages} stages and the {epilogue} epilogue need "
+            f"{smem_bytes(bn, stages, epilogue)} bytes of shared memory, over 227 KB"
+        )
     if chunk < 1 or group_m < 1:
         raise ValueError(f"cuda_ws: chunk ({chunk}) and group_m ({group_m}) must be at least 1")
 
 
-def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int = DEFAULT["bn"],
-                  stages: int = DEFAULT["stages"], chunk: int = DEFAULT["chunk"], stagger: bool = DEFAULT["stagger"],
-                  group_m: int = DEFAULT["group_m"], cluster: int = DEFAULT["cluster"],
-                  cluster_n: int = DEFAULT["cluster_n"], steer: bool = False, kflip: bool = False,
-                  l2_promotion: int = 256, diagnostic: int = 0, epilogue: str = "registers", trace=None):
+def fp8_gemm_cuda(
+    a,
+    b,
+    sa,
+    sb,
+    out=None,
+    programs: int | None = None,
+    bn: int = DEFAULT["bn"],
+    stages: int = DEFAULT["stages"],
+    chunk: int = DEFAULT["chunk"],
+    stagger: bool = DEFAULT["stagger"],
+    group_m: int = DEFAULT["group_m"],
+    cluster: int = DEFAULT["cluster"],
+    cluster_n: int = DEFAULT["cluster_n"],
+    steer: bool = False,
+    kflip: bool = False,
+    l2_promotion: int = 256,
+    diagnostic: int = 0,
+    epilogue: str = "registers",
+    trace=None,
+):
     """a (M, K) fp8 e4m3, b (N, K) fp8 e4m3, sa/sb fp32 scalars (per-tensor) or (M,)/(N,)
     (per-row); bf16 out. Promotion every `chunk` k tiles of 128; bn the tile's columns (112, or
     128 as the control); the cluster is `cluster` CTAs along M, sharing B's tile by TMA multicast,
@@ -129,8 +149,10 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     M, N, K, out, sa, sb = host_args(f"cuda_ws{bn}", a, b, sa, sb, out, need=available)
     per_row = sa.numel() != 1
     if sa.numel() != (M if per_row else 1) or sb.numel() != (N if per_row else 1):
-        raise ValueError(f"cuda_ws: scales of {sa.numel()} and {sb.numel()} elements for M {M}, N {N} (per row: M and "
-                         "N; per tensor: one each)")
+        raise ValueError(
+            f"cuda_ws: scales of {sa.numel()} and {sb.numel()} elements for M {M}, N {N} (per row: M and "
+            "N; per tensor: one each)"
+        )
     if max(M, N, K) >= 2**31:
         raise ValueError(f"cuda_ws: {M} x {N} x {K} is past the kernel's int32 range")
     if tuple(out.shape) != (M, N) or out.dtype != torch.bfloat16 or not out.is_contiguous():
@@ -138,13 +160,43 @@ def fp8_gemm_cuda(a, b, sa, sb, out=None, programs: int | None = None, bn: int =
     if per_row and sb.data_ptr() % 8:  # the epilogue reads column scales in pairs (8 bytes)
         sb = sb.clone()
     progs = programs or torch.cuda.get_device_properties(a.device).multi_processor_count
-    if trace is not None and (trace.dtype != torch.int64 or trace.device != a.device or not trace.is_contiguous()
-                              or trace.numel() < 32 * progs):
-        raise ValueError(f"cuda_ws: trace must be a contiguous int64 tensor on {a.device} of {32 * progs} entries "
-                         "at least")
+    if trace is not None and (
+        trace.dtype != torch.int64
+        or trace.device != a.device
+        or not trace.is_contiguous()
+        or trace.numel() < 32 * progs
+    ):
+        raise ValueError(
+            f"cuda_ws: trace must be a contiguous int64 tensor on {a.device} of {32 * progs} entries at least"
+        )
     lib, f = _fn()
-    _cuda_build.check(lib, f(a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr(), out.data_ptr(), M, N, K,
-                             int(per_row), bn, stages, chunk, int(stagger), group_m, cluster, cluster_n, progs,
-                             int(steer), kmode, l2_promotion, EPILOGUES[epilogue],
-                             trace.data_ptr() if trace is not None else None, _cuda_build.stream_of(a)), f"cuda_ws{bn}")
+    _cuda_build.check(
+        lib,
+        f(
+            a.data_ptr(),
+            b.data_ptr(),
+            sa.data_ptr(),
+            sb.data_ptr(),
+            out.data_ptr(),
+            M,
+            N,
+            K,
+            int(per_row),
+            bn,
+            stages,
+            chunk,
+            int(stagger),
+            group_m,
+            cluster,
+            cluster_n,
+            progs,
+            int(steer),
+            kmode,
+            l2_promotion,
+            EPILOGUES[epilogue],
+            trace.data_ptr() if trace is not None else None,
+            _cuda_build.stream_of(a),
+        ),
+        f"cuda_ws{bn}",
+    )
     return out

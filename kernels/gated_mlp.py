@@ -23,6 +23,7 @@ of the concatenated weight, [2I, M], then the lab SwiGLU on its contiguous halve
 (Liger's SwiGLU MLP without its down projection: two F.linear and LigerSiLUMulFunction).
 Reference: float64; check: relative L2 error (kernels/_numerics.py rel_l2).
 """
+
 from __future__ import annotations
 
 import triton
@@ -38,9 +39,23 @@ from ._numerics import compiled, has_module
 
 
 @triton.jit
-def _gated_mlp_kernel(X, WG, WU, Y, M, N, K, stride_xm, stride_wn, stride_ym,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
+def _gated_mlp_kernel(
+    X,
+    WG,
+    WU,
+    Y,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -81,19 +96,34 @@ DECODE_M = 64  # at or below: the decode tiles (narrow M, narrow N: many program
 
 def _configs():
     if interpreting():
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4,
-                              num_stages=1)]
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
     cfg = []
     # decode: BLOCK_M 16 / 64, narrow N so that I / BLOCK_N programs cover every SM several times
-    for bm, bn, bk, w, s in [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 64, 256, 4, 3), (16, 32, 128, 4, 6),
-                             (16, 128, 128, 4, 4), (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (64, 64, 64, 4, 5)]:
-        cfg.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1}, num_warps=w,
-                                 num_stages=s))
+    for bm, bn, bk, w, s in [
+        (16, 32, 256, 4, 4),
+        (16, 64, 128, 4, 4),
+        (16, 64, 256, 4, 3),
+        (16, 32, 128, 4, 6),
+        (16, 128, 128, 4, 4),
+        (64, 32, 128, 4, 4),
+        (64, 64, 128, 4, 4),
+        (64, 64, 64, 4, 5),
+    ]:
+        cfg.append(
+            triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1}, num_warps=w, num_stages=s)
+        )
     # prefill: two accumulators, so 128 x 128 holds as many registers as one 128 x 256 tile
-    for bm, bn, bk, w, s in [(128, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
-                             (128, 64, 64, 8, 4), (256, 64, 64, 8, 3)]:
-        cfg.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w,
-                                 num_stages=s))
+    for bm, bn, bk, w, s in [
+        (128, 128, 64, 8, 3),
+        (128, 128, 64, 8, 4),
+        (128, 64, 64, 4, 4),
+        (64, 128, 64, 4, 4),
+        (128, 64, 64, 8, 4),
+        (256, 64, 64, 8, 3),
+    ]:
+        cfg.append(
+            triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=s)
+        )
     return cfg
 
 
@@ -107,7 +137,8 @@ def _prune(configs, named_args, **kw):
 
 
 _fused = triton.autotune(configs=_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})(
-    _gated_mlp_kernel)
+    _gated_mlp_kernel
+)
 
 
 def gated_mlp(x, w_gate, w_up, out=None):
@@ -115,8 +146,10 @@ def gated_mlp(x, w_gate, w_up, out=None):
     import torch
 
     if x.ndim != 2 or w_gate.shape != w_up.shape or w_gate.shape[1] != x.shape[1]:
-        raise ValueError(f"gated_mlp: x {tuple(x.shape)}, w_gate {tuple(w_gate.shape)}, w_up {tuple(w_up.shape)} "
-                         "(weights are (I, H))")
+        raise ValueError(
+            f"gated_mlp: x {tuple(x.shape)}, w_gate {tuple(w_gate.shape)}, w_up {tuple(w_up.shape)} "
+            "(weights are (I, H))"
+        )
     if x.stride(1) != 1:
         x = x.contiguous()
     if w_gate.stride(1) != 1 or w_up.stride(1) != 1 or w_gate.stride(0) != w_up.stride(0):
@@ -128,8 +161,7 @@ def gated_mlp(x, w_gate, w_up, out=None):
     if out.stride(1) != 1:
         raise ValueError("gated_mlp: out must have unit column stride")
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    _fused[grid](x, w_gate, w_up, out, M, N, K, x.stride(0), w_gate.stride(0), out.stride(0),
-                 UPCAST=interpreting())
+    _fused[grid](x, w_gate, w_up, out, M, N, K, x.stride(0), w_gate.stride(0), out.stride(0), UPCAST=interpreting())
     return out
 
 
@@ -175,9 +207,7 @@ def _setup(p: dict, dtype: str, device: str):
     dt = torch_dtype(dtype)
     x = torch.randn(p["M"], p["K"], device=device, dtype=dt)
     w_gu = (torch.randn(2 * p["N"], p["K"], device=device) / p["K"] ** 0.5).to(dt)
-    return {"x": x, "w_gu": w_gu, "w_gate": w_gu[:p["N"]], "w_up": w_gu[p["N"]:]}
-
-
+    return {"x": x, "w_gu": w_gu, "w_gate": w_gu[: p["N"]], "w_up": w_gu[p["N"] :]}
 
 
 WORKLOAD = Workload(

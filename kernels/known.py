@@ -12,6 +12,7 @@ The tiny launches sit in a push/pop range of the domain "profkit", and a start/e
 "gemm_window" (domain "profkit") spans the GEMM case, so every kind of NVTX range the
 parsers handle appears in one capture. Warm-up runs before "known" opens.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def occupancy_limited():
         with stream:
-            occ((sms * 4,), (OCC_THREADS,), (src.data_ptr(), dst.data_ptr(), cupy.int64(src.numel())),
-                shared_mem=OCC_SMEM_BYTES)
+            occ(
+                (sms * 4,),
+                (OCC_THREADS,),
+                (src.data_ptr(), dst.data_ptr(), cupy.int64(src.numel())),
+                shared_mem=OCC_SMEM_BYTES,
+            )
 
     cases = {
         "rmsnorm_eager": lambda: rmsnorm_eager(x, w),

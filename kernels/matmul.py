@@ -18,6 +18,7 @@
 
 float64 reference: ``matmul_reference``. Accumulation is fp32 in every Triton version.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,10 +44,25 @@ from ._gemm_common import (
 
 
 @triton.jit
-def _matmul_kernel(A, B, C, M, N, K,
-                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
+def _matmul_kernel(
+    A,
+    B,
+    C,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     """Pointer-based tile kernel; GROUP_M=1 is plain row-major program order."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -78,8 +94,7 @@ def _matmul_kernel(A, B, C, M, N, K,
 
 def _autotune_configs():
     if interpreting():  # one config: the interpreter cannot time, and is slow on big tiles
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
-                              num_warps=4, num_stages=1)]
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
     cfg = []
     # big tiles for large M, narrow-M tiles for decode-like shapes; kept small: the GPU
     # sweep must stay within its time budget (each config compiles once, times per shape)
@@ -93,21 +108,24 @@ def _autotune_configs():
         (16, 128, 128, 4, 4, 1),
         (16, 64, 256, 4, 3, 1),
     ]:
-        cfg.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g},
-                                 num_warps=w, num_stages=s))
+        cfg.append(
+            triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s)
+        )
     return cfg
 
 
 def _prune(configs, named_args, **kw):
     """Drop tile heights far above M (a 256-row tile for M=16 only wastes MMA work)."""
     m = named_args["M"]
-    keep = [c for c in configs if c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(m)) * 2
-            or c.kwargs["BLOCK_M"] <= 64]
+    keep = [
+        c for c in configs if c.kwargs["BLOCK_M"] <= max(16, triton.next_power_of_2(m)) * 2 or c.kwargs["BLOCK_M"] <= 64
+    ]
     return keep or configs
 
 
-_matmul_autotuned = triton.autotune(configs=_autotune_configs(), key=["M", "N", "K"],
-                                    prune_configs_by={"early_config_prune": _prune})(_matmul_kernel)
+_matmul_autotuned = triton.autotune(
+    configs=_autotune_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune}
+)(_matmul_kernel)
 
 
 def _prep(a, b, out):
@@ -128,15 +146,39 @@ def _prep(a, b, out):
 
 def _launch(kernel, a, b, out, grid, **meta):
     M, N, K, out = _prep(a, b, out)
-    kernel[grid(M, N)](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                       out.stride(0), out.stride(1), UPCAST=interpreting(), **meta)
+    kernel[grid(M, N)](
+        a,
+        b,
+        out,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        out.stride(1),
+        UPCAST=interpreting(),
+        **meta,
+    )
     return out
 
 
 def matmul_naive(a, b, out=None):
-    return _launch(_matmul_kernel, a, b, out,
-                   lambda M, N: (triton.cdiv(M, 32) * triton.cdiv(N, 32),),
-                   BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=1)
+    return _launch(
+        _matmul_kernel,
+        a,
+        b,
+        out,
+        lambda M, N: (triton.cdiv(M, 32) * triton.cdiv(N, 32),),
+        BLOCK_M=32,
+        BLOCK_N=32,
+        BLOCK_K=32,
+        GROUP_M=1,
+        num_warps=4,
+        num_stages=1,
+    )
 
 
 TILED_CONFIG = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
@@ -144,29 +186,49 @@ TILED_CONFIG = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8
 
 def matmul_tiled(a, b, out=None):
     c = TILED_CONFIG
-    return _launch(_matmul_kernel, a, b, out,
-                   lambda M, N: (triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]),), **c)
+    return _launch(
+        _matmul_kernel, a, b, out, lambda M, N: (triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]),), **c
+    )
 
 
 def matmul_autotuned(a, b, out=None):
-    return _launch(_matmul_autotuned, a, b, out,
-                   lambda M, N: lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),))
+    return _launch(
+        _matmul_autotuned,
+        a,
+        b,
+        out,
+        lambda M, N: lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),),
+    )
 
 
 def autotune_choices() -> dict[str, dict[str, str]]:
     """Config chosen per autotune key (M x N x K x dtypes...) for each autotuned kernel."""
-    return {"matmul.autotuned": autotune_cache(_matmul_autotuned),
-            "matmul.persistent_tma": autotune_cache(_matmul_tma_autotuned)}
+    return {
+        "matmul.autotuned": autotune_cache(_matmul_autotuned),
+        "matmul.persistent_tma": autotune_cache(_matmul_tma_autotuned),
+    }
 
 
 # ---- persistent + tensor descriptors (TMA) --------------------------------------------
 
+
 @triton.jit
-def _matmul_tma_persistent(A, B, C, M, N, K,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                           WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                           UPCAST: tl.constexpr):
+def _matmul_tma_persistent(
+    A,
+    B,
+    C,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     # A (M, K), B (K, N), C (M, N), all row-major; out-of-bounds boxes read zeros and the
     # TMA store clips, so no masks.
     a_desc = tl.make_tensor_descriptor(A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
@@ -195,18 +257,25 @@ def _matmul_tma_persistent(A, B, C, M, N, K,
 
 def _tma_configs():
     if interpreting():
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
-                              num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g},
-                          num_warps=w, num_stages=s)
-            for bm, bn, bk, w, s, g in [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8),
-                                        (64, 128, 128, 4, 4, 8), (64, 256, 64, 4, 4, 8),
-                                        (128, 128, 64, 4, 4, 8), (256, 128, 64, 8, 3, 8),
-                                        (128, 256, 64, 8, 4, 16), (128, 128, 128, 8, 3, 8)]]
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s)
+        for bm, bn, bk, w, s, g in [
+            (128, 256, 64, 8, 3, 8),
+            (128, 128, 64, 8, 4, 8),
+            (64, 128, 128, 4, 4, 8),
+            (64, 256, 64, 4, 4, 8),
+            (128, 128, 64, 4, 4, 8),
+            (256, 128, 64, 8, 3, 8),
+            (128, 256, 64, 8, 4, 16),
+            (128, 128, 128, 8, 3, 8),
+        ]
+    ]
 
 
 _matmul_tma_autotuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "WARP_SPECIALIZE"])(
-    _matmul_tma_persistent)
+    _matmul_tma_persistent
+)
 
 # None: not tried yet; True/False once a warp-specialized launch compiled or failed
 _WS_STATE: dict[str, object] = {"ok": None, "error": None}
@@ -231,16 +300,21 @@ def matmul_persistent_tma(a, b, out=None, warp_specialize: bool | None = None):
         # by default it is tried on Blackwell (cc >= 10) only; warp_specialize=True forces it.
         import torch
 
-        ws = (has_warp_specialize() and not interpreting() and _WS_STATE["ok"] is not False
-              and torch.cuda.get_device_capability(a.device)[0] >= 10)
+        ws = (
+            has_warp_specialize()
+            and not interpreting()
+            and _WS_STATE["ok"] is not False
+            and torch.cuda.get_device_capability(a.device)[0] >= 10
+        )
         if not ws and _WS_STATE["error"] is None and not interpreting():
             _WS_STATE["error"] = "not tried: default is cc >= 10 (on H200 + Triton 3.6 the compile failed)"
     upcast = interpreting()
     if ws:
         try:
             # FLATTEN with warp specialization is Blackwell-only; keep the nest on Hopper
-            _matmul_tma_autotuned[grid](a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=True,
-                                        FLATTEN=False, UPCAST=upcast)
+            _matmul_tma_autotuned[grid](
+                a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=True, FLATTEN=False, UPCAST=upcast
+            )
             _WS_STATE["ok"] = True
             return out
         except Exception as e:  # compile error on this Triton / GPU: remember, fall back
@@ -248,8 +322,9 @@ def matmul_persistent_tma(a, b, out=None, warp_specialize: bool | None = None):
                 raise
             _WS_STATE["ok"] = False
             _WS_STATE["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-    _matmul_tma_autotuned[grid](a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=False,
-                                FLATTEN=not interpreting(), UPCAST=upcast)
+    _matmul_tma_autotuned[grid](
+        a, b, out, M, N, K, NUM_SMS=sms, WARP_SPECIALIZE=False, FLATTEN=not interpreting(), UPCAST=upcast
+    )
     return out
 
 
@@ -259,9 +334,25 @@ def warp_specialize_status() -> dict:
 
 # ---- split-K for decode shapes ---------------------------------------------------------
 
+
 @triton.jit
-def _matmul_splitk(A, B, P, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_per_split,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+def _matmul_splitk(
+    A,
+    B,
+    P,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    k_per_split,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     """P[s] (fp32, M x N) = A[:, ks] @ B[ks, :] over split s's K range."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -277,8 +368,7 @@ def _matmul_splitk(A, B, P, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
     for k in range(k0, k_end, BLOCK_K):
         k_left = k_end - k
         a = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0,
-                    eviction_policy="evict_first")
+        b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0, eviction_policy="evict_first")
         if UPCAST:  # interpreter only, see UPCAST_NOTE
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -302,14 +392,20 @@ def _splitk_reduce(P, C, MN, SPLIT, BLOCK: tl.constexpr, UPCAST: tl.constexpr):
 SPLITK_MAX_M = 256
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def splitk_candidates(M: int, N: int, K: int, sms: int) -> tuple[tuple[int, int, int, int, int], ...]:
     """(BLOCK_N, BLOCK_K, SPLIT, num_warps, num_stages), the default first: SPLIT such that the
     grid holds ~2-4 programs per SM, each K range a whole number of BLOCK_K."""
     bm = max(16, min(64, triton.next_power_of_2(M)))
     out = []
-    for bn, bk, w, st, per_sm in [(64, 128, 4, 4, 2), (128, 128, 4, 4, 2), (64, 256, 4, 3, 2), (32, 256, 4, 4, 4),
-                                  (128, 64, 4, 5, 4), (64, 128, 4, 4, 4)]:
+    for bn, bk, w, st, per_sm in [
+        (64, 128, 4, 4, 2),
+        (128, 128, 4, 4, 2),
+        (64, 256, 4, 3, 2),
+        (32, 256, 4, 4, 4),
+        (128, 64, 4, 5, 4),
+        (64, 128, 4, 4, 4),
+    ]:
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
         split = max(1, min(triton.cdiv(per_sm * sms, tiles), K // (2 * bk)))
         c = (bn, bk, split, w, st)
@@ -341,10 +437,27 @@ def matmul_splitk(a, b, out=None, config=None):
         if p is None:
             p = scratch[split] = torch.empty((split, M, N), dtype=torch.float32, device=a.device)
         _matmul_splitk[(triton.cdiv(N, bn), split, triton.cdiv(M, bm))](
-            a, b, p, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), k_per_split,
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, UPCAST=interpreting(), num_warps=w, num_stages=st)
-        _splitk_reduce[(triton.cdiv(M * N, 1024),)](p, out, M * N, split, BLOCK=1024, UPCAST=interpreting(),
-                                                    num_warps=4)
+            a,
+            b,
+            p,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            k_per_split,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            UPCAST=interpreting(),
+            num_warps=w,
+            num_stages=st,
+        )
+        _splitk_reduce[(triton.cdiv(M * N, 1024),)](
+            p, out, M * N, split, BLOCK=1024, UPCAST=interpreting(), num_warps=4
+        )
 
     cands = splitk_candidates(M, N, K, num_sms(a.device))
     launch(config or tuned(("matmul_splitk", M, N, K, a.dtype, a.device), cands, launch, a.device))
@@ -352,6 +465,7 @@ def matmul_splitk(a, b, out=None, config=None):
 
 
 # ---- baseline, reference, workload ---------------------------------------------------
+
 
 def matmul_cublas(a, b, out=None):
     import torch
@@ -383,18 +497,15 @@ def _setup(p: dict, dtype: str, device: str):
     return {"a": a, "b": b, "dtype": dtype}
 
 
-
-
 def all_shapes() -> dict[str, dict]:
     """The full sweep (benchmarks/gemm.py --full): every LLM projection x M, and 8192^3."""
     return all_gemm_shapes()
 
 
-
 WORKLOAD = Workload(
     op="matmul",
     setup=_setup,
-    variants={name: (lambda fn: (lambda s: fn(s["a"], s["b"])))(fn) for name, fn in VARIANTS.items()},
+    variants={name: (lambda fn: lambda s: fn(s["a"], s["b"]))(fn) for name, fn in VARIANTS.items()},
     shapes=SHAPES,
     model=gemm_model,
     dtypes=("bf16", "fp16"),

@@ -18,6 +18,7 @@ atomics), launched as a programmatic dependent where the GPU and Triton allow it
 programs an SM each walking a contiguous block of rows with nothing in flight across steps kept
 DRAM only 52-63 % busy at 4096 x 4096.)
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,9 +43,22 @@ except ImportError:  # pragma: no cover
 
 
 @triton.jit
-def _rmsnorm_fwd(X, W, Y, RSTD, stride_x, stride_y, M, N, eps, offset,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_RSTD: tl.constexpr,
-                 EVICT: tl.constexpr = True):
+def _rmsnorm_fwd(
+    X,
+    W,
+    Y,
+    RSTD,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    eps,
+    offset,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    EVICT: tl.constexpr = True,
+):
     """EVICT: x read evict-first and w evict-last (L2 hints; a tuned choice, see row_config)."""
     pid = tl.program_id(0).to(tl.int64)  # int64: rows * stride can pass 2^31
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -53,8 +67,9 @@ def _rmsnorm_fwd(X, W, Y, RSTD, stride_x, stride_y, M, N, eps, offset,
     cmask = cols < N
     mask = rmask[:, None] & cmask[None, :]
     if EVICT:
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(
+            X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+        ).to(tl.float32)
         w = tl.load(W + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32) + offset
     else:
         x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -86,9 +101,26 @@ def _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT: tl.co
 
 
 @triton.jit
-def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, offset,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-                    PREFETCH: tl.constexpr, STORE_HINT: tl.constexpr, PDL: tl.constexpr):
+def _rmsnorm_bwd(
+    DY,
+    X,
+    W,
+    RSTD,
+    DX,
+    DWP,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    offset,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    STORE_HINT: tl.constexpr,
+    PDL: tl.constexpr,
+):
     """Program p of P takes the BLOCK_M-row steps p, p + P, p + 2P, ... (the grid sweeps the
     rows together); the next steps' dy and x are in flight while this one is reduced: STAGES > 1
     lets Triton's pipeliner keep them in shared memory (cp.async), PREFETCH loads the next step
@@ -116,10 +148,12 @@ def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, 
             x, dy, rstd = x_n, dy_n, r_n
             nrows = rows + P * BLOCK_M  # the next step of this program (masked past M)
             nm = (nrows < M)[:, None] & cmask[None, :]
-            x_n = tl.load(X + nrows[:, None] * stride_x + cols[None, :], mask=nm, other=0.0,
-                          eviction_policy="evict_first")
-            dy_n = tl.load(DY + nrows[:, None] * stride_dy + cols[None, :], mask=nm, other=0.0,
-                           eviction_policy="evict_first")
+            x_n = tl.load(
+                X + nrows[:, None] * stride_x + cols[None, :], mask=nm, other=0.0, eviction_policy="evict_first"
+            )
+            dy_n = tl.load(
+                DY + nrows[:, None] * stride_dy + cols[None, :], mask=nm, other=0.0, eviction_policy="evict_first"
+            )
             r_n = tl.load(RSTD + nrows, mask=nrows < M, other=0.0)
             dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
     else:
@@ -128,7 +162,9 @@ def _rmsnorm_bwd(DY, X, W, RSTD, DX, DWP, stride_dy, stride_x, stride_dx, M, N, 
             rmask = rows < M
             m = rmask[:, None] & cmask[None, :]
             x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
-            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(
+                DY + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first"
+            )
             rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
             dw += _bwd_rows(x, dy, rstd, w, DX, rows, cols, m, stride_dx, N, STORE_HINT)
     tl.store(DWP + pid * N + cols, dw, mask=cmask)
@@ -180,7 +216,7 @@ TUNE_MIN_ELEMS = 1 << 22  # below ~4M elements a launch is too short for the con
 DECODE_ROWS = 64  # ...except at decode: a few rows, where the launch is all there is (graph-timed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def row_candidates(N: int) -> tuple[tuple[int, int], ...]:
     """(BLOCK_M, num_warps) launch candidates of a row kernel over hidden size N, the default
     first: tiles of 2k-16k elements, 4-32 elements per thread."""
@@ -197,7 +233,7 @@ def row_candidates(N: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def decode_candidates(N: int) -> tuple[tuple[int, int], ...]:
     """(BLOCK_M, num_warps) candidates of a row kernel at a few rows, the default first: one row
     per program (rows are few: a program each) over num_warps, 2-64 elements per thread."""
@@ -236,8 +272,11 @@ def row_key(name: str, M: int, N: int, dtype, device, evict: tuple[bool, ...] = 
     small = M * N < TUNE_MIN_ELEMS
     if small and M > DECODE_ROWS:
         return None
-    return (name, "decode", next_pow2(M), N, dtype, device, evict) if small else \
-        (name, next_pow2(M), N, dtype, device, evict)
+    return (
+        (name, "decode", next_pow2(M), N, dtype, device, evict)
+        if small
+        else (name, next_pow2(M), N, dtype, device, evict)
+    )
 
 
 def untuned_config(N: int) -> tuple[int, int, bool]:
@@ -248,9 +287,18 @@ def untuned_config(N: int) -> tuple[int, int, bool]:
 _FWD_PLANS = Plans()  # rmsnorm_fwd's launches by their inputs' key (kernels/_launch.py)
 
 
-def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=None,
-                block_m: int | None = None, num_warps: int | None = None, evict: bool | None = None,
-                config=None):
+def rmsnorm_fwd(
+    x,
+    w,
+    eps: float = 1e-6,
+    gemma: bool = False,
+    out=None,
+    rstd=None,
+    block_m: int | None = None,
+    num_warps: int | None = None,
+    evict: bool | None = None,
+    config=None,
+):
     """Forward launcher. out: optional preallocated y (shape of x); rstd: optional fp32 [rows]
     to keep for the backward. Returns y. config: (BLOCK_M, num_warps, EVICT), else block_m /
     num_warps / evict over the default, else picked per shape on the GPU (row_config). A call
@@ -275,8 +323,11 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     def parts(cfg):
         """(grid, the parameters after the tensors, the options) of launch `cfg`."""
         bm, nw, ev = cfg
-        return ((cdiv(M, bm),), (x2.stride(0), y2.stride(0), M, N, eps, 1.0 if gemma else 0.0, bm, BLOCK_N,
-                                 rstd is not None, ev), (("num_warps", nw),))
+        return (
+            (cdiv(M, bm),),
+            (x2.stride(0), y2.stride(0), M, N, eps, 1.0 if gemma else 0.0, bm, BLOCK_N, rstd is not None, ev),
+            (("num_warps", nw),),
+        )
 
     def launch(cfg):
         grid, rest, opts = parts(cfg)
@@ -300,7 +351,7 @@ def rmsnorm_fwd(x, w, eps: float = 1e-6, gemma: bool = False, out=None, rstd=Non
     return y
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
     """(programs per SM, BLOCK_M, num_warps, STAGES, PREFETCH, STORE_HINT) of the backward, the
     default first. Measured by graph replay (N = 4096 / 3584): one program per SM (two or more were slower on the H100 at every shape), a ~4K-element
@@ -312,16 +363,20 @@ def bwd_candidates(N: int) -> tuple[tuple[int, int, int, int, int, int], ...]:
     BLOCK_N = triton.next_power_of_2(N)
     bm = max(1, min(64, 4096 // BLOCK_N))
     nw = warps_for(bm * BLOCK_N)
-    out = [(1, bm, nw, 4, 0, 1), (1, bm, nw, 5, 0, 0), (1, 2 * bm, nw, 3, 0, 0), (1, 2 * bm, nw, 1, 1, 1),
-           (1, bm, nw, 4, 0, 0)]
+    out = [
+        (1, bm, nw, 4, 0, 1),
+        (1, bm, nw, 5, 0, 0),
+        (1, 2 * bm, nw, 3, 0, 0),
+        (1, 2 * bm, nw, 1, 1, 1),
+        (1, bm, nw, 4, 0, 0),
+    ]
     return tuple(dict.fromkeys(out))
 
 
 PDL = None  # programmatic dependent launch of the dw reduce: None = where supported (see pdl_supported)
 
 
-def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=None, red=None,
-                programs=None):
+def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=None, red=None, programs=None):
     """Fused backward: returns (dx, dw), dw in w's dtype. One program per SM sweeps the rows
     with the next rows' loads in flight (see _rmsnorm_bwd); dw partials (P x N fp32, in L2)
     summed by _dw_reduce. config: see bwd_candidates; default: its first for small problems,
@@ -357,9 +412,15 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
         """The partials' rows P and the two launches' (grid, parameters after the tensors, options)."""
         per_sm, bm, nw, stages, pf, hint = cfg
         P, bp, bn, rnw = _bwd_grid(bm, per_sm, M, N, sms, red, programs)
-        return P, ((P,), (dd.stride(0), xx.stride(0), dx2.stride(0), M, N, off, bm, BLOCK_N, stages, pf, hint, pdl),
-                   (("num_warps", nw),)), \
-            ((cdiv(N, bn),), (P, N, bp, bn, pdl), (("num_warps", rnw),) + ((("launch_pdl", True),) if pdl else ()))
+        return (
+            P,
+            (
+                (P,),
+                (dd.stride(0), xx.stride(0), dx2.stride(0), M, N, off, bm, BLOCK_N, stages, pf, hint, pdl),
+                (("num_warps", nw),),
+            ),
+            ((cdiv(N, bn),), (P, N, bp, bn, pdl), (("num_warps", rnw),) + ((("launch_pdl", True),) if pdl else ())),
+        )
 
     def launch(cfg, xx=x2, dd=dy2, rr=rstd):
         P, (grid, rest, opts), (rgrid, rrest, ropts) = parts(cfg, xx, dd)
@@ -377,8 +438,9 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
             if not tuning_enabled(dev) or torch.cuda.is_current_stream_capturing():
                 config = cands[0]
             else:
-                config = tuned(key, cands, rotated(lambda c, x_, dy_: launch(c, x_, dy_, rstd), (x2, dy2)), dev,
-                               graph=True)
+                config = tuned(
+                    key, cands, rotated(lambda c, x_, dy_: launch(c, x_, dy_, rstd), (x2, dy2)), dev, graph=True
+                )
     launch(config)
     # plans where x's and dy's rows are themselves (no copies: the key then holds the call) and
     # the pick stands; the dw partials' buffer is made per call, as here
@@ -392,7 +454,7 @@ def rmsnorm_bwd(dy, x, w, rstd, gemma: bool = False, dx=None, config=None, pdl=N
 _BWD_PLANS = Plans()  # rmsnorm_bwd's launches by their inputs' key (kernels/_launch.py)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bwd_grid(bm, per_sm, M, N, sms, red, programs):
     """(P programs, the reduce's BLOCK_P, BLOCK_N, num_warps) of one backward launch, worked out
     once per shape (the launcher's host time counts at 4096 tokens)."""
@@ -480,6 +542,7 @@ def _liger(x, w, eps=1e-6, gemma=False):  # Liger's defaults (its backward write
 def _direct(bwd):
     """A backward state's gradients through launcher `bwd` called directly (rstd from a Triton
     forward, kept in the state)."""
+
     def call(s):
         import torch
 
@@ -499,8 +562,6 @@ def _setup(p: dict, dtype: str, device: str):
     x = torch.randn(p["tokens"], p["hidden"], dtype=dt, device=device)
     w = 1 + 0.1 * torch.randn(p["hidden"], dtype=dt, device=device)
     return {"x": x, "w": w}
-
-
 
 
 _VARIANTS = {
@@ -527,11 +588,20 @@ WORKLOAD = Workload(
     selftest={"t-3x200": {"tokens": 3, "hidden": 200}},
     backward=Backward(
         inputs=("x", "w"),
-        forward={"eager": rmsnorm_eager, "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
-                 "triton": rmsnorm, "liger": _liger},
-        reference=rmsnorm_reference, model=model_bwd,
-        shapes=RMSNORM_BWD_SHAPES, quick=("llama8b-t4096",),
-        direct={"triton": _direct(rmsnorm_bwd),
-                "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"])}),
+        forward={
+            "eager": rmsnorm_eager,
+            "compile": lambda x, w: compiled("rmsnorm_bwd", rmsnorm_eager)(x, w),
+            "triton": rmsnorm,
+            "liger": _liger,
+        },
+        reference=rmsnorm_reference,
+        model=model_bwd,
+        shapes=RMSNORM_BWD_SHAPES,
+        quick=("llama8b-t4096",),
+        direct={
+            "triton": _direct(rmsnorm_bwd),
+            "compile": lambda s: compiled("rmsnorm_bwd_direct", rmsnorm_bwd_eager)(s["dy"], s["x"], s["w"]),
+        },
+    ),
     bench="kernels",
 )

@@ -14,6 +14,7 @@ are the real traffic at decode sizes.
 Variants: "triton" (fused) and "eager" (rmsnorm_eager, then F.linear = cuBLAS).
 Reference: float64 RMSNorm then float64 matmul.
 """
+
 from __future__ import annotations
 
 import triton
@@ -30,9 +31,23 @@ EPS = 1e-6
 
 
 @triton.jit
-def _rmsnorm_linear_kernel(X, WN, W, Y, M, N, K, stride_xm, stride_wn, stride_ym, eps,
-                           UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                           BLOCK_K: tl.constexpr):
+def _rmsnorm_linear_kernel(
+    X,
+    WN,
+    W,
+    Y,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    eps,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -66,9 +81,17 @@ def _configs():
     if interpreting():
         return [triton.Config({"BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, num_stages=1)]
     # memory-bound on W: narrow N blocks keep >= 1 program per SM at N = 4096 (BN 32 -> 128)
-    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-            for bn, bk, w, s in [(32, 256, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3),
-                                 (128, 128, 4, 3), (128, 64, 4, 4), (32, 512, 4, 3)]]
+    return [
+        triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+        for bn, bk, w, s in [
+            (32, 256, 4, 4),
+            (64, 128, 4, 4),
+            (64, 256, 4, 3),
+            (128, 128, 4, 3),
+            (128, 64, 4, 4),
+            (32, 512, 4, 3),
+        ]
+    ]
 
 
 _fused = triton.autotune(configs=_configs(), key=["M", "N", "K"])(_rmsnorm_linear_kernel)
@@ -78,8 +101,10 @@ def rmsnorm_linear(x, w_norm, weight, eps: float = EPS, out=None):
     import torch
 
     if x.ndim != 2 or weight.ndim != 2 or x.shape[1] != weight.shape[1] or w_norm.shape != (x.shape[1],):
-        raise ValueError(f"rmsnorm_linear: x {tuple(x.shape)}, w_norm {tuple(w_norm.shape)}, "
-                         f"weight {tuple(weight.shape)} (weight is (N, K))")
+        raise ValueError(
+            f"rmsnorm_linear: x {tuple(x.shape)}, w_norm {tuple(w_norm.shape)}, "
+            f"weight {tuple(weight.shape)} (weight is (N, K))"
+        )
     if x.stride(1) != 1:
         x = x.contiguous()
     if weight.stride(1) != 1:
@@ -92,8 +117,21 @@ def rmsnorm_linear(x, w_norm, weight, eps: float = EPS, out=None):
         raise ValueError("rmsnorm_linear: out must have unit column stride")
     bm = min(64, max(16, triton.next_power_of_2(M)))
     grid = lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, bm))
-    _fused[grid](x, w_norm, weight, out, M, N, K, x.stride(0), weight.stride(0), out.stride(0), eps,
-                 UPCAST=interpreting(), BLOCK_M=bm)
+    _fused[grid](
+        x,
+        w_norm,
+        weight,
+        out,
+        M,
+        N,
+        K,
+        x.stride(0),
+        weight.stride(0),
+        out.stride(0),
+        eps,
+        UPCAST=interpreting(),
+        BLOCK_M=bm,
+    )
     return out
 
 
@@ -129,18 +167,13 @@ def _setup(p: dict, dtype: str, device: str):
     return {"x": x, "w_norm": w_norm, "weight": weight}
 
 
-
-
 VARIANTS = {"triton": rmsnorm_linear, "eager": rmsnorm_linear_eager}
-
-
 
 
 WORKLOAD = Workload(
     op="rmsnorm_linear",
     setup=_setup,
-    variants={name: (lambda fn: (lambda s: fn(s["x"], s["w_norm"], s["weight"])))(fn)
-              for name, fn in VARIANTS.items()},
+    variants={name: (lambda fn: lambda s: fn(s["x"], s["w_norm"], s["weight"]))(fn) for name, fn in VARIANTS.items()},
     shapes=SHAPES,
     model=model,
     dtypes=("bf16", "fp16"),

@@ -8,6 +8,7 @@ Each head row is loaded once as its two rotary halves (plus the pass-through tai
 sum of squares over the whole head_dim is formed in fp32, and the normalised values are
 rotated and stored: 1 read + 1 write of q and k instead of 2 + 2 unfused.
 """
+
 from __future__ import annotations
 
 import triton
@@ -36,8 +37,26 @@ from .timing import pick_check, tuned, tuned_cached
 
 
 @triton.jit
-def _norm_rotate_heads(X, XO, W, sx_h, sxo_h, H, D, eps, offset, ia, ib, dmask, cos, sin,
-                       start, P, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr):
+def _norm_rotate_heads(
+    X,
+    XO,
+    W,
+    sx_h,
+    sxo_h,
+    H,
+    D,
+    eps,
+    offset,
+    ia,
+    ib,
+    dmask,
+    cos,
+    sin,
+    start,
+    P,
+    BLOCK_H: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+):
     h = tl.arange(0, BLOCK_H)
     hm = h < H
     m = hm[:, None] & dmask[None, :]
@@ -63,25 +82,118 @@ def _norm_rotate_heads(X, XO, W, sx_h, sxo_h, H, D, eps, offset, ia, ib, dmask, 
 
 
 @triton.jit
-def _rmsnorm_rope_fwd(Q, K, QO, KO, QW, KW, COS, SIN, POS,
-                      sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-                      HQ, HK, D, HALF, PASS, eps, offset,
-                      INTERLEAVED: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                      BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
+def _rmsnorm_rope_fwd(
+    Q,
+    K,
+    QO,
+    KO,
+    QW,
+    KW,
+    COS,
+    SIN,
+    POS,
+    sq_t,
+    sq_h,
+    sk_t,
+    sk_h,
+    sqo_t,
+    sqo_h,
+    sko_t,
+    sko_h,
+    stride_cs,
+    HQ,
+    HK,
+    D,
+    HALF,
+    PASS,
+    eps,
+    offset,
+    INTERLEAVED: tl.constexpr,
+    BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+    HAS_POS: tl.constexpr = True,
+):
     t = tl.program_id(0).to(tl.int64)
     cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF, HAS_POS)
-    _norm_rotate_heads(Q + t * sq_t, QO + t * sqo_t, QW, sq_h, sqo_h, HQ, D, eps, offset, ia, ib, dmask,
-                       cos, sin, 2 * HALF, PASS, BLOCK_HQ, BLOCK_PASS)
-    _norm_rotate_heads(K + t * sk_t, KO + t * sko_t, KW, sk_h, sko_h, HK, D, eps, offset, ia, ib, dmask,
-                       cos, sin, 2 * HALF, PASS, BLOCK_HK, BLOCK_PASS)
+    _norm_rotate_heads(
+        Q + t * sq_t,
+        QO + t * sqo_t,
+        QW,
+        sq_h,
+        sqo_h,
+        HQ,
+        D,
+        eps,
+        offset,
+        ia,
+        ib,
+        dmask,
+        cos,
+        sin,
+        2 * HALF,
+        PASS,
+        BLOCK_HQ,
+        BLOCK_PASS,
+    )
+    _norm_rotate_heads(
+        K + t * sk_t,
+        KO + t * sko_t,
+        KW,
+        sk_h,
+        sko_h,
+        HK,
+        D,
+        eps,
+        offset,
+        ia,
+        ib,
+        dmask,
+        cos,
+        sin,
+        2 * HALF,
+        PASS,
+        BLOCK_HK,
+        BLOCK_PASS,
+    )
 
 
 @triton.jit
-def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
-                        sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-                        HQ, HK, D, HALF, PASS, eps, offset, GQ, G,
-                        INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                        BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
+def _rmsnorm_rope_heads(
+    Q,
+    K,
+    QO,
+    KO,
+    QW,
+    KW,
+    COS,
+    SIN,
+    POS,
+    sq_t,
+    sq_h,
+    sk_t,
+    sk_h,
+    sqo_t,
+    sqo_h,
+    sko_t,
+    sko_h,
+    stride_cs,
+    HQ,
+    HK,
+    D,
+    HALF,
+    PASS,
+    eps,
+    offset,
+    GQ,
+    G,
+    INTERLEAVED: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+    HAS_POS: tl.constexpr = True,
+):
     """Program t * G + g: token t's q heads [g * BLOCK_H, ...) for g < GQ, else its k heads
     [(g - GQ) * BLOCK_H, ...): q's and k's loads in different programs instead of one after the
     other in one. A token's G programs are consecutive, so its cos/sin row is read from DRAM once
@@ -94,12 +206,48 @@ def _rmsnorm_rope_heads(Q, K, QO, KO, QW, KW, COS, SIN, POS,
     cos, sin, ia, ib, dmask = rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED, BLOCK_HALF, HAS_POS)
     if g < GQ:
         h0 = g * BLOCK_H
-        _norm_rotate_heads(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, QW, sq_h, sqo_h, HQ - h0, D, eps,
-                           offset, ia, ib, dmask, cos, sin, 2 * HALF, PASS, BLOCK_H, BLOCK_PASS)
+        _norm_rotate_heads(
+            Q + t * sq_t + h0 * sq_h,
+            QO + t * sqo_t + h0 * sqo_h,
+            QW,
+            sq_h,
+            sqo_h,
+            HQ - h0,
+            D,
+            eps,
+            offset,
+            ia,
+            ib,
+            dmask,
+            cos,
+            sin,
+            2 * HALF,
+            PASS,
+            BLOCK_H,
+            BLOCK_PASS,
+        )
     else:
         h0 = (g - GQ) * BLOCK_H
-        _norm_rotate_heads(K + t * sk_t + h0 * sk_h, KO + t * sko_t + h0 * sko_h, KW, sk_h, sko_h, HK - h0, D, eps,
-                           offset, ia, ib, dmask, cos, sin, 2 * HALF, PASS, BLOCK_H, BLOCK_PASS)
+        _norm_rotate_heads(
+            K + t * sk_t + h0 * sk_h,
+            KO + t * sko_t + h0 * sko_h,
+            KW,
+            sk_h,
+            sko_h,
+            HK - h0,
+            D,
+            eps,
+            offset,
+            ia,
+            ib,
+            dmask,
+            cos,
+            sin,
+            2 * HALF,
+            PASS,
+            BLOCK_H,
+            BLOCK_PASS,
+        )
 
 
 _PLANS = Plans()  # the launches of calls without outputs or config given, by their inputs' key
@@ -108,8 +256,22 @@ _PLANS = Plans()  # the launches of calls without outputs or config given, by th
 REG_CAP = 64
 
 
-def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_dim: int | None = None,
-                 interleaved: bool = False, gemma: bool = False, q_out=None, k_out=None, config=None):
+def rmsnorm_rope(
+    q,
+    k,
+    q_w,
+    k_w,
+    cos,
+    sin,
+    positions,
+    eps: float = 1e-6,
+    rotary_dim: int | None = None,
+    interleaved: bool = False,
+    gemma: bool = False,
+    q_out=None,
+    k_out=None,
+    config=None,
+):
     """Triton fused q/k RMSNorm + RoPE; returns (q_out, k_out) (q_out=q rotates in place).
     config: (BLOCK_H, num_warps[, maxnreg]) of the head-split launch (BLOCK_H = 0: one program per
     token with num_warps, or its default warps for None); else picked per shape on the GPU by graph
@@ -140,8 +302,24 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     half, P = rd // 2, D - rd
     BHQ, BHK, BH = next_pow2(HQ), next_pow2(HK), next_pow2(half)
     tensors = (q, k, qo, ko, q_w, k_w, cos, sin, positions)
-    scalars = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), qo.stride(0), qo.stride(1), ko.stride(0),
-               ko.stride(1), cos.stride(0), HQ, HK, D, half, P, eps, 1.0 if gemma else 0.0)
+    scalars = (
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        qo.stride(0),
+        qo.stride(1),
+        ko.stride(0),
+        ko.stride(1),
+        cos.stride(0),
+        HQ,
+        HK,
+        D,
+        half,
+        P,
+        eps,
+        1.0 if gemma else 0.0,
+    )
     bp = next_pow2(max(P, 1))
 
     token = (0, warps_for(2 * BHQ * BH))  # one program per token: the default, and the pick in place
@@ -151,12 +329,20 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
         bh, nw, *cap = cfg  # cap: a register cap a thread (maxnreg), where a launch names one
         cap = (("maxnreg", cap[0]),) if cap and cap[0] else ()
         if bh == 0:
-            return (_rmsnorm_rope_fwd, (T,), scalars + (interleaved, BHQ, BHK, BH, bp, has_pos),
-                    (("num_warps", nw or token[1]),) + cap)
+            return (
+                _rmsnorm_rope_fwd,
+                (T,),
+                scalars + (interleaved, BHQ, BHK, BH, bp, has_pos),
+                (("num_warps", nw or token[1]),) + cap,
+            )
         GQ = cdiv(HQ, bh)
         G = GQ + cdiv(HK, bh)
-        return (_rmsnorm_rope_heads, (T * G,), scalars + (GQ, G, interleaved, bh, BH, bp, has_pos),
-                (("num_warps", nw),) + cap)
+        return (
+            _rmsnorm_rope_heads,
+            (T * G,),
+            scalars + (GQ, G, interleaved, bh, BH, bp, has_pos),
+            (("num_warps", nw),) + cap,
+        )
 
     def launch(cfg):
         kern, grid, rest, opts = parts(cfg)
@@ -165,7 +351,8 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     tkey = None
     if config is None:
         tkey = ("rmsnorm_rope", next_pow2(T), HQ, HK, D, rd, interleaved, gemma, q.dtype, q.device) + (
-            () if has_pos else ("gathered",))
+            () if has_pos else ("gathered",)
+        )
         config = tuned_cached(tkey)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
             cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
@@ -182,18 +369,30 @@ def rmsnorm_rope(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6, rotary_
     return qo, ko
 
 
-def rmsnorm_rope_eager(q, k, q_w, k_w, cos_full, sin_full, eps: float = 1e-6, interleaved: bool = False,
-                       gemma: bool = False):
+def rmsnorm_rope_eager(
+    q, k, q_w, k_w, cos_full, sin_full, eps: float = 1e-6, interleaved: bool = False, gemma: bool = False
+):
     """As Qwen3Attention writes it: q_norm / k_norm on [.., heads, head_dim], then apply_rotary_pos_emb."""
-    return rope_eager(rmsnorm_eager(q, q_w, eps, gemma), rmsnorm_eager(k, k_w, eps, gemma),
-                      cos_full, sin_full, interleaved)
+    return rope_eager(
+        rmsnorm_eager(q, q_w, eps, gemma), rmsnorm_eager(k, k_w, eps, gemma), cos_full, sin_full, interleaved
+    )
 
 
-def rmsnorm_rope_reference(q, k, q_w, k_w, cos, sin, positions, eps: float = 1e-6,
-                           rotary_dim: int | None = None, interleaved: bool = False, gemma: bool = False):
+def rmsnorm_rope_reference(
+    q,
+    k,
+    q_w,
+    k_w,
+    cos,
+    sin,
+    positions,
+    eps: float = 1e-6,
+    rotary_dim: int | None = None,
+    interleaved: bool = False,
+    gemma: bool = False,
+):
     c, s = full_cos_sin(cos.double(), sin.double(), positions, interleaved)
-    return rope_eager(rmsnorm_reference(q, q_w, eps, gemma), rmsnorm_reference(k, k_w, eps, gemma),
-                      c, s, interleaved)
+    return rope_eager(rmsnorm_reference(q, q_w, eps, gemma), rmsnorm_reference(k, k_w, eps, gemma), c, s, interleaved)
 
 
 def _setup(p: dict, dtype: str, device: str):
@@ -209,10 +408,18 @@ def _setup(p: dict, dtype: str, device: str):
     cos, sin = rope_cache(max(t, 4096), rd, p.get("base", 1e6), device)
     pos = torch.arange(t, device=device)
     cf, sf = full_cos_sin(cos, sin, pos, False, dt)
-    return {"q": q, "k": k, "qw": qw, "kw": kw, "cos": cos, "sin": sin, "pos": pos, "cos_full": cf,
-            "sin_full": sf, "rotary_dim": rd}
-
-
+    return {
+        "q": q,
+        "k": k,
+        "qw": qw,
+        "kw": kw,
+        "cos": cos,
+        "sin": sin,
+        "pos": pos,
+        "cos_full": cf,
+        "sin_full": sf,
+        "rotary_dim": rd,
+    }
 
 
 WORKLOAD = Workload(
@@ -221,16 +428,19 @@ WORKLOAD = Workload(
     variants={
         "eager": lambda s: rmsnorm_rope_eager(s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
         "compile": lambda s: compiled("rmsnorm_rope", rmsnorm_rope_eager)(
-            s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]),
-        "triton": lambda s: rmsnorm_rope(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                         rotary_dim=s["rotary_dim"]),
+            s["q"], s["k"], s["qw"], s["kw"], s["cos_full"], s["sin_full"]
+        ),
+        "triton": lambda s: rmsnorm_rope(
+            s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"], rotary_dim=s["rotary_dim"]
+        ),
     },
     shapes=RMSNORM_ROPE_SHAPES,
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="Fused per-head q/k RMSNorm + RoPE (Qwen3 qk-norm)",
-    reference=lambda s, v: rmsnorm_rope_reference(s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"],
-                                                  rotary_dim=s["rotary_dim"]),
+    reference=lambda s, v: rmsnorm_rope_reference(
+        s["q"], s["k"], s["qw"], s["kw"], s["cos"], s["sin"], s["pos"], rotary_dim=s["rotary_dim"]
+    ),
     quick=("qwen3-8b-t4096", "qwen3-8b-t32768"),
     selftest={"t-3-gqa": {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16}},
     bench="kernels",

@@ -29,6 +29,7 @@ With the position given, a program's cos/sin load waits on its position load, a 
 wait in a row; tables already gathered per token (positions=None, ``HAS_POS=False``, variant
 ``triton_gathered``) load no position, 1.00-1.05x faster under ncu on an H100 and an H200.
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,8 +57,9 @@ def _copy_heads(X, XO, sx_h, sxo_h, H, start, P, BLOCK_H: tl.constexpr, BLOCK_P:
 
 
 @triton.jit
-def rope_angles(COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                HAS_POS: tl.constexpr = True):
+def rope_angles(
+    COS, SIN, POS, t, stride_cs, HALF, INTERLEAVED: tl.constexpr, BLOCK_HALF: tl.constexpr, HAS_POS: tl.constexpr = True
+):
     """cos/sin of token t's position (HAS_POS=False: row t of tables gathered per token) and the two
     halves' lane indices (NeoX: d, d + HALF; GPT-J interleaved: 2d, 2d + 1). Shared with the fused
     RMSNorm + RoPE kernel."""
@@ -114,12 +116,35 @@ def _store_rotated(XO, sxo_h, xa, xb, m, ia, ib, cos, sin, BLOCK_H: tl.constexpr
 
 
 @triton.jit
-def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
-              sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-              HQ, HK, HALF, PASS,
-              INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr,
-              BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_HALF: tl.constexpr,
-              BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
+def _rope_fwd(
+    Q,
+    K,
+    QO,
+    KO,
+    COS,
+    SIN,
+    POS,
+    sq_t,
+    sq_h,
+    sk_t,
+    sk_h,
+    sqo_t,
+    sqo_h,
+    sko_t,
+    sko_h,
+    stride_cs,
+    HQ,
+    HK,
+    HALF,
+    PASS,
+    INTERLEAVED: tl.constexpr,
+    COPY_PASS: tl.constexpr,
+    BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+    HAS_POS: tl.constexpr = True,
+):
     t = tl.program_id(0).to(tl.int64)  # int64: tokens * stride can pass 2^31
     # every load of the token before any store. In program order the k loads would come after q's
     # stores, and the compiler keeps them there (q's output may alias k), so each program would
@@ -137,9 +162,26 @@ def _rope_fwd(Q, K, QO, KO, COS, SIN, POS,
 
 
 @triton.jit
-def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, HALF, PASS,
-                           INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
-                           BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr):
+def _rotate_heads_late_pos(
+    X,
+    XO,
+    sx_h,
+    sxo_h,
+    H,
+    COS,
+    SIN,
+    POS,
+    t,
+    stride_cs,
+    HALF,
+    PASS,
+    INTERLEAVED: tl.constexpr,
+    COPY_PASS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+    HAS_POS: tl.constexpr,
+):
     """Rotate heads [0, min(H, BLOCK_H)) of one token: the heads' loads first, then the
     position and its cos/sin (a dependent load), so the two wait on memory together."""
     d, ia, ib, dmask = rope_lanes(HALF, INTERLEAVED, BLOCK_HALF)
@@ -151,28 +193,86 @@ def _rotate_heads_late_pos(X, XO, sx_h, sxo_h, H, COS, SIN, POS, t, stride_cs, H
 
 
 @triton.jit
-def _rope_fwd_heads(Q, K, QO, KO, COS, SIN, POS,
-                    sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cs,
-                    HQ, HK, HALF, PASS, GQ,
-                    INTERLEAVED: tl.constexpr, COPY_PASS: tl.constexpr, BLOCK_H: tl.constexpr,
-                    BLOCK_HALF: tl.constexpr, BLOCK_PASS: tl.constexpr, HAS_POS: tl.constexpr = True):
+def _rope_fwd_heads(
+    Q,
+    K,
+    QO,
+    KO,
+    COS,
+    SIN,
+    POS,
+    sq_t,
+    sq_h,
+    sk_t,
+    sk_h,
+    sqo_t,
+    sqo_h,
+    sko_t,
+    sko_h,
+    stride_cs,
+    HQ,
+    HK,
+    HALF,
+    PASS,
+    GQ,
+    INTERLEAVED: tl.constexpr,
+    COPY_PASS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_PASS: tl.constexpr,
+    HAS_POS: tl.constexpr = True,
+):
     """Few tokens: program (t, g) rotates token t's q heads [g * BLOCK_H, ...) for g < GQ, else
     its k heads [(g - GQ) * BLOCK_H, ...): a token's heads spread over several programs."""
     t = tl.program_id(0).to(tl.int64)
     g = tl.program_id(1).to(tl.int64)
     if g < GQ:
         h0 = g * BLOCK_H
-        _rotate_heads_late_pos(Q + t * sq_t + h0 * sq_h, QO + t * sqo_t + h0 * sqo_h, sq_h, sqo_h, HQ - h0,
-                               COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
-                               BLOCK_HALF, BLOCK_PASS, HAS_POS)
+        _rotate_heads_late_pos(
+            Q + t * sq_t + h0 * sq_h,
+            QO + t * sqo_t + h0 * sqo_h,
+            sq_h,
+            sqo_h,
+            HQ - h0,
+            COS,
+            SIN,
+            POS,
+            t,
+            stride_cs,
+            HALF,
+            PASS,
+            INTERLEAVED,
+            COPY_PASS,
+            BLOCK_H,
+            BLOCK_HALF,
+            BLOCK_PASS,
+            HAS_POS,
+        )
     else:
         h0 = (g - GQ) * BLOCK_H
-        _rotate_heads_late_pos(K + t * sk_t + h0 * sk_h, KO + t * sko_t + h0 * sko_h, sk_h, sko_h, HK - h0,
-                               COS, SIN, POS, t, stride_cs, HALF, PASS, INTERLEAVED, COPY_PASS, BLOCK_H,
-                               BLOCK_HALF, BLOCK_PASS, HAS_POS)
+        _rotate_heads_late_pos(
+            K + t * sk_t + h0 * sk_h,
+            KO + t * sko_t + h0 * sko_h,
+            sk_h,
+            sko_h,
+            HK - h0,
+            COS,
+            SIN,
+            POS,
+            t,
+            stride_cs,
+            HALF,
+            PASS,
+            INTERLEAVED,
+            COPY_PASS,
+            BLOCK_H,
+            BLOCK_HALF,
+            BLOCK_PASS,
+            HAS_POS,
+        )
 
 
-@functools.lru_cache(maxsize=None)  # asked on every few-token call, before the tuned lookup
+@functools.cache  # asked on every few-token call, before the tuned lookup
 def head_candidates(HQ: int, HK: int, half: int) -> tuple[tuple[int, int], ...]:
     """(BLOCK_H, num_warps) launches of the few-token kernel, the default first: BLOCK_H q or k
     heads per program, 2-16 rotated pairs per thread; last, (0, num_warps): one program per
@@ -219,8 +319,10 @@ def angle_tables(q, cos, sin, positions, rotary_dim, interleaved: bool):
         return cos, sin, positions
     rd = rotary_dim or q.shape[-1]
     if cos.dim() != 2 or cos.shape[0] != q.shape[0] or sin.shape != cos.shape:
-        raise ValueError(f"gathered cos/sin must be [tokens, rotary_dim(/2)], got {tuple(cos.shape)} "
-                         f"and {tuple(sin.shape)} for {q.shape[0]} tokens")
+        raise ValueError(
+            f"gathered cos/sin must be [tokens, rotary_dim(/2)], got {tuple(cos.shape)} "
+            f"and {tuple(sin.shape)} for {q.shape[0]} tokens"
+        )
     if cos.shape[-1] == rd:
         cut = slice(None, None, 2) if interleaved else slice(0, rd // 2)
         cos, sin = cos[:, cut], sin[:, cut]
@@ -230,23 +332,37 @@ def angle_tables(q, cos, sin, positions, rotary_dim, interleaved: bool):
 def plannable_tables(given, cos, sin) -> bool:
     """The tables a call was given are the ones its kernel reads (a view's start and row stride),
     none copied: a launch plan handed the given tables launches the same kernel."""
-    return all(a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.stride(0) == b.stride(0)
-               for a, b in zip(given, (cos, sin)))
+    return all(
+        a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.stride(0) == b.stride(0)
+        for a, b in zip(given, (cos, sin))
+    )
 
 
 def qk_plan_key(q, k, cos, sin, *flags):
     """The key a q/k launcher's plan holds (RoPE and the fused RMSNorm + RoPE): the inputs'
     shapes, strides and dtypes (the tables' too: they are tuned apart), the device, the flags."""
-    return (q.shape, q.stride(), k.shape, k.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), q.dtype,
-            k.dtype, cos.dtype, q.device, *flags)
+    return (
+        q.shape,
+        q.stride(),
+        k.shape,
+        k.stride(),
+        cos.shape,
+        cos.stride(),
+        sin.shape,
+        sin.stride(),
+        q.dtype,
+        k.dtype,
+        cos.dtype,
+        q.device,
+        *flags,
+    )
 
 
 def qk_outputs(q, k):
     """New q/k outputs shaped and typed as the inputs."""
     import torch
 
-    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
-            torch.empty(k.shape, dtype=k.dtype, device=k.device))
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device))
 
 
 def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
@@ -267,8 +383,19 @@ def qk_inputs(q, k, cos, sin, rotary_dim, q_out, k_out):
 _PLANS = Plans()  # the launches of calls with no outputs, split or config given, by their inputs' key
 
 
-def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: bool = False,
-         q_out=None, k_out=None, split: bool | None = None, config=None):
+def rope(
+    q,
+    k,
+    cos,
+    sin,
+    positions,
+    rotary_dim: int | None = None,
+    interleaved: bool = False,
+    q_out=None,
+    k_out=None,
+    split: bool | None = None,
+    config=None,
+):
     """Triton RoPE; returns (q_out, k_out). Pass q_out=q, k_out=k to rotate in place.
     split: the head-split launch (True), one program per token (False), None: by the token
     count (split_tokens). config: (BLOCK_H, num_warps) of the head-split launch (BLOCK_H = 0:
@@ -305,13 +432,35 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
         """(kernel, grid, the parameters after the tensors, the options) of launch `cfg`:
         (BLOCK_H, num_warps), BLOCK_H = 0 the per-token program; (q, k): the tuner's rotated copies."""
         bh, nw = cfg
-        strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), qo.stride(0), qo.stride(1), ko.stride(0),
-                   ko.stride(1), cos.stride(0), HQ, HK, half, P)
+        strides = (
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            qo.stride(0),
+            qo.stride(1),
+            ko.stride(0),
+            ko.stride(1),
+            cos.stride(0),
+            HQ,
+            HK,
+            half,
+            P,
+        )
         if bh == 0:
-            return (_rope_fwd, (T,), strides + (interleaved, copy_pass, BHQ, BHK, BH, bp, has_pos), (("num_warps", nw),))
+            return (
+                _rope_fwd,
+                (T,),
+                strides + (interleaved, copy_pass, BHQ, BHK, BH, bp, has_pos),
+                (("num_warps", nw),),
+            )
         GQ = cdiv(HQ, bh)
-        return (_rope_fwd_heads, (T, GQ + cdiv(HK, bh)), strides + (GQ, interleaved, copy_pass, bh, BH, bp, has_pos),
-                (("num_warps", nw),))
+        return (
+            _rope_fwd_heads,
+            (T, GQ + cdiv(HK, bh)),
+            strides + (GQ, interleaved, copy_pass, bh, BH, bp, has_pos),
+            (("num_warps", nw),),
+        )
 
     def launch_cfg(cfg, q=q, k=k):
         kern, grid, rest, opts = parts(cfg, q, k)
@@ -324,23 +473,34 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
     if split:
         if config is None:
             cands = head_candidates(HQ, HK, half)
-            key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype,
-                   q.device) + (() if has_pos else ("gathered",))
+            key = ("rope_heads", next_pow2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype, q.device) + (
+                () if has_pos else ("gathered",)
+            )
             # timing launches would rotate an in-place q/k again and again: take an out-of-place
             # call's choice if there was one, else the default
-            config = (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_cfg, q.device,
-                                                                            graph=True)
+            config = (
+                (tuned_cached(key) or cands[0]) if in_place else tuned(key, cands, launch_cfg, q.device, graph=True)
+            )
     else:
         nw = warps_for(BHQ * BH)
         if T >= TUNE_MIN_TOKENS:
-            key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype,
-                   q.device) + (() if has_pos else ("gathered",))
+            key = ("rope", triton.next_power_of_2(T), HQ, HK, D, rd, interleaved, q.dtype, cos.dtype, q.device) + (
+                () if has_pos else ("gathered",)
+            )
             # timing launches would rotate an in-place q/k again and again: an out-of-place call's choice.
             # Timed by graph replay over q/k copies rotated past the L2: by do_bench the
             # launcher's host time outlasts a 20-30 us kernel and the pick moved between processes
-            nw = (tuned_cached(key) or nw) if in_place else tuned(
-                key, tuple(dict.fromkeys((nw, 2, 4, 8))), rotated(lambda n, q, k: launch_cfg((0, n), q, k), (q, k)),
-                q.device, graph=True)
+            nw = (
+                (tuned_cached(key) or nw)
+                if in_place
+                else tuned(
+                    key,
+                    tuple(dict.fromkeys((nw, 2, 4, 8))),
+                    rotated(lambda n, q, k: launch_cfg((0, n), q, k), (q, k)),
+                    q.device,
+                    graph=True,
+                )
+            )
         config = (0, nw)
     launch_cfg(config)
     # a plan when no input was copied (the key then holds the call: a full-width table's first half
@@ -353,6 +513,7 @@ def rope(q, k, cos, sin, positions, rotary_dim: int | None = None, interleaved: 
 
 
 # --- eager, as HF writes it: cos/sin [tokens, rotary_dim] gathered once per forward ---------
+
 
 def full_cos_sin(cos, sin, positions, interleaved: bool = False, dtype=None):
     """Expand the half tables to HF's [tokens, rotary_dim] cos/sin (shared by all layers)."""
@@ -369,7 +530,7 @@ def full_cos_sin(cos, sin, positions, interleaved: bool = False, dtype=None):
 def rotate_half(x):
     import torch
 
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -417,11 +578,20 @@ def _setup(p: dict, dtype: str, device: str):
     cos, sin = cos32.to(dt), sin32.to(dt)
     pos = torch.arange(t, device=device)
     cf, sf = full_cos_sin(cos, sin, pos, inter, dt)
-    s = {"q": q, "k": k, "cos": cos, "sin": sin, "cos32": cos32, "sin32": sin32, "pos": pos, "cos_full": cf,
-         "sin_full": sf, "rotary_dim": rd, "interleaved": inter}
+    s = {
+        "q": q,
+        "k": k,
+        "cos": cos,
+        "sin": sin,
+        "cos32": cos32,
+        "sin32": sin32,
+        "pos": pos,
+        "cos_full": cf,
+        "sin_full": sf,
+        "rotary_dim": rd,
+        "interleaved": inter,
+    }
     return s
-
-
 
 
 def _liger(s):
@@ -440,22 +610,39 @@ def _liger(s):
 
 _VARIANTS = {
     "eager": lambda s: rope_eager(s["q"], s["k"], s["cos_full"], s["sin_full"], s["interleaved"]),
-    "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"],
-                                                      s["interleaved"]),
+    "compile": lambda s: compiled("rope", rope_eager)(s["q"], s["k"], s["cos_full"], s["sin_full"], s["interleaved"]),
     "triton": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]),
     # in place, as Liger's and vLLM's RoPE work (the same DRAM bytes; half the lines in the L2)
-    "triton_inplace": lambda s: rope(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"],
-                                     q_out=s["q"], k_out=s["k"]),
+    "triton_inplace": lambda s: rope(
+        s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"], q_out=s["q"], k_out=s["k"]
+    ),
     # the tables gathered per token as the peers get them (HF's cos_full / sin_full,
     # computed once per forward), so no program waits on a position before its cos/sin load
-    "triton_gathered": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],
-                                      s["interleaved"]),
+    "triton_gathered": lambda s: rope(
+        s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"], s["interleaved"]
+    ),
     # ... and in place, as Liger rotates: the like-for-like call against Liger (at 4096 tokens the
     # outputs then share the inputs' lines in the L2, and fewer are written back during the call)
-    "triton_gathered_inplace": lambda s: rope(s["q"], s["k"], s["cos_full"], s["sin_full"], None, s["rotary_dim"],
-                                              s["interleaved"], q_out=s["q"], k_out=s["k"]),
-    "cuda": lambda s: rope_cuda(s["q"], s["k"], s["cos32"], s["sin32"], s["pos"], s["rotary_dim"],  # kernels/cuda/rope.cu
-                                s["interleaved"]),
+    "triton_gathered_inplace": lambda s: rope(
+        s["q"],
+        s["k"],
+        s["cos_full"],
+        s["sin_full"],
+        None,
+        s["rotary_dim"],
+        s["interleaved"],
+        q_out=s["q"],
+        k_out=s["k"],
+    ),
+    "cuda": lambda s: rope_cuda(
+        s["q"],
+        s["k"],
+        s["cos32"],
+        s["sin32"],
+        s["pos"],
+        s["rotary_dim"],  # kernels/cuda/rope.cu
+        s["interleaved"],
+    ),
 }
 if has_module("liger_kernel"):
     _VARIANTS["liger"] = _liger
@@ -470,10 +657,13 @@ WORKLOAD = Workload(
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",
     requires={"liger": "liger_kernel"},
     gpu_only=("cuda",),
-    reference=lambda s, v: rope_reference(s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"],
-                                          s["interleaved"]),
+    reference=lambda s, v: rope_reference(
+        s["q"], s["k"], s["cos"], s["sin"], s["pos"], s["rotary_dim"], s["interleaved"]
+    ),
     quick=("llama8b-t4096", "qwen7b-t4096"),
-    selftest={"t-3-gqa": {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16},
-              "t-3-partial": {"tokens": 3, "q_heads": 3, "kv_heads": 3, "head_dim": 20, "rotary_dim": 8}},
+    selftest={
+        "t-3-gqa": {"tokens": 3, "q_heads": 4, "kv_heads": 2, "head_dim": 16},
+        "t-3-partial": {"tokens": 3, "q_heads": 3, "kv_heads": 3, "head_dim": 20, "rotary_dim": 8},
+    },
     bench="kernels",
 )

@@ -11,6 +11,7 @@ its evict-first inputs read again (NVIDIA H100 80GB HBM3, 2026-11-25). ``--rotat
 each range opens (as an earlier op, e.g. a decode step's GEMM, leaves the L2: full of other
 lines; timing.fill_l2, which the lab's tuner uses too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,16 +27,30 @@ def reference_check(w, state, variant: str, out, dtype: str) -> dict | None:
     r = w.check(state, variant, out, dtype)
     if r is None:
         return None
-    rec = {"ok": r.ok, "rel_err": float(r.rel_err), "tol": float(r.tol), "dtype": dtype,
-           "reference": f"float64 {w.op} Workload.reference, kernels/_numerics.py ({r.policy})"}
+    rec = {
+        "ok": r.ok,
+        "rel_err": float(r.rel_err),
+        "tol": float(r.tol),
+        "dtype": dtype,
+        "reference": f"float64 {w.op} Workload.reference, kernels/_numerics.py ({r.policy})",
+    }
     if r.max_rel is not None:
         rec.update(max_rel=float(r.max_rel), tol_max_rel=float(r.tol_max_rel))
     return rec
 
 
-def run(op: str, variants: list[str] | None = None, shapes: list[str] | None = None,
-        dtype: str | None = None, iters: int = 3, warmup: int = 2, device: str = "cuda",
-        checks: dict | None = None, rotate: int = 1, l2_fill: bool = False) -> list[str]:
+def run(
+    op: str,
+    variants: list[str] | None = None,
+    shapes: list[str] | None = None,
+    dtype: str | None = None,
+    iters: int = 3,
+    warmup: int = 2,
+    device: str = "cuda",
+    checks: dict | None = None,
+    rotate: int = 1,
+    l2_fill: bool = False,
+) -> list[str]:
     """Run each (variant, shape) in its NVTX range; with `checks`, record each range's
     reference check there (range name -> record), computed after the range closes so the
     profile holds none of its launches. rotate: the calls cycle over this many copies of the
@@ -98,13 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rotate", type=int, default=1, help="Cycle the calls over this many copies of the inputs.")
-    p.add_argument("--l2-fill", action="store_true",
-                   help="Fill the L2 with other data (a read of twice the L2) before each range opens.")
-    p.add_argument("--check-out", metavar="PATH",
-                   help="Check each variant's last output against the reference; write {range: record} JSON here.")
+    p.add_argument(
+        "--l2-fill",
+        action="store_true",
+        help="Fill the L2 with other data (a read of twice the L2) before each range opens.",
+    )
+    p.add_argument(
+        "--check-out",
+        metavar="PATH",
+        help="Check each variant's last output against the reference; write {range: record} JSON here.",
+    )
     p.add_argument("--tuned-out", metavar="PATH", help="Write the launch configurations tuned in this run here.")
-    p.add_argument("--tuned-in", metavar="PATH",
-                   help="Take these tuned launch configurations (a --tuned-out file) instead of timing candidates.")
+    p.add_argument(
+        "--tuned-in",
+        metavar="PATH",
+        help="Take these tuned launch configurations (a --tuned-out file) instead of timing candidates.",
+    )
     a, rest = p.parse_known_args(argv)
     w = get(a.op)
     if getattr(w, "main", None) is not None:
@@ -121,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.rotate < 1:
         print(f"--rotate {a.rotate}: give 1 or more input copies", file=sys.stderr)
         return 2
-    for name in run(a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks, rotate=a.rotate,
-                    l2_fill=a.l2_fill):
+    for name in run(
+        a.op, a.variant, a.shape, a.dtype, a.iters, a.warmup, checks=checks, rotate=a.rotate, l2_fill=a.l2_fill
+    ):
         print(name, file=sys.stderr)
     if a.tuned_out:
         dump_tuned(a.tuned_out)

@@ -14,6 +14,7 @@ what was picked and the times it was picked on.
 float64 reference: ``sgemm_reference``; the check is the GEMM family's (kernels/_numerics.py, policy "gemm":
 relative Frobenius error <= 1e-5 and max error <= 1e-3 of the reference's RMS, for fp32).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -48,14 +49,14 @@ def _lib():
     return lib
 
 
-@functools.lru_cache(maxsize=None)  # launches ask on every call: keep them cheap
+@functools.cache  # launches ask on every call: keep them cheap
 def configs(step: str) -> tuple[str, ...]:
     """Names of the compiled tile configurations of a step (one for the fixed steps)."""
     lib, i = _lib(), STEPS.index(step)
     return tuple(lib.profkit_sgemm_config_name(i, c).decode() for c in range(lib.profkit_sgemm_num_configs(i)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tile(step: str, config: int = 0) -> tuple[int, int, int]:
     """(bm, bn, bk): M, N, K must be multiples of these (1: any size)."""
     bm, bn, bk = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
@@ -109,15 +110,22 @@ def sgemm(a, b, step: str = "warptile", out=None, config: int | str | None = Non
         config = autotune(step, a, b, out) if step in TUNED_STEPS else 0
     if not fits(step, config, M, N, K):
         bm, bn, bk = tile(step, config)
-        raise ValueError(f"sgemm: {step} ({names[config]}) needs M % {bm} == N % {bn} == K % {bk} == 0, "
-                         f"got M={M} N={N} K={K}")
+        raise ValueError(
+            f"sgemm: {step} ({names[config]}) needs M % {bm} == N % {bn} == K % {bk} == 0, got M={M} N={N} K={K}"
+        )
     lib = _lib()
-    _cuda_build.check(lib, lib.profkit_sgemm(STEPS.index(step), config, M, N, K, a.data_ptr(), b.data_ptr(),
-                                             out.data_ptr(), _cuda_build.stream_of(a)), f"sgemm {step} (CUDA)")
+    _cuda_build.check(
+        lib,
+        lib.profkit_sgemm(
+            STEPS.index(step), config, M, N, K, a.data_ptr(), b.data_ptr(), out.data_ptr(), _cuda_build.stream_of(a)
+        ),
+        f"sgemm {step} (CUDA)",
+    )
     return out
 
 
 # ---- autotuning of the tuned / warptile tables ------------------------------------------------
+
 
 def _autotune_file():
     return _cuda_build.cache_dir() / "autotune.json"
@@ -129,14 +137,14 @@ def _autotune_key(step: str, M: int, N: int, K: int, device) -> str:
     return f"{_device_name(str(device))}|{_lib_stem()}|{step}|{M}x{N}x{K}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _device_name(device: str) -> str:
     import torch
 
     return torch.cuda.get_device_name(device)
 
 
-@functools.lru_cache(maxsize=None)  # once per process: hashing the sources on every call cost ~40 us
+@functools.cache  # once per process: hashing the sources on every call cost ~40 us
 def _lib_stem() -> str:
     return _cuda_build.library_path("sgemm").stem  # the hash: a rebuilt library tunes again
 
@@ -179,8 +187,7 @@ def autotune(step: str, a, b, out) -> int:
 
     ms = {}
     for i in ok:
-        ms[names[i]] = float(do_bench(lambda: sgemm(a, b, step, out, config=i), warmup=5, rep=25,
-                                      return_mode="median"))
+        ms[names[i]] = float(do_bench(lambda: sgemm(a, b, step, out, config=i), warmup=5, rep=25, return_mode="median"))
     best = min(ms, key=ms.get)
     rec = _AUTOTUNE[key] = {"config": best, "ms": ms}
     _write_disk(key, rec)
@@ -193,6 +200,7 @@ def autotune_choices() -> dict[str, dict]:
 
 
 # ---- reference, model, workload --------------------------------------------------------------
+
 
 def sgemm_reference(a, b):
     return a.double() @ b.double()
@@ -217,8 +225,6 @@ def _setup(p: dict, dtype: str, device: str):
     a = torch.randn(p["M"], p["K"], dtype=torch.float32, device=device)
     b = torch.randn(p["K"], p["N"], dtype=torch.float32, device=device)
     return {"a": a, "b": b}
-
-
 
 
 def _step(name):

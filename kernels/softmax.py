@@ -22,6 +22,7 @@ Longer rows (vocabulary logits, 128k-152k) take one of three paths:
 Under the interpreter programs run one after another, so a row-group launch can only have one
 program a row there; the tests run it with rows of one chunk.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,21 +46,20 @@ TUNE_MIN_ELEMS = 1 << 22  # long rows below this many elements take the persiste
 
 
 @triton.jit
-def _softmax_single(X, Y, sx, sy, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    EVICT: tl.constexpr = True):
+def _softmax_single(X, Y, sx, sy, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = True):
     """EVICT: x read evict-first (an L2 hint; a tuned choice, see rmsnorm.row_config)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     m = (rows < M)[:, None] & (cols < N)[None, :]
     if EVICT:
-        x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf"),
-                    eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(
+            X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf"), eviction_policy="evict_first"
+        ).to(tl.float32)
     else:
         x = tl.load(X + rows[:, None] * sx + cols[None, :], mask=m, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, axis=1)[:, None])
     y = e / tl.sum(e, axis=1)[:, None]
     tl.store(Y + rows[:, None] * sy + cols[None, :], y.to(Y.dtype.element_ty), mask=m)
-
 
 
 @triton.jit
@@ -72,8 +72,12 @@ def _softmax_online_persistent(X, Y, sx, sy, R, N, NPROG, BLOCK: tl.constexpr):
         d_i = tl.zeros([BLOCK], dtype=tl.float32)
         n_live = tl.where(base < R, N, 0)  # a program past the last row loads and stores nothing
         for start in range(0, N, BLOCK):
-            x = tl.load(X + base * sx + start + cols, mask=start + cols < n_live, other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
+            x = tl.load(
+                X + base * sx + start + cols,
+                mask=start + cols < n_live,
+                other=-float("inf"),
+                eviction_policy="evict_last",
+            ).to(tl.float32)
             m_new = tl.maximum(m, tl.max(x, axis=0))
             m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a prefix of -inf only
             d_i = d_i * tl.exp(m - m_safe) + tl.exp(x - m_safe)
@@ -81,10 +85,10 @@ def _softmax_online_persistent(X, Y, sx, sy, R, N, NPROG, BLOCK: tl.constexpr):
         inv = 1.0 / tl.sum(d_i, axis=0)
         for start in range(0, N, BLOCK):
             mk = start + cols < n_live
-            x = tl.load(X + base * sx + start + cols, mask=mk, other=-float("inf"),
-                        eviction_policy="evict_first").to(tl.float32)
+            x = tl.load(X + base * sx + start + cols, mask=mk, other=-float("inf"), eviction_policy="evict_first").to(
+                tl.float32
+            )
             tl.store(Y + base * sy + start + cols, (tl.exp(x - m) * inv).to(Y.dtype.element_ty), mask=mk)
-
 
 
 @triton.jit
@@ -122,8 +126,7 @@ def _softmax_split_apply(X, Y, WS, sx, sy, N, P, BLOCK: tl.constexpr, BLOCK_P: t
 
 # (chunk, num_warps) of the split-row kernels, the default first: 1-8 k elements per program
 # (128256: 16-126 programs per row), 4-32 elements per thread
-SPLIT_CANDIDATES = [(2048, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 4), (4096, 8), (4096, 16), (8192, 8),
-                    (8192, 16)]
+SPLIT_CANDIDATES = [(2048, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 4), (4096, 8), (4096, 16), (8192, 8), (8192, 16)]
 
 
 def split_rows(R: int, N: int, esize: int, device) -> bool:
@@ -146,9 +149,9 @@ def _launch_split(x2, y2, cfg):
     P = triton.cdiv(N, chunk)
     ws = torch.empty(R, 2 * P, dtype=torch.float32, device=x2.device)
     _softmax_split_partials[(P, R)](x2, ws, x2.stride(0), N, P, BLOCK=chunk, num_warps=nw)
-    _softmax_split_apply[(P, R)](x2, y2, ws, x2.stride(0), y2.stride(0), N, P, BLOCK=chunk,
-                                 BLOCK_P=triton.next_power_of_2(P), num_warps=nw)
-
+    _softmax_split_apply[(P, R)](
+        x2, y2, ws, x2.stride(0), y2.stride(0), N, P, BLOCK=chunk, BLOCK_P=triton.next_power_of_2(P), num_warps=nw
+    )
 
 
 @triton.jit
@@ -159,7 +162,12 @@ def _prefetch_l2(ptr, nbytes):
     tl.inline_asm_elementwise(
         "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
         "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+        "=r,l,r",
+        [ptr, nbytes],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
 
 
 @triton.jit
@@ -171,12 +179,12 @@ def _prefetch_chunk(X, row, sx, c, R, N, BLOCK: tl.constexpr, ESIZE: tl.constexp
         _prefetch_l2(X + row * sx + c * BLOCK, nbytes)
 
 
-
 @triton.jit
 def _load_chunk(X, row, sx, cols, c, R, N, K: tl.constexpr):
     """Program c's chunk of `row`, read evict-first (a row past the last: nothing, -inf)."""
-    return tl.load(X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"),
-                   eviction_policy="evict_first")
+    return tl.load(
+        X + row * sx + cols, mask=cols < tl.where(row < R, N, 0), other=-float("inf"), eviction_policy="evict_first"
+    )
 
 
 @triton.jit
@@ -217,10 +225,11 @@ def _publish(x, row, c, R, WS, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
         s = tl.sum(e, axis=0)
         m_out = m
     if row < R:
-        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (
+            s.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+        )
         tl.atomic_xchg(WS + row * KP + c, word, sem="relaxed")
     return m_out, e
-
 
 
 @triton.jit
@@ -244,7 +253,6 @@ def _row_max_inv(p, K: tl.constexpr, KP: tl.constexpr):
     return mx, 1.0 / tl.sum(sp * tl.exp(mp - mx), axis=0)
 
 
-
 @triton.jit
 def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr, LOCAL: tl.constexpr = 0):
     """The row's K partials, once all are in (_await_partials), combined (every program of the row
@@ -259,7 +267,6 @@ def _finish(p, row, m, h, cols, mk, WS, Y, sy, K: tl.constexpr, KP: tl.constexpr
     tl.store(Y + row * sy + cols, y.to(Y.dtype.element_ty), mask=mk)
 
 
-
 @triton.jit
 def _group_program(N, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr):
     """This program's place among K sharing each row: (its group, its chunk c, the chunk's columns
@@ -271,8 +278,22 @@ def _group_program(N, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr,
-                      LAG: tl.constexpr = 0, PF: tl.constexpr = 0, LOCAL: tl.constexpr = 0):
+def _softmax_rowgroup(
+    X,
+    Y,
+    WS,
+    sx,
+    sy,
+    R,
+    N,
+    NGROUP,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    LAG: tl.constexpr = 0,
+    PF: tl.constexpr = 0,
+    LOCAL: tl.constexpr = 0,
+):
     """A long row read once. K co-resident programs (a group) share each row, a chunk of BLOCK
     columns each, held in registers: each publishes its chunk's partial (_publish), waits for the
     other K - 1 and writes its chunk (_finish). Group g walks rows g, g + NGROUP, ... with the
@@ -334,15 +355,35 @@ def _softmax_rowgroup(X, Y, WS, sx, sy, R, N, NGROUP, K: tl.constexpr, KP: tl.co
 # 2-12 programs an SM (measured on the H100 and H200: several small programs an SM beat one large
 # one); the late finish holds two rows' exp(x - m), so fewer of its programs fit. A candidate
 # whose programs cannot all be resident fails its cooperative launch and the tuner skips it.
-GROUP_CANDIDATES = [("group", 4096, 6, 4), ("group", 8192, 3, 8), ("group", 2048, 8, 4), ("group", 2048, 12, 2),
-                    ("group", 2048, 10, 2), ("group", 8192, 2, 8), ("group", 32768, 1, 32),
-                    ("group_lag", 4096, 4, 4), ("group_lag", 2048, 8, 2), ("group_lag", 8192, 2, 8),
-                    ("group_lag", 2048, 8, 4), ("group_lag", 2048, 6, 4), ("group_lag", 4096, 3, 4),
-                    ("group_lag", 4096, 3, 8)]
-GROUP_CANDIDATES += [(f"{kind}_pf{pf}", *rest) for pf in (1, 2)
-                     for kind, *rest in (("group_lag", 4096, 4, 4), ("group_lag", 8192, 2, 8), ("group_lag", 2048, 8, 2),
-                                         ("group", 8192, 3, 8), ("group", 4096, 6, 4), ("group", 2048, 12, 2),
-                                         ("group_lag", 4096, 3, 8))]
+GROUP_CANDIDATES = [
+    ("group", 4096, 6, 4),
+    ("group", 8192, 3, 8),
+    ("group", 2048, 8, 4),
+    ("group", 2048, 12, 2),
+    ("group", 2048, 10, 2),
+    ("group", 8192, 2, 8),
+    ("group", 32768, 1, 32),
+    ("group_lag", 4096, 4, 4),
+    ("group_lag", 2048, 8, 2),
+    ("group_lag", 8192, 2, 8),
+    ("group_lag", 2048, 8, 4),
+    ("group_lag", 2048, 6, 4),
+    ("group_lag", 4096, 3, 4),
+    ("group_lag", 4096, 3, 8),
+]
+GROUP_CANDIDATES += [
+    (f"{kind}_pf{pf}", *rest)
+    for pf in (1, 2)
+    for kind, *rest in (
+        ("group_lag", 4096, 4, 4),
+        ("group_lag", 8192, 2, 8),
+        ("group_lag", 2048, 8, 2),
+        ("group", 8192, 3, 8),
+        ("group", 4096, 6, 4),
+        ("group", 2048, 12, 2),
+        ("group_lag", 4096, 3, 8),
+    )
+]
 GROUP_CANDIDATES += [("group_lag_loc_pf1", 4096, 4, 4), ("group_lag_loc_pf1", 8192, 2, 8)]
 
 
@@ -362,8 +403,13 @@ def prefetch_ok(x2) -> bool:
 
     from ._numerics import interpreting
 
-    return (not interpreting() and x2.is_cuda and torch.cuda.get_device_capability(x2.device)[0] >= 9
-            and x2.data_ptr() % 16 == 0 and (x2.stride(0) * x2.element_size()) % 16 == 0)
+    return (
+        not interpreting()
+        and x2.is_cuda
+        and torch.cuda.get_device_capability(x2.device)[0] >= 9
+        and x2.data_ptr() % 16 == 0
+        and (x2.stride(0) * x2.element_size()) % 16 == 0
+    )
 
 
 def _group_plan(x2, cfg, local: int, pf: int):
@@ -395,14 +441,38 @@ def _launch_group(x2, y2, cfg):
     kind, block, _, nw = cfg
     lag, pf, local = group_kind(kind)
     k, kp, ngroup, ws = _group_plan(x2, cfg, local, pf)
-    _softmax_rowgroup[(ngroup * k,)](x2, y2, ws, x2.stride(0), y2.stride(0), R, N, ngroup, K=k, KP=kp, BLOCK=block,
-                                     LAG=lag, PF=pf, LOCAL=local * 32 * nw, num_warps=nw,
-                                     launch_cooperative_grid=True)
+    _softmax_rowgroup[(ngroup * k,)](
+        x2,
+        y2,
+        ws,
+        x2.stride(0),
+        y2.stride(0),
+        R,
+        N,
+        ngroup,
+        K=k,
+        KP=kp,
+        BLOCK=block,
+        LAG=lag,
+        PF=pf,
+        LOCAL=local * 32 * nw,
+        num_warps=nw,
+        launch_cooperative_grid=True,
+    )
 
 
 # (programs per SM, chunk, num_warps) of the persistent online kernel, the default first
-ONLINE_CANDIDATES = [(2, 8192, 8), (1, 4096, 8), (2, 4096, 8), (1, 8192, 16), (4, 4096, 4), (1, 16384, 16),
-                     (2, 16384, 16), (1, 32768, 32), (1, 16384, 32)]
+ONLINE_CANDIDATES = [
+    (2, 8192, 8),
+    (1, 4096, 8),
+    (2, 4096, 8),
+    (1, 8192, 16),
+    (4, 4096, 4),
+    (1, 16384, 16),
+    (2, 16384, 16),
+    (1, 32768, 32),
+    (1, 16384, 32),
+]
 
 
 def _prep(x, out):
@@ -430,21 +500,40 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
         return y
     BLOCK_N = triton.next_power_of_2(N)
     if BLOCK_N <= max_single:
+
         def launch(cfg):
-            _softmax_single[(triton.cdiv(R, cfg[0]),)](x2, y2, x2.stride(0), y2.stride(0), R, N, BLOCK_M=cfg[0],
-                                                       BLOCK_N=BLOCK_N, EVICT=cfg[2] if len(cfg) > 2 else True,
-                                                       num_warps=cfg[1])
+            _softmax_single[(triton.cdiv(R, cfg[0]),)](
+                x2,
+                y2,
+                x2.stride(0),
+                y2.stride(0),
+                R,
+                N,
+                BLOCK_M=cfg[0],
+                BLOCK_N=BLOCK_N,
+                EVICT=cfg[2] if len(cfg) > 2 else True,
+                num_warps=cfg[1],
+            )
 
         launch(config or row_config("softmax", R, N, x.dtype, x.device, launch, evict=(True, False)))
         return y
     if split is None:
         split = len(config) == 2 if config is not None else split_rows(R, N, x2.element_size(), x.device)
     if split:
+
         def launch_split(cfg):
             _launch_split(x2, y2, cfg)
 
-        launch_split(config or tuned(("softmax_split", triton.next_power_of_2(R), N, x.dtype, x.device),
-                                     SPLIT_CANDIDATES, launch_split, x.device, graph=True))
+        launch_split(
+            config
+            or tuned(
+                ("softmax_split", triton.next_power_of_2(R), N, x.dtype, x.device),
+                SPLIT_CANDIDATES,
+                launch_split,
+                x.device,
+                graph=True,
+            )
+        )
         return y
     sms = num_sms(x.device)
 
@@ -460,8 +549,11 @@ def softmax(x, out=None, max_single: int = MAX_SINGLE, config=None, split: bool 
         # the persistent kernel stays the default (it runs anywhere, the interpreter included)
         # and a candidate: the tuner takes a row-group launch only where it is faster
         key = ("softmax_online", triton.next_power_of_2(R), N, x.dtype, x.device)
-        config = ONLINE_CANDIDATES[0] if R * N < TUNE_MIN_ELEMS else tuned(key, ONLINE_CANDIDATES + GROUP_CANDIDATES,
-                                                                           launch_online, x.device)
+        config = (
+            ONLINE_CANDIDATES[0]
+            if R * N < TUNE_MIN_ELEMS
+            else tuned(key, ONLINE_CANDIDATES + GROUP_CANDIDATES, launch_online, x.device)
+        )
     launch_online(config)
     return y
 
@@ -495,8 +587,13 @@ def softmax_cluster(x, out=None, config=None):
         if not cands:  # no cluster fits: say why in the plan's words
             softmax_cluster_plan(N, x2.element_size(), None)
         key = ("softmax_cluster", triton.next_power_of_2(R), N, x.dtype, x.device)
-        config = tuned(key, cands, rotated(lambda cfg, a, b: softmax_cuda(a, b, *cfg[:2], per_sm=cfg[2]), [x2, y2]),
-                       x.device, graph=True)
+        config = tuned(
+            key,
+            cands,
+            rotated(lambda cfg, a, b: softmax_cuda(a, b, *cfg[:2], per_sm=cfg[2]), [x2, y2]),
+            x.device,
+            graph=True,
+        )
     softmax_cuda(x2, y2, *config[:2], per_sm=config[2])
     return y
 
@@ -527,8 +624,10 @@ LIGER_MAX_N = 65536  # Liger 0.8.5 refuses wider rows (one block per row); seen 
 def _liger(s):
     n = s["x"].shape[-1]
     if n > LIGER_MAX_N:  # say so in one line rather than through Liger's traceback
-        raise ValueError(f"liger softmax takes rows of at most {LIGER_MAX_N} (this shape: {n}); "
-                         "use a vocab-free shape such as scores-r32768-n4096")
+        raise ValueError(
+            f"liger softmax takes rows of at most {LIGER_MAX_N} (this shape: {n}); "
+            "use a vocab-free shape such as scores-r32768-n4096"
+        )
     from liger_kernel.ops.softmax import LigerSoftmaxFunction  # liger_kernel >= 0.6
 
     return LigerSoftmaxFunction.apply(s["x"])

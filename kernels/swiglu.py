@@ -13,6 +13,7 @@ replay (GPU time: at a few microseconds do_bench would time the launcher on the 
 only: the backward keeps the fixed launch there (no decode backward, and its tuning would capture
 a graph on autograd's device thread).
 """
+
 from __future__ import annotations
 
 import triton
@@ -32,8 +33,17 @@ BLOCK = 4096  # the fixed launch (the default candidate)
 NUM_WARPS = 8
 # (BLOCK, num_warps, load eviction policy) candidates, timed per shape on the GPU
 # (kernels/timing.tuned), the fixed launch first
-CANDIDATES = [(4096, 8, "evict_first"), (1024, 4, "evict_first"), (2048, 4, "evict_first"), (2048, 8, "evict_first"),
-              (8192, 8, "evict_first"), (8192, 16, "evict_first"), (1024, 4, ""), (2048, 8, ""), (4096, 8, "")]
+CANDIDATES = [
+    (4096, 8, "evict_first"),
+    (1024, 4, "evict_first"),
+    (2048, 4, "evict_first"),
+    (2048, 8, "evict_first"),
+    (8192, 8, "evict_first"),
+    (8192, 16, "evict_first"),
+    (1024, 4, ""),
+    (2048, 8, ""),
+    (4096, 8, ""),
+]
 TUNE_MIN_ELEMS = 1 << 22
 # below TUNE_MIN_ELEMS: smaller blocks, so that a decode step's few thousand elements still take
 # tens of programs; the fixed launch last (the tuner may keep it). No eviction hint: evict_first
@@ -41,8 +51,19 @@ TUNE_MIN_ELEMS = 1 << 22
 # benchmark's rotated inputs, a replayed graph over static buffers) they came from DRAM, 1.51 us
 # against 1.24 on an H100; in the half-empty L2 the tuner times in both took 1.24, so the tuner
 # could not have told them apart.
-SMALL_CANDIDATES = [(1024, 4, ""), (256, 1, ""), (256, 2, ""), (512, 1, ""), (512, 2, ""), (512, 4, ""), (1024, 2, ""),
-                    (1024, 8, ""), (2048, 4, ""), (2048, 8, ""), (4096, 8, "")]
+SMALL_CANDIDATES = [
+    (1024, 4, ""),
+    (256, 1, ""),
+    (256, 2, ""),
+    (512, 1, ""),
+    (512, 2, ""),
+    (512, 4, ""),
+    (1024, 2, ""),
+    (1024, 8, ""),
+    (2048, 4, ""),
+    (2048, 8, ""),
+    (4096, 8, ""),
+]
 
 
 @triton.jit
@@ -82,8 +103,7 @@ def _config(name, n, t, launch, config, small: bool = False):
         if not small:
             return CANDIDATES[0]
         # GPU time by graph replay: at a few microseconds do_bench would time the host's launch
-        return tuned((name, "small", next_pow2(n), t.dtype, t.device), SMALL_CANDIDATES, launch, t.device,
-                     graph=True)
+        return tuned((name, "small", next_pow2(n), t.dtype, t.device), SMALL_CANDIDATES, launch, t.device, graph=True)
     return tuned((name, next_pow2(n), t.dtype, t.device), CANDIDATES, launch, t.device)
 
 
@@ -97,6 +117,7 @@ def swiglu_fwd(gate, up, out=None, config=None):
     y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device) if out is None else out
     n = gate.numel()
     if n:
+
         def launch(cfg):
             fast(_swiglu_fwd)[(cdiv(n, cfg[0]),)](gate, up, y, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
 
@@ -112,9 +133,9 @@ def swiglu_bwd(dy, gate, up, dgate=None, dup=None, config=None):
     du = torch.empty(up.shape, dtype=up.dtype, device=up.device) if dup is None else dup
     n = gate.numel()
     if n:
+
         def launch(cfg):
-            fast(_swiglu_bwd)[(cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], EVICT=cfg[2],
-                                                  num_warps=cfg[1])
+            fast(_swiglu_bwd)[(cdiv(n, cfg[0]),)](dy, gate, up, dg, du, n, BLOCK=cfg[0], EVICT=cfg[2], num_warps=cfg[1])
 
         launch(_config("swiglu_bwd", n, gate, launch, config))
     return dg, du
@@ -182,8 +203,6 @@ def _setup(p: dict, dtype: str, device: str):
     return {"gate": g, "up": u}
 
 
-
-
 def _liger(s):
     from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
@@ -214,11 +233,20 @@ WORKLOAD = Workload(
     selftest={"t-3x300": {"tokens": 3, "ffn": 300}},
     backward=Backward(
         inputs=("gate", "up"),
-        forward={"eager": swiglu_eager, "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
-                 "triton": swiglu, "liger": lambda g, u: _liger({"gate": g, "up": u})},
-        reference=swiglu_reference, model=model_bwd,
-        shapes=SWIGLU_BWD_SHAPES, quick=("llama8b-t4096",),
-        direct={"triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"]),
-                "compile": lambda s: compiled("swiglu_bwd_direct", swiglu_bwd_eager)(s["dy"], s["gate"], s["up"])}),
+        forward={
+            "eager": swiglu_eager,
+            "compile": lambda g, u: compiled("swiglu_bwd", swiglu_eager)(g, u),
+            "triton": swiglu,
+            "liger": lambda g, u: _liger({"gate": g, "up": u}),
+        },
+        reference=swiglu_reference,
+        model=model_bwd,
+        shapes=SWIGLU_BWD_SHAPES,
+        quick=("llama8b-t4096",),
+        direct={
+            "triton": lambda s: swiglu_bwd(s["dy"], s["gate"], s["up"]),
+            "compile": lambda s: compiled("swiglu_bwd_direct", swiglu_bwd_eager)(s["dy"], s["gate"], s["up"]),
+        },
+    ),
     bench="kernels",
 )

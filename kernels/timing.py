@@ -13,6 +13,7 @@ before each call's start event, so a launcher's host time is hidden up to the fl
 only. On the CPU (TRITON_INTERPRET=1 selftests) the host clock of one call: the number only
 checks the plumbing.
 """
+
 from __future__ import annotations
 
 import math
@@ -115,11 +116,15 @@ def copy_bandwidth(device: str, bench, nbytes: int = COPY_BYTES) -> dict:
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
     dst = torch.empty_like(src)
     ms = bench(lambda: dst.copy_(src))
-    del src, dst
+    src = dst = None  # (freed before empty_cache; the lambda is done with them)
     if device == "cuda":
         torch.cuda.empty_cache()
-    return {"bytes": 2 * nbytes, "ms": ms, "gbps": 2 * nbytes / ms / 1e6,
-            "how": "torch copy_ of a bf16 buffer, (read + written bytes) / do_bench median"}
+    return {
+        "bytes": 2 * nbytes,
+        "ms": ms,
+        "gbps": 2 * nbytes / ms / 1e6,
+        "how": "torch copy_ of a bf16 buffer, (read + written bytes) / do_bench median",
+    }
 
 
 def header(device: str) -> dict:
@@ -131,8 +136,13 @@ def header(device: str) -> dict:
 
 def stamp(info: dict) -> dict:
     """The fields every result row carries: GPU, driver, torch, triton, date."""
-    return {"gpu": info.get("gpu") or "cpu", "driver": info.get("driver"), "torch": info.get("torch"),
-            "triton": info.get("triton"), "date": info.get("date")}
+    return {
+        "gpu": info.get("gpu") or "cpu",
+        "driver": info.get("driver"),
+        "torch": info.get("torch"),
+        "triton": info.get("triton"),
+        "date": info.get("date"),
+    }
 
 
 # --- picking a launch configuration on the device it runs on --------------------------------
@@ -345,8 +355,9 @@ def load_tuned(path) -> int:
         data = json.load(f)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a dump_tuned file")
-    tuned, auto = (data.get("tuned", {}), data.get("autotune", {})) if "tuned" in data or "autotune" in data \
-        else (data, {})  # the first format: tuned() picks only
+    tuned, auto = (
+        (data.get("tuned", {}), data.get("autotune", {})) if "tuned" in data or "autotune" in data else (data, {})
+    )  # the first format: tuned() picks only
     if not (isinstance(tuned, dict) and isinstance(auto, dict)):
         raise ValueError(f"{path}: not a dump_tuned file")
     for k, v in tuned.items():
@@ -369,5 +380,4 @@ def load_tuned(path) -> int:
 
 def tuned_choices() -> dict:
     """Every choice made in this process: {key: {"config", "ms" per candidate}} (for result files)."""
-    return {str(k): ({"config": str(v["config"]), "ms": v["ms"]} if k != "_errors" else v)
-            for k, v in _TUNED.items()}
+    return {str(k): ({"config": str(v["config"]), "ms": v["ms"]} if k != "_errors" else v) for k, v in _TUNED.items()}

@@ -17,6 +17,7 @@ entry point group ``profkit.parsers`` (``name = "package.module"``). Detection, 
 names, the main job's choice of files, the store's and timeline's source lists and the
 fuzzer's formats all come from here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -46,8 +47,11 @@ def _check(mod: ModuleType) -> ModuleType:
 
 
 def _discover() -> list[ModuleType]:
-    mods = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
-            if not m.name.startswith("_")]
+    mods = [
+        importlib.import_module(f"{__name__}.{m.name}")
+        for m in pkgutil.iter_modules(__path__)
+        if not m.name.startswith("_")
+    ]
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         mods.append(importlib.import_module(ep.value))
     seen: dict[str, ModuleType] = {}
@@ -120,7 +124,9 @@ def detect(path: Path) -> ModuleType:
     if stat.S_ISDIR(mode):
         raise BadInput(path, "is a directory")
     if not stat.S_ISREG(mode):  # reading a FIFO or a device never ends
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        )
         raise BadInput(path, f"is {kind}, not a regular file")
     try:
         with open(path, "rb") as f:

@@ -6,6 +6,7 @@ has. Not a parser (the leading underscore keeps it out of the registry).
 ncu writes its CSV to stdout, so files people keep often hold the program's own output and
 ncu's `==PROF==` / `==WARNING==` lines before the header (and sometimes after it).
 """
+
 from __future__ import annotations
 
 import csv
@@ -86,15 +87,22 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
             raise BadInput(path, f"ncu's own output, no CSV in it (the capture failed): {error[:160]}")
         first = next((x.strip() for x in lines if x.strip()), "")[:60]
         if any(_NSYS_GPU_TRACE.match(x.strip()) for x in [x for x in lines[:20] if x.strip()][:5]):
-            raise BadInput(path, "an nsys stats cuda_gpu_trace table (kernels without their launch calls, threads "
-                                 "or NVTX ranges): load the .nsys-rep or .sqlite export it was made from")
+            raise BadInput(
+                path,
+                "an nsys stats cuda_gpu_trace table (kernels without their launch calls, threads "
+                "or NVTX ranges): load the .nsys-rep or .sqlite export it was made from",
+            )
         if _NSYS_STATS.search(first):  # `nsys stats --format csv`: totals per name, no launches
-            raise BadInput(path, "an nsys stats summary (totals per name, not one row per launch): load the "
-                                 ".nsys-rep or .sqlite export it was made from")
-        raise BadInput(path, f"not an Nsight Compute CSV: no header row starting \"ID\",\"Process ID\" "
-                             f"(first line: {first!r})")
+            raise BadInput(
+                path,
+                "an nsys stats summary (totals per name, not one row per launch): load the "
+                ".nsys-rep or .sqlite export it was made from",
+            )
+        raise BadInput(
+            path, f'not an Nsight Compute CSV: no header row starting "ID","Process ID" (first line: {first!r})'
+        )
     header_text = lines[start]
-    body = [x for x in lines[start + 1:] if not TOOL_LINE.match(x) and x != header_text]
+    body = [x for x in lines[start + 1 :] if not TOOL_LINE.match(x) and x != header_text]
     last = next((x for x in reversed(body) if x.strip()), header_text)
     if not last.endswith(("\n", "\r")) and not _whole_row(header_text, last):
         # ncu ends every row: the file was cut inside its last one. A file whose final line end

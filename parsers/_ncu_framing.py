@@ -14,6 +14,7 @@ header and the payload it announces, is caught here; a cut exactly between two b
 a well-formed report of fewer launches, which no framing can tell from a whole one (ncu writes
 no launch count and no end marker): docs/reliability.md says so.
 """
+
 from __future__ import annotations
 
 import struct
@@ -23,8 +24,10 @@ from profkit.core.unpack import varint
 
 MAGIC = b"NVR\x00"
 # what the framing cannot see, said with every load (docs/reliability.md)
-CAVEAT = (".ncu-rep records no launch count: a copy cut exactly between two launches would look whole "
-          "(cuts anywhere else are refused)")
+CAVEAT = (
+    ".ncu-rep records no launch count: a copy cut exactly between two launches would look whole "
+    "(cuts anywhere else are refused)"
+)
 
 
 FACTS_END = 4  # the host, the session fact every ncu version writes last but one (2022.3+) or last
@@ -76,8 +79,10 @@ def check_stream(f, size: int) -> str | None:
         n = struct.unpack("<I", head)[0]
         if off + 4 + n > size:
             short = off + 4 + n - size
-            return (f"truncated: {what} at byte {off} announces {n} bytes, the file ends "
-                    f"{short} byte{'s' if short > 1 else ''} early ({size} bytes)")
+            return (
+                f"truncated: {what} at byte {off} announces {n} bytes, the file ends "
+                f"{short} byte{'s' if short > 1 else ''} early ({size} bytes)"
+            )
         start = off + 4
         off = start + n
         return start, n
@@ -107,16 +112,19 @@ def check_stream(f, size: int) -> str | None:
             facts.append(fields["fact"])
         if want:
             if off == size:
-                return (f"truncated: block {block}'s header announces {want} bytes of data, "
-                        f"the file ends right after the header")
+                return (
+                    f"truncated: block {block}'s header announces {want} bytes of data, "
+                    f"the file ends right after the header"
+                )
             f.seek(off)
             at = off
             got = frame(f"block {block}'s data")
             if isinstance(got, str):
                 return got
             if got[1] + 4 != want:
-                return (f"block {block}'s data at byte {at} holds {got[1] + 4} bytes, its header "
-                        f"announced {want}: corrupt")
+                return (
+                    f"block {block}'s data at byte {at} holds {got[1] + 4} bytes, its header announced {want}: corrupt"
+                )
         f.seek(off)
         block += 1
     # ncu writes a module (kind 1, with data) just before the first launch that runs its code,
@@ -127,6 +135,8 @@ def check_stream(f, size: int) -> str | None:
     # tool's install folder (11): seen in 22 public reports of ncu 2020.3 to 2025.3. A cut before
     # the host is refused; one between the host and the install folder loses no launch data
     if (0, 1, True) in kinds and FACTS_END not in facts:
-        return ("truncated: the session facts (device, driver, versions) ncu writes after the first launch "
-                "are missing or incomplete")
+        return (
+            "truncated: the session facts (device, driver, versions) ncu writes after the first launch "
+            "are missing or incomplete"
+        )
     return None

@@ -6,6 +6,7 @@ launching thread (aten::linear holds aten::addmm, which holds cudaLaunchKernel: 
 it). Backward operators run on autograd's own thread and launch there, so the same rule ties
 them to their kernels.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
 # "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]", then input_op_ids where
 # the op has tensor inputs from other ops (PyTorch's getNvtxStr: name, seq, op_id, sizes,
 # input_op_ids, each only when present)
-_NVTX_OP = re.compile(r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = \d+)?"
-                      r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = .*)?$")
+_NVTX_OP = re.compile(
+    r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = \d+)?"
+    r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = .*)?$"
+)
 
 
 def nvtx_op(text: str | None) -> tuple[str, list] | None:
@@ -65,8 +68,9 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
     call's text its own), its kernels those launched inside it. The payload has no dtypes."""
     from profkit.core.rows import KERNEL_FIELDS
 
-    seq, kr, st, en, pid, tid = (KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns",
-                                                                    "pid", "tid"))
+    seq, kr, st, en, pid, tid = (
+        KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns", "pid", "tid")
+    )
     found: dict[str, list] = {}
     parsed: dict[str, tuple[str, list] | None] = {}
     for k in kernels:
@@ -84,6 +88,20 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
     rows = []
     for text, r in found.items():
         op, sizes = parsed[text] or ("", [])
-        rows.append((op, r[0], r[1], r[2], r[3], json.dumps(sizes, separators=(",", ":")), None, None, None, None,
-                     sorted(r[4]), "nvtx"))
+        rows.append(
+            (
+                op,
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                json.dumps(sizes, separators=(",", ":")),
+                None,
+                None,
+                None,
+                None,
+                sorted(r[4]),
+                "nvtx",
+            )
+        )
     return rows

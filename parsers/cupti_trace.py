@@ -3,6 +3,7 @@
 Kernels, their launching runtime/driver calls (by correlation id) and NVTX markers, loaded
 into the same rows as an nsys export.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ FORMAT = "cupti-trace"
 # boundary is refused; version 1 traces have no end record
 TRACE_FORMAT = "profkit-cupti-trace"
 TRACE_VERSION = 2
-SUFFIXES = ('.cupti.jsonl', '.jsonl')  # file name endings it reads (lower case)
+SUFFIXES = (".cupti.jsonl", ".jsonl")  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "cupti"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 30  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -49,19 +50,47 @@ _I, _S = (_int, "a 64-bit integer"), (storable_text, "a string")
 # record type -> field -> (required, check, what it must be): the fields the parser reads, as
 # profkit.capture.cupti_tracer writes them. Anything else in a record is ignored.
 _FIELDS = {
-    "meta": {"format": (True, *_S), "gpu_name": (False, *_S), "sm_count": (False, *_I), "memory_bytes": (False, *_I),
-             "cc": (False, *_S), "host": (False, *_S), "argv": (False, lambda v: isinstance(v, list), "a list")},
-    "kernel": {"name": (True, *_S), "start": (True, *_I), "end": (True, *_I), "correlation_id": (False, *_I),
-               "device": (False, *_I), "stream": (False, *_I), "registers_per_thread": (False, *_I),
-               "static_shared_memory": (False, *_I), "dynamic_shared_memory": (False, *_I),
-               "grid": (False, _dim3, "3 integers"), "block": (False, _dim3, "3 integers")},
-    "marker": {"id": (True, *_I), "timestamp": (True, *_I), "flags": (False, *_I), "name": (False, *_S),
-               "domain": (False, *_S), "pid": (False, *_I), "tid": (False, *_I)},
+    "meta": {
+        "format": (True, *_S),
+        "gpu_name": (False, *_S),
+        "sm_count": (False, *_I),
+        "memory_bytes": (False, *_I),
+        "cc": (False, *_S),
+        "host": (False, *_S),
+        "argv": (False, lambda v: isinstance(v, list), "a list"),
+    },
+    "kernel": {
+        "name": (True, *_S),
+        "start": (True, *_I),
+        "end": (True, *_I),
+        "correlation_id": (False, *_I),
+        "device": (False, *_I),
+        "stream": (False, *_I),
+        "registers_per_thread": (False, *_I),
+        "static_shared_memory": (False, *_I),
+        "dynamic_shared_memory": (False, *_I),
+        "grid": (False, _dim3, "3 integers"),
+        "block": (False, _dim3, "3 integers"),
+    },
+    "marker": {
+        "id": (True, *_I),
+        "timestamp": (True, *_I),
+        "flags": (False, *_I),
+        "name": (False, *_S),
+        "domain": (False, *_S),
+        "pid": (False, *_I),
+        "tid": (False, *_I),
+    },
 }
 _FIELDS["end"] = {"records": (True, *_I), "kernels": (False, *_I)}
 _FIELDS["runtime"] = _FIELDS["driver"] = {
-    "name": (False, *_S), "start": (True, *_I), "end": (True, *_I), "pid": (True, *_I), "tid": (True, *_I),
-    "correlation_id": (False, *_I)}
+    "name": (False, *_S),
+    "start": (True, *_I),
+    "end": (True, *_I),
+    "pid": (True, *_I),
+    "tid": (True, *_I),
+    "correlation_id": (False, *_I),
+}
 
 
 def _check(r: dict, fields: dict) -> str | None:
@@ -81,8 +110,10 @@ def _check(r: dict, fields: dict) -> str | None:
     return None
 
 
-V1_CAVEAT = ("a version 1 trace (profkit before end records): a copy cut exactly at a line end would look "
-             "whole (cuts inside a line are refused)")
+V1_CAVEAT = (
+    "a version 1 trace (profkit before end records): a copy cut exactly at a line end would look "
+    "whole (cuts inside a line are refused)"
+)
 
 
 def parse(path: Path) -> Parsed:
@@ -129,8 +160,9 @@ def parse(path: Path) -> Parsed:
                         calls[corr] = r
                     held = host_kind(call_name(str(r.get("name"))))
                     if held and type(r.get("start")) is int and type(r.get("end")) is int:
-                        host.append((held, call_name(str(r.get("name"))), r["start"], r["end"], r.get("pid"),
-                                     r.get("tid")))
+                        host.append(
+                            (held, call_name(str(r.get("name"))), r["start"], r["end"], r.get("pid"), r.get("tid"))
+                        )
                 elif t == "marker":
                     markers.append(r)
     except UnicodeDecodeError as e:
@@ -141,8 +173,11 @@ def parse(path: Path) -> Parsed:
     caveat = None
     if end is not None:
         if end["records"] != records or (end.get("kernels") is not None and end["kernels"] != len(kernels_raw)):
-            raise BadInput(path, f"the end record counts {end['records']} records and {end.get('kernels')} kernels, "
-                                 f"the file holds {records} and {len(kernels_raw)}: records lost or added")
+            raise BadInput(
+                path,
+                f"the end record counts {end['records']} records and {end.get('kernels')} kernels, "
+                f"the file holds {records} and {len(kernels_raw)}: records lost or added",
+            )
     elif type(version) is int and version >= 2:
         raise BadInput(path, f"truncated: no end record after {records} records (the tracer writes one last)")
     else:
@@ -153,8 +188,16 @@ def parse(path: Path) -> Parsed:
     return out
 
 
-def timeline(path: Path, fmt: str, source: str, kernels_raw: list[dict], calls: dict, markers: list[dict],
-             facts: dict, caveat: str | None = None) -> Parsed:
+def timeline(
+    path: Path,
+    fmt: str,
+    source: str,
+    kernels_raw: list[dict],
+    calls: dict,
+    markers: list[dict],
+    facts: dict,
+    caveat: str | None = None,
+) -> Parsed:
     """The rows of CUPTI activity records, as this trace and nvprof's SQLite file both hold them:
     kernels (dicts of name, start, end, grid, block, ...), their launch calls by correlation id,
     NVTX markers (START/END pairs by id)."""
@@ -173,11 +216,35 @@ def timeline(path: Path, fmt: str, source: str, kernels_raw: list[dict], calls: 
             rng, p = proj.get(i, (None, None))
             g, b = k.get("grid") or [None] * 3, k.get("block") or [None] * 3
             name = demangle(k["name"])
-            kernels.append((i, name, short_name(name), rng, p, k["start"], k["end"], k["end"] - k["start"],
-                            g[0], g[1], g[2], b[0], b[1], b[2], k.get("registers_per_thread"),
-                            k.get("static_shared_memory"), k.get("dynamic_shared_memory"), k.get("stream"),
-                            k.get("device"), k.get("correlation_id"), c.get("name"), c.get("start"), c.get("end"),
-                            c.get("pid"), c.get("tid")))
+            kernels.append(
+                (
+                    i,
+                    name,
+                    short_name(name),
+                    rng,
+                    p,
+                    k["start"],
+                    k["end"],
+                    k["end"] - k["start"],
+                    g[0],
+                    g[1],
+                    g[2],
+                    b[0],
+                    b[1],
+                    b[2],
+                    k.get("registers_per_thread"),
+                    k.get("static_shared_memory"),
+                    k.get("dynamic_shared_memory"),
+                    k.get("stream"),
+                    k.get("device"),
+                    k.get("correlation_id"),
+                    c.get("name"),
+                    c.get("start"),
+                    c.get("end"),
+                    c.get("pid"),
+                    c.get("tid"),
+                )
+            )
     except (KeyError, TypeError) as e:
         raise BadInput(path, f"a record lacks a required field ({e})") from None
     paths = range_paths(ranges)
@@ -200,7 +267,9 @@ def _ranges(markers: list[dict]) -> list[tuple]:
         elif flags & _END and m["id"] in open_:
             s = open_.pop(m["id"])
             kind = "push_pop" if s.get("tid") == m.get("tid") else "start_end"
-            out.append((s.get("domain"), s.get("name"), kind, s["timestamp"], m["timestamp"], s.get("pid"), s.get("tid")))
+            out.append(
+                (s.get("domain"), s.get("name"), kind, s["timestamp"], m["timestamp"], s.get("pid"), s.get("tid"))
+            )
     for s in open_.values():  # never closed
         out.append((s.get("domain"), s.get("name"), "push_pop", s["timestamp"], None, s.get("pid"), s.get("tid")))
     return out

@@ -30,6 +30,7 @@ floats, and made integer ns by profkit.core.units.us_to_ns. The file is read as 
 one at a time), so memory holds the rows, not the JSON. A file that does not end where its
 JSON does (cut, bad gzip) is refused whole.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -63,8 +64,10 @@ _GZIP = b"\x1f\x8b"
 # deviceProperties or distributedInfo, before traceEvents), or, for a file that starts with
 # traceEvents, what only Kineto's events hold: other JSON, other Chrome traces are not claimed
 _HEADER = (b'"deviceProperties"', b'"distributedInfo"')
-_EVENT_MARK = re.compile(rb'"cat"\s*:\s*"(cpu_op|user_annotation|kernel|cuda_runtime|cuda_driver|gpu_memcpy|gpu_memset|'
-                         rb'python_function|Kernel|Runtime|Operator|Memcpy|Memset)"|"External id"|PyTorch Profiler')
+_EVENT_MARK = re.compile(
+    rb'"cat"\s*:\s*"(cpu_op|user_annotation|kernel|cuda_runtime|cuda_driver|gpu_memcpy|gpu_memset|'
+    rb'python_function|Kernel|Runtime|Operator|Memcpy|Memset)"|"External id"|PyTorch Profiler'
+)
 _CHUNK = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")  # between two events, or after the last
@@ -72,9 +75,21 @@ _I64 = 1 << 63
 
 # event category -> what it is (older traces: Kernel, Runtime, Memcpy, Memset)
 _KERNEL, _CALL, _DRIVER, _RANGE, _OP, _MEMCPY, _MEMSET, _GPU_RANGE = range(8)
-_CATS = {"kernel": _KERNEL, "Kernel": _KERNEL, "cuda_runtime": _CALL, "Runtime": _CALL, "cuda_driver": _DRIVER,
-         "user_annotation": _RANGE, "cpu_op": _OP, "Operator": _OP, "gpu_memcpy": _MEMCPY, "Memcpy": _MEMCPY,
-         "gpu_memset": _MEMSET, "Memset": _MEMSET, "gpu_user_annotation": _GPU_RANGE}
+_CATS = {
+    "kernel": _KERNEL,
+    "Kernel": _KERNEL,
+    "cuda_runtime": _CALL,
+    "Runtime": _CALL,
+    "cuda_driver": _DRIVER,
+    "user_annotation": _RANGE,
+    "cpu_op": _OP,
+    "Operator": _OP,
+    "gpu_memcpy": _MEMCPY,
+    "Memcpy": _MEMCPY,
+    "gpu_memset": _MEMSET,
+    "Memset": _MEMSET,
+    "gpu_user_annotation": _GPU_RANGE,
+}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -143,7 +158,7 @@ class _Stream:
             self.eof = True
             return False
         self.done += self.i
-        self.buf = self.buf[self.i:] + chunk
+        self.buf = self.buf[self.i :] + chunk
         self.i = 0
         return True
 
@@ -271,8 +286,11 @@ class _Trace:
                 if c == "}":
                     s.i += 1
                     break
-                raise _Refused(s._ended("after the trace's last key") if c is None
-                               else f"expected ',' or '}}' after {key[:40]!r}, found {c!r}")
+                raise _Refused(
+                    s._ended("after the trace's last key")
+                    if c is None
+                    else f"expected ',' or '}}' after {key[:40]!r}, found {c!r}"
+                )
         if s.peek() is not None:
             raise _Refused("more text after the trace's closing '}'")
         if not seen_events:
@@ -326,8 +344,10 @@ class _Trace:
             raise _Refused(f"traceEvents[{n}] ({e.get('cat')}): its name is not text")
         start, dur = us_to_ns(e.get("ts")), us_to_ns(e.get("dur"))
         if start is None or dur is None or not _int(start) or not _int(start + dur) or dur < 0:
-            raise _Refused(f"traceEvents[{n}] {name[:60]!r}: ts/dur {str(e.get('ts'))[:30]}/{str(e.get('dur'))[:30]}"
-                           " is not a time in microseconds")
+            raise _Refused(
+                f"traceEvents[{n}] {name[:60]!r}: ts/dur {str(e.get('ts'))[:30]}/{str(e.get('dur'))[:30]}"
+                " is not a time in microseconds"
+            )
         args = e.get("args")
         if args is None:
             args = {}
@@ -347,8 +367,23 @@ class _Trace:
                 if v is not None and not _dim3(v):
                     raise _Refused(f"traceEvents[{n}] kernel {name[:60]!r}: {k} is not 3 integers")
             g, b = args.get("grid") or (None,) * 3, args.get("block") or (None,) * 3
-            self.kernels.append((start, start + dur, name, corr, g[0], g[1], g[2], b[0], b[1], b[2],
-                                 args.get("registers per thread"), args.get("stream"), args.get("device")))
+            self.kernels.append(
+                (
+                    start,
+                    start + dur,
+                    name,
+                    corr,
+                    g[0],
+                    g[1],
+                    g[2],
+                    b[0],
+                    b[1],
+                    b[2],
+                    args.get("registers per thread"),
+                    args.get("stream"),
+                    args.get("device"),
+                )
+            )
         elif kind in (_CALL, _DRIVER):
             corr, pid, tid = args.get("correlation"), e.get("pid"), e.get("tid")
             held = host_kind(call_name(name))
@@ -383,9 +418,17 @@ class _Trace:
                 direction = m.group(1) if m else "unknown"
             else:
                 direction = "host" if pageable else "device"
-            self.gpu_copies.append(("memcpy" if kind == _MEMCPY else "memset", direction,
-                                    nbytes if _int(nbytes) else None, int(pageable), start, start + dur,
-                                    stream if _int(stream) else None))
+            self.gpu_copies.append(
+                (
+                    "memcpy" if kind == _MEMCPY else "memset",
+                    direction,
+                    nbytes if _int(nbytes) else None,
+                    int(pageable),
+                    start,
+                    start + dur,
+                    stream if _int(stream) else None,
+                )
+            )
 
     def _op(self, e: dict) -> None:
         """An operator with recorded shapes (or a collective's record_param_comms), kept leniently."""
@@ -409,8 +452,20 @@ class _Trace:
         if start is None or dur is None or not _int(start) or dur < 0 or not _id(pid) or not _id(tid):
             return
         fl = args.get("flops")
-        self.ops.append((self.names.setdefault(name, name), start, start + dur, pid, tid, dims, types,
-                         args.get("Input Strides"), conc, fl if _int(fl) else None))
+        self.ops.append(
+            (
+                self.names.setdefault(name, name),
+                start,
+                start + dur,
+                pid,
+                tid,
+                dims,
+                types,
+                args.get("Input Strides"),
+                conc,
+                fl if _int(fl) else None,
+            )
+        )
 
     def _op_rows(self) -> list[tuple]:
         """OP_FIELDS rows: the ops that launched kernels (self.kernels sorted, seq = index)."""
@@ -428,8 +483,22 @@ class _Trace:
         rows = []
         for i in sorted(launched):
             o = self.ops[i]
-            rows.append((o[0], o[1], o[2], o[3], o[4], _js(o[5]), _js(o[6]), _js(o[7]), _js(o[8]), o[9],
-                         sorted(launched[i]), "record_shapes"))
+            rows.append(
+                (
+                    o[0],
+                    o[1],
+                    o[2],
+                    o[3],
+                    o[4],
+                    _js(o[5]),
+                    _js(o[6]),
+                    _js(o[7]),
+                    _js(o[8]),
+                    o[9],
+                    sorted(launched[i]),
+                    "record_shapes",
+                )
+            )
         return rows
 
     # --- rows ----------------------------------------------------------------------------------
@@ -438,8 +507,12 @@ class _Trace:
             most = ", ".join(f"{c[:40]} {n}" for c, n in self.cats.most_common(4))
             # device activity of some kind (cuda_runtime, gpu_memcpy, mtia_runtime): no hint then
             gpu = any(w in c.lower() for c in self.cats for w in ("runtime", "driver", "gpu_"))
-            raise BadInput(path, f"no GPU kernel among its {self.n_events} events" + (f" ({most})" if most else "")
-                           + ("" if gpu else ": captured without ProfilerActivity.CUDA?"))
+            raise BadInput(
+                path,
+                f"no GPU kernel among its {self.n_events} events"
+                + (f" ({most})" if most else "")
+                + ("" if gpu else ": captured without ProfilerActivity.CUDA?"),
+            )
         self.kernels.sort(key=lambda k: (k[0], k[3] if k[3] is not None else -1))
         calls = self.calls
         proj_calls = []
@@ -460,24 +533,61 @@ class _Trace:
             if c is not None:
                 apis[c[0]] += 1
             devices[k[12]] += 1
-            rows.append((i, names[0], names[1], rng, rpath, k[0], k[1], k[1] - k[0], k[4], k[5], k[6], k[7], k[8],
-                         k[9], k[10], None, None, k[11], k[12], k[3],
-                         c[0] if c else None, c[1] if c else None, c[2] if c else None,
-                         c[3] if c else None, c[4] if c else None))
+            rows.append(
+                (
+                    i,
+                    names[0],
+                    names[1],
+                    rng,
+                    rpath,
+                    k[0],
+                    k[1],
+                    k[1] - k[0],
+                    k[4],
+                    k[5],
+                    k[6],
+                    k[7],
+                    k[8],
+                    k[9],
+                    k[10],
+                    None,
+                    None,
+                    k[11],
+                    k[12],
+                    k[3],
+                    c[0] if c else None,
+                    c[1] if c else None,
+                    c[2] if c else None,
+                    c[3] if c else None,
+                    c[4] if c else None,
+                )
+            )
         paths = range_paths(self.ranges)
         range_rows = [r + dp for r, dp in zip(self.ranges, paths)]
         device = max(devices, key=lambda d: (devices[d], d is not None)) if devices else None
-        kin = {"events": self.n_events, "launch_apis": dict(apis), "kernels_without_launch_call": len(rows) - sum(apis.values()),
-               "memcpy": dict(zip(("count", "bytes", "duration_ns"), self.copies[_MEMCPY])),
-               "memset": dict(zip(("count", "bytes", "duration_ns"), self.copies[_MEMSET])),
-               "gpu_user_annotations": self.other[_GPU_RANGE], "cpu_ops_as_ranges": self.cpu_ops}
-        for src, key in (("schemaVersion", "schema_version"), ("baseTimeNanoseconds", "base_time_ns"),
-                         ("cuda_runtime_version", "cuda_runtime_version"), ("cuda_driver_version", "cuda_driver_version"),
-                         ("cupti_version", "cupti_version")):
+        kin = {
+            "events": self.n_events,
+            "launch_apis": dict(apis),
+            "kernels_without_launch_call": len(rows) - sum(apis.values()),
+            "memcpy": dict(zip(("count", "bytes", "duration_ns"), self.copies[_MEMCPY])),
+            "memset": dict(zip(("count", "bytes", "duration_ns"), self.copies[_MEMSET])),
+            "gpu_user_annotations": self.other[_GPU_RANGE],
+            "cpu_ops_as_ranges": self.cpu_ops,
+        }
+        for src, key in (
+            ("schemaVersion", "schema_version"),
+            ("baseTimeNanoseconds", "base_time_ns"),
+            ("cuda_runtime_version", "cuda_runtime_version"),
+            ("cuda_driver_version", "cuda_driver_version"),
+            ("cupti_version", "cupti_version"),
+        ):
             if _int(self.top.get(src)):
                 kin[key] = self.top[src]
-        facts = {"kineto": kin, **_device_facts(self.top.get("deviceProperties"), device),
-                 **_dist_facts(self.top.get("distributedInfo"))}
+        facts = {
+            "kineto": kin,
+            **_device_facts(self.top.get("deviceProperties"), device),
+            **_dist_facts(self.top.get("distributedInfo")),
+        }
         if len(devices) > 1:
             facts["devices"] = sorted(d for d in devices if d is not None)
         ops = self._op_rows()

@@ -8,6 +8,7 @@ thousands separators and 'n/a'. NVTX state sits in two columns, e.g.
 Yields the same rows as the .ncu-rep path for the same report. The details page and
 `--metrics` output (one row per metric) are parsers/ncu_csv_details.py.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,14 +21,25 @@ from profkit.core.units import impossible, normalise, parse_number
 from . import _ncu_csv
 
 FORMAT = "ncu-csv"
-SUFFIXES = ('.csv',)  # file name endings it reads (lower case)
+SUFFIXES = (".csv",)  # file name endings it reads (lower case)
 ROLE = "counters"  # timeline | counters
 SOURCE = "ncu"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 20  # among parsers of one role, lower is taken first (analyse: one file per role)
 SNIFF_ORDER = 90  # lower is asked first: the most specific recognisers first
 DESCRIPTION = "Nsight Compute raw-page CSV (ncu --csv --page raw)"
-_NON_METRIC = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
-               "Block Size", "Grid Size", "Device", "CC"}
+_NON_METRIC = {
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -40,8 +52,11 @@ def parse(path: Path) -> Parsed:
     if "Metric Name" in header or "Section Name" in header or "Rule Name" in header:
         raise BadInput(path, "an ncu CSV of the details page (one row per metric): not a raw page")
     if "Kernel Name" not in header:
-        raise BadInput(path, "an Nsight Compute CSV without a 'Kernel Name' column: not a page profkit reads "
-                             "(export with --page raw or --page details)")
+        raise BadInput(
+            path,
+            "an Nsight Compute CSV without a 'Kernel Name' column: not a page profkit reads "
+            "(export with --page raw or --page details)",
+        )
     if not rows or len(rows[0]) != len(header):
         raise BadInput(path, "no units row: expected ncu --page raw output (row 2 holds units)")
     units, rows = rows[0], rows[1:]
@@ -70,9 +85,14 @@ def parse(path: Path) -> Parsed:
             sms = values.get("device__attribute_multiprocessor_count")
             name_i = idx.get("device__attribute_display_name")
             cc = _ncu_csv.compute_capability(row[idx["CC"]]) if "CC" in idx else None
-            facts = {"gpu_name": row[name_i] if name_i is not None else None, "sm_count": sms and count(sms[0]),
-                     "compute_capability": cc and f"{cc[0]}.{cc[1]}", "preamble_lines": skipped}
+            facts = {
+                "gpu_name": row[name_i] if name_i is not None else None,
+                "sm_count": sms and count(sms[0]),
+                "compute_capability": cc and f"{cc[0]}.{cc[1]}",
+                "preamble_lines": skipped,
+            }
     if not kernels:
         raise BadInput(path, "the CSV holds no profiled kernel")
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v},
-                  caveat=_ncu_csv.CAVEAT)
+    return Parsed(
+        str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, caveat=_ncu_csv.CAVEAT
+    )

@@ -16,6 +16,7 @@ and display names in the others ("Duration", "DRAM Throughput"). A display name 
 DETAILS_NAMES) the value is stored under that metric's name too. Rows with a rule name are
 ncu's guided-analysis results (ncu 2023.1+), stored as rules.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ from profkit.core.units import impossible, normalise, parse_number
 from . import _ncu_csv
 
 FORMAT = "ncu-csv-details"
-SUFFIXES = ('.csv',)  # file name endings it reads (lower case)
+SUFFIXES = (".csv",)  # file name endings it reads (lower case)
 ROLE = "counters"  # timeline | counters
 SOURCE = "ncu"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 30  # among parsers of one role, lower is taken first: the raw page holds every metric
@@ -75,8 +76,15 @@ def parse(path: Path) -> Parsed:
         k = launch.get(kid)
         if k is None:
             order.append(kid)
-            k = launch[kid] = {"row": row, "raw": {}, "shown": {}, "mapped": {}, "rules": [], "metric_rows": 0,
-                               "keys": set()}
+            k = launch[kid] = {
+                "row": row,
+                "raw": {},
+                "shown": {},
+                "mapped": {},
+                "rules": [],
+                "metric_rows": 0,
+                "keys": set(),
+            }
         elif row[idx["Kernel Name"]] != k["row"][idx["Kernel Name"]]:
             raise BadInput(path, f"line {n}: launch ID {kid} names two kernels: not one ncu export")
         section = row[sec_i] if sec_i is not None else ""
@@ -93,8 +101,11 @@ def parse(path: Path) -> Parsed:
         value = normalise(v, row[idx["Metric Unit"]])
         why = impossible(*value)
         if why:
-            raise BadInput(path, f"line {n}: launch ID {kid}: {name} {why} "
-                                 f"({row[idx['Metric Value']][:40]} {row[idx['Metric Unit']][:20]})")
+            raise BadInput(
+                path,
+                f"line {n}: launch ID {kid}: {name} {why} "
+                f"({row[idx['Metric Value']][:40]} {row[idx['Metric Unit']][:20]})",
+            )
         if _RAW_NAME.match(name):
             k["raw"].setdefault(name, value)
             continue
@@ -109,8 +120,10 @@ def parse(path: Path) -> Parsed:
         others = min(launch[kid]["metric_rows"] for kid in order[:-1])
         last = launch[order[-1]]["metric_rows"]
         if last < others:
-            raise BadInput(path, f"truncated: the last launch (ID {order[-1]}) has {last} metric rows, every other "
-                                 f"at least {others}")
+            raise BadInput(
+                path,
+                f"truncated: the last launch (ID {order[-1]}) has {last} metric rows, every other at least {others}",
+            )
     # ...and a launch in the middle that lacks a row every other launch has lost it
     if len(order) > 2:
         have = Counter(key for kid in order for key in launch[kid]["keys"])
@@ -118,8 +131,11 @@ def parse(path: Path) -> Parsed:
             lost = [key for key, n in have.items() if n == len(order) - 1 and key not in launch[kid]["keys"]]
             if lost:
                 section, body, name = min(lost)
-                raise BadInput(path, f"launch ID {kid} lacks the metric row {name!r} ({section or 'no section'}) that "
-                                     f"every other launch has: rows lost ({len(lost)} of them)")
+                raise BadInput(
+                    path,
+                    f"launch ID {kid} lacks the metric row {name!r} ({section or 'no section'}) that "
+                    f"every other launch has: rows lost ({len(lost)} of them)",
+                )
     kernels, counters, rules = [], [], []
     facts: dict = {"preamble_lines": skipped}
     for seq, kid in enumerate(order):
@@ -144,16 +160,32 @@ def parse(path: Path) -> Parsed:
         raise BadInput(path, "the CSV holds no profiled kernel")
     # which metrics came from display names (the page had no row of their own)
     facts["from_display_names"] = sorted({m for k in launch.values() for m in k["mapped"] if m not in k["raw"]})
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules,
-                  caveat=_ncu_csv.CAVEAT)
+    return Parsed(
+        str(path),
+        FORMAT,
+        SOURCE,
+        kernels,
+        [],
+        counters,
+        {k: v for k, v in facts.items() if v},
+        rules,
+        caveat=_ncu_csv.CAVEAT,
+    )
 
 
 def _rule(row: list[str], idx: dict[str, int], section: str) -> tuple:
     """(section, rule, severity, message, speedup_type, estimated_speedup_pct) of a rule row."""
+
     def cell(col):
         return row[idx[col]].strip() if col in idx else ""
 
     severity = cell("Rule Type")
     kind = cell("Estimated Speedup Type").lower()
-    return (section or None, cell("Rule Name"), severity if severity in _SEVERITY else (severity or None),
-            cell("Rule Description"), kind if kind in ("local", "global") else None, _speedup(cell("Estimated Speedup")))
+    return (
+        section or None,
+        cell("Rule Name"),
+        severity if severity in _SEVERITY else (severity or None),
+        cell("Rule Description"),
+        kind if kind in ("local", "global") else None,
+        _speedup(cell("Estimated Speedup")),
+    )

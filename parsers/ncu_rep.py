@@ -8,6 +8,7 @@ The report is read in a child process: on some corrupt reports NVIDIA's reader a
 whole process (a failed protobuf CHECK, found by benchmarks/fuzz.py), which must end as one
 line of error, not a dead profkit.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,7 +32,7 @@ from profkit.core.unpack import unxz
 from . import _ncu_framing
 
 FORMAT = "ncu-rep"
-SUFFIXES = ('.ncu-rep', '.ncu-rep.xz')  # file name endings it reads (lower case)
+SUFFIXES = (".ncu-rep", ".ncu-rep.xz")  # file name endings it reads (lower case)
 ROLE = "counters"  # timeline | counters
 SOURCE = "ncu"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -47,8 +48,10 @@ def sniff(path: Path, head: bytes) -> bool:
     return head.startswith(NCU_MAGIC)
 
 
-MISSING = ("reading .ncu-rep needs NVIDIA's ncu_report module: pip install ncu-report, or put ncu on PATH "
-           "(or set $NCU): every Nsight Compute install ships the module in extras/python")
+MISSING = (
+    "reading .ncu-rep needs NVIDIA's ncu_report module: pip install ncu-report, or put ncu on PATH "
+    "(or set $NCU): every Nsight Compute install ships the module in extras/python"
+)
 # where Nsight Compute installs live when ncu is not on PATH (the CUDA toolkit's, NVIDIA's packages)
 _INSTALLS = ("/usr/local/cuda*/nsight-compute*", "/opt/nvidia/nsight-compute/*", "/usr/local/NVIDIA-Nsight-Compute*")
 
@@ -61,7 +64,11 @@ def have_reader() -> bool:
         return True
     import glob
 
-    roots = [Path(os.path.realpath(e)).parent for e in (os.environ.get("NCU"), shutil.which("ncu")) if e and os.path.isfile(e)]
+    roots = [
+        Path(os.path.realpath(e)).parent
+        for e in (os.environ.get("NCU"), shutil.which("ncu"))
+        if e and os.path.isfile(e)
+    ]
     roots += [Path(p) for pattern in _INSTALLS for p in sorted(glob.glob(pattern), reverse=True)]  # newest first
     for root in roots:
         for extras in (root / "extras" / "python", root.parent / "extras" / "python"):
@@ -184,9 +191,19 @@ def _server(path: Path, d: Path):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         with open(err, "wb") as log:  # (what it says before its first request: an import error)
             # -c puts the working directory first on sys.path: dropped (see _read)
-            srv = subprocess.Popen([sys.executable, "-c", "import sys; sys.path[:] = [p for p in sys.path if p]; "
-                                    "from profkit.parsers.ncu_rep import _serve; _serve()"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=d, env=env)
+            srv = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; sys.path[:] = [p for p in sys.path if p]; "
+                    "from profkit.parsers.ncu_rep import _serve; _serve()",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=d,
+                env=env,
+            )
         _mine.server = srv
         with _lock:
             _servers.append(srv)
@@ -264,8 +281,11 @@ def parse(path: Path) -> Parsed:
     try:
         kind, *payload = pickle.loads(proc.stdout)
     except Exception:  # no answer: the reader killed its process
-        raise BadInput(path, f"Nsight Compute's reader crashed on this report ({_why(proc)}): corrupt, truncated, "
-                             "or from an unsupported ncu version") from None
+        raise BadInput(
+            path,
+            f"Nsight Compute's reader crashed on this report ({_why(proc)}): corrupt, truncated, "
+            "or from an unsupported ncu version",
+        ) from None
     if kind == "ok":
         rep = payload[0]
         rep.path = str(path)
@@ -291,8 +311,12 @@ def _read(path: Path, reader=None):
         # checkout, `-c` would put the working directory first, and its profkit/ (which has no
         # parsers/: they ship from the top-level folder) would shadow the installed package.
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        return subprocess.run([sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()",
-                               str(src.resolve())], capture_output=True, cwd=d, env=env)
+        return subprocess.run(
+            [sys.executable, "-c", "from profkit.parsers.ncu_rep import _child; _child()", str(src.resolve())],
+            capture_output=True,
+            cwd=d,
+            env=env,
+        )
 
 
 def _prepare(path: Path, d: Path) -> Path:
@@ -311,7 +335,7 @@ def _prepare(path: Path, d: Path) -> Path:
 
 def _why(proc: subprocess.CompletedProcess) -> str:
     lines = [x.strip() for x in proc.stderr.decode(errors="replace").splitlines() if x.strip()]
-    detail = next((x[x.index("Check failed"):] for x in lines if "Check failed" in x), lines[-1] if lines else "")
+    detail = next((x[x.index("Check failed") :] for x in lines if "Check failed" in x), lines[-1] if lines else "")
     code = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
     return f"{code}: {detail[:160]}" if detail else code
 
@@ -357,6 +381,7 @@ def _answer(path: Path, d: Path | None = None) -> tuple:
         return ("missing", str(e))
     except Exception:
         import traceback
+
         return ("error", traceback.format_exc())
 
 
@@ -410,7 +435,9 @@ def _parse(path: Path, ctx) -> Parsed:
             if "gpu__time_duration.sum" not in values and not values:
                 continue
             inner, path_ = nvtx_path(a.nvtx_state())
-            kernels.append(ncu_kernel_row(seq, _text(a.name(a.NameBase_DEMANGLED)), _text(a.name()), inner, path_, values))
+            kernels.append(
+                ncu_kernel_row(seq, _text(a.name(a.NameBase_DEMANGLED)), _text(a.name()), inner, path_, values)
+            )
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             rules.extend((seq,) + r for r in _rules(a))
             sass.extend((seq,) + r for r in _sass(a))
@@ -420,14 +447,27 @@ def _parse(path: Path, ctx) -> Parsed:
                 dn = a.metric_by_name("device__attribute_display_name")
                 sms = values.get("device__attribute_multiprocessor_count")
                 cc = [values.get(f"device__attribute_compute_capability_{x}") for x in ("major", "minor")]
-                facts = {"gpu_name": _text(dn.as_string()) if dn is not None else None, "sm_count": sms and count(sms[0]),
-                         "compute_capability": f"{cc[0][0]:.0f}.{cc[1][0]:.0f}" if all(cc) else None}
+                facts = {
+                    "gpu_name": _text(dn.as_string()) if dn is not None else None,
+                    "sm_count": sms and count(sms[0]),
+                    "compute_capability": f"{cc[0][0]:.0f}.{cc[1][0]:.0f}" if all(cc) else None,
+                }
             seq += 1
     if not kernels:
         raise BadInput(path, "the report holds no profiled kernel (truncated or empty?)")
     lines = [(name, i, _text(t)) for name, text in files.items() for i, t in enumerate(text.splitlines(), 1)]
-    return Parsed(str(path), FORMAT, SOURCE, kernels, [], counters, {k: v for k, v in facts.items() if v}, rules,
-                  sass=sass, source_lines=lines)
+    return Parsed(
+        str(path),
+        FORMAT,
+        SOURCE,
+        kernels,
+        [],
+        counters,
+        {k: v for k, v in facts.items() if v},
+        rules,
+        sass=sass,
+        source_lines=lines,
+    )
 
 
 # Source Counters (ncu --section SourceCounters): per-PC instances of these metrics, the PCs
@@ -461,9 +501,9 @@ def _sass(action) -> list[tuple]:
     quiet: dict[str, dict[int, int]] = {}
     for name in action.metric_names():
         if name.startswith(STALL_PREFIX):
-            reason = name[len(STALL_PREFIX):]
+            reason = name[len(STALL_PREFIX) :]
             if reason.endswith(NOT_ISSUED):
-                quiet[reason[:-len(NOT_ISSUED)]] = _per_pc(action.metric_by_name(name))
+                quiet[reason[: -len(NOT_ISSUED)]] = _per_pc(action.metric_by_name(name))
             else:
                 stalls[reason] = _per_pc(action.metric_by_name(name))
     pcs = sorted(set(executed) | set(samples) | {pc for v in stalls.values() for pc in v})
@@ -477,11 +517,20 @@ def _sass(action) -> list[tuple]:
         sass = action.sass_by_pc(pc)
         by = {r: v[pc] for r, v in stalls.items() if v.get(pc)}
         by_quiet = {r: v[pc] for r, v in quiet.items() if v.get(pc)}
-        out.append((pc - base, pc, _text(" ".join(sass.split())) if sass else None, file, line or None,
-                    executed.get(pc, 0 if executed else None), samples.get(pc, 0 if samples else None),
-                    sum(by_quiet.values()) if quiet else None,
-                    json.dumps(dict(sorted(by.items(), key=lambda x: -x[1]))),
-                    json.dumps(dict(sorted(by_quiet.items(), key=lambda x: -x[1])))))
+        out.append(
+            (
+                pc - base,
+                pc,
+                _text(" ".join(sass.split())) if sass else None,
+                file,
+                line or None,
+                executed.get(pc, 0 if executed else None),
+                samples.get(pc, 0 if samples else None),
+                sum(by_quiet.values()) if quiet else None,
+                json.dumps(dict(sorted(by.items(), key=lambda x: -x[1]))),
+                json.dumps(dict(sorted(by_quiet.items(), key=lambda x: -x[1]))),
+            )
+        )
     return out
 
 
@@ -503,6 +552,7 @@ _MARKUP = re.compile(r"@(\w+):([^@]*)@")
 
 def rule_text(message: str) -> str:
     """A rule message as ncu's CSV pages print it: links resolved to their text."""
+
     def one(m):
         kind, rest = m.group(1), m.group(2)
         head, _, tail = rest.partition(":")
@@ -529,7 +579,14 @@ def _rules(action) -> list[tuple]:
         est = r.get("speedup_estimation") or {}
         pct = est.get("speedup")
         pct = float(pct) if isinstance(pct, (int, float)) and pct == pct and 0 <= pct <= 100 else None
-        out.append((_text(r.get("section_identifier")) or None, _text(r.get("rule_identifier")) or "?",
-                    _SEVERITY.get(msg.get("type")), text, _SPEEDUP_TYPE.get(est.get("type")) if pct is not None else None,
-                    pct))
+        out.append(
+            (
+                _text(r.get("section_identifier")) or None,
+                _text(r.get("rule_identifier")) or "?",
+                _SEVERITY.get(msg.get("type")),
+                text,
+                _SPEEDUP_TYPE.get(est.get("type")) if pct is not None else None,
+                pct,
+            )
+        )
     return out

@@ -2,6 +2,7 @@
 the same "NVIDIA Tegra Profiler Report" container). Current nsys still exports it (2025.3.1
 exported a public 2021 `.qdrep` on our H100 host), so it goes through the same export step as
 `.nsys-rep` (parsers/nsys_rep.py) and, without nsys, gets the same one line."""
+
 from __future__ import annotations
 
 from pathlib import Path

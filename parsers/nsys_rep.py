@@ -1,6 +1,7 @@
 """Nsight Systems report (`.nsys-rep`): exported to SQLite with `nsys export`, then read by
 parsers/nsys_sqlite.py. Needs nsys on PATH (or $NSYS). parsers/nsys_qdrep.py shares the export
 step (parse_report) for the older `.qdrep`."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ from profkit.core.tempfiles import workdir
 from . import nsys_sqlite
 
 FORMAT = "nsys-rep"
-SUFFIXES = ('.nsys-rep',)  # file name endings it reads (lower case)
+SUFFIXES = (".nsys-rep",)  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 20  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -33,25 +34,35 @@ def find_nsys(explicit: str | None = None) -> str:
     for cand in (explicit, os.environ.get("NSYS"), shutil.which("nsys")):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    raise ToolMissing("Nsight Systems (nsys) is not installed: put it on PATH or set $NSYS; "
-                      "or export elsewhere with `nsys export --type sqlite` and ingest the .sqlite")
+    raise ToolMissing(
+        "Nsight Systems (nsys) is not installed: put it on PATH or set $NSYS; "
+        "or export elsewhere with `nsys export --type sqlite` and ingest the .sqlite"
+    )
 
 
 def export(path: Path, out: Path, nsys: str | None = None) -> Path:
     try:
         exe = find_nsys(nsys)
     except ToolMissing:
-        raise ToolMissing(f"{path}: an Nsight Systems report; reading it needs nsys, which is not installed: put it on "
-                          f"PATH or set $NSYS, or run `nsys export --type sqlite {path.name}` elsewhere and ingest "
-                          "the .sqlite") from None
-    proc = subprocess.run([exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
-                          capture_output=True, text=True)
+        raise ToolMissing(
+            f"{path}: an Nsight Systems report; reading it needs nsys, which is not installed: put it on "
+            f"PATH or set $NSYS, or run `nsys export --type sqlite {path.name}` elsewhere and ingest "
+            "the .sqlite"
+        ) from None
+    proc = subprocess.run(
+        [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0 or not out.exists():
         # nsys says why over several lines (its last is often a bare "Exportation error:")
         said = " ".join(x.strip() for x in (proc.stderr + "\n" + proc.stdout).splitlines() if x.strip())
         said = (said[:300] + " ...") if len(said) > 300 else said or "no output"
-        raise BadInput(path, f"nsys export failed ({_version(exe)}): {said}; a report written by a newer Nsight "
-                             "Systems needs that version or newer to export")
+        raise BadInput(
+            path,
+            f"nsys export failed ({_version(exe)}): {said}; a report written by a newer Nsight "
+            "Systems needs that version or newer to export",
+        )
     return out
 
 

@@ -8,32 +8,40 @@ TARGET_INFO_CUDA_GPU. Exports of every age load: newer ones may suffix table nam
 without `id`, or only TARGET_INFO_CUDA_GPU, and the export metadata is META_DATA_EXPORT or
 EXPORT_META_DATA (nsys 2023.1). An export without kernel records loads nothing and says why.
 """
+
 from __future__ import annotations
 
-import json
 import functools
+import json
 import re
-import threading
 import sqlite3
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from profkit.core import environment
-from profkit.core.dbfile import (ColumnsError, TooManyRows, check_whole, open_readonly, read_columns,
-                            read_columns_in_parts, wal_mode, work_budget)
-from profkit.core import tempfiles
-from profkit.core.unpack import XZ_MAGIC, unxz
+from profkit.core import environment, tempfiles
+from profkit.core.dbfile import (
+    ColumnsError,
+    TooManyRows,
+    check_whole,
+    open_readonly,
+    read_columns,
+    read_columns_in_parts,
+    wal_mode,
+    work_budget,
+)
 from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import MAX_NAME, name_too_long, report_text
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
 from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
+from profkit.core.unpack import XZ_MAGIC, unxz
 
 from ._ops import ops_from_kernel_ranges
 
 FORMAT = "nsys-sqlite"
-SUFFIXES = ('.sqlite', '.sqlite.xz')  # file name endings it reads (lower case)
+SUFFIXES = (".sqlite", ".sqlite.xz")  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "nsys"  # the tool whose launches it yields (launch.source)
 PREFERENCE = 10  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -52,10 +60,23 @@ BULK_MIN_ROWS = 200_000
 STEPS_PER_BYTE, STEPS_FLOOR = 50, 50_000_000
 # the tables profkit reads: each must be a plain table (nsys writes no views, virtual tables
 # or computed columns; a view over a self-join loaded 4.6 M bogus kernels from 446 KB)
-_READ = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
-         "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "TARGET_INFO_GPU",
-         "TARGET_INFO_CUDA_GPU", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA",
-         "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "ENUM_CUDA_MEM_KIND")
+_READ = (
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_DRIVER",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "NVTX_EVENTS",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_CUDA_GPU",
+    "META_DATA_CAPTURE",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "ENUM_CUDA_MEM_KIND",
+)
 
 
 _TEXT = functools.partial(bytes.decode, encoding="utf-8", errors="backslashreplace")
@@ -79,10 +100,15 @@ def _refuse_hostile(path: Path, conn, t: dict) -> None:
             continue
         kind, sql = conn.execute("SELECT type, coalesce(sql, '') FROM sqlite_master WHERE name = ?", (name,)).fetchone()
         if kind != "table" or sql.lstrip()[:14].upper().startswith("CREATE VIRTUAL"):
-            raise BadInput(path, f"{name} is a {'virtual table' if kind == 'table' else kind}, not a table: "
-                                 f"nsys writes plain tables (a hand-made or hostile export)")
+            raise BadInput(
+                path,
+                f"{name} is a {'virtual table' if kind == 'table' else kind}, not a table: "
+                f"nsys writes plain tables (a hand-made or hostile export)",
+            )
         if any(r[6] in (2, 3) for r in conn.execute(f'PRAGMA table_xinfo("{name}")')):
-            raise BadInput(path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)")
+            raise BadInput(
+                path, f"{name} has computed columns: nsys writes plain tables (a hand-made or hostile export)"
+            )
         if re.search(r"\)\s*WITHOUT\s+ROWID\b[^)]*$", sql, re.I):  # read by rowid, as nsys writes them
             raise BadInput(path, f"{name} is a WITHOUT ROWID table: nsys writes plain tables (a hand-made export)")
 
@@ -149,11 +175,16 @@ def _refusing(path: Path):
         raise BadInput(path, f"unreadable SQLite export ({e})") from None
     except sqlite3.DatabaseError as e:
         if str(e) == "interrupted":  # work_budget
-            raise BadInput(path, f"reading it took over {STEPS_PER_BYTE} SQLite steps per byte, far more than any "
-                                 f"real export needs: a hostile or corrupt file") from None
+            raise BadInput(
+                path,
+                f"reading it took over {STEPS_PER_BYTE} SQLite steps per byte, far more than any "
+                f"real export needs: a hostile or corrupt file",
+            ) from None
         raise BadInput(path, f"unreadable SQLite export ({e}); is the file truncated?") from None
     except UnicodeDecodeError as e:  # a table name that is not UTF-8 (sqlite3 raises it bare)
-        raise BadInput(path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?") from None
+        raise BadInput(
+            path, f"unreadable SQLite export (text that is not UTF-8: {e.reason}); is the file corrupt?"
+        ) from None
 
 
 def _parse(path: Path, conn, progress=None) -> Parsed:
@@ -176,7 +207,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     short_col = "shortName" if "shortName" in kc else "demangledName"
     rt = t.get("CUPTI_ACTIVITY_KIND_RUNTIME")
     if rt and "globalPid" in kc and {"correlationId", "globalTid", "start", "end", "nameId"} <= _columns(conn, rt):
-        api_join = f"LEFT JOIN \"{rt}\" r ON r.correlationId = k.correlationId AND (r.globalTid / {_PID}) = (k.globalPid / {_PID})"
+        api_join = f'LEFT JOIN "{rt}" r ON r.correlationId = k.correlationId AND (r.globalTid / {_PID}) = (k.globalPid / {_PID})'
         api_cols = "r.nameId, r.start, r.end, r.globalTid"
     else:
         api_join, api_cols = "", "NULL, NULL, NULL, NULL"
@@ -193,10 +224,10 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     if backwards:
         raise BadInput(path, _backwards(kt, backwards))
     sql = f"""
-        SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col('gridY', '1')}, {col('gridZ', '1')},
-               k.blockX, {col('blockY', '1')}, {col('blockZ', '1')}, {col('registersPerThread')},
-               {col('staticSharedMemory')}, {col('dynamicSharedMemory')}, {col('streamId')}, {col('deviceId')},
-               k.correlationId, {col('globalPid')}, {api_cols}
+        SELECT k.start, k.end, k.{name_col}, k.{short_col}, k.gridX, {col("gridY", "1")}, {col("gridZ", "1")},
+               k.blockX, {col("blockY", "1")}, {col("blockZ", "1")}, {col("registersPerThread")},
+               {col("staticSharedMemory")}, {col("dynamicSharedMemory")}, {col("streamId")}, {col("deviceId")},
+               k.correlationId, {col("globalPid")}, {api_cols}
         FROM "{kt}" k {api_join}
         ORDER BY k.start"""
     strings = {k: _text(v) for k, v in conn.execute('SELECT id, value FROM "StringIds"')}
@@ -218,18 +249,43 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
     for i, r in enumerate(rows):
         rng, path_ = proj.get(i, (None, None))
         gtid = r[20]
-        kernels.append((
-            i, strings.get(r[2]) or str(r[2]), strings.get(r[3]) or str(r[3]), rng, path_, r[0], r[1], r[1] - r[0],
-            r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
-            strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
-            # (no launch call in the window: the process from the kernel's own globalPid)
-            _sql_mod(_sql_div(gtid if gtid is not None else r[16], _PID), _PID)
-            if gtid is not None or r[16] is not None else None,
-            _sql_mod(gtid, _PID) if gtid is not None else None,
-        ))
+        kernels.append(
+            (
+                i,
+                strings.get(r[2]) or str(r[2]),
+                strings.get(r[3]) or str(r[3]),
+                rng,
+                path_,
+                r[0],
+                r[1],
+                r[1] - r[0],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                r[11],
+                r[12],
+                r[13],
+                r[14],
+                r[15],
+                strings.get(r[17]) if r[17] is not None else None,
+                r[18],
+                r[19],
+                # (no launch call in the window: the process from the kernel's own globalPid)
+                _sql_mod(_sql_div(gtid if gtid is not None else r[16], _PID), _PID)
+                if gtid is not None or r[16] is not None
+                else None,
+                _sql_mod(gtid, _PID) if gtid is not None else None,
+            )
+        )
     paths = range_paths(ranges)
-    range_rows = [(r[0], r[1], r[2], r[3], r[4], _sql_mod(r[5], _PID) if r[5] is not None else None, r[6], d, p)
-                  for r, (d, p) in zip(ranges, paths)]
+    range_rows = [
+        (r[0], r[1], r[2], r[3], r[4], _sql_mod(r[5], _PID) if r[5] is not None else None, r[6], d, p)
+        for r, (d, p) in zip(ranges, paths)
+    ]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
     rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
     rep.host_calls, rep.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
@@ -250,8 +306,12 @@ def _graph_rows(conn, t: dict, kc: set, strings: dict) -> list[tuple]:
     gc = _columns(conn, gt)
     if not {"start", "end", "correlationId"} <= gc:
         return []
-    if "graphNodeId" in kc and conn.execute(f'SELECT 1 FROM "{t["CUPTI_ACTIVITY_KIND_KERNEL"]}"'
-                                            ' WHERE graphNodeId IS NOT NULL LIMIT 1').fetchone():
+    if (
+        "graphNodeId" in kc
+        and conn.execute(
+            f'SELECT 1 FROM "{t["CUPTI_ACTIVITY_KIND_KERNEL"]}" WHERE graphNodeId IS NOT NULL LIMIT 1'
+        ).fetchone()
+    ):
         return []
 
     def g(name: str) -> str:
@@ -264,12 +324,37 @@ def _graph_rows(conn, t: dict, kc: set, strings: dict) -> list[tuple]:
     else:
         join, call = "", "NULL, NULL, NULL, NULL"
     out = []
-    for r in conn.execute(f'SELECT g.start, g."end", {g("graphId")}, {g("graphExecId")}, {g("streamId")},'
-                          f' {g("deviceId")}, g.correlationId, {g("globalPid")}, {call} FROM "{gt}" g {join}'
-                          " WHERE typeof(g.start) = 'integer' AND typeof(g.\"end\") = 'integer' ORDER BY g.start"):
+    for r in conn.execute(
+        f'SELECT g.start, g."end", {g("graphId")}, {g("graphExecId")}, {g("streamId")},'
+        f' {g("deviceId")}, g.correlationId, {g("globalPid")}, {call} FROM "{gt}" g {join}'
+        " WHERE typeof(g.start) = 'integer' AND typeof(g.\"end\") = 'integer' ORDER BY g.start"
+    ):
         name = f"CUDA graph {r[2]} (exec {r[3]})"
-        out.append((r[0], r[1], name, name, None, None, None, None, None, None, None, None, None, r[4], r[5],
-                    r[6], r[7], r[8] if type(r[8]) is int else None, r[9], r[10], r[11]))
+        out.append(
+            (
+                r[0],
+                r[1],
+                name,
+                name,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8] if type(r[8]) is int else None,
+                r[9],
+                r[10],
+                r[11],
+            )
+        )
     return out
 
 
@@ -283,7 +368,7 @@ def host_calls(conn, t: dict) -> list[tuple]:
     carries their correlation id."""
     st = t["StringIds"]
     ids: dict[int, tuple[str, str]] = {}
-    for k, v in conn.execute(f'SELECT id, value FROM "{st}" WHERE value GLOB \'cu*\''):
+    for k, v in conn.execute(f"SELECT id, value FROM \"{st}\" WHERE value GLOB 'cu*'"):
         if type(k) is int and isinstance(v, str):
             kind = host_kind(call_name(v))
             if kind:
@@ -296,10 +381,12 @@ def host_calls(conn, t: dict) -> list[tuple]:
             continue
         keys = sorted(ids)
         for a in range(0, len(keys), 500):
-            part = keys[a:a + 500]
+            part = keys[a : a + 500]
             for nid, s, e, gtid, c in conn.execute(
-                    f'SELECT nameId, start, "end", globalTid, correlationId FROM "{name}" WHERE nameId IN '
-                    f'({",".join("?" * len(part))})', part):
+                f'SELECT nameId, start, "end", globalTid, correlationId FROM "{name}" WHERE nameId IN '
+                f"({','.join('?' * len(part))})",
+                part,
+            ):
                 if type(s) is int and type(e) is int:
                     kind, nm = ids[nid]
                     out.append((kind, nm, s, e) + _pid_tid(gtid))
@@ -322,8 +409,18 @@ def _pid_tid(gid) -> tuple:
 
 
 # CUpti_ActivityMemcpyKind
-_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
-               10: "PtoP"}
+_COPY_KINDS = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 
 
 def gpu_copies(conn, t: dict) -> list[tuple]:
@@ -333,7 +430,7 @@ def gpu_copies(conn, t: dict) -> list[tuple]:
     pageable = 1
     mk = t.get("ENUM_CUDA_MEM_KIND")
     if mk and {"id", "name"} <= _columns(conn, mk):
-        row = conn.execute(f'SELECT id FROM "{mk}" WHERE name LIKE \'%PAGEABLE\'').fetchone()
+        row = conn.execute(f"SELECT id FROM \"{mk}\" WHERE name LIKE '%PAGEABLE'").fetchone()
         pageable = row[0] if row else pageable
     out: list[tuple] = []
     mt = t.get("CUPTI_ACTIVITY_KIND_MEMCPY")
@@ -341,7 +438,8 @@ def gpu_copies(conn, t: dict) -> list[tuple]:
         src, dst = (c if c in cols else "NULL" for c in ("srcKind", "dstKind"))
         stream = "streamId" if "streamId" in cols else "NULL"
         for s, e, b, k, sk, dk, sid in conn.execute(
-                f'SELECT start, "end", bytes, copyKind, {src}, {dst}, {stream} FROM "{mt}"'):
+            f'SELECT start, "end", bytes, copyKind, {src}, {dst}, {stream} FROM "{mt}"'
+        ):
             if type(s) is int and type(e) is int:
                 out.append(("memcpy", _COPY_KINDS.get(k, "unknown"), b, int(pageable in (sk, dk)), s, e, sid))
     st = t.get("CUPTI_ACTIVITY_KIND_MEMSET")
@@ -373,7 +471,11 @@ def _span(conn, table: str | None, size: int, ends: tuple | None = None) -> int:
     lo, hi = ends if ends is not None else _rowids(conn, table) if table else (None, None)
     if lo is None:
         return 0
-    return hi - lo + 1 if hi - lo + 1 <= size // _ROW_BYTES else conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+    return (
+        hi - lo + 1
+        if hi - lo + 1 <= size // _ROW_BYTES
+        else conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+    )
 
 
 def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
@@ -391,12 +493,17 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
         if not row or row[0] != "table" or "WITHOUT ROWID" in re.sub(r"\s+", " ", str(row[1] or "")).upper():
             return False
     ids = [r for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")') if r[1] == "id"]
-    return bool(ids) and ids[0][5] == 1 and str(ids[0][2]).upper() == "INTEGER" \
+    return (
+        bool(ids)
+        and ids[0][5] == 1
+        and str(ids[0][2]).upper() == "INTEGER"
         and sum(r[5] > 0 for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")')) == 1
+    )
 
 
-def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str,
-                most: int, progress) -> Parsed:
+def _parse_bulk(
+    path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, name_col: str, short_col: str, most: int, progress
+) -> Parsed:
     """Kernels and ranges as columns (rows.Bulk): the kernel->launch-call join runs in SQLite,
     the NVTX projection in numpy (profkit.core.nvtx.Nesting); kernel rows themselves are
     copied by the store straight from this file."""
@@ -408,27 +515,38 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # the kernels' order, their numeric checks and device in one read (each was a scan of its
     # own), in a thread beside the NVTX ranges' read; it counts them too
     pid = "globalPid" if "globalPid" in kc else "NULL"
-    dev = ("CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
-           "ELSE -2 END" if "deviceId" in kc else "-1")
+    dev = (
+        "CASE WHEN deviceId IS NULL THEN -1 WHEN typeof(deviceId) = 'integer' AND deviceId >= 0 THEN deviceId "
+        "ELSE -2 END"
+        if "deviceId" in kc
+        else "-1"
+    )
     # and the name keys (the few distinct ones are found here, not by a scan in the store) and
     # the launch-call join's keys (correlation id, process), each with flags: NULL, not an integer
     cols = (name_col, short_col, "correlationId", pid)
     keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in cols)
-    flags = " | ".join(f"(({c} IS NULL) << {2 * i}) | ((typeof({c}) NOT IN ('integer', 'null')) << {2 * i + 1})"
-                       for i, c in enumerate(cols))
-    typed = (f'SELECT rowid, CASE WHEN typeof(start) = \'integer\' THEN start ELSE 0 END, '
-             f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev}, {keys}{flags} FROM "{kt}"')
+    flags = " | ".join(
+        f"(({c} IS NULL) << {2 * i}) | ((typeof({c}) NOT IN ('integer', 'null')) << {2 * i + 1})"
+        for i, c in enumerate(cols)
+    )
+    typed = (
+        f"SELECT rowid, CASE WHEN typeof(start) = 'integer' THEN start ELSE 0 END, "
+        f'{_NUMERIC_KERNEL.format(pid=pid)}, {dev}, {keys}{flags} FROM "{kt}"'
+    )
     # the same columns as they are: a clean export's values are all integers, which ADBC's
     # strictly typed read proves (typeof() for each value and key cost 0.5 s of 0.8 at 1 M)
-    raw = (f'SELECT rowid, start, "end", {pid}, {"deviceId" if "deviceId" in kc else "-1"}, {name_col}, {short_col},'
-           f' correlationId FROM "{kt}"')
+    raw = (
+        f'SELECT rowid, start, "end", {pid}, {"deviceId" if "deviceId" in kc else "-1"}, {name_col}, {short_col},'
+        f' correlationId FROM "{kt}"'
+    )
 
     def read_kernels():
         import numpy as np
 
         try:
-            row, start, end, gpid, dev, name, short, corr = read_columns(path, raw, 8, n_rows=most, bound=True,
-                                                                         strict=True)[0]
+            row, start, end, gpid, dev, name, short, corr = read_columns(
+                path, raw, 8, n_rows=most, bound=True, strict=True
+            )[0]
         except ColumnsError:  # a NULL, or a value of another type: typeof() tells them apart
             return _KernelRead(*read_columns(path, typed, 9, n_rows=most, bound=True)[0])
         numeric = ~_sub_overflows(end, start)  # ("end" - start is then a real number in SQLite)
@@ -439,6 +557,7 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         if "deviceId" in kc:
             dev = np.where(dev >= 0, dev, -2)
         return _KernelRead(row, start, numeric, dev, name, short, corr, gpid, np.zeros(len(row), dtype=np.uint8))
+
     kernels_read = _Deferred(read_kernels)
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
@@ -480,7 +599,9 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
             thread = r["gtid"]  # a range without a thread: a key no other range has (calls: _kernel_part)
             if len(thread) and not r["has_thread"].all():
                 thread[~r["has_thread"]] = (int(thread.min()) // _PID - 1) * _PID
-            nest = Nesting(names, thread, None, r["start"], r["end"], r["name"], r["pushpop"], pid_of=lambda x: x // _PID)
+            nest = Nesting(
+                names, thread, None, r["start"], r["end"], r["name"], r["pushpop"], pid_of=lambda x: x // _PID
+            )
             paths = list(nest.paths)  # (the calls' placing may add paths to nest.paths)
             # rows in the row path's order: start/end ranges, then push/pop, each by start (ties: file order)
             order = np.lexsort((r["row"], r["start"], r["pushpop"]))
@@ -502,15 +623,40 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
     # a kernel whose launch call lies outside the capture's window still has its process: the
     # kernel table's own globalPid (as on the row path)
     own_pid = "(k.globalPid / 16777216) % 16777216" if "globalPid" in kc else "NULL"
-    api = (("r.nameId", "r.start", "r.end", f"coalesce((r.globalTid / 16777216) % 16777216, {own_pid})",
-            "r.globalTid % 16777216") if rt else ("NULL", "NULL", "NULL", own_pid, "NULL"))
+    api = (
+        (
+            "r.nameId",
+            "r.start",
+            "r.end",
+            f"coalesce((r.globalTid / 16777216) % 16777216, {own_pid})",
+            "r.globalTid % 16777216",
+        )
+        if rt
+        else ("NULL", "NULL", "NULL", own_pid, "NULL")
+    )
     # the kernel table's columns (k), its launch call's (r): names as keys (the kernel's string
     # ids, its call's nameId): the store maps the few distinct ones to names through name_sql
     # and the kernel part's api keys, no text per row (rows.Bulk)
-    kernel_columns = (f"k.{name_col}", f"k.{short_col}", "k.start", "k.end", "k.end - k.start", "k.gridX",
-                      col("gridY", "1"), col("gridZ", "1"), "k.blockX", col("blockY", "1"), col("blockZ", "1"),
-                      col("registersPerThread"), col("staticSharedMemory"), col("dynamicSharedMemory"),
-                      col("streamId"), col("deviceId"), "k.correlationId", *api)
+    kernel_columns = (
+        f"k.{name_col}",
+        f"k.{short_col}",
+        "k.start",
+        "k.end",
+        "k.end - k.start",
+        "k.gridX",
+        col("gridY", "1"),
+        col("gridZ", "1"),
+        "k.blockX",
+        col("blockY", "1"),
+        col("blockZ", "1"),
+        col("registersPerThread"),
+        col("staticSharedMemory"),
+        col("dynamicSharedMemory"),
+        col("streamId"),
+        col("deviceId"),
+        "k.correlationId",
+        *api,
+    )
     # a name key's text, as the row path reads it: the string, else the key itself, else 'None'
     name_sql = f"""
         WITH d AS (SELECT DISTINCT k.{name_col} AS a, k.{short_col} AS b FROM src."{kt}" k)
@@ -518,33 +664,69 @@ def _parse_bulk(path: Path, conn, t: dict, kt: str, kc: set, rt: str | None, nam
         FROM (SELECT a AS x FROM d UNION SELECT b FROM d) LEFT JOIN src."{st}" s ON s.id = x"""
     if name_keys is not None:  # every key an integer or NULL: the distinct ones, read with the kernels
         ints, has_null = name_keys
-        name_sql = (f"""SELECT j.value, coalesce(NULLIF(s.value, ''), CAST(j.value AS TEXT), 'None')
-            FROM json_each('{json.dumps(ints.tolist())}') j LEFT JOIN src."{st}" s ON s.id = j.value"""
-                    + (" UNION ALL SELECT NULL, 'None'" if has_null else ""))
+        name_sql = f"""SELECT j.value, coalesce(NULLIF(s.value, ''), CAST(j.value AS TEXT), 'None')
+            FROM json_each('{json.dumps(ints.tolist())}') j LEFT JOIN src."{st}" s ON s.id = j.value""" + (
+            " UNION ALL SELECT NULL, 'None'" if has_null else ""
+        )
     nt = t.get("NVTX_EVENTS")
     cols = _columns(conn, nt) if nt else set()
     dom = "n.domainId" if "domainId" in cols else "NULL"
     g = "n.globalTid" if "globalTid" in cols else "NULL"
     # the NVTX table's columns (n); d: the domain `dom` names (domains, from DOMAIN_CREATE events)
-    range_columns = (f"CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0"
-                     f" THEN coalesce(d.name, 'domain' || {dom}) END",
-                     f"CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END", "n.start", 'n."end"',
-                     f"({g} / {_PID}) % {_PID}", f"{g} % {_PID}")
-    bulk = Bulk(str(path), kt, kernel_columns, nt, range_columns, dom, rows, rpath, paths, domains, n_kernels,
-                kernels.result, call_table=rt, string_table=st, name_sql=name_sql, ready=kernels.done)
+    range_columns = (
+        f"CASE WHEN typeof({dom}) = 'integer' AND {dom} != 0 THEN coalesce(d.name, 'domain' || {dom}) END",
+        f"CASE n.eventType WHEN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END",
+        "n.start",
+        'n."end"',
+        f"({g} / {_PID}) % {_PID}",
+        f"{g} % {_PID}",
+    )
+    bulk = Bulk(
+        str(path),
+        kt,
+        kernel_columns,
+        nt,
+        range_columns,
+        dom,
+        rows,
+        rpath,
+        paths,
+        domains,
+        n_kernels,
+        kernels.result,
+        call_table=rt,
+        string_table=st,
+        name_sql=name_sql,
+        ready=kernels.done,
+    )
     facts = _facts(conn, t, device)
-    out = Parsed(str(path), FORMAT, SOURCE, LazyRows(bulk.n_kernels, bulk.kernel_rows),
-                 LazyRows(bulk.n_ranges, bulk.range_rows), [], facts, bulk=bulk)
+    out = Parsed(
+        str(path),
+        FORMAT,
+        SOURCE,
+        LazyRows(bulk.n_kernels, bulk.kernel_rows),
+        LazyRows(bulk.n_ranges, bulk.range_rows),
+        [],
+        facts,
+        bulk=bulk,
+    )
     out.host_calls, out.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
     # graph replays are few (one a step): stored as rows after the bulk's kernels, without
     # their call's NVTX path (the bulk's range nesting is the store's to place calls in)
     strings = _strings(conn, t, np.unique(np.array([r[17] for r in graphs if type(r[17]) is int] or [0])))
     out.extra_kernels = [
-        (n_kernels + i, r[2], r[3], None, None, r[0], r[1], r[1] - r[0]) + tuple(r[4:15]) + (r[15],
-         strings.get(r[17]) if r[17] is not None else None, r[18], r[19],
-         _sql_mod(_sql_div(r[20], _PID), _PID) if r[20] is not None else None,
-         _sql_mod(r[20], _PID) if r[20] is not None else None)
-        for i, r in enumerate(sorted(graphs, key=lambda r: r[0]))]
+        (n_kernels + i, r[2], r[3], None, None, r[0], r[1], r[1] - r[0])
+        + tuple(r[4:15])
+        + (
+            r[15],
+            strings.get(r[17]) if r[17] is not None else None,
+            r[18],
+            r[19],
+            _sql_mod(_sql_div(r[20], _PID), _PID) if r[20] is not None else None,
+            _sql_mod(r[20], _PID) if r[20] is not None else None,
+        )
+        for i, r in enumerate(sorted(graphs, key=lambda r: r[0]))
+    ]
     return out
 
 
@@ -562,9 +744,14 @@ class _KernelRead:
         import numpy as np
 
         self.row, self.start, self.numeric, self.dev, self.count = row, start, numeric, dev, len(row)
-        self.names = None if (flags & 0b1010).any() else (
-            np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0])),
-            bool((flags & 0b0101).any()))
+        self.names = (
+            None
+            if (flags & 0b1010).any()
+            else (
+                np.union1d(np.unique(name[(flags & 1) == 0]), np.unique(short[(flags & 4) == 0])),
+                bool((flags & 0b0101).any()),
+            )
+        )
         self.keys = None if (flags & 0b10100000).any() else _Keys(row, corr, _pid_of(gpid), (flags & 0b01010000) == 0)
 
 
@@ -686,8 +873,9 @@ def _refused_part(path: Path, *a) -> KernelPart:
         return _kernel_part(path, *a)
 
 
-def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r, ranges_done,
-                 nested: list) -> KernelPart:
+def _kernel_part(
+    path: Path, t: dict, rt: str | None, join, kernel_rows: list, r, ranges_done, nested: list
+) -> KernelPart:
     """The kernels in seq order, each with its launch call's rowid and NVTX path (rows.KernelPart):
     the launch-call join's result, the kernels no call launched, the calls placed in the ranges."""
     import numpy as np
@@ -735,13 +923,18 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r
             raise BadInput(path, "the NVTX ranges could not be projected")  # (the parse itself raised why)
         nest, calls = nested[0], np.flatnonzero(has_call)
         thread, has_thread = r["gtid"], r["has_thread"]
-        if len(thread) and not has_thread.all() and len(calls) and \
-                (cgtid[calls] // _PID == int(thread[~has_thread][0]) // _PID).any():
+        if (
+            len(thread)
+            and not has_thread.all()
+            and len(calls)
+            and (cgtid[calls] // _PID == int(thread[~has_thread][0]) // _PID).any()
+        ):
             # a call in the process made up for ranges without a thread (a hostile file): a key no call has
             thread = thread.copy()
             thread[~has_thread] = (min(int(thread.min()), int(cgtid.min())) // _PID - 1) * _PID
-            nest = Nesting(r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"],
-                           pid_of=lambda x: x // _PID)
+            nest = Nesting(
+                r["names"], thread, None, r["start"], r["end"], r["name"], r["pushpop"], pid_of=lambda x: x // _PID
+            )
         c_thread, c_time = cgtid[calls], cstart[calls]
         del cgtid, cstart
         k_path[calls] = nest.place(c_thread, None, c_time)
@@ -753,8 +946,10 @@ def _kernel_part(path: Path, t: dict, rt: str | None, join, kernel_rows: list, r
     elif len(api_keys) and api_keys[0] == _NOT_INT:  # a nameId that is not an integer: the store reads them all
         api_sql = None
     else:
-        api_sql = (f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
-                   f' LEFT JOIN src."{st}" s ON s.id = j.value')
+        api_sql = (
+            f"SELECT j.value, s.value FROM json_each('{json.dumps(api_keys.tolist())}') j"
+            f' LEFT JOIN src."{st}" s ON s.id = j.value'
+        )
     part = KernelPart(krow, rrow, k_path, paths, api_sql)
     if api_sql is not None:  # (else the store stages the kernels as a table to read the keys from)
         part.pack()  # the JSON the store reads the kernels' columns from, made here, beside the ranges' writing
@@ -792,21 +987,30 @@ class _LaunchCalls:
     def _launch_name_ids(self) -> list[int]:
         conn = _open(self.path)
         try:
-            return [i for i, v in conn.execute(f'SELECT id, value FROM "{self.st}" WHERE value GLOB \'cu*\'')
-                    if type(i) is int and isinstance(v, str) and _LAUNCH_CALL.match(v)]
+            return [
+                i
+                for i, v in conn.execute(f"SELECT id, value FROM \"{self.st}\" WHERE value GLOB 'cu*'")
+                if type(i) is int and isinstance(v, str) and _LAUNCH_CALL.match(v)
+            ]
         finally:
             conn.close()
 
     def _join(self, where: str, max_rows: int, done: int = 0):
         P, kt, rt = _PID, self.kt, self.rt
-        cols, _ = read_columns(self.path, f"""
+        cols, _ = read_columns(
+            self.path,
+            f"""
             SELECT k.rowid, r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
                    CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
                    typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer',
                    CASE WHEN typeof(r.nameId) = 'integer' THEN r.nameId ELSE {_NOT_INT} END
             FROM "{rt}" r CROSS JOIN "{kt}" k
               ON r.correlationId = k.correlationId AND (r.globalTid / {P}) = (k.globalPid / {P})
-            {where}""", 6, on_rows=lambda n: self._seen(done + n), max_rows=max_rows)  # (a join bomb stops there)
+            {where}""",
+            6,
+            on_rows=lambda n: self._seen(done + n),
+            max_rows=max_rows,
+        )  # (a join bomb stops there)
         return cols
 
     def _calls(self, where: str):
@@ -816,9 +1020,14 @@ class _LaunchCalls:
         import numpy as np
 
         try:  # the columns as they are, where all are integers (read_kernels)
-            row, start, gtid, name, corr = read_columns(self.path, f"""
+            row, start, gtid, name, corr = read_columns(
+                self.path,
+                f"""
                 SELECT r.rowid, r.start, r.globalTid, r.nameId, r.correlationId FROM "{self.rt}" r {where}""",
-                5, on_rows=self._seen, strict=True)[0]
+                5,
+                on_rows=self._seen,
+                strict=True,
+            )[0]
             ok, flags = np.ones(len(row), dtype=bool), np.zeros(len(row), dtype=np.uint8)
         except ColumnsError:
             row = None
@@ -840,7 +1049,9 @@ class _LaunchCalls:
 
     def _typed_calls(self, where: str) -> list:
         """The calls' columns with typeof(): a NULL or a value of another type in them."""
-        cols, _ = read_columns(self.path, f"""
+        cols, _ = read_columns(
+            self.path,
+            f"""
             SELECT r.rowid, CASE WHEN typeof(r.start) = 'integer' THEN r.start ELSE 0 END,
                    CASE WHEN typeof(r.globalTid) = 'integer' THEN r.globalTid ELSE 0 END,
                    typeof(r.start) = 'integer' AND typeof(r.globalTid) = 'integer',
@@ -849,7 +1060,10 @@ class _LaunchCalls:
                    (r.correlationId IS NULL OR r.globalTid IS NULL)
                    | ((typeof(r.correlationId) NOT IN ('integer', 'null')
                        OR typeof(r.globalTid) NOT IN ('integer', 'null')) << 1)
-            FROM "{self.rt}" r {where}""", 7, on_rows=self._seen)
+            FROM "{self.rt}" r {where}""",
+            7,
+            on_rows=self._seen,
+        )
         return cols
 
     def _run(self) -> None:
@@ -864,8 +1078,9 @@ class _LaunchCalls:
                 read = self.kernels()
                 rest, n_kernels, read.keys = None, read.count, None  # (the keys: used)
                 if len(first[0]) < n_kernels:  # kernels left: calls under other names may own them
-                    rest = self._join(f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})",
-                                      n_kernels - len(first[0]), len(first[0]))
+                    rest = self._join(
+                        f"WHERE r.nameId IS NULL OR r.nameId NOT IN ({ids})", n_kernels - len(first[0]), len(first[0])
+                    )
                 cols = first if rest is None or not len(rest[0]) else [np.concatenate(x) for x in zip(first, rest)]
             else:
                 cols = self._join("", self.most)
@@ -882,10 +1097,12 @@ class _LaunchCalls:
             self._thread.join(0.1)
             if on_rows:
                 on_rows(self.rows)
-        if isinstance(self._error, TooManyRows) or (self._out is not None and len(self._out[5]) > 1
-                                                    and (self._out[5][1:] == self._out[5][:-1]).any()):
-            raise BadInput(self.path, f"{self.rt}: several launch calls share one kernel's correlation id and "
-                                      "process: corrupt")  # one launch call per kernel
+        if isinstance(self._error, TooManyRows) or (
+            self._out is not None and len(self._out[5]) > 1 and (self._out[5][1:] == self._out[5][:-1]).any()
+        ):
+            raise BadInput(
+                self.path, f"{self.rt}: several launch calls share one kernel's correlation id and process: corrupt"
+            )  # one launch call per kernel
         if self._error is not None:
             raise self._error
         jk, jr, cstart, cgtid, ok, jk_sorted, api_keys = self._out
@@ -908,13 +1125,18 @@ def _refuse_long_kernel_names(path: Path, conn, t: dict, kt: str, name_col: str,
     """A kernel named by a string over MAX_NAME refuses the file (the row path's check, done in
     SQLite: the column path never holds its kernel rows in Python)."""
     st = t["StringIds"]
-    long = [i for (i,) in conn.execute(f'SELECT id FROM "{st}" WHERE length(value) > {MAX_NAME} LIMIT 1000')
-            if type(i) is int]
+    long = [
+        i
+        for (i,) in conn.execute(f'SELECT id FROM "{st}" WHERE length(value) > {MAX_NAME} LIMIT 1000')
+        if type(i) is int
+    ]
     if not long:
         return
     ids = ",".join(map(str, long))
-    hit = conn.execute(f'SELECT s.value FROM "{st}" s WHERE s.id IN ({ids}) AND EXISTS (SELECT 1 FROM "{kt}" k '
-                       f'WHERE k.{name_col} = s.id OR k.{short_col} = s.id) LIMIT 1').fetchone()
+    hit = conn.execute(
+        f'SELECT s.value FROM "{st}" s WHERE s.id IN ({ids}) AND EXISTS (SELECT 1 FROM "{kt}" k '
+        f"WHERE k.{name_col} = s.id OR k.{short_col} = s.id) LIMIT 1"
+    ).fetchone()
     if hit:
         raise BadInput(path, name_too_long(_text(hit[0])))
 
@@ -933,12 +1155,15 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
     gcond = " OR typeof(globalTid) NOT IN ('integer', 'null')" if "globalTid" in cols else ""
     text = "text" if "text" in cols else "NULL"
     # a textId beyond 32 bits names nothing (hostile); narrow columns keep 16 M ranges small
-    text_id = ("CASE WHEN typeof(textId) = 'integer' AND textId BETWEEN -2147483648 AND 2147483647 THEN textId END"
-               if "textId" in cols else "NULL")
+    text_id = (
+        "CASE WHEN typeof(textId) = 'integer' AND textId BETWEEN -2147483648 AND 2147483647 THEN textId END"
+        if "textId" in cols
+        else "NULL"
+    )
     gtid = "globalTid" if "globalTid" in cols else "NULL"
     where = f'FROM "{nt}" WHERE eventType IN ({PUSH_POP}, {START_END})'
     lo, hi = _rowids(conn, nt)
-    row_t = "int32" if -2**31 <= (lo or 0) and (hi or 0) < 2**31 else "int64"
+    row_t = "int32" if -(2**31) <= (lo or 0) and (hi or 0) < 2**31 else "int64"
     select = f"""
         SELECT rowid, CASE WHEN typeof(start) = 'integer' THEN start ELSE 0 END,
                CASE WHEN typeof("end") = 'integer' THEN "end" ELSE {I64_MAX} END, eventType = {PUSH_POP},
@@ -951,26 +1176,37 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
     # integers, which ADBC's strictly typed read proves (typeof() on each cost a third of the read)
     plain = f"""
         SELECT rowid, start, ifnull("end", {I64_MAX}), eventType = {PUSH_POP}, ifnull({gtid}, 0),
-               ifnull({'textId' if 'textId' in cols else 'NULL'}, 0),
-               ({gtid} IS NULL) | (({text} IS NULL) << 1) | (({'textId' if 'textId' in cols else 'NULL'} IS NULL) << 2),
+               ifnull({"textId" if "textId" in cols else "NULL"}, 0),
+               ({gtid} IS NULL) | (({text} IS NULL) << 1) | (({"textId" if "textId" in cols else "NULL"} IS NULL) << 2),
                coalesce(CAST({text} AS BLOB), x'')
         {where}"""
     # millions of ranges read in two halves by rowid, a thread each (the longest read of a
     # range-heavy export: 16 M ranges ~10 s of one core); counted per half, filled in place
-    halves = [(lo, lo + (hi - lo) // 2), (lo + (hi - lo) // 2 + 1, hi)] if lo is not None and hi - lo > _SPLIT_ROWS \
+    halves = (
+        [(lo, lo + (hi - lo) // 2), (lo + (hi - lo) // 2 + 1, hi)]
+        if lo is not None and hi - lo > _SPLIT_ROWS
         else [(lo, hi)]
+    )
     if len(halves) > 1:  # (placed back to back by their counts)
-        counts = [conn.execute(f"SELECT count(*) {where} AND rowid BETWEEN {a} AND {b}").fetchone()[0]
-                  for a, b in halves]
+        counts = [
+            conn.execute(f"SELECT count(*) {where} AND rowid BETWEEN {a} AND {b}").fetchone()[0] for a, b in halves
+        ]
         parts = [(f"{{}} AND rowid BETWEEN {a} AND {b} ORDER BY rowid", n) for (a, b), n in zip(halves, counts)]
     else:  # one read, filled in place up to the rowid span and cut: no count scan before it
         parts = [("{} ORDER BY rowid", _span(conn, nt, path.stat().st_size, (lo, hi)))]
     dtypes = [row_t, "int64", "int64", "bool", "int64", "int32", "int8"]
     try:
         (rowid, start, end, pushpop, g, tid_, flags), (code, raw) = read_columns_in_parts(
-            path, [(q.format(plain), n) for q, n in parts], 7, blob=True, on_rows=on_rows,
-            dtypes=dtypes[:5] + ["int64", "int8"], bound=len(parts) == 1, strict=True)
-        wide = (tid_ < -2**31) | (tid_ >= 2**31)  # a textId beyond 32 bits names nothing (the typed query's CASE)
+            path,
+            [(q.format(plain), n) for q, n in parts],
+            7,
+            blob=True,
+            on_rows=on_rows,
+            dtypes=dtypes[:5] + ["int64", "int8"],
+            bound=len(parts) == 1,
+            strict=True,
+        )
+        wide = (tid_ < -(2**31)) | (tid_ >= 2**31)  # a textId beyond 32 bits names nothing (the typed query's CASE)
         if wide.any():
             flags[wide] |= 4
             tid_[wide] = 0
@@ -978,8 +1214,14 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
         del wide
     except ColumnsError:  # a value of another type: typeof() finds it (a bad row refuses the file)
         (rowid, start, end, pushpop, g, tid_, flags), (code, raw) = read_columns_in_parts(
-            path, [(q.format(select), n) for q, n in parts], 7, blob=True, on_rows=on_rows, dtypes=dtypes,
-            bound=len(parts) == 1)
+            path,
+            [(q.format(select), n) for q, n in parts],
+            7,
+            blob=True,
+            on_rows=on_rows,
+            dtypes=dtypes,
+            bound=len(parts) == 1,
+        )
     bad = int(np.count_nonzero(flags & 8))  # checked in the same pass as the read
     if bad:
         raise BadInput(path, f"{nt}: {bad} ranges whose start, end or thread id is not a 64-bit integer")
@@ -1013,13 +1255,28 @@ def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
     dom_names: dict = {}
     if "domainId" in cols:
         tid_col = "textId" if "textId" in cols else "NULL"
-        for d, txt, tid1 in conn.execute(f'SELECT domainId, {text}, {tid_col} FROM "{nt}"'
-                                         f" WHERE eventType = {DOMAIN_CREATE} ORDER BY start"):
+        for d, txt, tid1 in conn.execute(
+            f'SELECT domainId, {text}, {tid_col} FROM "{nt}" WHERE eventType = {DOMAIN_CREATE} ORDER BY start'
+        ):
             if type(d) is int:
-                dom_names[d] = _text(txt) if txt is not None else _strings(conn, t, np.array([tid1])).get(tid1) \
-                    if type(tid1) is int else None
-    return {"row": rowid, "start": start, "end": end, "pushpop": pushpop, "gtid": g, "has_thread": has_thread,
-            "name": name, "names": names, "domains": sorted((d, label) for d, label in dom_names.items() if d)}
+                dom_names[d] = (
+                    _text(txt)
+                    if txt is not None
+                    else _strings(conn, t, np.array([tid1])).get(tid1)
+                    if type(tid1) is int
+                    else None
+                )
+    return {
+        "row": rowid,
+        "start": start,
+        "end": end,
+        "pushpop": pushpop,
+        "gtid": g,
+        "has_thread": has_thread,
+        "name": name,
+        "names": names,
+        "domains": sorted((d, label) for d, label in dom_names.items() if d),
+    }
 
 
 def _strings(conn, t: dict, ids) -> dict:
@@ -1027,9 +1284,10 @@ def _strings(conn, t: dict, ids) -> dict:
     out: dict = {}
     ids = ids.tolist()
     for a in range(0, len(ids), 500):
-        part = ids[a:a + 500]
-        for k, v in conn.execute(f'SELECT id, value FROM "{t["StringIds"]}" WHERE id IN ({",".join("?" * len(part))})',
-                                 part):
+        part = ids[a : a + 500]
+        for k, v in conn.execute(
+            f'SELECT id, value FROM "{t["StringIds"]}" WHERE id IN ({",".join("?" * len(part))})', part
+        ):
             out[k] = _text(v)
     return out
 
@@ -1038,8 +1296,10 @@ def _device_of(conn, kt: str, kc: set) -> int | None:
     """The CUDA device most launches ran on (its facts are the run's GPU)."""
     if "deviceId" not in kc:
         return None
-    row = conn.execute(f'SELECT deviceId FROM "{kt}" WHERE deviceId IS NOT NULL GROUP BY deviceId '
-                       'ORDER BY count(*) DESC, deviceId LIMIT 1').fetchone()
+    row = conn.execute(
+        f'SELECT deviceId FROM "{kt}" WHERE deviceId IS NOT NULL GROUP BY deviceId '
+        "ORDER BY count(*) DESC, deviceId LIMIT 1"
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -1075,30 +1335,48 @@ def _no_kernels(conn, t: dict) -> str:
     cupti = [k for k in t if k.startswith("CUPTI_ACTIVITY_KIND_")]
     if traced is not None and "Cuda" not in traced:
         what = ", ".join(_TRACE_NAMES.get(x, x) for x in traced) or "nothing"
-        return (f"no kernels ({table}): captured without the CUDA trace (nsys traced {what}); "
-                f"capture with `nsys profile -t cuda,nvtx`")
+        return (
+            f"no kernels ({table}): captured without the CUDA trace (nsys traced {what}); "
+            f"capture with `nsys profile -t cuda,nvtx`"
+        )
     if traced is None and not cupti:
         return f"no kernels ({table}): no CUDA trace in this export (no CUPTI tables); capture with `nsys profile -t cuda,nvtx`"
     calls = _api_calls(conn, t)
     launches = {n: c for n, c in calls.items() if _LAUNCH_CALL.match(n)}
     if launches:
         top = ", ".join(f"{c} {n}" for n, c in sorted(launches.items(), key=lambda x: -x[1])[:3])
-        return (f"no kernels ({table}) although the CUDA trace holds {_n(sum(launches.values()), 'kernel launch call')} "
-                f"({top}): the GPU side of the trace (kernel records) was not collected or not exported")
-    copies = sum(_count(conn, t[k], "1") for k in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if k in t)
+        return (
+            f"no kernels ({table}) although the CUDA trace holds {_n(sum(launches.values()), 'kernel launch call')} "
+            f"({top}): the GPU side of the trace (kernel records) was not collected or not exported"
+        )
+    copies = sum(
+        _count(conn, t[k], "1") for k in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if k in t
+    )
     if not calls:
         return f"no kernels ({table}): the CUDA trace was on but the program made no CUDA call: no kernel ran"
     copied = f" and {_n(copies, 'memory copy or set', 'memory copies or sets')}" if copies else ""
-    return (f"no kernels ({table}): the CUDA trace was on and holds {_n(sum(calls.values()), 'CUDA API call')}"
-            f"{copied} but no kernel launch: no kernel ran while nsys traced")
+    return (
+        f"no kernels ({table}): the CUDA trace was on and holds {_n(sum(calls.values()), 'CUDA API call')}"
+        f"{copied} but no kernel launch: no kernel ran while nsys traced"
+    )
 
 
 def _n(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-_TRACE_NAMES = {"NvtxEvents": "NVTX", "Cuda": "CUDA", "OsRuntime": "OS runtime", "Cudnn": "cuDNN", "Cublas": "cuBLAS",
-                "Mpi": "MPI", "OpenGL": "OpenGL", "Vulkan": "Vulkan", "OpenAcc": "OpenACC", "OpenMP": "OpenMP"}
+_TRACE_NAMES = {
+    "NvtxEvents": "NVTX",
+    "Cuda": "CUDA",
+    "OsRuntime": "OS runtime",
+    "Cudnn": "cuDNN",
+    "Cublas": "cuBLAS",
+    "Mpi": "MPI",
+    "OpenGL": "OpenGL",
+    "Vulkan": "Vulkan",
+    "OpenAcc": "OpenACC",
+    "OpenMP": "OpenMP",
+}
 
 
 def _capture_traces(conn, t: dict) -> list[str] | None:
@@ -1108,7 +1386,7 @@ def _capture_traces(conn, t: dict) -> list[str] | None:
     if not mt:
         return None
     try:
-        got = [str(_text(v)) for (v,) in conn.execute(f'SELECT value FROM "{mt}" WHERE name = \'CAPTURE_EVENT_TYPE\'')]
+        got = [str(_text(v)) for (v,) in conn.execute(f"SELECT value FROM \"{mt}\" WHERE name = 'CAPTURE_EVENT_TYPE'")]
     except sqlite3.DatabaseError:
         return None
     return got or None
@@ -1119,8 +1397,10 @@ def _api_calls(conn, t: dict) -> dict[str, int]:
     out: dict[str, int] = {}
     for k in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
         if k in t and "nameId" in _columns(conn, t[k]):
-            for name, n in conn.execute(f'SELECT s.value, count(*) FROM "{t[k]}" r LEFT JOIN "{t["StringIds"]}" s '
-                                        f'ON s.id = r.nameId GROUP BY r.nameId'):
+            for name, n in conn.execute(
+                f'SELECT s.value, count(*) FROM "{t[k]}" r LEFT JOIN "{t["StringIds"]}" s '
+                f"ON s.id = r.nameId GROUP BY r.nameId"
+            ):
                 name = str(_text(name))
                 out[name] = out.get(name, 0) + n
     return out
@@ -1135,8 +1415,12 @@ def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:
     if not {"start", "end", "eventType"} <= cols:
         raise BadInput(path, f"{nt} lacks columns {sorted({'start', 'end', 'eventType'} - cols)}")
     gcond = " OR typeof(globalTid) NOT IN ('integer', 'null')" if "globalTid" in cols else ""
-    bad = _count(conn, nt, f"eventType IN ({PUSH_POP}, {START_END}) AND (typeof(start) != 'integer'"
-                           f" OR typeof(\"end\") NOT IN ('integer', 'null'){gcond})")
+    bad = _count(
+        conn,
+        nt,
+        f"eventType IN ({PUSH_POP}, {START_END}) AND (typeof(start) != 'integer'"
+        f" OR typeof(\"end\") NOT IN ('integer', 'null'){gcond})",
+    )
     if bad:
         raise BadInput(path, f"{nt}: {bad} ranges whose start, end or thread id is not a 64-bit integer")
     text = "text" if "text" in cols else "NULL"
@@ -1146,22 +1430,36 @@ def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:
     domains = {0: None}
     out = []
     for start, end, etype, txt, tid_, dom, g in conn.execute(
-            f'SELECT start, end, eventType, {text}, {text_id}, {domain}, {gtid} FROM "{nt}"'
-            f" WHERE eventType IN ({PUSH_POP}, {START_END}, {DOMAIN_CREATE}) ORDER BY eventType DESC, start"):
+        f'SELECT start, end, eventType, {text}, {text_id}, {domain}, {gtid} FROM "{nt}"'
+        f" WHERE eventType IN ({PUSH_POP}, {START_END}, {DOMAIN_CREATE}) ORDER BY eventType DESC, start"
+    ):
         name = _text(txt) if txt is not None else strings.get(tid_)
         if etype == DOMAIN_CREATE:
             domains[dom] = name
             continue
         kind = "push_pop" if etype == PUSH_POP else "start_end"
         pid = _sql_div(g, _PID) if g is not None else None
-        out.append((domains.get(dom, f"domain{dom}") if dom else None, name, kind, start, end,
-                    pid, _sql_mod(g, _PID) if g is not None else None))
+        out.append(
+            (
+                domains.get(dom, f"domain{dom}") if dom else None,
+                name,
+                kind,
+                start,
+                end,
+                pid,
+                _sql_mod(g, _PID) if g is not None else None,
+            )
+        )
     return out
 
 
 # (rank, size) variables of the launchers: torchrun, Open MPI, MPICH/PMI, Slurm
-_RANK_ENV = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
-             ("SLURM_PROCID", "SLURM_NTASKS"))
+_RANK_ENV = (
+    ("RANK", "WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "PMI_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS"),
+)
 
 
 def _rank(conn, t: dict) -> int | None:
@@ -1172,7 +1470,9 @@ def _rank(conn, t: dict) -> int | None:
         return None
     env: dict[str, str] = {}
     try:
-        for (v,) in conn.execute(f'SELECT value FROM "{t["META_DATA_CAPTURE"]}" WHERE name LIKE \'%:ENVIRONMENT_VARIABLE\''):
+        for (v,) in conn.execute(
+            f"SELECT value FROM \"{t['META_DATA_CAPTURE']}\" WHERE name LIKE '%:ENVIRONMENT_VARIABLE'"
+        ):
             k, _, val = str(v).partition("=")
             env.setdefault(k, val.strip('"'))
     except sqlite3.DatabaseError:
@@ -1197,8 +1497,10 @@ def _count(conn, table: str, where: str) -> int:
 
 
 # times and ids are used as numbers: a corrupt row must stop the parse, not the sweep or SQLite
-_NUMERIC_KERNEL = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND typeof(\"end\" - start) = 'integer'"
-                   " AND typeof({pid}) IN ('integer', 'null')")
+_NUMERIC_KERNEL = (
+    "typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND typeof(\"end\" - start) = 'integer'"
+    " AND typeof({pid}) IN ('integer', 'null')"
+)
 
 
 def _not_numeric(kt: str, bad: int) -> str:
@@ -1224,7 +1526,9 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
         if sep and field == "ENVIRONMENT_VARIABLE":
             k, eq, v = str(_text(value)).partition("=")
             if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", k):  # not NAME=VALUE: nothing to name
-                out[f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES"] = out.get(f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES", 0) + 1
+                out[f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES"] = (
+                    out.get(f"{proc}:ENVIRONMENT_ENTRIES_NOT_VARIABLES", 0) + 1
+                )
                 continue
             env.setdefault(proc, {}).setdefault(k, v.strip('"'))
         elif sep and (field == "COMMAND" or field.startswith("ARGUMENT_")):
@@ -1244,12 +1548,16 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
 # GPU facts: (fact, TARGET_INFO_GPU column, TARGET_INFO_CUDA_GPU column, unit of the latter as
 # CUPTI documents CUpti_ActivityDevice); TARGET_INFO_GPU holds base units
 _GPU_FACTS = (
-    ("gpu_name", "name", "name", None), ("gpu_uuid", "uuid", None, None), ("chip", "chipName", None, None),
-    ("sm_count", "smCount", "numMultiprocessors", ""), ("l2_bytes", "l2CacheSize", "l2CacheSize", "byte"),
+    ("gpu_name", "name", "name", None),
+    ("gpu_uuid", "uuid", None, None),
+    ("chip", "chipName", None, None),
+    ("sm_count", "smCount", "numMultiprocessors", ""),
+    ("l2_bytes", "l2CacheSize", "l2CacheSize", "byte"),
     ("memory_bytes", "totalMemory", "globalMemorySize", "byte"),
     ("memory_bandwidth_bytes_per_s", "memoryBandwidth", "globalMemoryBandwidth", "kbyte/second"),
     ("sm_clock_max_hz", "clockRate", "coreClockRate", "khz"),
-    ("cc_major", "computeMajor", "computeCapabilityMajor", ""), ("cc_minor", "computeMinor", "computeCapabilityMinor", ""),
+    ("cc_major", "computeMajor", "computeCapabilityMajor", ""),
+    ("cc_minor", "computeMinor", "computeCapabilityMinor", ""),
 )
 # the CUDA device id column: kernels' deviceId is the CUDA ordinal
 _DEVICE_COLUMNS = {"TARGET_INFO_GPU": ("cuDevice", "id", "deviceId"), "TARGET_INFO_CUDA_GPU": ("deviceId",)}
@@ -1281,8 +1589,11 @@ def _gpu_facts(conn, t: dict, device: int | None) -> dict:
         if isinstance(v, bytes):
             v = _text(v)
         facts[fact] = v
-    if facts.get("memory_bytes") is not None and isinstance(facts["memory_bytes"], (int, float)) \
-            and facts["memory_bytes"] < 1 << 24:
+    if (
+        facts.get("memory_bytes") is not None
+        and isinstance(facts["memory_bytes"], (int, float))
+        and facts["memory_bytes"] < 1 << 24
+    ):
         facts["memory_bytes"] = None  # some exports hold MiB here (32510 for a 32 GB V100): not bytes
     major, minor = facts.pop("cc_major"), facts.pop("cc_minor")
     if isinstance(major, int) and isinstance(minor, int):

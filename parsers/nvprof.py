@@ -7,6 +7,7 @@ become rows the same way (parsers/cupti_trace.py `timeline`): kernels with their
 (by correlation id) and the NVTX ranges open on the launching thread. Copies and sets are
 counted in the file's facts (count, bytes, duration_ns), as the Kineto parser does.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -22,7 +23,7 @@ from profkit.core.rows import SHARED_ID, Parsed
 from . import cupti_trace
 
 FORMAT = "nvprof"
-SUFFIXES = ('.nvvp', '.prof')  # file name endings it reads (lower case)
+SUFFIXES = (".nvvp", ".prof")  # file name endings it reads (lower case)
 ROLE = "timeline"  # timeline | counters
 SOURCE = "cupti"  # the tool whose launches it yields (launch.source): nvprof is CUPTI's
 PREFERENCE = 40  # among parsers of one role, lower is taken first (analyse: one file per role)
@@ -60,8 +61,9 @@ def parse(path: Path) -> Parsed:
             return _parse(path, conn)
     except sqlite3.DatabaseError as e:
         if str(e) == "interrupted":
-            raise BadInput(path, "reading it took far more SQLite steps than any real report needs: "
-                                 "a hostile or corrupt file") from None
+            raise BadInput(
+                path, "reading it took far more SQLite steps than any real report needs: a hostile or corrupt file"
+            ) from None
         raise BadInput(path, f"unreadable nvprof report ({e}); is the file truncated?") from None
 
 
@@ -75,8 +77,11 @@ def _parse(path: Path, conn) -> Parsed:
         raise BadInput(path, "an SQLite file without nvprof's StringTable: not an nvprof report")
     kt = next((k for k in _KERNELS if k in t and conn.execute(f'SELECT 1 FROM "{k}" LIMIT 1').fetchone()), None)
     if kt is None:
-        raise BadInput(path, "an nvprof report without kernel records (CUPTI_ACTIVITY_KIND_[CONCURRENT_]KERNEL "
-                             "missing or empty): nothing ran on the GPU, or kernels were not traced")
+        raise BadInput(
+            path,
+            "an nvprof report without kernel records (CUPTI_ACTIVITY_KIND_[CONCURRENT_]KERNEL "
+            "missing or empty): nothing ran on the GPU, or kernels were not traced",
+        )
     need = {"start", "end", "name", "correlationId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"}
     kc = _columns(conn, kt)
     if not need <= kc:
@@ -88,33 +93,58 @@ def _parse(path: Path, conn) -> Parsed:
 
     kernels = []
     for row in conn.execute(
-            f'SELECT start, "end", name, correlationId, gridX, gridY, gridZ, blockX, blockY, blockZ,'
-            f' {opt("registersPerThread")}, {opt("staticSharedMemory")}, {opt("dynamicSharedMemory")},'
-            f' {opt("streamId")}, {opt("deviceId")} FROM "{kt}"'):
+        f'SELECT start, "end", name, correlationId, gridX, gridY, gridZ, blockX, blockY, blockZ,'
+        f" {opt('registersPerThread')}, {opt('staticSharedMemory')}, {opt('dynamicSharedMemory')},"
+        f' {opt("streamId")}, {opt("deviceId")} FROM "{kt}"'
+    ):
         if not all(type(v) is int for v in row[:2]) or type(row[2]) is not int:
             raise BadInput(path, f"{kt}: a kernel whose start, end or name is not an integer: corrupt")
         if row[1] < row[0]:
             raise BadInput(path, f"{kt}: a kernel ends before it starts: impossible times (a corrupt report)")
-        kernels.append({"name": strings.get(row[2]) or str(row[2]), "start": row[0], "end": row[1],
-                        "correlation_id": row[3], "grid": list(row[4:7]), "block": list(row[7:10]),
-                        "registers_per_thread": row[10], "static_shared_memory": row[11],
-                        "dynamic_shared_memory": row[12], "stream": row[13], "device": row[14]})
+        kernels.append(
+            {
+                "name": strings.get(row[2]) or str(row[2]),
+                "start": row[0],
+                "end": row[1],
+                "correlation_id": row[3],
+                "grid": list(row[4:7]),
+                "block": list(row[7:10]),
+                "registers_per_thread": row[10],
+                "static_shared_memory": row[11],
+                "dynamic_shared_memory": row[12],
+                "stream": row[13],
+                "device": row[14],
+            }
+        )
     calls: dict = {}
     for table, kind in _CALLS:
         if table not in t or not {"start", "end", "processId", "threadId", "correlationId"} <= _columns(conn, table):
             continue
         cb = "cbid" if "cbid" in _columns(conn, table) else "NULL"
         for start, end, pid, tid, corr, cbid in conn.execute(
-                f'SELECT start, "end", processId, threadId, correlationId, {cb} FROM "{table}"'):
+            f'SELECT start, "end", processId, threadId, correlationId, {cb} FROM "{table}"'
+        ):
             old = calls.get(corr)
             if old is not None and old["type"] == kind:
                 raise BadInput(path, f"{table}: {SHARED_ID} {corr} (one per kernel: corrupt)")
             if old is None or kind == "runtime":  # the runtime call wraps a driver one of the same id
                 # nvprof keeps a call's callback id, not its name
-                calls[corr] = {"type": kind, "name": f"{kind} call {cbid}" if cbid is not None else None,
-                               "start": start, "end": end, "pid": pid, "tid": tid}
-    facts = {k: v for k, v in (("memcpy", _copies(conn, t, "CUPTI_ACTIVITY_KIND_MEMCPY")),
-                               ("memset", _copies(conn, t, "CUPTI_ACTIVITY_KIND_MEMSET"))) if v}
+                calls[corr] = {
+                    "type": kind,
+                    "name": f"{kind} call {cbid}" if cbid is not None else None,
+                    "start": start,
+                    "end": end,
+                    "pid": pid,
+                    "tid": tid,
+                }
+    facts = {
+        k: v
+        for k, v in (
+            ("memcpy", _copies(conn, t, "CUPTI_ACTIVITY_KIND_MEMCPY")),
+            ("memset", _copies(conn, t, "CUPTI_ACTIVITY_KIND_MEMSET")),
+        )
+        if v
+    }
     return cupti_trace.timeline(path, FORMAT, SOURCE, kernels, calls, _markers(conn, t, strings), facts)
 
 
@@ -133,13 +163,22 @@ def _markers(conn, t: set, strings: dict) -> list[dict]:
     dom = "domain" if "domain" in _columns(conn, table) else "NULL"
     out = []
     for flags, ts, mid, kind, obj, name, domain in conn.execute(
-            f'SELECT flags, timestamp, id, objectKind, objectId, name, {dom} FROM "{table}"'):
+        f'SELECT flags, timestamp, id, objectKind, objectId, name, {dom} FROM "{table}"'
+    ):
         if type(ts) is not int:
             continue  # a marker without a time marks nothing
         pid = tid = None
         if kind == _THREAD and isinstance(obj, bytes) and len(obj) >= 8:
             pid, tid = struct.unpack_from("<II", obj)
-        out.append({"id": mid, "flags": flags or 0, "timestamp": ts, "name": strings.get(name) if name else None,
-                    "domain": strings.get(domain) if domain else None, "pid": pid, "tid": tid})
+        out.append(
+            {
+                "id": mid,
+                "flags": flags or 0,
+                "timestamp": ts,
+                "name": strings.get(name) if name else None,
+                "domain": strings.get(domain) if domain else None,
+                "pid": pid,
+                "tid": tid,
+            }
+        )
     return out
-

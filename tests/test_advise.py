@@ -4,15 +4,14 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import DATA, PROFILES
-from profkit.model import peaks
+
 from profkit.analyses.advise import advise
 from profkit.analyses.calibration import calibrate
 from profkit.analyses.classify import classify
 from profkit.cli import cli
+from profkit.model import peaks
 from profkit.store.ingest import ingest
-from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
 
 RMS = "rmsnorm-eager-vs-triton-h200"

@@ -8,7 +8,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from profdata import ROOT
 
 # source folder -> package name it ships as

@@ -11,12 +11,11 @@ import os
 import shutil
 
 import pytest
+from profdata import PROFILES
 
 from profkit.analyses import roofline as rl
 from profkit.outputs import roofline_plot as rp
-from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
-from profdata import PROFILES
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -129,8 +128,8 @@ def test_main_job_roofline_file_renders_every_run(browser, store, tmp_path):
 
 def test_advise_page_renders_in_chromium(browser, store, tmp_path):
     """profkit advise --html: the time bars, the ranked table and the top items' roofline."""
-    from profkit.model import peaks
     from profkit.analyses.advise import advise
+    from profkit.model import peaks
     from profkit.outputs import advise_page
 
     measured = peaks.read(PROFILES / "peaks.json")

@@ -1,16 +1,16 @@
 """Argument building, tool discovery and error paths of profkit capture, without a GPU."""
 import os
-import sys
 import stat
+import sys
 
 import pytest
 from click.testing import CliRunner
+from profdata import DATA
 
 from profkit.capture import session as cap
 from profkit.capture.options import CaptureOptions, Hooks
 from profkit.cli import cli
 from profkit.core.errors import ToolFailed, ToolMissing
-from profdata import DATA
 
 
 def fake_tool(tmp_path, name, script):
@@ -68,9 +68,10 @@ def test_profiler_errors_are_one_line(tmp_path, output, code, words, monkeypatch
 
 def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
     """The progress bar's total: launches under the NVTX filters, counted on the nsys capture."""
-    from profkit.capture.session import expected_launches
-    from profkit.parsers import cupti_trace, nsys_sqlite
     from profdata import DATA
+    from profkit.parsers import cupti_trace, nsys_sqlite
+
+    from profkit.capture.session import expected_launches
 
     t = nsys_sqlite.parse(DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite")
     assert expected_launches(t, ["rmsnorm/eager/llama8b-t4096/"]) == 24
@@ -83,9 +84,10 @@ def test_expected_launches_counts_the_filtered_kernels_on_a_real_timeline():
 
 
 def test_ingest_reuses_a_report_capture_already_parsed(tmp_path, monkeypatch):
-    from profkit.store.ingest import ingest
-    from profkit.parsers import nsys_sqlite
     from profdata import DATA
+    from profkit.parsers import nsys_sqlite
+
+    from profkit.store.ingest import ingest
 
     f = DATA / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"
     rep = nsys_sqlite.parse(f)

@@ -2,7 +2,6 @@
 multicast forced off in everything launched, and a whole capture of the real DDP step under
 torchrun (gloo, 2 processes) with fake nsys/ncu that write real reports."""
 import json
-import lzma
 import os
 import shutil
 import stat
@@ -10,14 +9,14 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from profdata import KNOWN_NCU_LEAN, KNOWN_NSYS
 
-from profkit.capture import session as cap
 from profkit.capture import rank_worker
+from profkit.capture import session as cap
 from profkit.capture.ranks import NOT_NCCL, parse_ranks, split_launcher, worker_name, wrapped
 from profkit.cli import cli
 from profkit.core.errors import ProfkitError
 from profkit.store.store import Store
-from profdata import KNOWN_NCU_LEAN, KNOWN_NSYS
 
 TORCHRUN = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
 

@@ -11,16 +11,16 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
-from profkit.core import sampling
-from profkit.capture.session import find_step, torch_ranges_command
-from profkit.cli import cli
-from profkit.core.errors import BadArgument
-from profkit.parsers import ncu_rep, nsys_sqlite
-from profkit.core.rows import KERNEL_FIELDS
-from profkit.store.store import Store
 from fake_tools import PERCONFIG, WS, fake
 from profdata import DATA
+from profkit.parsers import ncu_rep, nsys_sqlite
+
+from profkit.capture.session import find_step, torch_ranges_command
+from profkit.cli import cli
+from profkit.core import sampling
+from profkit.core.errors import BadArgument
+from profkit.core.rows import KERNEL_FIELDS
+from profkit.store.store import Store
 
 AT = [KERNEL_FIELDS.index(f) for f in sampling.FIELDS]
 

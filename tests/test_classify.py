@@ -4,12 +4,12 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from profdata import KNOWN_NCU, KNOWN_NCU_LEAN, KNOWN_NSYS
 
-from profkit.cli import cli
 from profkit.analyses.classify import LABELS
+from profkit.cli import cli
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
-from profdata import KNOWN_NCU, KNOWN_NCU_LEAN, KNOWN_NSYS
 
 
 def _labels(db, run):
@@ -81,8 +81,9 @@ def test_classifications_view(both):
 
 
 def test_every_rule_is_documented():
-    from profkit.analyses.classify import RULES
     from profdata import ROOT
+
+    from profkit.analyses.classify import RULES
 
     doc = (ROOT / "docs" / "classification.md").read_text()
     for rule in RULES:
@@ -94,6 +95,7 @@ def test_kept_counters_answer_as_fresh_reads_and_forget_on_a_change(tmp_path):
     equals the database's answer; a report added to the run, or another connection's commit,
     is seen at the next read."""
     from profdata import PROFILES
+
     from profkit.store.ingest import ingest
 
     db = str(tmp_path / "k.db")
@@ -124,9 +126,6 @@ def test_launches_without_counters_label_as_the_general_path(profiles_db_built, 
     """label_rows labels launches without counters on one GPU row by a short path (most of a
     timeline): the same rows, evidence text included, as the general path on shipped runs
     (timeline only, timeline + counters, a multi-rank run with NCCL kernels)."""
-    from profdata import PROFILES
-    from profkit.analyses import classify as cl
-    from profkit.store.profiles import load_profiles
     from profkit.analyses import classify as cl
 
     db = str(tmp_path / "f.db")

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from profdata import KNOWN_CSV_LEAN, KNOWN_CUPTI, KNOWN_NCU_LEAN, KNOWN_NSYS
 
 from profkit.cli import cli
-from profdata import KNOWN_CSV_LEAN, KNOWN_CUPTI, KNOWN_NCU_LEAN, KNOWN_NSYS
 
 
 def run(*args):

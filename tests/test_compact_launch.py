@@ -5,11 +5,11 @@ import re
 import sqlite3
 
 import pytest
+from profdata import DATA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, PROFILES
 
 from profkit.store.ingest import ingest
 from profkit.store.schema import MIGRATIONS
 from profkit.store.store import Store
-from profdata import DATA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, PROFILES
 
 V9 = DATA / "schema-v9" / "profkit-v9.db.xz"  # written by profkit at schema 8 and 9 (README there)
 # tables and views made by migrations after 9: schema 10's own and those of later ones
@@ -122,10 +122,11 @@ _WRITES = {"one chunk": (None, False, True), "chunks of 7 kernels": (7, False, T
 def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path, monkeypatch):
     """The bulk load (names mapped through the report's string ids, kernels in JSON chunks)
     writes every view's rows exactly as the row path (a name per row) does."""
-    from profkit.core import rows as rows_module
-    from profkit.store import side_writer
-    from profkit.core.errors import ProfkitError
     from profkit.parsers import nsys_sqlite
+
+    from profkit.core import rows as rows_module
+    from profkit.core.errors import ProfkitError
+    from profkit.store import side_writer
 
     chunk, use_side, three = _WRITES[writes]
     if chunk:
@@ -178,8 +179,9 @@ def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkey
     temp.bulk_kernel' once the names were staged before the kernels.)"""
     import shutil
 
-    from profkit.core import rows as rows_module
     from profkit.parsers import nsys_sqlite
+
+    from profkit.core import rows as rows_module
 
     p = tmp_path / "odd.nsys.sqlite"
     shutil.copy(KNOWN_NSYS, p)
@@ -208,8 +210,9 @@ def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
     """capture's PyTorch clean-up hands paths as plain text, which the store splits at '/': a
     TensorRT range named with '/' then has names whose innermost is not the launch's range
     text. The launch keeps its own text (launch_nvtx), as the launch table did."""
-    from profkit.capture.session import clean_torch_ranges
     from profkit.parsers import nsys_sqlite
+
+    from profkit.capture.session import clean_torch_ranges
     from profkit.core.rows import KERNEL_FIELDS
 
     rep = nsys_sqlite.parse(FIELD_H100 / "ws.nsys.sqlite")

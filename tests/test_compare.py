@@ -5,13 +5,10 @@ import pytest
 from click.testing import CliRunner
 
 from profkit.analyses import compare
-from profkit.store.profiles import load_profiles
 from profkit.analyses.classify import classify
-from profkit.cli import cli
 from profkit.analyses.compare import Side, noise_band, verdict
+from profkit.cli import cli
 from profkit.store.store import Store
-
-from profdata import PROFILES
 
 RMS = "rmsnorm-eager-vs-triton-h200"
 

@@ -8,15 +8,14 @@ import shutil
 import stat
 
 import pytest
+from profdata import PROFILES
 
+from profkit.analyses import compare
 from profkit.capture import session as cap
 from profkit.capture.options import CaptureOptions
-from profkit.analyses import compare
-from profkit.store.profiles import load_profiles
 from profkit.core.errors import BadInput
+from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
-
-from profdata import PROFILES
 
 RUN = "rmsnorm-eager-vs-triton-h200"
 TRITON = "rmsnorm/triton/qwen7b-t4096"

@@ -18,7 +18,6 @@ import sys
 import time
 
 import pytest
-
 from dbcheck import dump, problems, whole_runs
 from profdata import KNOWN_CUPTI, ROOT
 

@@ -6,13 +6,12 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from profdata import PROFILES
 
-from profkit.store.profiles import load_profiles
-from profkit.store.ingest import ingest
 from profkit.analyses.overview import run_summary
 from profkit.cli import cli
+from profkit.store.ingest import ingest
 from profkit.store.store import Store
-from profdata import PROFILES
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")

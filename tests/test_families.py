@@ -5,10 +5,10 @@ import re
 import sqlite3
 
 import pytest
+from profdata import DATA, ROOT
 
 from profkit.model import families as F
 from profkit.store.ingest import ingest
-from profdata import DATA, ROOT
 
 # (full name as the report holds it, launch call or None, family): each from a real report
 REAL = [

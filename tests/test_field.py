@@ -7,8 +7,7 @@ import importlib.util
 import json
 
 import pytest
-
-from profdata import FIELD_REPORTS, FIELD_H100, ROOT
+from profdata import FIELD_H100, FIELD_REPORTS, ROOT
 
 OUTCOMES = {"loaded", "no kernels", "needs tool", "refused", "not a report", "crash"}
 

@@ -5,10 +5,9 @@ import shlex
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import PROFILES
+
 from profkit.cli import cli
-from profkit.store.profiles import load_profiles
 
 RMS = "rmsnorm-eager-vs-triton-h200"
 

@@ -3,8 +3,9 @@ on real traces: a torch.profiler trace (H100), profkit's CUPTI trace (H200)."""
 from collections import Counter
 
 from profdata import DATA
-from profkit.core.hostcalls import host_kind
 from profkit.parsers import cupti_trace, kineto
+
+from profkit.core.hostcalls import host_kind
 
 TF = DATA / "kineto-h100" / "tf.kineto.json.gz"
 CUPTI = DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"

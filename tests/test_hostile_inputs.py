@@ -16,9 +16,9 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from dbcheck import dump
 from profdata import DATA, KNOWN_CUPTI, KNOWN_NSYS, PROFILES
+
 from profkit.cli import cli
 
 
@@ -231,8 +231,9 @@ def test_column_path_stops_a_join_bomb_at_the_kernel_count(tmp_path, column_path
     """2,000 kernels and 2,000 launch calls of one id: a 4 M-row join stops once it has more
     rows than there are kernels (TooManyRows), not after making them all: the join in numpy
     counts its pairs before it makes them."""
-    from profkit.core.dbfile import TooManyRows
     from profkit.parsers import nsys_sqlite
+
+    from profkit.core.dbfile import TooManyRows
 
     stopped, real = [], nsys_sqlite._matched
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from profdata import DATA, FIELD_REPORTS, PROFILES, ROOT
+from profdata import FIELD_REPORTS, PROFILES, ROOT
 
 from profkit.store.ingest import ingest
 from profkit.store.store import Store

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from profdata import FIELD_H100, FIELD_REPORTS, KNOWN_NSYS_REP, PROFILES
+from test_cli_ingest import dump
 
 from profkit.cli import cli
-from profdata import FIELD_REPORTS, FIELD_H100, KNOWN_NSYS_REP, PROFILES
-
-from test_cli_ingest import dump
 
 CAPTURE = PROFILES / "cuda-vs-triton-h200"  # a folder `profkit capture` wrote on the H200
 

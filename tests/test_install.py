@@ -7,7 +7,6 @@ import venv
 from pathlib import Path
 
 import pytest
-
 from profdata import ROOT
 
 CHECK = ("import importlib.util, profkit.kernels, profkit.parsers, profkit.parsers.nsys_sqlite;"

@@ -3,12 +3,12 @@ passes) gives, launch for launch, on real captures of the same lab workloads (20
 import json
 
 import pytest
+from profdata import DATA, ROOT
 
 from profkit.analyses.classify import classify
-from profkit.store.ingest import ingest
 from profkit.core.metrics import metric_names
+from profkit.store.ingest import ingest
 from profkit.store.store import Store
-from profdata import DATA, ROOT
 
 PARITY = DATA / "lean-parity"
 RESULTS = json.loads((ROOT / "benchmarks" / "results" / "ncu_lean.json").read_text())

@@ -16,8 +16,8 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import KNOWN_CSV_LEAN, KNOWN_NSYS
+
 from profkit.cli import cli
 
 KERNEL, EAGER, TRITON, RUN = "evil[/x]kernel", "[bold]eager", "tri\x1b[31mton", "[/x]"

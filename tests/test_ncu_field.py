@@ -6,18 +6,17 @@ tests/data/known) and public reports in ../shared/field-reports (skipped where a
 import json
 
 import pytest
+from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN
+from profkit.parsers import _ncu_csv, ncu_csv, ncu_csv_details, ncu_rep
 
 from profkit import parsers
+from profkit.analyses.classify import label_rows
+from profkit.core.rows import KERNEL_FIELDS, ncu_kernel_row
+from profkit.core.units import normalise
 from profkit.model import gpus
 from profkit.model import perf as model
-from profkit.analyses.classify import label_rows
 from profkit.store.ingest import ingest
-from profkit.parsers import _ncu_csv, ncu_csv, ncu_csv_details, ncu_rep
-from profkit.core.rows import KERNEL_FIELDS, ncu_kernel_row
 from profkit.store.store import Store
-from profkit.core.units import normalise
-
-from profdata import DATA, FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_CSV_LEAN, PROFILES
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 RMSNORM_REP = DATA / "known" / "rmsnorm-llama8b-t32768.ncu-rep.xz"  # the report details_page.csv was exported from

@@ -10,7 +10,6 @@ import sys
 import nbformat
 import pytest
 from nbclient import NotebookClient
-
 from profdata import PROFILES, ROOT
 
 NOTEBOOKS = ROOT / "notebooks"

@@ -14,13 +14,12 @@ import sys
 from collections import Counter
 
 import pytest
+from profdata import FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, KNOWN_NSYS_REP, ROOT
+from profkit.parsers import nsys_qdrep, nsys_rep, nsys_sqlite
 
 from profkit import parsers
 from profkit.core.errors import BadInput, ToolMissing
-from profkit.parsers import nsys_qdrep, nsys_rep, nsys_sqlite
 from profkit.core.rows import KERNEL_FIELDS
-
-from profdata import FIELD_EXTRA, FIELD_H100, FIELD_REPORTS, KNOWN_NSYS, KNOWN_NSYS_REP, ROOT
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 WS = FIELD_H100 / "ws.nsys.sqlite"

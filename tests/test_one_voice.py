@@ -6,12 +6,12 @@ ranked by what is attainable; mostly idle timeline-only ranges give their idle t
 import json
 
 import pytest
+from profdata import DATA, FIELD_H100, FIELD_REPORTS, PROFILES
 
 from profkit.analyses.advise import MIN_SPEEDUP, advise
 from profkit.analyses.classify import _values, classify, classify_one, label_rows
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
-from profdata import DATA, FIELD_H100, FIELD_REPORTS, PROFILES
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ the fuzzer, without touching another file.
 import textwrap
 
 import pytest
-
 from profdata import KNOWN_NSYS
+
 from profkit import parsers
 from profkit.analyses import timeline
 from profkit.store.ingest import ingest, run_name_for

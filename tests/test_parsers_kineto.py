@@ -17,14 +17,13 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from profdata import DATA
+from profkit.parsers import kineto, nsys_sqlite
 
 from profkit import parsers
 from profkit.cli import cli
 from profkit.core.errors import BadInput
-from profkit.parsers import kineto, nsys_sqlite
 from profkit.core.rows import KERNEL_FIELDS
-
-from profdata import DATA
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 FIELD = DATA / "field-h100"

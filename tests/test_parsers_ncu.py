@@ -3,13 +3,12 @@ import csv
 import os
 
 import pytest
+from profdata import KNOWN_CSV_LEAN, KNOWN_NCU, KNOWN_NCU_LEAN
+from profkit.parsers import ncu_csv, ncu_rep
 
 from profkit.core.errors import BadInput
-from profkit.parsers import ncu_csv, ncu_rep
 from profkit.core.rows import KERNEL_FIELDS
 from profkit.core.units import normalise
-
-from profdata import KNOWN_CSV_LEAN, KNOWN_NCU, KNOWN_NCU_LEAN
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 

@@ -6,12 +6,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
+from profdata import KNOWN_NSYS, KNOWN_NSYS_REP
 from profkit.parsers import nsys_rep, nsys_sqlite
+
 from profkit.core.errors import BadInput, ToolMissing
 from profkit.core.rows import KERNEL_FIELDS
-
-from profdata import KNOWN_NSYS, KNOWN_NSYS_REP
 
 F = {f: i for i, f in enumerate(KERNEL_FIELDS)}
 

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import DATA, KNOWN_CSV_LEAN, KNOWN_CUPTI, PROFILES, ROOT
+
 from profkit.cli import cli
 
 CAPTURE = PROFILES / "cuda-vs-triton-h200"

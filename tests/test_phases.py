@@ -6,8 +6,8 @@ import shutil
 
 import numpy as np
 import pytest
-
 from profdata import DATA, PROFILES
+
 from profkit.analyses import advise, phases
 from profkit.store.ingest import ingest
 from profkit.store.store import Store

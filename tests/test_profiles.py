@@ -5,8 +5,8 @@ import json
 import re
 
 import pytest
-
 from profdata import DATA, PROFILES, ROOT
+
 from profkit.analyses.classify import classify
 from profkit.analyses.compare import rows
 from profkit.core.metrics import lookup
@@ -229,8 +229,9 @@ def test_nccl_kernels_are_communication(store):
 def test_cupti_tracer_sees_the_same_kernels_per_nvtx_range_as_nsys(tmp_path):
     """The same workload captured by the CUPTI tracer and by nsys on the H200 (2026-11-22),
     loaded into the same views: the same kernels under the same NVTX ranges."""
-    from profkit.store.ingest import ingest
     from profkit.parsers import cupti_trace
+
+    from profkit.store.ingest import ingest
 
     db = str(tmp_path / "both.db")
     ingest(db, [DATA / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl"], run="cupti")

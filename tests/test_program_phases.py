@@ -2,8 +2,8 @@
 a torch.compile'd GPT-2 training loop with an eager decode after it, an eager Llama decode, the
 same decode replayed from CUDA graphs (nsys traced each replay whole), an eager ResNet-18 loop."""
 import pytest
-
 from profdata import PROFILES
+
 from profkit.analyses import advise, idle, phases
 from profkit.store.ingest import ingest
 from profkit.store.store import Store

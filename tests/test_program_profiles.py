@@ -5,8 +5,8 @@ configuration, and every other launch is labelled through its measured sibling."
 import json
 
 import pytest
-
 from profdata import PROFILES
+
 from profkit.analyses.advise import advise
 from profkit.analyses.classify import classify
 from profkit.store.ingest import ingest

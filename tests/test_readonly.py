@@ -15,8 +15,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import KNOWN_CUPTI, KNOWN_NSYS, PROFILES
+
 from profkit.cli import cli
 
 READ = [["runs"], ["kernels"], ["timeline"], ["classify"], ["advise"], ["ranks"], ["compare", "a", "b"],

@@ -114,6 +114,7 @@ def test_cupti_trace_argv_is_redacted_at_ingest(tmp_path):
 def test_a_hand_written_capture_json_is_redacted(tmp_path):
     """capture.json (hand-written or older) was merged into the run's meta as is."""
     import shutil
+
     from profdata import DATA
     d = tmp_path / "cap"
     shutil.copytree(DATA / "rmsnorm-cupti", d)
@@ -162,6 +163,7 @@ def test_every_nsys_capture_row_is_redacted(copy, tmp_path):
 @pytest.fixture(scope="module")
 def profiles_copy(tmp_path_factory):
     from profdata import PROFILES
+
     from profkit.store.profiles import load_profiles
     db = tmp_path_factory.mktemp("out") / "profkit.db"
     load_profiles(PROFILES, str(db))
@@ -400,6 +402,7 @@ def test_disk_full_mid_ingest_names_the_cause(tmp_path, monkeypatch, bulk):
 
     from profdata import PROFILES
     from profkit.parsers import nsys_sqlite
+
     from profkit.store import store as store_module
     monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0 if bulk else 10**18)
     db = tmp_path / "p.db"

@@ -7,17 +7,17 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-
-from profkit.model import perf as model
-from profkit.model import peaks
-from profkit.analyses import roofline as rl
-from profkit.outputs import roofline_plot as rp
-from profkit.store.profiles import load_profiles
-from profkit.cli import cli
-from profkit.store.ingest import ingest
-from profkit.core.metrics import lookup
-from profkit.store.store import Store
 from profdata import DATA, PROFILES
+
+from profkit.analyses import roofline as rl
+from profkit.cli import cli
+from profkit.core.metrics import lookup
+from profkit.model import peaks
+from profkit.model import perf as model
+from profkit.outputs import roofline_plot as rp
+from profkit.store.ingest import ingest
+from profkit.store.profiles import load_profiles
+from profkit.store.store import Store
 
 RMSNORM = "rmsnorm-eager-vs-triton-h200"
 

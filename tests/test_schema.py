@@ -2,9 +2,10 @@ import json
 import re
 import sqlite3
 
+from profdata import ROOT
+
 from profkit.store.schema import LATEST, VIEWS
 from profkit.store.store import Store
-from profdata import ROOT
 
 
 def test_views_have_their_documented_columns(db):
@@ -35,12 +36,13 @@ def test_migrations_are_idempotent(db):
 def test_a_version_2_database_migrates_to_ranks(db):
     """A database written before ranks existed (migrations 1-2, one real report loaded)
     gains `rank` (NULL) in every view and keeps its rows."""
-    from profkit.store.ingest import sha256_of
-    from profkit.parsers import nsys_sqlite
-    from profkit.store.schema import MIGRATIONS
-    from profkit.store.connection import connect
-    from profkit.store.schema import statements as _statements
     from profdata import KNOWN_NSYS
+    from profkit.parsers import nsys_sqlite
+
+    from profkit.store.connection import connect
+    from profkit.store.ingest import sha256_of
+    from profkit.store.schema import MIGRATIONS
+    from profkit.store.schema import statements as _statements
 
     c = connect(db)
     c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
@@ -75,11 +77,12 @@ def test_a_version_2_database_migrates_to_ranks(db):
 def test_a_version_4_database_gains_structured_paths(db):
     """Migration 5: paths loaded before it get names (their text split at '/'), ranges move to
     nvtx_event behind the nvtx_range view, and a report loaded after it keeps a '/' in a name."""
+    from profdata import ROOT
+
+    from profkit.store.connection import connect
     from profkit.store.ingest import ingest
     from profkit.store.schema import MIGRATIONS
-    from profkit.store.connection import connect
     from profkit.store.schema import statements as _statements
-    from profdata import ROOT
 
     c = connect(db)
     c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")

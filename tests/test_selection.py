@@ -1,12 +1,11 @@
 """Selectors pair before/after NVTX ranges on the shipped H200 profiles."""
 import pytest
+from profdata import PROFILES
 
 from profkit.analyses import selection
-from profkit.store.profiles import load_profiles
 from profkit.core.errors import BadArgument, NoSuchRun
+from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
-
-from profdata import PROFILES
 
 
 @pytest.fixture(scope="module")

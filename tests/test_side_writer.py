@@ -8,12 +8,12 @@ import threading
 import time
 
 import pytest
-
 from profdata import KNOWN_NSYS
+from profkit.parsers import nsys_sqlite
+
 from profkit.core import rows as rows_module
 from profkit.store import side_writer
 from profkit.store.ingest import ingest
-from profkit.parsers import nsys_sqlite
 
 
 @pytest.fixture

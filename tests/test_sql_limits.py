@@ -12,8 +12,8 @@ import time
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import KNOWN_CUPTI
+
 from profkit.cli import cli
 from profkit.store.ingest import ingest
 

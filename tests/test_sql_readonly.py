@@ -1,9 +1,9 @@
 import pytest
 from click.testing import CliRunner
+from profdata import KNOWN_CUPTI
 
 from profkit.cli import cli
 from profkit.store.ingest import ingest
-from profdata import KNOWN_CUPTI
 
 
 @pytest.mark.parametrize("query", [

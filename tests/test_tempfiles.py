@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from profdata import DATA
+
 from profkit.core import tempfiles
 
 WS = DATA / "field-h100" / "ws_nonvtx.ncu-rep.xz"  # unpacks to 53 MB
@@ -141,8 +141,9 @@ def test_a_large_nsys_rep_keeps_its_export_until_the_store_has_read_it(scratch, 
     from pathlib import Path
 
     from profdata import KNOWN_NSYS
-    from profkit.store.ingest import ingest
     from profkit.parsers import nsys_rep, nsys_sqlite
+
+    from profkit.store.ingest import ingest
 
     if column_path:
         monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)  # (as a report of 200,000+ rows)

@@ -8,11 +8,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import KNOWN_NSYS, PROFILES, ROOT
-from profkit.core import intervals
+
 from profkit.analyses import timeline
 from profkit.cli import cli
+from profkit.core import intervals
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
 

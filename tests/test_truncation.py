@@ -14,11 +14,11 @@ import struct
 
 import pytest
 from click.testing import CliRunner
-
 from dbcheck import dump
 from profdata import DATA, KNOWN_CUPTI, KNOWN_NSYS, ROOT
-from profkit.cli import cli
 from profkit.parsers import _ncu_framing
+
+from profkit.cli import cli
 
 WS = DATA / "field-h100" / "ws_nonvtx.ncu-rep.xz"  # our H100 capture: 40 launches, 53 MB raw, ncu 2025.3
 OCC = DATA / "lean-parity" / "occupancy-lean.ncu-rep.xz"  # 3 launches, 86 KB raw

@@ -28,6 +28,7 @@ ncu's own estimated speed-ups (the `rules` view, where a report carries rule res
 beside profkit's figure. Nothing is written here: `profkit advise` stores the list (the `advice`
 view) as an explicit step, like `classify`.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,18 +36,17 @@ import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from profkit.analyses import phases, selection
+from profkit.analyses import fusion, phases, selection
 from profkit.analyses import timeline as tl
-from profkit.analyses import fusion
 from profkit.analyses.classify import MEM_PCT, SM_PCT, label_facts
 from profkit.core.errors import BadArgument
-from profkit.core.steps import STEP_RE
-from profkit.core.metrics import lookup
 from profkit.core.intervals import covered, length, union
-from profkit.model import attainable, families
-from profkit.model.perf import rates, roof_time_ns, work
+from profkit.core.metrics import lookup
 from profkit.core.names import is_comm
+from profkit.core.steps import STEP_RE
+from profkit.model import attainable, families
 from profkit.model.ops.lab import model_of as lab_model_of
+from profkit.model.perf import rates, roof_time_ns, work
 from profkit.store.store import Store, lab_op
 
 # a call whose launches are fewer than this is already graphed (a replay is one launch call)
@@ -61,15 +61,20 @@ ACTIONS = {
     "occupancy": "raise occupancy: {limiter}",
     "tensor_core": "at the tensor pipe's limit: a better tile, or a lower precision (fp8)",
     "compute": "compute-bound on the CUDA cores: move the math to the tensor pipe or cut instructions",
-    "latency": (f"latency-bound ({SM_PCT} and {MEM_PCT} both under 60 %): more independent work per SM, "
-                "fewer dependent steps"),
+    "latency": (
+        f"latency-bound ({SM_PCT} and {MEM_PCT} both under 60 %): more independent work per SM, fewer dependent steps"
+    ),
     "l1l2": "bound in L1/L2, not DRAM: cut re-reads (tile in shared memory or registers), coalesce the accesses",
-    "warp_specialised": ("warp-specialised and waiting (issue slots and pipes under 60 %): deeper pipelining "
-                         "(more stages), larger tiles per CTA, or a persistent schedule"),
+    "warp_specialised": (
+        "warp-specialised and waiting (issue slots and pipes under 60 %): deeper pipelining "
+        "(more stages), larger tiles per CTA, or a persistent schedule"
+    ),
     "communication": "overlap the collective with compute (profkit ranks shows how much is hidden)",
     "unknown": "no counters: capture with `profkit capture --metrics lean` to name the bound",
-    "unmeasured": ("ncu measured other kernels of this run, not these: capture them (profkit capture --metrics "
-                   "lean, or widen ncu's --kernel-name/--launch-count filter) to name the bound"),
+    "unmeasured": (
+        "ncu measured other kernels of this run, not these: capture them (profkit capture --metrics "
+        "lean, or widen ncu's --kernel-name/--launch-count filter) to name the bound"
+    ),
     "unnamed": "the counters do not name the bound ({why}): capture with `profkit capture --metrics lean`",
     "no_floor": "{step} (no roofline floor: {why})",
 }
@@ -91,26 +96,26 @@ MIN_SPEEDUP = 1.05
 
 @dataclass
 class Item:
-    kind: str                      # range | graph
+    kind: str  # range | graph
     nvtx_path: str | None
-    kernel_name: str               # the kernels it covers (short names, most time first)
-    label: str | None              # the label holding most of its GPU time
+    kernel_name: str  # the kernels it covers (short names, most time first)
+    label: str | None  # the label holding most of its GPU time
     calls: int
     launches: int
-    gpu_ns: float                  # GPU time of the item over all its calls
-    window_ns: float | None        # wall (GPU window) of the item over all calls, where a timeline has it
+    gpu_ns: float  # GPU time of the item over all its calls
+    window_ns: float | None  # wall (GPU window) of the item over all calls, where a timeline has it
     recoverable_ns: float
-    floor_ns: float | None         # GPU time (range) or window (graph) per call after the fix
-    how: str                       # how recoverable_ns was computed
-    action: str                    # the next step
+    floor_ns: float | None  # GPU time (range) or window (graph) per call after the fix
+    how: str  # how recoverable_ns was computed
+    action: str  # the next step
     evidence: list[dict] = field(default_factory=list)
     ncu_speedup_pct: float | None = None  # ncu's own estimate, where the report carries rule results
-    share_gpu: float = 0.0         # of the scope's GPU time
+    share_gpu: float = 0.0  # of the scope's GPU time
     share_wall: float | None = None  # of the scope's wall time
     rank: int = 0
-    family: str | None = None      # the kernel family holding most of its GPU time (profkit.model.families)
+    family: str | None = None  # the kernel family holding most of its GPU time (profkit.model.families)
     predicted_speedup: float | None = None  # attainable: the roof bounded by the family and ncu (ranked by)
-    predicted_how: str = ""        # what bounded predicted_speedup
+    predicted_how: str = ""  # what bounded predicted_speedup
     roof_recoverable_ns: float = 0.0  # recoverable at the roof (recoverable_ns: at the attainable figure)
 
     @property
@@ -134,7 +139,7 @@ class Item:
 @dataclass
 class Advice:
     run: str
-    scope: str | None              # the NVTX path advised on (None: the whole run)
+    scope: str | None  # the NVTX path advised on (None: the whole run)
     gpu_ns: float
     wall_ns: float | None
     idle_ns: float | None
@@ -144,16 +149,26 @@ class Advice:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"run": self.run, "scope": self.scope, "gpu_ns": self.gpu_ns, "wall_ns": self.wall_ns,
-                "idle_ns": self.idle_ns, "device_gap_ns": self.device_gap_ns, "device_gap_how": self.device_gap_how,
-                "notes": self.notes, "items": [i.row() for i in self.items]}
+        return {
+            "run": self.run,
+            "scope": self.scope,
+            "gpu_ns": self.gpu_ns,
+            "wall_ns": self.wall_ns,
+            "idle_ns": self.idle_ns,
+            "device_gap_ns": self.device_gap_ns,
+            "device_gap_how": self.device_gap_how,
+            "notes": self.notes,
+            "items": [i.row() for i in self.items],
+        }
 
 
 # --- reading ---------------------------------------------------------------------------------
 
-_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, duration_ns, "
-            "api_start_ns, api_end_ns, stream, device, source, rank, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
-            "family")
+_COLUMNS = (
+    "kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, duration_ns, "
+    "api_start_ns, api_end_ns, stream, device, source, rank, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+    "family"
+)
 
 
 def _under(path: str | None, scope: str | None) -> bool:
@@ -161,7 +176,9 @@ def _under(path: str | None, scope: str | None) -> bool:
 
 
 def _launches(store: Store, run: str, scope: str | None) -> list[dict]:
-    rows = store.query(f"SELECT {_COLUMNS} FROM kernels WHERE run = ? ORDER BY coalesce(start_ns, 0), kernel_id", (run,))
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM kernels WHERE run = ? ORDER BY coalesce(start_ns, 0), kernel_id", (run,)
+    )
     return [r for r in rows if _under(r["nvtx_path"], scope) and r["duration_ns"]]
 
 
@@ -171,15 +188,20 @@ def _step_free(path: str) -> str:
     parts = path.split("/")
     if not any(STEP_RE.match(p.strip()) for p in parts):
         return path
-    return "/".join(STEP_RE.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + "*", p.strip())
-                    if STEP_RE.match(p.strip()) else p for p in parts)
+    return "/".join(
+        STEP_RE.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "*", p.strip()) if STEP_RE.match(p.strip()) else p
+        for p in parts
+    )
 
 
 def _rules(store: Store, run: str) -> dict[int, float]:
     """kernel_id -> ncu's largest estimated speed-up (%), where the report carried rule results."""
     try:
-        rows = store.query("SELECT kernel_id, max(estimated_speedup_pct) AS s FROM rules WHERE run = ? "
-                           "AND estimated_speedup_pct IS NOT NULL GROUP BY kernel_id", (run,))
+        rows = store.query(
+            "SELECT kernel_id, max(estimated_speedup_pct) AS s FROM rules WHERE run = ? "
+            "AND estimated_speedup_pct IS NOT NULL GROUP BY kernel_id",
+            (run,),
+        )
     except Exception:  # a database from before the rules view
         return {}
     return {r["kernel_id"]: r["s"] for r in rows}
@@ -193,6 +215,7 @@ def _meta(store: Store, run: str) -> dict:
 
 
 # --- the device's own gap between back-to-back kernels -----------------------------------------
+
 
 def device_gap(launches: list[dict]) -> tuple[float, str]:
     """Median gap between consecutive kernels of a stream where the second was already launched
@@ -210,11 +233,14 @@ def device_gap(launches: list[dict]) -> tuple[float, str]:
                 gaps.append(b["start_ns"] - a["end_ns"])
     if len(gaps) >= MIN_GAP_PAIRS:
         return statistics.median(gaps), f"median of {len(gaps)} gaps between queued back-to-back kernels in this run"
-    return DEFAULT_DEVICE_GAP_NS, (f"{DEFAULT_DEVICE_GAP_NS / 1e3:.1f} us assumed: only {len(gaps)} queued "
-                                   f"back-to-back kernel pairs in this run (need {MIN_GAP_PAIRS})")
+    return DEFAULT_DEVICE_GAP_NS, (
+        f"{DEFAULT_DEVICE_GAP_NS / 1e3:.1f} us assumed: only {len(gaps)} queued "
+        f"back-to-back kernel pairs in this run (need {MIN_GAP_PAIRS})"
+    )
 
 
 # --- the floor of an operator -----------------------------------------------------------------
+
 
 def _bandwidth(counters: list[dict], measured: list[dict] | None, gpu: str | None) -> tuple[float | None, str]:
     for p in measured or ():
@@ -251,8 +277,15 @@ def _operator_model(path: str | None, meta: dict) -> tuple[dict | None, str]:
     return lab_model_of(path, meta.get("dtype"))
 
 
-def _operator_floor(calls: list[list[dict]], counters: dict[int, dict], meta: dict, measured, gpu,
-                    path: str | None, ops: dict | None = None) -> tuple[float | None, str, str, float | None]:
+def _operator_floor(
+    calls: list[list[dict]],
+    counters: dict[int, dict],
+    meta: dict,
+    measured,
+    gpu,
+    path: str | None,
+    ops: dict | None = None,
+) -> tuple[float | None, str, str, float | None]:
     """(floor ns per call, how, what it is: operator|fused|chain|kernels|none, bytes the operator
     needs). A range with recorded shapes and no lab model floors at its fusion floor (fusion.py):
     its operators' external inputs and outputs, beside the per-kernel floor in `how`."""
@@ -295,8 +328,10 @@ def _floor(calls, counters, meta, measured, gpu, path):
             t_flops, f_how = _flop_floor(flops, have, measured, gpu)
             t_bytes = max(chain, 0) / bw * 1e9
             moved = sum(reads) + sum(writes)
-            how = (f"{len(cs)} kernels fused: {max(chain, 0) / 1e6:,.1f} MB from outside and out (they move "
-                   f"{moved / 1e6:,.1f} MB now) at the {bw_how}")
+            how = (
+                f"{len(cs)} kernels fused: {max(chain, 0) / 1e6:,.1f} MB from outside and out (they move "
+                f"{moved / 1e6:,.1f} MB now) at the {bw_how}"
+            )
             if t_flops > t_bytes:
                 return t_flops, f"{len(cs)} kernels fused: {f_how}", "chain", max(chain, 0)
             return t_bytes, how, "chain", max(chain, 0)
@@ -304,17 +339,25 @@ def _floor(calls, counters, meta, measured, gpu, path):
         roofs = [roof_time_ns(c) for c in cs]
         if None not in roofs:
             bound = max(roofs, key=lambda r: r[0])[1]
-            return (sum(r[0] for r in roofs), f"each kernel at its own roofline (bound mostly by {bound}; "
-                    f"report peaks at the kernel's clocks)", "kernels", None)
+            return (
+                sum(r[0] for r in roofs),
+                f"each kernel at its own roofline (bound mostly by {bound}; report peaks at the kernel's clocks)",
+                "kernels",
+                None,
+            )
     if have:
-        why = (f"ncu measured {len(have)} of the {len(cs)} kernels of the first call: a floor needs them all"
-               if len(have) < len(cs) else "the counters lack a peak or the DRAM bytes of the work they count")
+        why = (
+            f"ncu measured {len(have)} of the {len(cs)} kernels of the first call: a floor needs them all"
+            if len(have) < len(cs)
+            else "the counters lack a peak or the DRAM bytes of the work they count"
+        )
     else:
         why = "no counters for these launches"
     return None, why + (f"; {model_how}" if model_how else ""), "none", None
 
 
 # --- the analysis ----------------------------------------------------------------------------
+
 
 def _moved(call: list[dict], counters: dict) -> float | None:
     """DRAM bytes one call moves, when ncu measured every kernel of it."""
@@ -331,8 +374,11 @@ def _label_of(ks: list[dict], labels: dict[int, str]) -> tuple[str | None, dict[
 
 def _rule_of(ks: list[dict], facts: dict, label: str | None) -> tuple[str, str]:
     """(rule, reason) of the longest launch among `ks` that carries `label`."""
-    best = max((k for k in ks if facts.get(k["kernel_id"], ("unknown",))[0] == label),
-               key=lambda k: k["duration_ns"] or 0, default=None)
+    best = max(
+        (k for k in ks if facts.get(k["kernel_id"], ("unknown",))[0] == label),
+        key=lambda k: k["duration_ns"] or 0,
+        default=None,
+    )
     f = facts.get(best["kernel_id"]) if best else None
     return (f[1], f[2]) if f else ("none", "")
 
@@ -352,8 +398,9 @@ def _dram_pct(ks: list[dict], counters: dict) -> float | None:
     return sum(p * d for p, d in w) / sum(d for _, d in w) if w else None
 
 
-def _step(label: str | None, rule: str, reason: str, fam: str | None, c0: dict | None, dram: float | None,
-          bytes_: str = "") -> str:
+def _step(
+    label: str | None, rule: str, reason: str, fam: str | None, c0: dict | None, dram: float | None, bytes_: str = ""
+) -> str:
     """The next step for a label, read from the rule that gave it; for a library kernel, the
     levers its user holds (its family's), never a change to its code."""
     f = families.get(fam)
@@ -393,7 +440,8 @@ def _limiter(c: dict | None) -> str:
     lim = min(lims, key=lims.get)
     theo = lookup(c, "theoretical_occupancy")
     return f"limited by {lim.replace('_', ' ')} ({lims[lim]:.0f} blocks per SM" + (
-        f", theoretical {theo:.0f} %)" if theo is not None else ")")
+        f", theoretical {theo:.0f} %)" if theo is not None else ")"
+    )
 
 
 def _names(ks: list[dict]) -> str:
@@ -404,8 +452,18 @@ def _names(ks: list[dict]) -> str:
     return ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, meta: dict, measured,
-                gpu, rules: dict, own: set, ops: dict | None = None) -> Item:
+def _range_item(
+    path: str | None,
+    ks: list[dict],
+    counters: dict,
+    facts: dict,
+    meta: dict,
+    measured,
+    gpu,
+    rules: dict,
+    own: set,
+    ops: dict | None = None,
+) -> Item:
     labels = {k: f[0] for k, f in facts.items()}
     calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
     gpu_ns = float(sum(k["duration_ns"] for k in ks))
@@ -436,21 +494,31 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
     elif what == "fused" and need_bytes:
         bytes_ = f": fused, the operators need {need_bytes / 1e6:,.1f} MB per call"
     dram = _dram_pct(ks, counters)
-    if what in ("operator", "chain", "fused") and kernels_per_call > 1 and label in ("dram", "launch_overhead", "latency", None):
+    if (
+        what in ("operator", "chain", "fused")
+        and kernels_per_call > 1
+        and label in ("dram", "launch_overhead", "latency", None)
+    ):
         action = f"fuse the {kernels_per_call} kernels of each call into one{bytes_}"
     else:
-        action = _step(label, rule, reason, fam, c0, dram if what == "kernels" else None,
-                       bytes_ if label == "dram" else "")
+        action = _step(
+            label, rule, reason, fam, c0, dram if what == "kernels" else None, bytes_ if label == "dram" else ""
+        )
     if floor is None and measured_ids:  # counters, but no floor from them: the label's step stands
         action = ACTIONS["no_floor"].format(step=action, why=how)
     elif floor is None:
         action = ACTIONS["unmeasured" if counters else "unknown"]
-    how_text = (f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), "
-                f"x {len(calls)} calls" if floor is not None else how)
+    how_text = (
+        f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), x {len(calls)} calls"
+        if floor is not None
+        else how
+    )
     if by_ncu < len(ks) and floor is not None:
-        how_text += (f"; {by_ncu} of {len(ks)} launches measured by ncu"
-                     + (f", {len(measured_ids) - by_ncu} through their measured sibling (sampled_from)"
-                        if len(measured_ids) > by_ncu else ""))
+        how_text += f"; {by_ncu} of {len(ks)} launches measured by ncu" + (
+            f", {len(measured_ids) - by_ncu} through their measured sibling (sampled_from)"
+            if len(measured_ids) > by_ncu
+            else ""
+        )
     evidence = []
     by_name: dict[str, list[dict]] = defaultdict(list)
     for k in ks:
@@ -461,21 +529,41 @@ def _range_item(path: str | None, ks: list[dict], counters: dict, facts: dict, m
         roof_pct = None
         if cs and None not in roof:
             roof_pct = 100.0 * sum(r[0] for r in roof) / sum(lookup(c, "duration") for c in cs)
-        evidence.append({"kernel": name, "launches": len(group), "gpu_us": sum(k["duration_ns"] for k in group) / 1e3,
-                         "label": _label_of(group, labels)[0], "measured_launches": len(cs),
-                         "roofline_pct": roof_pct,
-                         "dram_mb_per_launch": (statistics.mean(lookup(c, "dram_bytes") or 0 for c in cs) / 1e6
-                                                if cs else None),
-                         "ncu_speedup_pct": max((rules[k["kernel_id"]] for k in group if k["kernel_id"] in rules),
-                                                default=None)})
+        evidence.append(
+            {
+                "kernel": name,
+                "launches": len(group),
+                "gpu_us": sum(k["duration_ns"] for k in group) / 1e3,
+                "label": _label_of(group, labels)[0],
+                "measured_launches": len(cs),
+                "roofline_pct": roof_pct,
+                "dram_mb_per_launch": (statistics.mean(lookup(c, "dram_bytes") or 0 for c in cs) / 1e6 if cs else None),
+                "ncu_speedup_pct": max((rules[k["kernel_id"]] for k in group if k["kernel_id"] in rules), default=None),
+            }
+        )
     ncu = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
     if is_comm(_names(ks)):
         action = ACTIONS["communication"]
     window = None
     if all(k["start_ns"] is not None for k in ks):
         window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
-    it = Item("range", path, _names(ks), label, len(calls), len(ks), gpu_ns, window, rec, floor, how_text, action,
-              evidence, ncu, family=fam)
+    it = Item(
+        "range",
+        path,
+        _names(ks),
+        label,
+        len(calls),
+        len(ks),
+        gpu_ns,
+        window,
+        rec,
+        floor,
+        how_text,
+        action,
+        evidence,
+        ncu,
+        family=fam,
+    )
     _predict(it, what, ks, counters, measured, dram)
     return it
 
@@ -521,18 +609,26 @@ def _idle_items(ks: list[dict], every: list[dict], scope: str | None, gap: float
     tops: dict[str, list[dict]] = defaultdict(list)
     for k in ks:
         if k["nvtx_path"] and k["start_ns"] is not None and k["end_ns"] is not None:
-            tops["/".join(k["nvtx_path"].split("/")[:depth + 1])].append(k)
+            tops["/".join(k["nvtx_path"].split("/")[: depth + 1])].append(k)
     out = []
     for path, group in tops.items():
-        it = _idle_item(path, group, selection.iterations(group), float(sum(k["duration_ns"] for k in group)), gap,
-                        _family_of(group), busy_all)
+        it = _idle_item(
+            path,
+            group,
+            selection.iterations(group),
+            float(sum(k["duration_ns"] for k in group)),
+            gap,
+            _family_of(group),
+            busy_all,
+        )
         if it is not None:
             out.append(it)
     return out
 
 
-def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None,
-               busy_all: list) -> Item | None:
+def _idle_item(
+    path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None, busy_all: list
+) -> Item | None:
     """A range on a timeline: the time the GPU runs no kernel at all inside its calls' windows,
     in gaps short enough to be launches, less the device's own gap per kernel, is what a graph
     (or removing what keeps the GPU waiting) gives back."""
@@ -545,16 +641,39 @@ def _idle_item(path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float
         return None
     n, busy = len(calls), float(length(_overlap(region, busy_all)))
     host = window - busy - idle
-    it = Item("graph", path, _names(ks), "launch_overhead", n, len(ks), gpu_ns, window, rec, (window - rec) / n,
-              (f"idle {idle / n / 1e3:,.1f} us of a {window / n / 1e3:,.1f} us window per call "
-               f"({100 * idle / window:.0f} %, gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms; {host / n / 1e3:,.1f} us "
-               f"in longer gaps count as host work) - {len(ks) / n:.0f} kernels x the device's own gap "
-               f"{gap / 1e3:.2f} us, x {n} calls (a timeline without counters: its kernels' own floors are not known)"),
-              (f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
-               f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"),
-              [{"calls": n, "window_us_per_call": window / n / 1e3, "busy_us_per_call": busy / n / 1e3,
-                "idle_us_per_call": idle / n / 1e3, "host_us_per_call": host / n / 1e3,
-                "device_gap_us": gap / 1e3}], family=fam)
+    it = Item(
+        "graph",
+        path,
+        _names(ks),
+        "launch_overhead",
+        n,
+        len(ks),
+        gpu_ns,
+        window,
+        rec,
+        (window - rec) / n,
+        (
+            f"idle {idle / n / 1e3:,.1f} us of a {window / n / 1e3:,.1f} us window per call "
+            f"({100 * idle / window:.0f} %, gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms; {host / n / 1e3:,.1f} us "
+            f"in longer gaps count as host work) - {len(ks) / n:.0f} kernels x the device's own gap "
+            f"{gap / 1e3:.2f} us, x {n} calls (a timeline without counters: its kernels' own floors are not known)"
+        ),
+        (
+            f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
+            f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"
+        ),
+        [
+            {
+                "calls": n,
+                "window_us_per_call": window / n / 1e3,
+                "busy_us_per_call": busy / n / 1e3,
+                "idle_us_per_call": idle / n / 1e3,
+                "host_us_per_call": host / n / 1e3,
+                "device_gap_us": gap / 1e3,
+            }
+        ],
+        family=fam,
+    )
     it.predicted_speedup, it.predicted_how = it.roof_speedup, "the idle time, less the device's own gap per kernel"
     return it
 
@@ -625,33 +744,75 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
     dram = _dram_pct(ks, counters)
     known = measured + sampled + borrowed
     if known:
-        how = (f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
-               f"{measured} measured by ncu"
-               + (f", {sampled} through the measured launch of their kernel and configuration (sampled_from)"
-                  if sampled else "") + (f", {borrowed} take the measured fraction of the same kernel and grid"
-                                                if borrowed else ""))
+        how = (
+            f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
+            f"{measured} measured by ncu"
+            + (
+                f", {sampled} through the measured launch of their kernel and configuration (sampled_from)"
+                if sampled
+                else ""
+            )
+            + (f", {borrowed} take the measured fraction of the same kernel and grid" if borrowed else "")
+        )
         floor = (gpu_ns - rec) / len(ks)
         action = _step(label, rule, reason, fam, c0, dram)
     elif c0:  # counters, but none gives a roofline time (a peak or the DRAM bytes are missing)
-        how, floor = ("no roofline floor: the counters lack a peak or the DRAM bytes of the work they count "
-                      "(profkit roofline says which)"), None
-        action = ACTIONS["no_floor"].format(step=_step(label, rule, reason, fam, c0, dram),
-                                            why="a peak or the DRAM bytes are missing")
+        how, floor = (
+            (
+                "no roofline floor: the counters lack a peak or the DRAM bytes of the work they count "
+                "(profkit roofline says which)"
+            ),
+            None,
+        )
+        action = ACTIONS["no_floor"].format(
+            step=_step(label, rule, reason, fam, c0, dram), why="a peak or the DRAM bytes are missing"
+        )
     else:
         how, floor, action = "no counters for these launches", None, ACTIONS["unmeasured" if counters else "unknown"]
     ncu = max((rules[k["kernel_id"]] for k in ks if k["kernel_id"] in rules), default=None)
-    evidence = [{"kernel": _names(ks), "launches": len(ks), "measured_launches": measured, "borrowed": borrowed,
-                 "gpu_us": gpu_ns / 1e3, "label": label, "ncu_speedup_pct": ncu}]
+    evidence = [
+        {
+            "kernel": _names(ks),
+            "launches": len(ks),
+            "measured_launches": measured,
+            "borrowed": borrowed,
+            "gpu_us": gpu_ns / 1e3,
+            "label": label,
+            "ncu_speedup_pct": ncu,
+        }
+    ]
     window = None
-    it = Item("range", None, _names(ks), label, len(ks), len(ks), gpu_ns, window, rec, floor, how, action, evidence,
-              ncu, family=fam)
+    it = Item(
+        "range",
+        None,
+        _names(ks),
+        label,
+        len(ks),
+        len(ks),
+        gpu_ns,
+        window,
+        rec,
+        floor,
+        how,
+        action,
+        evidence,
+        ncu,
+        family=fam,
+    )
     _predict(it, "item", ks, counters, None, dram)
     return it
 
 
 def _config(k: dict) -> tuple:
-    return (k["short_name"] or k["kernel_name"], k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["block_y"],
-            k["block_z"])
+    return (
+        k["short_name"] or k["kernel_name"],
+        k["grid_x"],
+        k["grid_y"],
+        k["grid_z"],
+        k["block_x"],
+        k["block_y"],
+        k["block_z"],
+    )
 
 
 # gaps between kernels longer than this are host work (data loading, a sync, start-up), not launches
@@ -673,12 +834,17 @@ def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
     if cause in (None, "launch", "latency") and not graphed:
         return None
     if cause in (None, "launch") and graphed:
-        return ("the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
-                "replays into the graph (sampling, copies), or more work per replay (batch)")
+        return (
+            "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
+            "replays into the graph (sampling, copies), or more work per replay (batch)"
+        )
     share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
     top = (got.top_calls.get(cause) or [{}])[0].get("name")
-    return (f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
-            + (f", {top}" if top else "") + f"): {idle.FIX[cause]}")
+    return (
+        f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
+        + (f", {top}" if top else "")
+        + f"): {idle.FIX[cause]}"
+    )
 
 
 def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> list[Item]:
@@ -694,17 +860,40 @@ def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> lis
     if rec <= 0:
         return []
     window = float(busy[-1][1] - busy[0][0])
-    return [Item(
-        "graph", None, f"{len(timed):,} launches", "launch_overhead", 1, len(timed), float(length(busy)), window,
-        rec, window - rec,
-        (f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
-         f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
-         f"{len(gaps) - len(short):,} of them, count as host work)"),
-        step or ("the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
-                 "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
-                 "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"),
-        [{"gaps": len(gaps), "short_gaps": len(short), "idle_short_us": sum(short) / 1e3,
-          "idle_long_us": (sum(gaps) - sum(short)) / 1e3, "device_gap_us": gap / 1e3}])]
+    return [
+        Item(
+            "graph",
+            None,
+            f"{len(timed):,} launches",
+            "launch_overhead",
+            1,
+            len(timed),
+            float(length(busy)),
+            window,
+            rec,
+            window - rec,
+            (
+                f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
+                f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
+                f"{len(gaps) - len(short):,} of them, count as host work)"
+            ),
+            step
+            or (
+                "the GPU waits for launches between its kernels: capture the repeated work (a training or decode "
+                "step) in a CUDA graph (torch.compile mode='reduce-overhead', or torch.cuda.graphs), or fuse the "
+                "small kernels; mark the step with NVTX (profkit capture --step) to see it per step"
+            ),
+            [
+                {
+                    "gaps": len(gaps),
+                    "short_gaps": len(short),
+                    "idle_short_us": sum(short) / 1e3,
+                    "idle_long_us": (sum(gaps) - sum(short)) / 1e3,
+                    "device_gap_us": gap / 1e3,
+                }
+            ],
+        )
+    ]
 
 
 def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None) -> list[Item]:
@@ -721,22 +910,51 @@ def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None
         if rec <= 0:
             continue
         floor = (r["busy_ns"] + residual) / n
-        out.append(Item(
-            "graph", r["path"], f"{kernels / n:.0f} kernels per call", "launch_overhead", n, kernels,
-            float(r["kernel_ns"]), float(r["window_ns"]), rec, floor,
-            (f"idle {r['idle_ns'] / n / 1e3:,.1f} us of a {r['window_ns'] / n / 1e3:,.1f} us window per call "
-             f"({r['idle_pct']:.0f} %) - {kernels / n:.0f} kernels x the device's own gap {gap / 1e3:.2f} us, "
-             f"x {n} calls"),
-            (f"CUDA-graph each call ({r['launch_calls'] / n:.0f} launch calls per call today) or fuse its kernels: "
-             f"the GPU waits for the CPU to launch"),
-            [{"calls": n, "kernels_per_call": kernels / n, "launch_calls_per_call": r["launch_calls"] / n,
-              "window_us_per_call": r["window_ns"] / n / 1e3, "busy_us_per_call": r["busy_ns"] / n / 1e3,
-              "idle_us_per_call": r["idle_ns"] / n / 1e3, "device_gap_us": gap / 1e3}]))
+        out.append(
+            Item(
+                "graph",
+                r["path"],
+                f"{kernels / n:.0f} kernels per call",
+                "launch_overhead",
+                n,
+                kernels,
+                float(r["kernel_ns"]),
+                float(r["window_ns"]),
+                rec,
+                floor,
+                (
+                    f"idle {r['idle_ns'] / n / 1e3:,.1f} us of a {r['window_ns'] / n / 1e3:,.1f} us window per call "
+                    f"({r['idle_pct']:.0f} %) - {kernels / n:.0f} kernels x the device's own gap {gap / 1e3:.2f} us, "
+                    f"x {n} calls"
+                ),
+                (
+                    f"CUDA-graph each call ({r['launch_calls'] / n:.0f} launch calls per call today) or fuse its kernels: "
+                    f"the GPU waits for the CPU to launch"
+                ),
+                [
+                    {
+                        "calls": n,
+                        "kernels_per_call": kernels / n,
+                        "launch_calls_per_call": r["launch_calls"] / n,
+                        "window_us_per_call": r["window_ns"] / n / 1e3,
+                        "busy_us_per_call": r["busy_ns"] / n / 1e3,
+                        "idle_us_per_call": r["idle_ns"] / n / 1e3,
+                        "device_gap_us": gap / 1e3,
+                    }
+                ],
+            )
+        )
     return out
 
 
-def advise(store: Store, run: str | None = None, scope: str | None = None, peaks: list[dict] | None = None,
-           include_unranged: bool = False, phase: str | None = None) -> Advice:
+def advise(
+    store: Store,
+    run: str | None = None,
+    scope: str | None = None,
+    peaks: list[dict] | None = None,
+    include_unranged: bool = False,
+    phase: str | None = None,
+) -> Advice:
     """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
     `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
     ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
@@ -751,8 +969,10 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
         ks = [k for k in ks if k["nvtx_path"]]
         if outside:
             share = sum(k["duration_ns"] for k in outside) / (sum(k["duration_ns"] for k in outside + ks) or 1)
-            notes.append(f"{len(outside):,} launches ({100 * share:.0f} % of GPU time) outside any NVTX range left out "
-                         f"(warm-up, set-up or unannotated code; --all includes them)")
+            notes.append(
+                f"{len(outside):,} launches ({100 * share:.0f} % of GPU time) outside any NVTX range left out "
+                f"(warm-up, set-up or unannotated code; --all includes them)"
+            )
     if not ks:
         where = f"under the NVTX path {scope!r}" if scope else "with a duration"
         raise BadArgument(f"run {run!r} has no kernels {where}")
@@ -782,8 +1002,9 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
             # idle time of each outermost range is its item
             graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
-        items += graphs or ([] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap,
-                                                                                          _idle_step(store, run, win, ks)))
+        items += graphs or (
+            [] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap, _idle_step(store, run, win, ks))
+        )
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:
@@ -803,8 +1024,13 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
     items = [i for i in items if i.recoverable_ns > 0 or i.floor_ns is None]
     # ranked by the attainable gain; an item predicted under MIN_SPEEDUP never ranks above one
     # predicted at or above it
-    items.sort(key=lambda i: (2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP),
-                              -i.recoverable_ns, -i.gpu_ns))
+    items.sort(
+        key=lambda i: (
+            2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP),
+            -i.recoverable_ns,
+            -i.gpu_ns,
+        )
+    )
     for n, it in enumerate(items, 1):
         it.rank = n
     return Advice(run, scope, gpu_total, wall, idle, items, gap, gap_how, notes)
@@ -812,14 +1038,38 @@ def advise(store: Store, run: str | None = None, scope: str | None = None, peaks
 
 def rows(a: Advice) -> list[dict]:
     """The `advice` table's rows of one advise run."""
-    return [{"run": a.run, "rank": i.rank, "scope": a.scope or "", "kind": i.kind, "nvtx_path": i.nvtx_path,
-             "kernel_name": i.kernel_name, "label": i.label, "share": i.share_gpu, "share_wall": i.share_wall,
-             "recoverable_ns": i.recoverable_ns, "action": i.action, "how": i.how,
-             "evidence": json.dumps({"evidence": i.evidence, "floor_ns": i.floor_ns, "calls": i.calls,
-                                     "launches": i.launches, "gpu_ns": i.gpu_ns, "window_ns": i.window_ns,
-                                     "ncu_speedup_pct": i.ncu_speedup_pct,
-                                     "roof_speedup": i.roof_speedup, "predicted_speedup": i.predicted_speedup,
-                                     "predicted_how": i.predicted_how, "family": i.family,
-                                     "roof_recoverable_ns": i.roof_recoverable_ns},
-                                    sort_keys=True, default=str)}
-            for i in a.items]
+    return [
+        {
+            "run": a.run,
+            "rank": i.rank,
+            "scope": a.scope or "",
+            "kind": i.kind,
+            "nvtx_path": i.nvtx_path,
+            "kernel_name": i.kernel_name,
+            "label": i.label,
+            "share": i.share_gpu,
+            "share_wall": i.share_wall,
+            "recoverable_ns": i.recoverable_ns,
+            "action": i.action,
+            "how": i.how,
+            "evidence": json.dumps(
+                {
+                    "evidence": i.evidence,
+                    "floor_ns": i.floor_ns,
+                    "calls": i.calls,
+                    "launches": i.launches,
+                    "gpu_ns": i.gpu_ns,
+                    "window_ns": i.window_ns,
+                    "ncu_speedup_pct": i.ncu_speedup_pct,
+                    "roof_speedup": i.roof_speedup,
+                    "predicted_speedup": i.predicted_speedup,
+                    "predicted_how": i.predicted_how,
+                    "family": i.family,
+                    "roof_recoverable_ns": i.roof_recoverable_ns,
+                },
+                sort_keys=True,
+                default=str,
+            ),
+        }
+        for i in a.items
+    ]

@@ -9,6 +9,7 @@ pair's measure follows the fix: `gpu` pairs are compared on GPU time per call (c
 speed-up), `span` pairs on the window per call (first kernel start to last kernel end).
 ratio = predicted / measured (1.0: exact; > 1: advise promised more than the fix gave).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -26,14 +27,14 @@ OFF_BY = 0.25  # a prediction further than this from the measured gain needs its
 class Calibration:
     before: str
     after: str
-    measure: str                  # gpu | span
+    measure: str  # gpu | span
     range: str
     predicted: float | None
     measured: float
     recoverable_us: float
     time_us: float
-    basis: str                    # what the prediction rests on (the top item's how)
-    why: str = ""                 # where |ratio - 1| > OFF_BY: the reason, from the evidence
+    basis: str  # what the prediction rests on (the top item's how)
+    why: str = ""  # where |ratio - 1| > OFF_BY: the reason, from the evidence
 
     @property
     def ratio(self) -> float | None:
@@ -59,8 +60,9 @@ def _windows(store: Store, selector: str) -> dict[str, tuple[str, dict]]:
     return out
 
 
-def calibrate(store: Store, before: str, after: str, measure: str = "gpu", peaks: list[dict] | None = None,
-              why: str = "") -> list[Calibration]:
+def calibrate(
+    store: Store, before: str, after: str, measure: str = "gpu", peaks: list[dict] | None = None, why: str = ""
+) -> list[Calibration]:
     """One row per range the pair shares: compare's pairing on GPU time (`gpu`), or the
     repeated calls (timeline.calls) on their window (`span`)."""
     out = []
@@ -73,8 +75,9 @@ def calibrate(store: Store, before: str, after: str, measure: str = "gpu", peaks
             out.append(_row(store, before, after, measure, key, path, time, measured, "graph", peaks, why))
         return out
     for c in compare(store, before, after):
-        row = _row(store, before, after, measure, c.key, c.before.path, c.before.median_us, c.speedup,
-                   "range", peaks, why)
+        row = _row(
+            store, before, after, measure, c.key, c.before.path, c.before.median_us, c.speedup, "range", peaks, why
+        )
         if not row.why and row.ratio is not None and not row.within:
             row.why = _why(store, parse(after).run, c.after.path, row)
         out.append(row)
@@ -85,8 +88,10 @@ def _why(store: Store, run: str, path: str, row: Calibration) -> str:
     """What the after side's own label says about the gap left to the predicted floor."""
     from profkit.analyses.classify import label_rows
 
-    ids = {k["kernel_id"]: k["duration_ns"] or 0 for k in store.query(
-        "SELECT kernel_id, duration_ns FROM kernels WHERE run = ? AND nvtx_path = ?", (run, path))}
+    ids = {
+        k["kernel_id"]: k["duration_ns"] or 0
+        for k in store.query("SELECT kernel_id, duration_ns FROM kernels WHERE run = ? AND nvtx_path = ?", (run, path))
+    }
     share: dict[tuple, float] = {}
     for r in label_rows(store, run):
         if r["kernel_id"] in ids:
@@ -95,8 +100,7 @@ def _why(store: Store, run: str, path: str, row: Calibration) -> str:
     if not share:
         return f"the fix reached {100 / row.ratio:.0f} % of the predicted floor"
     label, reason = max(share, key=share.get)
-    return (f"the fix reached {100 / row.ratio:.0f} % of the predicted floor: it is {label}-bound "
-            f"({reason})")
+    return f"the fix reached {100 / row.ratio:.0f} % of the predicted floor: it is {label}-bound ({reason})"
 
 
 def _row(store, before, after, measure, key, path, time, measured, kind, peaks, why) -> Calibration:

@@ -4,18 +4,18 @@ Rules run in order; the first that fires names the label. Each rule's thresholds
 are in RULES (docs/classification.md is written from the same table). Works with counters
 only, timeline only, or both.
 """
+
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
 
-from profkit.analyses import hotspots
-from profkit.analyses import shape_labels
-from profkit.model import gpus
+from profkit.analyses import hotspots, shape_labels
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
-from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from profkit.core.names import is_comm
+from profkit.model import gpus
+from profkit.model.perf import FROM_TABLE, compute_capability, kernel_ridge, precision, rates, run_ridge, work
 from profkit.store.store import Store
 
 LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
@@ -24,47 +24,47 @@ RULES = {
     "communication": {
         "threshold": {"name_prefix": "nccl"},
         "citation": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
-                  "an NCCL kernel's time is set by the other ranks and the links, not by its own counters, "
-                  "so the single-GPU rules below do not apply (profkit ranks reports its overlap and waits).",
+        "an NCCL kernel's time is set by the other ranks and the links, not by its own counters, "
+        "so the single-GPU rules below do not apply (profkit ranks reports its overlap and waits).",
     },
     "tensor_core": {
         "threshold": {"tensor_pipe_pct": 60.0},
         "citation": "Nsight Compute HighPipeUtilization: a pipe at >= 60 % of peak is high, >= 80 % likely the "
-                  "bottleneck. Occupancy is deliberately not consulted: Hopper GEMMs run one CTA per SM by design.",
+        "bottleneck. Occupancy is deliberately not consulted: Hopper GEMMs run one CTA per SM by design.",
     },
     "launch_overhead": {
         "threshold": {"duration_ns": 10_000, "tiny_duration_ns": 5_000},
         "citation": "nsys-ai launch-overhead rule (mean kernel < 10 us over many launches) and HolisticTraceAnalysis "
-                  "'short kernel' (GPU time shorter than its CPU launch call, or than the idle gap before it); "
-                  "from counters alone: Nsight Compute LaunchStatistics (grid smaller than the SM count) with a "
-                  "kernel under 5 us.",
+        "'short kernel' (GPU time shorter than its CPU launch call, or than the idle gap before it); "
+        "from counters alone: Nsight Compute LaunchStatistics (grid smaller than the SM count) with a "
+        "kernel under 5 us.",
     },
     "dram": {
         "threshold": {"dram_pct_high": 60.0, "dram_pct_dominant": 40.0, "gap_points": 10.0},
         "citation": "Nsight Compute SpeedOfLight: memory throughput >= 60 % is high; below that, the larger of SM "
-                  "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
-                  "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
+        "and memory throughput bounds the kernel when they differ by >= 10 points. Roofline: arithmetic "
+        "intensity below the ridge point (peak FLOP/s / peak DRAM B/s) is memory-bound.",
     },
     "occupancy": {
         "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0},
         "citation": "Nsight Compute Theoretical/AchievedOccupancy: theoretical warps well under the maximum name the "
-                  "limiter (registers, shared memory, warps, blocks); with SM and memory throughput both low the "
-                  "kernel cannot hide latency.",
+        "limiter (registers, shared memory, warps, blocks); with SM and memory throughput both low the "
+        "kernel cannot hide latency.",
     },
     "dram_roofline": {
         "threshold": {"below_ridge_factor": 1.0, "other_level_busy_pct": 60.0, "dram_quiet_pct": 40.0},
         "citation": "Roofline (Williams et al. 2009): arithmetic intensity below the ridge point of the precision the "
-                  "kernel computes in (peak FLOP/s / peak DRAM B/s) with idle tensor pipes: DRAM bandwidth is its "
-                  "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
-                  "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
+        "kernel computes in (peak FLOP/s / peak DRAM B/s) with idle tensor pipes: DRAM bandwidth is its "
+        "roof even when it reaches only part of it (an efficiency gap, shown in the reason) - unless another "
+        "memory level is the busy one (>= 60 % while DRAM < 40 %): then it is bound in L1/L2, not DRAM.",
     },
     "warp_specialised": {
         "threshold": {"theoretical_pct": 50.0, "busy_pct": 60.0, "pipe_pct": 60.0, "issue_pct": 60.0},
         "citation": "A warp-specialised Hopper/Blackwell kernel (wgmma/tcgen05: nvjet, cuDNN's sm90 SDPA, "
-                  "FlashAttention-3, CUTLASS *WarpSpecialized*) runs one CTA per SM by design, so theoretical "
-                  "occupancy names no limit (an H200 cuBLAS GEMM ran at 14.6 % achieved occupancy with 90 % "
-                  "tensor-pipe activity). Nsight Compute's IssueSlotUtilization and HighPipeUtilization decide: "
-                  "a pipe or the issue slots >= 60 % bound it; both lower, its warps wait (latency).",
+        "FlashAttention-3, CUTLASS *WarpSpecialized*) runs one CTA per SM by design, so theoretical "
+        "occupancy names no limit (an H200 cuBLAS GEMM ran at 14.6 % achieved occupancy with 90 % "
+        "tensor-pipe activity). Nsight Compute's IssueSlotUtilization and HighPipeUtilization decide: "
+        "a pipe or the issue slots >= 60 % bound it; both lower, its warps wait (latency).",
     },
     "compute": {
         "threshold": {"sm_pct": 60.0},
@@ -77,8 +77,8 @@ RULES = {
     "l1l2": {
         "threshold": {"busy_pct": 60.0, "dram_quiet_pct": 40.0},
         "citation": "Nsight Compute SpeedOfLight and Memory Workload Analysis: memory throughput (the busiest of "
-                  "DRAM, L2 and L1) >= 60 % while DRAM is quiet: the kernel is bound in L1/L2 (re-reads, "
-                  "uncoalesced or bank-conflicted access), not by DRAM bandwidth nor by latency.",
+        "DRAM, L2 and L1) >= 60 % while DRAM is quiet: the kernel is bound in L1/L2 (re-reads, "
+        "uncoalesced or bank-conflicted access), not by DRAM bandwidth nor by latency.",
     },
 }
 
@@ -89,10 +89,13 @@ MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 def _timeline(store: Store, run: str) -> dict[int, dict]:
     """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
-    rows = store.conn.execute("""
+    rows = store.conn.execute(
+        """
         SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
                start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""", (run,))
+        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""",
+        (run,),
+    )
     # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
     return {r[0]: r for r in rows}
 
@@ -105,11 +108,38 @@ def _facts(row: tuple | None) -> dict | None:
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
     """(values the rules read, {value: what would supply it} for those the counters cannot give,
     {ceiling: where its peak came from} for the peaks used) of one launch."""
-    v = {k: lookup(c, k) for k in ("duration", "sm_pct", "mem_pct", "dram_pct", "tensor_pct", "tensor_gmma_pct",
-                                   "achieved_occupancy", "theoretical_occupancy", "grid_size", "waves_per_sm",
-                                   "sm_count", "dram_bytes", "limit_registers", "limit_shared_mem", "limit_warps",
-                                   "limit_blocks", "fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16",
-                                   "tensor_ops_fp8", "issue_pct", "l2_bytes_pct", "l1_bytes_pct", "fma_pct", "alu_pct")}
+    v = {
+        k: lookup(c, k)
+        for k in (
+            "duration",
+            "sm_pct",
+            "mem_pct",
+            "dram_pct",
+            "tensor_pct",
+            "tensor_gmma_pct",
+            "achieved_occupancy",
+            "theoretical_occupancy",
+            "grid_size",
+            "waves_per_sm",
+            "sm_count",
+            "dram_bytes",
+            "limit_registers",
+            "limit_shared_mem",
+            "limit_warps",
+            "limit_blocks",
+            "fadd",
+            "fmul",
+            "ffma",
+            "tensor_ops_bf16",
+            "tensor_ops_fp16",
+            "tensor_ops_fp8",
+            "issue_pct",
+            "l2_bytes_pct",
+            "l1_bytes_pct",
+            "fma_pct",
+            "alu_pct",
+        )
+    }
     peaks: dict[str, str] = {}
     r = rates(c, gpu) if c else {}
     dur = v["duration"]
@@ -117,8 +147,11 @@ def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dic
     # device attributes (or the known-GPU table) give.
     moved, part = v["dram_bytes"], ""
     if moved is None:  # a --metrics list with only one direction: what it moved at least
-        one = [(x, d) for x, d in ((lookup(c, "dram_read_bytes"), "read"), (lookup(c, "dram_write_bytes"), "written"))
-               if x is not None]
+        one = [
+            (x, d)
+            for x, d in ((lookup(c, "dram_read_bytes"), "read"), (lookup(c, "dram_write_bytes"), "written"))
+            if x is not None
+        ]
         if one:
             moved, part = one[0][0], f" (bytes {one[0][1]} only: a lower bound)"
     if v["dram_pct"] is None and moved is not None and dur and "dram" in r:
@@ -145,9 +178,14 @@ def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dic
         levels = [x for x in (v["dram_pct"], v["l2_bytes_pct"], v["l1_bytes_pct"]) if x is not None]
         if levels:
             v["mem_pct"], v["mem_pct_from"] = max(levels), "max(dram_pct, l2_bytes_pct, l1_bytes_pct)"
-    flops_all = sum(x or 0 for x in (v["fadd"], v["fmul"])) + 2 * (v["ffma"] or 0) + \
-        sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
-    counted = any(v[k] is not None for k in ("fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16", "tensor_ops_fp8"))
+    flops_all = (
+        sum(x or 0 for x in (v["fadd"], v["fmul"]))
+        + 2 * (v["ffma"] or 0)
+        + sum(x or 0 for x in (v["tensor_ops_bf16"], v["tensor_ops_fp16"], v["tensor_ops_fp8"]))
+    )
+    counted = any(
+        v[k] is not None for k in ("fadd", "fmul", "ffma", "tensor_ops_bf16", "tensor_ops_fp16", "tensor_ops_fp8")
+    )
     if v["dram_bytes"] and counted:  # no FLOP counter collected is not zero FLOPs
         v["arithmetic_intensity"] = flops_all / v["dram_bytes"]
     if v["sm_count"] is None and gpu is not None and gpu.sms:  # the launch-overhead rule weighs the grid
@@ -168,7 +206,7 @@ _SUPPLIES = {
     "sm_pct": f"{_first('sm_pct')}, or {_first('issue_pct')}, or FLOP counters with a peak of their precision",
     "mem_pct": f"{_first('mem_pct')}, or DRAM/L2/L1 bytes with their peaks",
     "dram_pct": f"{_first('dram_pct')}, or {_first('dram_bytes')} (or read + write) with a DRAM peak "
-                "(report peaks, device attributes, or `profkit ingest --gpu NAME`)",
+    "(report peaks, device attributes, or `profkit ingest --gpu NAME`)",
     "tensor_pct": f"{_first('tensor_pct')}, or tensor FLOP counters with a tensor peak",
     "theoretical_occupancy": _first("theoretical_occupancy"),
     "arithmetic_intensity": f"FLOP counters ({_first('ffma')}, {_first('tensor_ops_bf16')}, ...) and DRAM bytes",
@@ -184,8 +222,11 @@ def _warp_specialised(v: dict, sm: float, mem: float, tensor: float, theo: float
     """A warp-specialised kernel whose throughputs are low: the issue slots and the pipes say
     whether it is bound by a pipe, by instruction issue, or waits (latency)."""
     Rw = RULES["warp_specialised"]["threshold"]
-    pipes = {"tensor pipe": tensor if ("tensor_pct" in v or "tensor_gmma_pct" in v) else None,
-             "FMA pipe": v.get("fma_pct"), "ALU pipe": v.get("alu_pct")}
+    pipes = {
+        "tensor pipe": tensor if ("tensor_pct" in v or "tensor_gmma_pct" in v) else None,
+        "FMA pipe": v.get("fma_pct"),
+        "ALU pipe": v.get("alu_pct"),
+    }
     pipes = {k: x for k, x in pipes.items() if x is not None}
     issue = v.get("issue_pct")
     head = f"warp-specialised by design (one CTA per SM): theoretical occupancy {theo:.0f} % is not its limit"
@@ -193,24 +234,48 @@ def _warp_specialised(v: dict, sm: float, mem: float, tensor: float, theo: float
     if top and pipes[top] >= Rw["pipe_pct"]:
         return "compute", f"{head}; {top} {pipes[top]:.0f} % of peak (>= {Rw['pipe_pct']:.0f})", "warp_specialised"
     if issue is not None and issue >= Rw["issue_pct"]:
-        return "compute", (f"{head}; issue slots {issue:.0f} % busy (>= {Rw['issue_pct']:.0f}): bound by "
-                           f"instruction issue"), "warp_specialised"
-    seen = ([f"issue slots {issue:.0f} %"] if issue is not None else []) + \
-        ([f"{top} {pipes[top]:.0f} %"] if top else [])
+        return (
+            "compute",
+            (f"{head}; issue slots {issue:.0f} % busy (>= {Rw['issue_pct']:.0f}): bound by instruction issue"),
+            "warp_specialised",
+        )
+    seen = ([f"issue slots {issue:.0f} %"] if issue is not None else []) + (
+        [f"{top} {pipes[top]:.0f} %"] if top else []
+    )
     grid, sms = v.get("grid_size"), v.get("sm_count")
-    few = (f"; its grid of {grid:.0f} CTAs fills {grid / sms:.0%} of the {sms:.0f} SMs (the problem shape)"
-           if grid is not None and sms and grid < sms else "")
+    few = (
+        f"; its grid of {grid:.0f} CTAs fills {grid / sms:.0%} of the {sms:.0f} SMs (the problem shape)"
+        if grid is not None and sms and grid < sms
+        else ""
+    )
     if not seen:
-        return "latency", (f"{head}; {SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under "
-                           f"{Rw['busy_pct']:.0f} %: latency-bound (no issue-slot or pipe counters to say more)"
-                           f"{few}"), "warp_specialised"
-    return "latency", (f"{head}; {' and '.join(seen)} under {Rw['issue_pct']:.0f} %, {SM_PCT} {sm:.0f} %, "
-                       f"{MEM_PCT} {mem:.0f} %: latency-bound (its warps wait on memory or barriers){few}"), \
-        "warp_specialised"
+        return (
+            "latency",
+            (
+                f"{head}; {SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under "
+                f"{Rw['busy_pct']:.0f} %: latency-bound (no issue-slot or pipe counters to say more)"
+                f"{few}"
+            ),
+            "warp_specialised",
+        )
+    return (
+        "latency",
+        (
+            f"{head}; {' and '.join(seen)} under {Rw['issue_pct']:.0f} %, {SM_PCT} {sm:.0f} %, "
+            f"{MEM_PCT} {mem:.0f} %: latency-bound (its warps wait on memory or barriers){few}"
+        ),
+        "warp_specialised",
+    )
 
 
-def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str | None = None,
-                 ridge_of: str = "bf16_tensor", family: str | None = None) -> tuple[str, str, str]:
+def classify_one(
+    v: dict,
+    t: dict | None,
+    ridge: float | None = None,
+    name: str | None = None,
+    ridge_of: str = "bf16_tensor",
+    family: str | None = None,
+) -> tuple[str, str, str]:
     """(label, reason, rule) for one launch from counter values v, timeline facts t, the
     ridge point (FLOP/B) of the precision it computes in (ridge_of), and its kernel family
     (profkit.model.families: a warp-specialised kernel is never occupancy-bound by its
@@ -221,60 +286,108 @@ def classify_one(v: dict, t: dict | None, ridge: float | None = None, name: str 
     dur = v.get("duration") or (t or {}).get("duration_ns")
     tensor = max(v.get("tensor_pct", 0), v.get("tensor_gmma_pct", 0))
     if tensor >= R["tensor_core"]["tensor_pipe_pct"]:
-        return "tensor_core", f"tensor pipe {tensor:.0f} % of peak (>= {R['tensor_core']['tensor_pipe_pct']:.0f})", "tensor_core"
+        return (
+            "tensor_core",
+            f"tensor pipe {tensor:.0f} % of peak (>= {R['tensor_core']['tensor_pipe_pct']:.0f})",
+            "tensor_core",
+        )
     if dur is not None and dur < R["launch_overhead"]["duration_ns"]:
         if t and t.get("api_ns") is not None and t["api_ns"] >= dur:
-            return "launch_overhead", f"{dur / 1e3:.1f} us kernel, shorter than its {t['api_ns'] / 1e3:.1f} us launch call", "launch_overhead"
+            return (
+                "launch_overhead",
+                f"{dur / 1e3:.1f} us kernel, shorter than its {t['api_ns'] / 1e3:.1f} us launch call",
+                "launch_overhead",
+            )
         if t and t.get("gap_ns") is not None and t["gap_ns"] >= dur:
-            return "launch_overhead", f"{dur / 1e3:.1f} us kernel after a {t['gap_ns'] / 1e3:.1f} us idle gap on its stream", "launch_overhead"
+            return (
+                "launch_overhead",
+                f"{dur / 1e3:.1f} us kernel after a {t['gap_ns'] / 1e3:.1f} us idle gap on its stream",
+                "launch_overhead",
+            )
         grid, sms = v.get("grid_size"), v.get("sm_count")
         if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
-            return "launch_overhead", f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)", "launch_overhead"
+            return (
+                "launch_overhead",
+                f"{dur / 1e3:.1f} us kernel over {grid:.0f} blocks (< {sms:.0f} SMs)",
+                "launch_overhead",
+            )
     if "dram_pct" not in v and "sm_pct" not in v:
         # (a launch without counters has the GPU table's SM count at most)
         if any(not k.endswith("_from") and k != "sm_count" for k in v):
-            return "unknown", ("the counters hold neither DRAM nor SM throughput, nor bytes and FLOPs with a peak to "
-                               "rate them against (evidence: missing)"), "none"
+            return (
+                "unknown",
+                (
+                    "the counters hold neither DRAM nor SM throughput, nor bytes and FLOPs with a peak to "
+                    "rate them against (evidence: missing)"
+                ),
+                "none",
+            )
         return "unknown", "no counters for this launch and the timeline shows no launch overhead", "none"
     sm, mem, dram = v.get("sm_pct", 0.0), v.get("mem_pct", v.get("dram_pct", 0.0)), v.get("dram_pct", 0.0)
     ai = v.get("arithmetic_intensity")
     below_ridge = ai is None or ridge is None or ai < ridge
     Rd = R["dram"]
     smt = f"{sm:.0f} %" if "sm_pct" in v else "unknown"
-    if dram >= Rd["dram_pct_high"] or (dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge
-                                       and "sm_pct" in v):
-        extra = ("" if ai is None or not ridge else ", no FLOPs counted (memory traffic only)" if ai == 0 else
-                 f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}")
+    if dram >= Rd["dram_pct_high"] or (
+        dram >= Rd["dram_pct_dominant"] and dram >= sm + Rd["gap_points"] and below_ridge and "sm_pct" in v
+    ):
+        extra = (
+            ""
+            if ai is None or not ridge
+            else ", no FLOPs counted (memory traffic only)"
+            if ai == 0
+            else f", intensity {ai:.2f} FLOP/B below the {ridge_of} ridge {ridge:.0f}"
+        )
         return "dram", f"DRAM throughput {dram:.0f} % of peak vs {SM_PCT} {smt}{extra}", "dram"
     if "sm_pct" not in v:  # the rules below weigh SM against memory
-        return "unknown", (f"DRAM at {dram:.0f} % of peak: not DRAM-bound; without SM throughput compute, "
-                           f"latency and occupancy cannot be told apart (evidence: missing)"), "none"
+        return (
+            "unknown",
+            (
+                f"DRAM at {dram:.0f} % of peak: not DRAM-bound; without SM throughput compute, "
+                f"latency and occupancy cannot be told apart (evidence: missing)"
+            ),
+            "none",
+        )
     memt = f"{mem:.0f} %" if ("mem_pct" in v or "dram_pct" in v) else "unknown"
     theo = v.get("theoretical_occupancy")
     if theo is not None and theo < R["occupancy"]["theoretical_pct"] and max(sm, mem) < R["occupancy"]["busy_pct"]:
         if warp_specialised(name):
             return _warp_specialised(v, sm, mem, tensor, theo)
         lim = _limiter(v)
-        return "occupancy", (f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
-                             f"{v.get('achieved_occupancy', float('nan')):.1f} %; {SM_PCT} {sm:.0f} %, "
-                             f"{MEM_PCT} {memt}"), "occupancy"
+        return (
+            "occupancy",
+            (
+                f"theoretical occupancy {theo:.1f} % (limited by {lim}), achieved "
+                f"{v.get('achieved_occupancy', float('nan')):.1f} %; {SM_PCT} {sm:.0f} %, "
+                f"{MEM_PCT} {memt}"
+            ),
+            "occupancy",
+        )
     Rr = R["dram_roofline"]
     l1l2_bound = mem >= Rr["other_level_busy_pct"] and dram < Rr["dram_quiet_pct"]
     if ai is not None and ridge and ai < ridge * Rr["below_ridge_factor"] and tensor < 1 and not l1l2_bound:
-        why = ("no floating-point work counted (0 FLOP/B)" if ai == 0 else
-               f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}")
-        return "dram", (f"{why}: memory-bound on the roofline though DRAM runs at only {dram:.0f} % "
-                        f"(SM {sm:.0f} %)"), "dram_roofline"
+        why = (
+            "no floating-point work counted (0 FLOP/B)"
+            if ai == 0
+            else f"intensity {ai:.2f} FLOP/B, far below the {ridge_of} ridge at {ridge:.0f}"
+        )
+        return (
+            "dram",
+            (f"{why}: memory-bound on the roofline though DRAM runs at only {dram:.0f} % (SM {sm:.0f} %)"),
+            "dram_roofline",
+        )
     if sm >= R["compute"]["sm_pct"] and sm >= mem:
         return "compute", f"SM throughput {sm:.0f} % with tensor pipes at {tensor:.0f} %", "compute"
     if max(sm, mem) < R["latency"]["busy_pct"]:
         if memt == "unknown":
             return "unknown", f"SM {sm:.0f} % of peak, memory throughput unknown (evidence: missing)", "none"
         lower = " (SM from FLOPs: a lower bound)" if "lower bound" in v.get("sm_pct_from", "") else ""
-        return "latency", (f"{SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under 60 % of peak{lower}"), \
-            "latency"
-    return "latency", (f"{MEM_PCT} {mem:.0f} % but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM "
-                       f"({SM_PCT} {sm:.0f} %)"), "l1l2"
+        return "latency", (f"{SM_PCT} {sm:.0f} % and {MEM_PCT} {mem:.0f} % both under 60 % of peak{lower}"), "latency"
+    return (
+        "latency",
+        (f"{MEM_PCT} {mem:.0f} % but DRAM only {dram:.0f} %: bound in L1/L2, not DRAM ({SM_PCT} {sm:.0f} %)"),
+        "l1l2",
+    )
 
 
 # ncu's guided-analysis rules whose result names what bounds a kernel, read from the rule and
@@ -302,8 +415,11 @@ def _ncu_verdict(rule: str, message: str) -> tuple[str, ...]:
 
 def _rules(store: Store, run: str) -> dict[int, list[dict]]:
     """kernel_id -> ncu's rule results (the `rules` view), largest estimated speed-up first."""
-    rows = store.query("SELECT kernel_id, rule, severity, message, estimated_speedup_pct, speedup_type FROM rules "
-                       "WHERE run = ? ORDER BY kernel_id, coalesce(estimated_speedup_pct, -1) DESC, rule", (run,))
+    rows = store.query(
+        "SELECT kernel_id, rule, severity, message, estimated_speedup_pct, speedup_type FROM rules "
+        "WHERE run = ? ORDER BY kernel_id, coalesce(estimated_speedup_pct, -1) DESC, rule",
+        (run,),
+    )
     out: dict[int, list[dict]] = {}
     for r in rows:
         out.setdefault(r.pop("kernel_id"), []).append(r)
@@ -329,8 +445,10 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     if cc is None:
         if counters is None:  # one launch's device attributes say it
             names = [n for short in ("cc_major", "cc_minor") for n in BY_SHORT[short].read]
-            one = store.query(f"SELECT kernel_id FROM counters WHERE run = ? AND metric IN ({','.join('?' * len(names))}) "
-                              "LIMIT 1", (run, *names))
+            one = store.query(
+                f"SELECT kernel_id FROM counters WHERE run = ? AND metric IN ({','.join('?' * len(names))}) LIMIT 1",
+                (run, *names),
+            )
             counters = store.counters(run, names) if one else {}
         cc = next((x for c in counters.values() if (x := compute_capability(c))), None)
     return gpus.candidates(name, cc)
@@ -348,13 +466,22 @@ def _no_counter_values(gpu: gpus.Gpu | None) -> tuple[dict, dict, dict]:
     return hit[1]
 
 
-def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, ridge: float | None,
-               sampled: bool = False, family: str | None = None) -> dict:
+def _label_one(
+    c: dict,
+    t: dict | None,
+    name: str | None,
+    gpu: gpus.Gpu | None,
+    ridge: float | None,
+    sampled: bool = False,
+    family: str | None = None,
+) -> dict:
     if c:
         v, missing, peaks = _values(c, gpu)
         kr, ridge_of = kernel_ridge(c, ridge, gpu)
     else:  # most timeline launches have no counters: their values (the GPU's SM count at most) once per GPU
-        v, missing, peaks = (dict(x) for x in _no_counter_values(gpu))  # each launch's own dicts (its evidence holds them)
+        v, missing, peaks = (
+            dict(x) for x in _no_counter_values(gpu)
+        )  # each launch's own dicts (its evidence holds them)
         kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
@@ -364,8 +491,16 @@ def _label_one(c: dict, t: dict | None, name: str | None, gpu: gpus.Gpu | None, 
         for key in (ridge_of, "dram"):
             if key in r:
                 peaks.setdefault(key, r[key][1])
-    return {"label": label, "reason": reason, "rule": rule, "values": v, "missing": missing, "peaks": peaks,
-            "ridge": kr, "ridge_of": ridge_of}
+    return {
+        "label": label,
+        "reason": reason,
+        "rule": rule,
+        "values": v,
+        "missing": missing,
+        "peaks": peaks,
+        "ridge": kr,
+        "ridge_of": ridge_of,
+    }
 
 
 def _impossible(e: dict) -> str | None:
@@ -424,9 +559,13 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    kernels = _rows(store.conn.execute(
-        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-        " WHERE run = ? ORDER BY kernel_id", (run,)))  # one at a time: not a list of a million dicts
+    kernels = _rows(
+        store.conn.execute(
+            "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+            " WHERE run = ? ORDER BY kernel_id",
+            (run,),
+        )
+    )  # one at a time: not a list of a million dicts
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -442,8 +581,14 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
             r = RULES.get(rule, {})
-            evidence = {"rule": rule, "values": v0, "thresholds": r.get("threshold"), "citation": r.get("citation"),
-                        "ridge_flop_per_byte": ridges[0], "ridge_of": "bf16_tensor"}
+            evidence = {
+                "rule": rule,
+                "values": v0,
+                "thresholds": r.get("threshold"),
+                "citation": r.get("citation"),
+                "ridge_flop_per_byte": ridges[0],
+                "ridge_of": "bf16_tensor",
+            }
             if peaks0:
                 evidence["peaks"] = peaks0
             if missing0:
@@ -459,12 +604,20 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                 if (label, rule) not in around:
                     whole = _EVIDENCE.encode({**evidence, "timeline": None})
                     cut = whole.index(', "timeline": null, "values": ')
-                    around[label, rule] = (whole[:cut + 14], whole[cut + 18:])
+                    around[label, rule] = (whole[: cut + 14], whole[cut + 18 :])
                 head, tail = around[label, rule]
                 text = head + _EVIDENCE.encode(tl) + tail
-            yield {"run": run, "kernel_id": kid, "kernel_name": k["kernel_name"], "nvtx_range": k["nvtx_range"],
-                        "nvtx_path": k["nvtx_path"], "label": label, "reason": reason, "evidence": text,
-                        "sampled_from": None}
+            yield {
+                "run": run,
+                "kernel_id": kid,
+                "kernel_name": k["kernel_name"],
+                "nvtx_range": k["nvtx_range"],
+                "nvtx_path": k["nvtx_path"],
+                "label": label,
+                "reason": reason,
+                "evidence": text,
+                "sampled_from": None,
+            }
             continue
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
@@ -473,8 +626,10 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         if sampled is not None:
             c = counters[sampled]
         t = _facts(timeline.get(k["kernel_id"]))
-        each = [_label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
-                for g, rg in zip(options, ridges)]
+        each = [
+            _label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
+            for g, rg in zip(options, ridges)
+        ]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -485,26 +640,35 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         first = each[0]
         label, reason, rule = first["label"], first["reason"], first["rule"]
         table = any(h.startswith(FROM_TABLE) for e in each for h in e["peaks"].values())
-        evidence = {"rule": rule, "values": first["values"],
-                    "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
-                    "thresholds": RULES.get(rule, {}).get("threshold"), "citation": RULES.get(rule, {}).get("citation"),
-                    "ridge_flop_per_byte": first["ridge"], "ridge_of": first["ridge_of"]}
+        evidence = {
+            "rule": rule,
+            "values": first["values"],
+            "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
+            "thresholds": RULES.get(rule, {}).get("threshold"),
+            "citation": RULES.get(rule, {}).get("citation"),
+            "ridge_flop_per_byte": first["ridge"],
+            "ridge_of": first["ridge_of"],
+        }
         if first["peaks"]:
             evidence["peaks"] = first["peaks"]
         if first["missing"]:
             evidence["missing"] = first["missing"]
         if table:  # the label rests on datasheet peaks: say which GPU(s) and how they were chosen
-            evidence["gpu"] = {"found": found, "candidates": [{"gpu": g.name, "label": e["label"]}
-                                                              for g, e in zip(options_k, each)]}
+            evidence["gpu"] = {
+                "found": found,
+                "candidates": [{"gpu": g.name, "label": e["label"]} for g, e in zip(options_k, each)],
+            }
             if ruled_out:
                 evidence["gpu"]["ruled_out"] = ruled_out
             if len({e["label"] for e in each}) > 1:
                 per = "; ".join(f"{e['label']} on {g.name}" for g, e in zip(options_k, each))
                 label, rule = "unknown", "none"
-                reason = (f"depends on which GPU ran it ({found}): {per}. Name the GPU: profkit ingest --gpu NAME")
+                reason = f"depends on which GPU ran it ({found}): {per}. Name the GPU: profkit ingest --gpu NAME"
                 evidence["rule"], evidence["thresholds"], evidence["citation"] = rule, None, None
             elif len(options_k) > 1:
-                reason += f" (the same on every known GPU of its compute capability: {', '.join(g.name for g in options_k)})"
+                reason += (
+                    f" (the same on every known GPU of its compute capability: {', '.join(g.name for g in options_k)})"
+                )
             elif len(options) > 1:
                 reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
         if k["kernel_id"] in ncu_rules:
@@ -514,9 +678,17 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
-        yield {"run": run, "kernel_id": k["kernel_id"], "kernel_name": k["kernel_name"],
-                    "nvtx_range": k["nvtx_range"], "nvtx_path": k["nvtx_path"], "label": label, "reason": reason,
-                    "evidence": _EVIDENCE.encode(evidence), "sampled_from": sampled}
+        yield {
+            "run": run,
+            "kernel_id": k["kernel_id"],
+            "kernel_name": k["kernel_name"],
+            "nvtx_range": k["nvtx_range"],
+            "nvtx_path": k["nvtx_path"],
+            "label": label,
+            "reason": reason,
+            "evidence": _EVIDENCE.encode(evidence),
+            "sampled_from": sampled,
+        }
 
 
 def classify(store: Store, run: str | None = None) -> list[dict]:
@@ -548,15 +720,21 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int
     with counters, their own or their sampled sibling's); else computed here, not stored, so
     that an answer never depends on whether `classify` ran, or ran before the counters came."""
     # tuples, not dicts: a run may have a million labels
-    rows = store.conn.execute("SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
-                              " c.sampled_from FROM classifications c WHERE c.run = ?", (run,)).fetchall()
-    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
-                           (run,)).fetchone()[0]
+    rows = store.conn.execute(
+        "SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
+        " c.sampled_from FROM classifications c WHERE c.run = ?",
+        (run,),
+    ).fetchall()
+    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[
+        0
+    ]
     measured = measured or ()
     stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
     if stale:
-        return {r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
-                for r in label_rows(store, run)}
+        return {
+            r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
+            for r in label_rows(store, run)
+        }
     return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
 
 
@@ -565,16 +743,27 @@ NO_RANGE = "(outside any NVTX range)"
 
 def per_launch(rows: list[dict]) -> list[dict]:
     """One row a launch of `classify`'s rows: its range, kernel, label and reason."""
-    return [{"kernel_id": r["kernel_id"], "nvtx_path": r["nvtx_path"] or NO_RANGE, "kernel": r["kernel_name"],
-             "label": r["label"], "reason": r["reason"]} for r in rows]
+    return [
+        {
+            "kernel_id": r["kernel_id"],
+            "nvtx_path": r["nvtx_path"] or NO_RANGE,
+            "kernel": r["kernel_name"],
+            "label": r["label"],
+            "reason": r["reason"],
+        }
+        for r in rows
+    ]
 
 
 def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
     """`classify`'s rows of a run summed per NVTX path and label: launches, GPU time, an example
     reason, and where the report has ncu's own rule results, how often they agree with the label
     and ncu's largest estimated speed-up."""
-    dur = dict(store.conn.execute(
-        "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)))
+    dur = dict(
+        store.conn.execute(
+            "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)
+        )
+    )
     summary: dict = {}
     ncu: dict = {}
     for r in rows:
@@ -598,9 +787,18 @@ def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
         row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}
         if ncu:
             n = ncu.get(k)
-            row["ncu's rules"] = "-" if n is None else (
-                (f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}" if n["judged"] else "no verdict")
-                + (f"; top estimate {n['top']}" if n["top"] else ""))
+            row["ncu's rules"] = (
+                "-"
+                if n is None
+                else (
+                    (
+                        f"agree {n['agree']}/{n['judged']}: {', '.join(sorted(n['says']))}"
+                        if n["judged"]
+                        else "no verdict"
+                    )
+                    + (f"; top estimate {n['top']}" if n["top"] else "")
+                )
+            )
         table_rows.append(row)
     return table_rows
 
@@ -608,7 +806,10 @@ def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
 def stored_by_range(store: Store, run: str) -> list[dict]:
     """The stored labels of a run's launches inside NVTX ranges, per path and label: launches and
     GPU time."""
-    return store.query("""
+    return store.query(
+        """
         SELECT k.nvtx_path, c.label, count(*) AS launches, sum(k.duration_ns) / 1e3 AS total_us
         FROM classifications c JOIN kernels k USING (kernel_id)
-        WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""", (run,))
+        WHERE c.run = ? AND k.nvtx_path IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""",
+        (run,),
+    )

@@ -23,6 +23,7 @@ k-th collective's wait on a rank is the latest rank's start minus its own. Summe
 step (the step whose GPU window holds the kernel). Without the same collectives on every rank
 the clocks cannot be aligned and the waits are left empty.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -54,21 +55,66 @@ BUS_FACTOR = {
 }
 
 # torch's `Collective name` -> NCCL's kernel collective
-_TORCH_COLLECTIVE = {"allreduce": "AllReduce", "all_reduce": "AllReduce", "allreduce_coalesced": "AllReduce",
-                     "allgather": "AllGather", "_allgather_base": "AllGather", "all_gather": "AllGather",
-                     "allgather_into_tensor_coalesced": "AllGather", "all_gather_into_tensor": "AllGather",
-                     "reduce_scatter": "ReduceScatter", "_reduce_scatter_base": "ReduceScatter",
-                     "reduce_scatter_tensor_coalesced": "ReduceScatter", "reduce_scatter_tensor": "ReduceScatter",
-                     "broadcast": "Broadcast", "reduce": "Reduce", "send": "SendRecv", "recv": "SendRecv",
-                     "all_to_all": "SendRecv", "alltoall": "SendRecv", "alltoall_base": "SendRecv",
-                     "all_to_allv": "SendRecv"}  # NCCL runs all-to-all as grouped send/recv kernels
+_TORCH_COLLECTIVE = {
+    "allreduce": "AllReduce",
+    "all_reduce": "AllReduce",
+    "allreduce_coalesced": "AllReduce",
+    "allgather": "AllGather",
+    "_allgather_base": "AllGather",
+    "all_gather": "AllGather",
+    "allgather_into_tensor_coalesced": "AllGather",
+    "all_gather_into_tensor": "AllGather",
+    "reduce_scatter": "ReduceScatter",
+    "_reduce_scatter_base": "ReduceScatter",
+    "reduce_scatter_tensor_coalesced": "ReduceScatter",
+    "reduce_scatter_tensor": "ReduceScatter",
+    "broadcast": "Broadcast",
+    "reduce": "Reduce",
+    "send": "SendRecv",
+    "recv": "SendRecv",
+    "all_to_all": "SendRecv",
+    "alltoall": "SendRecv",
+    "alltoall_base": "SendRecv",
+    "all_to_allv": "SendRecv",
+}  # NCCL runs all-to-all as grouped send/recv kernels
 
 # torch dtype names (as record_param_comms writes them) and NCCL kernel dtypes -> bytes
-DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Long": 8, "Short": 2, "Char": 1,
-               "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
-               "f32": 4, "f64": 8, "f16": 2, "half": 2, "bf16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8,
-               "i8": 1, "u8": 1, "int8_t": 1, "uint8_t": 1, "int32_t": 4, "uint32_t": 4, "int64_t": 8,
-               "uint64_t": 8, "float": 4, "double": 8, "__nv_bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
+DTYPE_BYTES = {
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Int": 4,
+    "Long": 8,
+    "Short": 2,
+    "Char": 1,
+    "Byte": 1,
+    "Bool": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+    "f32": 4,
+    "f64": 8,
+    "f16": 2,
+    "half": 2,
+    "bf16": 2,
+    "i32": 4,
+    "u32": 4,
+    "i64": 8,
+    "u64": 8,
+    "i8": 1,
+    "u8": 1,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "float": 4,
+    "double": 8,
+    "__nv_bfloat16": 2,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
+}
 
 _KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)(?:_(.*))?$")
 
@@ -119,9 +165,15 @@ def torch_sizes(path) -> tuple[list[dict], int | None]:
     world = info.get("world_size") if isinstance(info, dict) else None
     # torch >= 2.2 copies the collective's arguments onto its NCCL kernel event: those, where
     # present, are one per kernel; else the CPU-side record_param_comms, one per call
-    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") in ("kernel", "Kernel")
-               and str(e.get("name", "")).lower().startswith("nccl")
-               and isinstance(e.get("args"), dict) and "In msg nelems" in e["args"]]
+    kernels = [
+        e
+        for e in events
+        if isinstance(e, dict)
+        and e.get("cat") in ("kernel", "Kernel")
+        and str(e.get("name", "")).lower().startswith("nccl")
+        and isinstance(e.get("args"), dict)
+        and "In msg nelems" in e["args"]
+    ]
     chosen = kernels or [e for e in events if isinstance(e, dict) and e.get("name") == "record_param_comms"]
     out = []
     for e in sorted(chosen, key=lambda e: e.get("ts", 0)):
@@ -133,8 +185,15 @@ def torch_sizes(path) -> tuple[list[dict], int | None]:
         if width and any(isinstance(x, (int, float)) for x in nel):
             # nccl-tests' size: the larger buffer (all-gather's output, reduce-scatter's input)
             size = int(max(x for x in nel if isinstance(x, (int, float)))) * width
-        out.append({"collective": coll, "bytes": size, "group_size": a.get("Group size"), "dtype": a.get("dtype"),
-                    "from": "kernel args" if kernels else "record_param_comms"})
+        out.append(
+            {
+                "collective": coll,
+                "bytes": size,
+                "group_size": a.get("Group size"),
+                "dtype": a.get("dtype"),
+                "from": "kernel args" if kernels else "record_param_comms",
+            }
+        )
     return out, world if isinstance(world, int) and world > 0 else None
 
 
@@ -159,13 +218,16 @@ def _link_peak(peaks: list[dict] | None, gpu: str | None) -> dict | None:
     return None
 
 
-def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = None,
-            step_pattern: str = rk.STEP_PATTERN) -> Collectives:
+def analyse(
+    store: Store, run: str | None = None, peaks: list[dict] | None = None, step_pattern: str = rk.STEP_PATTERN
+) -> Collectives:
     run = store.require_run(run)
     notes: list[str] = []
     rows = store.conn.execute(
         "SELECT rank, short_name, kernel_name, start_ns, end_ns FROM kernels WHERE run = ? AND source != 'ncu'"
-        " AND start_ns IS NOT NULL ORDER BY rank, start_ns", (run,)).fetchall()
+        " AND start_ns IS NOT NULL ORDER BY rank, start_ns",
+        (run,),
+    ).fetchall()
     comm = [r for r in rows if is_comm(r[1]) or is_comm(r[2])]
     ranks = sorted({r[0] for r in rows}, key=lambda r: -1 if r is None else r)
     gpu = (store.conn.execute("SELECT gpu_name FROM runs WHERE run = ?", (run,)).fetchone() or (None,))[0]
@@ -174,8 +236,9 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
     # message sizes: a Kineto trace's record_param_comms, per rank, matched in order per collective
     sizes: dict = {}
     world = None  # the job's ranks, where a trace says (a sample of its ranks may be loaded)
-    kineto = store.conn.execute("SELECT rank, path FROM report_file WHERE run = ? AND format LIKE 'kineto%'",
-                                (run,)).fetchall()
+    kineto = store.conn.execute(
+        "SELECT rank, path FROM report_file WHERE run = ? AND format LIKE 'kineto%'", (run,)
+    ).fetchall()
     for rank, path in kineto:
         try:
             per: dict = defaultdict(list)
@@ -191,7 +254,7 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
         p = parse_name(short or name)
         k = seen[(rank, p["collective"])]
         seen[(rank, p["collective"])] += 1
-        s = (sizes.get(rank, {}).get(p["collective"]) or [])
+        s = sizes.get(rank, {}).get(p["collective"]) or []
         s = s[k] if k < len(s) else None
         n = (s or {}).get("group_size") or world or (len(ranks) if ranks != [None] else None)
         size = (s or {}).get("bytes")
@@ -199,18 +262,35 @@ def analyse(store: Store, run: str | None = None, peaks: list[dict] | None = Non
         algbw = size / (dur * 1e-9) if size and dur > 0 else None
         f = bus_factor(p["collective"], n)
         busbw = algbw * f if algbw is not None and f is not None else None
-        kernels.append({"rank": rank, **p, "start_ns": start, "end_ns": end, "duration_ns": dur, "bytes": size,
-                        "size_from": (s or {}).get("from") if size else None, "group_size": n,
-                        "algbw_gbps": algbw and algbw / 1e9, "busbw_gbps": busbw and busbw / 1e9,
-                        "busbw_pct_of_peak": 100 * busbw / peak["value"] if busbw and peak else None,
-                        "wait_ns": None, "step": None})
+        kernels.append(
+            {
+                "rank": rank,
+                **p,
+                "start_ns": start,
+                "end_ns": end,
+                "duration_ns": dur,
+                "bytes": size,
+                "size_from": (s or {}).get("from") if size else None,
+                "group_size": n,
+                "algbw_gbps": algbw and algbw / 1e9,
+                "busbw_gbps": busbw and busbw / 1e9,
+                "busbw_pct_of_peak": 100 * busbw / peak["value"] if busbw and peak else None,
+                "wait_ns": None,
+                "step": None,
+            }
+        )
     if not comm:
         notes.append("no NCCL kernels in this run")
     elif not any(k["bytes"] for k in kernels):
-        notes.append("message sizes unknown: " + (
-            "the torch.profiler traces carry record_param_comms without element counts (torch < 2.1)" if kineto
-            else "nsys exports keep NCCL's NVTX payload schema but not its values; a torch.profiler trace "
-                 "(torch >= 2.1) carries them in record_param_comms"))
+        notes.append(
+            "message sizes unknown: "
+            + (
+                "the torch.profiler traces carry record_param_comms without element counts (torch < 2.1)"
+                if kineto
+                else "nsys exports keep NCCL's NVTX payload schema but not its values; a torch.profiler trace "
+                "(torch >= 2.1) carries them in record_param_comms"
+            )
+        )
     if comm and peak is None:
         notes.append(f"no measured link peak for {gpu or 'this GPU'} in the peaks file: bus bandwidth not rated")
     _waits(store, run, kernels, ranks, step_pattern, notes)
@@ -252,13 +332,27 @@ def _summary(kernels) -> list[dict]:
     out = []
     for (c, a, p, d), ks in sorted(groups.items(), key=lambda kv: -sum(k["duration_ns"] for k in kv[1])):
         sized = [k for k in ks if k["busbw_gbps"] is not None]
-        out.append({"collective": c, "algorithm": a, "protocol": p, "dtype": d, "kernels": len(ks),
-                    "total_ns": sum(k["duration_ns"] for k in ks),
-                    "bytes": sum(k["bytes"] for k in sized) if sized else None,
-                    "busbw_gbps": (sum(k["bytes"] * bus_factor(c, k["group_size"]) for k in sized)
-                                   / (sum(k["duration_ns"] for k in sized) * 1e-9) / 1e9) if sized else None,
-                    "wait_ns": sum(k["wait_ns"] for k in ks if k["wait_ns"] is not None)
-                    if any(k["wait_ns"] is not None for k in ks) else None})
+        out.append(
+            {
+                "collective": c,
+                "algorithm": a,
+                "protocol": p,
+                "dtype": d,
+                "kernels": len(ks),
+                "total_ns": sum(k["duration_ns"] for k in ks),
+                "bytes": sum(k["bytes"] for k in sized) if sized else None,
+                "busbw_gbps": (
+                    sum(k["bytes"] * bus_factor(c, k["group_size"]) for k in sized)
+                    / (sum(k["duration_ns"] for k in sized) * 1e-9)
+                    / 1e9
+                )
+                if sized
+                else None,
+                "wait_ns": sum(k["wait_ns"] for k in ks if k["wait_ns"] is not None)
+                if any(k["wait_ns"] is not None for k in ks)
+                else None,
+            }
+        )
     return out
 
 
@@ -267,7 +361,14 @@ def _per_rank_step(kernels) -> list[dict]:
     for k in kernels:
         if k["wait_ns"] is not None:
             groups[(k["rank"], k["step"])].append(k)
-    return [{"rank": rank, "step": step, "collectives": len(ks), "wait_ns": sum(k["wait_ns"] for k in ks),
-             "longest_wait_ns": max(k["wait_ns"] for k in ks),
-             "at": max(ks, key=lambda k: k["wait_ns"])["collective"]}
-            for (rank, step), ks in sorted(groups.items(), key=lambda kv: (kv[0][1] or "", kv[0][0]))]
+    return [
+        {
+            "rank": rank,
+            "step": step,
+            "collectives": len(ks),
+            "wait_ns": sum(k["wait_ns"] for k in ks),
+            "longest_wait_ns": max(k["wait_ns"] for k in ks),
+            "at": max(ks, key=lambda k: k["wait_ns"])["collective"],
+        }
+        for (rank, step), ks in sorted(groups.items(), key=lambda kv: (kv[0][1] or "", kv[0][0]))
+    ]

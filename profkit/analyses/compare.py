@@ -28,6 +28,7 @@ Method (docs/compare.md says the same for readers):
   missing thing named: a band that reaches 1, a side with one call, no correctness record for
   the after side (run meta `correctness`, written by `profkit capture`), no counters.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,8 +80,9 @@ class Side:
     def host_bound(self) -> bool:
         """The launcher, not the GPU, sets the pace: the median host time of a call exceeds its
         median span by more than a tenth."""
-        return bool(self.host_us and self.span_us) and \
-            statistics.median(self.host_us) > 1.1 * statistics.median(self.span_us)
+        return bool(self.host_us and self.span_us) and statistics.median(self.host_us) > 1.1 * statistics.median(
+            self.span_us
+        )
 
 
 @dataclass
@@ -104,16 +106,32 @@ class Comparison:
         def med(xs):
             return statistics.median(xs) if xs else None
 
-        out = {"range": self.key, "before": f"{b.run}:{b.path}", "after": f"{a.run}:{a.path}", "by": self.by,
-               "before_us": med(b.times(self.by)), "after_us": med(a.times(self.by)),
-               "before_gpu_us": b.median_us, "after_gpu_us": a.median_us,
-               "before_host_us": med(b.host_us), "after_host_us": med(a.host_us),
-               "before_span_us": med(b.span_us), "after_span_us": med(a.span_us),
-               "speedup": self.speedup, "speedup_low": self.band[0], "speedup_high": self.band[1],
-               "band_method": self.band_method,
-               "label_before": b.label, "label_after": a.label,
-               "roofline_pct_before": b.roofline_pct, "roofline_pct_after": a.roofline_pct,
-               "verdict": self.verdict, "why": self.why, "caveats": self.caveats, "notes": self.notes}
+        out = {
+            "range": self.key,
+            "before": f"{b.run}:{b.path}",
+            "after": f"{a.run}:{a.path}",
+            "by": self.by,
+            "before_us": med(b.times(self.by)),
+            "after_us": med(a.times(self.by)),
+            "before_gpu_us": b.median_us,
+            "after_gpu_us": a.median_us,
+            "before_host_us": med(b.host_us),
+            "after_host_us": med(a.host_us),
+            "before_span_us": med(b.span_us),
+            "after_span_us": med(a.span_us),
+            "speedup": self.speedup,
+            "speedup_low": self.band[0],
+            "speedup_high": self.band[1],
+            "band_method": self.band_method,
+            "label_before": b.label,
+            "label_after": a.label,
+            "roofline_pct_before": b.roofline_pct,
+            "roofline_pct_after": a.roofline_pct,
+            "verdict": self.verdict,
+            "why": self.why,
+            "caveats": self.caveats,
+            "notes": self.notes,
+        }
         for name, side in (("before_detail", b), ("after_detail", a)):
             d = asdict(side)
             d.pop("run"), d.pop("path")
@@ -142,18 +160,23 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
         if by == "host":
             for side in (b, a):
                 if not side.host_us:
-                    why = ("one call: a host time runs from one call's first launch to the next's, so it needs "
-                           "2 calls or more" if side.calls < 2 else
-                           "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
-                           "run does not)")
+                    why = (
+                        "one call: a host time runs from one call's first launch to the next's, so it needs "
+                        "2 calls or more"
+                        if side.calls < 2
+                        else "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
+                        "run does not)"
+                    )
                     raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
         c = _compare_pair(p, b, a, by)
         if b.hotspot or a.hotspot:
             c.notes.append(f"hotspot {_hot(b.hotspot)} -> {_hot(a.hotspot)} (profkit hotspots)")
         out.append(c)
     if timeless and not out:
-        raise BadArgument(f"{before} vs {after}: no GPU time to compare (kernels of 0 ns) in "
-                          f"{', '.join(timeless[:3])}{' ...' if len(timeless) > 3 else ''}")
+        raise BadArgument(
+            f"{before} vs {after}: no GPU time to compare (kernels of 0 ns) in "
+            f"{', '.join(timeless[:3])}{' ...' if len(timeless) > 3 else ''}"
+        )
     for c in out if timeless else ():
         c.notes.append(f"left out, 0 ns of GPU time per call: {', '.join(timeless)}")
     return out
@@ -185,16 +208,24 @@ def timeline(store: Store, selector: str) -> list[dict]:
             t0 = call[0]["start_ns"]
             for k in call:
                 start = k["start_ns"]
-                out.append({"range": g.path, "call": i, "kernel": k["short_name"] or k["kernel_name"],
-                            "start_us": None if start is None or t0 is None else (start - t0) / 1e3,
-                            "duration_us": (k["duration_ns"] or 0) / 1e3,
-                            "gap_us": None if start is None or prev_end is None else (start - prev_end) / 1e3,
-                            "label": labels.get(k["kernel_id"]), "kernel_id": k["kernel_id"]})
+                out.append(
+                    {
+                        "range": g.path,
+                        "call": i,
+                        "kernel": k["short_name"] or k["kernel_name"],
+                        "start_us": None if start is None or t0 is None else (start - t0) / 1e3,
+                        "duration_us": (k["duration_ns"] or 0) / 1e3,
+                        "gap_us": None if start is None or prev_end is None else (start - prev_end) / 1e3,
+                        "label": labels.get(k["kernel_id"]),
+                        "kernel_id": k["kernel_id"],
+                    }
+                )
                 prev_end = k["end_ns"]
     return out
 
 
 # --- one side ------------------------------------------------------------------------------
+
 
 class _RunContext:
     """A run's labels, counters and correctness record, read once."""
@@ -226,9 +257,19 @@ class _RunContext:
             labels[lab] = labels.get(lab, 0.0) + (k["duration_ns"] or 0) / 1e3
         total = sum(labels.values())
         label = max(labels, key=labels.get) if labels else None
-        s = Side(self.run, group.path, len(calls), len(calls[0]) if calls else 0, gpu, spans, label,
-                 labels[label] / total if label and total else None, labels,
-                 correctness=self.correctness.get(group.path), host_us=host)
+        s = Side(
+            self.run,
+            group.path,
+            len(calls),
+            len(calls[0]) if calls else 0,
+            gpu,
+            spans,
+            label,
+            labels[label] / total if label and total else None,
+            labels,
+            correctness=self.correctness.get(group.path),
+            host_us=host,
+        )
         _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
         hot = [self.hot[k["kernel_id"]] for k in group.kernels if k["kernel_id"] in self.hot]
         if hot:
@@ -269,17 +310,22 @@ def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
 
 # --- the pair ------------------------------------------------------------------------------
 
+
 def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, float], str]:
     """Band of the speed-up median(before)/median(after) from the spread of the calls."""
     n = min(len(before), len(after))
     if n < BOOTSTRAP_MIN_CALLS:
-        return ((_ratio(min(before), max(after)), _ratio(max(before), min(after))),
-                f"min..max over all pairings of {len(before)} x {len(after)} calls "
-                f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)")
+        return (
+            (_ratio(min(before), max(after)), _ratio(max(before), min(after))),
+            f"min..max over all pairings of {len(before)} x {len(after)} calls "
+            f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)",
+        )
     ratios = _bootstrap_ratios(before, after)
     lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
-    return (lo, hi), (f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
-                      f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls")
+    return (lo, hi), (
+        f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
+        f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls"
+    )
 
 
 def _ratio(a: float, b: float) -> float:
@@ -306,8 +352,9 @@ def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
     return sorted((np.median(b, axis=1) / np.median(a, axis=1)).tolist())
 
 
-def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side,
-            by: str = "gpu") -> tuple[str, str, list[str]]:
+def verdict(
+    speedup: float, band: tuple[float, float], before: Side, after: Side, by: str = "gpu"
+) -> tuple[str, str, list[str]]:
     """(verdict, one-line why, caveats); `by`: the measure the speed-up and band are of."""
     ok = (after.correctness or {}).get("ok")
     if ok is False:
@@ -330,15 +377,22 @@ def verdict(speedup: float, band: tuple[float, float], before: Side, after: Side
     faster = f"{speedup:.2f}x faster" + (" on the host" if by == "host" else "")
     if caveats:
         return "caveated", f"{faster}, but " + "; ".join(caveats), caveats
-    return "supported", (f"{faster} beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
-                         f"reference check passed ({_check_text(after.correctness)})"), []
+    return (
+        "supported",
+        (
+            f"{faster} beyond noise (band {band[0]:.2f}-{band[1]:.2f}), "
+            f"reference check passed ({_check_text(after.correctness)})"
+        ),
+        [],
+    )
 
 
 def _check_text(rec: dict | None) -> str:
     if not rec:
         return "no record"
-    parts = [f"{k} {rec[k]:.2e}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
-             for k in ("rel_err", "tol") if k in rec]
+    parts = [
+        f"{k} {rec[k]:.2e}" if isinstance(rec[k], float) else f"{k} {rec[k]}" for k in ("rel_err", "tol") if k in rec
+    ]
     return ", ".join(parts) or ("passed" if rec.get("ok") else "failed")
 
 
@@ -354,11 +408,15 @@ def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu")
     if by == "gpu":
         bound = [f"{s.run}:{s.path}" for s in (before, after) if s.host_bound()]
         if bound:
-            notes.append(f"host-bound (the host takes longer a call than the GPU's span: the GPU waits on the "
-                         f"launcher): {', '.join(bound)}; --by host compares what the caller waits for")
+            notes.append(
+                f"host-bound (the host takes longer a call than the GPU's span: the GPU waits on the "
+                f"launcher): {', '.join(bound)}; --by host compares what the caller waits for"
+            )
     else:
         notes.append(f"GPU time per call {before.median_us:,.1f} -> {after.median_us:,.1f} us")
         if not (before.host_bound() or after.host_bound()):
-            notes.append("neither side is host-bound: the GPU sets the pace of these calls, and the "
-                         "GPU time (the default) is what the caller waits for")
+            notes.append(
+                "neither side is host-bound: the GPU sets the pace of these calls, and the "
+                "GPU time (the default) is what the caller waits for"
+            )
     return Comparison(p.key, before, after, speedup, band, method, v, why, caveats, by, notes)

@@ -31,6 +31,7 @@ What each computes, per run:
 DuckDB runs with a memory limit (default 1 GB) and a spill directory: its operators stream
 Parquet and spill, so memory stays bounded at any number of ranks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -173,8 +174,7 @@ FROM l GROUP BY run, rank, label
 ORDER BY run, rank, total_ns DESC, label
 """
 
-ANALYSES = {"stragglers": STRAGGLERS_SQL, "per_rank": PER_RANK_SQL, "kernels": KERNELS_SQL,
-            "classify": CLASSIFY_SQL}
+ANALYSES = {"stragglers": STRAGGLERS_SQL, "per_rank": PER_RANK_SQL, "kernels": KERNELS_SQL, "classify": CLASSIFY_SQL}
 
 
 class Engine:
@@ -207,9 +207,11 @@ class DuckDB(Engine):
     def views(self, root: Path) -> None:
         for t in TABLES:
             files = _quote(str(root / t / "*" / "*" / "*.parquet"))
-            self.conn.execute(f"CREATE TEMPORARY VIEW {t} AS SELECT * FROM read_parquet('{files}', "
-                              "hive_partitioning = true, union_by_name = true, "
-                              "hive_types = {'run': VARCHAR, 'rank': BIGINT})")
+            self.conn.execute(
+                f"CREATE TEMPORARY VIEW {t} AS SELECT * FROM read_parquet('{files}', "
+                "hive_partitioning = true, union_by_name = true, "
+                "hive_types = {'run': VARCHAR, 'rank': BIGINT})"
+            )
 
     def sql(self, text: str) -> list[dict]:
         cur = self.conn.execute(text)
@@ -231,10 +233,15 @@ class Spark(Engine):
                 from pyspark.sql import SparkSession
             except ImportError:
                 raise ToolMissing("the Spark engine needs pyspark: pip install pyspark (and Java 17)") from None
-            session = (SparkSession.builder.master(f"local[{cores}]").appName("profkit-fleet")
-                       .config("spark.driver.memory", memory).config("spark.ui.enabled", "false")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.sql.shuffle.partitions", str(max(2, cores * 2))).getOrCreate())
+            session = (
+                SparkSession.builder.master(f"local[{cores}]")
+                .appName("profkit-fleet")
+                .config("spark.driver.memory", memory)
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
+                .getOrCreate()
+            )
             session.sparkContext.setLogLevel("ERROR")
         self.spark = session
 
@@ -327,10 +334,12 @@ def classify(engine: Engine, run: str | None = None) -> list[dict]:
     return [r for r in engine.sql(CLASSIFY_SQL) if run is None or r["run"] == run]
 
 
-FIXES = {"wait_ns": "waits for other ranks: look at the slowest rank", "exposed_comm_beyond_wait_ns":
-         "NCCL time not hidden under compute: overlap it (bucket sizes, async collectives)",
-         "idle_ns": "GPU idle inside the step: host-bound or serialised launches",
-         "launch_overhead_ns": "launch-overhead kernels: fuse them or capture a CUDA graph"}
+FIXES = {
+    "wait_ns": "waits for other ranks: look at the slowest rank",
+    "exposed_comm_beyond_wait_ns": "NCCL time not hidden under compute: overlap it (bucket sizes, async collectives)",
+    "idle_ns": "GPU idle inside the step: host-bound or serialised launches",
+    "launch_overhead_ns": "launch-overhead kernels: fuse them or capture a CUDA graph",
+}
 
 
 def advise(engine: Engine, run: str | None = None) -> list[dict]:
@@ -342,11 +351,24 @@ def advise(engine: Engine, run: str | None = None) -> list[dict]:
     out = []
     for r in f.per_rank:
         window = r["window_ns"] or 0
-        parts = {"wait_ns": r["wait_ns"], "exposed_comm_beyond_wait_ns": max(0, r["exposed_comm_ns"] - r["wait_ns"]),
-                 "idle_ns": r["idle_ns"], "launch_overhead_ns": lo.get((r["run"], r["rank"]), 0)}
+        parts = {
+            "wait_ns": r["wait_ns"],
+            "exposed_comm_beyond_wait_ns": max(0, r["exposed_comm_ns"] - r["wait_ns"]),
+            "idle_ns": r["idle_ns"],
+            "launch_overhead_ns": lo.get((r["run"], r["rank"]), 0),
+        }
         what, ns = max(parts.items(), key=lambda kv: kv[1])
-        out.append({"run": r["run"], "rank": r["rank"], "steps": r["steps"], "window_ns": window, **parts,
-                    "first_fix": FIXES[what] if ns > 0 else None, "recoverable_ns": ns,
-                    "share": ns / window if window else None,
-                    "slowest": f.slowest_rank.get(r["run"]) == r["rank"]})
+        out.append(
+            {
+                "run": r["run"],
+                "rank": r["rank"],
+                "steps": r["steps"],
+                "window_ns": window,
+                **parts,
+                "first_fix": FIXES[what] if ns > 0 else None,
+                "recoverable_ns": ns,
+                "share": ns / window if window else None,
+                "slowest": f.slowest_rank.get(r["run"]) == r["rank"],
+            }
+        )
     return out

@@ -14,6 +14,7 @@ Tensors are matched by element count and dtype (the trace records no tensor iden
 tensor from outside as large as an intermediate counts as internal (a floor too low, never too
 high).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,9 @@ def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, fl
     return b_in, float(b_out), f"{len(ops)} operators"
 
 
-def floor(call: list[dict], ops: dict[int, dict], bw: float | None, gpu: str | None,
-          measured: list[dict] | None = None) -> tuple[float, str, float] | None:
+def floor(
+    call: list[dict], ops: dict[int, dict], bw: float | None, gpu: str | None, measured: list[dict] | None = None
+) -> tuple[float, str, float] | None:
     """(floor ns, how, bytes) of one call of a range fused into one kernel, from its operators'
     shapes; None where a kernel of the call has no operator with shapes, or only one operator."""
     seen, seq = set(), []
@@ -105,13 +107,16 @@ def floor(call: list[dict], ops: dict[int, dict], bw: float | None, gpu: str | N
         if e is None or not g:
             continue
         key = f"{e.dtype}_tensor" if e.family in TENSOR and e.dtype in ("bf16", "fp16", "fp8") else "fp32"
-        peak = next((p["value"] for p in measured or () if p["ceiling"] == key and p["gpu"] == gpu), None) \
-            or g.ceilings.get(key)
+        peak = next(
+            (p["value"] for p in measured or () if p["ceiling"] == key and p["gpu"] == gpu), None
+        ) or g.ceilings.get(key)
         if peak:
             t_flops += e.flops / peak * 1e9
     names = " -> ".join(o["op"].removeprefix("aten::") for o in seq[:6]) + (" ..." if len(seq) > 6 else "")
-    how = (f"{len(seq)} operators fused ({names}): {(b_in + b_out) / 1e6:,.2f} MB from outside and out "
-           f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from shapes) at {how_bw}")
+    how = (
+        f"{len(seq)} operators fused ({names}): {(b_in + b_out) / 1e6:,.2f} MB from outside and out "
+        f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from shapes) at {how_bw}"
+    )
     if t_flops > t_bytes:
         return t_flops, f"{how}; their FLOPs at the peaks take longer: {t_flops / 1e3:,.1f} us", b_in + b_out
     return t_bytes, how, b_in + b_out

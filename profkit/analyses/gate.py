@@ -21,6 +21,7 @@ can act on (docs/gate.md has the method for readers).
   points at a pass) is (1.96 + 0.84) standard errors (SE shrinking as 1/sqrt(calls)), less the
   calls it has; at least up to 10 a side, where the band becomes a bootstrap interval.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -52,6 +53,7 @@ EXIT = {"pass": 0, "improvement": 0, "regression": 1, "undecided": 3}
 
 # --- what a run holds ---------------------------------------------------------------------
 
+
 def samples(store: Store, run: str) -> list[RangeSamples]:
     """Per NVTX range of RUN (in launch order): the GPU and host time of each call, its dominant
     label, and each kernel's time per call with its label (labels only where counters exist)."""
@@ -81,7 +83,8 @@ def facts(store: Store, run: str) -> dict:
     workload shape and variant set (None: not recorded)."""
     meta = store.run_meta(run)
     gpu = meta.get("gpu_name") or (store.query("SELECT gpu_name FROM run WHERE run = ?", (run,)) or [{}])[0].get(
-        "gpu_name")
+        "gpu_name"
+    )
     cmd = command_of(meta) or []
     shapes = sorted({cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--shape"})
     variants = sorted({cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--variant"})
@@ -90,10 +93,15 @@ def facts(store: Store, run: str) -> dict:
         variants = sorted(selection.variants(paths))
     tools = {k: meta[k] for k in TOOLS if meta.get(k)}
     libraries = {k: meta[k] for k in LIBRARIES if meta.get(k)}
-    return {"gpu": gpu, "driver": meta.get("driver"),
-            "clocks": meta.get("clock_control") or meta.get("clocks"),
-            "tools": tools or None, "shape": shapes or None, "variants": variants or None,
-            "libraries": libraries or None}
+    return {
+        "gpu": gpu,
+        "driver": meta.get("driver"),
+        "clocks": meta.get("clock_control") or meta.get("clocks"),
+        "tools": tools or None,
+        "shape": shapes or None,
+        "variants": variants or None,
+        "libraries": libraries or None,
+    }
 
 
 def snapshot(store: Store, run: str, name: str) -> Baseline:
@@ -102,6 +110,7 @@ def snapshot(store: Store, run: str, name: str) -> Baseline:
 
 
 # --- comparability --------------------------------------------------------------------------
+
 
 @dataclass
 class Difference:
@@ -121,8 +130,9 @@ def differences(base: dict, run: dict) -> tuple[list[Difference], list[str]]:
     lb, lr = base.get("libraries") or {}, run.get("libraries") or {}
     for lib in sorted(set(lb) & set(lr)):
         if lb[lib] != lr[lib]:
-            notes.append(f"{lib}: {lb[lib]} (baseline) -> {lr[lib]} (run): compared (a library the change may be "
-                         f"about)")
+            notes.append(
+                f"{lib}: {lb[lib]} (baseline) -> {lr[lib]} (run): compared (a library the change may be about)"
+            )
     for f in FACTS:
         b, r = base.get(f), run.get(f)
         if f == "tools" and b and r:
@@ -133,8 +143,10 @@ def differences(base: dict, run: dict) -> tuple[list[Difference], list[str]]:
         if b is None and r is None:
             continue
         if b is None or r is None:
-            notes.append(f"{f}: not recorded for the {'baseline' if b is None else 'run'} "
-                         f"({_fact_text(r if b is None else b)} on the other side)")
+            notes.append(
+                f"{f}: not recorded for the {'baseline' if b is None else 'run'} "
+                f"({_fact_text(r if b is None else b)} on the other side)"
+            )
         elif b != r:
             diffs.append(Difference(f, b, r))
     return diffs, notes
@@ -157,6 +169,7 @@ def _fact_text(v) -> str:
 
 
 # --- one decision ---------------------------------------------------------------------------
+
 
 @dataclass
 class Decision:
@@ -198,13 +211,30 @@ def decide(before: list[float], after: list[float], threshold: float = DEFAULT_T
     limit = 1.0 + threshold
     mb, ma = statistics.median(before), statistics.median(after)
     if mb <= 0 or ma <= 0:
-        return Decision("undecided", float("nan"), (float("nan"), float("nan")), "", None, None,
-                        "a median time of 0 (no kernel time in the range)", nb, na)
+        return Decision(
+            "undecided",
+            float("nan"),
+            (float("nan"), float("nan")),
+            "",
+            None,
+            None,
+            "a median time of 0 (no kernel time in the range)",
+            nb,
+            na,
+        )
     slow = ma / mb
     if min(nb, na) < 2:
-        return Decision("undecided", slow, (slow, slow), "one call on a side: no noise estimate", None,
-                        max(1, BOOTSTRAP_MIN_CALLS - min(nb, na)),
-                        f"one call on a side ({nb} baseline, {na} run): no noise estimate", nb, na)
+        return Decision(
+            "undecided",
+            slow,
+            (slow, slow),
+            "one call on a side: no noise estimate",
+            None,
+            max(1, BOOTSTRAP_MIN_CALLS - min(nb, na)),
+            f"one call on a side ({nb} baseline, {na} run): no noise estimate",
+            nb,
+            na,
+        )
     (lo, hi), method = noise_band(before, after)  # of the speed-up before/after
     s_lo, s_hi = 1.0 / hi, 1.0 / lo
     se = log_se(before, after)
@@ -222,8 +252,11 @@ def decide(before: list[float], after: list[float], threshold: float = DEFAULT_T
         v, why = "pass", f"{pct}; a slow-down beyond {threshold:.0%} is ruled out"
     else:
         v = "undecided"
-        why = (f"{pct}: the band reaches both 1 and {threshold:.0%}" if slow > limit else
-               f"{pct}: the band reaches a {threshold:.0%} slow-down")
+        why = (
+            f"{pct}: the band reaches both 1 and {threshold:.0%}"
+            if slow > limit
+            else f"{pct}: the band reaches a {threshold:.0%} slow-down"
+        )
     more = calls_needed(min(nb, na), se, slow, limit) if v == "undecided" else None
     return Decision(v, slow, (s_lo, s_hi), method, detectable, more, why, nb, na)
 
@@ -241,6 +274,7 @@ def calls_needed(n: int, se: float, slow: float, limit: float) -> int:
 
 
 # --- the gate -------------------------------------------------------------------------------
+
 
 @dataclass
 class KernelRow:
@@ -303,8 +337,11 @@ class GateResult:
         und = self.undecided()
         if und:
             more = max(r.decision.more_calls or 0 for r in und)
-            line += (f"; undecided: about {more:,} more calls a side would settle it" if more < MAX_CALLS else
-                     "; undecided: the change sits at the threshold (no practical number of calls settles it)")
+            line += (
+                f"; undecided: about {more:,} more calls a side would settle it"
+                if more < MAX_CALLS
+                else "; undecided: the change sits at the threshold (no practical number of calls settles it)"
+            )
         return line
 
     def to_dict(self) -> dict:
@@ -316,17 +353,44 @@ class GateResult:
             out["change_pct"] = d.change_pct
             return out
 
-        return {"verdict": self.verdict, "exit_code": self.exit_code, "summary": self.summary(),
-                "baseline": self.baseline, "baseline_run": self.baseline_run, "runs": self.runs, "by": self.by,
-                "threshold": self.threshold, "differences": [d.line() for d in self.differences],
-                "allowed": self.allowed, "notes": self.notes, "rerun": self.rerun,
-                "ranges": [{"range": r.path, **dec(r.decision), "baseline_us": r.baseline_us, "run_us": r.run_us,
-                            "label_baseline": r.label_baseline, "label_run": r.label_run,
-                            "kernels": [{"kernel": k.kernel, "decision": dec(k.decision), "baseline_us": k.baseline_us,
-                                         "run_us": k.run_us, "label_baseline": k.label_baseline,
-                                         "label_run": k.label_run, "label_changed": k.label_changed, "note": k.note}
-                                        for k in r.kernels]}
-                           for r in self.ranges]}
+        return {
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "summary": self.summary(),
+            "baseline": self.baseline,
+            "baseline_run": self.baseline_run,
+            "runs": self.runs,
+            "by": self.by,
+            "threshold": self.threshold,
+            "differences": [d.line() for d in self.differences],
+            "allowed": self.allowed,
+            "notes": self.notes,
+            "rerun": self.rerun,
+            "ranges": [
+                {
+                    "range": r.path,
+                    **dec(r.decision),
+                    "baseline_us": r.baseline_us,
+                    "run_us": r.run_us,
+                    "label_baseline": r.label_baseline,
+                    "label_run": r.label_run,
+                    "kernels": [
+                        {
+                            "kernel": k.kernel,
+                            "decision": dec(k.decision),
+                            "baseline_us": k.baseline_us,
+                            "run_us": k.run_us,
+                            "label_baseline": k.label_baseline,
+                            "label_run": k.label_run,
+                            "label_changed": k.label_changed,
+                            "note": k.note,
+                        }
+                        for k in r.kernels
+                    ],
+                }
+                for r in self.ranges
+            ],
+        }
 
 
 def matches(path: str, pattern: str | None) -> bool:
@@ -355,29 +419,43 @@ def pooled(parts: list[list[RangeSamples]]) -> list[RangeSamples]:
     return out
 
 
-def gate(base: Baseline, run_samples: list[RangeSamples], run_facts: dict, runs: list[str], *,
-         threshold: float = DEFAULT_THRESHOLD, by: str = "gpu", pattern: str | None = None,
-         allow: set[str] | frozenset = frozenset()) -> GateResult:
+def gate(
+    base: Baseline,
+    run_samples: list[RangeSamples],
+    run_facts: dict,
+    runs: list[str],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    by: str = "gpu",
+    pattern: str | None = None,
+    allow: set[str] | frozenset = frozenset(),
+) -> GateResult:
     """Gate RUN_SAMPLES (one run's, or several pooled) against BASE."""
     if by not in ("gpu", "host"):
         raise BadArgument(f"--by {by!r}: one of gpu, host")
     diffs, notes = differences(base.facts, run_facts)
     refused = [d for d in diffs if d.fact not in allow]
     if refused:
-        raise BadArgument(f"baseline {base.name!r} (run {base.run}) is not comparable with {runs[0]}: "
-                          + "; ".join(d.line() for d in refused)
-                          + f" (--allow {','.join(sorted({d.fact for d in refused}))} compares anyway)")
+        raise BadArgument(
+            f"baseline {base.name!r} (run {base.run}) is not comparable with {runs[0]}: "
+            + "; ".join(d.line() for d in refused)
+            + f" (--allow {','.join(sorted({d.fact for d in refused}))} compares anyway)"
+        )
     mine = {r.path: r for r in run_samples}
     chosen = [r for r in base.ranges if matches(r.path, pattern)]
     if not chosen:
         more = " ..." if len(base.ranges) > 4 else ""
-        raise BadArgument(f"--range {pattern!r} matches no range of baseline {base.name!r} "
-                          f"(ranges: {', '.join(r.path for r in base.ranges[:4])}{more})")
+        raise BadArgument(
+            f"--range {pattern!r} matches no range of baseline {base.name!r} "
+            f"(ranges: {', '.join(r.path for r in base.ranges[:4])}{more})"
+        )
     missing = [r.path for r in chosen if r.path not in mine]
     if missing:
-        raise BadArgument(f"{runs[0]} has no range {missing[0]!r} of baseline {base.name!r}"
-                          f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: the benchmark "
-                          f"changed; --range PATTERN gates the ranges both have")
+        raise BadArgument(
+            f"{runs[0]} has no range {missing[0]!r} of baseline {base.name!r}"
+            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: the benchmark "
+            f"changed; --range PATTERN gates the ranges both have"
+        )
     extra = [p for p in mine if p not in {r.path for r in base.ranges} and matches(p, pattern)]
     if extra:
         notes.append(f"not in the baseline, not gated: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
@@ -386,18 +464,22 @@ def gate(base: Baseline, run_samples: list[RangeSamples], run_facts: dict, runs:
         r = mine[b.path]
         tb, tr = b.times(by), r.times(by)
         if not tb or not tr:
-            raise BadArgument(f"--by host: {b.path} has no host time per call on the "
-                              f"{'baseline' if not tb else 'run'} side (it needs 2 calls or more on a timeline "
-                              f"with API start times)")
+            raise BadArgument(
+                f"--by host: {b.path} has no host time per call on the "
+                f"{'baseline' if not tb else 'run'} side (it needs 2 calls or more on a timeline "
+                f"with API start times)"
+            )
         d = decide(tb, tr, threshold)
         rows.append(RangeRow(b.path, d, statistics.median(tb), statistics.median(tr), b.label, r.label))
-    worst = sorted((x for x in rows if x.decision.verdict in ("regression", "undecided")),
-                   key=lambda x: -x.decision.slowdown)[:KERNEL_ROWS_FOR]
+    worst = sorted(
+        (x for x in rows if x.decision.verdict in ("regression", "undecided")), key=lambda x: -x.decision.slowdown
+    )[:KERNEL_ROWS_FOR]
     for row in worst:
         b = next(x for x in chosen if x.path == row.path)
         row.kernels = kernel_rows(b, mine[row.path], threshold)
-    return GateResult(base.name, base.run, runs, by, threshold, rows, diffs, sorted(allow & {d.fact for d in diffs}),
-                      notes)
+    return GateResult(
+        base.name, base.run, runs, by, threshold, rows, diffs, sorted(allow & {d.fact for d in diffs}), notes
+    )
 
 
 def kernel_rows(b: RangeSamples, r: RangeSamples, threshold: float) -> list[KernelRow]:
@@ -408,17 +490,30 @@ def kernel_rows(b: RangeSamples, r: RangeSamples, threshold: float) -> list[Kern
     for k in b.kernels:
         o = mine.get(k.name)
         if o is None:
-            out.append(KernelRow(k.name, None, statistics.median(k.gpu_us), None, k.label, None,
-                                 "not launched in the run"))
+            out.append(
+                KernelRow(k.name, None, statistics.median(k.gpu_us), None, k.label, None, "not launched in the run")
+            )
             continue
-        d = decide(k.gpu_us, o.gpu_us, threshold) if min(statistics.median(k.gpu_us),
-                                                          statistics.median(o.gpu_us)) > 0 else None
+        d = (
+            decide(k.gpu_us, o.gpu_us, threshold)
+            if min(statistics.median(k.gpu_us), statistics.median(o.gpu_us)) > 0
+            else None
+        )
         out.append(KernelRow(k.name, d, statistics.median(k.gpu_us), statistics.median(o.gpu_us), k.label, o.label))
     known = {k.name for k in b.kernels}
     for o in r.kernels:
         if o.name not in known:
-            out.append(KernelRow(o.name, None, None, statistics.median(o.gpu_us), None, o.label,
-                                 "new in the run (not in the baseline)"))
+            out.append(
+                KernelRow(
+                    o.name,
+                    None,
+                    None,
+                    statistics.median(o.gpu_us),
+                    None,
+                    o.label,
+                    "new in the run (not in the baseline)",
+                )
+            )
     # most added time first: the kernel that moved
     out.sort(key=lambda k: -((k.run_us or 0) - (k.baseline_us or 0)))
     return out
@@ -430,8 +525,17 @@ def gate_runs(store: Store, base: Baseline, runs: list[str], **kw) -> GateResult
     return gate(base, pooled(parts), facts(store, runs[0]), list(runs), **kw)
 
 
-def rerun_loop(store_factory, base: Baseline, run: str, recapture, *, budget_runs: int = 5,
-               budget_s: float | None = None, clock=None, **kw) -> GateResult:
+def rerun_loop(
+    store_factory,
+    base: Baseline,
+    run: str,
+    recapture,
+    *,
+    budget_runs: int = 5,
+    budget_s: float | None = None,
+    clock=None,
+    **kw,
+) -> GateResult:
     """Gate RUN; while a range is undecided and the budget lasts, re-capture the benchmark
     (`recapture(i) -> run name`, a timeline-only capture loaded into the database) and gate the
     runs pooled. Says what it did in `result.rerun`."""
@@ -446,31 +550,48 @@ def rerun_loop(store_factory, base: Baseline, run: str, recapture, *, budget_run
             result = gate_runs(s, base, runs, **kw)
         undecided = result.undecided()
         if not undecided:
-            done.append(f"decided after {len(runs) - 1} re-capture{'s' if len(runs) != 2 else ''}"
-                        if len(runs) > 1 else "decided on the first run: nothing re-captured")
+            done.append(
+                f"decided after {len(runs) - 1} re-capture{'s' if len(runs) != 2 else ''}"
+                if len(runs) > 1
+                else "decided on the first run: nothing re-captured"
+            )
             break
         if len(runs) - 1 >= budget_runs:
-            done.append(f"budget spent: {budget_runs} re-capture{'s' if budget_runs != 1 else ''} "
-                        f"(--budget-runs); {len(undecided)} range{'s' if len(undecided) != 1 else ''} undecided")
+            done.append(
+                f"budget spent: {budget_runs} re-capture{'s' if budget_runs != 1 else ''} "
+                f"(--budget-runs); {len(undecided)} range{'s' if len(undecided) != 1 else ''} undecided"
+            )
             break
         if budget_s is not None and clock() - t0 >= budget_s:
-            done.append(f"budget spent: {clock() - t0:.0f} s of {budget_s:.0f} s (--budget-s); "
-                        f"{len(undecided)} range{'s' if len(undecided) != 1 else ''} undecided")
+            done.append(
+                f"budget spent: {clock() - t0:.0f} s of {budget_s:.0f} s (--budget-s); "
+                f"{len(undecided)} range{'s' if len(undecided) != 1 else ''} undecided"
+            )
             break
         more = max(r.decision.more_calls or 0 for r in undecided)
         t1 = clock()
         new = recapture(len(runs))
         runs.append(new)
-        done.append(f"re-captured as run {new} in {clock() - t1:.0f} s ({len(undecided)} undecided; "
-                    f"about {more:,} more calls a side wanted)")
+        done.append(
+            f"re-captured as run {new} in {clock() - t1:.0f} s ({len(undecided)} undecided; "
+            f"about {more:,} more calls a side wanted)"
+        )
     result.rerun = done
     return result
 
 
 # --- the simulation (docs/gate.md) ----------------------------------------------------------
 
-def simulate(ranges: dict[str, list[float]], *, trials: int = 200, slowdowns=(0.02, 0.05, 0.10),
-             threshold: float = DEFAULT_THRESHOLD, seed: int = 0, draw: str = "split") -> dict:
+
+def simulate(
+    ranges: dict[str, list[float]],
+    *,
+    trials: int = 200,
+    slowdowns=(0.02, 0.05, 0.10),
+    threshold: float = DEFAULT_THRESHOLD,
+    seed: int = 0,
+    draw: str = "split",
+) -> dict:
     """A/A and planted slow-downs over recorded per-call times. For each range and trial, two
     samples are drawn from the range's calls: `split` shuffles them and takes the two halves,
     `resample` draws two samples of the range's size with replacement (the bootstrap regime
@@ -490,7 +611,7 @@ def simulate(ranges: dict[str, list[float]], *, trials: int = 200, slowdowns=(0.
                 xs = list(times)
                 rng.shuffle(xs)
                 h = len(xs) // 2
-                a, b = xs[:h], xs[h:2 * h]
+                a, b = xs[:h], xs[h : 2 * h]
             else:
                 a, b = rng.choices(times, k=len(times)), rng.choices(times, k=len(times))
             sizes.add(len(a))
@@ -498,7 +619,13 @@ def simulate(ranges: dict[str, list[float]], *, trials: int = 200, slowdowns=(0.
             for x in slowdowns:
                 planted[x][decide(a, [v * (1 + x) for v in b], threshold).verdict] += 1
             n += 1
-    return {"draw": draw, "comparisons": n, "ranges": len(ranges), "trials": trials, "threshold": threshold,
-            "calls_a_side": sorted(sizes),
-            "aa": {v: c / n for v, c in aa.items()},
-            "planted": {f"{x:.0%}": {v: c / n for v, c in d.items()} for x, d in planted.items()}}
+    return {
+        "draw": draw,
+        "comparisons": n,
+        "ranges": len(ranges),
+        "trials": trials,
+        "threshold": threshold,
+        "calls_a_side": sorted(sizes),
+        "aa": {v: c / n for v, c in aa.items()},
+        "planted": {f"{x:.0%}": {v: c / n for v, c in d.items()} for x, d in planted.items()},
+    }

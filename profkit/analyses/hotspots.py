@@ -8,6 +8,7 @@ warp is at: a warp waiting on a load's result is charged at the instruction that
 and, for memory waits, the load on that line where there is one. Without line info (a CUDA
 binary built without -lineinfo) the instructions themselves are ranked.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,10 +50,10 @@ class Line:
     samples: int
     samples_not_issued: int | None
     inst_executed: int | None
-    stalls: dict[str, int]                 # reason -> samples, most first
-    text: str | None                       # the source line, where the report embeds it
-    instructions: list[dict]               # the line's instructions: pc, instruction, samples, top reason
-    share: float = 0.0                     # of the kernel's samples
+    stalls: dict[str, int]  # reason -> samples, most first
+    text: str | None  # the source line, where the report embeds it
+    instructions: list[dict]  # the line's instructions: pc, instruction, samples, top reason
+    share: float = 0.0  # of the kernel's samples
     reading: str = ""
 
     @property
@@ -65,17 +66,17 @@ class Line:
 @dataclass
 class Hotspots:
     run: str
-    kernel: str                            # the kernel's name
-    launches: list[int]                    # kernel_ids summed
+    kernel: str  # the kernel's name
+    launches: list[int]  # kernel_ids summed
     samples: int
     inst_executed: int | None
     stalls: dict[str, int]
-    by: str                                # "line" or "instruction" (no line info)
+    by: str  # "line" or "instruction" (no line info)
     lines: list[Line]
-    files: dict[str, list[str]] = field(default_factory=dict)   # embedded source: file -> lines
-    others: list[dict] = field(default_factory=list)            # the run's other kernels with counters
+    files: dict[str, list[str]] = field(default_factory=dict)  # embedded source: file -> lines
+    others: list[dict] = field(default_factory=list)  # the run's other kernels with counters
     notes: list[str] = field(default_factory=list)
-    all_lines: list[Line] = field(default_factory=list)        # every line, not only the top (the HTML page)
+    all_lines: list[Line] = field(default_factory=list)  # every line, not only the top (the HTML page)
 
     def as_dict(self, with_files: bool = False) -> dict:
         d = asdict(self)
@@ -117,17 +118,22 @@ def _stall_of(stalls: dict[str, int]) -> str | None:
 
 def kernels(store: Store, run: str) -> list[dict]:
     """The run's kernels with Source Counters: name, launches, samples, most first."""
-    return store.query("""
+    return store.query(
+        """
         SELECT kernel_name, count(DISTINCT kernel_id) AS launches, sum(samples) AS samples,
                sum(inst_executed) AS inst_executed
-        FROM sass WHERE run = ? GROUP BY kernel_name ORDER BY sum(samples) DESC, kernel_name""", (run,))
+        FROM sass WHERE run = ? GROUP BY kernel_name ORDER BY sum(samples) DESC, kernel_name""",
+        (run,),
+    )
 
 
 def _pick(store: Store, run: str, kernel: str | None) -> tuple[str, list[int], list[dict]]:
     have = kernels(store, run)
     if not have:
-        raise BadArgument(f"run {run!r} has no Source Counters: capture its kernels with ncu --section SourceCounters "
-                          f"--import-source yes")
+        raise BadArgument(
+            f"run {run!r} has no Source Counters: capture its kernels with ncu --section SourceCounters "
+            f"--import-source yes"
+        )
     if kernel is not None and kernel.isdigit():
         rows = store.query("SELECT DISTINCT kernel_name FROM sass WHERE run = ? AND kernel_id = ?", (run, int(kernel)))
         if not rows:
@@ -135,12 +141,18 @@ def _pick(store: Store, run: str, kernel: str | None) -> tuple[str, list[int], l
         return rows[0]["kernel_name"], [int(kernel)], have
     pool = have if kernel is None else [k for k in have if kernel.lower() in k["kernel_name"].lower()]
     if not pool:
-        raise BadArgument(f"run {run!r}: no kernel with Source Counters matches {kernel!r}; those that have them: "
-                          + ", ".join(k["kernel_name"][:60] for k in have[:8]))
+        raise BadArgument(
+            f"run {run!r}: no kernel with Source Counters matches {kernel!r}; those that have them: "
+            + ", ".join(k["kernel_name"][:60] for k in have[:8])
+        )
     exact = [k for k in pool if kernel is not None and k["kernel_name"] == kernel]
     name = (exact or pool)[0]["kernel_name"]
-    ids = [r["kernel_id"] for r in store.query(
-        "SELECT DISTINCT kernel_id FROM sass WHERE run = ? AND kernel_name = ? ORDER BY kernel_id", (run, name))]
+    ids = [
+        r["kernel_id"]
+        for r in store.query(
+            "SELECT DISTINCT kernel_id FROM sass WHERE run = ? AND kernel_name = ? ORDER BY kernel_id", (run, name)
+        )
+    ]
     return name, ids, have
 
 
@@ -183,7 +195,7 @@ def producer(program: list[dict], pc: int, reason: str) -> dict | None:
     if kind is None or at is None or not program[at]["instruction"]:
         return None
     wanted = _read(program[at]["instruction"])
-    for x in reversed(program[max(0, at - LOOKBACK):at]):
+    for x in reversed(program[max(0, at - LOOKBACK) : at]):
         ins = x["instruction"] or ""
         if kind[0].match(ins) and _written(ins) & wanted:
             return x
@@ -206,7 +218,7 @@ def reading(ln: Line, program: list[dict] | None = None) -> str:
     if src is not None:
         kind = PRODUCERS[reason][1]
         meaning = "waiting on DRAM or L2" if reason == "long_scoreboard" else "waiting on shared memory"
-        there = (f"line {src['line']}" if src.get("line") is not None else f"PC {src['pc']:#x}")
+        there = f"line {src['line']}" if src.get("line") is not None else f"PC {src['pc']:#x}"
         if ln.line is not None and src.get("line") == ln.line and src.get("file") == ln.file:
             head = f"{what} on the {kind} at {at}"
         else:
@@ -226,12 +238,15 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
         raise BadArgument(f"--top {top}: at least 1")
     name, ids, have = _pick(store, run, kernel)
     marks = ",".join("?" * len(ids))
-    rows = store.query(f"""
+    rows = store.query(
+        f"""
         SELECT s.kernel_id, s.pc, s.instruction, s.file, s.line, s.inst_executed, s.samples, s.samples_not_issued,
                s.stalls, l.file_id
         FROM sass s JOIN launch l ON l.id = s.kernel_id OR l.timeline_id = s.kernel_id
         WHERE s.run = ? AND s.kernel_id IN ({marks}) AND l.source = 'ncu'
-        ORDER BY s.pc""", (run, *ids))
+        ORDER BY s.pc""",
+        (run, *ids),
+    )
     by_line = any(r["line"] is not None for r in rows)
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -241,8 +256,9 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
     files: dict[str, list[str]] = {}
     if file_ids:
         marks = ",".join("?" * len(file_ids))
-        for t in store.query(f"SELECT file, line, text FROM source_text WHERE file_id IN ({marks}) ORDER BY file, line",
-                             file_ids):
+        for t in store.query(
+            f"SELECT file, line, text FROM source_text WHERE file_id IN ({marks}) ORDER BY file, line", file_ids
+        ):
             lines = files.setdefault(t["file"], [])
             if len(lines) < t["line"]:  # (the same file embedded by several reports: once)
                 lines.extend([""] * (t["line"] - len(lines)))
@@ -251,8 +267,10 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
     for (file, where), rs in groups.items():
         per_pc: dict[int, dict] = {}
         for r in rs:
-            i = per_pc.setdefault(r["pc"], {"pc": r["pc"], "instruction": r["instruction"], "samples": 0,
-                                            "inst_executed": 0, "stalls": {}})
+            i = per_pc.setdefault(
+                r["pc"],
+                {"pc": r["pc"], "instruction": r["instruction"], "samples": 0, "inst_executed": 0, "stalls": {}},
+            )
             i["samples"] += r["samples"] or 0
             i["inst_executed"] += r["inst_executed"] or 0
             i["stalls"] = _sum([i["stalls"], json.loads(r["stalls"] or "{}")])
@@ -260,9 +278,16 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
         text = None
         if by_line and file in files and where is not None and 0 < where <= len(files[file]):
             text = files[file][where - 1]
-        ln = Line(file, where if by_line else None, sum(r["samples"] or 0 for r in rs),
-                  _total(rs, "samples_not_issued"), _total(rs, "inst_executed"),
-                  _sum(json.loads(r["stalls"] or "{}") for r in rs), text, instrs)
+        ln = Line(
+            file,
+            where if by_line else None,
+            sum(r["samples"] or 0 for r in rs),
+            _total(rs, "samples_not_issued"),
+            _total(rs, "inst_executed"),
+            _sum(json.loads(r["stalls"] or "{}") for r in rs),
+            text,
+            instrs,
+        )
         out.append(ln)
     total = sum(ln.samples for ln in out)
     program = list({r["pc"]: r for r in rows}.values())  # (rows come in PC order)
@@ -271,12 +296,24 @@ def report(store: Store, run: str | None = None, kernel: str | None = None, top:
         ln.reading = reading(ln, program)
     out.sort(key=lambda ln: (-ln.samples, ln.file or "", ln.line or 0, ln.instructions[0]["pc"]))
     executed = [r["inst_executed"] for r in rows if r["inst_executed"] is not None]
-    h = Hotspots(run, name, ids, total, sum(executed) if executed else None, _sum(ln.stalls for ln in out),
-                 "line" if by_line else "instruction", out[:top], files,
-                 [k for k in have if k["kernel_name"] != name], all_lines=out)
+    h = Hotspots(
+        run,
+        name,
+        ids,
+        total,
+        sum(executed) if executed else None,
+        _sum(ln.stalls for ln in out),
+        "line" if by_line else "instruction",
+        out[:top],
+        files,
+        [k for k in have if k["kernel_name"] != name],
+        all_lines=out,
+    )
     if not by_line:
-        h.notes.append("no source line info in this kernel's binary (build CUDA C++ with -lineinfo): its "
-                       "instructions are ranked instead")
+        h.notes.append(
+            "no source line info in this kernel's binary (build CUDA C++ with -lineinfo): its "
+            "instructions are ranked instead"
+        )
     elif not files:
         h.notes.append("the report embeds no source (ncu --import-source yes): lines without their text")
     if not total:
@@ -290,8 +327,9 @@ def evidence(store: Store, run: str) -> dict[int, dict]:
     """{kernel_id: {line, stall, share, samples, reading}}: each launch's top line and its
     dominant stall, for the label's evidence (launches with Source Counters only)."""
     try:
-        rows = store.query("SELECT kernel_id, file, line, samples, stalls FROM source_lines WHERE run = ? "
-                           "AND samples > 0", (run,))
+        rows = store.query(
+            "SELECT kernel_id, file, line, samples, stalls FROM source_lines WHERE run = ? AND samples > 0", (run,)
+        )
     except Exception:  # noqa: BLE001 - a read-only database from before the sass views
         return {}
     best: dict[int, dict] = {}
@@ -305,7 +343,11 @@ def evidence(store: Store, run: str) -> dict[int, dict]:
         stalls = json.loads(r["stalls"] or "{}")
         reason = _stall_of(stalls)
         where = f"{short_file(r['file'])}:{r['line']}" if r["line"] is not None else None
-        out[k] = {"line": where, "stall": reason, "line_share": r["samples"] / total[k] if total[k] else None,
-                  "stall_share": stalls.get(reason, 0) / r["samples"] if reason and r["samples"] else None,
-                  "samples": r["samples"]}
+        out[k] = {
+            "line": where,
+            "stall": reason,
+            "line_share": r["samples"] / total[k] if total[k] else None,
+            "stall_share": stalls.get(reason, 0) / r["samples"] if reason and r["samples"] else None,
+            "samples": r["samples"],
+        }
     return out

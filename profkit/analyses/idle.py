@@ -25,6 +25,7 @@ threads). Sources: the host calls and memory operations the parsers keep (nsys e
 torch.profiler traces, profkit's CUPTI traces); a database without them gets `launch` /
 `latency` / `other` only, and says so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,13 +38,13 @@ CAUSES = ("copy", "sync", "alloc", "module", "launch", "latency", "other")
 FIX = {
     "copy": "overlap copies with compute on a second stream, and pin host memory (pageable copies are synchronous)",
     "sync": "remove the synchronisation from the loop (.item(), .cpu(), printing a tensor, "
-            "torch.cuda.synchronize): keep values on the GPU or read them every N steps",
+    "torch.cuda.synchronize): keep values on the GPU or read them every N steps",
     "alloc": "preallocate: the caching allocator is growing inside the loop (steady shapes, "
-             "torch.cuda.set_per_process_memory_fraction, or warm up first)",
+    "torch.cuda.set_per_process_memory_fraction, or warm up first)",
     "module": "module loading or compilation inside the measured region: warm up first "
-              "(CUDA_MODULE_LOADING=EAGER, compile before the loop)",
+    "(CUDA_MODULE_LOADING=EAGER, compile before the loop)",
     "launch": "the CPU cannot feed the GPU: CUDA graphs (torch.compile mode='reduce-overhead'), "
-              "fuse kernels, or larger work per launch (batch)",
+    "fuse kernels, or larger work per launch (batch)",
     "latency": "queued kernels start late: check cross-stream waits and events",
     "other": "",
 }
@@ -61,8 +62,16 @@ class Idle:
     note: str = ""
 
     def as_dict(self) -> dict:
-        return {"run": self.run, "window_ns": self.window_ns, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
-                "by_cause": self.by_cause, "gaps": self.gaps, "top_calls": self.top_calls, "note": self.note}
+        return {
+            "run": self.run,
+            "window_ns": self.window_ns,
+            "busy_ns": self.busy_ns,
+            "idle_ns": self.idle_ns,
+            "by_cause": self.by_cause,
+            "gaps": self.gaps,
+            "top_calls": self.top_calls,
+            "note": self.note,
+        }
 
 
 def _intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,19 +98,33 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
     src = store.timeline_source(run)
     if rank is None:
         rank = store.query("SELECT min(rank) AS r FROM launch WHERE run = ?", (run,))[0]["r"]
-    k = np.array(store.conn.execute(
-        "SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch WHERE run = ? AND source = ? "
-        "AND timeline_id IS NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND rank IS ? "
-        "AND (? IS NULL OR (start_ns >= ? AND start_ns < ?)) ORDER BY start_ns",
-        (run, src, rank, lo, lo, hi)).fetchall(), dtype=np.int64).reshape(-1, 3)
+    k = np.array(
+        store.conn.execute(
+            "SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch WHERE run = ? AND source = ? "
+            "AND timeline_id IS NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND rank IS ? "
+            "AND (? IS NULL OR (start_ns >= ? AND start_ns < ?)) ORDER BY start_ns",
+            (run, src, rank, lo, lo, hi),
+        ).fetchall(),
+        dtype=np.int64,
+    ).reshape(-1, 3)
     if not len(k):
         return Idle(run, 0.0, 0.0, 0.0, dict.fromkeys(CAUSES, 0.0), dict.fromkeys(CAUSES, 0), note="no timeline")
     w0, w1 = int(k[:, 0].min()), int(k[:, 1].max())
-    copies = np.array(_rows(store, "SELECT start_ns, end_ns, pageable FROM gpu_copies WHERE run = ? AND rank IS ? "
-                                   "AND end_ns > ? AND start_ns < ?", (run, rank, w0, w1)), dtype=np.int64
-                      ).reshape(-1, 3)
-    calls = _rows(store, "SELECT kind, name, start_ns, end_ns FROM host_calls WHERE run = ? AND rank IS ? "
-                         "AND end_ns > ? AND start_ns < ? ORDER BY start_ns", (run, rank, w0, w1))
+    copies = np.array(
+        _rows(
+            store,
+            "SELECT start_ns, end_ns, pageable FROM gpu_copies WHERE run = ? AND rank IS ? "
+            "AND end_ns > ? AND start_ns < ?",
+            (run, rank, w0, w1),
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    calls = _rows(
+        store,
+        "SELECT kind, name, start_ns, end_ns FROM host_calls WHERE run = ? AND rank IS ? "
+        "AND end_ns > ? AND start_ns < ? ORDER BY start_ns",
+        (run, rank, w0, w1),
+    )
     ks, ke = _intervals(k[:, 0], k[:, 1])
     busy = float((ke - ks).sum())
     # the gaps between busy kernel intervals, inside the window
@@ -136,8 +159,11 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
         mark("copy", hit, np.where(pg[np.maximum(j, 0)] > 0, "pageable copy", "copy").astype(object))
     for kind in ("module", "alloc", "sync"):
         # a synchronous copy call (cudaMemcpy, no Async) blocks the host as a sync does
-        mine = [(n, s, e) for kd, n, s, e in calls
-                if kd == kind or (kind == "sync" and kd in ("memcpy", "memset") and "Async" not in n)]
+        mine = [
+            (n, s, e)
+            for kd, n, s, e in calls
+            if kd == kind or (kind == "sync" and kd in ("memcpy", "memset") and "Async" not in n)
+        ]
         if not mine or not len(g0):
             continue
         names = np.array([c[0] for c in mine], dtype=object)
@@ -156,10 +182,18 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
     length = (g1 - g0).astype(np.float64)
     by = {c: float(length[cause == c].sum()) for c in CAUSES}
     n = {c: int((cause == c).sum()) for c in CAUSES}
-    tops = {c: [{"name": nm, "ns": v[0], "gaps": v[1]} for nm, v in sorted(d.items(), key=lambda x: -x[1][0])[:5]]
-            for c, d in top.items()}
-    note = "" if calls or len(copies) else ("no host calls or memory operations in this database: idle split into "
-                                            "launch / latency / other only (re-ingest the report to keep them)")
+    tops = {
+        c: [{"name": nm, "ns": v[0], "gaps": v[1]} for nm, v in sorted(d.items(), key=lambda x: -x[1][0])[:5]]
+        for c, d in top.items()
+    }
+    note = (
+        ""
+        if calls or len(copies)
+        else (
+            "no host calls or memory operations in this database: idle split into "
+            "launch / latency / other only (re-ingest the report to keep them)"
+        )
+    )
     return Idle(run, float(w1 - w0), busy, float(length.sum()), by, n, tops, note)
 
 
@@ -173,7 +207,11 @@ def describe(idle: Idle) -> str:
     """One line: the idle share and its causes, largest first."""
     if not idle.window_ns:
         return "no timeline"
-    parts = [f"{c} {100 * v / idle.window_ns:.0f} %" for c, v in sorted(idle.by_cause.items(), key=lambda x: -x[1])
-             if v >= 0.005 * idle.window_ns]
-    return f"GPU idle {100 * idle.idle_ns / idle.window_ns:.0f} % of the window" + (f" ({', '.join(parts)})" if parts
-                                                                                   else "")
+    parts = [
+        f"{c} {100 * v / idle.window_ns:.0f} %"
+        for c, v in sorted(idle.by_cause.items(), key=lambda x: -x[1])
+        if v >= 0.005 * idle.window_ns
+    ]
+    return f"GPU idle {100 * idle.idle_ns / idle.window_ns:.0f} % of the window" + (
+        f" ({', '.join(parts)})" if parts else ""
+    )

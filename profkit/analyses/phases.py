@@ -25,6 +25,7 @@ How a phase is found, in this order (the `how` column says which):
 Phases are contiguous slices of the run's timeline launches in GPU start order; each keeps the
 GPU window [start_ns, end_ns) that the analyses filter on. Everything is column-at-a-time (numpy).
 """
+
 from __future__ import annotations
 
 import re
@@ -36,33 +37,36 @@ from profkit.core.errors import BadArgument
 from profkit.core.steps import STEP_RE
 from profkit.store.store import Store, lab_op
 
-STEADY_SPREAD = 1.5        # a step slower than this x the later steps' median is warm-up
-MATCH = 0.8                # share of launches that must repeat one period later
-MIN_REPS = 3               # repetitions before a sequence counts as repeated
-MIN_PERIOD = 2             # launches a repeated unit holds at least
-MAX_CANDIDATES = 40        # periods tried per segment
-INNER = 0.25              # a repeated unit shorter than this x the steps' unit ...
-MOST = 0.6                 # ... that covers less than this share of its slice is no phase
+STEADY_SPREAD = 1.5  # a step slower than this x the later steps' median is warm-up
+MATCH = 0.8  # share of launches that must repeat one period later
+MIN_REPS = 3  # repetitions before a sequence counts as repeated
+MIN_PERIOD = 2  # launches a repeated unit holds at least
+MAX_CANDIDATES = 40  # periods tried per segment
+INNER = 0.25  # a repeated unit shorter than this x the steps' unit ...
+MOST = 0.6  # ... that covers less than this share of its slice is no phase
 AUTOTUNE_REPEATS = 5
-MAX_PHASES = 5             # repeated phases found at most (steady state included)
-AUTOTUNE_RANGE = re.compile(r"benchmark_all_configs|autotun|CachingAutotuner|compile_fx|_compile\.|"
-                            r"TorchDynamo|Dynamo|inductor", re.I)
+MAX_PHASES = 5  # repeated phases found at most (steady state included)
+AUTOTUNE_RANGE = re.compile(
+    r"benchmark_all_configs|autotun|CachingAutotuner|compile_fx|_compile\.|"
+    r"TorchDynamo|Dynamo|inductor",
+    re.I,
+)
 FILL = re.compile(r"FillFunctor|fill_kernel|zero_", re.I)
-STEADY = "steady"          # the --phase value of the steady state
+STEADY = "steady"  # the --phase value of the steady state
 ALL = "all"
 
 
 @dataclass
 class Phase:
-    name: str              # startup | compile | warm-up | steps | repeated N | after
-    kind: str              # startup | compile | warmup | steps | repeated | after | whole
-    start_ns: int          # GPU window: first launch's start ..
-    end_ns: int            # .. the next phase's first start (the last launch's end for the last phase)
-    first: int             # launch indexes in GPU start order, [first, last)
+    name: str  # startup | compile | warm-up | steps | repeated N | after
+    kind: str  # startup | compile | warmup | steps | repeated | after | whole
+    start_ns: int  # GPU window: first launch's start ..
+    end_ns: int  # .. the next phase's first start (the last launch's end for the last phase)
+    first: int  # launch indexes in GPU start order, [first, last)
     last: int
     launches: int
-    gpu_ns: float          # kernel time (sum of durations)
-    steps: int | None      # repetitions, for step phases
+    gpu_ns: float  # kernel time (sum of durations)
+    steps: int | None  # repetitions, for step phases
     step_ns: float | None  # median window per step
     step_spread_ns: float | None  # spread (median absolute deviation) of the step windows
     how: str
@@ -75,7 +79,7 @@ class Phase:
 class Phases:
     run: str
     phases: list[Phase]
-    note: str              # one line: what was found, or why nothing was
+    note: str  # one line: what was found, or why nothing was
 
     @property
     def steady(self) -> Phase | None:
@@ -86,11 +90,14 @@ class Phases:
         for p in self.phases:
             if p.name == name:
                 return p
-        raise BadArgument(f"no phase {name!r} in run {self.run!r} (phases: "
-                          f"{', '.join(p.name for p in self.phases) or 'none'}; or 'all')")
+        raise BadArgument(
+            f"no phase {name!r} in run {self.run!r} (phases: "
+            f"{', '.join(p.name for p in self.phases) or 'none'}; or 'all')"
+        )
 
 
 # --- reading ---------------------------------------------------------------------------------
+
 
 def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
     src = store.timeline_source(run)
@@ -102,7 +109,9 @@ def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
         "coalesce(block_x, 0) * 65536 + coalesce(registers_per_thread, 0) * 4 "
         "+ coalesce(shared_mem_dynamic, 0) * 1000003, path_id "
         "FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL "
-        "AND end_ns IS NOT NULL AND rank IS ? ORDER BY start_ns, id", (run, src, rank))
+        "AND end_ns IS NOT NULL AND rank IS ? ORDER BY start_ns, id",
+        (run, src, rank),
+    )
     rows = cur.fetchall()
     if not rows:
         return None
@@ -111,18 +120,31 @@ def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
     index: dict = {}
     ids = np.fromiter((index.setdefault(n, len(index)) for n in name), np.int64, len(name))
     names = np.array([str(n) for n in index], dtype=object)
-    return {"start": np.asarray(start, np.int64), "end": np.asarray(end, np.int64),
-            "api": np.asarray(api, np.int64), "ids": ids, "names": names,
-            "short": np.array(short, dtype=object), "config": np.asarray(config, np.int64),
-            "path": np.array([-1 if p is None else p for p in path], np.int64), "rank": rank}
+    return {
+        "start": np.asarray(start, np.int64),
+        "end": np.asarray(end, np.int64),
+        "api": np.asarray(api, np.int64),
+        "ids": ids,
+        "names": names,
+        "short": np.array(short, dtype=object),
+        "config": np.asarray(config, np.int64),
+        "path": np.array([-1 if p is None else p for p in path], np.int64),
+        "rank": rank,
+    }
 
 
 def _step_ranges(store: Store, run: str, rank) -> list[tuple[int, int, int]]:
     """(step number, host start, host end) of the ranges named like steps, outermost kind only."""
-    rows = store.query("SELECT text, start_ns, end_ns, depth FROM nvtx_range WHERE run = ? AND rank IS ? "
-                       "AND start_ns IS NOT NULL AND end_ns IS NOT NULL", (run, rank))
-    found = [(int(m.group(1)), r["start_ns"], r["end_ns"], r["depth"] or 0)
-             for r in rows if r["text"] and (m := STEP_RE.match(r["text"].strip()))]
+    rows = store.query(
+        "SELECT text, start_ns, end_ns, depth FROM nvtx_range WHERE run = ? AND rank IS ? "
+        "AND start_ns IS NOT NULL AND end_ns IS NOT NULL",
+        (run, rank),
+    )
+    found = [
+        (int(m.group(1)), r["start_ns"], r["end_ns"], r["depth"] or 0)
+        for r in rows
+        if r["text"] and (m := STEP_RE.match(r["text"].strip()))
+    ]
     if not found:
         return []
     top = min(f[3] for f in found)  # torch.profiler's ProfilerStep#N around the program's own step N
@@ -130,12 +152,16 @@ def _step_ranges(store: Store, run: str, rank) -> list[tuple[int, int, int]]:
 
 
 def _autotune_ranges(store: Store, run: str, rank) -> list[tuple[int, int]]:
-    rows = store.query("SELECT text, start_ns, end_ns FROM nvtx_range WHERE run = ? AND rank IS ? "
-                       "AND start_ns IS NOT NULL AND end_ns IS NOT NULL", (run, rank))
+    rows = store.query(
+        "SELECT text, start_ns, end_ns FROM nvtx_range WHERE run = ? AND rank IS ? "
+        "AND start_ns IS NOT NULL AND end_ns IS NOT NULL",
+        (run, rank),
+    )
     return [(r["start_ns"], r["end_ns"]) for r in rows if r["text"] and AUTOTUNE_RANGE.search(r["text"])]
 
 
 # --- the periodic sequence -------------------------------------------------------------------
+
 
 def _candidates(ids: np.ndarray) -> np.ndarray:
     """Periods worth trying: the most frequent gaps between successive launches of one kernel."""
@@ -202,8 +228,11 @@ def _bursts(t: dict, lo: int, hi: int) -> list[tuple[int, int]]:
     """Launch slices [i, j) of autotuning: one kernel AUTOTUNE_REPEATS+ times in a row (fills
     between left out) under several launch configurations, or between cache-clearing fills."""
     idx = np.arange(lo, hi)
-    is_fill = np.array([bool(FILL.search(str(t["short"][i]) + " " + str(t["names"][t["ids"][i]]))) for i in idx],
-                       dtype=bool) if hi > lo else np.zeros(0, bool)
+    is_fill = (
+        np.array([bool(FILL.search(str(t["short"][i]) + " " + str(t["names"][t["ids"][i]]))) for i in idx], dtype=bool)
+        if hi > lo
+        else np.zeros(0, bool)
+    )
     keep = idx[~is_fill]
     if len(keep) < AUTOTUNE_REPEATS:
         return []
@@ -215,13 +244,14 @@ def _bursts(t: dict, lo: int, hi: int) -> list[tuple[int, int]]:
     for s, e in zip(starts, stops):
         if e - s < AUTOTUNE_REPEATS:
             continue
-        fills = np.count_nonzero(is_fill[keep[s] - lo:keep[e - 1] - lo])
+        fills = np.count_nonzero(is_fill[keep[s] - lo : keep[e - 1] - lo])
         if len(np.unique(cfg[s:e])) > 1 or fills >= e - s - 1:
             out.append((int(keep[s]), int(keep[e - 1]) + 1))
     return out
 
 
 # --- the phases ------------------------------------------------------------------------------
+
 
 def _phase(t: dict, name: str, kind: str, first: int, last: int, how: str, steps=None, bounds=None) -> Phase:
     start = int(t["start"][first])
@@ -290,22 +320,31 @@ def _from_step_ranges(t: dict, steps: list[tuple[int, int, int]]) -> tuple[list[
         return None
     # GPU windows per step: from its first launch to the next step's first launch
     firsts = [b[1] for b in bounds]
-    spans = np.diff(np.append(t["start"][firsts], t["end"][bounds[-1][1]:bounds[-1][2]].max()))
-    later = np.median(spans[len(spans) // 2:])
+    spans = np.diff(np.append(t["start"][firsts], t["end"][bounds[-1][1] : bounds[-1][2]].max()))
+    later = np.median(spans[len(spans) // 2 :])
     k = 0
     while k < len(spans) - 1 and spans[k] > STEADY_SPREAD * later:
         k += 1
     kept = bounds[k:]
     first, last = kept[0][1], kept[-1][2]
-    edges = [int(t["start"][b[1]]) for b in kept] + [int(t["end"][kept[-1][1]:kept[-1][2]].max())]
+    edges = [int(t["start"][b[1]]) for b in kept] + [int(t["end"][kept[-1][1] : kept[-1][2]].max())]
     name = f"steps {kept[0][0]}-{kept[-1][0]}" if len(kept) > 1 else f"step {kept[0][0]}"
     how = f"ranges named like steps ({len(bounds)} with kernels); " + (
-        f"the first {k} slower than {STEADY_SPREAD}x the later steps' median: warm-up" if k else "all steady")
+        f"the first {k} slower than {STEADY_SPREAD}x the later steps' median: warm-up" if k else "all steady"
+    )
     ph = _phase(t, "steps", "steps", first, last, how, steps=len(kept), bounds=edges)
     if not k:
         return [ph], name
-    warm = _phase(t, "warm-up", "warmup", bounds[0][1], first, ("step " if k == 1 else f"steps {bounds[0][0]}-") + f"{bounds[k - 1][0]}, slower "
-                  f"than {STEADY_SPREAD}x the later steps' median", steps=k)
+    warm = _phase(
+        t,
+        "warm-up",
+        "warmup",
+        bounds[0][1],
+        first,
+        ("step " if k == 1 else f"steps {bounds[0][0]}-") + f"{bounds[k - 1][0]}, slower "
+        f"than {STEADY_SPREAD}x the later steps' median",
+        steps=k,
+    )
     return [warm, ph], name
 
 
@@ -337,7 +376,7 @@ def detect(store: Store, run: str | None = None) -> Phases:
             tries += 1
             best: tuple[int, int, int, int, int] | None = None
             for lo, hi in segments:
-                rep = _periodic(t["ids"][lo:hi], cum[lo:hi + 1] - cum[lo])
+                rep = _periodic(t["ids"][lo:hi], cum[lo : hi + 1] - cum[lo])
                 if rep and (best is None or cum[rep[2] + lo] - cum[rep[1] + lo] > cum[best[3]] - cum[best[2]]):
                     best = (lo, hi, rep[1] + lo, rep[2] + lo, rep[0])
             if best is None:
@@ -352,9 +391,18 @@ def detect(store: Store, run: str | None = None) -> Phases:
             # short unit inside one forward must not hide the decode loop beside it
             segments += [s for s in ((lo, first), (last, hi)) if s[1] - s[0] >= MIN_REPS * MIN_PERIOD]
             edges = [int(t["start"][i]) for i in range(first, last, period)] + [
-                int(t["start"][last]) if last < n else int(t["end"][first:last].max())]
-            ph = _phase(t, "steps", "steps", first, last, f"periodic kernel sequence: {reps} repeats of {period} "
-                        "launches", steps=reps, bounds=edges)
+                int(t["start"][last]) if last < n else int(t["end"][first:last].max())
+            ]
+            ph = _phase(
+                t,
+                "steps",
+                "steps",
+                first,
+                last,
+                f"periodic kernel sequence: {reps} repeats of {period} launches",
+                steps=reps,
+                bounds=edges,
+            )
             cover = (last - first) / (hi - lo)
             # a short unit that repeats over part of a slice is inner structure (the layers of one
             # forward), not a phase: a later phase repeats a unit near the steps' own size, or
@@ -427,10 +475,24 @@ def _dur(ns: float) -> str:
 def rows(phases: Phases) -> list[dict]:
     """The store's rows of a run's phases (Store.replace_phases)."""
     steady = phases.steady
-    return [{"run": phases.run, "seq": i + 1, "name": p.name, "kind": p.kind, "start_ns": p.start_ns,
-             "end_ns": p.end_ns, "launches": p.launches, "gpu_ns": p.gpu_ns, "steps": p.steps, "step_ns": p.step_ns,
-             "step_spread_ns": p.step_spread_ns, "steady": int(p is steady), "how": p.how}
-            for i, p in enumerate(phases.phases)]
+    return [
+        {
+            "run": phases.run,
+            "seq": i + 1,
+            "name": p.name,
+            "kind": p.kind,
+            "start_ns": p.start_ns,
+            "end_ns": p.end_ns,
+            "launches": p.launches,
+            "gpu_ns": p.gpu_ns,
+            "steps": p.steps,
+            "step_ns": p.step_ns,
+            "step_spread_ns": p.step_spread_ns,
+            "steady": int(p is steady),
+            "how": p.how,
+        }
+        for i, p in enumerate(phases.phases)
+    ]
 
 
 def of_run(store: Store, run: str) -> Phases:
@@ -441,10 +503,25 @@ def of_run(store: Store, run: str) -> Phases:
         got = []
     if not got:
         return detect(store, run)
-    ps = [Phase(r["phase"], r["kind"], r["start_ns"], r["end_ns"], -1, -1, r["launches"], r["gpu_ns"], r["steps"],
-                r["step_ns"], r["step_spread_ns"], r["how"]) for r in got]
+    ps = [
+        Phase(
+            r["phase"],
+            r["kind"],
+            r["start_ns"],
+            r["end_ns"],
+            -1,
+            -1,
+            r["launches"],
+            r["gpu_ns"],
+            r["steps"],
+            r["step_ns"],
+            r["step_spread_ns"],
+            r["how"],
+        )
+        for r in got
+    ]
     steady = next((p for p, r in zip(ps, got) if r["steady"]), None)
-    note = (f"{steady.steps} steps ({steady.how})" if steady else "no repeated steps found: analysed whole")
+    note = f"{steady.steps} steps ({steady.how})" if steady else "no repeated steps found: analysed whole"
     out = Phases(run, ps, note)
     if steady is not None:  # the stored flag decides, not the GPU-time rule re-applied
         for p in ps:

@@ -28,6 +28,7 @@ step's last kernel end and `arrival_skew_ns` the largest spread of the start of 
 collective of the step (the latest arrival is `latest_rank`). Without the same collectives on
 every rank, no offset is applied and those columns are left empty.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -86,7 +87,8 @@ def _processes(store: Store, run: str) -> dict | None:
     rows = store.conn.execute(
         "SELECT pid, min(device), count(DISTINCT coalesce(rank, -1)), min(coalesce(rank, -1)) FROM kernels"
         " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL AND pid IS NOT NULL GROUP BY pid",
-        (run,)).fetchall()
+        (run,),
+    ).fetchall()
     # (one file's rank for all: the launcher's recorded RANK, if any, is not its children's)
     if len(rows) < 2 or any(n != 1 for _, _, n, _ in rows) or len({r for *_, r in rows}) != 1:
         return None
@@ -104,9 +106,11 @@ def _steps(store: Store, run: str, pattern: str, procs: dict | None = None) -> t
     rx = re.compile(pattern, re.I)
     found: dict = defaultdict(list)
     for rank, pid, text, start, end in store.conn.execute(
-            "SELECT rank, pid, text, start_ns, end_ns FROM nvtx_range"
-            " WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
-            " ORDER BY start_ns, end_ns IS NOT NULL, end_ns DESC", (run,)):
+        "SELECT rank, pid, text, start_ns, end_ns FROM nvtx_range"
+        " WHERE run = ? AND text IS NOT NULL AND start_ns IS NOT NULL"
+        " ORDER BY start_ns, end_ns IS NOT NULL, end_ns DESC",
+        (run,),
+    ):
         if procs is not None:
             if pid not in procs:
                 continue  # a process that ran no kernel
@@ -131,8 +135,12 @@ def _steps(store: Store, run: str, pattern: str, procs: dict | None = None) -> t
                 unclosed[name].append(rank)
     for rank in out:
         out[rank] = [r for r in out[rank] if r[2] not in unclosed]
-    notes = [f"{name} never closed " + ("in the run" if rs == [None] else f"on rank {', '.join(map(str, rs))}")
-             + " (a capture stopped mid-step): left out" for name, rs in unclosed.items()]
+    notes = [
+        f"{name} never closed "
+        + ("in the run" if rs == [None] else f"on rank {', '.join(map(str, rs))}")
+        + " (a capture stopped mid-step): left out"
+        for name, rs in unclosed.items()
+    ]
     return out, notes
 
 
@@ -145,13 +153,19 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
         raise ProfkitError(f"--steps: not a regular expression ({e})") from None
     rows = store.conn.execute(
         "SELECT rank, short_name, kernel_name, start_ns, end_ns, coalesce(api_start_ns, start_ns), pid FROM kernels"
-        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY start_ns", (run,)).fetchall()
+        " WHERE run = ? AND source != 'ncu' AND start_ns IS NOT NULL ORDER BY start_ns",
+        (run,),
+    ).fetchall()
     if not rows:
         raise ProfkitError(f"run {run!r} has no timeline (nsys or CUPTI) kernels: nothing to split by rank")
     if procs is not None:
         rows = [(procs[r[6]],) + r[1:] for r in rows if r[6] in procs]
-        notes.insert(0, f"one report of {len(procs)} processes: each is a rank ("
-                     + ", ".join(f"rank {i} = pid {pid}" for pid, i in procs.items()) + ")")
+        notes.insert(
+            0,
+            f"one report of {len(procs)} processes: each is a rank ("
+            + ", ".join(f"rank {i} = pid {pid}" for pid, i in procs.items())
+            + ")",
+        )
     groups: dict = defaultdict(list)  # (rank, step) -> kernels
     starts = {rank: [s[0] for s in rs] for rank, rs in steps.items()}
     for rank, short, name, start, end, launched, _ in rows:
@@ -176,9 +190,21 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
         start, end = min(k[0] for k in ks), max(k[1] for k in ks)
         ov = intersection(comp, comm)
         busy = length(comp) + length(comm) - ov
-        per[(rank, step)] = RankStep(rank, step, len(ks), sum(1 for k in ks if k[2]), start, end, end - start,
-                                     length(comp), length(comm), ov, length(comm) - ov, end - start - busy,
-                                     collectives=sorted((s, e) for s, e, c in ks if c))
+        per[(rank, step)] = RankStep(
+            rank,
+            step,
+            len(ks),
+            sum(1 for k in ks if k[2]),
+            start,
+            end,
+            end - start,
+            length(comp),
+            length(comm),
+            ov,
+            length(comm) - ov,
+            end - start - busy,
+            collectives=sorted((s, e) for s, e, c in ks if c),
+        )
 
     offsets, residual = _clock_offsets(per, ranks, step_names)
     if offsets is None and len(ranks) > 1:
@@ -189,8 +215,15 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
         quickest = min(x.comm_ns for x in here)
         for x in here:
             x.wait_ns = x.comm_ns - quickest
-        row = {"step": step, "ranks": len(here), "slowest_rank": None, "wait_skew_ns": max(x.wait_ns for x in here),
-               "end_skew_ns": None, "arrival_skew_ns": None, "latest_rank": None}
+        row = {
+            "step": step,
+            "ranks": len(here),
+            "slowest_rank": None,
+            "wait_skew_ns": max(x.wait_ns for x in here),
+            "end_skew_ns": None,
+            "arrival_skew_ns": None,
+            "latest_rank": None,
+        }
         if len(here) > 1 and any(x.comm_ns for x in here):
             row["slowest_rank"] = min(here, key=lambda x: (x.wait_ns, -x.compute_ns - x.idle_ns)).rank
         if offsets is not None and len(here) > 1:
@@ -212,12 +245,30 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
     slow_counts = Counter(r["slowest_rank"] for r in per_step if r["slowest_rank"] is not None)
     for rank in ranks:
         mine = [per[(rank, s)] for s in step_names if (rank, s) in per]
-        tot = {k: sum(getattr(x, k) for x in mine) for k in ("kernels", "comm_kernels", "window_ns", "compute_ns",
-                                                            "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns",
-                                                            "wait_ns")}
+        tot = {
+            k: sum(getattr(x, k) for x in mine)
+            for k in (
+                "kernels",
+                "comm_kernels",
+                "window_ns",
+                "compute_ns",
+                "comm_ns",
+                "overlap_ns",
+                "exposed_comm_ns",
+                "idle_ns",
+                "wait_ns",
+            )
+        }
         tot["hidden_comm_pct"] = 100.0 * tot["overlap_ns"] / tot["comm_ns"] if tot["comm_ns"] else None
-        per_rank.append({"rank": rank, "steps": len(mine), **tot, "slowest_in_steps": slow_counts.get(rank, 0),
-                         "clock_offset_ns": None if offsets is None else offsets[rank]})
+        per_rank.append(
+            {
+                "rank": rank,
+                "steps": len(mine),
+                **tot,
+                "slowest_in_steps": slow_counts.get(rank, 0),
+                "clock_offset_ns": None if offsets is None else offsets[rank],
+            }
+        )
     slowest = None
     if slow_counts:
         wait = {r["rank"]: r["wait_ns"] for r in per_rank}
@@ -225,10 +276,20 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
     if len(ranks) == 1:
         notes.append("one rank only: no straggler to find")
     elif offsets is not None:
-        notes.append(f"clocks aligned on the ends of {residual[1]} collectives per rank; largest residual "
-                     f"{residual[0] / 1e3:.1f} us")
-    return Ranks(run, ranks, step_names, [per[(r, s)] for s in step_names for r in ranks if (r, s) in per],
-                 per_step, per_rank, slowest, notes)
+        notes.append(
+            f"clocks aligned on the ends of {residual[1]} collectives per rank; largest residual "
+            f"{residual[0] / 1e3:.1f} us"
+        )
+    return Ranks(
+        run,
+        ranks,
+        step_names,
+        [per[(r, s)] for s in step_names for r in ranks if (r, s) in per],
+        per_step,
+        per_rank,
+        slowest,
+        notes,
+    )
 
 
 def _clock_offsets(per, ranks, step_names):
@@ -265,11 +326,24 @@ def _ordered_steps(groups, steps) -> list[str]:
 
 # --- output (reads the result only) -------------------------------------------------------------
 
+
 def table_rows(r: Ranks) -> list[dict]:
-    return [{"step": x.step, "rank": x.rank, "kernels": x.kernels, "nccl": x.comm_kernels,
-             "window_us": x.window_ns / 1e3, "compute_us": x.compute_ns / 1e3, "comm_us": x.comm_ns / 1e3,
-             "hidden_us": x.overlap_ns / 1e3, "exposed_us": x.exposed_comm_ns / 1e3, "idle_us": x.idle_ns / 1e3,
-             "wait_us": x.wait_ns / 1e3} for x in r.per_rank_step]
+    return [
+        {
+            "step": x.step,
+            "rank": x.rank,
+            "kernels": x.kernels,
+            "nccl": x.comm_kernels,
+            "window_us": x.window_ns / 1e3,
+            "compute_us": x.compute_ns / 1e3,
+            "comm_us": x.comm_ns / 1e3,
+            "hidden_us": x.overlap_ns / 1e3,
+            "exposed_us": x.exposed_comm_ns / 1e3,
+            "idle_us": x.idle_ns / 1e3,
+            "wait_us": x.wait_ns / 1e3,
+        }
+        for x in r.per_rank_step
+    ]
 
 
 def multi_rank(store: Store, run: str) -> bool:

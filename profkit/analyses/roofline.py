@@ -5,6 +5,7 @@ Every number comes from the shared performance model (profkit.model.perf: work, 
 roof time) over the report's own counters and peaks. Measured peaks (copy bandwidth, cuBLAS
 throughput) come from the caller (profkit.model.peaks) and are kept apart as "measured" ceilings.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -15,7 +16,17 @@ from profkit.analyses.classify import gpu_context
 from profkit.analyses.classify import labels as _labels
 from profkit.core.errors import BadArgument, NoSuchRun
 from profkit.core.metrics import BY_SHORT, lookup
-from profkit.model.perf import FROM_TABLE, LEVEL_LABEL, LEVELS, PEAK_FALLBACK, PRECISIONS, rates, roof_time_ns, traffic, work
+from profkit.model.perf import (
+    FROM_TABLE,
+    LEVEL_LABEL,
+    LEVELS,
+    PEAK_FALLBACK,
+    PRECISIONS,
+    rates,
+    roof_time_ns,
+    traffic,
+    work,
+)
 from profkit.store.store import Store
 
 # the metrics the model reads: the roofline reads only these of a run's counters
@@ -24,11 +35,11 @@ MODEL_METRICS = sorted({n for m in BY_SHORT.values() for n in m.read})
 
 @dataclass
 class Ceiling:
-    key: str            # a PRECISIONS or LEVELS key
-    kind: str           # "compute" (FLOP/s) or "memory" (byte/s)
+    key: str  # a PRECISIONS or LEVELS key
+    kind: str  # "compute" (FLOP/s) or "memory" (byte/s)
     label: str
     value: float
-    source: str         # how it was obtained, shown on hover
+    source: str  # how it was obtained, shown on hover
     measured: bool = False
 
 
@@ -39,19 +50,19 @@ class Point:
     run: str
     path: str | None
     nvtx_range: str | None
-    kernel: str                       # short name(s)
+    kernel: str  # short name(s)
     label: str | None
-    labels: dict[str, float]          # label -> share of time
+    labels: dict[str, float]  # label -> share of time
     launches: int
     calls: int
-    time_ns: float                    # per call
-    flops: dict[str, float]           # precision -> FLOPs per call
-    bytes: dict[str, float]           # level -> bytes per call (only levels the report has)
-    roof_ns: float | None             # lower-bound time per call from the ceilings (None: no peaks)
-    binding: str | None               # the ceiling that sets roof_ns
-    side: str = ""                    # "", "before", "after"
-    key: str | None = None            # pairing key (compare) or chain step
-    kind: str = "kernel"              # "kernel", "range", or "shapes" (an operator from the model)
+    time_ns: float  # per call
+    flops: dict[str, float]  # precision -> FLOPs per call
+    bytes: dict[str, float]  # level -> bytes per call (only levels the report has)
+    roof_ns: float | None  # lower-bound time per call from the ceilings (None: no peaks)
+    binding: str | None  # the ceiling that sets roof_ns
+    side: str = ""  # "", "before", "after"
+    key: str | None = None  # pairing key (compare) or chain step
+    kind: str = "kernel"  # "kernel", "range", or "shapes" (an operator from the model)
 
     @property
     def total_flops(self) -> float:
@@ -81,27 +92,32 @@ class Roofline:
     arrows: list[tuple[Point, Point]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     title: str = ""
-    levels: list[str] = field(default_factory=list)   # levels drawn
-    primary: str = "dram"                              # level the arrows join
+    levels: list[str] = field(default_factory=list)  # levels drawn
+    primary: str = "dram"  # level the arrows join
 
 
 # --- reading the database ----------------------------------------------------------------
+
 
 def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
     """The selector's launches that carry counters, grouped by pairing key, in launch order."""
     if sel.run not in store.runs():
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
-    rows = store.query("""
+    rows = store.query(
+        """
         SELECT kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, nvtx_names FROM kernels
         WHERE run = :run AND kernel_id IN (SELECT kernel_id FROM counters WHERE run = :run)
-        ORDER BY coalesce(start_ns, 0), kernel_id""", {"run": sel.run})
+        ORDER BY coalesce(start_ns, 0), kernel_id""",
+        {"run": sel.run},
+    )
     if not rows:
-        raise BadArgument(f"run {sel.run!r} has no Nsight Compute counters (a timeline only): capture it with "
-                          f"`profkit capture --metrics roofline`, or ingest an .ncu-rep of the same workload into it")
+        raise BadArgument(
+            f"run {sel.run!r} has no Nsight Compute counters (a timeline only): capture it with "
+            f"`profkit capture --metrics roofline`, or ingest an .ncu-rep of the same workload into it"
+        )
     out: dict[str, list[dict]] = {}
     for r in rows:
-        key = selection.key_of(selection.names(r), sel.component) if r["nvtx_path"] else (
-            None if sel.component else "")
+        key = selection.key_of(selection.names(r), sel.component) if r["nvtx_path"] else (None if sel.component else "")
         if key is not None:
             out.setdefault(key, []).append(r)
     if not out:
@@ -109,8 +125,16 @@ def _kernels(store: Store, sel: selection.Selector) -> dict[str, list[dict]]:
     return out
 
 
-def _aggregate(run: str, key: str, launches: list[dict], counters: dict[int, dict], labels: dict[int, str],
-               calls: int, kind: str, gpu=None) -> Point | None:
+def _aggregate(
+    run: str,
+    key: str,
+    launches: list[dict],
+    counters: dict[int, dict],
+    labels: dict[int, str],
+    calls: int,
+    kind: str,
+    gpu=None,
+) -> Point | None:
     """One point from launches (summed, then per call)."""
     if not launches:
         return None
@@ -139,17 +163,33 @@ def _aggregate(run: str, key: str, launches: list[dict], counters: dict[int, dic
     levels = {lev: sum(v) for lev, v in byts.items() if len(v) == len(launches)}  # a level all launches have
     names = list(dict.fromkeys(k["short_name"] or k["kernel_name"] for k in launches))
     total = sum(share.values())
-    return Point(run=run, path=launches[0]["nvtx_path"], nvtx_range=launches[0]["nvtx_range"],
-                 kernel=", ".join(names) if len(names) <= 3 else f"{', '.join(names[:3])} +{len(names) - 3} more",
-                 label=max(share, key=share.get), labels={lab: v / total for lab, v in share.items()},
-                 launches=len(launches), calls=calls, time_ns=time / calls,
-                 flops={p: v / calls for p, v in flops.items()}, bytes={lev: v / calls for lev, v in levels.items()},
-                 roof_ns=None if roof is None else roof / calls,
-                 binding=max(binding, key=binding.get) if binding else None, key=key, kind=kind)
+    return Point(
+        run=run,
+        path=launches[0]["nvtx_path"],
+        nvtx_range=launches[0]["nvtx_range"],
+        kernel=", ".join(names) if len(names) <= 3 else f"{', '.join(names[:3])} +{len(names) - 3} more",
+        label=max(share, key=share.get),
+        labels={lab: v / total for lab, v in share.items()},
+        launches=len(launches),
+        calls=calls,
+        time_ns=time / calls,
+        flops={p: v / calls for p, v in flops.items()},
+        bytes={lev: v / calls for lev, v in levels.items()},
+        roof_ns=None if roof is None else roof / calls,
+        binding=max(binding, key=binding.get) if binding else None,
+        key=key,
+        kind=kind,
+    )
 
 
-def _points(store: Store, sel: selection.Selector, by: str, keys: list[str] | None = None,
-            counters: dict | None = None, gpu=None) -> tuple[list[Point], list[Point], dict]:
+def _points(
+    store: Store,
+    sel: selection.Selector,
+    by: str,
+    keys: list[str] | None = None,
+    counters: dict | None = None,
+    gpu=None,
+) -> tuple[list[Point], list[Point], dict]:
     """(kernel or range points, range points, counters) of a selection."""
     groups = _kernels(store, sel)
     if keys is not None:
@@ -174,10 +214,14 @@ def _points(store: Store, sel: selection.Selector, by: str, keys: list[str] | No
 
 # --- ceilings ----------------------------------------------------------------------------
 
+
 def measured_ceilings(peaks: list[dict] | None, gpu: str | None) -> list[Ceiling]:
     """Ceilings measured on this GPU model (profkit.model.peaks records), dashed on the plot."""
-    return [Ceiling(p["ceiling"], p["kind"], p["label"], p["value"], p["how"], True)
-            for p in peaks or () if gpu and p["gpu"] == gpu]
+    return [
+        Ceiling(p["ceiling"], p["kind"], p["label"], p["value"], p["how"], True)
+        for p in peaks or ()
+        if gpu and p["gpu"] == gpu
+    ]
 
 
 def _ceilings(per_kernel: list[dict[str, float]], gpu=None) -> tuple[list[Ceiling], list[str]]:
@@ -198,16 +242,31 @@ def _ceilings(per_kernel: list[dict[str, float]], gpu=None) -> tuple[list[Ceilin
             continue  # a datasheet's precisions the kernels did not compute in
         if key in got:
             dense = " (dense: ncu peak / 2)" if key.endswith("_tensor") else ""
-            out.append(Ceiling(key, "compute", label + dense, statistics.median(got[key]),
-                               f"median over {len(got[key])} launches of {how[key]}"))
+            out.append(
+                Ceiling(
+                    key,
+                    "compute",
+                    label + dense,
+                    statistics.median(got[key]),
+                    f"median over {len(got[key])} launches of {how[key]}",
+                )
+            )
     for key, label, *_ in LEVELS:
         if key in got:
-            out.append(Ceiling(key, "memory", label, statistics.median(got[key]),
-                               f"median over {len(got[key])} launches of {how[key]}"))
+            out.append(
+                Ceiling(
+                    key,
+                    "memory",
+                    label,
+                    statistics.median(got[key]),
+                    f"median over {len(got[key])} launches of {how[key]}",
+                )
+            )
     return out, notes
 
 
 # --- building ----------------------------------------------------------------------------
+
 
 def _gpu(store: Store, run: str) -> str | None:
     row = store.conn.execute("SELECT gpu_name FROM run WHERE run = ?", (run,)).fetchone()
@@ -224,16 +283,24 @@ def _chain_keys(groups: dict[str, list[dict]], chain) -> list[str]:
             continue
         hits = [k for k in groups if groups[k] and item in selection.names(groups[k][0])]
         if len(hits) != 1:
-            raise BadArgument(f"chain step {item!r} names {len(hits)} NVTX paths; use one of: "
-                              f"{', '.join(k for k in groups if k) or 'none'}")
+            raise BadArgument(
+                f"chain step {item!r} names {len(hits)} NVTX paths; use one of: "
+                f"{', '.join(k for k in groups if k) or 'none'}"
+            )
         keys.append(hits[0])
     if len(keys) < 2:
         raise BadArgument("a chain needs at least two NVTX paths")
     return keys
 
 
-def collect(store: Store, run: str | None = None, compare: str | None = None, by: str = "kernel",
-            chain=None, peaks: list[dict] | None = None) -> Roofline:
+def collect(
+    store: Store,
+    run: str | None = None,
+    compare: str | None = None,
+    by: str = "kernel",
+    chain=None,
+    peaks: list[dict] | None = None,
+) -> Roofline:
     """The roofline's data: points, ceilings, arrows and notes (outputs.roofline_plot draws it).
     `peaks`: measured peak records (profkit.model.peaks) to draw beside the report's own."""
     if by not in ("kernel", "range"):
@@ -288,15 +355,18 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
         points, shape_ceilings = _shape_points(store, before.run, gpu)
         ceilings += shape_ceilings
         if points:
-            notes.append(f"{len(points)} operator(s) from recorded shapes (diamonds): the operator model's FLOPs and "
-                         "minimum DRAM bytes over the measured time; no counters in this run")
+            notes.append(
+                f"{len(points)} operator(s) from recorded shapes (diamonds): the operator model's FLOPs and "
+                "minimum DRAM bytes over the measured time; no counters in this run"
+            )
         elif no_counters is not None:
             raise no_counters
     if any(c.source.split("of ", 1)[-1].startswith(FROM_TABLE) for c in ceilings):
         notes.append(f"ceilings from datasheet peaks of {gpu.name}: the report has none ({gpu.source})")
     elif not ceilings and len(known) > 1:
-        notes.append(f"no ceilings: the report has no peaks and names no GPU ({found}); "
-                     "name it with profkit ingest --gpu NAME")
+        notes.append(
+            f"no ceilings: the report has no peaks and names no GPU ({found}); name it with profkit ingest --gpu NAME"
+        )
     gpus = list(dict.fromkeys(_gpu(store, r) for r in runs))
     if len(gpus) > 1:
         notes.append(f"runs on different GPUs ({', '.join(str(g) for g in gpus)}): ceilings are medians over both")
@@ -311,7 +381,9 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
     for key, label, *_ in LEVELS:
         have = [p for p in everything if key in p.bytes]
         if not have:
-            notes.append(f"no {label} points: the report has no {BY_SHORT[dict((k, b) for k, _, b, *_ in LEVELS)[key]].names[0]}")
+            notes.append(
+                f"no {label} points: the report has no {BY_SHORT[dict((k, b) for k, _, b, *_ in LEVELS)[key]].names[0]}"
+            )
             continue
         levels.append(key)
         if key not in {c.key for c in ceilings if not c.measured}:
@@ -323,14 +395,23 @@ def collect(store: Store, run: str | None = None, compare: str | None = None, by
     no_flops = [p for p in everything if not p.total_flops]
     if no_flops:
         names = list(dict.fromkeys(p.kernel for p in no_flops))
-        notes.append(f"{len(no_flops)} point(s) with no counted FLOPs not drawn (log axes): "
-                     f"{', '.join(names[:3])}{' …' if len(names) > 3 else ''}")
+        notes.append(
+            f"{len(no_flops)} point(s) with no counted FLOPs not drawn (log axes): "
+            f"{', '.join(names[:3])}{' …' if len(names) > 3 else ''}"
+        )
     for a, b in list(arrows):
         if not a.total_flops or not b.total_flops or primary not in a.bytes or primary not in b.bytes:
             arrows.remove((a, b))
             notes.append(f"no arrow for {a.key}: a side has no FLOPs or no {LEVEL_LABEL[primary]} bytes")
-    return Roofline(points=points + ranges, ceilings=ceilings, arrows=arrows, notes=notes, title=title,
-                    levels=levels, primary=primary)
+    return Roofline(
+        points=points + ranges,
+        ceilings=ceilings,
+        arrows=arrows,
+        notes=notes,
+        title=title,
+        levels=levels,
+        primary=primary,
+    )
 
 
 def _shape_points(store: Store, run: str, gpu) -> tuple[list[Point], list[Ceiling]]:
@@ -344,20 +425,38 @@ def _shape_points(store: Store, run: str, gpu) -> tuple[list[Point], list[Ceilin
         if o["flops"] and o["min_bytes"] and o["gpu_ns"] and o["family"] != "collective":
             groups.setdefault((o["op"], o["input_dims"], o["input_types"]), []).append(o)
     labels = _labels(store, run)
-    launch_of = {r["op_id"]: r["launch_id"] for r in store.query(
-        "SELECT l.op_id, min(l.launch_id) AS launch_id FROM op_launch l JOIN op_row o ON o.id = l.op_id"
-        " WHERE o.run = ? GROUP BY l.op_id", (run,))}
+    launch_of = {
+        r["op_id"]: r["launch_id"]
+        for r in store.query(
+            "SELECT l.op_id, min(l.launch_id) AS launch_id FROM op_launch l JOIN op_row o ON o.id = l.op_id"
+            " WHERE o.run = ? GROUP BY l.op_id",
+            (run,),
+        )
+    }
     points, used = [], set()
     for (op, _dims, _types), os_ in groups.items():
         o = os_[0]
         key = shape_labels._ceiling(o["family"], o["precision"])
         used.add(key)
         label = labels.get(launch_of.get(o["op_id"]))
-        points.append(Point(
-            run=run, path=None, nvtx_range=None, kernel=shape_labels.aten.describe(op, shape_labels._operands(o)),
-            label=label, labels={label: 1.0} if label else {}, launches=sum(x["kernels"] for x in os_),
-            calls=len(os_), time_ns=statistics.mean(x["gpu_ns"] for x in os_), flops={key: o["flops"]},
-            bytes={"dram": o["min_bytes"]}, roof_ns=None, binding=None, kind="shapes"))
+        points.append(
+            Point(
+                run=run,
+                path=None,
+                nvtx_range=None,
+                kernel=shape_labels.aten.describe(op, shape_labels._operands(o)),
+                label=label,
+                labels={label: 1.0} if label else {},
+                launches=sum(x["kernels"] for x in os_),
+                calls=len(os_),
+                time_ns=statistics.mean(x["gpu_ns"] for x in os_),
+                flops={key: o["flops"]},
+                bytes={"dram": o["min_bytes"]},
+                roof_ns=None,
+                binding=None,
+                kind="shapes",
+            )
+        )
     ceilings = []
     if gpu is not None:
         for k in sorted(used | {"dram"}):

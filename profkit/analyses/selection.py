@@ -8,12 +8,13 @@ them by the path with that part removed, so that ``rmsnorm/eager/llama8b-t32768`
 
 Both ``profkit compare`` and ``profkit roofline --compare`` pair ranges this way.
 """
+
 from __future__ import annotations
 
 import bisect
 import json
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from profkit.core.errors import BadArgument, NoSuchRun
 from profkit.store.store import Store
@@ -47,7 +48,9 @@ class Pair:
 def parse(text: str) -> Selector:
     run, sep, component = text.partition(":")
     if not run or (sep and not component):
-        raise BadArgument(f"bad selector {text!r}: use RUN or RUN:VARIANT (one range name of an NVTX path, e.g. triton)")
+        raise BadArgument(
+            f"bad selector {text!r}: use RUN or RUN:VARIANT (one range name of an NVTX path, e.g. triton)"
+        )
     return Selector(run, component or None)
 
 
@@ -78,8 +81,10 @@ def key_of(path, component: str | None) -> str | None:
     return "/".join("" if p is None else p for p in parts)
 
 
-_KERNEL_COLUMNS = ("kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
-                   "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names, rank, pid, tid")
+_KERNEL_COLUMNS = (
+    "kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
+    "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names, rank, pid, tid"
+)
 
 
 def groups(store: Store, sel: Selector) -> dict[str, Group]:
@@ -94,7 +99,9 @@ def _groups(store: Store, sel: Selector) -> dict[str, Group]:
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     rows = store.query(
         f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL AND nvtx_path != '' "
-        "ORDER BY coalesce(start_ns, 0), kernel_id", (sel.run,))
+        "ORDER BY coalesce(start_ns, 0), kernel_id",
+        (sel.run,),
+    )
     out: dict[str, Group] = {}
     keys: dict = {}  # a run's launches share a few hundred distinct paths: each one's key once
     held = _instances(store, sel.run)
@@ -113,17 +120,22 @@ def _groups(store: Store, sel: Selector) -> dict[str, Group]:
 
         close = difflib.get_close_matches(sel.component, known, n=1)
         hint = f"did you mean {sel.run}:{close[0]}? " if close else ""
-        raise BadArgument(f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
-                          f"variants of this run: {', '.join(known) or 'none'}")
+        raise BadArgument(
+            f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
+            f"variants of this run: {', '.join(known) or 'none'}"
+        )
     return out
 
 
 def _instances(store: Store, run: str) -> dict:
     """The run's range instances by (path, rank, pid, tid): sorted starts, ends and ids."""
     out: dict = {}
-    for e in store.query("SELECT id, names, path, start_ns, end_ns, rank, pid, tid FROM nvtx_range "
-                         "WHERE run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
-                         "ORDER BY start_ns, id", (run,)):
+    for e in store.query(
+        "SELECT id, names, path, start_ns, end_ns, rank, pid, tid FROM nvtx_range "
+        "WHERE run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
+        "ORDER BY start_ns, id",
+        (run,),
+    ):
         k = (e["names"] or e["path"], e["rank"], e["pid"], e["tid"])
         starts, ends, ids = out.setdefault(k, ([], [], []))
         starts.append(e["start_ns"]), ends.append(e["end_ns"]), ids.append(e["id"])
@@ -154,7 +166,7 @@ def variants(paths) -> list[str]:
         by_len.setdefault(len(p), []).append(p)
     for same in by_len.values():
         for i, a in enumerate(same):
-            for b in same[i + 1:]:
+            for b in same[i + 1 :]:
                 diff = [k for k in range(len(a)) if a[k] != b[k]]
                 if len(diff) == 1:
                     found[a[diff[0]]] = None
@@ -169,8 +181,10 @@ def pair(store: Store, before: Selector, after: Selector) -> list[Pair]:
     a, b = groups(store, before), groups(store, after)
     pairs = [Pair(k, a[k], b[k]) for k in a if k in b]
     if not pairs:
-        raise BadArgument(f"{before} and {after} share no NVTX range "
-                       f"(before: {', '.join(sorted(a)[:3])}; after: {', '.join(sorted(b)[:3])})")
+        raise BadArgument(
+            f"{before} and {after} share no NVTX range "
+            f"(before: {', '.join(sorted(a)[:3])}; after: {', '.join(sorted(b)[:3])})"
+        )
     return pairs
 
 
@@ -194,5 +208,5 @@ def iterations(kernels: list[dict]) -> list[list[dict]]:
     n = len(names)
     for period in range(1, n // 2 + 1):
         if n % period == 0 and all(names[i] == names[i % period] for i in range(n)):
-            return [kernels[i:i + period] for i in range(0, n, period)]
+            return [kernels[i : i + period] for i in range(0, n, period)]
     return [kernels] if kernels else []

@@ -16,6 +16,7 @@ attained share is a lower bound (a label of `latency` may be a DRAM-bound kernel
 over-reads; the reason gives the numbers). An operator whose inputs the model cannot read keeps
 its `unknown`, with the model's why added.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,8 +113,9 @@ def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
 def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     """Rows of label_rows whose launch has no counters (not in `counted`) and is `unknown` get the
     operator model's label; the others are returned as they were."""
-    todo = [r for r in rows if r["label"] == "unknown" and r["kernel_id"] not in counted
-            and r.get("sampled_from") is None]
+    todo = [
+        r for r in rows if r["label"] == "unknown" and r["kernel_id"] not in counted and r.get("sampled_from") is None
+    ]
     if not todo:
         return rows
     ops = model_ops(store, run)
@@ -123,8 +125,10 @@ def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     for r in todo:
         o = ops.get(r["kernel_id"])
         if o is None:
-            r["reason"] = (f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
-                           "(a graph replay, a custom op without shapes, or a launch outside any op)")
+            r["reason"] = (
+                f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
+                "(a graph replay, a custom op without shapes, or a launch outside any op)"
+            )
             continue
         label, reason, ev = label_of(o, ceilings, whose)
         if label is None:
@@ -158,12 +162,27 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
     attained = max(t_mem, t_flop) / dur
     ai = o["flops"] / o["min_bytes"] if o["min_bytes"] else float("inf")
     ridge = peak / bw if peak else None
-    ev = {"op": o["op"], "op_id": o["op_id"], "family": o["family"], "flops": o["flops"], "min_bytes": o["min_bytes"],
-          "precision": o["precision"], "op_gpu_ns": dur, "op_kernels": o["kernels"], "ceiling": key,
-          "intensity": ai, "ridge": ridge, "attained": attained, "peaks": whose, "note": o["note"] or None}
-    head = (f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
-            f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
-            + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else ""))
+    ev = {
+        "op": o["op"],
+        "op_id": o["op_id"],
+        "family": o["family"],
+        "flops": o["flops"],
+        "min_bytes": o["min_bytes"],
+        "precision": o["precision"],
+        "op_gpu_ns": dur,
+        "op_kernels": o["kernels"],
+        "ceiling": key,
+        "intensity": ai,
+        "ridge": ridge,
+        "attained": attained,
+        "peaks": whose,
+        "note": o["note"] or None,
+    }
+    head = (
+        f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
+        f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
+        + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
+    )
     share = f"{100 * attained:.0f} % of the {'DRAM' if mem_side else key} roof ({whose})"
     if attained >= ATTAINED:
         return roof, f"{head}: {share}", ev

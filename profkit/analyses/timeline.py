@@ -23,6 +23,7 @@ operator ranges a forward pushes: `norm`, `attn`, `mlp`...); share = that range'
 over all kernel time of the scope. Kernels outside any operator range count under the
 innermost range they have (e.g. the call range itself).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ def _under(names: list | None, prefix: str | None) -> bool:
         except ValueError:
             want = None
         if isinstance(want, list):
-            return names[:len(want)] == want
+            return names[: len(want)] == want
     prefix = prefix.rstrip("/")
     joined = ""
     for i, n in enumerate(names):
@@ -72,11 +73,14 @@ def _launches(store: Store, run: str) -> list[dict]:
     src = store.timeline_source(run)
     if not src:
         return []
-    return store.query("""
+    return store.query(
+        """
         SELECT id AS kernel_id, file_id, short_name, kernel_name, nvtx_range, nvtx_path, start_ns, end_ns,
                pid, tid, api_start_ns, correlation_id, (SELECT names FROM nvtx_path p WHERE p.id = path_id) AS nvtx_names
         FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL
-          AND start_ns IS NOT NULL AND end_ns IS NOT NULL""", (run, src))
+          AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
+        (run, src),
+    )
 
 
 def _columns(store: Store, run: str, window: tuple[int, int] | None):
@@ -87,25 +91,36 @@ def _columns(store: Store, run: str, window: tuple[int, int] | None):
     if not src:
         return None, None
     cond = "" if window is None else " AND start_ns >= ? AND start_ns < ?"
-    ks = columns.ints(store.conn, f"""
+    ks = columns.ints(
+        store.conn,
+        f"""
         SELECT coalesce(file_id, -2), coalesce(pid, -1), coalesce(tid, -1), api_start_ns, start_ns, end_ns,
                coalesce(correlation_id, -1)
         FROM launch_row WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL
-          AND end_ns IS NOT NULL AND api_start_ns IS NOT NULL{cond}""", (run, src, *(window or ())), 7)
-    rs = columns.ints(store.conn, """
+          AND end_ns IS NOT NULL AND api_start_ns IS NOT NULL{cond}""",
+        (run, src, *(window or ())),
+        7,
+    )
+    rs = columns.ints(
+        store.conn,
+        """
         SELECT file_id, coalesce(pid, -1), coalesce(tid, -1), path_id, start_ns, end_ns FROM nvtx_event
         WHERE run = ? AND kind = 'push_pop' AND path_id IS NOT NULL AND end_ns IS NOT NULL
-          AND start_ns IS NOT NULL""", (run,), 6)
+          AND start_ns IS NOT NULL""",
+        (run,),
+        6,
+    )
     if not len(ks) or not len(rs):
         return None, None
     thread = columns.row_key(np.concatenate([ks[:, :3], rs[:, :3]]))
-    ks = np.column_stack([thread[:len(ks)], ks[:, 3:]])
+    ks = np.column_stack([thread[: len(ks)], ks[:, 3:]])
     ks = ks[np.lexsort((ks[:, 4], ks[:, 1], ks[:, 0]))]
-    return ks, np.column_stack([rs[:, 3], thread[len(ks):], rs[:, 4:]])
+    return ks, np.column_stack([rs[:, 3], thread[len(ks) :], rs[:, 4:]])
 
 
-def ranges(store: Store, run: str | None = None, prefix: str | None = None,
-           window: tuple[int, int] | None = None) -> list[dict]:
+def ranges(
+    store: Store, run: str | None = None, prefix: str | None = None, window: tuple[int, int] | None = None
+) -> list[dict]:
     """One row per push/pop range path (under `prefix`) that launched kernels: instances,
     kernels, launch calls, and window / busy / idle time summed over its instances.
     `window`: only launches starting in this GPU window (a phase, profkit.analyses.phases).
@@ -122,8 +137,10 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None,
     number: dict[str, int] = {}
     of_id = np.full(int(rs[:, 0].max()) + 1, -1, dtype=np.int64)
     for pid_, path, names in store.conn.execute(
-            "SELECT id, path, names FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM nvtx_event "
-            "WHERE run = ? AND kind = 'push_pop')", (run,)):
+        "SELECT id, path, names FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM nvtx_event "
+        "WHERE run = ? AND kind = 'push_pop')",
+        (run,),
+    ):
         if _under(_names(names, path), prefix):
             of_id[pid_] = number.setdefault(path, len(number))
             if len(paths) < len(number):
@@ -159,8 +176,11 @@ def ranges(store: Store, run: str | None = None, prefix: str | None = None,
     # a path's names: those of its first instance (several name lists may read as one path)
     first = np.lexsort((rs[:, 2], group))
     lead = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
-    names = dict(store.conn.execute(
-        f"SELECT id, names FROM nvtx_path WHERE id IN ({','.join(str(int(x)) for x in set(rs[lead, 0]))})"))
+    names = dict(
+        store.conn.execute(
+            f"SELECT id, names FROM nvtx_path WHERE id IN ({','.join(str(int(x)) for x in set(rs[lead, 0]))})"
+        )
+    )
     out = []
     for i in lead:
         g = group[i]
@@ -213,8 +233,16 @@ def operators(store: Store, run: str | None, scope: str) -> list[dict]:
     out = []
     for b in by.values():
         top = max(b["names"].items(), key=lambda x: x[1])[0]
-        out.append({"scope": scope, "operator": b["operator"], "kernels": b["kernels"], "kernel_ns": b["kernel_ns"],
-                    "share_pct": 100.0 * b["kernel_ns"] / total if total else 0.0, "top_kernel": top})
+        out.append(
+            {
+                "scope": scope,
+                "operator": b["operator"],
+                "kernels": b["kernels"],
+                "kernel_ns": b["kernel_ns"],
+                "share_pct": 100.0 * b["kernel_ns"] / total if total else 0.0,
+                "top_kernel": top,
+            }
+        )
     return sorted(out, key=lambda b: (-b["kernel_ns"], b["operator"]))
 
 

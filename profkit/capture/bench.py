@@ -9,12 +9,13 @@ the operator's model, % of the device-to-device copy bandwidth measured in the s
 its speed-up over each baseline variant of the same shape. Rows carry GPU, driver, torch,
 triton and date and go into the database (`bench` view) and a markdown table.
 """
+
 from __future__ import annotations
 
 import json
 
-from profkit.core.errors import BadArgument
 from profkit.capture.tune import _device, _need_lab
+from profkit.core.errors import BadArgument
 
 
 def workload(spec: str):
@@ -34,13 +35,21 @@ def workload(spec: str):
         import difflib
 
         close = difflib.get_close_matches(spec, list(ws), n=3)
-        raise BadArgument(f"no workload named {spec!r}" + (f"; did you mean {', '.join(close)}?" if close else
-                                                          f"; known: {', '.join(ws)}"))
+        raise BadArgument(
+            f"no workload named {spec!r}"
+            + (f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(ws)}")
+        )
     return ws[spec]
 
 
-def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None = None, dtype: str | None = None,
-        quick: bool = False, progress=None) -> tuple[list[dict], dict]:
+def run(
+    spec: str,
+    variants: list[str] | None = None,
+    shapes: list[str] | None = None,
+    dtype: str | None = None,
+    quick: bool = False,
+    progress=None,
+) -> tuple[list[dict], dict]:
     """(rows, copy) for every (shape, variant); `progress(what)` hears each step."""
     _need_lab()  # before anything imports torch: the core install says so in one line
     import torch
@@ -52,7 +61,9 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
         raise BadArgument(f"{w.op}: a workload needs shapes and a bytes/FLOPs model to be benchmarked")
     device = _device()
     dtype = dtype or w.default_dtype
-    names = shapes or list((w.quick if quick and w.quick else w.shapes) if device == "cuda" else (w.selftest or w.shapes))
+    names = shapes or list(
+        (w.quick if quick and w.quick else w.shapes) if device == "cuda" else (w.selftest or w.shapes)
+    )
     table = {**w.shapes, **w.selftest}
     missing = [s for s in names if s not in table]
     if missing:
@@ -82,7 +93,9 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
             try:
                 r = first_call_checked(w, v, state, dtype)
             except Exception as e:  # noqa: BLE001 - the variant's own failure: one row that says so
-                rows.append({**row, "note": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]})
+                rows.append(
+                    {**row, "note": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+                )
                 continue
             if r is not None:
                 row["rel_err"] = r.rel_err
@@ -91,9 +104,13 @@ def run(spec: str, variants: list[str] | None = None, shapes: list[str] | None =
                     continue
             row["ok"] = 1
             ms = bench(rotating(fn, states))
-            row.update(ms=ms, gbps=mdl["bytes"] / ms / 1e6, tflops=mdl["flops"] / ms / 1e9,
-                       pct_of_copy=100 * mdl["bytes"] / ms / 1e6 / copy["gbps"],
-                       note=None if r is not None else "no reference: not checked")
+            row.update(
+                ms=ms,
+                gbps=mdl["bytes"] / ms / 1e6,
+                tflops=mdl["flops"] / ms / 1e9,
+                pct_of_copy=100 * mdl["bytes"] / ms / 1e6 / copy["gbps"],
+                note=None if r is not None else "no reference: not checked",
+            )
             rows.append(row)
         del state, states
         if device == "cuda":
@@ -115,16 +132,24 @@ def _speedups(rows: list[dict], w) -> None:
 
 
 def markdown(rows: list[dict], copy: dict) -> str:
-    head = (f"GPU {copy.get('gpu')}, driver {copy.get('driver')}, torch {copy.get('torch')}, triton {copy.get('triton')}, "
-            f"{copy.get('date')}; device-to-device copy {copy['gbps']:,.0f} GB/s measured in the same run.")
+    head = (
+        f"GPU {copy.get('gpu')}, driver {copy.get('driver')}, torch {copy.get('torch')}, triton {copy.get('triton')}, "
+        f"{copy.get('date')}; device-to-device copy {copy['gbps']:,.0f} GB/s measured in the same run."
+    )
     if copy.get("gpu") in (None, "cpu"):
         head += " CPU run (TRITON_INTERPRET=1): the checks are real, the times only check the plumbing."
-    lines = [head, "", "| op | shape | variant | ms | GB/s | TFLOP/s | % of copy | speed-up vs baselines | check |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        head,
+        "",
+        "| op | shape | variant | ms | GB/s | TFLOP/s | % of copy | speed-up vs baselines | check |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         sp = ", ".join(f"{k} {v:.2f}x" for k, v in json.loads(r.get("speedups") or "{}").items())
-        num = (lambda k, f: "" if r.get(k) is None else format(r[k], f))
+        num = lambda k, f: "" if r.get(k) is None else format(r[k], f)
         check = "ok" if r["ok"] else (r.get("note") or "failed")
-        lines.append(f"| {r['op']} | {r['shape']} | {r['variant']} | {num('ms', '.4f')} | {num('gbps', ',.0f')} | "
-                     f"{num('tflops', ',.2f')} | {num('pct_of_copy', '.0f')} | {sp} | {check.replace('|', '/')} |")
+        lines.append(
+            f"| {r['op']} | {r['shape']} | {r['variant']} | {num('ms', '.4f')} | {num('gbps', ',.0f')} | "
+            f"{num('tflops', ',.2f')} | {num('pct_of_copy', '.0f')} | {sp} | {check.replace('|', '/')} |"
+        )
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ Writes one JSON object per line: the meta record, the records, and (format versi
 record {"type": "end", "records": N, "kernels": K} that lets parsers/cupti_trace.py refuse a copy
 cut at a line end; version 1 traces (written before) load with a note saying that cannot be seen.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,12 @@ class Tracer:
         self.cupti = cupti
         self.records: list[dict] = []
         self.errors = 0
-        self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.RUNTIME,
-                      cupti.ActivityKind.DRIVER, cupti.ActivityKind.MARKER]
+        self.kinds = [
+            cupti.ActivityKind.CONCURRENT_KERNEL,
+            cupti.ActivityKind.RUNTIME,
+            cupti.ActivityKind.DRIVER,
+            cupti.ActivityKind.MARKER,
+        ]
         self._names: dict[tuple[int, int], str] = {}
 
     def _api_name(self, domain, cbid: int) -> str:
@@ -56,30 +61,51 @@ class Tracer:
             try:
                 kind = int(a.kind)
                 if kind == K.CONCURRENT_KERNEL:
-                    self.records.append({
-                        "type": "kernel", "name": a.name, "start": a.start, "end": a.end,
-                        "correlation_id": a.correlation_id, "device": a.device_id,
-                        "context": a.context_id, "stream": a.stream_id,
-                        "grid": [a.grid_x, a.grid_y, a.grid_z], "block": [a.block_x, a.block_y, a.block_z],
-                        "registers_per_thread": a.registers_per_thread,
-                        "static_shared_memory": a.static_shared_memory,
-                        "dynamic_shared_memory": a.dynamic_shared_memory,
-                    })
+                    self.records.append(
+                        {
+                            "type": "kernel",
+                            "name": a.name,
+                            "start": a.start,
+                            "end": a.end,
+                            "correlation_id": a.correlation_id,
+                            "device": a.device_id,
+                            "context": a.context_id,
+                            "stream": a.stream_id,
+                            "grid": [a.grid_x, a.grid_y, a.grid_z],
+                            "block": [a.block_x, a.block_y, a.block_z],
+                            "registers_per_thread": a.registers_per_thread,
+                            "static_shared_memory": a.static_shared_memory,
+                            "dynamic_shared_memory": a.dynamic_shared_memory,
+                        }
+                    )
                 elif kind in (K.RUNTIME, K.DRIVER):
                     domain = c.CallbackDomain.RUNTIME_API if kind == K.RUNTIME else c.CallbackDomain.DRIVER_API
-                    self.records.append({
-                        "type": "runtime" if kind == K.RUNTIME else "driver",
-                        "name": self._api_name(domain, a.cbid), "cbid": a.cbid,
-                        "start": a.start, "end": a.end, "pid": a.process_id, "tid": a.thread_id,
-                        "correlation_id": a.correlation_id,
-                    })
+                    self.records.append(
+                        {
+                            "type": "runtime" if kind == K.RUNTIME else "driver",
+                            "name": self._api_name(domain, a.cbid),
+                            "cbid": a.cbid,
+                            "start": a.start,
+                            "end": a.end,
+                            "pid": a.process_id,
+                            "tid": a.thread_id,
+                            "correlation_id": a.correlation_id,
+                        }
+                    )
                 elif kind == K.MARKER:
                     pt = a.object_id.pt
-                    self.records.append({
-                        "type": "marker", "id": a.id, "flags": int(a.flags_), "timestamp": a.timestamp,
-                        "name": a.name or None, "domain": a.domain or None,
-                        "pid": pt.process_id, "tid": pt.thread_id,
-                    })
+                    self.records.append(
+                        {
+                            "type": "marker",
+                            "id": a.id,
+                            "flags": int(a.flags_),
+                            "timestamp": a.timestamp,
+                            "name": a.name or None,
+                            "domain": a.domain or None,
+                            "pid": pt.process_id,
+                            "tid": pt.thread_id,
+                        }
+                    )
             except Exception:
                 self.errors += 1
 
@@ -124,8 +150,12 @@ def _device_facts() -> dict:
 
         if torch.cuda.is_available():
             p = torch.cuda.get_device_properties(0)
-            return {"gpu_name": p.name, "sm_count": p.multi_processor_count,
-                    "memory_bytes": p.total_memory, "cc": f"{p.major}.{p.minor}"}
+            return {
+                "gpu_name": p.name,
+                "sm_count": p.multi_processor_count,
+                "memory_bytes": p.total_memory,
+                "cc": f"{p.major}.{p.minor}",
+            }
     except Exception:
         pass
     return {}
@@ -133,8 +163,15 @@ def _device_facts() -> dict:
 
 def trace(out: str, target: list[str]) -> int:
     tracer = Tracer()
-    header = {"type": "meta", "format": FORMAT, "version": FORMAT_VERSION, "pid": os.getpid(),
-              "host": socket.gethostname(), "argv": environment.redact_args(target), "started_at": time.time()}
+    header = {
+        "type": "meta",
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "argv": environment.redact_args(target),
+        "started_at": time.time(),
+    }
     tracer.start()
     header.update(point_nvtx_at(loaded_libcupti()))
     code = 0
@@ -173,7 +210,10 @@ def write_trace(out: str, header: dict, records: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 4 or argv[0] != "-o" or argv[2] != "--":
-        print("usage: python -m profkit.capture.cupti_tracer -o OUT.jsonl -- (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m profkit.capture.cupti_tracer -o OUT.jsonl -- (-m MODULE | SCRIPT) [ARGS...]",
+            file=sys.stderr,
+        )
         return 2
     return trace(argv[1], argv[3:])
 

@@ -1,5 +1,6 @@
 """A capture's reports into the store: a run that already holds a report of the kind a capture
 would make is refused before anything runs; each report of a finished capture loads on its own."""
+
 from __future__ import annotations
 
 from profkit.capture.options import CaptureOptions
@@ -16,8 +17,10 @@ def refuse_a_second_capture(db, opts: CaptureOptions) -> None:
     made = ({"timeline"} if opts.use_nsys else set()) | ({"counters"} if opts.use_ncu else set())
     clash = sorted(roles_held(db, run) & made)
     if clash:
-        raise BadArgument(f"run {run!r} in {db} already holds a {' and a '.join(clash)} report: give this capture a "
-                          f"run of its own (--run {run}-2, e.g. the after of a before/after pair) or another --db")
+        raise BadArgument(
+            f"run {run!r} in {db} already holds a {' and a '.join(clash)} report: give this capture a "
+            f"run of its own (--run {run}-2, e.g. the after of a before/after pair) or another --db"
+        )
 
 
 def load_capture(db, got, failures: list[str], on_file=None) -> int:

@@ -1,6 +1,7 @@
 """What a capture is asked to do: built once from the command line and handed down whole, so
 that every step of a capture reads the same choices (and a new option is one field, not a
 parameter threaded through three layers)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,10 +13,10 @@ from pathlib import Path
 class Sampling:
     """How ncu samples a command (lab workloads are profiled whole within their ranges)."""
 
-    samples: int = 1              # launches per kernel and launch configuration
-    warmup: int = 0               # launches of each configuration skipped first
+    samples: int = 1  # launches per kernel and launch configuration
+    warmup: int = 0  # launches of each configuration skipped first
     max_kernels: int | None = 500  # hard cap on profiled launches
-    all_launches: bool = False    # profile every launch (within the window)
+    all_launches: bool = False  # profile every launch (within the window)
     # ncu --kernel-name-base telling configurations apart: by function name two template
     # instances of one function (PyTorch's elementwise kernels) share one sample; mangled names
     # keep them apart (seen on the H200: 14 samples for 14 such kernels, 12 by function name)
@@ -31,28 +32,28 @@ class CaptureOptions:
     out: Path = Path("profiles")
     workload: str | None = None
     command: tuple[str, ...] | None = None
-    variants: tuple[str, ...] = ()      # lab workloads: variants and shapes to run
+    variants: tuple[str, ...] = ()  # lab workloads: variants and shapes to run
     shapes: tuple[str, ...] = ()
-    use_nsys: bool = True               # record a timeline
-    use_ncu: bool = True                # collect counters
-    metrics: str = "lean"               # lean, roofline or full
-    include: tuple[str, ...] = ()       # ncu --nvtx-include (default: the workload's ranges)
-    tracer: str = "auto"                # auto, nsys or cupti
-    clock_control: str = "none"         # ncu --clock-control
-    nsys: str | None = None             # paths to the tools (else $NSYS/$NCU, else PATH)
+    use_nsys: bool = True  # record a timeline
+    use_ncu: bool = True  # collect counters
+    metrics: str = "lean"  # lean, roofline or full
+    include: tuple[str, ...] = ()  # ncu --nvtx-include (default: the workload's ranges)
+    tracer: str = "auto"  # auto, nsys or cupti
+    clock_control: str = "none"  # ncu --clock-control
+    nsys: str | None = None  # paths to the tools (else $NSYS/$NCU, else PATH)
     ncu: str | None = None
     sample: Sampling = field(default_factory=Sampling)
     # commands: which part of the program ncu profiles
-    range_name: str | None = None       # only launches inside this NVTX range
-    step: int | None = None             # only step N (NVTX ranges 'step N')
-    profiler_api: bool | None = None    # only between cudaProfilerStart/Stop (None: when called)
-    torch_ranges: bool = False          # an NVTX range per PyTorch operator (emit_nvtx)
+    range_name: str | None = None  # only launches inside this NVTX range
+    step: int | None = None  # only step N (NVTX ranges 'step N')
+    profiler_api: bool | None = None  # only between cudaProfilerStart/Stop (None: when called)
+    torch_ranges: bool = False  # an NVTX range per PyTorch operator (emit_nvtx)
     # lab workloads: each variant's calls inside its range (3 where None), the calls cycling
     # over `rotate` input copies, the L2 filled with other data before each range (kernels/run.py)
     calls: int | None = None
     rotate: int | None = None
     l2_fill: bool = False
-    ncu_ranks: tuple[int, ...] = ()     # a torchrun job (capture_ranks): the ranks ncu runs on
+    ncu_ranks: tuple[int, ...] = ()  # a torchrun job (capture_ranks): the ranks ncu runs on
 
     def __post_init__(self):
         # sequences as tuples: the options stay what they were when built

@@ -11,6 +11,7 @@ file, and fails the test on a regression (and, unless ``undecided_ok=True``, whe
 with the gate's lines as the message. ``pytest --profkit-update-baselines`` writes each
 baseline file from the capture instead (run it on main, commit the files).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,14 +26,29 @@ from profkit.store.store import Store
 
 def pytest_addoption(parser):
     group = parser.getgroup("profkit")
-    group.addoption("--profkit-update-baselines", action="store_true", default=False,
-                    help="profkit_gate: write each baseline file from this capture instead of gating")
+    group.addoption(
+        "--profkit-update-baselines",
+        action="store_true",
+        default=False,
+        help="profkit_gate: write each baseline file from this capture instead of gating",
+    )
 
 
-def gate_benchmark(target: list[str] | str, baseline: str | Path, workdir: str | Path, *,
-                   max_regression: float = g.DEFAULT_THRESHOLD, by: str = "gpu", pattern: str | None = None,
-                   allow=(), budget_runs: int = 0, budget_s: float | None = None, update: bool = False,
-                   nsys: str | None = None, tracer: str = "auto") -> g.GateResult | Path:
+def gate_benchmark(
+    target: list[str] | str,
+    baseline: str | Path,
+    workdir: str | Path,
+    *,
+    max_regression: float = g.DEFAULT_THRESHOLD,
+    by: str = "gpu",
+    pattern: str | None = None,
+    allow=(),
+    budget_runs: int = 0,
+    budget_s: float | None = None,
+    update: bool = False,
+    nsys: str | None = None,
+    tracer: str = "auto",
+) -> g.GateResult | Path:
     """Capture TARGET (a command, or a lab workload name) into a database under WORKDIR and gate
     it against the baseline file; with `update`, write the baseline file from the capture and
     return its path. `budget_runs` re-captures while a range is undecided (docs/gate.md)."""
@@ -50,8 +66,18 @@ def gate_benchmark(target: list[str] | str, baseline: str | Path, workdir: str |
             baseline.parent.mkdir(parents=True, exist_ok=True)
             return baselines.export(s, b.name, baseline)
     base = baselines.read(baseline)
-    return g.rerun_loop(lambda: Store(db, readonly=True), base, first, once, budget_runs=budget_runs,
-                        budget_s=budget_s, threshold=max_regression, by=by, pattern=pattern, allow=set(allow))
+    return g.rerun_loop(
+        lambda: Store(db, readonly=True),
+        base,
+        first,
+        once,
+        budget_runs=budget_runs,
+        budget_s=budget_s,
+        threshold=max_regression,
+        by=by,
+        pattern=pattern,
+        allow=set(allow),
+    )
 
 
 @pytest.fixture

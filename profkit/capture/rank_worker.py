@@ -8,6 +8,7 @@ puts `{rank}` into the profiler's arguments, forces NVLink multicast off, and re
 with PROFILER ARGS... CMD (or CMD alone on a rank not in --ranks). `profkit capture --ranks`
 builds this for torchrun; with another launcher put it before the worker command yourself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,11 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix", required=True, help="JSON list: the profiler's arguments; {rank} is replaced")
     p.add_argument("--ranks", default=None, help="comma-separated ranks to profile (default: all)")
     a = p.parse_args(argv[:cut])
-    cmd = argv[cut + 1:]
+    cmd = argv[cut + 1 :]
     rank = rank_from_env()
     if rank is None or not cmd:
-        print(f"profkit.capture.rank_worker: {'no command' if cmd == [] else 'no rank in the environment (' + ', '.join(RANK_VARS) + ')'}",
-              file=sys.stderr)
+        print(
+            f"profkit.capture.rank_worker: {'no command' if cmd == [] else 'no rank in the environment (' + ', '.join(RANK_VARS) + ')'}",
+            file=sys.stderr,
+        )
         return 2
     ranks = {int(r) for r in a.ranks.split(",") if r.strip()} if a.ranks else None
     args = worker_argv(json.loads(a.prefix), cmd, rank, ranks)

@@ -10,6 +10,7 @@ under nsys (every rank), then once more with ncu on the --ncu-ranks only (the ot
 bare). ncu never profiles NCCL kernels: replaying a collective on one rank would wait
 forever for peers that do not replay it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,17 @@ from profkit.core.errors import ProfkitError, ToolFailed
 from profkit.store.ingest import rank_in_name
 
 # torchrun options that take no value (every other option takes one unless written --opt=value)
-_TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
-                   "--virtual-local-rank", "--virtual_local_rank"}
+_TORCHRUN_FLAGS = {
+    "--standalone",
+    "--no-python",
+    "--no_python",
+    "-m",
+    "--module",
+    "--run-path",
+    "--run_path",
+    "--virtual-local-rank",
+    "--virtual_local_rank",
+}
 _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 # every kernel whose function name does not start with "nccl" (a positive pattern: no lookahead needed)
 NOT_NCCL = "regex:^([^n]|n[^c]|nc[^c]|ncc[^l]).*$"
@@ -41,9 +51,11 @@ def split_launcher(cmd: list[str], python: str | None = None) -> tuple[list[str]
     elif name.startswith("python") and len(cmd) > 2 and cmd[1] == "-m" and cmd[2] in _LAUNCHER_MODULES:
         i = 3
     else:
-        raise ProfkitError(f"--ranks understands torchrun (or python -m torch.distributed.run), not {cmd[0]!r}; "
-                           "with another launcher, start each worker as `python -m profkit.capture.rank_worker --prefix "
-                           "'[\"nsys\", \"profile\", \"-o\", \"DIR/RUN.rank{rank}\"]' -- COMMAND` and ingest DIR")
+        raise ProfkitError(
+            f"--ranks understands torchrun (or python -m torch.distributed.run), not {cmd[0]!r}; "
+            "with another launcher, start each worker as `python -m profkit.capture.rank_worker --prefix "
+            '\'["nsys", "profile", "-o", "DIR/RUN.rank{rank}"]\' -- COMMAND` and ingest DIR'
+        )
     launcher, module, no_python = list(cmd[:i]), False, False
     while i < len(cmd) and cmd[i].startswith("-"):
         opt = cmd[i]
@@ -58,7 +70,7 @@ def split_launcher(cmd: list[str], python: str | None = None) -> tuple[list[str]
         elif key in _TORCHRUN_FLAGS or "=" in opt:
             launcher.append(opt)
         else:
-            launcher += cmd[i:i + 2]
+            launcher += cmd[i : i + 2]
             i += 1
         i += 1
     if i >= len(cmd):
@@ -70,8 +82,9 @@ def split_launcher(cmd: list[str], python: str | None = None) -> tuple[list[str]
     return launcher, worker
 
 
-def wrapped(launcher: list[str], worker: list[str], prefix: list[str], ranks=None,
-            python: str | None = None) -> list[str]:
+def wrapped(
+    launcher: list[str], worker: list[str], prefix: list[str], ranks=None, python: str | None = None
+) -> list[str]:
     """The launcher command that starts each worker under `prefix` (on `ranks`, or all)."""
     w = [python or sys.executable, "-m", "profkit.capture.rank_worker", "--prefix", json.dumps(prefix)]
     if ranks is not None:
@@ -112,14 +125,18 @@ def capture_ranks(opts: CaptureOptions, progress=None, python: str | None = None
     got.meta.update(environment.gpus())
     base = str(folder / f"{run}.rank{{rank}}")
     if opts.use_nsys:
-        _profile(wrapped(launcher, worker, nsys_args(tools["nsys"], Path(base), []), python=python), "nsys (every rank)")
+        _profile(
+            wrapped(launcher, worker, nsys_args(tools["nsys"], Path(base), []), python=python), "nsys (every rank)"
+        )
         reps = _rank_files(folder, run, ".nsys-rep")
         if not reps:
             raise ToolFailed(f"nsys wrote no per-rank report ({run}.rank<N>.nsys-rep missing in {folder})")
         for r, rep in reps.items():
             sqlite = folder / f"{run}.rank{r}.nsys.sqlite"
-            _profile([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
-                  str(rep)], f"nsys export rank {r}")
+            _profile(
+                [tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(rep)],
+                f"nsys export rank {r}",
+            )
             if not sqlite.exists():
                 raise ToolFailed(f"nsys wrote no export for rank {r} ({sqlite} missing)")
             got.files.append(sqlite)

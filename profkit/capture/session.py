@@ -4,6 +4,7 @@ Loading them is ingest's job (the CLI hands the reports over, parsed once).
 
 Every subprocess gets an argument list; nothing goes through a shell.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -21,19 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profkit.capture.options import CaptureOptions, Hooks
-from profkit.core import environment
-from profkit.core import sampling
-from profkit.core.steps import STEP_RE
+from profkit.core import environment, sampling
 from profkit.core.errors import BadArgument, ProfkitError, ToolFailed, ToolMissing
 from profkit.core.metrics import metric_names
 from profkit.core.rows import KERNEL_FIELDS
+from profkit.core.steps import STEP_RE
 
 RESULT_ENV = environment.RESULT_ENV  # the variables whose values a capture records
 # NVLink multicast stays off in everything capture launches: a program using it can take a
 # shared host's GPUs out of service. Forced, not defaulted.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-PERM_HELP = ("no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run as root, or set "
-             "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' for the nvidia module and reload it")
+PERM_HELP = (
+    "no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run as root, or set "
+    "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' for the nvidia module and reload it"
+)
 
 
 def launch_env(base: dict | None = None) -> dict:
@@ -53,9 +55,16 @@ def find_tool(name: str, explicit: str | None = None) -> str:
     raise ToolMissing(f"{name} is not installed: put it on PATH, set ${env}, or pass --{name}-path PATH")
 
 
-def workload_command(workload: str, variants=(), shapes=(), python: str | None = None,
-                     check_out: Path | None = None, iters: int | None = None, rotate: int | None = None,
-                     l2_fill: bool = False) -> list[str]:
+def workload_command(
+    workload: str,
+    variants=(),
+    shapes=(),
+    python: str | None = None,
+    check_out: Path | None = None,
+    iters: int | None = None,
+    rotate: int | None = None,
+    l2_fill: bool = False,
+) -> list[str]:
     """The lab's runner for WORKLOAD; iters: calls of each variant inside its range (the runner's
     default, 3, where None); rotate: the calls cycle over this many copies of the inputs;
     l2_fill: the L2 filled with other data before each range (kernels/run.py)."""
@@ -100,13 +109,24 @@ def nvtx_filters(workload: str | None, variants=(), shapes=(), include=()) -> li
 
 
 def nsys_args(nsys: str, out: Path, cmd: list[str], sample: bool = False) -> list[str]:
-    return [nsys, "profile", "-t", "cuda,nvtx", "--sample=" + ("cpu" if sample else "none"),
-            "--cpuctxsw=" + ("process-tree" if sample else "none"), "--force-overwrite", "true",
-            "-o", str(out), *cmd]
+    return [
+        nsys,
+        "profile",
+        "-t",
+        "cuda,nvtx",
+        "--sample=" + ("cpu" if sample else "none"),
+        "--cpuctxsw=" + ("process-tree" if sample else "none"),
+        "--force-overwrite",
+        "true",
+        "-o",
+        str(out),
+        *cmd,
+    ]
 
 
-def ncu_args(ncu: str, out: Path, cmd: list[str], metrics: str = "lean", filters=(),
-             clock_control: str = "none", extra=()) -> list[str]:
+def ncu_args(
+    ncu: str, out: Path, cmd: list[str], metrics: str = "lean", filters=(), clock_control: str = "none", extra=()
+) -> list[str]:
     """ncu's command line. NVTX recording is always on: ranges cost little and a report without
     them cannot tie a launch to its operator or step. `extra`: the sampling filter."""
     args = [ncu, "--clock-control", clock_control, "--target-processes", "all", "--nvtx", "-f", "-o", str(out)]
@@ -135,9 +155,12 @@ class Captured:
 
 
 def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
-    meta: dict = {"command": environment.redact_args(cmd), "host": socket.gethostname(),
-                  "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "env": {k: v for k, v in environment.kept_env(launch_env()).items() if k in RESULT_ENV}}
+    meta: dict = {
+        "command": environment.redact_args(cmd),
+        "host": socket.gethostname(),
+        "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "env": {k: v for k, v in environment.kept_env(launch_env()).items() if k in RESULT_ENV},
+    }
     meta.update(environment.gpu())
     v = environment.versions()
     meta.update(python=v.pop("python"), cuda=v.pop("cuda", None), **{f"{k}_version": x for k, x in v.items()})
@@ -148,8 +171,12 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
         except (OSError, subprocess.TimeoutExpired):
             pass
     try:
-        meta["git_revision"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                              timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
+        meta["git_revision"] = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=Path(__file__).parent
+            ).stdout.strip()
+            or None
+        )
     except OSError:
         pass
     return meta
@@ -158,8 +185,9 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
 def _run(args: list[str], progress=None, env=None) -> tuple[int, str]:
     """Run a profiler, streaming its output lines to `progress`; (exit code, output)."""
     lines: list[str] = []
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env or launch_env(), errors="replace") as p:
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or launch_env(), errors="replace"
+    ) as p:
         for line in p.stdout:  # type: ignore[union-attr]
             lines.append(line.rstrip("\n"))
             if progress:
@@ -197,10 +225,18 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 def check_run_name(run: str) -> str:
     """A run name becomes the folder OUT/<run>/: a plain name, never a path."""
-    if (not run or run in (".", "..") or any(c in run for c in "/\\\0") or os.path.isabs(run)
-            or run.startswith("-") or run != run.strip()):
-        raise BadArgument(f"run name {run!r}: use a plain name (letters, digits, '.', '_', '-'; no '/', '..' or "
-                          "absolute path): it names the folder OUT/<run>/")
+    if (
+        not run
+        or run in (".", "..")
+        or any(c in run for c in "/\\\0")
+        or os.path.isabs(run)
+        or run.startswith("-")
+        or run != run.strip()
+    ):
+        raise BadArgument(
+            f"run name {run!r}: use a plain name (letters, digits, '.', '_', '-'; no '/', '..' or "
+            "absolute path): it names the folder OUT/<run>/"
+        )
     return run
 
 
@@ -229,7 +265,9 @@ def lab_workloads() -> tuple[list[str], str | None]:
     try:
         return list(kernels.workloads()), None
     except ImportError as e:
-        names = [m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_") and m.name != "run"]
+        names = [
+            m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_") and m.name != "run"
+        ]
         return sorted(names), str(e)
 
 
@@ -246,8 +284,10 @@ def resolve_target(target: list[str], ranks: bool = False) -> tuple[str | None, 
         workloads, why = lab_workloads()
         if target[0] in workloads:
             if why:
-                raise ToolMissing(f"workload {target[0]!r} needs the kernel lab, which this install lacks ({why}): "
-                                  "pip install 'profkit[kernels]'")
+                raise ToolMissing(
+                    f"workload {target[0]!r} needs the kernel lab, which this install lacks ({why}): "
+                    "pip install 'profkit[kernels]'"
+                )
             return target[0], None
     check_command(target, workloads)
     return None, target
@@ -255,19 +295,21 @@ def resolve_target(target: list[str], ranks: bool = False) -> tuple[str | None, 
 
 def check_command(cmd: list[str], workloads: list[str] | None = None) -> None:
     exe = cmd[0]
-    found = (shutil.which(exe) if os.sep not in exe else
-             exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None)
+    found = shutil.which(exe) if os.sep not in exe else exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
     if found is None:
         if exe.endswith(".py") and os.path.isfile(exe):
-            raise BadArgument(f"{exe} is a Python script: name its interpreter, e.g. profkit capture -- python3 "
-                              + " ".join(cmd))
+            raise BadArgument(
+                f"{exe} is a Python script: name its interpreter, e.g. profkit capture -- python3 " + " ".join(cmd)
+            )
         if os.path.isfile(exe):
             raise BadArgument(f"{exe}: not executable (chmod +x it, or name its interpreter)")
         if workloads is not None:  # one word: a misspelt workload, or a program that is not there
             close = difflib.get_close_matches(exe, workloads, n=3, cutoff=0.6)
             hint = f" (did you mean {' or '.join(close)}?)" if close else f" (workloads: {', '.join(workloads)})"
-            raise BadArgument(f"{exe!r} is neither a lab workload nor a program on PATH{hint}; "
-                              "a program runs as: profkit capture -- COMMAND ARGS")
+            raise BadArgument(
+                f"{exe!r} is neither a lab workload nor a program on PATH{hint}; "
+                "a program runs as: profkit capture -- COMMAND ARGS"
+            )
         raise BadArgument(f"{exe}: no such program (not on PATH, not a file)")
     if Path(exe).name.startswith("python") and len(cmd) == 1:
         raise BadArgument(f"{exe} alone would wait for input: name the program, e.g. profkit capture -- {exe} train.py")
@@ -304,13 +346,12 @@ def clean_torch_ranges(report) -> None:
     """Range names as PyTorch's operators are called (aten::addmm), without the per-call
     sequence and op ids emit_nvtx appends: the same operator is one range name again."""
     from profkit.core.rows import RANGE_FIELDS
-
     from profkit.parsers._ops import ops_from_kernel_ranges
 
     if not report.ops:  # the launcher records shapes: each kernel's operator, before the names are cleaned
         report.ops = ops_from_kernel_ranges(report.kernels)
     kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
-    report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1:] for k in report.kernels]
+    report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1 :] for k in report.kernels]
     t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")
     report.ranges = [tuple(clean_torch_name(x) if i in (t, pth) else x for i, x in enumerate(r)) for r in report.ranges]
 
@@ -334,11 +375,15 @@ def find_step(names, n: int) -> str:
     if hit:
         return hit[0]
     if not steps:
-        raise BadArgument(f"--step {n}: the program marks no steps (no NVTX range named like 'step {n}'); "
-                          "name a range with --range NAME, or add torch.cuda.nvtx.range(f'step {i}') around each step")
+        raise BadArgument(
+            f"--step {n}: the program marks no steps (no NVTX range named like 'step {n}'); "
+            "name a range with --range NAME, or add torch.cuda.nvtx.range(f'step {i}') around each step"
+        )
     seen = sorted(steps.values())
-    raise BadArgument(f"--step {n}: no such step; the program marks steps {seen[0]} to {seen[-1]} "
-                      f"({len(seen)} ranges like {min(steps, key=steps.get)!r})")
+    raise BadArgument(
+        f"--step {n}: no such step; the program marks steps {seen[0]} to {seen[-1]} "
+        f"({len(seen)} ranges like {min(steps, key=steps.get)!r})"
+    )
 
 
 def ncu_range_filters(name: str, known: dict | None, torch_ranges: bool = False) -> list[str]:
@@ -369,7 +414,8 @@ def profiler_windows(timeline: Path) -> list[list[int]] | None:
             try:
                 calls = conn.execute(
                     "SELECT r.start, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
-                    " WHERE s.value LIKE 'cudaProfilerSt%' ORDER BY r.start").fetchall()
+                    " WHERE s.value LIKE 'cudaProfilerSt%' ORDER BY r.start"
+                ).fetchall()
             finally:
                 conn.close()
         elif name.endswith(".jsonl"):
@@ -390,7 +436,7 @@ def profiler_windows(timeline: Path) -> list[list[int]] | None:
             out[-1][1] = t
     if not out:
         return None
-    return [[a, b if b is not None else 2 ** 62] for a, b in out]
+    return [[a, b if b is not None else 2**62] for a, b in out]
 
 
 def torch_ranges_command(cmd: list[str]) -> list[str]:
@@ -420,8 +466,9 @@ def _check_lab_option(option: str, workload: str | None) -> None:
     except Exception:  # noqa: BLE001 - an unknown workload: the profiled run says what is wrong with it
         return
     if own:
-        raise BadArgument(f"{option}: the workload {workload!r} is a program of its own, which sets its own calls "
-                          "and inputs")
+        raise BadArgument(
+            f"{option}: the workload {workload!r} is a program of its own, which sets its own calls and inputs"
+        )
 
 
 def _check_calls(workload: str | None, calls: int) -> None:
@@ -446,8 +493,9 @@ def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
         raise BadArgument("--no-nsys with --no-ncu records nothing: keep one of them")
     check_run_name(run)
     if (opts.range_name or opts.step is not None or opts.torch_ranges) and workload:
-        raise BadArgument("--range, --step and --torch-ranges are for commands (-- COMMAND); a lab workload runs in "
-                          "its own ranges")
+        raise BadArgument(
+            "--range, --step and --torch-ranges are for commands (-- COMMAND); a lab workload runs in its own ranges"
+        )
     if opts.step is not None and not opts.use_nsys:
         raise BadArgument("--step finds the step's range on the timeline: drop --no-nsys")
     if opts.calls is not None:
@@ -458,7 +506,7 @@ def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
             raise BadArgument(f"--rotate {opts.rotate}: give 1 to 64 input copies")
     if opts.l2_fill:
         _check_lab_option("--l2-fill", workload)
-    if (why := gpu_problem()):
+    if why := gpu_problem():
         raise ToolMissing(f"{why}: capture needs an NVIDIA GPU (ingest, classify and analyse do not)")
     out = opts.out
     folder = out / run
@@ -470,8 +518,19 @@ def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
     checks = folder.resolve() / "correctness.json" if workload else None
     if checks:
         checks.unlink(missing_ok=True)
-    cmd = list(command) if command else workload_command(workload, opts.variants, opts.shapes, check_out=checks,
-                                                         iters=opts.calls, rotate=opts.rotate, l2_fill=opts.l2_fill)
+    cmd = (
+        list(command)
+        if command
+        else workload_command(
+            workload,
+            opts.variants,
+            opts.shapes,
+            check_out=checks,
+            iters=opts.calls,
+            rotate=opts.rotate,
+            l2_fill=opts.l2_fill,
+        )
+    )
     if opts.torch_ranges:
         cmd = torch_ranges_command(cmd)
     tools: dict[str, str] = {}
@@ -519,8 +578,10 @@ def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
             else:  # ingest will say what is wrong with it; ncu still runs
                 hooks.say(f"{tl.path}: {e}")
     if got.program_exit:
-        got.failures.append(f"the program failed (exit {got.program_exit}) under the {tracer} tracer: "
-                            "its timeline up to the failure is kept, ncu was not run")
+        got.failures.append(
+            f"the program failed (exit {got.program_exit}) under the {tracer} tracer: "
+            "its timeline up to the failure is kept, ncu was not run"
+        )
         use_ncu = False
     if use_ncu:
         _counters(got, opts, cmd, tools, tl, hooks)
@@ -560,11 +621,14 @@ def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_comman
             got.failures.append(f"nsys wrote no report ({rep.name} missing; exit {rc}): {_tail(text)}")
             return None
         sqlite = folder / f"{run}.nsys.sqlite"
-        rc2, text2 = _run([tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
-                           str(rep)])
+        rc2, text2 = _run(
+            [tools["nsys"], "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(rep)]
+        )
         if rc2 != 0 or not sqlite.exists():
-            got.failures.append(f"{rep}: nsys export failed (exit {rc2}): {_tail(text2)}; the .nsys-rep stays and "
-                                "`profkit ingest` reads it")
+            got.failures.append(
+                f"{rep}: nsys export failed (exit {rc2}): {_tail(text2)}; the .nsys-rep stays and "
+                "`profkit ingest` reads it"
+            )
             return None
         got.files.append(sqlite)
         return sqlite
@@ -591,8 +655,7 @@ def _timeline(got: Captured, tracer: str, tools: dict, cmd: list[str], is_comman
     return trace
 
 
-def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, tl: _Timeline,
-              hooks: Hooks) -> None:
+def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, tl: _Timeline, hooks: Hooks) -> None:
     """Run ncu: on the lab workload's ranges, or on a sample of the command's launches."""
     filters = nvtx_filters(opts.workload, opts.variants, opts.shapes, opts.include)
     extra: list[str] = []
@@ -609,34 +672,58 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
         if range_name:
             if names is not None and range_name not in names:
                 close = difflib.get_close_matches(range_name, list(names), n=3, cutoff=0.5)
-                hint = f"; close names: {', '.join(close)}" if close else (
-                    f"; names seen: {', '.join(sorted(names)[:8])}" if names else "; the program emits no NVTX range")
-                raise BadArgument(f"--range {range_name!r}: no such NVTX range in the program{hint} (a torch "
-                                  "record_function range becomes NVTX with --torch-ranges)")
+                hint = (
+                    f"; close names: {', '.join(close)}"
+                    if close
+                    else (
+                        f"; names seen: {', '.join(sorted(names)[:8])}"
+                        if names
+                        else "; the program emits no NVTX range"
+                    )
+                )
+                raise BadArgument(
+                    f"--range {range_name!r}: no such NVTX range in the program{hint} (a torch "
+                    "record_function range becomes NVTX with --torch-ranges)"
+                )
             ranges.append(range_name)
         for r in ranges:
-            filters += ncu_range_filters(r, tl.raw_names if tl.raw_names is not None else names,
-                                         opts.torch_ranges and r not in (tl.raw_names or {}))
+            filters += ncu_range_filters(
+                r,
+                tl.raw_names if tl.raw_names is not None else names,
+                opts.torch_ranges and r not in (tl.raw_names or {}),
+            )
         windows = None
         if opts.profiler_api is not False and tl.path is not None:
             windows = profiler_windows(tl.path)
             if windows:
-                hooks.say(f"the program calls cudaProfilerStart/Stop: ncu profiles only between them "
-                          f"({len(windows)} window{'s' if len(windows) > 1 else ''}; --no-profiler-api to profile all)")
+                hooks.say(
+                    f"the program calls cudaProfilerStart/Stop: ncu profiles only between them "
+                    f"({len(windows)} window{'s' if len(windows) > 1 else ''}; --no-profiler-api to profile all)"
+                )
         if opts.profiler_api and not windows:
             raise BadArgument("--profiler-api: the program never called cudaProfilerStart (on the timeline)")
-        spec = sampling.Spec(per_config=not sample.all_launches, samples=sample.samples, skip=sample.warmup,
-                             key=sample.key, ranges=ranges or None, time=windows)
+        spec = sampling.Spec(
+            per_config=not sample.all_launches,
+            samples=sample.samples,
+            skip=sample.warmup,
+            key=sample.key,
+            ranges=ranges or None,
+            time=windows,
+        )
         if tl.report is not None:
             rows = _sampling_rows(tl.report)
             got.plan = sampling.plan(rows, spec, opts.metrics, sample.max_kernels, tl.seconds)
-            got.meta["sampling"] = {"plan": {k: v for k, v in vars(got.plan).items() if k != "spec"},
-                                    "ncu_filter": spec.as_dict()}
+            got.meta["sampling"] = {
+                "plan": {k: v for k, v in vars(got.plan).items() if k != "spec"},
+                "ncu_filter": spec.as_dict(),
+            }
             if hooks.on_plan:
                 hooks.on_plan(got.plan)
             if got.plan.profiled == 0:
-                got.failures.append("ncu skipped: no launch of the program falls in the window"
-                                    + (f" ({', '.join(ranges)})" if ranges else ""))
+                got.failures.append(
+                    "ncu skipped: no launch of the program falls in the window"
+                    + (f" ({', '.join(ranges)})" if ranges else "")
+                )
                 return
             if hooks.expect:
                 hooks.expect(got.plan.profiled)
@@ -651,8 +738,10 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
     rep.unlink(missing_ok=True)
     before = len(got.failures)
     t0 = time.monotonic()
-    rc, text = _run(ncu_args(tools["ncu"], got.folder / got.run, cmd, opts.metrics, filters, opts.clock_control, extra),
-                    hooks.progress)
+    rc, text = _run(
+        ncu_args(tools["ncu"], got.folder / got.run, cmd, opts.metrics, filters, opts.clock_control, extra),
+        hooks.progress,
+    )
     got.meta["ncu_seconds"] = round(time.monotonic() - t0, 2)
     if "ERR_NVGPUCTRPERM" in text:
         got.failures.append(PERM_HELP)
@@ -663,8 +752,10 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
     elif rc != 0 and "ERR_NVGPUCTRPERM" not in text:
         got.failures.append(f"ncu failed (exit {rc}): {_tail(text)}")
     if "No kernels were profiled" in text:
-        got.failures.append("ncu profiled no kernel: " + ("no kernel matched the NVTX filter" if filters else
-                                                          "the program launched none under ncu"))
+        got.failures.append(
+            "ncu profiled no kernel: "
+            + ("no kernel matched the NVTX filter" if filters else "the program launched none under ncu")
+        )
     if rep.exists():
         got.files.append(rep)
         if spec is not None:
@@ -697,8 +788,10 @@ def _tune_first(got: Captured, cmd: list[str], opts: CaptureOptions, hooks: Hook
         return cmd
     path = got.folder.resolve() / "tuned.json"
     path.unlink(missing_ok=True)
-    rc, text = _run(workload_command(opts.workload, opts.variants, opts.shapes)
-                    + ["--iters", "1", "--tuned-out", str(path)], hooks.progress)
+    rc, text = _run(
+        workload_command(opts.workload, opts.variants, opts.shapes) + ["--iters", "1", "--tuned-out", str(path)],
+        hooks.progress,
+    )
     try:
         picks = json.loads(path.read_text()) if rc == 0 else None
     except (OSError, ValueError):

@@ -15,6 +15,7 @@ Run by path, not as `-m profkit.capture.torch_ranges`: it imports nothing of pro
 whatever interpreter runs the program. Its cost (a range push and pop per operator call) is in
 benchmarks/results/capture.md.
 """
+
 import os
 import runpy
 import sys

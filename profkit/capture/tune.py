@@ -19,6 +19,7 @@ kernel, source hash, shape, GPU and config: running again skips what is done (re
 changed kernel source tunes afresh. Torch and Triton are imported on use: the core install
 has neither and gets one line saying so.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profkit.core.errors import BadArgument, BadInput, ToolMissing
-from profkit.store.store import Store
 from profkit.core.usercode import load_module
+from profkit.store.store import Store
 
 DEFAULT_WARPS = (2, 4, 8)
 DEFAULT_STAGES = (2, 3, 4)
@@ -42,8 +43,8 @@ GROUP = (1, 8)
 
 @dataclass
 class Target:
-    spec: str                  # MODULE:KERNEL, the module named by its import name or file stem
-    kernel: object             # the @triton.jit function
+    spec: str  # MODULE:KERNEL, the module named by its import name or file stem
+    kernel: object  # the @triton.jit function
     launch: object
     inputs: object
     reference: object
@@ -53,7 +54,7 @@ class Target:
 @dataclass
 class Trial:
     config: dict
-    ok: bool | None            # None: not run (failed to compile / launch)
+    ok: bool | None  # None: not run (failed to compile / launch)
     ms: float | None
     rel_err: float | None
     error: str | None = None
@@ -79,7 +80,9 @@ def _need_lab():
 def load(spec: str, launch: str = "launch", inputs: str = "inputs", reference: str = "reference") -> Target:
     mod_name, sep, kernel_name = spec.rpartition(":")
     if not sep or not mod_name or not kernel_name:
-        raise BadArgument(f"{spec!r}: name the kernel as MODULE:KERNEL (a module or a .py file, and its @triton.jit function)")
+        raise BadArgument(
+            f"{spec!r}: name the kernel as MODULE:KERNEL (a module or a .py file, and its @triton.jit function)"
+        )
     _need_lab()
     mod = load_module(mod_name)
     got = {}
@@ -197,8 +200,10 @@ def _device() -> str:
         return "cuda"
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "cpu"
-    raise ToolMissing("no CUDA GPU: run on a GPU, or set TRITON_INTERPRET=1 to run Triton kernels on the CPU "
-                      "(checks the plumbing; the times mean nothing)")
+    raise ToolMissing(
+        "no CUDA GPU: run on a GPU, or set TRITON_INTERPRET=1 to run Triton kernels on the CPU "
+        "(checks the plumbing; the times mean nothing)"
+    )
 
 
 def _check(out, ref):
@@ -217,8 +222,9 @@ def _known_dtypes():
     return (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def tune(db: str, target: Target, shapes: list[dict], configs: list[dict], budget_s: float | None = None,
-         progress=None) -> list[ShapeResult]:
+def tune(
+    db: str, target: Target, shapes: list[dict], configs: list[dict], budget_s: float | None = None, progress=None
+) -> list[ShapeResult]:
     """Try every configuration on every shape (skipping trials already in the database),
     record each, and mark the fastest correct one per shape. `progress(done, total, what)`."""
     from profkit.kernels.timing import header, timer
@@ -249,8 +255,17 @@ def tune(db: str, target: Target, shapes: list[dict], configs: list[dict], budge
                 if progress:
                     progress(done, total, f"{_key(shape)} {key}")
                 trial = _try(target, inputs, ref, cfg, bench)
-                store.add_trial(target.spec, target.source_hash, _key(shape), gpu, key, trial.ok, trial.ms,
-                                trial.rel_err, trial.error)
+                store.add_trial(
+                    target.spec,
+                    target.source_hash,
+                    _key(shape),
+                    gpu,
+                    key,
+                    trial.ok,
+                    trial.ms,
+                    trial.rel_err,
+                    trial.error,
+                )
                 res.trials.append(trial)
             ok = [t for t in res.trials if t.ok and t.ms is not None]
             res.best = min(ok, key=lambda t: t.ms) if ok else None
@@ -278,6 +293,8 @@ def _try(target: Target, inputs, ref, cfg: dict, bench) -> Trial:
 def best(db: str, spec: str, shape: dict, gpu: str) -> dict | None:
     """The chosen configuration of a kernel for a shape on a GPU (what a program reuses)."""
     with Store(db) as s:
-        rows = s.query("SELECT config FROM tuning WHERE kernel = ? AND shape = ? AND gpu = ? AND chosen = 1",
-                       (spec, _key(shape), gpu))
+        rows = s.query(
+            "SELECT config FROM tuning WHERE kernel = ? AND shape = ? AND gpu = ? AND chosen = 1",
+            (spec, _key(shape), gpu),
+        )
     return json.loads(rows[0]["config"]) if rows else None

@@ -4,6 +4,7 @@ prints through profkit.outputs. Errors become one line on stderr and a non-zero 
 One module a command (or a few related ones) in this package: the group below registers every
 click command a module of the package defines, so adding a command is adding a file.
 Shared plumbing (errors, --db, the run a command works on, progress) is in plumbing.py."""
+
 from __future__ import annotations
 
 import importlib

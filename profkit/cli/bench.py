@@ -1,4 +1,5 @@
 """profkit bench: an operator's variants across shapes, correctness first."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,12 @@ from profkit.store.store import Store
 @click.option("--dtype", default=None, help="Data type (default: the workload's).")
 @click.option("--quick", is_flag=True, help="The workload's quick shapes.")
 @click.option("--md", "md_file", default=None, type=PATH, help="Also write the markdown table here.")
-@click.option("--capture", "then_capture", is_flag=True,
-              help="Then run the same variants and shapes under `profkit capture` (profiles and numbers from one command).")
+@click.option(
+    "--capture",
+    "then_capture",
+    is_flag=True,
+    help="Then run the same variants and shapes under `profkit capture` (profiles and numbers from one command).",
+)
 @db_option
 @click.pass_context
 @handled
@@ -36,8 +41,14 @@ def bench(ctx, op, variants, shapes, dtype, quick, md_file, then_capture, db):
 
     with progress_bar() as bar:
         task = bar.add_task("bench", total=None)
-        rows, copy = b.run(op, list(variants) or None, list(shapes) or None, dtype, quick,
-                           lambda what: bar.update(task, description=plain(f"bench {what}")))
+        rows, copy = b.run(
+            op,
+            list(variants) or None,
+            list(shapes) or None,
+            dtype,
+            quick,
+            lambda what: bar.update(task, description=plain(f"bench {what}")),
+        )
     with Store(db) as s:
         s.add_bench_rows(rows)
     table = b.markdown(rows, copy)

@@ -1,4 +1,5 @@
 """profkit classify: a bottleneck label for each kernel launch, with its evidence."""
+
 from __future__ import annotations
 
 import json
@@ -36,16 +37,22 @@ def classify(db, run, as_json, per_launch, as_table, phase):
         if as_json or per_launch or win is not None:
             rows = cl.classify(s, run)  # every launch labelled and stored; the summary is the phase's
             if win is not None:
-                start = {r["kernel_id"]: r["start_ns"] for r in s.query(
-                    "SELECT kernel_id, start_ns FROM kernels WHERE run = ?", (run,))}
-                shown = [r for r in rows
-                         if start.get(r["kernel_id"]) is not None and win[0] <= start[r["kernel_id"]] < win[1]]
+                start = {
+                    r["kernel_id"]: r["start_ns"]
+                    for r in s.query("SELECT kernel_id, start_ns FROM kernels WHERE run = ?", (run,))
+                }
+                shown = [
+                    r
+                    for r in rows
+                    if start.get(r["kernel_id"]) is not None and win[0] <= start[r["kernel_id"]] < win[1]
+                ]
             else:
                 shown = rows
             table_rows = None if as_json or per_launch else cl.by_range(s, run, shown)
         else:  # the whole run's table alone: labels written and summed as they come, no list of every launch
-            n = s.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL",
-                               (run,)).fetchone()[0]
+            n = s.conn.execute(
+                "SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)
+            ).fetchone()[0]
             with progress_bar() as bar:
                 task = bar.add_task(f"classify {run}", total=n)
                 table_rows = cl.classify_by_range(s, run, lambda k: bar.advance(task, k))

@@ -1,5 +1,6 @@
 """profkit collectives: per NCCL kernel, the collective, its size and bandwidth; per rank and
 step, the time spent waiting for the last rank to arrive."""
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,25 @@ from profkit.outputs.tables import plain, table
 
 
 def _us(rows):
-    return [{(k[:-3] + "_us" if k.endswith("_ns") else k): (v / 1e3 if k.endswith("_ns") and v is not None else v)
-             for k, v in r.items()} for r in rows]
+    return [
+        {
+            (k[:-3] + "_us" if k.endswith("_ns") else k): (v / 1e3 if k.endswith("_ns") and v is not None else v)
+            for k, v in r.items()
+        }
+        for r in rows
+    ]
 
 
 @click.command()
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
-@click.option("--peaks", "peaks_file", default=None, type=PATH,
-              help="Measured peaks (JSON); a record with ceiling 'nvlink' or 'link' rates the bus bandwidth.")
+@click.option(
+    "--peaks",
+    "peaks_file",
+    default=None,
+    type=PATH,
+    help="Measured peaks (JSON); a record with ceiling 'nvlink' or 'link' rates the bus bandwidth.",
+)
 @click.option("--kernels", "each", is_flag=True, help="Also one row per NCCL kernel.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole analysis as JSON.")
 @handled
@@ -44,8 +55,19 @@ def collectives(db, run, peaks_file, each, as_json):
     if r.waits:
         out.print(table(_us(r.waits), "waiting for the last rank, per rank and step (us)"))
     if each:
-        cols = ("rank", "step", "collective", "algorithm", "protocol", "dtype", "duration_ns", "bytes",
-                "busbw_gbps", "busbw_pct_of_peak", "wait_ns")
+        cols = (
+            "rank",
+            "step",
+            "collective",
+            "algorithm",
+            "protocol",
+            "dtype",
+            "duration_ns",
+            "bytes",
+            "busbw_gbps",
+            "busbw_pct_of_peak",
+            "wait_ns",
+        )
         out.print(table(_us([{c: k[c] for c in cols} for k in r.kernels]), "NCCL kernels"))
     for note in r.notes:
         out.print(f"note: {plain(note)}")

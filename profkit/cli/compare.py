@@ -1,4 +1,5 @@
 """profkit compare: BEFORE vs AFTER per NVTX range, with a noise band and a verdict."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,15 @@ from profkit.store.store import Store
 @click.argument("after")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
-@click.option("--by", type=click.Choice(["gpu", "host"]), default="gpu", show_default=True,
-              help="Time per call: the GPU's (its kernels' busy time), or the host's (from one call's "
-                   "first launch to the next; timeline runs) for a change to the launcher of a "
-                   "host-bound call.")
+@click.option(
+    "--by",
+    type=click.Choice(["gpu", "host"]),
+    default="gpu",
+    show_default=True,
+    help="Time per call: the GPU's (its kernels' busy time), or the host's (from one call's "
+    "first launch to the next; timeline runs) for a change to the launcher of a "
+    "host-bound call.",
+)
 @handled
 def compare(before, after, db, as_json, by):
     """Per NVTX range, BEFORE vs AFTER (each RUN or RUN:VARIANT, a variant being one part of the
@@ -45,16 +51,33 @@ def compare(before, after, db, as_json, by):
 
     t = Table(title=Text(plain(f"compare {before} -> {after}")), header_style="bold")
     unit = "us/call" if by == "gpu" else "host us/call"
-    for c, j in (("range", "left"), (f"before {unit}", "right"), (f"after {unit}", "right"),
-                 ("speed-up [band]", "right"), ("label", "left"), ("% of roofline", "right"),
-                 ("verdict", "left"), ("why", "left")):
+    for c, j in (
+        ("range", "left"),
+        (f"before {unit}", "right"),
+        (f"after {unit}", "right"),
+        ("speed-up [band]", "right"),
+        ("label", "left"),
+        ("% of roofline", "right"),
+        ("verdict", "left"),
+        ("why", "left"),
+    ):
         t.add_column(c, justify=j, overflow="fold")
     for r in got:
-        t.add_row(*(Text(plain(v)) for v in (
-            r["range"], f"{r['before_us']:,.1f}", f"{r['after_us']:,.1f}",
-            f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
-            f"{r['label_before']} -> {r['label_after']}",
-            f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}", r["verdict"], r["why"])))
+        t.add_row(
+            *(
+                Text(plain(v))
+                for v in (
+                    r["range"],
+                    f"{r['before_us']:,.1f}",
+                    f"{r['after_us']:,.1f}",
+                    f"{r['speedup']:.2f}x [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]",
+                    f"{r['label_before']} -> {r['label_after']}",
+                    f"{pct(r['roofline_pct_before'])} -> {pct(r['roofline_pct_after'])}",
+                    r["verdict"],
+                    r["why"],
+                )
+            )
+        )
     out.print(t)
     for r in got:
         for n in r["notes"]:

@@ -1,4 +1,5 @@
 """profkit export: the views as Parquet."""
+
 from __future__ import annotations
 
 import click
@@ -9,8 +10,9 @@ from profkit.outputs.tables import plain
 
 @click.command()
 @db_option
-@click.option("--parquet", "directory", required=True, type=PATH,
-              help="Folder to write VIEW/run=R/rank=N/part-0.parquet into.")
+@click.option(
+    "--parquet", "directory", required=True, type=PATH, help="Folder to write VIEW/run=R/rank=N/part-0.parquet into."
+)
 @click.option("--run", default=None, help="Only this run (default: every run).")
 @handled
 def export(db, directory, run):

@@ -1,5 +1,6 @@
 """profkit fleet ranks|kernels|classify|advise DIR: the analyses of a many-rank run kept as a
 Parquet export (profkit export --parquet), run through DuckDB, embedded, with a memory limit."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,13 @@ from profkit.outputs.tables import plain, table
 
 def _common(fn):
     fn = click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")(fn)
-    fn = click.option("--memory-limit", default="1GB", show_default=True, metavar="SIZE",
-                      help="DuckDB's memory limit (it spills to disk beyond it).")(fn)
+    fn = click.option(
+        "--memory-limit",
+        default="1GB",
+        show_default=True,
+        metavar="SIZE",
+        help="DuckDB's memory limit (it spills to disk beyond it).",
+    )(fn)
     fn = click.option("--run", default=None, help="Only this run (default: every run).")(fn)
     return click.argument("directory", type=PATH)(fn)
 
@@ -31,13 +37,19 @@ def _engine(directory, memory_limit):
 
 
 def _us(rows):
-    return [{(k[:-3] + "_us" if k.endswith("_ns") else k): (v / 1e3 if k.endswith("_ns") and v is not None else v)
-             for k, v in r.items()} for r in rows]
+    return [
+        {
+            (k[:-3] + "_us" if k.endswith("_ns") else k): (v / 1e3 if k.endswith("_ns") and v is not None else v)
+            for k, v in r.items()
+        }
+        for r in rows
+    ]
 
 
 def _build() -> click.Group:
     """The group with its subcommands, none of them a module attribute: the CLI registers every
     command it finds at the top of a module, and `fleet classify` is not `profkit classify`."""
+
     @click.group()
     def fleet():
         """Analyses over a Parquet export (DIR of `profkit export --parquet`), through DuckDB.
@@ -59,8 +71,12 @@ def _build() -> click.Group:
         finally:
             e.close()
         if as_json:
-            click.echo(json.dumps({"per_step": f.per_step, "per_rank": f.per_rank, "slowest_rank": f.slowest_rank,
-                                   "notes": f.notes}, indent=2))
+            click.echo(
+                json.dumps(
+                    {"per_step": f.per_step, "per_rank": f.per_rank, "slowest_rank": f.slowest_rank, "notes": f.notes},
+                    indent=2,
+                )
+            )
             return
         for r in f.runs:
             out.print(table(_us([x for x in f.per_rank if x["run"] == r]), f"run {r}: GPU time per rank (us)"))
@@ -71,7 +87,6 @@ def _build() -> click.Group:
                 out.print(f"run {plain(r)}: slowest rank {slow} (the others waited for it in {n} of {steps} steps)")
         for note in f.notes:
             out.print(f"note: {plain(note)}")
-
 
     @fleet.command("kernels")
     @_common
@@ -88,7 +103,6 @@ def _build() -> click.Group:
             e.close()
         click.echo(json.dumps(rows, indent=2)) if as_json else out.print(table(_us(rows), "kernels by GPU time (us)"))
 
-
     @fleet.command("classify")
     @_common
     @handled
@@ -102,7 +116,6 @@ def _build() -> click.Group:
         finally:
             e.close()
         click.echo(json.dumps(rows, indent=2)) if as_json else out.print(table(_us(rows), "labels per rank (us)"))
-
 
     @fleet.command("advise")
     @_common
@@ -122,8 +135,9 @@ def _build() -> click.Group:
         out.print(table(_us([{k: v for k, v in r.items() if k != "first_fix"} for r in rows]), "per-rank summary (us)"))
         for r in rows:
             if r["first_fix"]:
-                out.print(f"run {plain(r['run'])} rank {r['rank']}: {r['share']:.0%} of its step time: "
-                          f"{r['first_fix']}")
+                out.print(
+                    f"run {plain(r['run'])} rank {r['rank']}: {r['share']:.0%} of its step time: {r['first_fix']}"
+                )
 
     return fleet
 

@@ -1,5 +1,6 @@
 """`profkit gate` and `profkit baseline`: a run against a named baseline, with exit codes a CI job
 acts on (0 pass or improvement, 1 regression, 3 undecided, 2 bad usage or input)."""
+
 from __future__ import annotations
 
 import json
@@ -53,30 +54,82 @@ def parse_percent(text: str) -> float:
 @click.option("--against", "baseline", required=True, metavar="NAME", help="Baseline to gate against.")
 @click.option("--run", default=None, help="Run to gate (default: the newest).")
 @db_option
-@click.option("--max-regression", default="3%", show_default=True, metavar="PCT",
-              help="Slow-down a range may show before it is a regression.")
-@click.option("--by", type=click.Choice(["gpu", "host"]), default="gpu", show_default=True,
-              help="GPU time per call, or host time per call (a change to the launcher).")
-@click.option("--range", "pattern", default=None, metavar="PATTERN",
-              help="Only these NVTX ranges: a glob over the path, else a path, a path above, or one part.")
-@click.option("--allow", default=None, metavar="FACT,...",
-              help="Compare despite these differences: gpu, driver, clocks, tools, shape, variants.")
+@click.option(
+    "--max-regression",
+    default="3%",
+    show_default=True,
+    metavar="PCT",
+    help="Slow-down a range may show before it is a regression.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["gpu", "host"]),
+    default="gpu",
+    show_default=True,
+    help="GPU time per call, or host time per call (a change to the launcher).",
+)
+@click.option(
+    "--range",
+    "pattern",
+    default=None,
+    metavar="PATTERN",
+    help="Only these NVTX ranges: a glob over the path, else a path, a path above, or one part.",
+)
+@click.option(
+    "--allow",
+    default=None,
+    metavar="FACT,...",
+    help="Compare despite these differences: gpu, driver, clocks, tools, shape, variants.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--md", "md_file", default=None, type=PATH,
-              help="Write the markdown (a pull-request comment) here; - for stdout.")
+@click.option(
+    "--md", "md_file", default=None, type=PATH, help="Write the markdown (a pull-request comment) here; - for stdout."
+)
 @click.option("--rerun", is_flag=True, help="Re-capture `-- COMMAND` (timeline only) until every range is decided.")
-@click.option("--budget-runs", type=click.IntRange(min=0), default=5, show_default=True,
-              help="--rerun: at most this many re-captures.")
-@click.option("--budget-s", type=click.FloatRange(min=0), default=None, metavar="S",
-              help="--rerun: no new re-capture after this many seconds.")
-@click.option("--out", "out_dir", default="profiles", show_default=True, type=PATH,
-              help="--rerun: where the re-captures' reports go.")
+@click.option(
+    "--budget-runs",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="--rerun: at most this many re-captures.",
+)
+@click.option(
+    "--budget-s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="S",
+    help="--rerun: no new re-capture after this many seconds.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default="profiles",
+    show_default=True,
+    type=PATH,
+    help="--rerun: where the re-captures' reports go.",
+)
 @click.option("--tracer", type=click.Choice(["auto", "nsys", "cupti"]), default="auto", show_default=True)
 @click.option("--nsys-path", "nsys_path", default=None, help="Path to nsys (else $NSYS, else PATH).")
 @click.argument("command", nargs=-1)
 @usage_errors
-def gate(baseline, run, db, max_regression, by, pattern, allow, as_json, md_file, rerun, budget_runs, budget_s,
-         out_dir, tracer, nsys_path, command):
+def gate(
+    baseline,
+    run,
+    db,
+    max_regression,
+    by,
+    pattern,
+    allow,
+    as_json,
+    md_file,
+    rerun,
+    budget_runs,
+    budget_s,
+    out_dir,
+    tracer,
+    nsys_path,
+    command,
+):
     """Gate a run against baseline NAME: per NVTX range pass, regression, improvement or undecided.
 
     Exit 0 pass or improvement, 1 regression, 3 undecided, 2 bad usage or input (docs/gate.md).
@@ -104,10 +157,18 @@ def gate(baseline, run, db, max_regression, by, pattern, allow, as_json, md_file
     if rerun:
         from profkit.capture.rerun import recapturer
 
-        once = recapturer(list(command), db, run, out_dir, tracer=tracer, nsys=nsys_path,
-                          note=lambda t: click.echo(f"profkit: {plain(t)}", err=True))
-        result = g.rerun_loop(lambda: Store(db, readonly=True), base, run, once, budget_runs=budget_runs,
-                              budget_s=budget_s, **kw)
+        once = recapturer(
+            list(command),
+            db,
+            run,
+            out_dir,
+            tracer=tracer,
+            nsys=nsys_path,
+            note=lambda t: click.echo(f"profkit: {plain(t)}", err=True),
+        )
+        result = g.rerun_loop(
+            lambda: Store(db, readonly=True), base, run, once, budget_runs=budget_runs, budget_s=budget_s, **kw
+        )
     else:
         with Store(db, readonly=True) as s:
             result = g.gate_runs(s, base, [run], **kw)
@@ -159,8 +220,12 @@ def _baseline_group() -> click.Group:
             b = snapshot(s, run, name)
             baselines.save(s, b, replace)
         summ = b.summary()
-        click.echo(plain(f"baseline {name}: run {run}, {summ['ranges']} ranges, {summ['calls']} calls a range, "
-                         f"{summ['gpu'] or 'GPU not recorded'}"))
+        click.echo(
+            plain(
+                f"baseline {name}: run {run}, {summ['ranges']} ranges, {summ['calls']} calls a range, "
+                f"{summ['gpu'] or 'GPU not recorded'}"
+            )
+        )
 
     @baseline.command("list")
     @db_option
@@ -198,9 +263,22 @@ def _baseline_group() -> click.Group:
         click.echo(plain(f"baseline {b.name}: run {b.run}, saved {b.created_at}"))
         for k, v in b.facts.items():
             click.echo(plain(f"  {k}: {v if v is not None else 'not recorded'}"))
-        out.print(_table([{"range": r.path, "calls": len(r.gpu_us), "median us": statistics.median(r.gpu_us),
-                           "host us": statistics.median(r.host_us) if r.host_us else None, "kernels": len(r.kernels),
-                           "label": r.label} for r in b.ranges], f"ranges of baseline {b.name}"))
+        out.print(
+            _table(
+                [
+                    {
+                        "range": r.path,
+                        "calls": len(r.gpu_us),
+                        "median us": statistics.median(r.gpu_us),
+                        "host us": statistics.median(r.host_us) if r.host_us else None,
+                        "kernels": len(r.kernels),
+                        "label": r.label,
+                    }
+                    for r in b.ranges
+                ],
+                f"ranges of baseline {b.name}",
+            )
+        )
 
     @baseline.command("rm")
     @click.argument("name")

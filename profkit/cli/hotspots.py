@@ -1,4 +1,5 @@
 """profkit hotspots: a kernel's source lines ranked by sampled warp stalls."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,12 @@ from profkit.store.store import Store
 @click.command("hotspots")
 @db_option
 @click.option("--run", default=None, help="Run (default: the newest).")
-@click.option("--kernel", default=None, metavar="K",
-              help="A substring of the kernel's name, or a launch's kernel_id (default: the kernel with most samples).")
+@click.option(
+    "--kernel",
+    default=None,
+    metavar="K",
+    help="A substring of the kernel's name, or a launch's kernel_id (default: the kernel with most samples).",
+)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="How many lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hotspots as JSON.")
 @click.option("--html", default=None, type=PATH, help="Also write the source with a bar per line to this HTML file.")
@@ -40,15 +45,24 @@ def hotspots(db, run, kernel, top, as_json, html):
     if as_json:
         click.echo(json.dumps(h.as_dict(), indent=2))
         return
-    out.print(plain(f"{h.kernel}: run {h.run}, {len(h.launches)} launch(es), {h.samples:,} warp-state samples"
-                    + (f", {h.inst_executed:,} warp instructions executed" if h.inst_executed is not None else "")))
+    out.print(
+        plain(
+            f"{h.kernel}: run {h.run}, {len(h.launches)} launch(es), {h.samples:,} warp-state samples"
+            + (f", {h.inst_executed:,} warp instructions executed" if h.inst_executed is not None else "")
+        )
+    )
     if h.top is not None:
         out.print(plain(h.top.reading))
     rows = []
     for ln in h.lines:
         stalls = ", ".join(f"{k} {v:,}" for k, v in list(ln.stalls.items())[:3])
-        row = {"where": ln.where, "samples": ln.samples, "%": round(100 * ln.share, 1), "top stalls": stalls,
-               "inst executed": ln.inst_executed}
+        row = {
+            "where": ln.where,
+            "samples": ln.samples,
+            "%": round(100 * ln.share, 1),
+            "top stalls": stalls,
+            "inst executed": ln.inst_executed,
+        }
         if h.by == "line":
             row["source"] = (ln.text or "").strip()[:70]
         else:
@@ -60,7 +74,11 @@ def hotspots(db, run, kernel, top, as_json, html):
     for n in h.notes:
         out.print(plain(f"note: {n}"))
     if h.others:
-        out.print(plain("other kernels with Source Counters: " + ", ".join(
-            f"{k['kernel_name'][:50]} ({k['samples'] or 0:,} samples)" for k in h.others[:5])))
+        out.print(
+            plain(
+                "other kernels with Source Counters: "
+                + ", ".join(f"{k['kernel_name'][:50]} ({k['samples'] or 0:,} samples)" for k in h.others[:5])
+            )
+        )
     if html:
         out.print(f"{plain(html)}: the source with a bar per line")

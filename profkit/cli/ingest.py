@@ -1,4 +1,5 @@
 """profkit ingest: load report files and capture folders into the database."""
+
 from __future__ import annotations
 
 import click
@@ -12,11 +13,19 @@ from profkit.store.store import Store
 @click.argument("paths", nargs=-1, required=True, type=PATH)
 @db_option
 @click.option("--run", default=None, help="Run to load into (default: the first file's name; a folder's own name).")
-@click.option("--rank", type=click.IntRange(0, 2**31 - 1), default=None,
-              help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).")
-@click.option("--gpu", default=None, metavar="NAME",
-              help="The GPU the reports ran on, where they do not name it (an ncu details CSV names only the compute "
-                   "capability): its datasheet peaks label the kernels (profkit/model/gpus.py lists the GPUs known).")
+@click.option(
+    "--rank",
+    type=click.IntRange(0, 2**31 - 1),
+    default=None,
+    help="Process rank of these files (default: RANK recorded by nsys, else 'rankN' in the file name).",
+)
+@click.option(
+    "--gpu",
+    default=None,
+    metavar="NAME",
+    help="The GPU the reports ran on, where they do not name it (an ncu details CSV names only the compute "
+    "capability): its datasheet peaks label the kernels (profkit/model/gpus.py lists the GPUs known).",
+)
 @handled
 def ingest(paths, db, run, rank, gpu):
     """Load report files (nsys SQLite/.nsys-rep/.qdrep, .ncu-rep[.xz], ncu CSV pages, CUPTI trace, torch.profiler trace
@@ -38,12 +47,16 @@ def ingest(paths, db, run, rank, gpu):
 
     def line(r):
         if r.skipped:
-            out.print(f"{plain(r.path)}: already loaded{' as ' + plain(r.loaded_as) if r.loaded_as else ''} (run {plain(r.run)}), nothing added")
+            out.print(
+                f"{plain(r.path)}: already loaded{' as ' + plain(r.loaded_as) if r.loaded_as else ''} (run {plain(r.run)}), nothing added"
+            )
         else:
             where = f"run {plain(r.run)}" + ("" if r.rank is None else f" rank {r.rank}")
             rules = f", {r.rules} ncu rule results" if getattr(r, "rules", 0) else ""
-            out.print(f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
-                      f"{r.counters} counters{rules}")
+            out.print(
+                f"{plain(r.path)}: {r.format} -> {where}: {r.kernels} kernels, {r.ranges} NVTX ranges, "
+                f"{r.counters} counters{rules}"
+            )
             if r.caveat:
                 out.print(f"  note: {plain(r.caveat)}")
 
@@ -73,7 +86,9 @@ def ingest(paths, db, run, rank, gpu):
         if g.meta is not None:
             out.print(f"{plain(g.meta_file or g.folder / 'capture.json')}: run metadata of run {plain(g.run)}")
         if g.skipped:
-            out.print(f"{plain(g.folder)}: skipped " + "; ".join(f"{plain(p.name)} ({plain(why)})" for p, why in g.skipped))
+            out.print(
+                f"{plain(g.folder)}: skipped " + "; ".join(f"{plain(p.name)} ({plain(why)})" for p, why in g.skipped)
+            )
     if gpu:
         from profkit.model import gpus
 
@@ -85,6 +100,8 @@ def ingest(paths, db, run, rank, gpu):
                     have = s.query("SELECT gpu_name FROM run WHERE run = ?", (name,))[0]["gpu_name"]
                     out.print(f"run {plain(name)}: its reports name the GPU {plain(have)}; --gpu {plain(gpu)} not used")
         if gpus.by_name(gpu) is None:
-            out.print(f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/model/gpus.py): no datasheet peaks from it")
+            out.print(
+                f"--gpu {plain(gpu)}: not in profkit's known-GPU table (profkit/model/gpus.py): no datasheet peaks from it"
+            )
     if refused:
         raise SystemExit(2)  # (each refusal said on its own line above)

@@ -1,4 +1,5 @@
 """profkit kernels: where a run's GPU time went, by kernel and NVTX range."""
+
 from __future__ import annotations
 
 import click

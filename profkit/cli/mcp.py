@@ -1,4 +1,5 @@
 """profkit mcp: serve a database to a coding agent over the Model Context Protocol (stdio)."""
+
 from __future__ import annotations
 
 import click

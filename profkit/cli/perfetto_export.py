@@ -1,4 +1,5 @@
 """profkit export-perfetto: a run's timeline as a Perfetto / Chrome trace JSON file."""
+
 from __future__ import annotations
 
 import click
@@ -26,7 +27,9 @@ def export_perfetto(file, db, run):
     run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         path, trace = perfetto.export(s, run, file)
-    out.print(f"{plain(path)}: run {plain(run)}, {trace.launches():,} launches on "
-              f"{sum(1 for t in trace.tracks if t.process.startswith('GPU'))} stream tracks")
+    out.print(
+        f"{plain(path)}: run {plain(run)}, {trace.launches():,} launches on "
+        f"{sum(1 for t in trace.tracks if t.process.startswith('GPU'))} stream tracks"
+    )
     for n in trace.notes:
         out.print(f"  {plain(n)}")

@@ -1,4 +1,5 @@
 """profkit phases: a run's phases (start-up, compile/autotune, warm-up, steps, later phases)."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,23 @@ def phases(db, run, as_json):
     if as_json:
         click.echo(json.dumps({"run": run, "note": got.note, "phases": rows}, indent=2))
         return
-    out.print(_table([{"phase": r["name"], "kind": r["kind"], "steady": "yes" if r["steady"] else "",
-                       "launches": r["launches"], "window ms": (r["end_ns"] - r["start_ns"]) / 1e6,
-                       "GPU ms": r["gpu_ns"] / 1e6, "steps": r["steps"] or "",
-                       "ms/step": "" if not r["step_ns"] else f"{r['step_ns'] / 1e6:.2f}", "how": r["how"]}
-                      for r in rows], f"phases of run {run}"))
+    out.print(
+        _table(
+            [
+                {
+                    "phase": r["name"],
+                    "kind": r["kind"],
+                    "steady": "yes" if r["steady"] else "",
+                    "launches": r["launches"],
+                    "window ms": (r["end_ns"] - r["start_ns"]) / 1e6,
+                    "GPU ms": r["gpu_ns"] / 1e6,
+                    "steps": r["steps"] or "",
+                    "ms/step": "" if not r["step_ns"] else f"{r['step_ns'] / 1e6:.2f}",
+                    "how": r["how"],
+                }
+                for r in rows
+            ],
+            f"phases of run {run}",
+        )
+    )
     out.print(f"  {plain(got.note)}")

@@ -1,5 +1,6 @@
 """What every command shares: the console, path and --db options, the mapping of typed errors
 to one line and an exit code, the run a command works on, and progress bars."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -82,15 +83,22 @@ def resolve_run(db: str, run: str | None) -> str:
         newest = s.require_run(None)
         n = len(s.runs())
     if n > 1:
-        click.echo(f"profkit: no --run given: using the newest run, {plain(newest)} (one of {n}; `profkit runs` "
-                   f"lists them)", err=True)
+        click.echo(
+            f"profkit: no --run given: using the newest run, {plain(newest)} (one of {n}; `profkit runs` lists them)",
+            err=True,
+        )
     return newest
 
 
 def db_option(fn):
     """--db, resolved here and only here: the library always takes a path."""
-    return click.option("--db", default=None, metavar="DB", callback=lambda ctx, param, v: v or default_db(),
-                        help="Database file (default: $PROFKIT_DB, else profkit.db).")(fn)
+    return click.option(
+        "--db",
+        default=None,
+        metavar="DB",
+        callback=lambda ctx, param, v: v or default_db(),
+        help="Database file (default: $PROFKIT_DB, else profkit.db).",
+    )(fn)
 
 
 def on_main_thread() -> bool:
@@ -109,8 +117,14 @@ def file_progress():
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+    ) as bar:
         now: list = [None, None, None]  # file, phase, task
 
         def on_progress(file, phase, done, total):
@@ -128,14 +142,25 @@ def progress_bar():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # (descriptions hold kernel and variant names: data, so no markup, control characters escaped)
-    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    transient=True, disable=not sys.stderr.isatty(), console=None)
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        disable=not sys.stderr.isatty(),
+        console=None,
+    )
 
 
 def phase_option(f):
     """--phase NAME|all: the phase an analysis reads (default: the steady state where found)."""
-    return click.option("--phase", default=None, metavar="NAME|all",
-                        help="Phase to analyse (profkit phases lists them; default: the steady state; all: the whole run).")(f)
+    return click.option(
+        "--phase",
+        default=None,
+        metavar="NAME|all",
+        help="Phase to analyse (profkit phases lists them; default: the steady state; all: the whole run).",
+    )(f)
 
 
 def store_phases(db, runs) -> None:

@@ -1,4 +1,5 @@
 """profkit roofline: a run's hierarchical roofline as one HTML file."""
+
 from __future__ import annotations
 
 import click
@@ -10,14 +11,32 @@ from profkit.store.store import Store
 
 @click.command()
 @db_option
-@click.option("--run", default=None, metavar="A", help="Run, or RUN:VARIANT (e.g. myrun:eager); default: the newest run.")
-@click.option("--compare", default=None, metavar="B", help="Draw an arrow from each NVTX range of A to the same range of B.")
-@click.option("--by", type=click.Choice(["kernel", "range"]), default="kernel", show_default=True,
-              help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).")
-@click.option("--chain", default=None, metavar="auto|P1,P2,...",
-              help="Join ranges in order with arrows: 'auto' (capture order) or NVTX paths / variant names.")
-@click.option("--peaks", "peaks_file", default=None, type=PATH,
-              help="Measured peaks to draw dashed beside the report's own (a peaks.json, e.g. profiles/peaks.json).")
+@click.option(
+    "--run", default=None, metavar="A", help="Run, or RUN:VARIANT (e.g. myrun:eager); default: the newest run."
+)
+@click.option(
+    "--compare", default=None, metavar="B", help="Draw an arrow from each NVTX range of A to the same range of B."
+)
+@click.option(
+    "--by",
+    type=click.Choice(["kernel", "range"]),
+    default="kernel",
+    show_default=True,
+    help="One point per kernel, or per NVTX range (its kernels' time-weighted aggregate).",
+)
+@click.option(
+    "--chain",
+    default=None,
+    metavar="auto|P1,P2,...",
+    help="Join ranges in order with arrows: 'auto' (capture order) or NVTX paths / variant names.",
+)
+@click.option(
+    "--peaks",
+    "peaks_file",
+    default=None,
+    type=PATH,
+    help="Measured peaks to draw dashed beside the report's own (a peaks.json, e.g. profiles/peaks.json).",
+)
 @click.option("-o", "--output", required=True, type=PATH, help="HTML file to write.")
 @handled
 def roofline(db, run, compare, by, chain, peaks_file, output):
@@ -30,7 +49,6 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
     from profkit.core.errors import BadArgument
     from profkit.model import peaks
     from profkit.outputs import roofline_plot
-
     from profkit.outputs.html import check_output
 
     check_output(output)

@@ -1,4 +1,5 @@
 """profkit runs: the runs in the database."""
+
 from __future__ import annotations
 
 import click
@@ -23,6 +24,7 @@ def runs(db):
         rows = summary.runs(s)
         for r in rows:  # the steady state each analysis defaults to
             p = phases.of_run(s, r["run"]).steady if r["kernels"] else None
-            r["steady state"] = (f"{p.name}: {p.steps} x {p.step_ns / 1e6:.2f} ms" if p and p.step_ns
-                                 else p.name if p else "none found")
+            r["steady state"] = (
+                f"{p.name}: {p.steps} x {p.step_ns / 1e6:.2f} ms" if p and p.step_ns else p.name if p else "none found"
+            )
         out.print(_table(rows, "runs"))

@@ -1,4 +1,5 @@
 """profkit sql: a query on a read-only connection, streamed as a table, JSON or CSV."""
+
 from __future__ import annotations
 
 import sys
@@ -13,10 +14,22 @@ from profkit.cli.plumbing import db_option, fail, handled, on_main_thread, out
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
-@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0), metavar="S",
-              help="Stop the query after S seconds (0: no limit).")
-@click.option("--memory", default=2048, show_default=True, type=click.IntRange(min=16), metavar="MB",
-              help="Working memory for sorts, DISTINCT, GROUP BY and temporary results (never temp files).")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Stop the query after S seconds (0: no limit).",
+)
+@click.option(
+    "--memory",
+    default=2048,
+    show_default=True,
+    type=click.IntRange(min=16),
+    metavar="MB",
+    help="Working memory for sorts, DISTINCT, GROUP BY and temporary results (never temp files).",
+)
 @handled
 def sql(query, db, as_json, as_csv, timeout, memory):
     """Run QUERY on a read-only connection (views: runs, kernels, counters, classifications,
@@ -53,9 +66,10 @@ def sql(query, db, as_json, as_csv, timeout, memory):
                     out.print(t)
     except QueryStopped:
         sys.stdout.flush()
-        fail("query stopped (Ctrl-C)" if stopped[0] == signal.SIGINT else f"query stopped (signal {stopped[0]})",
-             128 + stopped[0])
+        fail(
+            "query stopped (Ctrl-C)" if stopped[0] == signal.SIGINT else f"query stopped (signal {stopped[0]})",
+            128 + stopped[0],
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-

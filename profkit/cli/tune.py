@@ -1,4 +1,5 @@
 """profkit tune: autotune a user's @triton.jit kernel against its reference."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,46 @@ from profkit.outputs.tables import plain
 
 @click.command()
 @click.argument("kernel", metavar="MODULE:KERNEL")
-@click.option("--shape", "shapes", multiple=True, required=True, metavar="NAME=VALUE,...",
-              help="A problem size handed to your inputs() (repeatable), e.g. --shape n=16777216.")
-@click.option("--space", "space_file", default=None, type=PATH,
-              help="Configurations: JSON/YAML {param: [candidates]} or a list of configs (default: from the kernel's signature).")
-@click.option("--launch", "launch_fn", default="launch", show_default=True, help="Your launcher: launch(inputs, config) -> output.")
-@click.option("--inputs", "inputs_fn", default="inputs", show_default=True, help="Your input builder: inputs(shape, device).")
-@click.option("--reference", "reference_fn", default="reference", show_default=True, help="Your reference: reference(inputs) -> expected output.")
-@click.option("--budget", "budget_s", type=float, default=None, metavar="SECONDS", help="Stop trying new configs after this long (resume later).")
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    required=True,
+    metavar="NAME=VALUE,...",
+    help="A problem size handed to your inputs() (repeatable), e.g. --shape n=16777216.",
+)
+@click.option(
+    "--space",
+    "space_file",
+    default=None,
+    type=PATH,
+    help="Configurations: JSON/YAML {param: [candidates]} or a list of configs (default: from the kernel's signature).",
+)
+@click.option(
+    "--launch",
+    "launch_fn",
+    default="launch",
+    show_default=True,
+    help="Your launcher: launch(inputs, config) -> output.",
+)
+@click.option(
+    "--inputs", "inputs_fn", default="inputs", show_default=True, help="Your input builder: inputs(shape, device)."
+)
+@click.option(
+    "--reference",
+    "reference_fn",
+    default="reference",
+    show_default=True,
+    help="Your reference: reference(inputs) -> expected output.",
+)
+@click.option(
+    "--budget",
+    "budget_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Stop trying new configs after this long (resume later).",
+)
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print every trial as JSON.")
 @handled
@@ -44,14 +77,29 @@ def tune(kernel, shapes, space_file, launch_fn, inputs_fn, reference_fn, budget_
 
         results = t.tune(db, target, sizes, configs, budget_s, progress)
     if as_json:
-        click.echo(json.dumps([{"shape": r.shape, "best": r.best and r.best.__dict__, "stopped": r.stopped,
-                                "trials": [x.__dict__ for x in r.trials]} for r in results], indent=2, default=str))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "shape": r.shape,
+                        "best": r.best and r.best.__dict__,
+                        "stopped": r.stopped,
+                        "trials": [x.__dict__ for x in r.trials],
+                    }
+                    for r in results
+                ],
+                indent=2,
+                default=str,
+            )
+        )
         return
     for r in results:
         new = sum(1 for x in r.trials if not x.reused)
         bad = [x for x in r.trials if not x.ok]
-        out.print(f"{plain(target.spec)} {json.dumps(r.shape)}: {len(r.trials)} configs ({new} tried now, "
-                  f"{len(r.trials) - new} from earlier runs), {len(bad)} failed or wrong")
+        out.print(
+            f"{plain(target.spec)} {json.dumps(r.shape)}: {len(r.trials)} configs ({new} tried now, "
+            f"{len(r.trials) - new} from earlier runs), {len(bad)} failed or wrong"
+        )
         if r.best:
             out.print(f"  chosen: {json.dumps(r.best.config)}: {r.best.ms:.4f} ms (rel. error {r.best.rel_err:.1e})")
         else:

@@ -4,6 +4,7 @@ The analyses read up to millions of launches and ranges; a Python dict per row c
 the work done on it. These read integer columns straight into arrays and reduce many slices
 [lo, hi) of one array at once (a range's launches are a slice of its thread's launches).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,8 +50,9 @@ def _reduce(op, a, lo, hi):
     return op.reduceat(padded, idx)[0::2]
 
 
-def slice_covered(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  chunk: int = 1 << 22) -> np.ndarray:
+def slice_covered(
+    start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: int = 1 << 22
+) -> np.ndarray:
     """Length of the union of the intervals [start[j], end[j]) for j in each slice [lo[i], hi[i]);
     every slice non-empty. Each slice's intervals are sorted by start and swept together, in
     chunks of about `chunk` intervals in all (nested slices repeat their intervals)."""

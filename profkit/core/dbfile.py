@@ -1,6 +1,7 @@
 """Opening SQLite files that profkit must not change: a profkit database for a query, an
 nsys export being parsed, a database being exported. The one read-only opener, and the
 checks that an SQLite file is whole and that reading it stays within a budget."""
+
 from __future__ import annotations
 
 import os
@@ -40,12 +41,16 @@ def check_path_length(path) -> None:
     file', which reads as a damaged file)."""
     n = len(os.fsencode(os.path.abspath(path)))
     if n > SQLITE_MAX_PATH:
-        raise BadInput(path, f"its path is {n} bytes, longer than SQLite opens ({SQLITE_MAX_PATH}): "
-                             "move it, or link to it from a shorter path")
+        raise BadInput(
+            path,
+            f"its path is {n} bytes, longer than SQLite opens ({SQLITE_MAX_PATH}): "
+            "move it, or link to it from a shorter path",
+        )
 
 
-def open_readonly(path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, peek: bool = False,
-                  **kw) -> sqlite3.Connection:
+def open_readonly(
+    path: str | os.PathLike, timeout_ms: int = BUSY_TIMEOUT_MS, peek: bool = False, **kw
+) -> sqlite3.Connection:
     """A read-only connection to an existing SQLite file (mode=ro, query_only); `kw` goes to
     sqlite3.connect (e.g. check_same_thread). It writes nothing to the file or beside it, except
     the -shm index a WAL-mode file needs while profkit writes it (SQLite's rule).
@@ -74,9 +79,19 @@ class TooManyRows(ColumnsError):
     """A column query returned more than its max_rows (a join that multiplies rows)."""
 
 
-def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = False, on_rows=None,
-                 batch_rows: int = 1 << 16, dtypes=None, n_rows: int | None = None, max_rows: int | None = None,
-                 bound: bool = False, strict: bool = False):
+def read_columns(
+    path: str | os.PathLike,
+    sql: str,
+    n_int: int,
+    blob: bool = False,
+    on_rows=None,
+    batch_rows: int = 1 << 16,
+    dtypes=None,
+    n_rows: int | None = None,
+    max_rows: int | None = None,
+    bound: bool = False,
+    strict: bool = False,
+):
     """The result of `sql` on a read-only SQLite file as numpy columns: the first `n_int`
     columns are 64-bit integers, never NULL (the query coalesces); with `blob`, one last
     column of bytes, never NULL, comes back deduplicated as (codes, values).
@@ -103,6 +118,7 @@ def read_columns(path: str | os.PathLike, sql: str, n_int: int, blob: bool = Fal
                 raise TooManyRows(f"more than {max_rows} rows")
             if told:
                 told(done)
+
     if not _has_adbc():
         if strict:
             raise ColumnsError("no ADBC driver: no strictly typed read")
@@ -141,7 +157,7 @@ class _Adbc:
         self._stmt = None
         self.batch_rows = 1 << 16
 
-    def cursor(self) -> "_Adbc":
+    def cursor(self) -> _Adbc:
         return self
 
     def execute(self, sql: str) -> None:
@@ -158,7 +174,7 @@ class _Adbc:
 
         return pyarrow.RecordBatchReader._import_from_c(self._stream.address)
 
-    def __enter__(self) -> "_Adbc":
+    def __enter__(self) -> _Adbc:
         return self
 
     def __exit__(self, *exc) -> None:  # (twice: as the connection and as its cursor)
@@ -198,8 +214,10 @@ def _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None,
                 return [a[:done] for a in out], None
             if n_rows is None:  # a join: counting would run it twice; batches then one copy
                 parts = list(_read_adbc_batches(cur, sql, n_int, blob, on_rows, batch_rows, dtypes, index))
-                out = [np.concatenate([p[0][i] for p in parts]) if parts else np.zeros(0, dtype=dtypes[i])
-                       for i in range(n_int)]
+                out = [
+                    np.concatenate([p[0][i] for p in parts]) if parts else np.zeros(0, dtype=dtypes[i])
+                    for i in range(n_int)
+                ]
                 codes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
                 return out, (codes, list(index)) if blob else None
             n = n_rows  # columns filled in place: no second copy of millions of rows
@@ -229,13 +247,12 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, ex
         if done + k > n:
             raise ColumnsError("the file changed while it was read") if exact else TooManyRows(f"more than {n} rows")
         for i in range(n_int):
-            out[i][done:done + k] = _numpy(batch.column(i))
+            out[i][done : done + k] = _numpy(batch.column(i))
         if blob:
             enc = pc.dictionary_encode(batch.column(n_int))
-            local = np.array([index.setdefault(v, len(index)) for v in enc.dictionary.to_pylist()],
-                             dtype=np.int32)
+            local = np.array([index.setdefault(v, len(index)) for v in enc.dictionary.to_pylist()], dtype=np.int32)
             if k:
-                codes[done:done + k] = local[_numpy(enc.indices)]
+                codes[done : done + k] = local[_numpy(enc.indices)]
         done += k
         if on_rows:
             on_rows(done)
@@ -244,9 +261,17 @@ def _fill_adbc(cur, sql, n_int, blob, on_rows, batch_rows, out, codes, index, ex
     return done
 
 
-def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]], n_int: int, blob: bool = False,
-                          on_rows=None, batch_rows: int = 1 << 16, dtypes=None, bound: bool = False,
-                          strict: bool = False):
+def read_columns_in_parts(
+    path: str | os.PathLike,
+    parts: list[tuple[str, int]],
+    n_int: int,
+    blob: bool = False,
+    on_rows=None,
+    batch_rows: int = 1 << 16,
+    dtypes=None,
+    bound: bool = False,
+    strict: bool = False,
+):
     """read_columns of the queries `parts` [(sql, its row count)], a thread each, into one set
     of columns in part order (SQLite and the ADBC driver work without the GIL: on a machine
     with several cores the parts read at once). Without ADBC, one after the other. `bound`
@@ -273,17 +298,28 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
             if errors:
                 raise ColumnsError("another part failed")
             seen[k] = done
+
         try:
             a, b = starts[k], starts[k + 1]
             with _Adbc(path) as conn:
                 with conn.cursor() as cur:
-                    _fill_adbc(cur, parts[k][0], n_int, blob, counted, batch_rows, [x[a:b] for x in out],
-                               codes[a:b], indexes[k])
+                    _fill_adbc(
+                        cur,
+                        parts[k][0],
+                        n_int,
+                        blob,
+                        counted,
+                        batch_rows,
+                        [x[a:b] for x in out],
+                        codes[a:b],
+                        indexes[k],
+                    )
         except BaseException as e:  # raised in the caller's thread below
             errors.append(e)
 
-    threads = [threading.Thread(target=one, args=(k,), name=f"profkit-read-{k}", daemon=True)
-               for k in range(len(parts))]
+    threads = [
+        threading.Thread(target=one, args=(k,), name=f"profkit-read-{k}", daemon=True) for k in range(len(parts))
+    ]
     for t in threads:
         t.start()
     try:
@@ -298,8 +334,9 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
             t.join()
         raise
     if errors:
-        first = next((e for e in errors if not isinstance(e, ColumnsError) or str(e) != "another part failed"),
-                     errors[0])
+        first = next(
+            (e for e in errors if not isinstance(e, ColumnsError) or str(e) != "another part failed"), errors[0]
+        )
         if isinstance(first, ColumnsError) or not isinstance(first, Exception):
             raise first
         if strict:  # (as read_columns)
@@ -308,8 +345,7 @@ def read_columns_in_parts(path: str | os.PathLike, parts: list[tuple[str, int]],
         return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
     if not blob:
         return out, None
-    return out, _merge_codes([(codes[starts[k]:starts[k + 1]], list(ix)) for k, ix in enumerate(indexes)],
-                             into=codes)
+    return out, _merge_codes([(codes[starts[k] : starts[k + 1]], list(ix)) for k, ix in enumerate(indexes)], into=codes)
 
 
 def _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes, bound=False, strict=False):
@@ -416,8 +452,10 @@ def check_whole(path: str | os.PathLike) -> str | None:
         return None  # pages may live in the -wal: SQLite checks those
     if pages and changes == valid_for:  # the in-header size is current (SQLite >= 3.7.0 writes it)
         if size < pages * page:
-            return (f"truncated: its header counts {pages} pages of {page} bytes ({pages * page} bytes), "
-                    f"the file has {size}")
+            return (
+                f"truncated: its header counts {pages} pages of {page} bytes ({pages * page} bytes), "
+                f"the file has {size}"
+            )
         return None
     if size % page:
         return f"truncated: {size} bytes is not a whole number of {page}-byte pages"

@@ -2,27 +2,67 @@
 
 One place for capture metadata and the benchmark scripts' result headers.
 """
+
 from __future__ import annotations
 
 import platform
 import re
 import subprocess
 
-
 # environment variables that change what a profile shows: their values are kept with a run
-RESULT_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_ENABLED",
-              "TRITON_INTERPRET", "TORCHINDUCTOR_MAX_AUTOTUNE", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF",
-              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS",
-              # the lab's own switches: Triton launches through kernels/_launch.py (and its plans), tuning on the GPU
-              "PROFKIT_FAST_LAUNCH", "PROFKIT_LAUNCH_PLANS", "PROFKIT_TUNE")
+RESULT_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "TORCH_CUDNN_V8_API_ENABLED",
+    "TRITON_INTERPRET",
+    "TORCHINDUCTOR_MAX_AUTOTUNE",
+    "NVIDIA_TF32_OVERRIDE",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+    "OMP_NUM_THREADS",
+    # the lab's own switches: Triton launches through kernels/_launch.py (and its plans), tuning on the GPU
+    "PROFKIT_FAST_LAUNCH",
+    "PROFKIT_LAUNCH_PLANS",
+    "PROFKIT_TUNE",
+)
 # ...and those that say where a process sat in a job (launchers' rank variables)
-_JOB_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
-            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
-            "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "NVIDIA_VISIBLE_DEVICES")
+_JOB_ENV = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "NODE_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "NVIDIA_VISIBLE_DEVICES",
+)
 # a name with one of these words never keeps its value, whatever its prefix (NCCL_..._TOKEN);
 # words, not substrings: --max-new-tokens and --passes are not secrets
-_SECRET_WORDS = {"token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "cookie", "auth",
-                 "apikey", "signature", "pwd"}
+_SECRET_WORDS = {
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "credential",
+    "credentials",
+    "cookie",
+    "auth",
+    "apikey",
+    "signature",
+    "pwd",
+}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")}
 # ...nor a word run together with one of these (--hftoken, WANDBAPIKEY), nor a name whose last
 # word is `key` (--wandb-key, WANDB_KEY): a sort key lost from the metadata costs less than a leak
@@ -31,15 +71,21 @@ _SECRET_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "passphras
 
 def _secret_name(name: str) -> bool:
     words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    return (bool(_SECRET_WORDS.intersection(words)) or any(p in _SECRET_PAIRS for p in zip(words, words[1:]))
-            or any(w.endswith(_SECRET_ENDINGS) for w in words) or (bool(words) and words[-1] == "key"))
+    return (
+        bool(_SECRET_WORDS.intersection(words))
+        or any(p in _SECRET_PAIRS for p in zip(words, words[1:]))
+        or any(w.endswith(_SECRET_ENDINGS) for w in words)
+        or (bool(words) and words[-1] == "key")
+    )
 
 
 # values that are credentials whatever they are called (HF, OpenAI/Anthropic, GitHub, GitLab,
 # Google, Slack, AWS keys, JWTs)
-_SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
-                           r"github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|"
-                           r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")
+_SECRET_VALUE = re.compile(
+    r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
+    r"github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
+)
 # structure that holds a secret whatever its shape: a URL's password, an HTTP credential header
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s/]+@")
 _HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie)(\s*:\s*)[^'\"\r\n]+")
@@ -66,7 +112,7 @@ def redact_text(text: str) -> str:
         end = _VALUE_END.search(text, m.end())
         stop = end.start() if end else len(text)
         if stop > m.end():
-            out += [text[at:m.end()], REDACTED]
+            out += [text[at : m.end()], REDACTED]
             at = stop
     text = "".join(out) + text[at:]
     if re.search(r"\s", text):  # a command line in one string: its options pair with their values
@@ -86,9 +132,13 @@ def kept_env(env: dict[str, str]) -> dict[str, str]:
     """The variables of a program's environment that profkit keeps with a run (RESULT_ENV and
     the job-layout ones): every other value may be anyone's credential (nsys records the whole
     environment; public exports have carried live HF tokens) and is dropped."""
-    return {k: v for k, v in env.items()
-            if (k in RESULT_ENV or k in _JOB_ENV or str(k).endswith("_VERSION"))  # versions: CUDA_VERSION, NCCL_VERSION
-            and not _secret_name(str(k)) and not _SECRET_VALUE.search(str(v))}
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in RESULT_ENV or k in _JOB_ENV or str(k).endswith("_VERSION"))  # versions: CUDA_VERSION, NCCL_VERSION
+        and not _secret_name(str(k))
+        and not _SECRET_VALUE.search(str(v))
+    }
 
 
 def redact_args(args: list[str], _inner: bool = False) -> list[str]:
@@ -107,13 +157,13 @@ def redact_args(args: list[str], _inner: bool = False) -> list[str]:
         name, eq, _ = bare.partition("=")
         if bare.startswith("-") and _secret_name(name):
             if eq:
-                out.append(a[:len(a) - len(bare)] + f"{name}={REDACTED}")
+                out.append(a[: len(a) - len(bare)] + f"{name}={REDACTED}")
             else:
                 out.append(a)
                 hide_next = True
             continue
         if re.fullmatch(r"-p\S+", bare) and not bare[2:].isdigit():  # mysql's -pPASSWORD (not -p8080)
-            out.append(a[:len(a) - len(bare)] + f"-p{REDACTED}")
+            out.append(a[: len(a) - len(bare)] + f"-p{REDACTED}")
             continue
         out.append(a if _inner else redact_text(a))
     return out
@@ -148,13 +198,26 @@ def scrub_meta(meta, _depth: int = 0):
 def gpu() -> dict:
     """First GPU as nvidia-smi reports it; {} where there is none."""
     try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        q = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if q.returncode != 0 or not q.stdout.strip():
             return {}
         name, uuid, driver, sm, mem = [x.strip() for x in q.stdout.splitlines()[0].split(",")]
-        return {"gpu_name": name, "gpu_uuid": uuid, "driver": driver,
-                "sm_clock_mhz_at_start": float(sm), "mem_clock_mhz_at_start": float(mem)}
+        return {
+            "gpu_name": name,
+            "gpu_uuid": uuid,
+            "driver": driver,
+            "sm_clock_mhz_at_start": float(sm),
+            "mem_clock_mhz_at_start": float(mem),
+        }
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return {}
 
@@ -178,11 +241,17 @@ def gpus() -> dict:
     the ranks of a multi-process run ran. {} where there is no nvidia-smi."""
     out: dict = {}
     try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30)
+        q = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if q.returncode == 0 and q.stdout.strip():
-            out["gpus"] = [dict(zip(("index", "name", "uuid", "pci_bus_id"), [x.strip() for x in line.split(",")]))
-                           for line in q.stdout.strip().splitlines()]
+            out["gpus"] = [
+                dict(zip(("index", "name", "uuid", "pci_bus_id"), [x.strip() for x in line.split(",")]))
+                for line in q.stdout.strip().splitlines()
+            ]
         t = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
         if t.returncode == 0 and t.stdout.strip():
             out["topology"] = re.sub(r"\x1b\[[0-9;]*m", "", t.stdout).rstrip()  # nvidia-smi underlines the header
@@ -197,16 +266,27 @@ def result_header(device: str) -> dict:
     import datetime
     import os
 
-    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "device": device, "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
-            **versions(), "gpu": None, "driver": None}
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "device": device,
+        "interpreter": os.environ.get("TRITON_INTERPRET", "0"),
+        **versions(),
+        "gpu": None,
+        "driver": None,
+    }
     if device == "cuda":
         import torch
 
         p = torch.cuda.get_device_properties(0)
         smi = gpu()
-        info.update(gpu=p.name, driver=smi.get("driver"), gpu_uuid=smi.get("gpu_uuid"), sms=p.multi_processor_count,
-                    memory_gib=round(p.total_memory / 2**30, 1),
-                    capability=".".join(map(str, torch.cuda.get_device_capability(0))),
-                    sm_clock_mhz_at_start=smi.get("sm_clock_mhz_at_start"))
+        info.update(
+            gpu=p.name,
+            driver=smi.get("driver"),
+            gpu_uuid=smi.get("gpu_uuid"),
+            sms=p.multi_processor_count,
+            memory_gib=round(p.total_memory / 2**30, 1),
+            capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+            sm_clock_mhz_at_start=smi.get("sm_clock_mhz_at_start"),
+        )
     return info

@@ -1,5 +1,6 @@
 """Host calls the idle causes need (profkit.analyses.idle), named alike by every parser: a CUDA
 runtime or driver call's kind (sync, alloc, module, memcpy, memset) from its name."""
+
 from __future__ import annotations
 
 import re
@@ -8,14 +9,24 @@ import re
 # version suffix (_v3020). Only these: exports hold millions of other runtime and driver calls
 _HOST_KINDS = (
     ("sync", re.compile(r"^cu(da)?(Stream|Device|Ctx|Event)Synchronize$|^cudaThreadSynchronize$")),
-    ("alloc", re.compile(r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cudaFreeHost|cudaHostRegister|"
-                         r"cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemHostAlloc|cuMemFreeHost|cuMemCreate|"
-                         r"cuMemRelease|cuMemMap|cuMemUnmap|cuMemAddressReserve|cuMemAddressFree|cuMemHostRegister|"
-                         r"cuMemHostUnregister)\w*$")),
+    (
+        "alloc",
+        re.compile(
+            r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cudaFreeHost|cudaHostRegister|"
+            r"cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemHostAlloc|cuMemFreeHost|cuMemCreate|"
+            r"cuMemRelease|cuMemMap|cuMemUnmap|cuMemAddressReserve|cuMemAddressFree|cuMemHostRegister|"
+            r"cuMemHostUnregister)\w*$"
+        ),
+    ),
     # loading and linking code; not the per-launch lookups (cuLibraryGetKernel, cuModuleGetFunction),
     # which a steady loop calls every step in microseconds and which would take its launch gaps
-    ("module", re.compile(r"^(cuModuleLoad|cuModuleUnload|cuLibraryLoad|cuLibraryUnload|"
-                          r"cuLinkCreate|cuLinkAddData|cuLinkAddFile|cuLinkComplete)\w*$")),
+    (
+        "module",
+        re.compile(
+            r"^(cuModuleLoad|cuModuleUnload|cuLibraryLoad|cuLibraryUnload|"
+            r"cuLinkCreate|cuLinkAddData|cuLinkAddFile|cuLinkComplete)\w*$"
+        ),
+    ),
     ("memcpy", re.compile(r"^cu(da)?Memcpy\w*$")),
     ("memset", re.compile(r"^cu(da)?Memset\w*$")),
 )

@@ -4,10 +4,10 @@ The one place intervals are merged: a range's busy time (timeline), a call's GPU
 (compare), a rank's compute and communication time and what of it overlaps (ranks), a range's
 GPU time (advise).
 """
+
 from __future__ import annotations
 
 import numpy as np
-
 
 # above this many intervals, merged by numpy: the Python loop costs ~1 s per million
 _VECTOR = 4096

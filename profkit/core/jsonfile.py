@@ -1,4 +1,5 @@
 """A small JSON file (capture.json, peaks.json) read whole or refused in one line."""
+
 from __future__ import annotations
 
 import json

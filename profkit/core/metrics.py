@@ -4,6 +4,7 @@ Analyses ask for a short name ("dram_pct"); this table maps it to the ncu metric
 that carry it, newest spelling first, because names differ between architectures and
 ncu versions. Nothing else in profkit spells a raw ncu metric name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,13 @@ class Metric:
         return self.names + self.also
 
 
-def _m(short: str, names: str | tuple[str, ...], meaning: str, sets: str = "lean roofline",
-       also: str | tuple[str, ...] = ()) -> Metric:
+def _m(
+    short: str,
+    names: str | tuple[str, ...],
+    meaning: str,
+    sets: str = "lean roofline",
+    also: str | tuple[str, ...] = (),
+) -> Metric:
     if isinstance(names, str):
         names = (names,)
     if isinstance(also, str):
@@ -35,17 +41,31 @@ def _m(short: str, names: str | tuple[str, ...], meaning: str, sets: str = "lean
 METRICS: tuple[Metric, ...] = (
     # time and clocks
     _m("duration", "gpu__time_duration.sum", "kernel duration"),
-    _m("sm_clock", "sm__cycles_elapsed.avg.per_second", "SM clock while the kernel ran",
-       also="gpc__cycles_elapsed.avg.per_second"),  # ncu's "SM Frequency" (SpeedOfLight section)
+    _m(
+        "sm_clock",
+        "sm__cycles_elapsed.avg.per_second",
+        "SM clock while the kernel ran",
+        also="gpc__cycles_elapsed.avg.per_second",
+    ),  # ncu's "SM Frequency" (SpeedOfLight section)
     _m("dram_clock", "dram__cycles_elapsed.avg.per_second", "DRAM clock while the kernel ran"),
     # the L2 and L1 roofline ceilings need their own clocks (ncu's hierarchical roofline uses these)
     _m("l2_clock", "lts__cycles_elapsed.avg.per_second", "L2 clock while the kernel ran", "lean roofline"),
     _m("l1_clock", "l1tex__cycles_elapsed.avg.per_second", "L1/TEX clock while the kernel ran", "lean roofline"),
     # speed of light (ncu SpeedOfLight section)
     _m("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute (SM) throughput, % of peak", "roofline"),
-    _m("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory throughput, % of peak (max of DRAM, L2, L1)", "roofline"),
-    _m("dram_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM throughput, % of peak (derived from DRAM bytes where absent)", "roofline",
-       also="dram__throughput.avg.pct_of_peak_sustained_elapsed"),  # users' --metrics lists (same value)
+    _m(
+        "mem_pct",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        "memory throughput, % of peak (max of DRAM, L2, L1)",
+        "roofline",
+    ),
+    _m(
+        "dram_pct",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "DRAM throughput, % of peak (derived from DRAM bytes where absent)",
+        "roofline",
+        also="dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    ),  # users' --metrics lists (same value)
     _m("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 throughput, % of peak", "roofline"),
     _m("l1_pct", "l1tex__throughput.avg.pct_of_peak_sustained_active", "L1/TEX throughput, % of peak", "roofline"),
     # pipes
@@ -64,9 +84,24 @@ METRICS: tuple[Metric, ...] = (
         "warpgroup MMA (HGMMA/QGMMA) instructions issued, % of peak",
         "roofline",
     ),
-    _m("fma_pct", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "FMA pipe active cycles, % of peak", "roofline"),
-    _m("alu_pct", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "ALU pipe active cycles, % of peak", "roofline"),
-    _m("issue_pct", "sm__inst_issued.avg.pct_of_peak_sustained_active", "instructions issued, % of peak (the lean set's SM-busy measure)", "lean roofline"),
+    _m(
+        "fma_pct",
+        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+        "FMA pipe active cycles, % of peak",
+        "roofline",
+    ),
+    _m(
+        "alu_pct",
+        "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
+        "ALU pipe active cycles, % of peak",
+        "roofline",
+    ),
+    _m(
+        "issue_pct",
+        "sm__inst_issued.avg.pct_of_peak_sustained_active",
+        "instructions issued, % of peak (the lean set's SM-busy measure)",
+        "lean roofline",
+    ),
     # occupancy and launch
     _m("achieved_occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy, % of max warps"),
     _m("theoretical_occupancy", "sm__maximum_warps_per_active_cycle_pct", "theoretical occupancy, % of max warps"),
@@ -91,42 +126,135 @@ METRICS: tuple[Metric, ...] = (
     _m("l1_bytes_peak", "l1tex__t_bytes.sum.peak_sustained", "L1 bytes per cycle at peak", "lean roofline"),
     # FLOPs (roofline y axis): SASS thread instructions for CUDA cores, op paths for tensor cores
     # (the sm__ spellings count the same instructions summed per SM: users' --metrics lists have them)
-    _m("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "FP32 adds",
-       also="sm__sass_thread_inst_executed_op_fadd_pred_on.sum"),
-    _m("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "FP32 multiplies",
-       also="sm__sass_thread_inst_executed_op_fmul_pred_on.sum"),
-    _m("ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "FP32 fused multiply-adds (2 FLOPs)",
-       also="sm__sass_thread_inst_executed_op_ffma_pred_on.sum"),
-    _m("ffma_peak", "sm__inst_executed_pipe_fma.sum.peak_sustained", "FMA instructions per cycle at peak (warp level; the FP32 roof)", "lean roofline"),
+    _m(
+        "fadd",
+        "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+        "FP32 adds",
+        also="sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    ),
+    _m(
+        "fmul",
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+        "FP32 multiplies",
+        also="sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    ),
+    _m(
+        "ffma",
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+        "FP32 fused multiply-adds (2 FLOPs)",
+        also="sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    ),
+    _m(
+        "ffma_peak",
+        "sm__inst_executed_pipe_fma.sum.peak_sustained",
+        "FMA instructions per cycle at peak (warp level; the FP32 roof)",
+        "lean roofline",
+    ),
     _m("tensor_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor FLOPs, bf16 inputs"),
-    _m("tensor_ops_fp16", ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"), "tensor FLOPs, fp16 inputs (3 passes on its own: roofline set only)", "roofline"),
-    _m("tensor_ops_fp16_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum", "tensor FLOPs, fp16 inputs, fp16 accumulate", "roofline"),
+    _m(
+        "tensor_ops_fp16",
+        ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"),
+        "tensor FLOPs, fp16 inputs (3 passes on its own: roofline set only)",
+        "roofline",
+    ),
+    _m(
+        "tensor_ops_fp16_fp16",
+        "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+        "tensor FLOPs, fp16 inputs, fp16 accumulate",
+        "roofline",
+    ),
     _m("tensor_ops_fp8", "sm__ops_path_tensor_src_fp8.sum", "tensor FLOPs, fp8 inputs"),
     _m("tensor_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "tensor FLOPs, tf32 inputs", "roofline"),
-    _m("tensor_ops_bf16_peak", "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained", "bf16 tensor FLOPs per cycle at the 2:4-sparse peak (dense: half; docs/roofline.md)"),
-    _m("tensor_ops_fp8_peak", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)", "lean roofline"),
-    _m("tensor_ops_fp16_peak", ("sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained"), "fp16 tensor FLOPs per cycle at peak", "roofline"),
-    _m("tensor_ops_tf32_peak", "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained", "tf32 tensor FLOPs per cycle at peak", "roofline"),
-    _m("dadd", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "FP64 adds", "roofline",
-       also="sm__sass_thread_inst_executed_op_dadd_pred_on.sum"),
-    _m("dmul", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "FP64 multiplies", "roofline",
-       also="sm__sass_thread_inst_executed_op_dmul_pred_on.sum"),
-    _m("dfma", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "FP64 fused multiply-adds (2 FLOPs)", "roofline",
-       also="sm__sass_thread_inst_executed_op_dfma_pred_on.sum"),
-    _m("dfma_peak", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", "FP64 FMA thread instructions per cycle at peak", "roofline"),
+    _m(
+        "tensor_ops_bf16_peak",
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained",
+        "bf16 tensor FLOPs per cycle at the 2:4-sparse peak (dense: half; docs/roofline.md)",
+    ),
+    _m(
+        "tensor_ops_fp8_peak",
+        "sm__ops_path_tensor_src_fp8.sum.peak_sustained",
+        "fp8 tensor FLOPs per cycle at the sparse peak (dense: half)",
+        "lean roofline",
+    ),
+    _m(
+        "tensor_ops_fp16_peak",
+        ("sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained"),
+        "fp16 tensor FLOPs per cycle at peak",
+        "roofline",
+    ),
+    _m(
+        "tensor_ops_tf32_peak",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained",
+        "tf32 tensor FLOPs per cycle at peak",
+        "roofline",
+    ),
+    _m(
+        "dadd",
+        "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
+        "FP64 adds",
+        "roofline",
+        also="sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
+    ),
+    _m(
+        "dmul",
+        "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+        "FP64 multiplies",
+        "roofline",
+        also="sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    ),
+    _m(
+        "dfma",
+        "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+        "FP64 fused multiply-adds (2 FLOPs)",
+        "roofline",
+        also="sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    ),
+    _m(
+        "dfma_peak",
+        "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained",
+        "FP64 FMA thread instructions per cycle at peak",
+        "roofline",
+    ),
     # read where a report has them, never asked for (sets ""): ncu's default set and device attributes
-    _m("ffma_thread_peak", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
-       "FP32 FMA thread instructions per cycle at peak (ncu's default roofline chart; the FP32 roof where ffma_peak is absent)", ""),
-    _m("dram_bytes_rate", "dram__bytes.sum.per_second", "DRAM bytes per second (ncu's Memory Workload Analysis 'Memory Throughput')", ""),
-    _m("sm_clock_max", "device__attribute_clock_rate", "the GPU's maximum (boost) SM clock, kHz (device attribute)", ""),
-    _m("mem_clock_max", "device__attribute_memory_clock_rate", "the GPU's peak memory clock, kHz (device attribute)", ""),
-    _m("mem_bus_width", "device__attribute_global_memory_bus_width", "global memory bus width, bits (device attribute)", ""),
+    _m(
+        "ffma_thread_peak",
+        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
+        "FP32 FMA thread instructions per cycle at peak (ncu's default roofline chart; the FP32 roof where ffma_peak is absent)",
+        "",
+    ),
+    _m(
+        "dram_bytes_rate",
+        "dram__bytes.sum.per_second",
+        "DRAM bytes per second (ncu's Memory Workload Analysis 'Memory Throughput')",
+        "",
+    ),
+    _m(
+        "sm_clock_max", "device__attribute_clock_rate", "the GPU's maximum (boost) SM clock, kHz (device attribute)", ""
+    ),
+    _m(
+        "mem_clock_max",
+        "device__attribute_memory_clock_rate",
+        "the GPU's peak memory clock, kHz (device attribute)",
+        "",
+    ),
+    _m(
+        "mem_bus_width",
+        "device__attribute_global_memory_bus_width",
+        "global memory bus width, bits (device attribute)",
+        "",
+    ),
     # ncu's default and full sets (its roofline chart) hold the SASS counts as rates per elapsed
     # cycle; x smsp__cycles_elapsed.avg they are the counts (equal to the .sum launch for launch
     # on the H200 captures in tests/data/lean-parity)
-    *(_m(f"{op}_per_cycle", f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed",
-         f"{op} thread instructions per elapsed SMSP cycle (ncu's roofline chart)", "")
-      for op in ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma")),
+    *(
+        _m(
+            f"{op}_per_cycle",
+            f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed",
+            f"{op} thread instructions per elapsed SMSP cycle (ncu's roofline chart)",
+            "",
+        )
+        for op in ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma")
+    ),
     _m("smsp_cycles", "smsp__cycles_elapsed.avg", "elapsed cycles per SM sub-partition", ""),
     _m("cc_major", "device__attribute_compute_capability_major", "compute capability, major (device attribute)", ""),
     _m("cc_minor", "device__attribute_compute_capability_minor", "compute capability, minor (device attribute)", ""),
@@ -137,12 +265,17 @@ BY_SHORT: dict[str, Metric] = {m.short: m for m in METRICS}
 # kernels-view column -> the ncu metric that carries it in every report
 LAUNCH_FIELDS = {
     "duration_ns": "gpu__time_duration.sum",
-    "grid_x": "launch__grid_dim_x", "grid_y": "launch__grid_dim_y", "grid_z": "launch__grid_dim_z",
-    "block_x": "launch__block_dim_x", "block_y": "launch__block_dim_y", "block_z": "launch__block_dim_z",
+    "grid_x": "launch__grid_dim_x",
+    "grid_y": "launch__grid_dim_y",
+    "grid_z": "launch__grid_dim_z",
+    "block_x": "launch__block_dim_x",
+    "block_y": "launch__block_dim_y",
+    "block_z": "launch__block_dim_z",
     "registers_per_thread": "launch__registers_per_thread",
     "shared_mem_static": "launch__shared_mem_per_block_static",
     "shared_mem_dynamic": "launch__shared_mem_per_block_dynamic",
-    "stream": "launch__stream_id", "device": "launch__device_id",
+    "stream": "launch__stream_id",
+    "device": "launch__device_id",
 }
 # the totals that stand in for the per-axis launch dimensions where a report lacks those
 LAUNCH_TOTALS = {"grid": "launch__grid_size", "block": "launch__block_size"}
@@ -188,6 +321,8 @@ def details_metric(name: str, unit: str) -> str | None:
     if hit is None or (hit[1] == "%" and unit != "%"):
         return None
     return hit[0]
+
+
 SETS = ("lean", "roofline", "full")
 
 
@@ -230,6 +365,7 @@ def _count_from_rate(op: str):
     def f(values: dict[str, float]) -> float | None:
         rate, cycles = lookup(values, f"{op}_per_cycle"), lookup(values, "smsp_cycles")
         return rate * cycles if rate is not None and cycles is not None else None
+
     return f
 
 
@@ -247,6 +383,7 @@ class Counters(dict):
     """{ncu metric name: value} of one launch that remembers what `lookup` found: classify,
     the model and advise read ~160 short names per launch, most derived from one another
     (profiled: lookup was a quarter of the main job's CPU). Any change forgets."""
+
     __slots__ = ("memo",)
 
     def __init__(self, *args, **kwargs):

@@ -1,25 +1,27 @@
 """Kernel names: the short (base function) name of a demangled C++ kernel name, and what a
 name says about the kernel (an NCCL collective is communication, not computation); any name
 as storable text (as_text)."""
+
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
 import re
-from functools import lru_cache
-
+from functools import cache, lru_cache
 
 MAX_NAME = 1 << 20  # characters of one kernel or range name: real ones are under ~10 K (C++ templates)
 
 
 def name_too_long(v: str) -> str:
     """The one line refusing a file with a name over MAX_NAME."""
-    return (f"a kernel or range name of {len(v):,} characters ({v[:40]!r}...): over profkit's limit "
-            f"of {MAX_NAME:,} for one name (a hostile or corrupt file)")
+    return (
+        f"a kernel or range name of {len(v):,} characters ({v[:40]!r}...): over profkit's limit "
+        f"of {MAX_NAME:,} for one name (a hostile or corrupt file)"
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cxa_demangle():
     lib = ctypes.util.find_library("stdc++")
     if not lib:
@@ -118,7 +120,8 @@ def as_text(value) -> str:
         return s
     except UnicodeEncodeError:
         return s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "backslashreplace").decode(
-            "utf-8", "backslashreplace")
+            "utf-8", "backslashreplace"
+        )
 
 
 def _only_escapes(s: str) -> bool:

@@ -15,11 +15,12 @@ from numpy columns: depth by a running sum of push/pop events per thread, parent
 searchsorted per depth level, each distinct path built once; for millions of ranges).
 tests/test_nvtx.py checks that both agree on random nestings.
 """
+
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from profkit.core.errors import ProfkitError
 
@@ -46,14 +47,16 @@ class _Budget:
         self.names = names
 
     @classmethod
-    def of(cls, ranges: Sequence[tuple]) -> "_Budget":
+    def of(cls, ranges: Sequence[tuple]) -> _Budget:
         return cls(sum(len(r[1]) for r in ranges if r[1]))
 
     def spend(self, chars: int) -> int:
         self.left -= chars
         if self.left < 0:
-            raise PathsTooLarge(f"NVTX paths over {PATH_TEXT_RATIO}x the text of the {self.names:,} characters of "
-                                "range names they are made of: ranges nested thousands deep (a hostile or corrupt file)")
+            raise PathsTooLarge(
+                f"NVTX paths over {PATH_TEXT_RATIO}x the text of the {self.names:,} characters of "
+                "range names they are made of: ranges nested thousands deep (a hostile or corrupt file)"
+            )
         return chars
 
 
@@ -137,6 +140,7 @@ def _open_at(stack: list[tuple], t, opening: bool, tangled: bool, budget: _Budge
     each NVTX domain keeps its own stack on a thread), a range below the top may have closed
     first; the path is then the ranges still open, outermost first, so a call after A closed
     is in B, not in A/B."""
+
     def closed(x):
         return x[1] <= t if opening else x[1] < t
 
@@ -222,6 +226,7 @@ def project(ranges: Sequence[tuple], calls: Iterable[tuple]) -> dict[int, tuple[
 
 # --- columns ------------------------------------------------------------------------------
 
+
 class Projection:
     """What project_columns finds: per range its depth and path, per call its path (-1: none),
     and the distinct paths as name tuples (path id = index)."""
@@ -230,8 +235,19 @@ class Projection:
         self.range_depth, self.range_path, self.call_path, self.paths = range_depth, range_path, call_path, paths
 
 
-def project_columns(names: Sequence[str | None], r_thread, r_pid, r_start, r_end, r_name, r_pushpop,
-                    c_thread, c_pid, c_time, pid_of=None) -> Projection:
+def project_columns(
+    names: Sequence[str | None],
+    r_thread,
+    r_pid,
+    r_start,
+    r_end,
+    r_name,
+    r_pushpop,
+    c_thread,
+    c_pid,
+    c_time,
+    pid_of=None,
+) -> Projection:
     """project + range_paths over numpy columns, with the same results.
 
     names: the distinct range names (r_name indexes it; no two equal). Ranges: thread key
@@ -273,7 +289,7 @@ class Nesting:
         neg_end = -r_end
         order = np.lexsort((neg_end, r_start, r_thread, ~pushpop))
         del neg_end
-        self.order = order = order[:n - len(se)].astype(ix)
+        self.order = order = order[: n - len(se)].astype(ix)
         th = r_thread[order]
         cuts = np.flatnonzero(th[1:] != th[:-1]) + 1
         self.bounds = bounds = np.concatenate(([0], cuts, [len(order)]))
@@ -297,7 +313,7 @@ class Nesting:
         self.index = index = {}
         # the paths' text, spent as each distinct path is made (ranges nested thousands deep: N^2)
         name_len = np.fromiter((len(x or "") for x in names), dtype=np.int64, count=len(names))
-        self.budget = budget = _Budget(sum(int(name_len[r_name[a:a + _CHUNK]].sum()) for a in range(0, n, _CHUNK)))
+        self.budget = budget = _Budget(sum(int(name_len[r_name[a : a + _CHUNK]].sum()) for a in range(0, n, _CHUNK)))
         self.chars = chars = []  # of each path
         self.range_path = range_path = np.full(n, -1, dtype=ix)
         width = len(names) + 1
@@ -340,7 +356,15 @@ class Nesting:
 
     def _row(self, i, kind):
         end = self.r_end[i]
-        return (None, self.names[self.r_name[i]], kind, int(self.r_start[i]), None if end == I64_MAX else int(end), 0, 0)
+        return (
+            None,
+            self.names[self.r_name[i]],
+            kind,
+            int(self.r_start[i]),
+            None if end == I64_MAX else int(end),
+            0,
+            0,
+        )
 
     def intern(self, names_: tuple) -> int:
         pid_ = self.index.get(names_)
@@ -399,8 +423,21 @@ class Nesting:
         swept = call_range <= -3
         call_path[swept] = -3 - call_range[swept]
         if len(self.se) and len(c_time):
-            _start_end(self.names, self.se, self.se_pid, r_start, r_end, self.r_name, c_pid, c_time, call_range,
-                       parent, call_path, self.intern, slow)
+            _start_end(
+                self.names,
+                self.se,
+                self.se_pid,
+                r_start,
+                r_end,
+                self.r_name,
+                c_pid,
+                c_time,
+                call_range,
+                parent,
+                call_path,
+                self.intern,
+                slow,
+            )
         return call_path
 
 
@@ -442,7 +479,7 @@ def _nest(idx, r_start, r_end, depth, parent) -> bool:
         par[kids] = ups[k]
         ups = kids
     for a in range(0, m, _CHUNK):  # in chunks: whole-thread temporaries would be 6 columns
-        seg = par[a:a + _CHUNK]
+        seg = par[a : a + _CHUNK]
         child = np.flatnonzero(seg >= 0)
         p = seg[child]
         child += a
@@ -451,16 +488,17 @@ def _nest(idx, r_start, r_end, depth, parent) -> bool:
     del s, e
     depth[idx] = d
     for a in range(0, m, _CHUNK):
-        seg = par[a:a + _CHUNK]
-        parent[idx[a:a + _CHUNK]] = np.where(seg >= 0, idx[np.maximum(seg, 0)], -1)
+        seg = par[a : a + _CHUNK]
+        parent[idx[a : a + _CHUNK]] = np.where(seg >= 0, idx[np.maximum(seg, 0)], -1)
     return True
 
 
 _CHUNK = 1 << 20
 
 
-def _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path,
-               intern, slow_threads) -> None:
+def _start_end(
+    names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_range, parent, call_path, intern, slow_threads
+) -> None:
     """Calls inside start/end ranges of their process: path = push/pop chain and start/end
     ranges together, by start (project's rule). Only those calls are walked in Python.
     se_pid: the process key of each start/end range se."""
@@ -482,8 +520,10 @@ def _start_end(names, se, se_pid, r_start, r_end, r_name, c_pid, c_time, call_ra
         inside = np.cumsum(cover)[:-1] > 0
         if not inside.any():
             continue
-        ses = sorted(((int(r_start[i]), int(r_end[i]), names[r_name[i]]) for i in rs.tolist()),
-                     key=lambda x: (x[0], x[1], "" if x[2] is None else x[2]))
+        ses = sorted(
+            ((int(r_start[i]), int(r_end[i]), names[r_name[i]]) for i in rs.tolist()),
+            key=lambda x: (x[0], x[1], "" if x[2] is None else x[2]),
+        )
         j, active = 0, []  # indices into ses
         done: dict = {}  # (innermost push/pop range, active start/end ranges) -> path: calls share few
         calls = mine[inside]

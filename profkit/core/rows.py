@@ -8,6 +8,7 @@ own read-only SQLite file to copy, plus numpy columns (what the parser computed,
 paths). The store copies them with INSERT ... SELECT, never building a tuple per row; `kernels` and `ranges` then
 build tuples only when someone iterates them (tests, small reports).
 """
+
 from __future__ import annotations
 
 import math
@@ -16,10 +17,31 @@ from dataclasses import dataclass, field
 
 # one kernel launch
 KERNEL_FIELDS = (
-    "seq", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns", "end_ns", "duration_ns",
-    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-    "shared_mem_static", "shared_mem_dynamic", "stream", "device", "correlation_id",
-    "api_name", "api_start_ns", "api_end_ns", "pid", "tid",
+    "seq",
+    "kernel_name",
+    "short_name",
+    "nvtx_range",
+    "nvtx_path",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "shared_mem_static",
+    "shared_mem_dynamic",
+    "stream",
+    "device",
+    "correlation_id",
+    "api_name",
+    "api_start_ns",
+    "api_end_ns",
+    "pid",
+    "tid",
 )
 # one NVTX range (push/pop or start/end)
 RANGE_FIELDS = ("domain", "text", "kind", "start_ns", "end_ns", "pid", "tid", "depth", "path")
@@ -39,15 +61,38 @@ RULE_FIELDS = ("seq", "section", "rule", "severity", "message", "speedup_type", 
 # one SASS instruction of one kernel from ncu's Source Counters: pc is its offset from the
 # function's first instruction, address the absolute one; file/line where the binary has line
 # info; stalls and stalls_not_issued are JSON {reason: warp samples}, nonzero reasons only
-SASS_FIELDS = ("seq", "pc", "address", "instruction", "file", "line", "inst_executed", "samples",
-               "samples_not_issued", "stalls", "stalls_not_issued")
+SASS_FIELDS = (
+    "seq",
+    "pc",
+    "address",
+    "instruction",
+    "file",
+    "line",
+    "inst_executed",
+    "samples",
+    "samples_not_issued",
+    "stalls",
+    "stalls_not_issued",
+)
 # one line of a source file a report embeds (ncu --import-source yes): (file, line, text)
 SOURCE_LINE_FIELDS = ("file", "line", "text")
 # one operator with recorded shapes that launched kernels: input dims, types, strides and
 # concrete inputs as the trace wrote them (JSON text), the trace's own FLOP count (with_flops),
 # the seqs of the kernels it launched, and where the shapes came from (record_shapes | nvtx)
-OP_FIELDS = ("op", "start_ns", "end_ns", "pid", "tid", "input_dims", "input_types", "input_strides", "concrete",
-             "trace_flops", "kernel_seqs", "source")
+OP_FIELDS = (
+    "op",
+    "start_ns",
+    "end_ns",
+    "pid",
+    "tid",
+    "input_dims",
+    "input_types",
+    "input_strides",
+    "concrete",
+    "trace_flops",
+    "kernel_seqs",
+    "source",
+)
 
 
 @dataclass
@@ -63,7 +108,7 @@ class Parsed:
     sass: list[tuple] = field(default_factory=list)  # per-instruction Source Counters (SASS_FIELDS)
     source_lines: list[tuple] = field(default_factory=list)  # embedded source (SOURCE_LINE_FIELDS)
     ops: list[tuple] = field(default_factory=list)  # operators with shapes (OP_FIELDS)
-    bulk: "Bulk | None" = None  # set: kernels and ranges are the Bulk's (LazyRows)
+    bulk: Bulk | None = None  # set: kernels and ranges are the Bulk's (LazyRows)
     # kernel rows stored after a Bulk's kernels (a column-path report's CUDA graph replays)
     extra_kernels: list[tuple] = field(default_factory=list)
     host_calls: list[tuple] = field(default_factory=list)  # HOST_CALL_FIELDS
@@ -73,16 +118,21 @@ class Parsed:
     caveat: str | None = None
 
     def summary(self) -> dict:
-        return {"kernels": len(self.kernels) + len(self.extra_kernels), "ranges": len(self.ranges), "counters": len(self.counters),
-                "rules": len(self.rules)}
+        return {
+            "kernels": len(self.kernels) + len(self.extra_kernels),
+            "ranges": len(self.ranges),
+            "counters": len(self.counters),
+            "rules": len(self.rules),
+        }
 
 
 def kernel_row(**kw) -> tuple:
     return tuple(kw.get(f) for f in KERNEL_FIELDS)
 
 
-def ncu_kernel_row(seq: int, name: str, short: str, nvtx_range, nvtx_path, values: dict,
-                   given: dict | None = None) -> tuple:
+def ncu_kernel_row(
+    seq: int, name: str, short: str, nvtx_range, nvtx_path, values: dict, given: dict | None = None
+) -> tuple:
     """A kernel row from one ncu launch: launch facts come from its normalised counters
     (values: metric -> (value, unit)), else from `given` (kernel fields a CSV prints in its own
     columns: grid and block as (x, y, z), stream, device). Launch dimensions without either:
@@ -215,8 +265,10 @@ class Bulk:
         table, or a CTE over the kernel part's JSON, see KernelPart.ctes) yielding
         BULK_KERNEL_FIELDS and a last column path_id, one row per bulk_kernel row; no ORDER BY."""
         call = f' LEFT JOIN src."{self.call_table}" r ON r.rowid = b.rrow' if self.call_table else ""
-        return (f"SELECT b.seq AS seq, {', '.join(self.kernel_columns)}, b.path_id"
-                f' FROM bulk_kernel b JOIN src."{self.kernel_table}" k ON k.rowid = b.krow{call}')
+        return (
+            f"SELECT b.seq AS seq, {', '.join(self.kernel_columns)}, b.path_id"
+            f' FROM bulk_kernel b JOIN src."{self.kernel_table}" k ON k.rowid = b.krow{call}'
+        )
 
     @property
     def range_sql(self) -> str:
@@ -225,20 +277,24 @@ class Bulk:
         kind, start_ns, end_ns, pid, tid, path_id, one row per bulk_range row; no ORDER BY."""
         if not self.range_table:
             return "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0"
-        return (f"SELECT b.seq, {', '.join(self.range_columns)}, b.path_id"
-                f' FROM bulk_range b JOIN src."{self.range_table}" n ON n.rowid = b.row'
-                f" LEFT JOIN temp.bulk_domain d ON d.id = {self.range_domain}")
+        return (
+            f"SELECT b.seq, {', '.join(self.range_columns)}, b.path_id"
+            f' FROM bulk_range b JOIN src."{self.range_table}" n ON n.rowid = b.row'
+            f" LEFT JOIN temp.bulk_domain d ON d.id = {self.range_domain}"
+        )
 
-    def api_sql(self, part: "KernelPart") -> str:
+    def api_sql(self, part: KernelPart) -> str:
         """(key, text) for each distinct api_name key of the part's kernels: the part's own
         list, else every key of the calls the staged temp.bulk_kernel names."""
         if part.api_sql is not None:
             return part.api_sql
         key = self.kernel_columns[BULK_KERNEL_FIELDS.index("api_name") - 1]
-        return (f'SELECT DISTINCT {key}, s.value FROM temp.bulk_kernel b JOIN src."{self.call_table}" r'
-                f' ON r.rowid = b.rrow LEFT JOIN src."{self.string_table}" s ON s.id = {key}')
+        return (
+            f'SELECT DISTINCT {key}, s.value FROM temp.bulk_kernel b JOIN src."{self.call_table}" r'
+            f' ON r.rowid = b.rrow LEFT JOIN src."{self.string_table}" s ON s.id = {key}'
+        )
 
-    def kernel_part(self) -> "KernelPart":
+    def kernel_part(self) -> KernelPart:
         return self.kernels()
 
     def kernels_ready(self) -> bool:
@@ -261,10 +317,12 @@ class Bulk:
             _fill(conn, "bulk_range", ("row", "path_id"), self.r_row, _mapped(self.r_path, path_ids), None)
 
     @staticmethod
-    def stage_kernels(conn, part: "KernelPart", path_ids, on_rows=None) -> None:
+    def stage_kernels(conn, part: KernelPart, path_ids, on_rows=None) -> None:
         """temp.bulk_kernel on `conn`: the kernel part, its paths as path_ids[path]."""
         conn.execute("DROP TABLE IF EXISTS temp.bulk_kernel")
-        conn.execute("CREATE TEMP TABLE bulk_kernel (seq INTEGER PRIMARY KEY, krow INTEGER, rrow INTEGER, path_id INTEGER)")
+        conn.execute(
+            "CREATE TEMP TABLE bulk_kernel (seq INTEGER PRIMARY KEY, krow INTEGER, rrow INTEGER, path_id INTEGER)"
+        )
         _fill(conn, "bulk_kernel", ("krow", "path_id"), part.krow, _mapped(part.path, path_ids), on_rows)
         _fill(conn, "bulk_kernel", ("rrow",), part.rrow, None, None)
 
@@ -283,10 +341,14 @@ class Bulk:
 
         def chunks():
             for lo in range(0, self.n_ranges, chunk):
-                packed = _pack(self.r_row[lo:lo + chunk], _mapped(self.r_path[lo:lo + chunk], ids))
-                yield (f"bulk_range(seq, row, path_id) AS (SELECT j.key + ?, j.value >> {_PACK}, "
-                       f"NULLIF(j.value & {mask}, {mask}) FROM json_each(?) j)", (lo, json.dumps(packed.tolist())),
-                       min(lo + chunk, self.n_ranges))
+                packed = _pack(self.r_row[lo : lo + chunk], _mapped(self.r_path[lo : lo + chunk], ids))
+                yield (
+                    f"bulk_range(seq, row, path_id) AS (SELECT j.key + ?, j.value >> {_PACK}, "
+                    f"NULLIF(j.value & {mask}, {mask}) FROM json_each(?) j)",
+                    (lo, json.dumps(packed.tolist())),
+                    min(lo + chunk, self.n_ranges),
+                )
+
         return chunks()
 
     def _query(self, sql: str, *more: str):
@@ -366,8 +428,10 @@ class KernelPart:
             rb, pb = self.bits
             k, r, p = (np.asarray(x[lo:hi], dtype=np.int64) for x in (self.krow, self.rrow, self.path))
             return json.dumps(((k << (rb + pb)) | ((r + 1) << pb) | (p + 1)).tolist()), None
-        return (json.dumps(_pack(self.krow[lo:hi], self.path[lo:hi]).tolist()),
-                json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist()))
+        return (
+            json.dumps(_pack(self.krow[lo:hi], self.path[lo:hi]).tolist()),
+            json.dumps(np.asarray(self.rrow[lo:hi], dtype=np.int64).tolist()),
+        )
 
     def pack(self) -> None:
         """Whether the columns pack as JSON arrays SQLite unpacks in C (ctes() reads them); the
@@ -399,8 +463,10 @@ class KernelPart:
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
         conn.execute("CREATE TEMP TABLE bulk_rrow (seq INTEGER PRIMARY KEY, rrow INTEGER)")
         conn.execute("CREATE TEMP TABLE bulk_path (idx INTEGER PRIMARY KEY, id INTEGER)")
-        conn.executemany("INSERT INTO temp.bulk_path VALUES (?, ?)",
-                         ((i, int(x)) for i, x in enumerate(path_ids) if x is not None and x >= 0))
+        conn.executemany(
+            "INSERT INTO temp.bulk_path VALUES (?, ?)",
+            ((i, int(x)) for i, x in enumerate(path_ids) if x is not None and x >= 0),
+        )
 
         def made(a: int, b: int):
             """The JSON of a..b: made by pack() where it was (handed over once), else now."""
@@ -418,17 +484,27 @@ class KernelPart:
                 packed, rrows = made(a, b)
                 if self.bits:
                     rb, pb = self.bits
-                    yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {rb + pb},"
-                           f" NULLIF((j.value >> {pb}) & {(1 << rb) - 1}, 0) - 1, p.id FROM json_each(?1) j"
-                           f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {(1 << pb) - 1}) - 1)", packed, b)
+                    yield (
+                        f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {rb + pb},"
+                        f" NULLIF((j.value >> {pb}) & {(1 << rb) - 1}, 0) - 1, p.id FROM json_each(?1) j"
+                        f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {(1 << pb) - 1}) - 1)",
+                        packed,
+                        b,
+                    )
                     continue
                 conn.execute("DELETE FROM temp.bulk_rrow")
-                conn.execute(f"INSERT INTO temp.bulk_rrow SELECT j.key + {a}, NULLIF(j.value, -1) FROM json_each(?) j",
-                             (rrows,))
+                conn.execute(
+                    f"INSERT INTO temp.bulk_rrow SELECT j.key + {a}, NULLIF(j.value, -1) FROM json_each(?) j", (rrows,)
+                )
                 del rrows
-                yield (f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {_PACK}, r.rrow, p.id"
-                       f" FROM json_each(?1) j JOIN temp.bulk_rrow r ON r.seq = j.key + {a}"
-                       f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))", packed, b)
+                yield (
+                    f"bulk_kernel(seq, krow, rrow, path_id) AS (SELECT j.key + {a}, j.value >> {_PACK}, r.rrow, p.id"
+                    f" FROM json_each(?1) j JOIN temp.bulk_rrow r ON r.seq = j.key + {a}"
+                    f" LEFT JOIN temp.bulk_path p ON p.idx = (j.value & {mask}))",
+                    packed,
+                    b,
+                )
+
         return chunks()
 
 
@@ -464,8 +540,9 @@ def _packable(a, b) -> bool:
     import numpy as np
 
     a = np.asarray(a)
-    return len(a) == 0 or (a.min() >= 0 and a.max() < (1 << (62 - _PACK))
-                           and np.asarray(b).max(initial=-1) < (1 << _PACK) - 1)
+    return len(a) == 0 or (
+        a.min() >= 0 and a.max() < (1 << (62 - _PACK)) and np.asarray(b).max(initial=-1) < (1 << _PACK) - 1
+    )
 
 
 def _fill(conn, table: str, cols: tuple, a, b, on_rows, chunk: int = 1 << 20) -> int:
@@ -482,16 +559,22 @@ def _fill(conn, table: str, cols: tuple, a, b, on_rows, chunk: int = 1 << 20) ->
     for lo in range(0, n, chunk):
         hi = min(lo + chunk, n)
         if b is None:  # update: one column
-            conn.execute(f"UPDATE {table} SET {cols[0]} = NULLIF(j.value, -1) FROM json_each(?) j"
-                         f" WHERE {table}.seq = j.key + ?", (json.dumps(a[lo:hi].tolist()), lo))
+            conn.execute(
+                f"UPDATE {table} SET {cols[0]} = NULLIF(j.value, -1) FROM json_each(?) j WHERE {table}.seq = j.key + ?",
+                (json.dumps(a[lo:hi].tolist()), lo),
+            )
         elif packable:
             packed = _pack(a[lo:hi], b[lo:hi])
-            conn.execute(f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) SELECT j.key + ?, j.value >> {_PACK},"
-                         f" NULLIF(j.value & {(1 << _PACK) - 1}, {(1 << _PACK) - 1}) FROM json_each(?) j",
-                         (lo, json.dumps(packed.tolist())))
+            conn.execute(
+                f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) SELECT j.key + ?, j.value >> {_PACK},"
+                f" NULLIF(j.value & {(1 << _PACK) - 1}, {(1 << _PACK) - 1}) FROM json_each(?) j",
+                (lo, json.dumps(packed.tolist())),
+            )
         else:
-            conn.executemany(f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) VALUES (?, ?, NULLIF(?, -1))",
-                             zip(range(lo, hi), a[lo:hi].tolist(), np.asarray(b[lo:hi]).tolist()))
+            conn.executemany(
+                f"INSERT INTO {table} (seq, {cols[0]}, {cols[1]}) VALUES (?, ?, NULLIF(?, -1))",
+                zip(range(lo, hi), a[lo:hi].tolist(), np.asarray(b[lo:hi]).tolist()),
+            )
         if on_rows:
             on_rows(hi)
     return n

@@ -14,6 +14,7 @@ launch of a sampled kernel points at its measured one (`sampled_from`, by `fine_
 
 Pure functions over plain rows (no I/O): the capture and the store both use them.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,23 @@ from dataclasses import asdict, dataclass, field
 # restore) plus report writing; measured on the H100 (benchmarks/results/capture.md)
 SECONDS_PER_LAUNCH = {"lean": 0.25, "roofline": 0.6, "full": 2.5}
 # the rows sampling reads, in this order (a timeline's KERNEL_FIELDS subset, or store columns)
-FIELDS = ("kernel_name", "short_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-          "shared_mem_dynamic", "nvtx_path", "api_start_ns", "start_ns", "pid", "seq", "duration_ns")
+FIELDS = (
+    "kernel_name",
+    "short_name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "shared_mem_dynamic",
+    "nvtx_path",
+    "api_start_ns",
+    "start_ns",
+    "pid",
+    "seq",
+    "duration_ns",
+)
 _K, _S, _GX, _GY, _GZ, _BX, _BY, _BZ, _SMEM, _PATH, _API, _START, _PID, _SEQ, _DUR = range(len(FIELDS))
 
 
@@ -33,12 +49,12 @@ class Spec:
     """What ncu was told to profile. Recorded with the ncu report (its facts `ncu_filter`) so
     the store can link each profiled launch to its timeline launch, also when loaded later."""
 
-    per_config: bool = True          # --filter-mode per-launch-config (else every launch in the window)
-    samples: int = 1                 # --launch-count (per configuration)
-    skip: int = 0                    # --launch-skip (per configuration): the warm-up launches
-    key: str = "function"            # ncu --kernel-name-base the configurations are told apart by
-                                     # (capture asks for "mangled": each template instance its own)
-    names: list[str] | None = None   # only these kernels (short names): the --max-kernels cap
+    per_config: bool = True  # --filter-mode per-launch-config (else every launch in the window)
+    samples: int = 1  # --launch-count (per configuration)
+    skip: int = 0  # --launch-skip (per configuration): the warm-up launches
+    key: str = "function"  # ncu --kernel-name-base the configurations are told apart by
+    # (capture asks for "mangled": each template instance its own)
+    names: list[str] | None = None  # only these kernels (short names): the --max-kernels cap
     ranges: list[str] | None = None  # only launches under one of these NVTX ranges (--range/--step)
     time: list[list[int]] | None = None  # only launches called inside these [t0, t1) (cudaProfilerStart/Stop)
 
@@ -46,7 +62,7 @@ class Spec:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Spec":
+    def from_dict(cls, d: dict) -> Spec:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -106,32 +122,36 @@ def select(rows, spec: Spec) -> list[int]:
 @dataclass
 class Plan:
     spec: Spec
-    launches: int                   # on the timeline
-    in_window: int                  # of which ncu may profile (window, cap)
-    kernels: int                    # distinct kernels (short names) on the timeline
-    configs: int                    # distinct kernel + configuration keys in the window
-    profiled: int                   # launches ncu will profile
-    seconds: float                  # estimated ncu time, program run included
+    launches: int  # on the timeline
+    in_window: int  # of which ncu may profile (window, cap)
+    kernels: int  # distinct kernels (short names) on the timeline
+    configs: int  # distinct kernel + configuration keys in the window
+    profiled: int  # launches ncu will profile
+    seconds: float  # estimated ncu time, program run included
     left_out: dict = field(default_factory=dict)  # why some kernels get no counters: {reason: count}
 
     def describe(self, metrics: str) -> str:
-        how = ("every launch" if not self.spec.per_config else
-               f"{self.spec.samples} per kernel and launch configuration" +
-               (f" after {self.spec.skip} warm-up launches of each" if self.spec.skip else ""))
+        how = (
+            "every launch"
+            if not self.spec.per_config
+            else f"{self.spec.samples} per kernel and launch configuration"
+            + (f" after {self.spec.skip} warm-up launches of each" if self.spec.skip else "")
+        )
         where = f" in {', '.join(self.spec.ranges)}" if self.spec.ranges else ""
         where += " between cudaProfilerStart and Stop" if self.spec.time else ""
         extra = "".join(f"; {n} {why}" for why, n in self.left_out.items() if n)
-        return (f"timeline: {self.launches:,} launches of {self.kernels:,} kernels; ncu will profile "
-                f"{self.profiled:,} ({how}{where}{extra}), about {_duration(self.seconds)} with the "
-                f"{metrics} metric set")
+        return (
+            f"timeline: {self.launches:,} launches of {self.kernels:,} kernels; ncu will profile "
+            f"{self.profiled:,} ({how}{where}{extra}), about {_duration(self.seconds)} with the "
+            f"{metrics} metric set"
+        )
 
 
 def _duration(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
 
 
-def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None,
-         program_s: float = 0.0) -> Plan:
+def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None, program_s: float = 0.0) -> Plan:
     """What ncu will profile, and how long it will take (the program's own run under ncu is
     about `program_s`, its run under the timeline tracer). Over `max_kernels`, kernels with
     the least GPU time on the timeline are left out (spec.names then lists those kept)."""
@@ -141,8 +161,10 @@ def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None
     if spec.skip and spec.per_config:
         measured = {fine_key(rows[i]) for i in chosen}
         once = {fine_key(r) for r in window} - measured
-        left[f"kernel configurations launched {spec.skip} time{'s' if spec.skip > 1 else ''} or fewer "
-             "(warm-up only: no counters)"] = len(once)
+        left[
+            f"kernel configurations launched {spec.skip} time{'s' if spec.skip > 1 else ''} or fewer "
+            "(warm-up only: no counters)"
+        ] = len(once)
     if max_kernels is not None and len(chosen) > max_kernels and spec.key in ("function", "mangled"):
         per_name: dict[str, list[int]] = {}
         for i in chosen:
@@ -159,8 +181,16 @@ def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None
         spec.names = sorted(keep)
         chosen = select(rows, spec)
         left[f"kernels left out by --max-kernels {max_kernels} (least GPU time first)"] = dropped
-    return Plan(spec, len(rows), len(window), len({r[_S] for r in rows}), len({fine_key(r) for r in window}),
-                len(chosen), program_s + len(chosen) * SECONDS_PER_LAUNCH.get(metrics, 1.0), left)
+    return Plan(
+        spec,
+        len(rows),
+        len(window),
+        len({r[_S] for r in rows}),
+        len({fine_key(r) for r in window}),
+        len(chosen),
+        program_s + len(chosen) * SECONDS_PER_LAUNCH.get(metrics, 1.0),
+        left,
+    )
 
 
 def name_filter(names: list[str], key: str = "function") -> str:

@@ -4,6 +4,7 @@ SQLite does not return to Python while a statement runs, so a Ctrl-C or SIGTERM 
 statement to end: on a view redefined to run forever, never. Every connection profkit opens
 runs a progress check (watch) that ends its statement once a signal has been recorded; the CLI
 edge then reports the signal, not the SQLite error it caused."""
+
 from __future__ import annotations
 
 import sqlite3

@@ -7,6 +7,7 @@ removes it. Each folder holds a lock file that its process keeps locked (flock) 
 the kernel drops the lock when the process dies, however it dies, so a folder whose lock can be
 taken belongs to nobody (no guessing from process ids, which are reused).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -71,8 +72,12 @@ def clean_stale() -> list[str]:
             st = folder.lstat()
         except OSError:
             continue
-        if folder.is_dir() and not folder.is_symlink() and st.st_uid == os.getuid() \
-                and time.time() - st.st_mtime > LEGACY_AGE_S:
+        if (
+            folder.is_dir()
+            and not folder.is_symlink()
+            and st.st_uid == os.getuid()
+            and time.time() - st.st_mtime > LEGACY_AGE_S
+        ):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
     return removed

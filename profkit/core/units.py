@@ -5,21 +5,59 @@ counts are unitless (''). Rates per cycle keep their unit (e.g. byte/cycle), sca
 base size. Values from ncu's raw CSV come with display units (Mbyte, ms, Tbyte/s, Ghz) and
 thousands separators; values from ncu_report come in base units. Both pass through here.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from decimal import Decimal, InvalidOperation
 
-_SIZE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "pbyte": 1e15,
-         "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3, "tibyte": 1024**4}
-_TIME = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
-         "second": 1e9, "s": 1e9, "sec": 1e9}
+_SIZE = {
+    "byte": 1,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+    "tbyte": 1e12,
+    "pbyte": 1e15,
+    "kibyte": 1024,
+    "mibyte": 1024**2,
+    "gibyte": 1024**3,
+    "tibyte": 1024**4,
+}
+_TIME = {
+    "nsecond": 1,
+    "ns": 1,
+    "usecond": 1e3,
+    "us": 1e3,
+    "msecond": 1e6,
+    "ms": 1e6,
+    "second": 1e9,
+    "s": 1e9,
+    "sec": 1e9,
+}
 _FREQ = {"hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "thz": 1e12}
 _PER_TIME = {"second": 1, "s": 1, "msecond": 1e3, "ms": 1e3, "usecond": 1e6, "us": 1e6, "nsecond": 1e9, "ns": 1e9}
 # count-like units ncu attaches to plain counts: they carry no scale
-_COUNTS = {"", "inst", "warp", "block", "thread", "register/thread", "sm", "pass", "cluster", "cycle",
-           "request", "sector", "wavefront", "transaction", "instance", "tpc", "gpc", "byte/block"}
+_COUNTS = {
+    "",
+    "inst",
+    "warp",
+    "block",
+    "thread",
+    "register/thread",
+    "sm",
+    "pass",
+    "cluster",
+    "cycle",
+    "request",
+    "sector",
+    "wavefront",
+    "transaction",
+    "instance",
+    "tpc",
+    "gpc",
+    "byte/block",
+}
 _NUM = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 

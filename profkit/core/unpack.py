@@ -8,6 +8,7 @@ room on the disk, and unpacking stops the moment the data grows past what the in
 The xz stream check (CRC) and index are verified by lzma as it reads: a cut or damaged stream
 is refused, never half-read.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -136,8 +137,9 @@ def _unxz_streams(src: Path, dst: Path, declared: int) -> int:
                 while True:
                     written += len(out)
                     if written > declared:
-                        raise BadInput(src, f"unpacks to more than its xz index says ({_size(declared)}): "
-                                            "damaged or forged")
+                        raise BadInput(
+                            src, f"unpacks to more than its xz index says ({_size(declared)}): damaged or forged"
+                        )
                     fout.write(out)
                     if dec.eof or dec.needs_input:
                         break
@@ -160,9 +162,12 @@ def unxz(src: Path, dst: Path) -> int:
         raise BadInput(src, f"broken xz stream ({e})") from None
     cap, why = limit(src.stat().st_size, dst.parent)
     if declared > cap:
-        raise BadInput(src, f"unpacks to {_size(declared)} (its xz index says so), over {why}: "
-                            f"a decompression bomb or damaged file; if you trust it, unpack it yourself "
-                            f"(xz -dk) somewhere with room and ingest the .ncu-rep")
+        raise BadInput(
+            src,
+            f"unpacks to {_size(declared)} (its xz index says so), over {why}: "
+            f"a decompression bomb or damaged file; if you trust it, unpack it yourself "
+            f"(xz -dk) somewhere with room and ingest the .ncu-rep",
+        )
     try:
         written = _unxz_streams(src, dst, declared)
     except (lzma.LZMAError, EOFError, ValueError) as e:
@@ -187,9 +192,12 @@ class _Capped(io.RawIOBase):
         data = self.inner.read(len(b))
         self.seen += len(data)
         if self.seen > self.cap:
-            raise BadInput(self.path, f"unpacks to more than {_size(self.cap)}, over {self.why}: a decompression "
-                                      "bomb or damaged file; if you trust it, unpack it yourself (gunzip -k)")
-        b[:len(data)] = data
+            raise BadInput(
+                self.path,
+                f"unpacks to more than {_size(self.cap)}, over {self.why}: a decompression "
+                "bomb or damaged file; if you trust it, unpack it yourself (gunzip -k)",
+            )
+        b[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
@@ -203,6 +211,7 @@ def open_gzip(path: Path, text: bool = False, **text_kw):
     keep a parser busy for ever. gzip's own CRC and length checks still apply at its end."""
     path = Path(path)
     cap = max(FLOOR, path.stat().st_size * RATIO)
-    raw = io.BufferedReader(_Capped(gzip.open(path, "rb"), cap, path,
-                                    f"profkit's limit of {RATIO}x its compressed size"), CHUNK)
+    raw = io.BufferedReader(
+        _Capped(gzip.open(path, "rb"), cap, path, f"profkit's limit of {RATIO}x its compressed size"), CHUNK
+    )
     return io.TextIOWrapper(raw, **text_kw) if text else raw

@@ -1,5 +1,6 @@
 """A user's own Python code named on the command line: a dotted module, or a .py file by path
 (`profkit tune FILE:KERNEL`, `profkit bench FILE:WORKLOAD`). Its import errors are one line."""
+
 from __future__ import annotations
 
 import importlib

@@ -13,6 +13,7 @@ rate their marketing quotes.
 
 Add a GPU: one row, its source, the same units (byte/s, FLOP/s).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,64 +47,186 @@ _ADA = "NVIDIA Ada GPU architecture whitepaper, Appendix A (images.nvidia.com/ae
 _L4 = "NVIDIA L4 datasheet (resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet); tensor: sparse / 2"
 _L40S = "NVIDIA L40S datasheet (resources.nvidia.com/en-us-l40s/l40s-datasheet-28413); tensor: sparse / 2"
 _H100 = "NVIDIA H100 datasheet (resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet); tensor: sparse / 2"
-_H200 = "NVIDIA H200 datasheet (nvdam.widen.net/s/nb5zzzsjdf/hpc-datasheet-sc23-h200-datasheet-3002446); tensor: sparse / 2"
-_B200 = "NVIDIA HGX B200 datasheet, per GPU (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet); tensor: sparse / 2"
+_H200 = (
+    "NVIDIA H200 datasheet (nvdam.widen.net/s/nb5zzzsjdf/hpc-datasheet-sc23-h200-datasheet-3002446); tensor: sparse / 2"
+)
+_B200 = (
+    "NVIDIA HGX B200 datasheet, per GPU (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet); tensor: sparse / 2"
+)
 
 
 def _ampere_dc(dram: float) -> dict:
-    return {"dram": dram, "fp32": 19.5 * T, "fp64": 9.7 * T, "tf32_tensor": 156 * T, "bf16_tensor": 312 * T,
-            "fp16_tensor": 312 * T}
+    return {
+        "dram": dram,
+        "fp32": 19.5 * T,
+        "fp64": 9.7 * T,
+        "tf32_tensor": 156 * T,
+        "bf16_tensor": 312 * T,
+        "fp16_tensor": 312 * T,
+    }
 
 
 def _hopper(dram: float, fp32: float, bf16: float) -> dict:
-    return {"dram": dram, "fp32": fp32, "fp64": fp32 / 2, "tf32_tensor": bf16 / 2, "bf16_tensor": bf16,
-            "fp16_tensor": bf16, "fp8_tensor": bf16 * 2}
+    return {
+        "dram": dram,
+        "fp32": fp32,
+        "fp64": fp32 / 2,
+        "tf32_tensor": bf16 / 2,
+        "bf16_tensor": bf16,
+        "fp16_tensor": bf16,
+        "fp8_tensor": bf16 * 2,
+    }
 
 
 KNOWN: tuple[Gpu, ...] = (
-    Gpu("Tesla V100-SXM2-16GB", "7.0", 80, {"dram": 900 * G, "fp32": 15.7 * T, "fp64": 7.8 * T, "fp16_tensor": 125 * T},
-        _V100, ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2", "V100-SXM2")),
-    Gpu("Tesla V100-PCIE-16GB", "7.0", 80, {"dram": 900 * G, "fp32": 14 * T, "fp64": 7 * T, "fp16_tensor": 112 * T},
-        _V100, ("Tesla V100-PCIE-32GB", "Tesla V100-PCIE", "V100-PCIE")),
+    Gpu(
+        "Tesla V100-SXM2-16GB",
+        "7.0",
+        80,
+        {"dram": 900 * G, "fp32": 15.7 * T, "fp64": 7.8 * T, "fp16_tensor": 125 * T},
+        _V100,
+        ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2", "V100-SXM2"),
+    ),
+    Gpu(
+        "Tesla V100-PCIE-16GB",
+        "7.0",
+        80,
+        {"dram": 900 * G, "fp32": 14 * T, "fp64": 7 * T, "fp16_tensor": 112 * T},
+        _V100,
+        ("Tesla V100-PCIE-32GB", "Tesla V100-PCIE", "V100-PCIE"),
+    ),
     Gpu("Tesla T4", "7.5", 40, {"dram": 320 * G, "fp32": 8.1 * T, "fp16_tensor": 65 * T}, _T4, ("T4",)),
     Gpu("NVIDIA GeForce RTX 2080 Ti", "7.5", 68, {"dram": 616 * G, "fp32": 13.4 * T, "fp16_tensor": 53.8 * T}, _TURING),
-    Gpu("NVIDIA GeForce GTX 1660 SUPER", "7.5", 22, {"dram": 336 * G, "fp32": 5.03 * T},
+    Gpu(
+        "NVIDIA GeForce GTX 1660 SUPER",
+        "7.5",
+        22,
+        {"dram": 336 * G, "fp32": 5.03 * T},
         "NVIDIA GTX 1660 SUPER specifications: 1408 CUDA cores x 2 x 1785 MHz boost; 14 Gbps x 192-bit "
-        "(nvidia.com/en-us/geforce/graphics-cards/gtx-1660-super/)"),
+        "(nvidia.com/en-us/geforce/graphics-cards/gtx-1660-super/)",
+    ),
     Gpu("NVIDIA A100-SXM4-40GB", "8.0", 108, _ampere_dc(1555 * G), _A100),
     Gpu("NVIDIA A100-SXM4-80GB", "8.0", 108, _ampere_dc(2039 * G), _A100),
     Gpu("NVIDIA A100-PCIE-40GB", "8.0", 108, _ampere_dc(1555 * G), _A100),
     Gpu("NVIDIA A100 80GB PCIe", "8.0", 108, _ampere_dc(1935 * G), _A100),
-    Gpu("NVIDIA A10", "8.6", 72, {"dram": 600 * G, "fp32": 31.2 * T, "tf32_tensor": 62.5 * T, "bf16_tensor": 125 * T,
-                                  "fp16_tensor": 125 * T}, _A10),
+    Gpu(
+        "NVIDIA A10",
+        "8.6",
+        72,
+        {"dram": 600 * G, "fp32": 31.2 * T, "tf32_tensor": 62.5 * T, "bf16_tensor": 125 * T, "fp16_tensor": 125 * T},
+        _A10,
+    ),
     # AWS's variant of the A10: no NVIDIA datasheet
-    Gpu("NVIDIA A10G", "8.6", 0, {"dram": 600 * G, "fp32": 31.52 * T},
+    Gpu(
+        "NVIDIA A10G",
+        "8.6",
+        0,
+        {"dram": 600 * G, "fp32": 31.52 * T},
         "Baseten, 'NVIDIA A10 vs A10G for ML model inference', spec table: 600 GB/s, 31.52 TFLOP/s FP32 "
         "(baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/); its tensor rate is not given with "
-        "FP32 accumulate"),
-    Gpu("NVIDIA A40", "8.6", 84, {"dram": 696 * G, "fp32": 37.4 * T, "tf32_tensor": 74.8 * T, "bf16_tensor": 149.7 * T,
-                                  "fp16_tensor": 149.7 * T}, _A40),
-    Gpu("NVIDIA GeForce RTX 3070", "8.6", 46, {"dram": 448 * G, "fp32": 20.3 * T, "tf32_tensor": 20.3 * T,
-                                               "bf16_tensor": 40.6 * T, "fp16_tensor": 40.6 * T}, _GA102),
-    Gpu("NVIDIA GeForce RTX 3080", "8.6", 68, {"dram": 760 * G, "fp32": 29.8 * T, "tf32_tensor": 29.8 * T,
-                                               "bf16_tensor": 59.5 * T, "fp16_tensor": 59.5 * T}, _GA102),
-    Gpu("NVIDIA GeForce RTX 3090", "8.6", 82, {"dram": 936 * G, "fp32": 35.6 * T, "tf32_tensor": 35.6 * T,
-                                               "bf16_tensor": 71 * T, "fp16_tensor": 71 * T}, _GA102),
-    Gpu("NVIDIA GeForce RTX 4090", "8.9", 128, {"dram": 1008 * G, "fp32": 82.6 * T, "tf32_tensor": 82.6 * T,
-                                                "bf16_tensor": 165.2 * T, "fp16_tensor": 165.2 * T,
-                                                "fp8_tensor": 330.3 * T}, _ADA),
-    Gpu("NVIDIA L4", "8.9", 58, {"dram": 300 * G, "fp32": 30.3 * T, "tf32_tensor": 60 * T, "bf16_tensor": 121 * T,
-                                 "fp16_tensor": 121 * T, "fp8_tensor": 242.5 * T}, _L4),
-    Gpu("NVIDIA L40S", "8.9", 142, {"dram": 864 * G, "fp32": 91.6 * T, "tf32_tensor": 183 * T, "bf16_tensor": 366 * T,
-                                    "fp16_tensor": 366 * T, "fp8_tensor": 733 * T}, _L40S),
+        "FP32 accumulate",
+    ),
+    Gpu(
+        "NVIDIA A40",
+        "8.6",
+        84,
+        {
+            "dram": 696 * G,
+            "fp32": 37.4 * T,
+            "tf32_tensor": 74.8 * T,
+            "bf16_tensor": 149.7 * T,
+            "fp16_tensor": 149.7 * T,
+        },
+        _A40,
+    ),
+    Gpu(
+        "NVIDIA GeForce RTX 3070",
+        "8.6",
+        46,
+        {"dram": 448 * G, "fp32": 20.3 * T, "tf32_tensor": 20.3 * T, "bf16_tensor": 40.6 * T, "fp16_tensor": 40.6 * T},
+        _GA102,
+    ),
+    Gpu(
+        "NVIDIA GeForce RTX 3080",
+        "8.6",
+        68,
+        {"dram": 760 * G, "fp32": 29.8 * T, "tf32_tensor": 29.8 * T, "bf16_tensor": 59.5 * T, "fp16_tensor": 59.5 * T},
+        _GA102,
+    ),
+    Gpu(
+        "NVIDIA GeForce RTX 3090",
+        "8.6",
+        82,
+        {"dram": 936 * G, "fp32": 35.6 * T, "tf32_tensor": 35.6 * T, "bf16_tensor": 71 * T, "fp16_tensor": 71 * T},
+        _GA102,
+    ),
+    Gpu(
+        "NVIDIA GeForce RTX 4090",
+        "8.9",
+        128,
+        {
+            "dram": 1008 * G,
+            "fp32": 82.6 * T,
+            "tf32_tensor": 82.6 * T,
+            "bf16_tensor": 165.2 * T,
+            "fp16_tensor": 165.2 * T,
+            "fp8_tensor": 330.3 * T,
+        },
+        _ADA,
+    ),
+    Gpu(
+        "NVIDIA L4",
+        "8.9",
+        58,
+        {
+            "dram": 300 * G,
+            "fp32": 30.3 * T,
+            "tf32_tensor": 60 * T,
+            "bf16_tensor": 121 * T,
+            "fp16_tensor": 121 * T,
+            "fp8_tensor": 242.5 * T,
+        },
+        _L4,
+    ),
+    Gpu(
+        "NVIDIA L40S",
+        "8.9",
+        142,
+        {
+            "dram": 864 * G,
+            "fp32": 91.6 * T,
+            "tf32_tensor": 183 * T,
+            "bf16_tensor": 366 * T,
+            "fp16_tensor": 366 * T,
+            "fp8_tensor": 733 * T,
+        },
+        _L40S,
+    ),
     Gpu("NVIDIA H100 80GB HBM3", "9.0", 132, _hopper(3.35e12, 67 * T, 989.4 * T), _H100, ("NVIDIA H100 SXM5 80GB",)),
     Gpu("NVIDIA H100 PCIe", "9.0", 114, _hopper(2.0e12, 51.2 * T, 756 * T), _H100),
     Gpu("NVIDIA H200", "9.0", 132, _hopper(4.8e12, 67 * T, 989.4 * T), _H200),
-    Gpu("NVIDIA B200", "10.0", 148, {"dram": 8e12, "fp64": 40 * T, "tf32_tensor": 1.1e15, "bf16_tensor": 2.25e15,
-                                     "fp16_tensor": 2.25e15, "fp8_tensor": 4.5e15}, _B200),
-    Gpu("NVIDIA GeForce RTX 5090", "12.0", 170, {"dram": 1792 * G, "fp32": 104.8 * T},
+    Gpu(
+        "NVIDIA B200",
+        "10.0",
+        148,
+        {
+            "dram": 8e12,
+            "fp64": 40 * T,
+            "tf32_tensor": 1.1e15,
+            "bf16_tensor": 2.25e15,
+            "fp16_tensor": 2.25e15,
+            "fp8_tensor": 4.5e15,
+        },
+        _B200,
+    ),
+    Gpu(
+        "NVIDIA GeForce RTX 5090",
+        "12.0",
+        170,
+        {"dram": 1792 * G, "fp32": 104.8 * T},
         "NVIDIA RTX 5090 specifications: 21760 CUDA cores x 2 x 2.41 GHz boost; 28 Gbps x 512-bit "
-        "(nvidia.com/en-us/geforce/graphics-cards/50-series/rtx-5090/); no tensor rate with FP32 accumulate published"),
+        "(nvidia.com/en-us/geforce/graphics-cards/50-series/rtx-5090/); no tensor rate with FP32 accumulate published",
+    ),
 )
 
 
@@ -135,15 +258,30 @@ def candidates(name: str | None, cc: str | None) -> tuple[list[Gpu], str]:
         return [g], f"by name {name!r}"
     rows = by_cc(cc)
     if rows:
-        return rows, (f"by compute capability {cc} ({'GPU ' + repr(name) + ' not in the table; ' if name else ''}"
-                      f"the table's CC {cc} GPUs)")
-    return [], (f"GPU {name!r} not in the table" if name else "no GPU name") + \
-        (f", no known GPU of compute capability {cc}" if cc else ", no compute capability")
+        return rows, (
+            f"by compute capability {cc} ({'GPU ' + repr(name) + ' not in the table; ' if name else ''}"
+            f"the table's CC {cc} GPUs)"
+        )
+    return [], (f"GPU {name!r} not in the table" if name else "no GPU name") + (
+        f", no known GPU of compute capability {cc}" if cc else ", no compute capability"
+    )
 
 
 # FP32 lanes per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic
 # Instructions": 32-bit floating-point add, multiply, multiply-add results per clock per SM).
 # With a report's SM count and clock this gives the FP32 roof where the report has no peak.
-FP32_LANES = {"7.0": 64, "7.2": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128,
-              "10.0": 128, "10.3": 128, "12.0": 128, "12.1": 128}
+FP32_LANES = {
+    "7.0": 64,
+    "7.2": 64,
+    "7.5": 64,
+    "8.0": 64,
+    "8.6": 128,
+    "8.7": 128,
+    "8.9": 128,
+    "9.0": 128,
+    "10.0": 128,
+    "10.3": 128,
+    "12.0": 128,
+    "12.1": 128,
+}
 FP32_LANES_SOURCE = "CUDA C++ Programming Guide, Arithmetic Instructions (32-bit FP add/mul/fma per clock per SM)"

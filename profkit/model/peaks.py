@@ -8,6 +8,7 @@ carry theirs in profiles/peaks.json, written by benchmarks/peaks.py from benchma
     {"peaks": [{"gpu": "NVIDIA H200", "ceiling": "dram", "kind": "memory", "value": 4.249e12,
                 "label": "DRAM copy (measured)", "how": "measured device-to-device copy, 4 GiB (kernels.json, 2026-11-22)"}]}
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,14 @@ from pathlib import Path
 from profkit.core.errors import BadInput
 
 # benchmark results: key there -> ceiling key and label
-_MEASURED_FLOPS = {"bf16_tflops": ("bf16_tensor", "BF16 tensor"), "fp16_tflops": ("fp16_tensor", "FP16 tensor"),
-                   "fp8_tflops": ("fp8_tensor", "FP8 tensor"), "tf32_tflops": ("tf32_tensor", "TF32 tensor"),
-                   "fp32_tflops": ("fp32", "FP32"), "fp64_tflops": ("fp64", "FP64")}
+_MEASURED_FLOPS = {
+    "bf16_tflops": ("bf16_tensor", "BF16 tensor"),
+    "fp16_tflops": ("fp16_tensor", "FP16 tensor"),
+    "fp8_tflops": ("fp8_tensor", "FP8 tensor"),
+    "tf32_tflops": ("tf32_tensor", "TF32 tensor"),
+    "fp32_tflops": ("fp32", "FP32"),
+    "fp64_tflops": ("fp64", "FP64"),
+}
 _FIELDS = ("gpu", "ceiling", "kind", "value", "label", "how")
 
 
@@ -41,16 +47,27 @@ def from_results(files) -> list[dict]:
         when = f"{f.name}, {str(info.get('date', '?'))[:10]}"
         copy = d.get("copy")
         if isinstance(copy, dict) and copy.get("gbps"):
-            out[(gpu, "dram")] = {"gpu": gpu, "ceiling": "dram", "kind": "memory", "value": copy["gbps"] * 1e9,
-                                  "label": "DRAM copy (measured)",
-                                  "how": f"measured device-to-device copy, {copy.get('bytes', 0) / 2**30:.0f} GiB ({when})"}
+            out[(gpu, "dram")] = {
+                "gpu": gpu,
+                "ceiling": "dram",
+                "kind": "memory",
+                "value": copy["gbps"] * 1e9,
+                "label": "DRAM copy (measured)",
+                "how": f"measured device-to-device copy, {copy.get('bytes', 0) / 2**30:.0f} GiB ({when})",
+            }
         peaks = d.get("peaks")
         if isinstance(peaks, dict):
             for name, (key, label) in _MEASURED_FLOPS.items():
                 if peaks.get(name):
                     how = peaks.get(name.replace("_tflops", "_how"), "measured")
-                    out[(gpu, key)] = {"gpu": gpu, "ceiling": key, "kind": "compute", "value": peaks[name] * 1e12,
-                                       "label": f"{label} (measured)", "how": f"{how} ({when})"}
+                    out[(gpu, key)] = {
+                        "gpu": gpu,
+                        "ceiling": key,
+                        "kind": "compute",
+                        "value": peaks[name] * 1e12,
+                        "label": f"{label} (measured)",
+                        "how": f"{how} ({when})",
+                    }
     return list(out.values())
 
 
@@ -64,9 +81,15 @@ def read(path) -> list[dict]:
     if not isinstance(rows, list):
         raise BadInput(path, 'not a peaks file: expected {"peaks": [...]}')
     for i, r in enumerate(rows):
-        ok = (isinstance(r, dict) and all(k in r for k in _FIELDS) and r["kind"] in ("memory", "compute")
-              and isinstance(r["value"], (int, float)) and math.isfinite(r["value"]) and r["value"] > 0
-              and all(isinstance(r[k], str) for k in _FIELDS if k != "value"))
+        ok = (
+            isinstance(r, dict)
+            and all(k in r for k in _FIELDS)
+            and r["kind"] in ("memory", "compute")
+            and isinstance(r["value"], (int, float))
+            and math.isfinite(r["value"])
+            and r["value"] > 0
+            and all(isinstance(r[k], str) for k in _FIELDS if k != "value")
+        )
         if not ok:
             raise BadInput(path, f"peak {i}: needs {', '.join(_FIELDS)} (kind memory|compute, value > 0)")
     return rows

@@ -20,12 +20,13 @@ counters reader returns them); nothing here reads a file or the database.
   peak; ridge: peak FLOP/s of a precision over peak DRAM byte/s.
 docs/roofline.md says which metric gives what.
 """
+
 from __future__ import annotations
 
 import statistics
 
-from profkit.model.gpus import FP32_LANES, FP32_LANES_SOURCE, Gpu
 from profkit.core.metrics import BY_SHORT, lookup
+from profkit.model.gpus import FP32_LANES, FP32_LANES_SOURCE, Gpu
 
 # memory levels, outermost first: (key, label, bytes, bytes per cycle at peak, clock, clock fallback)
 LEVELS = (
@@ -100,16 +101,21 @@ def attribute_rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
     out: dict[str, tuple[float, str]] = {}
     mem, bus = lookup(c, "mem_clock_max"), lookup(c, "mem_bus_width")
     if mem and bus:
-        out["dram"] = (2 * mem * 1e3 * bus / 8, f"{FROM_ATTRIBUTES}: 2 x memory clock {mem / 1e6:.3f} GHz x "
-                                                f"{bus:.0f}-bit bus")
+        out["dram"] = (
+            2 * mem * 1e3 * bus / 8,
+            f"{FROM_ATTRIBUTES}: 2 x memory clock {mem / 1e6:.3f} GHz x {bus:.0f}-bit bus",
+        )
     sms, cc = lookup(c, "sm_count"), compute_capability(c)
     lanes = FP32_LANES.get(cc or "")
     hz, which = lookup(c, "sm_clock"), "SM clock"
     if not hz and lookup(c, "sm_clock_max"):
         hz, which = lookup(c, "sm_clock_max") * 1e3, "maximum SM clock"
     if sms and lanes and hz:
-        out["fp32"] = (sms * lanes * 2 * hz, f"{FROM_ATTRIBUTES}: {sms:.0f} SMs x {lanes} FP32 lanes (CC {cc}: "
-                                             f"{FP32_LANES_SOURCE}) x 2 x {which} {hz / 1e9:.3f} GHz")
+        out["fp32"] = (
+            sms * lanes * 2 * hz,
+            f"{FROM_ATTRIBUTES}: {sms:.0f} SMs x {lanes} FP32 lanes (CC {cc}: "
+            f"{FP32_LANES_SOURCE}) x 2 x {which} {hz / 1e9:.3f} GHz",
+        )
     return out
 
 
@@ -135,7 +141,10 @@ def _rates(c: dict[str, float], gpu: Gpu | None) -> dict[str, tuple[float, str]]
         p = lookup(c, peak)
         name = BY_SHORT[peak].names[0]
         if p is None and key in PEAK_FALLBACK:
-            p, name = lookup(c, PEAK_FALLBACK[key]), BY_SHORT[PEAK_FALLBACK[key]].names[0] + " (fp16 path not collected)"
+            p, name = (
+                lookup(c, PEAK_FALLBACK[key]),
+                BY_SHORT[PEAK_FALLBACK[key]].names[0] + " (fp16 path not collected)",
+            )
         if p and sm:
             out[key] = (p * per * sm, f"{name} {p:g}/cycle x {per:g} x SM clock {sm / 1e9:.3f} GHz")
     for key, label, _, peak, clock, fallback in LEVELS:
@@ -145,7 +154,10 @@ def _rates(c: dict[str, float], gpu: Gpu | None) -> dict[str, tuple[float, str]]
             out[key] = (p * hz, f"{BY_SHORT[peak].names[0]} {p:g} B/cycle x {how} {hz / 1e9:.3f} GHz")
     if "fp32" not in out and sm and (p := lookup(c, "ffma_thread_peak")):
         # ncu's default roofline chart collects the thread-level FMA peak: 2 FLOPs per thread instruction
-        out["fp32"] = (p * 2 * sm, f"{BY_SHORT['ffma_thread_peak'].names[0]} {p:g}/cycle x 2 x SM clock {sm / 1e9:.3f} GHz")
+        out["fp32"] = (
+            p * 2 * sm,
+            f"{BY_SHORT['ffma_thread_peak'].names[0]} {p:g}/cycle x 2 x SM clock {sm / 1e9:.3f} GHz",
+        )
     for key, v in attribute_rates(c).items():
         out.setdefault(key, v)
     # datasheet peaks only for a launch whose report gives none at all: never mixed with a

@@ -1,14 +1,15 @@
 """The advise page: where the time goes (GPU busy and idle per range), the ranked list of what
 to fix first, and the roofline of the top items, as one self-contained HTML file. The numbers
 are profkit.analyses.advise's (and the roofline analysis's); this module only lays them out."""
+
 from __future__ import annotations
 
 from profkit.analyses.advise import Advice
-from profkit.core.errors import BadArgument
 from profkit.analyses.roofline import Roofline, collect
-from profkit.store.store import Store
+from profkit.core.errors import BadArgument
 from profkit.outputs.html import figure_html, text, write_page
 from profkit.outputs.roofline_plot import figure as roofline_figure
+from profkit.store.store import Store
 
 MAX_BARS = 25
 
@@ -23,14 +24,32 @@ def time_figure(store: Store, a: Advice):
     rows = sorted(rows, key=lambda r: -r["window_ns"])[:MAX_BARS][::-1]
     fig = go.Figure()
     names = [text(r["path"]) for r in rows]
-    fig.add_bar(y=names, x=[r["busy_ns"] / 1e3 for r in rows], orientation="h", name="GPU busy",
-                marker_color="#4C78A8", hovertemplate="%{y}<br>busy %{x:,.1f} us<extra></extra>")
-    fig.add_bar(y=names, x=[r["idle_ns"] / 1e3 for r in rows], orientation="h", name="GPU idle (launch gaps, waits)",
-                marker_color="#BAB0AC", hovertemplate="%{y}<br>idle %{x:,.1f} us<extra></extra>")
-    fig.update_layout(barmode="stack", template="plotly_white", height=160 + 26 * len(rows),
-                      title=f"Where the time goes: GPU busy and idle per NVTX range (largest {len(rows)})",
-                      xaxis_title="microseconds, all instances", legend_orientation="h", margin=dict(l=20),
-                      meta={"bars": len(rows)})
+    fig.add_bar(
+        y=names,
+        x=[r["busy_ns"] / 1e3 for r in rows],
+        orientation="h",
+        name="GPU busy",
+        marker_color="#4C78A8",
+        hovertemplate="%{y}<br>busy %{x:,.1f} us<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r["idle_ns"] / 1e3 for r in rows],
+        orientation="h",
+        name="GPU idle (launch gaps, waits)",
+        marker_color="#BAB0AC",
+        hovertemplate="%{y}<br>idle %{x:,.1f} us<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="stack",
+        template="plotly_white",
+        height=160 + 26 * len(rows),
+        title=f"Where the time goes: GPU busy and idle per NVTX range (largest {len(rows)})",
+        xaxis_title="microseconds, all instances",
+        legend_orientation="h",
+        margin=dict(l=20),
+        meta={"bars": len(rows)},
+    )
     return fig
 
 
@@ -67,12 +86,21 @@ def write(store: Store, a: Advice, path, top: int = 10, peaks=None):
     rows = []
     for i in a.items[:top]:
         sp = i.predicted_speedup
-        cells = (str(i.rank), f"{i.kind}: {i.nvtx_path or '(no range)'} [{i.kernel_name}]", i.label or "",
-                 f"{100 * i.share_gpu:.1f} %", _us(i.recoverable_ns), "" if sp is None else f"{sp:.2f}x",
-                 i.action, i.how + (f" (ncu's own estimate: {i.ncu_speedup_pct:.0f} %)" if i.ncu_speedup_pct else ""))
+        cells = (
+            str(i.rank),
+            f"{i.kind}: {i.nvtx_path or '(no range)'} [{i.kernel_name}]",
+            i.label or "",
+            f"{100 * i.share_gpu:.1f} %",
+            _us(i.recoverable_ns),
+            "" if sp is None else f"{sp:.2f}x",
+            i.action,
+            i.how + (f" (ncu's own estimate: {i.ncu_speedup_pct:.0f} %)" if i.ncu_speedup_pct else ""),
+        )
         rows.append("<tr>" + "".join(f"<td>{text(c)}</td>" for c in cells) + "</tr>")
-    parts.append('<h2>Ranked</h2><table id="advice" border="1" cellpadding="4" style="border-collapse: collapse">'
-                 "<tr>" + "".join(f"<th>{text(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+    parts.append(
+        '<h2>Ranked</h2><table id="advice" border="1" cellpadding="4" style="border-collapse: collapse">'
+        "<tr>" + "".join(f"<th>{text(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
+    )
     fig, why = top_roofline(store, a, top, peaks)
     parts.append("<h2>Roofline of the top items</h2>")
     if fig is not None:

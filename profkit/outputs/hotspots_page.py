@@ -1,5 +1,6 @@
 """profkit hotspots --html: a kernel's source with a bar per line (sampled warp stalls, coloured
 by reason), one self-contained HTML file (no script, no network)."""
+
 from __future__ import annotations
 
 import html
@@ -10,11 +11,24 @@ from profkit.analyses.hotspots import Hotspots, short_file
 
 # one colour per stall reason (the memory waits warm, issue and pipe states cool)
 COLOURS = {
-    "long_scoreboard": "#d62728", "short_scoreboard": "#ff7f0e", "lg_throttle": "#e377c2", "mio_throttle": "#bcbd22",
-    "tex_throttle": "#8c564b", "barrier": "#9467bd", "membar": "#c5b0d5", "wait": "#1f77b4",
-    "math_pipe_throttle": "#17becf", "dispatch_stall": "#aec7e8", "branch_resolving": "#98df8a",
-    "no_instructions": "#c49c94", "imc_miss": "#f7b6d2", "drain": "#7f7f7f", "sleeping": "#dbdb8d",
-    "not_selected": "#c7c7c7", "selected": "#2ca02c", "misc": "#9edae5",
+    "long_scoreboard": "#d62728",
+    "short_scoreboard": "#ff7f0e",
+    "lg_throttle": "#e377c2",
+    "mio_throttle": "#bcbd22",
+    "tex_throttle": "#8c564b",
+    "barrier": "#9467bd",
+    "membar": "#c5b0d5",
+    "wait": "#1f77b4",
+    "math_pipe_throttle": "#17becf",
+    "dispatch_stall": "#aec7e8",
+    "branch_resolving": "#98df8a",
+    "no_instructions": "#c49c94",
+    "imc_miss": "#f7b6d2",
+    "drain": "#7f7f7f",
+    "sleeping": "#dbdb8d",
+    "not_selected": "#c7c7c7",
+    "selected": "#2ca02c",
+    "misc": "#9edae5",
 }
 STYLE = """
 body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -33,8 +47,11 @@ th { border-bottom: 1px solid #999; } .num { text-align: right; font-variant-num
 
 
 def _bar(stalls: dict[str, int], scale: int) -> str:
-    parts = "".join(f'<span style="width:{100 * v / scale:.2f}%;background:{COLOURS.get(k, "#333")}"></span>'
-                    for k, v in stalls.items() if v)
+    parts = "".join(
+        f'<span style="width:{100 * v / scale:.2f}%;background:{COLOURS.get(k, "#333")}"></span>'
+        for k, v in stalls.items()
+        if v
+    )
     tip = ", ".join(f"{k} {v:,}" for k, v in stalls.items() if v)
     return f'<div class="bar" title="{html.escape(tip)}">{parts}</div>'
 
@@ -42,27 +59,38 @@ def _bar(stalls: dict[str, int], scale: int) -> str:
 def page(h: Hotspots) -> str:
     e = html.escape
     top = h.top
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>hotspots: {e(h.kernel[:80])}</title>"
-           f"<style>{STYLE}</style></head><body>",
-           f"<h1>{e(h.kernel)}</h1>",
-           f"<p>run {e(h.run)}, {len(h.launches)} launch{'es' if len(h.launches) > 1 else ''}: "
-           f"{h.samples:,} warp-state samples"
-           + ("" if h.inst_executed is None else f", {h.inst_executed:,} warp instructions executed") + "</p>"]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>hotspots: {e(h.kernel[:80])}</title>"
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{e(h.kernel)}</h1>",
+        f"<p>run {e(h.run)}, {len(h.launches)} launch{'es' if len(h.launches) > 1 else ''}: "
+        f"{h.samples:,} warp-state samples"
+        + ("" if h.inst_executed is None else f", {h.inst_executed:,} warp instructions executed")
+        + "</p>",
+    ]
     if top is not None:
         out.append(f"<p><b>{e(top.reading)}</b></p>")
-    out.append('<p class="legend">' + "".join(
-        f'<span><i style="background:{COLOURS.get(k, "#333")}"></i>{e(k)} {v:,}</span>' for k, v in h.stalls.items())
-        + "</p>")
+    out.append(
+        '<p class="legend">'
+        + "".join(
+            f'<span><i style="background:{COLOURS.get(k, "#333")}"></i>{e(k)} {v:,}</span>' for k, v in h.stalls.items()
+        )
+        + "</p>"
+    )
     for n in h.notes:
         out.append(f'<p class="note">{e(n)}</p>')
-    out.append(f"<h2>Top {len(h.lines)} {'lines' if h.by == 'line' else 'instructions'} by samples</h2><table>"
-               "<tr><th>where</th><th class='num'>samples</th><th class='num'>%</th><th>stalls</th>"
-               "<th class='num'>instructions executed</th><th>reading</th></tr>")
+    out.append(
+        f"<h2>Top {len(h.lines)} {'lines' if h.by == 'line' else 'instructions'} by samples</h2><table>"
+        "<tr><th>where</th><th class='num'>samples</th><th class='num'>%</th><th>stalls</th>"
+        "<th class='num'>instructions executed</th><th>reading</th></tr>"
+    )
     scale = max((ln.samples for ln in h.lines), default=0) or 1
     for ln in h.lines:
-        out.append(f"<tr><td>{e(ln.where)}</td><td class='num'>{ln.samples:,}</td>"
-                   f"<td class='num'>{100 * ln.share:.1f}</td><td>{_bar(ln.stalls, scale)}</td><td class='num'>"
-                   f"{'' if ln.inst_executed is None else f'{ln.inst_executed:,}'}</td><td>{e(ln.reading)}</td></tr>")
+        out.append(
+            f"<tr><td>{e(ln.where)}</td><td class='num'>{ln.samples:,}</td>"
+            f"<td class='num'>{100 * ln.share:.1f}</td><td>{_bar(ln.stalls, scale)}</td><td class='num'>"
+            f"{'' if ln.inst_executed is None else f'{ln.inst_executed:,}'}</td><td>{e(ln.reading)}</td></tr>"
+        )
     out.append("</table>")
     hot = {(ln.file, ln.line) for ln in h.lines}
     per_line = {(ln.file, ln.line): ln for ln in _all_lines(h)}
@@ -75,16 +103,19 @@ def page(h: Hotspots) -> str:
             cls = ' class="hot"' if (f, i) in hot else ""
             bar = _bar(ln.stalls, scale) if ln is not None and ln.samples else ""
             nums = f"{ln.samples:,}" if ln is not None else ""
-            out.append(f"<tr{cls}><td class='num'>{i}</td><td>{bar}</td><td class='num'>{nums}</td>"
-                       f"<td>{e(text)}</td></tr>")
+            out.append(
+                f"<tr{cls}><td class='num'>{i}</td><td>{bar}</td><td class='num'>{nums}</td><td>{e(text)}</td></tr>"
+            )
         out.append("</table>")
     if not shown:  # no embedded source: the instructions with their bars
         out.append("<h2>Instructions</h2><table class='src'>")
         rows = [i for ln in _all_lines(h) for i in ln.instructions]
         scale = max((i["samples"] for i in rows), default=0) or 1
         for i in sorted(rows, key=lambda i: i["pc"]):
-            out.append(f"<tr><td class='num'>{i['pc']:#06x}</td><td>{_bar(i['stalls'], scale)}</td>"
-                       f"<td class='num'>{i['samples']:,}</td><td>{e(i['instruction'] or '')}</td></tr>")
+            out.append(
+                f"<tr><td class='num'>{i['pc']:#06x}</td><td>{_bar(i['stalls'], scale)}</td>"
+                f"<td class='num'>{i['samples']:,}</td><td>{e(i['instruction'] or '')}</td></tr>"
+            )
         out.append("</table>")
     out.append("</body></html>")
     return "\n".join(out)

@@ -1,5 +1,6 @@
 """Self-contained HTML files: plotly.js inline (no CDN, works offline), written to a temp
 name and moved into place, so a file under the final name is never half-written."""
+
 from __future__ import annotations
 
 import html
@@ -32,10 +33,10 @@ def check_output(path) -> None:
     start = head.lstrip().lower()
     if not head or start.startswith((b"<!doctype html", b"<html")):
         return
-    what = "a SQLite database (a profkit database or a report)" if head.startswith(b"SQLite format 3\0") \
-        else "a file"
-    raise BadArgument(f"{path}: exists and is {what}, not an HTML page: profkit replaces only an HTML page; "
-                      "name another file")
+    what = "a SQLite database (a profkit database or a report)" if head.startswith(b"SQLite format 3\0") else "a file"
+    raise BadArgument(
+        f"{path}: exists and is {what}, not an HTML page: profkit replaces only an HTML page; name another file"
+    )
 
 
 def _replace(path: Path, write) -> Path:
@@ -54,8 +55,9 @@ def _replace(path: Path, write) -> Path:
 
 def write_figure(fig, path) -> Path:
     """One plotly figure as one self-contained HTML file."""
-    return _replace(path, lambda tmp: fig.write_html(str(tmp), include_plotlyjs=True, full_html=True,
-                                                     config=PLOTLY_CONFIG))
+    return _replace(
+        path, lambda tmp: fig.write_html(str(tmp), include_plotlyjs=True, full_html=True, config=PLOTLY_CONFIG)
+    )
 
 
 def figure_html(fig, first: bool) -> str:
@@ -70,8 +72,9 @@ def figure_html(fig, first: bool) -> str:
         name = layout.get("template", pio.templates.default)
         if isinstance(name, str):
             layout["template"] = _template(name)
-        return pio.to_html({**fig, "layout": layout}, full_html=False, include_plotlyjs=first, config=PLOTLY_CONFIG,
-                           validate=False)
+        return pio.to_html(
+            {**fig, "layout": layout}, full_html=False, include_plotlyjs=first, config=PLOTLY_CONFIG, validate=False
+        )
     return fig.to_html(full_html=False, include_plotlyjs=first, config=PLOTLY_CONFIG)
 
 
@@ -89,6 +92,8 @@ def _template(name: str) -> dict:
 
 def write_page(path, title: str, body: str) -> Path:
     """One HTML page: `body` is trusted markup the caller built with text() around every name."""
-    doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-           f"<title>{text(title)}</title></head><body style=\"font-family: sans-serif\">{body}</body></html>\n")
+    doc = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f'<title>{text(title)}</title></head><body style="font-family: sans-serif">{body}</body></html>\n'
+    )
     return _replace(path, lambda tmp: tmp.write_text(doc, encoding="utf-8"))

@@ -6,6 +6,7 @@ computed, never stored), and `sql` runs through profkit.store.query, the guard o
 (read-only connection and authorizer, a time limit, a memory cap). Each tool answers JSON text;
 a tool that fails answers one line (MCP's isError), as the CLI would print it.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,15 +17,16 @@ from pathlib import Path
 from profkit.core.errors import BadArgument, ProfkitError, ToolMissing
 from profkit.store.store import Store
 
-SQL_TIMEOUT_S = 60.0         # `profkit sql`'s defaults
+SQL_TIMEOUT_S = 60.0  # `profkit sql`'s defaults
 SQL_MEMORY_MB = 2048
-SQL_MAX_ROWS = 10_000        # an agent's context is the limit here, not the database
+SQL_MAX_ROWS = 10_000  # an agent's context is the limit here, not the database
 INSTRUCTIONS = (
     "profkit's database of GPU profiles (Nsight Systems timelines, Nsight Compute counters). Start with "
     "list_runs; then advise (what to fix first), classify (each kernel's bottleneck label), phases, compare "
     "(before/after of two runs or RUN:VARIANT selectors), hotspots (source lines by warp stalls, where the "
     "Nsight Compute report has source counters), or sql for anything else (views: runs, kernels, counters, "
-    "classifications, rules, advice, phases; read-only).")
+    "classifications, rules, advice, phases; read-only)."
+)
 
 
 def _json(value) -> str:
@@ -84,8 +86,10 @@ class Tools:
         with self._store() as s:
             run = s.require_run(run)
             rows = label_rows(s, run)
-            dur = {r["kernel_id"]: r["duration_ns"] or 0 for r in s.query(
-                "SELECT kernel_id, duration_ns, short_name FROM kernels WHERE run = ?", (run,))}
+            dur = {
+                r["kernel_id"]: r["duration_ns"] or 0
+                for r in s.query("SELECT kernel_id, duration_ns, short_name FROM kernels WHERE run = ?", (run,))
+            }
         if per_launch:
             got = [{k: r[k] for k in ("kernel_id", "nvtx_path", "kernel_name", "label", "reason")} for r in rows]
             return {"run": run, "launches": len(got), "rows": got[:limit], "truncated": len(got) > limit}
@@ -95,8 +99,10 @@ class Tools:
             g["launches"] += 1
             g["gpu_us"] += dur.get(r["kernel_id"], 0) / 1e3
             g["example_reason"] = g["example_reason"] or r["reason"]
-        out = sorted(({"nvtx_path": p, "kernel_name": k, "label": lab, **v} for (p, k, lab), v in groups.items()),
-                     key=lambda x: -x["gpu_us"])
+        out = sorted(
+            ({"nvtx_path": p, "kernel_name": k, "label": lab, **v} for (p, k, lab), v in groups.items()),
+            key=lambda x: -x["gpu_us"],
+        )
         return {"run": run, "launches": len(rows), "groups": out[:limit], "truncated": len(out) > limit}
 
     def advise(self, run: str | None = None, scope: str | None = None, phase: str | None = None) -> dict:

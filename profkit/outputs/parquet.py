@@ -15,19 +15,25 @@ advice before `profkit advise`, rules of reports without ncu's rule results)
 writes no files.
 Rows stream out of SQLite in batches, so a million-kernel run needs no million-row table in memory.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
+from profkit.core.dbfile import open_readonly
 from profkit.core.errors import ProfkitError, ToolMissing
 from profkit.store.schema import VIEWS
-from profkit.core.dbfile import open_readonly
 
 BATCH_ROWS = 100_000
-PARTITIONS = {"runs": ("run",), "kernels": ("run", "rank"), "counters": ("run", "rank"),
-              "classifications": ("run", "rank"), "rules": ("run", "rank"),
-              "advice": ("run",),  # advice's `rank` is the item's place in the list, not a process
-              "nvtx_range": ("run", "rank")}  # the step ranges the fleet analyses split time by
+PARTITIONS = {
+    "runs": ("run",),
+    "kernels": ("run", "rank"),
+    "counters": ("run", "rank"),
+    "classifications": ("run", "rank"),
+    "rules": ("run", "rank"),
+    "advice": ("run",),  # advice's `rank` is the item's place in the list, not a process
+    "nvtx_range": ("run", "rank"),
+}  # the step ranges the fleet analyses split time by
 
 
 def _pyarrow():
@@ -35,7 +41,9 @@ def _pyarrow():
         import pyarrow  # noqa: F401
         import pyarrow.dataset  # noqa: F401
     except ImportError:
-        raise ToolMissing("Parquet export needs pyarrow: pip install 'profkit[export]' (or pip install pyarrow)") from None
+        raise ToolMissing(
+            "Parquet export needs pyarrow: pip install 'profkit[export]' (or pip install pyarrow)"
+        ) from None
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -78,22 +86,32 @@ def export_parquet(db: str, out: str | Path, run: str | None = None, views=tuple
             schema = pa.schema([(c, t) for c, t in types.items()])
             parts = PARTITIONS[view]
             where, params = ("WHERE run = ?", (run,)) if run is not None else ("", ())
-            cur = conn.execute(f"SELECT {', '.join(chr(34) + c + chr(34) for c in types)} FROM {view} {where}"
-                               f" ORDER BY {', '.join(parts)}", params)
+            cur = conn.execute(
+                f"SELECT {', '.join(chr(34) + c + chr(34) for c in types)} FROM {view} {where}"
+                f" ORDER BY {', '.join(parts)}",
+                params,
+            )
             count = [0]
 
             def batches():
                 while rows := cur.fetchmany(BATCH_ROWS):
                     count[0] += len(rows)
                     cols = list(zip(*rows))
-                    yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(cols, schema.types)],
-                                                     schema=schema)
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(c, type=t) for c, t in zip(cols, schema.types)], schema=schema
+                    )
 
             part_schema = pa.schema([(c, types[c]) for c in parts])
-            ds.write_dataset(batches(), out / view, schema=schema, format="parquet",
-                             partitioning=ds.partitioning(part_schema, flavor="hive"),
-                             basename_template="part-{i}.parquet",
-                             existing_data_behavior="delete_matching", max_rows_per_group=BATCH_ROWS)
+            ds.write_dataset(
+                batches(),
+                out / view,
+                schema=schema,
+                format="parquet",
+                partitioning=ds.partitioning(part_schema, flavor="hive"),
+                basename_template="part-{i}.parquet",
+                existing_data_behavior="delete_matching",
+                max_rows_per_group=BATCH_ROWS,
+            )
             written[view] = count[0]
         return written
     finally:

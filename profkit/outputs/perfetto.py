@@ -18,6 +18,7 @@ a clock's tick) go to the next lane of the same track, `stream 7 (2)`, rather th
 Times are microseconds, written as exact decimals of the nanoseconds (`16058015.104`), never
 through a binary float: a float of a 10^10 ns clock can be off by a nanosecond after `* 1000`.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,30 @@ from profkit.model.perf import roof_time_ns
 from profkit.store.store import Store
 
 # the kernels view's columns a slice reads (family: where the operator model adds it)
-_KERNEL_COLUMNS = ("kernel_id", "kernel_name", "short_name", "nvtx_path", "start_ns", "end_ns", "duration_ns",
-                   "stream", "device", "rank", "pid", "tid", "api_start_ns", "api_end_ns", "grid_x", "grid_y",
-                   "grid_z", "block_x", "block_y", "block_z", "registers_per_thread", "sampled_from")
+_KERNEL_COLUMNS = (
+    "kernel_id",
+    "kernel_name",
+    "short_name",
+    "nvtx_path",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "stream",
+    "device",
+    "rank",
+    "pid",
+    "tid",
+    "api_start_ns",
+    "api_end_ns",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "sampled_from",
+)
 
 
 @dataclass
@@ -116,8 +138,9 @@ def _advice_ranks(store: Store, run: str, launches: list[dict]) -> tuple[dict[in
         if r is not None:
             own[k["kernel_id"]] = r
         for gp, rank in graphs:
-            if gp is None or (path is not None and (path == gp or _step_free(path).startswith(gp + "/")
-                                                   or _step_free(path) == gp)):
+            if gp is None or (
+                path is not None and (path == gp or _step_free(path).startswith(gp + "/") or _step_free(path) == gp)
+            ):
                 graph.setdefault(k["kernel_id"], rank)
     return own, graph, None
 
@@ -149,14 +172,25 @@ def _idle(launches: list[dict]) -> list[Slice]:
             cause, why = "idle", "no launch call recorded for the next kernel"
         elif k["api_end_ns"] >= end:
             cause = "idle: waiting for the launch"
-            why = (f"the host's launch call of {k['short_name'] or k['kernel_name']} ended "
-                   f"{(k['api_end_ns'] - end) / 1e3:.3f} us into the gap")
+            why = (
+                f"the host's launch call of {k['short_name'] or k['kernel_name']} ended "
+                f"{(k['api_end_ns'] - end) / 1e3:.3f} us into the gap"
+            )
         else:
             cause = "idle: launched, not started"
-            why = (f"{k['short_name'] or k['kernel_name']} was launched {(end - k['api_end_ns']) / 1e3:.3f} us "
-                   f"before the gap began (a dependency, a synchronisation or another device held it)")
-        out.append(Slice(cause, end, nxt - end, "idle", {"gap_us": (nxt - end) / 1e3, "why": why,
-                                                         "next_kernel_id": k["kernel_id"]}))
+            why = (
+                f"{k['short_name'] or k['kernel_name']} was launched {(end - k['api_end_ns']) / 1e3:.3f} us "
+                f"before the gap began (a dependency, a synchronisation or another device held it)"
+            )
+        out.append(
+            Slice(
+                cause,
+                end,
+                nxt - end,
+                "idle",
+                {"gap_us": (nxt - end) / 1e3, "why": why, "next_kernel_id": k["kernel_id"]},
+            )
+        )
     return out
 
 
@@ -165,11 +199,16 @@ def build(store: Store, run: str | None = None) -> Trace:
     run = store.require_run(run)
     have = _columns(store, "kernels")
     cols = [c for c in _KERNEL_COLUMNS if c in have] + (["family"] if "family" in have else [])
-    launches = store.query(f"SELECT {', '.join(cols)} FROM kernels WHERE run = ? AND start_ns IS NOT NULL "
-                           "AND end_ns IS NOT NULL ORDER BY start_ns, kernel_id", (run,))
+    launches = store.query(
+        f"SELECT {', '.join(cols)} FROM kernels WHERE run = ? AND start_ns IS NOT NULL "
+        "AND end_ns IS NOT NULL ORDER BY start_ns, kernel_id",
+        (run,),
+    )
     if not launches:
-        raise BadArgument(f"run {run!r} has no timeline (launch times): a Perfetto trace needs an nsys, CUPTI or "
-                          f"torch.profiler report in the run")
+        raise BadArgument(
+            f"run {run!r} has no timeline (launch times): a Perfetto trace needs an nsys, CUPTI or "
+            f"torch.profiler report in the run"
+        )
     notes: list[str] = []
     labels = _labels(store, run)
     pct = _roofline_pcts(store, run, [k["kernel_id"] for k in launches])
@@ -211,14 +250,28 @@ def build(store: Store, run: str | None = None) -> Trace:
         if k["registers_per_thread"] is not None:
             args["registers_per_thread"] = k["registers_per_thread"]
         p = f"GPU {'?' if dev is None else dev}{_rank_name(r)}"
-        t = track(p, f"stream {'?' if k['stream'] is None else k['stream']}",
-                  10 * rank_order[r] + 1, 0 if k["stream"] is None else int(k["stream"]))
-        t.slices.append(Slice(k["short_name"] or k["kernel_name"], k["start_ns"], k["end_ns"] - k["start_ns"],
-                              f"kernel,{lab[0] if lab else 'unlabelled'}", args))
+        t = track(
+            p,
+            f"stream {'?' if k['stream'] is None else k['stream']}",
+            10 * rank_order[r] + 1,
+            0 if k["stream"] is None else int(k["stream"]),
+        )
+        t.slices.append(
+            Slice(
+                k["short_name"] or k["kernel_name"],
+                k["start_ns"],
+                k["end_ns"] - k["start_ns"],
+                f"kernel,{lab[0] if lab else 'unlabelled'}",
+                args,
+            )
+        )
 
     unclosed = 0
-    for e in store.query("SELECT id, rank, domain, text, kind, start_ns, end_ns, pid, tid, path FROM nvtx_range "
-                         "WHERE run = ? ORDER BY start_ns, id", (run,)):
+    for e in store.query(
+        "SELECT id, rank, domain, text, kind, start_ns, end_ns, pid, tid, path FROM nvtx_range "
+        "WHERE run = ? ORDER BY start_ns, id",
+        (run,),
+    ):
         if e["start_ns"] is None or e["end_ns"] is None:
             unclosed += 1
             continue
@@ -229,7 +282,8 @@ def build(store: Store, run: str | None = None) -> Trace:
         if e["domain"]:
             args["domain"] = e["domain"]
         track(p, thread, order, e["tid"] or 0).slices.append(
-            Slice(e["text"] or "", e["start_ns"], e["end_ns"] - e["start_ns"], "nvtx", args))
+            Slice(e["text"] or "", e["start_ns"], e["end_ns"] - e["start_ns"], "nvtx", args)
+        )
     if unclosed:
         notes.append(f"{unclosed} NVTX ranges without an end left out")
 
@@ -237,18 +291,19 @@ def build(store: Store, run: str | None = None) -> Trace:
     steady = ph.steady
     first_rank = ranks[0]
     for p in ph.phases:
-        args = {"kind": p.kind, "launches": p.launches, "gpu_us": p.gpu_ns / 1e3, "how": p.how,
-                "steady": p is steady}
+        args = {"kind": p.kind, "launches": p.launches, "gpu_us": p.gpu_ns / 1e3, "how": p.how, "steady": p is steady}
         if p.steps:
             args["steps"] = p.steps
         track(f"analysis{_rank_name(first_rank)}", "phases", 10 * rank_order[first_rank], 0).slices.append(
-            Slice(p.name, int(p.start_ns), int(p.end_ns) - int(p.start_ns), "phase", args))
+            Slice(p.name, int(p.start_ns), int(p.end_ns) - int(p.start_ns), "phase", args)
+        )
     if ph.note:
         notes.append(f"phases: {ph.note}")
     for (r, dev), ks in by_device.items():
         gaps = _idle(ks)
-        t = track(f"analysis{_rank_name(r)}", f"GPU {'?' if dev is None else dev} idle", 10 * rank_order[r],
-                  1 + (dev or 0))
+        t = track(
+            f"analysis{_rank_name(r)}", f"GPU {'?' if dev is None else dev} idle", 10 * rank_order[r], 1 + (dev or 0)
+        )
         t.slices.extend(gaps)
     return Trace(run, list(tracks.values()), notes)
 
@@ -279,8 +334,16 @@ def _us(ns: int) -> str:
     return f"{sign}{q}.{r:03d}"
 
 
-def _event(ph: str, pid: int, tid: int, name: str, ts_ns: int | None = None, dur_ns: int | None = None,
-           cat: str | None = None, args: dict | None = None) -> str:
+def _event(
+    ph: str,
+    pid: int,
+    tid: int,
+    name: str,
+    ts_ns: int | None = None,
+    dur_ns: int | None = None,
+    cat: str | None = None,
+    args: dict | None = None,
+) -> str:
     body = {"ph": ph, "pid": pid, "tid": tid, "name": name}
     if cat is not None:
         body["cat"] = cat

@@ -7,6 +7,7 @@
 - BLOB: its bytes as hexadecimal digits, like SQLite's hex();
 - a value of any size is written in 1 MB pieces: a 900 MB blob is never one 2 GB string.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,12 +20,12 @@ PIECE = 1 << 20
 
 def _pieces_of_text(s: str):
     for i in range(0, len(s), PIECE):
-        yield s[i:i + PIECE]
+        yield s[i : i + PIECE]
 
 
 def _pieces_of_blob(b: bytes):
     for i in range(0, len(b), PIECE // 2):
-        yield b[i:i + PIECE // 2].hex()
+        yield b[i : i + PIECE // 2].hex()
 
 
 def _small(row: tuple) -> bool:
@@ -99,7 +100,7 @@ def _json_value(out, v) -> None:
         if math.isfinite(v):
             out.write(repr(v))
         else:
-            out.write('null' if v != v else ('"Infinity"' if v > 0 else '"-Infinity"'))
+            out.write("null" if v != v else ('"Infinity"' if v > 0 else '"-Infinity"'))
     elif isinstance(v, (bytes, bytearray, memoryview)):
         out.write('"')
         for p in _pieces_of_blob(bytes(v)):

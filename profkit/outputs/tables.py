@@ -4,6 +4,7 @@ Run, file, kernel and range names are data: never rich markup (a kernel named
 ``evil[/x]kernel`` prints as such), never terminal control (an escape code in a file name
 prints as ``\\x1b``). Every CLI line and table cell goes through here.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,9 @@ def plain(value) -> str:
     s = "" if value is None else str(value)
     if s.isprintable():
         return s
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for ch in s)
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii") for ch in s
+    )
 
 
 def console(stream=None) -> Console:
@@ -45,7 +47,7 @@ def cell(value, floats: str = "{:,.1f}") -> Text:
         return Text(floats.format(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
         b = bytes(value)
-        hexed = b[:CELL_CHARS // 2].hex()
+        hexed = b[: CELL_CHARS // 2].hex()
         return Text(f"x'{hexed}'" + (f"... ({len(b):,} bytes)" if len(b) > CELL_CHARS // 2 else ""))
     s = value if isinstance(value, str) else str(value)
     if len(s) > CELL_CHARS:
@@ -67,7 +69,9 @@ def pages(columns: list[str], rows, title: str | None = None, floats: str = "{:,
         yield table(page, title if first else None, floats, columns)
 
 
-def table(rows: list[dict], title: str | None = None, floats: str = "{:,.1f}", columns: list[str] | None = None) -> Table:
+def table(
+    rows: list[dict], title: str | None = None, floats: str = "{:,.1f}", columns: list[str] | None = None
+) -> Table:
     t = Table(title=Text(plain(title)) if title else None, show_lines=False, header_style="bold")
     cols = list(columns) if columns is not None else list(rows[0]) if rows else []
     for c in cols:

@@ -7,6 +7,7 @@ comparability facts (GPU, driver, clocks, tool versions, workload shape and vari
 holds no reference to the run: the run may be deleted, or never loaded where the baseline is
 imported.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,10 +54,17 @@ class Baseline:
 
     def summary(self) -> dict:
         calls = [len(r.gpu_us) for r in self.ranges]
-        return {"name": self.name, "run": self.run, "created_at": self.created_at, "ranges": len(self.ranges),
-                "calls": f"{min(calls)}-{max(calls)}" if calls and min(calls) != max(calls) else
-                (str(calls[0]) if calls else "0"),
-                "gpu": self.facts.get("gpu"), "driver": self.facts.get("driver")}
+        return {
+            "name": self.name,
+            "run": self.run,
+            "created_at": self.created_at,
+            "ranges": len(self.ranges),
+            "calls": f"{min(calls)}-{max(calls)}"
+            if calls and min(calls) != max(calls)
+            else (str(calls[0]) if calls else "0"),
+            "gpu": self.facts.get("gpu"),
+            "driver": self.facts.get("driver"),
+        }
 
 
 def check_name(name: str) -> str:
@@ -72,12 +80,16 @@ def save(store: Store, b: Baseline, replace: bool = False) -> None:
     with transaction(c):
         if c.execute("SELECT 1 FROM baseline WHERE name = ?", (b.name,)).fetchone():
             if not replace:
-                raise BadArgument(f"baseline {b.name!r} exists in {store.path}: --replace to write over it, or "
-                                  f"`profkit baseline rm {b.name}` first")
+                raise BadArgument(
+                    f"baseline {b.name!r} exists in {store.path}: --replace to write over it, or "
+                    f"`profkit baseline rm {b.name}` first"
+                )
             c.execute("DELETE FROM baseline_sample WHERE name = ?", (b.name,))
             c.execute("DELETE FROM baseline WHERE name = ?", (b.name,))
-        c.execute("INSERT INTO baseline (name, run, created_at, facts) VALUES (?, ?, ?, ?)",
-                  (b.name, b.run, b.created_at, json.dumps(b.facts, sort_keys=True)))
+        c.execute(
+            "INSERT INTO baseline (name, run, created_at, facts) VALUES (?, ?, ?, ?)",
+            (b.name, b.run, b.created_at, json.dumps(b.facts, sort_keys=True)),
+        )
         rows, seq = [], 0
         for r in b.ranges:
             rows.append((b.name, r.path, "", seq, r.label, _dump(r.gpu_us), _dump(r.host_us)))
@@ -85,23 +97,30 @@ def save(store: Store, b: Baseline, replace: bool = False) -> None:
             for k in r.kernels:
                 rows.append((b.name, r.path, k.name, seq, k.label, _dump(k.gpu_us), None))
                 seq += 1
-        c.executemany("INSERT INTO baseline_sample (name, range_path, kernel, seq, label, gpu_us, host_us) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        c.executemany(
+            "INSERT INTO baseline_sample (name, range_path, kernel, seq, label, gpu_us, host_us) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 def load(store: Store, name: str) -> Baseline:
     head = store.query("SELECT name, run, created_at, facts FROM baseline WHERE name = ?", (name,))
     if not head:
         have = names(store)
-        raise BadArgument(f"no baseline {name!r} in {store.path}; baselines: {', '.join(have) or 'none'} "
-                          f"(profkit baseline save NAME --run RUN, or baseline import FILE)")
+        raise BadArgument(
+            f"no baseline {name!r} in {store.path}; baselines: {', '.join(have) or 'none'} "
+            f"(profkit baseline save NAME --run RUN, or baseline import FILE)"
+        )
     h = head[0]
     ranges: dict[str, RangeSamples] = {}
-    for r in store.query("SELECT range_path, kernel, label, gpu_us, host_us FROM baseline_sample WHERE name = ? "
-                         "ORDER BY seq", (name,)):
+    for r in store.query(
+        "SELECT range_path, kernel, label, gpu_us, host_us FROM baseline_sample WHERE name = ? ORDER BY seq", (name,)
+    ):
         if r["kernel"] == "":
-            ranges[r["range_path"]] = RangeSamples(r["range_path"], json.loads(r["gpu_us"]),
-                                                   json.loads(r["host_us"]) if r["host_us"] else None, r["label"])
+            ranges[r["range_path"]] = RangeSamples(
+                r["range_path"], json.loads(r["gpu_us"]), json.loads(r["host_us"]) if r["host_us"] else None, r["label"]
+            )
         else:
             ranges[r["range_path"]].kernels.append(KernelSamples(r["kernel"], json.loads(r["gpu_us"]), r["label"]))
     return Baseline(h["name"], h["run"], h["created_at"], json.loads(h["facts"] or "{}"), list(ranges.values()))
@@ -125,13 +144,26 @@ def remove(store: Store, name: str) -> None:
 
 # --- the file -------------------------------------------------------------------------------
 
+
 def to_json(b: Baseline) -> dict:
-    return {"format": FORMAT, "version": VERSION, "name": b.name, "run": b.run, "created_at": b.created_at,
-            "facts": b.facts,
-            "ranges": [{"path": r.path, "label": r.label, "gpu_us": _round(r.gpu_us), "host_us": _round(r.host_us),
-                        "kernels": [{"name": k.name, "label": k.label, "gpu_us": _round(k.gpu_us)}
-                                    for k in r.kernels]}
-                       for r in b.ranges]}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": b.name,
+        "run": b.run,
+        "created_at": b.created_at,
+        "facts": b.facts,
+        "ranges": [
+            {
+                "path": r.path,
+                "label": r.label,
+                "gpu_us": _round(r.gpu_us),
+                "host_us": _round(r.host_us),
+                "kernels": [{"name": k.name, "label": k.label, "gpu_us": _round(k.gpu_us)} for k in r.kernels],
+            }
+            for r in b.ranges
+        ],
+    }
 
 
 def export(store: Store, name: str, path: str | Path) -> Path:
@@ -153,19 +185,29 @@ def read(path: str | Path) -> Baseline:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadInput(path, f"not a profkit baseline file (not JSON: {e})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise BadInput(path, f"not a profkit baseline file (no \"format\": \"{FORMAT}\")")
+        raise BadInput(path, f'not a profkit baseline file (no "format": "{FORMAT}")')
     if obj.get("version") != VERSION:
-        raise BadInput(path, f"baseline file version {obj.get('version')!r}; this profkit reads version {VERSION} "
-                             f"(export it again with this profkit, or upgrade profkit)")
+        raise BadInput(
+            path,
+            f"baseline file version {obj.get('version')!r}; this profkit reads version {VERSION} "
+            f"(export it again with this profkit, or upgrade profkit)",
+        )
     try:
         ranges = []
         for r in obj["ranges"]:
-            ranges.append(RangeSamples(str(r["path"]), _floats(r["gpu_us"]),
-                                       _floats(r["host_us"]) if r.get("host_us") else None, r.get("label"),
-                                       [KernelSamples(str(k["name"]), _floats(k["gpu_us"]), k.get("label"))
-                                        for k in r.get("kernels") or ()]))
-        b = Baseline(check_name(str(obj["name"])), str(obj["run"]), str(obj["created_at"]), dict(obj["facts"]),
-                     ranges)
+            ranges.append(
+                RangeSamples(
+                    str(r["path"]),
+                    _floats(r["gpu_us"]),
+                    _floats(r["host_us"]) if r.get("host_us") else None,
+                    r.get("label"),
+                    [
+                        KernelSamples(str(k["name"]), _floats(k["gpu_us"]), k.get("label"))
+                        for k in r.get("kernels") or ()
+                    ],
+                )
+            )
+        b = Baseline(check_name(str(obj["name"])), str(obj["run"]), str(obj["created_at"]), dict(obj["facts"]), ranges)
     except (KeyError, TypeError, ValueError, BadArgument) as e:
         raise BadInput(path, f"a profkit baseline file with a missing or bad field ({type(e).__name__}: {e})") from None
     if not b.ranges:

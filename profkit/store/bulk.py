@@ -3,6 +3,7 @@ the attached report (`src`), joined to what the parser computed (staged as temp 
 chunks); no tuple per row. The last share of the kernels is built by a side writer
 (profkit.store.side_writer) meanwhile. Runs inside add_report's transaction.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -27,8 +28,7 @@ def _name_tables(conn: sqlite3.Connection, names: list, apis: list) -> None:
     conn.executemany("INSERT INTO temp.bulk_api VALUES (?, ?)", apis)
 
 
-def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed,
-             progress=None) -> None:
+def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed, progress=None) -> None:
     """A Bulk report: kernels and ranges by INSERT ... SELECT from the attached report,
     joined to what the parser computed (staged as temp tables); no tuple per row."""
     import numpy as np
@@ -38,16 +38,18 @@ def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None,
     conn.execute("PRAGMA temp.cache_size = -65536")  # the staged columns (1 M kernels: ~30 MB) stay off disk
     ids = np.array([-1 if i is None else i for i in path_ids(conn, bulk.paths)], dtype=np.int64)
     nk, nr = bulk.n_kernels, bulk.n_ranges
-    tell = (lambda phase, total: (lambda n: progress(phase, n, total))) if progress else (lambda *a: None)
+    tell = (lambda phase, total: lambda n: progress(phase, n, total)) if progress else (lambda *a: None)
     # the ranges first: meanwhile the parser's thread finishes the kernels (the launch-call
     # join and the calls' paths; SQLite writes without the GIL)
     chunks = bulk.range_chunks(ids, chunk=RANGE_CHUNK)
     bulk.stage_ranges(conn, ids, ranges_streamed=chunks is not None)
     if progress:
         progress("writing ranges", 0, nr)
-    insert = ("INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
-              " WITH {cte} q(seq, domain, kind, start_ns, end_ns, pid, tid, path_id) AS (" + bulk.range_sql + ")"
-              " SELECT ?, ?, ?, domain, kind, start_ns, end_ns, pid, tid, path_id FROM q {order}")
+    insert = (
+        "INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
+        " WITH {cte} q(seq, domain, kind, start_ns, end_ns, pid, tid, path_id) AS (" + bulk.range_sql + ")"
+        " SELECT ?, ?, ?, domain, kind, start_ns, end_ns, pid, tid, path_id FROM q {order}"
+    )
     kernels = None  # (part, path ids, insert, params, side writer) once the kernel part is ready
     try:
         if chunks is None:
@@ -91,8 +93,9 @@ def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None,
         progress("writing kernels", nk, nk)
 
 
-def _begin_kernels(conn: sqlite3.Connection, bulk, run: str, file_id: int, rank: int | None, source: str,
-                   on_rows=None) -> tuple:
+def _begin_kernels(
+    conn: sqlite3.Connection, bulk, run: str, file_id: int, rank: int | None, source: str, on_rows=None
+) -> tuple:
     """Once the parser's kernel part is ready (waiting for it): its paths and names staged,
     the launch insert made, and the last share of the kernels given to a side writer
     (side_writer), which starts at once. A part whose columns do not pack into JSON is
@@ -110,17 +113,28 @@ def _begin_kernels(conn: sqlite3.Connection, bulk, run: str, file_id: int, rank:
     plain = [f for f in fields if f not in NAME_FIELDS]
     # names through the staged keys (a few rows): the rows hold ids, no text
     insert = f"""
-        INSERT INTO /*INTO*/launch_row (id, run, file_id, rank, source, {', '.join(plain)}, name_id, short_id, api_id)
-        WITH /*CTE*/ q({', '.join(fields)}) AS ({bulk.kernel_sql})
-        SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {', '.join('q.' + f for f in plain)},
+        INSERT INTO /*INTO*/launch_row (id, run, file_id, rank, source, {", ".join(plain)}, name_id, short_id, api_id)
+        WITH /*CTE*/ q({", ".join(fields)}) AS ({bulk.kernel_sql})
+        SELECT ?2 + q.seq, ?3, ?4, ?5, ?6, {", ".join("q." + f for f in plain)},
                coalesce(n.id, ?7), coalesce(s.id, ?7), a.id
         FROM q LEFT JOIN temp.bulk_name n ON n.key = q.kernel_name LEFT JOIN temp.bulk_name s ON s.key = q.short_name
         LEFT JOIN temp.bulk_api a ON a.key = q.api_name /*ORDER*/"""
     params = (base, run, file_id, rank, source, null_name)
-    side = None if part.side_from is None else SideWriter.start(
-        bulk.source, table_ddl(conn, "launch_row"), lambda side_conn: _name_tables(side_conn, *name_rows),
-        insert.replace("/*INTO*/", "side.").replace("/*ORDER*/", ""), params, part, kids, part.side_from,
-        bulk.n_kernels)
+    side = (
+        None
+        if part.side_from is None
+        else SideWriter.start(
+            bulk.source,
+            table_ddl(conn, "launch_row"),
+            lambda side_conn: _name_tables(side_conn, *name_rows),
+            insert.replace("/*INTO*/", "side.").replace("/*ORDER*/", ""),
+            params,
+            part,
+            kids,
+            part.side_from,
+            bulk.n_kernels,
+        )
+    )
     return part, kids, insert, params, side
 
 
@@ -132,8 +146,10 @@ def _stage_names(conn: sqlite3.Connection, bulk, part) -> tuple:
     names = [(k, report_text(t)) for k, t in names]  # (a BLOB where the report writes text: as the row path reads it)
     apis = [(k, report_text(t)) for k, t in apis]
     ids = name_ids(conn, (t for _, t in names + apis if t is not None))
-    rows = ([(k, ids[t]) for k, t in names if k is not None],
-            [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None])
+    rows = (
+        [(k, ids[t]) for k, t in names if k is not None],
+        [(k, ids.get(t) if t is not None else None) for k, t in apis if k is not None],
+    )
     _name_tables(conn, *rows)
     return next((ids[t] for k, t in names if k is None), None), rows
 

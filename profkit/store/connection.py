@@ -4,6 +4,7 @@ WAL and a busy timeout let several ingests share one database. The last writer o
 database back in rollback-journal mode (settle), so at rest it is one file that readers open
 read-only without creating anything beside it (docs/reliability.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_path_length, open_readonly as _open_file_readonly, wal_mode
+from profkit.core.dbfile import BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_path_length, wal_mode
+from profkit.core.dbfile import open_readonly as _open_file_readonly
 from profkit.core.errors import ProfkitError
 from profkit.core.signals import watch
 from profkit.parsers import registry as _parsers
@@ -29,8 +31,9 @@ def default_db() -> str:
 def connect(path: str | os.PathLike) -> sqlite3.Connection:
     check_path_length(path)
     # a URI connection: a bulk load ATTACHes the report read-only (mode=ro needs URI filenames)
-    conn = sqlite3.connect(Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                           uri=True)
+    conn = sqlite3.connect(
+        Path(path).absolute().as_uri(), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=True
+    )
     # A database at rest is in rollback-journal mode (settle()): switching it to WAL waits for
     # readers still inside a statement, at most profkit sql's default --timeout (60 s): wait longer
     conn.execute(f"PRAGMA busy_timeout = {WAL_SWITCH_TIMEOUT_MS}")
@@ -109,9 +112,11 @@ def open_reader(path: str) -> sqlite3.Connection:
         raise ProfkitError(f"{path}: not a usable profkit database ({e})") from None
     if version < LATEST:
         conn.close()
-        raise ProfkitError(f"{path}: a profkit database of schema {version}; this profkit reads "
-                           f"{LATEST} and cannot update it here (no write access): open it once "
-                           f"where it can be written")
+        raise ProfkitError(
+            f"{path}: a profkit database of schema {version}; this profkit reads "
+            f"{LATEST} and cannot update it here (no write access): open it once "
+            f"where it can be written"
+        )
     return conn
 
 
@@ -137,8 +142,10 @@ def what_is(path: str | os.PathLike) -> str:
     if p.is_dir():
         return f"{path} is a folder, not a profkit database"
     if not p.is_file():  # (stat only: opening a FIFO to look would block until a writer came)
-        return (f"{path} is not a regular file (a device, a FIFO or a socket), not a profkit database: "
-                "--db names a database file")
+        return (
+            f"{path} is not a regular file (a device, a FIFO or a socket), not a profkit database: "
+            "--db names a database file"
+        )
     try:
         with open(p, "rb") as f:
             head = f.read(4096)

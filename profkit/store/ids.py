@@ -1,5 +1,6 @@
 """The store's ids of NVTX paths and launch names, added where new (every load writes ids,
 not text, into its launch rows)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -18,9 +19,12 @@ def path_ids(conn: sqlite3.Connection, paths) -> list[int | None]:
         js = names_json(names)
         row = conn.execute("SELECT id FROM nvtx_path WHERE names = ?", (js,)).fetchone()
         if row is None:
-            row = (conn.execute("INSERT INTO nvtx_path (names, path, text, depth) VALUES (?, ?, ?, ?)",
-                                (js, "/".join("" if n is None else n for n in names), names[-1],
-                                 len(names) - 1)).lastrowid,)
+            row = (
+                conn.execute(
+                    "INSERT INTO nvtx_path (names, path, text, depth) VALUES (?, ?, ?, ?)",
+                    (js, "/".join("" if n is None else n for n in names), names[-1], len(names) - 1),
+                ).lastrowid,
+            )
         out.append(row[0])
     return out
 

@@ -5,6 +5,7 @@ A folder given to ingest is a capture folder (as `profkit capture` writes it, or
 of reports): one run named after it, its report files chosen one per role per rank, its
 `capture.json` merged into the run's meta; files it does not take are named with the reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profkit import parsers
-
 from profkit.core import errors
+from profkit.core.dbfile import open_readonly
 from profkit.core.errors import BadArgument, BadInput, ProfkitError
 from profkit.core.names import MAX_NAME, as_text, name_too_long
 from profkit.core.nvtx import PathsTooLarge
-from profkit.core.dbfile import open_readonly
 from profkit.store.store import Store, what_is
 
 CAPTURE_META = "capture.json"  # what `profkit capture` writes beside the reports
@@ -102,8 +102,11 @@ def rank_in_name(path: Path) -> int | None:
 
 # names the tools give every file (nsys's report1, ncu's profile, ...): a run is named after
 # its folder as well
-_GENERIC = re.compile(r"^(report|profile|profiling|trace|output|out|result|results|capture|prof|timeline|"
-                      r"kineto|nsys|ncu|cupti)[._-]?\d*$", re.I)
+_GENERIC = re.compile(
+    r"^(report|profile|profiling|trace|output|out|result|results|capture|prof|timeline|"
+    r"kineto|nsys|ncu|cupti)[._-]?\d*$",
+    re.I,
+)
 
 
 def identity(path: Path) -> tuple:
@@ -123,8 +126,11 @@ def unchanged(path: Path, before: tuple | None) -> None:
     except OSError:
         now_ = None
     if now_ != before:
-        raise BadInput(path, "the file changed while it was loading (replaced or rewritten): nothing loaded; "
-                             "load it again once it is complete")
+        raise BadInput(
+            path,
+            "the file changed while it was loading (replaced or rewritten): nothing loaded; "
+            "load it again once it is complete",
+        )
 
 
 def run_name_for(path: Path) -> str:
@@ -133,7 +139,7 @@ def run_name_for(path: Path) -> str:
     base = parsers.suffix_pattern().sub("", as_text(Path(path).name))
     m = list(_RANK.finditer(base))
     if m:
-        base = (base[:m[-1].start()] + base[m[-1].end():]).strip("._-")
+        base = (base[: m[-1].start()] + base[m[-1].end() :]).strip("._-")
     folder = as_text(Path(path).resolve().parent.name)
     if base and folder and _GENERIC.match(base):  # report1.sqlite of two experiments: two runs
         return f"{folder}-{base}"
@@ -148,27 +154,50 @@ def rank_of(path: Path, report, explicit: int | None = None) -> int | None:
     recorded = (report.facts or {}).get("rank")
     if recorded is not None:
         if not 0 <= int(recorded) <= MAX_RANK:
-            raise BadInput(path, f"the recorded rank {str(recorded)[:24]} is not a process rank (0 to {MAX_RANK}): "
-                                 "name the rank with --rank")
+            raise BadInput(
+                path,
+                f"the recorded rank {str(recorded)[:24]} is not a process rank (0 to {MAX_RANK}): "
+                "name the rank with --rank",
+            )
         return int(recorded)
     return rank_in_name(path)
 
 
-def _load(store: Store, path: Path, report, digest, run: str, rank: int | None, on_progress=None,
-          guard=None, before_commit=None) -> Loaded:
+def _load(
+    store: Store,
+    path: Path,
+    report,
+    digest,
+    run: str,
+    rank: int | None,
+    on_progress=None,
+    guard=None,
+    before_commit=None,
+) -> Loaded:
     """digest: the file's sha256, or a _LateHash (the store resolves it); guard, before_commit:
     see add_report."""
     tell = (lambda phase, done, total: on_progress(path, phase, done, total)) if on_progress else None
     out = store.add_report(run, report, digest, rank, progress=tell, guard=guard, before_commit=before_commit)
     if out.get("skipped"):  # another process loaded the same bytes meanwhile
         return Loaded(as_text(path), run, report.format, True, rank=rank)
-    return Loaded(as_text(path), run, report.format, False, out["kernels"], out["ranges"], out["counters"], rank=rank,
-                  rules=out.get("rules", 0), caveat=getattr(report, "caveat", None))
+    return Loaded(
+        as_text(path),
+        run,
+        report.format,
+        False,
+        out["kernels"],
+        out["ranges"],
+        out["counters"],
+        rank=rank,
+        rules=out.get("rules", 0),
+        caveat=getattr(report, "caveat", None),
+    )
 
 
 @dataclass
 class Group:
     """Files that load into one run, with the run meta to merge (a folder's capture.json)."""
+
     run: str | None
     files: list[Path]
     meta: dict | None = None
@@ -227,8 +256,12 @@ def capture_meta(folder: Path) -> dict | None:
 
 
 # the fields of capture.json profkit reads, and the JSON type each must have
-_META_TYPES = {"sampling": (dict, "an object"), "correctness": (dict, "an object"), "command": (list, "a list"),
-               "env": (dict, "an object")}
+_META_TYPES = {
+    "sampling": (dict, "an object"),
+    "correctness": (dict, "an object"),
+    "command": (list, "a list"),
+    "env": (dict, "an object"),
+}
 
 
 def read_meta(path: Path) -> dict:
@@ -276,8 +309,10 @@ def folder_groups(folder: Path, run: str | None = None) -> list[Group]:
         if not subs:
             raise own from None
     if run is not None:
-        raise BadArgument(f"--run names one run, but {folder} holds {len(subs)} (one per sub-folder): "
-                          "leave --run out, or ingest one sub-folder")
+        raise BadArgument(
+            f"--run names one run, but {folder} holds {len(subs)} (one per sub-folder): "
+            "leave --run out, or ingest one sub-folder"
+        )
     return [folder_group(d) for d in subs]
 
 
@@ -319,10 +354,19 @@ def _opened(db: str, store: Store | None):
         yield s
 
 
-def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, rank: int | None = None,
-           parsed_reports: dict | None = None, facts: dict | None = None, on_progress=None,
-           groups: list[Group] | None = None, store: Store | None = None,
-           workers: int | None = None) -> list[Loaded]:
+def ingest(
+    db: str,
+    paths: list[Path],
+    run: str | None = None,
+    on_file=None,
+    rank: int | None = None,
+    parsed_reports: dict | None = None,
+    facts: dict | None = None,
+    on_progress=None,
+    groups: list[Group] | None = None,
+    store: Store | None = None,
+    workers: int | None = None,
+) -> list[Loaded]:
     """Ingest files in order. Every file is detected and parsed before any is written, so a
     bad file raises and leaves the database as it was; each file then loads in its own
     transaction.
@@ -363,8 +407,9 @@ def ingest(db: str, paths: list[Path], run: str | None = None, on_file=None, ran
                 parser = parsers.detect(p)
                 hashed = (lambda done, total, p=p: on_progress(p, "hashing", done, total)) if on_progress else None
                 parsed.append((g, p, parser, ahead.later(p) if ahead else sha256_of(p, hashed)))
-        return _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store,
-                              workers, opened)
+        return _ingest_parsed(
+            db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress, store, workers, opened
+        )
     finally:
         if ahead:
             ahead.close()
@@ -380,7 +425,7 @@ class _Hashes:
         # (it is needed only at COMMIT), never slowing the launch-call join or the writes
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="profkit-hash", initializer=_lowest_priority)
 
-    def later(self, path: Path) -> "_LateHash":
+    def later(self, path: Path) -> _LateHash:
         return _LateHash(self.pool, path).begin()
 
     def close(self) -> None:
@@ -402,7 +447,7 @@ class _LateHash:
     def __init__(self, pool, path: Path):
         self.pool, self.path, self.future = pool, path, None
 
-    def begin(self) -> "_LateHash":
+    def begin(self) -> _LateHash:
         if self.future is None:
             self.future = self.pool.submit(sha256_of, self.path)
         return self
@@ -431,15 +476,30 @@ def _holds_reports(db: str, store: Store | None = None) -> bool:
         return True
 
 
-def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts, on_progress,
-                   store: Store | None, workers: int | None = None, opened: dict | None = None) -> list[Loaded]:
+def _ingest_parsed(
+    db,
+    groups,
+    parsed,
+    run,
+    on_file,
+    rank,
+    parsed_reports,
+    facts,
+    on_progress,
+    store: Store | None,
+    workers: int | None = None,
+    opened: dict | None = None,
+) -> list[Loaded]:
     alone = [g for g in groups if g.meta is not None and not g.files]
     if alone:  # a capture.json without reports: metadata of a run already loaded, or nothing
         have = _runs_of(db, store)
         for g in alone:
             if g.run not in have:
-                raise BadInput(g.meta_file, f"run metadata, not a report, and run {g.run!r} is not loaded: "
-                                            "ingest it with its reports (or their folder)")
+                raise BadInput(
+                    g.meta_file,
+                    f"run metadata, not a report, and run {g.run!r} is not loaded: "
+                    "ingest it with its reports (or their folder)",
+                )
     seen, held = {}, []
     if store is not None or Path(db).exists():
         # a read-only look: opening the writer switches the journal (a header write) before
@@ -451,8 +511,11 @@ def _ingest_parsed(db, groups, parsed, run, on_file, rank, parsed_reports, facts
         if look is not store:
             look.close()
     out, todo = [], []
-    fresh = [(p, parser) for g, p, parser, digest in parsed
-             if not (isinstance(digest, str) and seen.get(digest)) and (parsed_reports or {}).get(p) is None]
+    fresh = [
+        (p, parser)
+        for g, p, parser, digest in parsed
+        if not (isinstance(digest, str) and seen.get(digest)) and (parsed_reports or {}).get(p) is None
+    ]
     early = _parse_in_processes(fresh, workers, on_progress)
     for g, p, parser, digest in parsed:
         if isinstance(digest, str) and seen.get(digest):
@@ -556,9 +619,14 @@ def _held(conn, runs) -> list[tuple[str, int | None, str, str, str]]:
     runs = sorted(r for r in runs if r is not None)
     if not runs:
         return []
-    return [tuple(r) for r in conn.execute(
-        f"SELECT run, rank, format, path, sha256 FROM report_file WHERE run IN ({','.join('?' * len(runs))}) "
-        "ORDER BY id", runs)]
+    return [
+        tuple(r)
+        for r in conn.execute(
+            f"SELECT run, rank, format, path, sha256 FROM report_file WHERE run IN ({','.join('?' * len(runs))}) "
+            "ORDER BY id",
+            runs,
+        )
+    ]
 
 
 def _role_of(fmt: str) -> str | None:
@@ -593,9 +661,11 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
             taken[key] = (p, digest)
         elif not _same_bytes(*taken[key], p, digest):
             run, r, role = key
-            raise BadArgument(f"two {role} reports for run {run!r}{_per(r)}: {as_text(taken[key][0])} and "
-                              f"{as_text(p)}; ingest each as a run of its own (--run NAME) or, if they are "
-                              "ranks of one job, each with its --rank N")
+            raise BadArgument(
+                f"two {role} reports for run {run!r}{_per(r)}: {as_text(taken[key][0])} and "
+                f"{as_text(p)}; ingest each as a run of its own (--run NAME) or, if they are "
+                "ranks of one job, each with its --rank N"
+            )
     for run, r, fmt, path, sha in held:
         key = (run, r, _role_of(fmt))
         if key in taken:
@@ -603,10 +673,12 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
             if (digest if isinstance(digest, str) else digest.result()) == sha:
                 continue  # these very bytes, loaded meanwhile by another process: the store skips a repeat
             again = as_text(Path(p).resolve()) == as_text(Path(path).resolve())
-            raise BadArgument(f"run {run!r} already holds a {key[2]} report{_per(r)}, {path}, loaded earlier: "
-                              + (f"{as_text(p)} has changed since" if again else f"{as_text(p)} is another file")
-                              + "; ingest it as a run of its own (--run NAME)"
-                              + ("" if again else " or, if it is another rank of that job, with its --rank N"))
+            raise BadArgument(
+                f"run {run!r} already holds a {key[2]} report{_per(r)}, {path}, loaded earlier: "
+                + (f"{as_text(p)} has changed since" if again else f"{as_text(p)} is another file")
+                + "; ingest it as a run of its own (--run NAME)"
+                + ("" if again else " or, if it is another rank of that job, with its --rank N")
+            )
 
 
 def roles_held(db, run: str) -> set[str]:
@@ -636,13 +708,23 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress, open
             extra = {**(sampled_facts(g.files, g.meta) or {}), **(facts or {})}.get(p)
             if extra:
                 report.facts = {**(report.facts or {}), **extra}
+
             # one_per_role again inside the file's write transaction: another process may have
             # loaded a report of this role into the run since the check before parsing
             def guard(conn, g=g, p=p, report=report, digest=digest):
                 one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
 
-            loaded = _load(store, p, report, digest, g.run, rank_of(p, report, rank), on_progress, guard,
-                           lambda p=p: unchanged(p, opened.get(p)))
+            loaded = _load(
+                store,
+                p,
+                report,
+                digest,
+                g.run,
+                rank_of(p, report, rank),
+                on_progress,
+                guard,
+                lambda p=p: unchanged(p, opened.get(p)),
+            )
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
             if release is not None:
                 release()

@@ -2,6 +2,7 @@
 timeline launch without counters of its own pointed at its measured sibling. Runs inside the
 transaction of every report's load (profkit.store.write.add_report).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,8 @@ def link(conn: sqlite3.Connection, run: str) -> None:
         _link_sampled(conn, run, tl, sampled)
     skip = f" AND file_id NOT IN ({','.join(str(f) for f in sampled)})" if sampled else ""
     for key in ("nvtx_path", "nvtx_range"):
-        conn.execute(f"""
+        conn.execute(
+            f"""
             WITH t AS (SELECT id, rank, {key} AS r, short_name,
                               row_number() OVER (PARTITION BY rank, {key}, short_name ORDER BY start_ns, seq) AS k
                        FROM launch l WHERE run = :run AND source = :tl AND id NOT IN
@@ -47,7 +49,9 @@ def link(conn: sqlite3.Connection, run: str) -> None:
                  m AS (SELECT n.id AS nid, t.id AS tid FROM n JOIN t
                        ON t.short_name = n.short_name AND t.r IS n.r AND t.rank IS n.rank AND t.k = n.k)
             UPDATE launch_row SET timeline_id = (SELECT tid FROM m WHERE nid = launch_row.id)
-            WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}""", {"run": run, "tl": timeline[0]})
+            WHERE run = :run AND source = 'ncu' AND timeline_id IS NULL{skip}""",
+            {"run": run, "tl": timeline[0]},
+        )
     _link_by_prefix(conn, run, timeline[0], skip)
     if sampled:
         _link_siblings(conn, run, tl)
@@ -57,7 +61,8 @@ def _sampled_files(conn: sqlite3.Connection, run: str) -> dict[int, sampling.Spe
     """ncu reports of the run that `profkit capture` sampled: {file_id: what ncu was told}."""
     out = {}
     for fid, facts in conn.execute(
-            "SELECT id, facts FROM report_file WHERE run = ? AND facts LIKE '%ncu_filter%'", (run,)):
+        "SELECT id, facts FROM report_file WHERE run = ? AND facts LIKE '%ncu_filter%'", (run,)
+    ):
         spec = json.loads(facts or "{}").get("ncu_filter")
         if isinstance(spec, dict):
             out[fid] = sampling.Spec.from_dict(spec)
@@ -65,8 +70,9 @@ def _sampled_files(conn: sqlite3.Connection, run: str) -> dict[int, sampling.Spe
 
 
 def _rows(conn: sqlite3.Connection, where: str, params) -> tuple[list[int], list[tuple]]:
-    got = conn.execute(f"SELECT id, {', '.join(sampling.FIELDS)} FROM launch WHERE {where} ORDER BY id",
-                            params).fetchall()
+    got = conn.execute(
+        f"SELECT id, {', '.join(sampling.FIELDS)} FROM launch WHERE {where} ORDER BY id", params
+    ).fetchall()
     return [r[0] for r in got], [r[1:] for r in got]
 
 
@@ -77,8 +83,10 @@ def _link_sampled(conn: sqlite3.Connection, run: str, tl: str, files: dict[int, 
         nids, nrows = _rows(conn, "file_id = ? AND source = 'ncu'", (fid,))
         rank = conn.execute("SELECT rank FROM report_file WHERE id = ?", (fid,)).fetchone()[0]
         tids, trows = _rows(conn, "run = ? AND source = ? AND rank IS ?", (run, tl, rank))
-        conn.executemany("UPDATE launch_row SET timeline_id = ? WHERE id = ?",
-                              [(tids[t], nids[n]) for n, t in sampling.pairs(trows, nrows, spec)])
+        conn.executemany(
+            "UPDATE launch_row SET timeline_id = ? WHERE id = ?",
+            [(tids[t], nids[n]) for n, t in sampling.pairs(trows, nrows, spec)],
+        )
 
 
 def _link_siblings(conn: sqlite3.Connection, run: str, tl: str) -> None:
@@ -88,23 +96,36 @@ def _link_siblings(conn: sqlite3.Connection, run: str, tl: str) -> None:
     for (rank,) in conn.execute("SELECT DISTINCT rank FROM launch WHERE run = ? AND source = ?", (run, tl)).fetchall():
         tids, trows = _rows(conn, "run = ? AND source = ? AND rank IS ?", (run, tl, rank))
         at = {t: i for i, t in enumerate(tids)}
-        measured = {at[t] for (t,) in conn.execute(
-            "SELECT DISTINCT timeline_id FROM launch WHERE run = ? AND source = 'ncu' AND timeline_id IS NOT NULL"
-            " AND rank IS ?", (run, rank)) if t in at}
-        conn.executemany("UPDATE launch_row SET sampled_from = ? WHERE id = ?",
-                      [(tids[m], tids[i]) for i, m in sampling.siblings(trows, measured).items()])
+        measured = {
+            at[t]
+            for (t,) in conn.execute(
+                "SELECT DISTINCT timeline_id FROM launch WHERE run = ? AND source = 'ncu' AND timeline_id IS NOT NULL"
+                " AND rank IS ?",
+                (run, rank),
+            )
+            if t in at
+        }
+        conn.executemany(
+            "UPDATE launch_row SET sampled_from = ? WHERE id = ?",
+            [(tids[m], tids[i]) for i, m in sampling.siblings(trows, measured).items()],
+        )
 
 
 def _link_by_prefix(conn: sqlite3.Connection, run: str, tl: str, skip: str = "") -> None:
-    left = conn.execute("SELECT id, rank, nvtx_path, short_name FROM launch WHERE run = ? AND source = 'ncu'"
-                     f" AND timeline_id IS NULL AND nvtx_path LIKE '%/%'{skip} ORDER BY file_id, seq", (run,)).fetchall()
+    left = conn.execute(
+        "SELECT id, rank, nvtx_path, short_name FROM launch WHERE run = ? AND source = 'ncu'"
+        f" AND timeline_id IS NULL AND nvtx_path LIKE '%/%'{skip} ORDER BY file_id, seq",
+        (run,),
+    ).fetchall()
     if not left:
         return
     free: dict = {}
     for tid, rank, path, short in conn.execute(
-            "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND id NOT IN"
-            " (SELECT timeline_id FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id IS NOT NULL)"
-            " ORDER BY start_ns, seq", (run, tl)):
+        "SELECT id, rank, nvtx_path, short_name FROM launch l WHERE run = ? AND source = ? AND id NOT IN"
+        " (SELECT timeline_id FROM launch x WHERE x.run = l.run AND x.source = 'ncu' AND x.timeline_id IS NOT NULL)"
+        " ORDER BY start_ns, seq",
+        (run, tl),
+    ):
         free.setdefault((rank, path, short), []).append(tid)
     pairs = []
     for nid, rank, path, short in left:

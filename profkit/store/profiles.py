@@ -5,6 +5,7 @@ Each folder's report files go into one run named after the folder; a file alread
 is skipped, so running it twice changes nothing. A folder of a multi-process run holds one
 report per rank (run.rank0.nsys.sqlite, run.rank1.nsys.sqlite, ...): each rank keeps its own.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,9 @@ from profkit.store.ingest import Loaded, _opened, capture_meta, ingest, report_f
 from profkit.store.store import Store
 
 
-def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=None,
-                  store: Store | None = None, on_start=None) -> list[Loaded]:
+def load_profiles(
+    root: Path, db: str, on_file=None, on_progress=None, on_run=None, store: Store | None = None, on_start=None
+) -> list[Loaded]:
     """Every run folder under `root` into `db`. `on_file(Loaded)` hears each file as it lands,
     `on_run(run, [Loaded])` each run once its files are in, `on_progress` the rows of a file;
     `store`: the caller's open Store of `db`, used and left open; `on_start([folder])` runs once
@@ -35,8 +37,15 @@ def load_profiles(root: Path, db: str, on_file=None, on_progress=None, on_run=No
     for folder, files in plan:
         if files:
             meta = capture_meta(folder)  # read first: a bad capture.json loads nothing
-            got = ingest(db, files, run=folder.name, on_file=on_file, facts=sampled_facts(files, meta),
-                         on_progress=on_progress, store=store)
+            got = ingest(
+                db,
+                files,
+                run=folder.name,
+                on_file=on_file,
+                facts=sampled_facts(files, meta),
+                on_progress=on_progress,
+                store=store,
+            )
             out.extend(got)
             if meta:
                 with _opened(db, store) as s:

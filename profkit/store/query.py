@@ -11,6 +11,7 @@ streamed.
   files, and `memory_mb` caps SQLite's whole heap (the CLI's --memory);
 - streamed: rows come in batches, so a 5 M-row result needs the memory of one batch.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,14 @@ def _text(b: bytes) -> str:
 class Query:
     """One statement on a read-only connection: ``with Query(db, sql) as r: for row in r.rows()``."""
 
-    def __init__(self, db: str | os.PathLike, sql: str, timeout: float | None = None,
-                 stop: Callable[[], bool] | None = None, memory_mb: int | None = None):
+    def __init__(
+        self,
+        db: str | os.PathLike,
+        sql: str,
+        timeout: float | None = None,
+        stop: Callable[[], bool] | None = None,
+        memory_mb: int | None = None,
+    ):
         self.db, self.sql, self.timeout, self.stop, self.memory_mb = db, sql, timeout, stop, memory_mb
         self.conn = None
         self._why = None
@@ -84,8 +91,10 @@ class Query:
 
     def _explain(self, e: BaseException) -> ProfkitError:
         if isinstance(e, MemoryError):
-            return QueryError(f"the query needs more than {self.memory_mb} MB of working memory (sorting, DISTINCT, "
-                              "GROUP BY, temporary results): narrow it, or raise --memory")
+            return QueryError(
+                f"the query needs more than {self.memory_mb} MB of working memory (sorting, DISTINCT, "
+                "GROUP BY, temporary results): narrow it, or raise --memory"
+            )
         msg = str(e)
         if msg == "interrupted" and self._why == "stop":
             return QueryStopped("query stopped")
@@ -93,8 +102,10 @@ class Query:
             return QueryTimeout(f"query stopped after {self.timeout:g} s (--timeout S to allow longer, 0 for no limit)")
         denied = getattr(self.conn, "denied", None)
         if msg.startswith("not authorized") and denied:
-            return QueryError(f"refused: {denied}: profkit sql reads the database read-only (no writes, ATTACH, "
-                              "PRAGMA changes or extension loading)")
+            return QueryError(
+                f"refused: {denied}: profkit sql reads the database read-only (no writes, ATTACH, "
+                "PRAGMA changes or extension loading)"
+            )
         if "readonly" in msg or "read-only" in msg:
             return QueryError(f"refused: {msg}: profkit sql reads the database read-only")
         return QueryError(f"query failed: {msg}")

@@ -3,6 +3,7 @@
 Plain functions of a connection; profkit.store.store.Store answers through them (and
 through profkit.store.snapshot's caches where a caller asked for them).
 """
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,8 @@ def counters(conn: sqlite3.Connection, run: str, metrics=None, sampled: bool = T
 def add_sampled(conn: sqlite3.Connection, run: str, out: dict) -> None:
     """Each launch a sampled capture linked to a measured sibling reads the sibling's counters."""
     for kid, measured in conn.execute(
-            "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)):
+        "SELECT id, sampled_from FROM launch WHERE run = ? AND sampled_from IS NOT NULL", (run,)
+    ):
         if kid not in out and measured in out:
             out[kid] = out[measured]
 

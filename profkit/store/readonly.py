@@ -1,6 +1,7 @@
 """The read-only connection user SQL runs on (profkit sql, notebooks): it cannot change the
 database, whatever SQL it is given.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,21 +39,71 @@ def open_readonly(path: str | os.PathLike) -> ReadOnlyConnection:
 
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
-                 "database_list", "compile_options", "function_list", "pragma_list", "table_list", "collation_list",
-                 "module_list"}
+_READ_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "database_list",
+    "compile_options",
+    "function_list",
+    "pragma_list",
+    "table_list",
+    "collation_list",
+    "module_list",
+}
 # functions that load code (load_extension, fts3_tokenizer with two arguments), hand out a process
 # address (fts3_tokenizer with one, fts5), parse raw r-tree nodes, or touch files (the shell's)
-_REFUSED_FUNCTIONS = {"load_extension", "fts3_tokenizer", "fts5", "rtreenode", "rtreedepth", "rtreecheck",
-                      "sqlite_log", "readfile", "writefile", "edit"}
-_ACTIONS = {getattr(sqlite3, n): n[7:].replace("_", " ") for n in (
-    "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE", "SQLITE_CREATE_TEMP_INDEX", "SQLITE_CREATE_TEMP_TABLE",
-    "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_TEMP_VIEW", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_VIEW",
-    "SQLITE_DELETE", "SQLITE_DROP_INDEX", "SQLITE_DROP_TABLE", "SQLITE_DROP_TEMP_INDEX", "SQLITE_DROP_TEMP_TABLE",
-    "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DROP_TRIGGER", "SQLITE_DROP_VIEW",
-    "SQLITE_INSERT", "SQLITE_PRAGMA", "SQLITE_TRANSACTION", "SQLITE_UPDATE", "SQLITE_ATTACH", "SQLITE_DETACH",
-    "SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_ANALYZE", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_VTABLE",
-    "SQLITE_FUNCTION", "SQLITE_SAVEPOINT") if hasattr(sqlite3, n)}
+_REFUSED_FUNCTIONS = {
+    "load_extension",
+    "fts3_tokenizer",
+    "fts5",
+    "rtreenode",
+    "rtreedepth",
+    "rtreecheck",
+    "sqlite_log",
+    "readfile",
+    "writefile",
+    "edit",
+}
+_ACTIONS = {
+    getattr(sqlite3, n): n[7:].replace("_", " ")
+    for n in (
+        "SQLITE_CREATE_INDEX",
+        "SQLITE_CREATE_TABLE",
+        "SQLITE_CREATE_TEMP_INDEX",
+        "SQLITE_CREATE_TEMP_TABLE",
+        "SQLITE_CREATE_TEMP_TRIGGER",
+        "SQLITE_CREATE_TEMP_VIEW",
+        "SQLITE_CREATE_TRIGGER",
+        "SQLITE_CREATE_VIEW",
+        "SQLITE_DELETE",
+        "SQLITE_DROP_INDEX",
+        "SQLITE_DROP_TABLE",
+        "SQLITE_DROP_TEMP_INDEX",
+        "SQLITE_DROP_TEMP_TABLE",
+        "SQLITE_DROP_TEMP_TRIGGER",
+        "SQLITE_DROP_TEMP_VIEW",
+        "SQLITE_DROP_TRIGGER",
+        "SQLITE_DROP_VIEW",
+        "SQLITE_INSERT",
+        "SQLITE_PRAGMA",
+        "SQLITE_TRANSACTION",
+        "SQLITE_UPDATE",
+        "SQLITE_ATTACH",
+        "SQLITE_DETACH",
+        "SQLITE_ALTER_TABLE",
+        "SQLITE_REINDEX",
+        "SQLITE_ANALYZE",
+        "SQLITE_CREATE_VTABLE",
+        "SQLITE_DROP_VTABLE",
+        "SQLITE_FUNCTION",
+        "SQLITE_SAVEPOINT",
+    )
+    if hasattr(sqlite3, n)
+}
 
 
 def _describe(action, arg1, arg2) -> str:

@@ -5,18 +5,21 @@ are the stable interface for notebooks and SQL users. docs/schema.md documents b
 test checks that every view column there exists here. migrate() brings a database up to
 LATEST, each pending migration in the one transaction that records it.
 """
+
 from __future__ import annotations
 
 import sqlite3
-
-from profkit.core.families import family_of
 from datetime import datetime, timezone
 
 from profkit.core.errors import ProfkitError
+from profkit.core.families import family_of
 from profkit.store.transaction import transaction
 
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (1, "runs, files, launches, ranges, counters", """
+    (
+        1,
+        "runs, files, launches, ranges, counters",
+        """
 CREATE TABLE run (
     run         TEXT PRIMARY KEY,
     created_at  TEXT NOT NULL,
@@ -109,8 +112,12 @@ CREATE VIEW counters AS
 SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l.nvtx_range,
        c.metric, c.unit, c.value
 FROM counter c JOIN launch l ON l.id = c.launch_id;
-"""),
-    (2, "classification labels", """
+""",
+    ),
+    (
+        2,
+        "classification labels",
+        """
 CREATE TABLE label (
     kernel_id INTEGER PRIMARY KEY REFERENCES launch(id),
     run       TEXT NOT NULL,
@@ -122,10 +129,14 @@ CREATE INDEX label_run ON label(run);
 CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
-"""),
+""",
+    ),
     # rank is appended last in each view so positional readers of the old views keep working;
     # it is NULL for single-process runs
-    (3, "rank of multi-process runs", """
+    (
+        3,
+        "rank of multi-process runs",
+        """
 ALTER TABLE source_file ADD COLUMN rank INTEGER;
 ALTER TABLE launch ADD COLUMN rank INTEGER;
 ALTER TABLE nvtx_range ADD COLUMN rank INTEGER;
@@ -146,15 +157,26 @@ FROM counter c JOIN launch l ON l.id = c.launch_id;
 CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
-"""),
+""",
+    ),
 ]
 
 # Vocabulary (docs/schema.md): a *report* is a file a profiler wrote; its table is report_file.
-MIGRATIONS.append((4, "report_file: one row per loaded report file (was source_file)", """
+MIGRATIONS.append(
+    (
+        4,
+        "report_file: one row per loaded report file (was source_file)",
+        """
 ALTER TABLE source_file RENAME TO report_file;
-"""))
+""",
+    )
+)
 
-MIGRATIONS.append((5, "advice: what to fix first (profkit advise)", """
+MIGRATIONS.append(
+    (
+        5,
+        "advice: what to fix first (profkit advise)",
+        """
 CREATE TABLE advice_item (
     run            TEXT NOT NULL REFERENCES run(run),
     scope          TEXT NOT NULL DEFAULT '',     -- the NVTX path advised on ('' = the run)
@@ -174,9 +196,15 @@ CREATE TABLE advice_item (
 CREATE VIEW advice AS
 SELECT run, rank, scope, kind, nvtx_path, kernel_name, label, share, share_wall, recoverable_ns, action, how, evidence
 FROM advice_item;
-"""))
+""",
+    )
+)
 
-MIGRATIONS.append((6, "tuning trials and benchmark rows (profkit tune, profkit bench)", """
+MIGRATIONS.append(
+    (
+        6,
+        "tuning trials and benchmark rows (profkit tune, profkit bench)",
+        """
 CREATE TABLE tune_trial (
     id          INTEGER PRIMARY KEY,
     kernel      TEXT NOT NULL,                -- MODULE:KERNEL as tuned
@@ -222,9 +250,15 @@ CREATE VIEW bench AS
 SELECT op, variant, shape, dtype, gpu, driver, torch, triton, date, ok, rel_err, ms, gbps, tflops, pct_of_copy,
        speedups, note
 FROM bench_result;
-"""))
+""",
+    )
+)
 
-MIGRATIONS.append((7, "rules: Nsight Compute's guided-analysis results per launch", """
+MIGRATIONS.append(
+    (
+        7,
+        "rules: Nsight Compute's guided-analysis results per launch",
+        """
 CREATE TABLE rule_result (
     launch_id             INTEGER NOT NULL REFERENCES launch(id),
     section               TEXT,                 -- ncu section identifier (SpeedOfLight, Occupancy, ...)
@@ -239,11 +273,17 @@ CREATE VIEW rules AS
 SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, r.rule, r.severity, r.message, r.estimated_speedup_pct,
        r.speedup_type, r.section, l.kernel_name, l.nvtx_range, l.rank
 FROM rule_result r JOIN launch l ON l.id = r.launch_id;
-"""))
+""",
+    )
+)
 
 # A sampled capture measures one launch of each kernel and launch configuration; the others
 # point at it (sampled_from) and classify labels them from its counters. Appended last.
-MIGRATIONS.append((8, "sampled_from: a launch's measured sibling (sampled ncu captures)", """
+MIGRATIONS.append(
+    (
+        8,
+        "sampled_from: a launch's measured sibling (sampled ncu captures)",
+        """
 ALTER TABLE launch ADD COLUMN sampled_from INTEGER;
 DROP VIEW classifications;
 DROP VIEW kernels;
@@ -257,14 +297,20 @@ WHERE timeline_id IS NULL;
 CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
-"""))
+""",
+    )
+)
 
 # Structured NVTX paths (issue 15 item 6): a name may hold '/' (TensorRT layers), so each
 # distinct path is stored once with its names as a JSON array; launches and ranges point to
 # it. Ranges keep only that id (a range's text, depth and path are its path's): nvtx_range is
 # now a view over nvtx_event, with the same columns plus `names`. Paths loaded before this
 # migration had only the '/'-joined text: their names are that text split at '/'.
-MIGRATIONS.append((9, "nvtx_path: structured NVTX paths; nvtx_range a view over nvtx_event", """
+MIGRATIONS.append(
+    (
+        9,
+        "nvtx_path: structured NVTX paths; nvtx_range a view over nvtx_event",
+        """
 CREATE TABLE nvtx_path (
     id     INTEGER PRIMARY KEY,
     names  TEXT NOT NULL UNIQUE,                -- JSON array of range names, outermost first
@@ -319,7 +365,9 @@ WHERE l.timeline_id IS NULL;
 CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
-"""))
+""",
+    )
+)
 
 # Compact launch rows (issue 19): a launch row's text was most of its bytes (1 M launches of
 # ~24 distinct kernels: kernel_name ~200 B a row, nvtx_path and nvtx_range copies of its
@@ -332,7 +380,11 @@ FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
 # view reads first. The table is rebuilt the 12-step way (migrate() runs it with foreign keys
 # off and checks them after): counter, label and rule_result reference launch_row(id), the
 # same ids.
-MIGRATIONS.append((10, "launch_row: compact launch rows (names by id); launch a view with the old columns", """
+MIGRATIONS.append(
+    (
+        10,
+        "launch_row: compact launch rows (names by id); launch a view with the old columns",
+        """
 DROP VIEW classifications;
 DROP VIEW kernels;
 DROP VIEW counters;
@@ -437,19 +489,31 @@ CREATE VIEW rules AS
 SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, r.rule, r.severity, r.message, r.estimated_speedup_pct,
        r.speedup_type, r.section, l.kernel_name, l.nvtx_range, l.rank
 FROM rule_result r JOIN launch l ON l.id = r.launch_id;
-"""))
+""",
+    )
+)
 # No index on nvtx_event(file_id) (issue 19): nothing reads ranges by file (they are read by run,
 # which that index never served), and keeping it cost a bulk load of 1 M ranges 0.15-0.2 s of
 # its 3.2 s (benchmarks/RESULTS.md, round 5) and 11 MB.
-MIGRATIONS.append((11, "nvtx_event: no index by file (nothing reads ranges by file)", """
+MIGRATIONS.append(
+    (
+        11,
+        "nvtx_event: no index by file (nothing reads ranges by file)",
+        """
 DROP INDEX IF EXISTS nvtx_event_file;
-"""))
+""",
+    )
+)
 # Kernel families (issue 50 item 2): who wrote each kernel decides the levers advise may name.
 # A name's family is profkit.core.families.family_of(name), stored once per distinct name;
 # migrate() gives the backfill that function as profkit_family(). An unmangled name the name
 # alone cannot place ('other') launched through the driver call Triton uses is user Triton:
 # the kernels view says so per launch, as families.explain(name, api_name) does.
-MIGRATIONS.append((12, "launch_name.family: each kernel's family; the kernels view shows it", """
+MIGRATIONS.append(
+    (
+        12,
+        "launch_name.family: each kernel's family; the kernels view shows it",
+        """
 ALTER TABLE launch_name ADD COLUMN family TEXT;
 UPDATE launch_name SET family = profkit_family(name);
 DROP VIEW classifications;
@@ -470,10 +534,16 @@ WHERE l.timeline_id IS NULL;
 CREATE VIEW classifications AS
 SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
 FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
-"""))
+""",
+    )
+)
 # migrate() runs every migration with foreign keys off (one rebuilds a table others reference):
 # version -> (tables before it, the same tables after it) whose broken references it must not add
-MIGRATIONS.append((13, "phases: start-up, compile/autotune, warm-up, steps, later phases of a run", """
+MIGRATIONS.append(
+    (
+        13,
+        "phases: start-up, compile/autotune, warm-up, steps, later phases of a run",
+        """
 CREATE TABLE phase (
     run            TEXT NOT NULL REFERENCES run(run),
     seq            INTEGER NOT NULL,             -- order in the run, 1 first
@@ -493,11 +563,17 @@ CREATE TABLE phase (
 CREATE VIEW phases AS
 SELECT run, seq, name AS phase, kind, start_ns, end_ns, launches, gpu_ns, steps, step_ns, step_spread_ns, steady, how
 FROM phase;
-"""))
+""",
+    )
+)
 
 # Source Counters of ncu reports (ncu --import-source yes --section SourceCounters): one row per
 # SASS instruction of a profiled launch, and the source files the report embeds (by line)
-MIGRATIONS.append((14, "sass, source_lines: per-instruction Source Counters and embedded source", """
+MIGRATIONS.append(
+    (
+        14,
+        "sass, source_lines: per-instruction Source Counters and embedded source",
+        """
 CREATE TABLE sass_row (
     launch_id          INTEGER NOT NULL REFERENCES launch_row(id),
     pc                 INTEGER NOT NULL,        -- offset from the function's first instruction
@@ -536,13 +612,19 @@ FROM (SELECT l.run, COALESCE(l.timeline_id, l.id) AS kernel_id, l.kernel_name, l
              sum(s.samples_not_issued) AS samples_not_issued
       FROM sass_row s JOIN launch l ON l.id = s.launch_id
       GROUP BY s.launch_id, s.file, s.line) g;
-"""))
+""",
+    )
+)
 
 # The operator table (issue 52): operators with recorded shapes and the kernels they launched
 # (one operator per launch: the innermost with shapes that held its launch call). family,
 # flops, min_bytes and note are the operator model's, filled by the analyses (the model sits
 # above the store); trace_flops is what torch.profiler's with_flops counted itself.
-MIGRATIONS.append((15, "ops: operators with recorded shapes, the kernels they launched, their model", """
+MIGRATIONS.append(
+    (
+        15,
+        "ops: operators with recorded shapes, the kernels they launched, their model",
+        """
 CREATE TABLE op_row (
     id             INTEGER PRIMARY KEY,
     run            TEXT NOT NULL REFERENCES run(run),
@@ -579,9 +661,15 @@ SELECT o.run, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.fa
         WHERE l.op_id = o.id) AS gpu_ns,
        (SELECT group_concat(l.launch_id) FROM op_launch l WHERE l.op_id = o.id) AS kernel_ids
 FROM op_row o;
-"""))
+""",
+    )
+)
 
-MIGRATIONS.append((16, "host calls and GPU memory operations: the causes of idle time", """
+MIGRATIONS.append(
+    (
+        16,
+        "host calls and GPU memory operations: the causes of idle time",
+        """
 CREATE TABLE host_call (
     run      TEXT NOT NULL REFERENCES run(run),
     file_id  INTEGER REFERENCES report_file(id),
@@ -610,11 +698,17 @@ CREATE INDEX gpu_copy_run ON gpu_copy(run, rank, start_ns);
 CREATE VIEW host_calls AS SELECT run, rank, kind, name, start_ns, end_ns, pid, tid FROM host_call;
 CREATE VIEW gpu_copies AS
 SELECT run, rank, kind, direction, bytes, pageable, start_ns, end_ns, stream FROM gpu_copy;
-"""))
+""",
+    )
+)
 
 # A baseline outlives the run it was saved from (a CI job keeps it, the run may be deleted or
 # never loaded here: `baseline import`), so it holds its own samples and no reference to run.
-MIGRATIONS.append((17, "baselines: per-call samples and comparability facts (profkit gate)", """
+MIGRATIONS.append(
+    (
+        17,
+        "baselines: per-call samples and comparability facts (profkit gate)",
+        """
 CREATE TABLE baseline (
     name        TEXT PRIMARY KEY,
     run         TEXT NOT NULL,                -- the run it was saved from (by name only)
@@ -631,38 +725,152 @@ CREATE TABLE baseline_sample (
     host_us     TEXT,                         -- JSON list: host time of each call but the last
     PRIMARY KEY (name, range_path, kernel)
 );
-"""))
+""",
+    )
+)
 
-REBUILDS = {10: (("launch", "counter", "label", "rule_result"),
-                 ("launch_row", "launch_nvtx", "counter", "label", "rule_result"))}
+REBUILDS = {
+    10: (
+        ("launch", "counter", "label", "rule_result"),
+        ("launch_row", "launch_nvtx", "counter", "label", "rule_result"),
+    )
+}
 
 LATEST = MIGRATIONS[-1][0]
 
 # The stable interface: view -> columns guaranteed to exist (checked by tests/test_schema.py).
 VIEWS = {
     "runs": ("run", "created_at", "gpu_name", "source_files"),
-    "kernels": ("run", "kernel_id", "kernel_name", "short_name", "nvtx_range", "nvtx_path", "start_ns",
-                "end_ns", "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                "registers_per_thread", "stream", "device", "source", "rank", "sampled_from", "nvtx_names",
-                "family"),
+    "kernels": (
+        "run",
+        "kernel_id",
+        "kernel_name",
+        "short_name",
+        "nvtx_range",
+        "nvtx_path",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "registers_per_thread",
+        "stream",
+        "device",
+        "source",
+        "rank",
+        "sampled_from",
+        "nvtx_names",
+        "family",
+    ),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
-    "classifications": ("run", "kernel_id", "kernel_name", "nvtx_range", "label", "reason", "evidence", "rank",
-                        "sampled_from"),
+    "classifications": (
+        "run",
+        "kernel_id",
+        "kernel_name",
+        "nvtx_range",
+        "label",
+        "reason",
+        "evidence",
+        "rank",
+        "sampled_from",
+    ),
     "tuning": ("kernel", "shape", "gpu", "config", "ok", "ms", "rel_err", "error", "chosen"),
-    "bench": ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "ms", "gbps",
-              "tflops", "pct_of_copy", "speedups"),
-    "advice": ("run", "rank", "scope", "nvtx_path", "kernel_name", "label", "share", "recoverable_ns", "action",
-               "evidence"),
-    "sass": ("run", "kernel_id", "kernel_name", "pc", "address", "instruction", "file", "line", "inst_executed",
-             "samples", "samples_not_issued", "stalls", "stalls_not_issued", "rank"),
-    "source_lines": ("run", "kernel_id", "kernel_name", "file", "line", "inst_executed", "samples",
-                     "samples_not_issued", "stalls", "text", "rank"),
-    "ops": ("run", "op_id", "op", "input_dims", "input_types", "concrete", "family", "flops", "min_bytes",
-            "precision", "trace_flops", "note", "source", "rank", "kernels", "gpu_ns", "kernel_ids"),
+    "bench": (
+        "op",
+        "variant",
+        "shape",
+        "dtype",
+        "gpu",
+        "driver",
+        "torch",
+        "triton",
+        "date",
+        "ok",
+        "ms",
+        "gbps",
+        "tflops",
+        "pct_of_copy",
+        "speedups",
+    ),
+    "advice": (
+        "run",
+        "rank",
+        "scope",
+        "nvtx_path",
+        "kernel_name",
+        "label",
+        "share",
+        "recoverable_ns",
+        "action",
+        "evidence",
+    ),
+    "sass": (
+        "run",
+        "kernel_id",
+        "kernel_name",
+        "pc",
+        "address",
+        "instruction",
+        "file",
+        "line",
+        "inst_executed",
+        "samples",
+        "samples_not_issued",
+        "stalls",
+        "stalls_not_issued",
+        "rank",
+    ),
+    "source_lines": (
+        "run",
+        "kernel_id",
+        "kernel_name",
+        "file",
+        "line",
+        "inst_executed",
+        "samples",
+        "samples_not_issued",
+        "stalls",
+        "text",
+        "rank",
+    ),
+    "ops": (
+        "run",
+        "op_id",
+        "op",
+        "input_dims",
+        "input_types",
+        "concrete",
+        "family",
+        "flops",
+        "min_bytes",
+        "precision",
+        "trace_flops",
+        "note",
+        "source",
+        "rank",
+        "kernels",
+        "gpu_ns",
+        "kernel_ids",
+    ),
     "host_calls": ("run", "rank", "kind", "name", "start_ns", "end_ns", "pid", "tid"),
     "gpu_copies": ("run", "rank", "kind", "direction", "bytes", "pageable", "start_ns", "end_ns", "stream"),
-    "rules": ("run", "kernel_id", "rule", "severity", "message", "estimated_speedup_pct", "speedup_type", "section",
-              "kernel_name", "nvtx_range", "rank"),
+    "rules": (
+        "run",
+        "kernel_id",
+        "rule",
+        "severity",
+        "message",
+        "estimated_speedup_pct",
+        "speedup_type",
+        "section",
+        "kernel_name",
+        "nvtx_range",
+        "rank",
+    ),
 }
 
 
@@ -689,8 +897,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     conn.execute("PRAGMA foreign_keys = OFF")
     try:
         with transaction(conn):
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
-                         " applied_at TEXT)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)"
+            )
             conn.create_function("profkit_family", 1, family_of, deterministic=True)  # migration 12's backfill
             have = schema_version(conn)
             for version, name, sql in MIGRATIONS:
@@ -700,8 +909,10 @@ def migrate(conn: sqlite3.Connection) -> int:
                     for stmt in statements(sql):
                         conn.execute(stmt)
                     if _broken_references(conn, after) > broken:
-                        raise ProfkitError(f"internal: migration {version} ({name}) broke references between "
-                                           f"tables; the database is left as it was")
+                        raise ProfkitError(
+                            f"internal: migration {version} ({name}) broke references between "
+                            f"tables; the database is left as it was"
+                        )
                     conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
     finally:
         conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")

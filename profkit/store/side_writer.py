@@ -11,6 +11,7 @@ which SQLite runs as its transfer optimisation (records and index entries copied
 nothing is left on disk (the database lives in memory: SQLite's memdb, named with a leading
 '/' so that two connections of this process share it, and gone when the last one closes).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,12 @@ _CREATE = re.compile(r"^(\s*CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+(?:IF\s+NOT
 
 def table_ddl(conn: sqlite3.Connection, table: str) -> list[str]:
     """The CREATE statements of a table of `conn`'s main database and of its indexes."""
-    return [sql for (sql,) in conn.execute(
-        "SELECT sql FROM main.sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC", (table,))]
+    return [
+        sql
+        for (sql,) in conn.execute(
+            "SELECT sql FROM main.sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC", (table,)
+        )
+    ]
 
 
 class SideWriter:
@@ -44,8 +49,9 @@ class SideWriter:
         self._stop = False
 
     @classmethod
-    def start(cls, source: str, ddl: list[str], stage, insert: str, params: tuple, part, path_ids, lo: int,
-              hi: int) -> "SideWriter | None":
+    def start(
+        cls, source: str, ddl: list[str], stage, insert: str, params: tuple, part, path_ids, lo: int, hi: int
+    ) -> SideWriter | None:
         """A writer building kernels lo..hi of `part` (rows.KernelPart) with `insert` (its CTE
         marked /*CTE*/, writing into side.<table>) and `params` (after the chunk's JSON), from
         the report at `source` (attached as src) and the tables `ddl` creates (made in `side`).
@@ -63,8 +69,9 @@ class SideWriter:
             conn.close()
             return None
         w = cls(conn, uri)
-        w._thread = threading.Thread(target=w._run, args=(insert, params, part, path_ids, lo, hi),
-                                     name="profkit-side-writer", daemon=True)
+        w._thread = threading.Thread(
+            target=w._run, args=(insert, params, part, path_ids, lo, hi), name="profkit-side-writer", daemon=True
+        )
         w._thread.start()
         return w
 

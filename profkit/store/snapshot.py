@@ -5,6 +5,7 @@ A Cache belongs to one Store: snapshot() answers each read once while no one wri
 keep_counters() keeps each run's counters until this Store adds to the run or another
 connection commits.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -62,8 +63,9 @@ class Cache:
             self.memo[key] = read.query(conn, sql, params)
         return list(self.memo[key])
 
-    def counters(self, conn: sqlite3.Connection, run: str, metrics=None,
-                 sampled: bool = True) -> dict[int, dict[str, float]]:
+    def counters(
+        self, conn: sqlite3.Connection, run: str, metrics=None, sampled: bool = True
+    ) -> dict[int, dict[str, float]]:
         if self.kept is not None:
             return self._kept_counters(conn, run, metrics, sampled)
         if self.memo is None:
@@ -73,8 +75,7 @@ class Cache:
             self.memo[key] = read.counters(conn, run, metrics, sampled)
         return dict(self.memo[key])
 
-    def _kept_counters(self, conn: sqlite3.Connection, run: str, metrics,
-                       sampled: bool) -> dict[int, dict[str, float]]:
+    def _kept_counters(self, conn: sqlite3.Connection, run: str, metrics, sampled: bool) -> dict[int, dict[str, float]]:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self.kept_version:
             self.kept.clear()

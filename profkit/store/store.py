@@ -12,6 +12,7 @@
   read.py         runs, meta, rows, counters, the timeline's source
   snapshot.py     answers kept in memory (snapshot, keep_counters, remember)
 """
+
 from __future__ import annotations
 
 import os
@@ -62,7 +63,7 @@ class Store:
             settle(self.conn)
         self.conn.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -98,8 +99,11 @@ class Store:
 
     def trials(self, kernel: str, source_hash: str, shape: str, gpu: str) -> dict[str, dict]:
         """config (JSON) -> trial row, of one kernel (this source), shape and GPU (profkit tune)."""
-        rows = self.query("SELECT config, ok, ms, rel_err, error FROM tune_trial WHERE kernel = ? AND source_hash = ?"
-                          " AND shape = ? AND gpu = ?", (kernel, source_hash, shape, gpu))
+        rows = self.query(
+            "SELECT config, ok, ms, rel_err, error FROM tune_trial WHERE kernel = ? AND source_hash = ?"
+            " AND shape = ? AND gpu = ?",
+            (kernel, source_hash, shape, gpu),
+        )
         return {r["config"]: r for r in rows}
 
     # --- answers kept in memory (profkit.store.snapshot) ---------------------------------
@@ -129,8 +133,9 @@ class Store:
         return self._cache.remember(key, compute)
 
     # --- writing (profkit.store.write), each in one transaction --------------------------
-    def add_report(self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None,
-                   guard=None, before_commit=None) -> dict:
+    def add_report(
+        self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None, guard=None, before_commit=None
+    ) -> dict:
         """Load one parsed report into `run` in a single transaction; `rank` is the process
         rank of a multi-process run (None for a single process). progress(phase, done,
         total): rows written so far. sha256: the file's hash, or an object whose result()
@@ -171,8 +176,9 @@ class Store:
         self._cache.writing()
         write.replace_phases(self.conn, run, rows)
 
-    def add_trial(self, kernel: str, source_hash: str, shape: str, gpu: str, config: str, ok, ms, rel_err,
-                  error) -> None:
+    def add_trial(
+        self, kernel: str, source_hash: str, shape: str, gpu: str, config: str, ok, ms, rel_err, error
+    ) -> None:
         """One tuning trial, committed at once (a killed tune keeps what it did)."""
         write.add_trial(self.conn, kernel, source_hash, shape, gpu, config, ok, ms, rel_err, error)
 

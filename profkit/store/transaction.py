@@ -5,6 +5,7 @@ Every writer (a report's load, labels, advice, bench rows, run meta, a migration
 (a file already loaded?) still holds at COMMIT; any exception, KeyboardInterrupt included,
 rolls back and goes on up.
 """
+
 from __future__ import annotations
 
 import sqlite3

@@ -4,6 +4,7 @@ The store is the only writer of the database, and each write is one transaction
 (profkit.store.transaction): a failed or killed load leaves no trace, because nothing is
 visible until COMMIT. Plain functions of the writer's connection; Store calls them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,16 @@ from profkit.store.schema import now
 from profkit.store.transaction import transaction
 
 
-def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank: int | None = None, progress=None,
-               guard=None, before_commit=None) -> dict:
+def add_report(
+    conn: sqlite3.Connection,
+    run: str,
+    report: Parsed,
+    sha256,
+    rank: int | None = None,
+    progress=None,
+    guard=None,
+    before_commit=None,
+) -> dict:
     """Load one parsed report into `run` in a single transaction (Store.add_report says how)."""
     c = conn
     bulk = report.bulk
@@ -49,8 +58,15 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
             if bulk is not None:
                 _bulk.add_bulk(c, run, file_id, rank, report, progress)
                 if report.extra_kernels:
-                    _add_rows(c, run, file_id, rank, dataclasses.replace(
-                        report, kernels=report.extra_kernels, ranges=[], counters=[], rules=[], bulk=None))
+                    _add_rows(
+                        c,
+                        run,
+                        file_id,
+                        rank,
+                        dataclasses.replace(
+                            report, kernels=report.extra_kernels, ranges=[], counters=[], rules=[], bulk=None
+                        ),
+                    )
             else:
                 _add_rows(c, run, file_id, rank, report)
             _add_host(c, run, file_id, rank, report)
@@ -78,15 +94,28 @@ def add_report(conn: sqlite3.Connection, run: str, report: Parsed, sha256, rank:
 def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
     facts = environment.scrub_meta(report.facts or {})  # every way a command or environment enters
     if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
-        c.execute("INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
-                  (run, now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)))
+        c.execute(
+            "INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
+            (run, now(), facts.get("gpu_name"), json.dumps(facts, sort_keys=True, default=str)),
+        )
     else:
         merge_meta(c, run, facts)
     cur = c.execute(
         "INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters, facts, rank)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run, report.path, sha256, report.format, now(), report.summary()["kernels"], len(report.ranges),
-         len(report.counters), json.dumps(facts, sort_keys=True, default=str), rank))
+        (
+            run,
+            report.path,
+            sha256,
+            report.format,
+            now(),
+            report.summary()["kernels"],
+            len(report.ranges),
+            len(report.counters),
+            json.dumps(facts, sort_keys=True, default=str),
+            rank,
+        ),
+    )
     return cur.lastrowid
 
 
@@ -101,50 +130,75 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
     kn, ks, kr, ka = (KERNEL_FIELDS.index(f) for f in ("kernel_name", "short_name", "nvtx_range", "api_name"))
     names = name_ids(c, (n for k in report.kernels for n in (k[kn], k[ks], k[ka]) if n is not None))
     names[None] = None
-    plain = [i for i, f in enumerate(KERNEL_FIELDS)
-             if f not in ("kernel_name", "short_name", "nvtx_range", "nvtx_path", "api_name")]
-    cols = (("id", "run", "file_id", "rank", "source") + tuple(KERNEL_FIELDS[i] for i in plain)
-            + ("name_id", "short_id", "api_id", "path_id"))
+    plain = [
+        i
+        for i, f in enumerate(KERNEL_FIELDS)
+        if f not in ("kernel_name", "short_name", "nvtx_range", "nvtx_path", "api_name")
+    ]
+    cols = (
+        ("id", "run", "file_id", "rank", "source")
+        + tuple(KERNEL_FIELDS[i] for i in plain)
+        + ("name_id", "short_id", "api_id", "path_id")
+    )
     sql = f"INSERT INTO launch_row ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-    c.executemany(sql, ((base + i, run, file_id, rank, report.source) + tuple(k[j] for j in plain)
-                        + (names[k[kn]], names[k[ks]], names[k[ka]], ids.get(n) if n else None)
-                        for i, (k, n) in enumerate(zip(report.kernels, kernel_names))))
+    c.executemany(
+        sql,
+        (
+            (base + i, run, file_id, rank, report.source)
+            + tuple(k[j] for j in plain)
+            + (names[k[kn]], names[k[ks]], names[k[ka]], ids.get(n) if n else None)
+            for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
+        ),
+    )
     # a launch whose innermost range or path text is not its path's text and path (the view
     # shows these instead)
-    own = [(base + i, k[kr], str(k[at]) if k[at] is not None else None)
-           for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
-           if (k[kr], str(k[at]) if k[at] is not None else None)
-           != ((n[-1], "/".join("" if x is None else x for x in n)) if n else (None, None))]
+    own = [
+        (base + i, k[kr], str(k[at]) if k[at] is not None else None)
+        for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
+        if (k[kr], str(k[at]) if k[at] is not None else None)
+        != ((n[-1], "/".join("" if x is None else x for x in n)) if n else (None, None))
+    ]
     c.executemany("INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)", own)
     seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}
     c.executemany(
         "INSERT INTO nvtx_event (run, file_id, rank, domain, kind, start_ns, end_ns, pid, tid, path_id)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        ((run, file_id, rank, r[0], r[2], r[3], r[4], r[5], r[6], ids[n]) for r, n in zip(report.ranges, range_names)))
-    c.executemany("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
-                  ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters))
-    c.executemany("INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
-                  " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                  ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules))
+        ((run, file_id, rank, r[0], r[2], r[3], r[4], r[5], r[6], ids[n]) for r, n in zip(report.ranges, range_names)),
+    )
+    c.executemany(
+        "INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, ?, ?, ?)",
+        ((seq_to_id[s], m, u, v) for s, m, u, v in report.counters),
+    )
+    c.executemany(
+        "INSERT INTO rule_result (launch_id, section, rule, severity, message, speedup_type,"
+        " estimated_speedup_pct) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ((seq_to_id[r[0]],) + tuple(r[1:]) for r in report.rules),
+    )
     source_rows.add(c, file_id, seq_to_id, report)
     ops_table.write(c, run, file_id, rank, report.ops, seq_to_id)
 
 
 def _add_host(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, report: Parsed) -> None:
     """The report's host calls and GPU memory operations (the idle causes' sources)."""
-    c.executemany(f"INSERT INTO host_call (run, file_id, rank, {', '.join(HOST_CALL_FIELDS)})"
-                  f" VALUES (?, ?, ?{', ?' * len(HOST_CALL_FIELDS)})",
-                  ((run, file_id, rank) + tuple(h) for h in report.host_calls))
-    c.executemany(f"INSERT INTO gpu_copy (run, file_id, rank, {', '.join(GPU_COPY_FIELDS)})"
-                  f" VALUES (?, ?, ?{', ?' * len(GPU_COPY_FIELDS)})",
-                  ((run, file_id, rank) + tuple(g) for g in report.gpu_copies))
+    c.executemany(
+        f"INSERT INTO host_call (run, file_id, rank, {', '.join(HOST_CALL_FIELDS)})"
+        f" VALUES (?, ?, ?{', ?' * len(HOST_CALL_FIELDS)})",
+        ((run, file_id, rank) + tuple(h) for h in report.host_calls),
+    )
+    c.executemany(
+        f"INSERT INTO gpu_copy (run, file_id, rank, {', '.join(GPU_COPY_FIELDS)})"
+        f" VALUES (?, ?, ?{', ?' * len(GPU_COPY_FIELDS)})",
+        ((run, file_id, rank) + tuple(g) for g in report.gpu_copies),
+    )
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
     with transaction(conn):
         conn.execute("DELETE FROM label WHERE run = ?", (run,))
-        conn.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
-                         [(r["kernel_id"], run, r["label"], r["reason"], r["evidence"]) for r in rows])
+        conn.executemany(
+            "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
+            [(r["kernel_id"], run, r["label"], r["reason"], r["evidence"]) for r in rows],
+        )
 
 
 def replace_labels_iter(conn: sqlite3.Connection, run: str, rows, tick=None, chunk: int = 50_000):
@@ -156,8 +210,9 @@ def replace_labels_iter(conn: sqlite3.Connection, run: str, rows, tick=None, chu
             batch.append((r["kernel_id"], run, r["label"], r["reason"], r["evidence"]))
             yield r
             if len(batch) >= chunk:
-                conn.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
-                                 batch)
+                conn.executemany(
+                    "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)", batch
+                )
                 if tick:
                     tick(len(batch))
                 batch = []
@@ -166,19 +221,47 @@ def replace_labels_iter(conn: sqlite3.Connection, run: str, rows, tick=None, chu
             tick(len(batch))
 
 
-_ADVICE = ("run", "scope", "rank", "kind", "nvtx_path", "kernel_name", "label", "share", "share_wall",
-           "recoverable_ns", "action", "how", "evidence")
+_ADVICE = (
+    "run",
+    "scope",
+    "rank",
+    "kind",
+    "nvtx_path",
+    "kernel_name",
+    "label",
+    "share",
+    "share_wall",
+    "recoverable_ns",
+    "action",
+    "how",
+    "evidence",
+)
 
 
 def replace_advice(conn: sqlite3.Connection, run: str, scope: str | None, rows: list[dict]) -> None:
     with transaction(conn):
         conn.execute("DELETE FROM advice_item WHERE run = ? AND scope = ?", (run, scope or ""))
-        conn.executemany(f"INSERT INTO advice_item ({', '.join(_ADVICE)}) VALUES ({', '.join('?' * len(_ADVICE))})",
-                         [tuple(r[k] for k in _ADVICE) for r in rows])
+        conn.executemany(
+            f"INSERT INTO advice_item ({', '.join(_ADVICE)}) VALUES ({', '.join('?' * len(_ADVICE))})",
+            [tuple(r[k] for k in _ADVICE) for r in rows],
+        )
 
 
-_PHASE = ("run", "seq", "name", "kind", "start_ns", "end_ns", "launches", "gpu_ns", "steps", "step_ns",
-          "step_spread_ns", "steady", "how")
+_PHASE = (
+    "run",
+    "seq",
+    "name",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "launches",
+    "gpu_ns",
+    "steps",
+    "step_ns",
+    "step_spread_ns",
+    "steady",
+    "how",
+)
 
 
 def set_op_model(conn: sqlite3.Connection, rows: list[tuple]) -> None:
@@ -189,27 +272,50 @@ def set_op_model(conn: sqlite3.Connection, rows: list[tuple]) -> None:
 def replace_phases(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
     with transaction(conn):
         conn.execute("DELETE FROM phase WHERE run = ?", (run,))
-        conn.executemany(f"INSERT INTO phase ({', '.join(_PHASE)}) VALUES ({', '.join('?' * len(_PHASE))})",
-                         [tuple(r[k] for k in _PHASE) for r in rows])
+        conn.executemany(
+            f"INSERT INTO phase ({', '.join(_PHASE)}) VALUES ({', '.join('?' * len(_PHASE))})",
+            [tuple(r[k] for k in _PHASE) for r in rows],
+        )
 
 
-def add_trial(conn: sqlite3.Connection, kernel: str, source_hash: str, shape: str, gpu: str, config: str, ok, ms,
-              rel_err, error) -> None:
+def add_trial(
+    conn: sqlite3.Connection, kernel: str, source_hash: str, shape: str, gpu: str, config: str, ok, ms, rel_err, error
+) -> None:
     """One statement outside any transaction: committed at once (a killed tune keeps what it did)."""
     conn.execute(
         "INSERT OR REPLACE INTO tune_trial (kernel, source_hash, shape, gpu, config, ok, ms, rel_err, error,"
         " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (kernel, source_hash, shape, gpu, config, None if ok is None else int(ok), ms, rel_err, error, now()))
+        (kernel, source_hash, shape, gpu, config, None if ok is None else int(ok), ms, rel_err, error, now()),
+    )
 
 
-_BENCH = ("op", "variant", "shape", "dtype", "gpu", "driver", "torch", "triton", "date", "ok", "rel_err", "ms",
-          "gbps", "tflops", "pct_of_copy", "speedups", "note")
+_BENCH = (
+    "op",
+    "variant",
+    "shape",
+    "dtype",
+    "gpu",
+    "driver",
+    "torch",
+    "triton",
+    "date",
+    "ok",
+    "rel_err",
+    "ms",
+    "gbps",
+    "tflops",
+    "pct_of_copy",
+    "speedups",
+    "note",
+)
 
 
 def add_bench_rows(conn: sqlite3.Connection, rows: list[dict]) -> None:
     with transaction(conn):
-        conn.executemany(f"INSERT INTO bench_result ({', '.join(_BENCH)}) VALUES ({', '.join('?' * len(_BENCH))})",
-                         [tuple(r.get(k) for k in _BENCH) for r in rows])
+        conn.executemany(
+            f"INSERT INTO bench_result ({', '.join(_BENCH)}) VALUES ({', '.join('?' * len(_BENCH))})",
+            [tuple(r.get(k) for k in _BENCH) for r in rows],
+        )
 
 
 def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
@@ -219,8 +325,10 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     facts = environment.scrub_meta(facts)  # capture.json, hand-written or older, as any report's facts
     for k, v in facts.items():
         meta.setdefault(k, v)
-    conn.execute("UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
-                 (json.dumps(meta, sort_keys=True, default=str), facts.get("gpu_name"), run))
+    conn.execute(
+        "UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
+        (json.dumps(meta, sort_keys=True, default=str), facts.get("gpu_name"), run),
+    )
 
 
 def set_run_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
@@ -232,10 +340,13 @@ def set_gpu(conn: sqlite3.Connection, run: str, gpu: str) -> bool:
     """The run's GPU set to `gpu` (ingest --gpu) unless one of its reports names a GPU: a name
     given by hand may be corrected by hand, a measured one is kept. True: set."""
     with transaction(conn):
-        named = conn.execute("SELECT 1 FROM report_file WHERE run = ? AND json_extract(facts, '$.gpu_name') IS NOT NULL "
-                             "LIMIT 1", (run,)).fetchone()
+        named = conn.execute(
+            "SELECT 1 FROM report_file WHERE run = ? AND json_extract(facts, '$.gpu_name') IS NOT NULL LIMIT 1", (run,)
+        ).fetchone()
         if named:
             return False
-        conn.execute("UPDATE run SET gpu_name = ?, meta = json_set(coalesce(meta, '{}'), '$.gpu_name', ?) WHERE run = ?",
-                     (gpu, gpu, run))
+        conn.execute(
+            "UPDATE run SET gpu_name = ?, meta = json_set(coalesce(meta, '{}'), '$.gpu_name', ?) WHERE run = ?",
+            (gpu, gpu, run),
+        )
         return True

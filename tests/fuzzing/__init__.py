@@ -36,8 +36,17 @@ import time
 from collections import Counter, defaultdict
 from datetime import date
 
-from .cases import (BYTE_MUTATIONS, CSV_MUTATIONS, FORMATS, HOSTILE, JSON_MUTATIONS,  # noqa: F401 (the tests read them)
-                    JSONL_MUTATIONS, SQLITE_MUTATIONS, TRUNCATIONS, draw_cases)
+from .cases import (  # noqa: F401 (the tests read them)
+    BYTE_MUTATIONS,
+    CSV_MUTATIONS,
+    FORMATS,
+    HOSTILE,
+    JSON_MUTATIONS,
+    JSONL_MUTATIONS,
+    SQLITE_MUTATIONS,
+    TRUNCATIONS,
+    draw_cases,
+)
 from .invariants import snapshot  # noqa: F401
 from .pool import make_template, run_case, run_cases  # noqa: F401
 

@@ -1,13 +1,12 @@
 """`python -m fuzzing` (from tests/): the fuzzer's command line; benchmarks/fuzz.py calls it."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-import argparse
 
 from . import __doc__ as DOC
 from . import fuzz, make_template, run_case, snapshot

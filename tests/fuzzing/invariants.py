@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-
 # --- database checks -----------------------------------------------------------------------------
 
 def snapshot(db: Path) -> dict:

@@ -10,8 +10,7 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from .cases import (CSV_MUTATIONS, FORMATS, JSON_MUTATIONS, JSONL_MUTATIONS, SQLITE_MUTATIONS, SQLITE_TABLES,
-                    seed_bytes)
+from .cases import CSV_MUTATIONS, FORMATS, JSON_MUTATIONS, JSONL_MUTATIONS, SQLITE_MUTATIONS, SQLITE_TABLES, seed_bytes
 
 XZ_MAGIC, GZ_MAGIC = b"\xfd7zXZ\x00", b"\x1f\x8b"
 

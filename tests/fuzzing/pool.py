@@ -58,11 +58,12 @@ def _digest(path: Path) -> str:
 
 def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
     """Build, ingest, check one case. Runs in a worker process (or in-process for --replay)."""
+    from profkit.parsers import nsys_sqlite
+
     import profkit
+    from profkit.core import rows
     from profkit.core.errors import ProfkitError
     from profkit.store.ingest import ingest
-    from profkit.core import rows
-    from profkit.parsers import nsys_sqlite
 
     # the column path (ingest at scale, with its side writer) or the row path, whatever the
     # export's size

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import torch
-
 from profkit.kernels._numerics import check, poison  # noqa: F401
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

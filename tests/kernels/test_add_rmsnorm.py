@@ -1,5 +1,4 @@
 import pytest
-
 from _kernel_helpers import check, nan_like, plan_spy, randn, spy
 from profkit.kernels import add_rmsnorm as K
 

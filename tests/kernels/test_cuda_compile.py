@@ -4,9 +4,9 @@ import shutil
 import subprocess
 
 import pytest
+from profkit.kernels import _cuda_build
 
 from profkit.core.errors import ToolFailed, ToolMissing
-from profkit.kernels import _cuda_build
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed on this machine")

@@ -4,10 +4,9 @@ Python launchers, checked against the float64 references with the lab's toleranc
 What this cannot show (speed, the GPU's own rounding of intrinsics) the GPU run checks
 (benchmarks/gpu/cuda_lab.sh). Without g++ or the CUDA headers these skip with the reason;
 the argument checks at the bottom need neither."""
+import _cuda_emu
 import pytest
 import torch
-
-import _cuda_emu
 from _kernel_helpers import check, nan_like, randn
 from profkit.kernels import _cuda_build, rmsnorm, rope, sgemm, softmax, swiglu
 from profkit.kernels._cuda_ops import rmsnorm_cuda, rope_cuda, softmax_cluster_plan, softmax_cuda, swiglu_cuda

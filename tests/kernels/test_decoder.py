@@ -7,7 +7,6 @@ bias). Each is checked against the float64 reference forward written apart from 
 """
 import pytest
 import torch
-
 from profkit.kernels import decoder as D
 from profkit.kernels._numerics import rel_err
 

@@ -13,7 +13,6 @@ os.environ["TRITON_INTERPRET"] = "1"  # tests/kernels/conftest.py does it too
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
 from profkit.kernels import fp8_gemm as F  # noqa: E402
 from profkit.kernels._numerics import measure  # noqa: E402
 

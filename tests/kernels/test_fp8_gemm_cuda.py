@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from profkit.kernels import _cuda_build
 from profkit.kernels import fp8_gemm_cuda as C
 

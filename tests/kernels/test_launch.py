@@ -9,11 +9,10 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from profkit.kernels import _launch as L
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
 from triton.runtime.jit import JITFunction
-
-from profkit.kernels import _launch as L
 
 
 def _spec(a):
@@ -274,8 +273,7 @@ def test_without_plans_turns_them_off_while_it_runs(monkeypatch):
 def test_a_variant_without_plans_takes_no_plan(monkeypatch):
     """A variant run under without_plans launches through Triton's own path every time, while the
     plain variant takes its plan from the second call."""
-    from profkit.kernels import get
-    from profkit.kernels import rmsnorm_rope
+    from profkit.kernels import get, rmsnorm_rope
 
     monkeypatch.setattr(rmsnorm_rope, "_PLANS", L.Plans())  # none left by an earlier test
     used = []

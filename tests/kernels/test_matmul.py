@@ -16,7 +16,6 @@ os.environ["TRITON_INTERPRET"] = "1"  # tests/kernels/conftest.py does it too
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
 from profkit.kernels import matmul as mm  # noqa: E402
 from profkit.kernels._gemm_common import has_warp_specialize, interpreting  # noqa: E402
 from profkit.kernels._numerics import GEMM_TOL as TOLERANCES  # noqa: E402

@@ -4,7 +4,6 @@ import inspect
 
 import pytest
 import torch
-
 from _kernel_helpers import check, nan_like, randn
 from profkit.kernels import _numerics as N
 from profkit.kernels import rmsnorm as R

@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from _kernel_helpers import check, grads64, nan_like, plan_spy, randn, spy
 from profkit.kernels import rmsnorm as K
 from profkit.kernels.timing import rotated

@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from _kernel_helpers import check, nan_like, randn
 from profkit.kernels import rmsnorm_rope as K
 from profkit.kernels.rope import full_cos_sin, rope_cache
@@ -119,9 +118,8 @@ def test_rmsnorm_rope_gathered_tables(geom, interleaved, config, table, monkeypa
     """positions=None with tables gathered per token (HF's full width or the half tables
     by position), bit-equal to the position-indexed call on the same angles, every launch, the
     kernels told HAS_POS=False; a like call then takes its plan, bit-equal again."""
-    from profkit.kernels import _launch as L
-
     from _kernel_helpers import spy
+    from profkit.kernels import _launch as L
 
     monkeypatch.setattr(K, "_PLANS", L.Plans())
     hq, hk, d, rd = geom

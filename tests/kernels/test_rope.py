@@ -6,7 +6,6 @@ import textwrap
 
 import pytest
 import torch
-
 from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import rope as K
 

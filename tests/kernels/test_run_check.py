@@ -1,10 +1,9 @@
 """The lab runner's reference check (what `profkit capture` records as `correctness`), on CPU."""
-import json
 
 import pytest
 import torch
-
-from profkit.kernels import get, run as runner
+from profkit.kernels import get
+from profkit.kernels import run as runner
 
 
 def _state(op, shape, dtype="fp32"):

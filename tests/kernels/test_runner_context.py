@@ -1,7 +1,6 @@
 """The lab runner's context options (round 26): --rotate cycles a range's calls over copies of
 the inputs, --l2-fill fills the L2 before each range; kernels/run.py."""
 import pytest
-
 from profkit.kernels import get
 from profkit.kernels import run as R
 
@@ -69,7 +68,6 @@ def test_the_graph_tuner_times_each_candidate_in_a_filled_l2(monkeypatch):
     an eviction hint costs nothing in a half-empty L2 and 21-25 % in a full one); do_bench tuning
     (large problems, inputs rotated past the L2) fills nothing."""
     import torch
-
     from profkit.kernels import timing as T
 
     events = []

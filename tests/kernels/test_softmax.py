@@ -8,7 +8,6 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-
 from _kernel_helpers import check, nan_like, randn, spy
 from profkit.kernels import softmax as K
 from profkit.kernels.softmax import _load_chunk
@@ -84,7 +83,6 @@ def test_fp32_out_for_bf16_input():
 def test_liger_variant_refuses_rows_wider_than_liger_supports():
     import pytest
     import torch
-
     from profkit.kernels import softmax as sm
 
     with pytest.raises(ValueError, match="at most 65536"):

@@ -2,7 +2,6 @@ import warnings
 
 import pytest
 import torch
-
 from _kernel_helpers import check, grads64, nan_like, randn, spy
 from profkit.kernels import swiglu as K
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-
 from profdata import ROOT
+
 from profkit.capture import tune as t
 from profkit.cli import cli
 from profkit.store.store import Store

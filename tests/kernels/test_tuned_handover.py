@@ -6,9 +6,8 @@ import json
 
 import pytest
 import torch
-
-from profkit.kernels import timing
 from profkit.kernels import rmsnorm_rope as K
+from profkit.kernels import timing
 from profkit.kernels.rope import rope_cache
 
 

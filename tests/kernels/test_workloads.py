@@ -5,7 +5,6 @@ Every test here iterates the registry (profkit.kernels.workloads): a new operato
 """
 import pytest
 import torch
-
 from profkit.kernels import Backward, Workload, benched, get, workloads
 from profkit.kernels._numerics import POLICIES, measure
 from profkit.kernels.timing import fresh
@@ -132,9 +131,8 @@ def test_a_nan_fails_every_policy():
 
 
 def test_reload_makes_interpreted():
-    from triton.runtime.interpreter import InterpretedFunction
-
     from profkit.kernels import rmsnorm
+    from triton.runtime.interpreter import InterpretedFunction
 
     assert isinstance(rmsnorm._rmsnorm_fwd, InterpretedFunction)
 

@@ -6,6 +6,7 @@ Dims", "Input type", "Concrete Inputs"), or a tensor list. ``estimate`` picks th
 formula (profkit/model/ops/<family>.py); None with the reason where the inputs do not say
 enough. Shape conventions are aten's own signatures (native_functions.yaml).
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,9 +19,9 @@ from .dtypes import short, size
 
 @dataclass(frozen=True)
 class Operand:
-    dims: tuple[int, ...] | None = None   # a tensor's sizes; None: not a tensor (or not recorded)
-    dtype: str | None = None              # the trace's type string (c10::BFloat16, float, Scalar ...)
-    value: str | None = None              # a scalar's concrete value, as recorded
+    dims: tuple[int, ...] | None = None  # a tensor's sizes; None: not a tensor (or not recorded)
+    dtype: str | None = None  # the trace's type string (c10::BFloat16, float, Scalar ...)
+    value: str | None = None  # a scalar's concrete value, as recorded
     items: tuple[Operand, ...] | None = None  # a tensor list's tensors (when recorded)
 
     @property
@@ -68,9 +69,9 @@ class Estimate:
     family: str
     flops: float
     bytes: float
-    dtype: str | None = None   # the precision of the arithmetic (short name)
-    note: str = ""             # an assumption the numbers rest on
-    bus: bool = False          # bytes over links (a collective), not DRAM
+    dtype: str | None = None  # the precision of the arithmetic (short name)
+    note: str = ""  # an assumption the numbers rest on
+    bus: bool = False  # bytes over links (a collective), not DRAM
 
 
 # aten ScalarType numbers (c10/core/ScalarType.h) -> bytes: the dtype argument of to/_to_copy
@@ -111,8 +112,17 @@ def _matmul_dims(a: tuple, b: tuple) -> tuple[int, int, int, int] | None:
     return batch, a2[-2], b2[-1], a2[-1]
 
 
-def _gemm(family_op: str, batch: int, m: int, n: int, k: int, ins: list[Operand], out_e: int | None = None,
-          extra_read: int = 0, epilogue: int = 0) -> Estimate:
+def _gemm(
+    family_op: str,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    ins: list[Operand],
+    out_e: int | None = None,
+    extra_read: int = 0,
+    epilogue: int = 0,
+) -> Estimate:
     t = _tensors(ins)
     e = t[0].esize if t else 2
     a_e = t[0].esize if t else e
@@ -202,18 +212,33 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
     return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
 
 
-_ATTN_FWD = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-             "_scaled_dot_product_flash_attention_for_cpu", "_cudnn_attention_forward",
-             "_scaled_dot_product_attention_math", "_fused_sdp_choice"}
-_ATTN_BWD = {"_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-             "_scaled_dot_product_cudnn_attention_backward", "_cudnn_attention_backward",
-             "_scaled_dot_product_flash_attention_for_cpu_backward"}
+_ATTN_FWD = {
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_cudnn_attention_forward",
+    "_scaled_dot_product_attention_math",
+    "_fused_sdp_choice",
+}
+_ATTN_BWD = {
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_cudnn_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+}
 # the argument that says is_causal, by operator (aten signatures)
-_CAUSAL_ARG = {"scaled_dot_product_attention": 5, "_scaled_dot_product_flash_attention": 4,
-               "_scaled_dot_product_efficient_attention": 5, "_scaled_dot_product_cudnn_attention": 6,
-               "_cudnn_attention_forward": 10, "_scaled_dot_product_flash_attention_for_cpu": 4,
-               "_scaled_dot_product_attention_math": 5}
+_CAUSAL_ARG = {
+    "scaled_dot_product_attention": 5,
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 5,
+    "_scaled_dot_product_cudnn_attention": 6,
+    "_cudnn_attention_forward": 10,
+    "_scaled_dot_product_flash_attention_for_cpu": 4,
+    "_scaled_dot_product_attention_math": 5,
+}
 
 
 def _causal(name: str, ins: list[Operand]) -> bool:
@@ -229,8 +254,12 @@ def _attention(name: str, ins: list[Operand]) -> Estimate | None:
     t = _tensors(ins)
     if len(t) < 3:
         return None
-    if name in ("_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
-                "_efficient_attention_backward"):
+    if name in (
+        "_flash_attention_forward",
+        "_flash_attention_backward",
+        "_efficient_attention_forward",
+        "_efficient_attention_backward",
+    ):
         # [B, L, H, E] layout, or varlen [total, H, E] with cu_seqlens
         back = name.endswith("backward")
         q, k, v = (t[1], t[2], t[3]) if back and len(t) >= 4 else (t[0], t[1], t[2])
@@ -279,8 +308,16 @@ def _norm(name: str, ins: list[Operand]) -> Estimate | None:
         groups = x.numel // max(n, 1)
         w = [o for o in t[1:] if o.shape and prod(o.shape) == n]
         rms = "rms" in name
-        d = norms.norm_forward(x.numel, n, groups, e, flops_per=4 if rms else 5, affine=bool(w),
-                               bias=len(w) > 1, stats=name.startswith(("native", "_fused")))
+        d = norms.norm_forward(
+            x.numel,
+            n,
+            groups,
+            e,
+            flops_per=4 if rms else 5,
+            affine=bool(w),
+            bias=len(w) > 1,
+            stats=name.startswith(("native", "_fused")),
+        )
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name in ("native_layer_norm_backward", "_fused_rms_norm_backward"):
         go, x = t[0], t[1]
@@ -299,14 +336,25 @@ def _norm(name: str, ins: list[Operand]) -> Estimate | None:
         c = x.shape[1]
         d = norms.norm_backward(x.numel, c, x.shape[0], e, flops_per=8)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
-    if name in ("batch_norm", "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index",
-                "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "miopen_batch_norm"):
+    if name in (
+        "batch_norm",
+        "native_batch_norm",
+        "cudnn_batch_norm",
+        "_batch_norm_impl_index",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "miopen_batch_norm",
+    ):
         c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
         # training reads x twice (statistics, then the normalisation) unless a kernel fuses them
         d = norms.norm_forward(x.numel, c, c, e, flops_per=5, affine=True)
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
-    if name in ("native_batch_norm_backward", "cudnn_batch_norm_backward", "batch_norm_backward",
-                "miopen_batch_norm_backward"):
+    if name in (
+        "native_batch_norm_backward",
+        "cudnn_batch_norm_backward",
+        "batch_norm_backward",
+        "miopen_batch_norm_backward",
+    ):
         go = t[0]
         x = t[1] if len(t) > 1 else go
         c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
@@ -359,8 +407,20 @@ def _embedding(name: str, ins: list[Operand]) -> Estimate | None:
 
 _MEMORY_COPY = {"copy_", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize"}
 _MEMORY_GATHER = {"index_select", "gather", "index", "take", "masked_select", "take_along_dim"}
-_MEMORY_SCATTER = {"scatter", "scatter_", "scatter_add", "scatter_add_", "index_put_", "index_put",
-                   "_index_put_impl_", "index_add_", "index_add", "index_copy_", "masked_scatter_", "scatter_reduce"}
+_MEMORY_SCATTER = {
+    "scatter",
+    "scatter_",
+    "scatter_add",
+    "scatter_add_",
+    "index_put_",
+    "index_put",
+    "_index_put_impl_",
+    "index_add_",
+    "index_add",
+    "index_copy_",
+    "masked_scatter_",
+    "scatter_reduce",
+}
 
 
 def _memory(name: str, ins: list[Operand]) -> Estimate | None:
@@ -402,14 +462,31 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         idx = next((o for o in t[1:] if short(o.dtype) in ("int64", "int32")), None)
         d = memory.scatter(src.numel, src.esize, idx.numel if idx else 0, 8, accumulate="add" in name or "put" in name)
         return Estimate("memory", d["flops"], d["bytes"], None)
-    if name in ("fill_", "zero_", "zeros_like", "ones_like", "full_like", "normal_", "uniform_", "random_",
-                "bernoulli_", "masked_fill_"):
+    if name in (
+        "fill_",
+        "zero_",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "normal_",
+        "uniform_",
+        "random_",
+        "bernoulli_",
+        "masked_fill_",
+    ):
         return Estimate("elementwise", 0, t[0].nbytes, None)
     return None
 
 
-_OPTIM_FUSED = {"_fused_adam_", "_fused_adamw_", "_fused_adam", "_fused_adamw", "_fused_sgd_", "_fused_sgd",
-                "_fused_adagrad_"}
+_OPTIM_FUSED = {
+    "_fused_adam_",
+    "_fused_adamw_",
+    "_fused_adam",
+    "_fused_adamw",
+    "_fused_sgd_",
+    "_fused_sgd",
+    "_fused_adagrad_",
+}
 
 
 def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
@@ -426,8 +503,7 @@ def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
         return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
     base = name.removeprefix("_foreach_").rstrip("_")
     list_bytes = [sum(prod(i.shape) for i in lst.items) * e for lst in lists]
-    d = optimizers.foreach(list_bytes, numel * e, numel,
-                           elementwise.FLOPS_PER_ELEMENT.get(base, 1))
+    d = optimizers.foreach(list_bytes, numel * e, numel, elementwise.FLOPS_PER_ELEMENT.get(base, 1))
     return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
 
 
@@ -461,36 +537,142 @@ def _elementwise(name: str, ins: list[Operand]) -> Estimate | None:
     return Estimate("elementwise", d["flops"], d["bytes"], short(t[0].dtype))
 
 
-_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", "_scaled_mm_v2", "_grouped_mm",
-           "_scaled_grouped_mm"}
-_CONV = {"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose1d",
-         "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose", "convolution_backward",
-         "_convolution_double_backward", "mkldnn_convolution", "miopen_convolution"}
-_ATTN = _ATTN_FWD | _ATTN_BWD | {"_flash_attention_forward", "_flash_attention_backward",
-                                 "_efficient_attention_forward", "_efficient_attention_backward"}
-_NORM = {"layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "native_layer_norm_backward",
-         "_fused_rms_norm_backward", "group_norm", "native_group_norm", "native_group_norm_backward", "batch_norm",
-         "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index", "_native_batch_norm_legit",
-         "_native_batch_norm_legit_no_training", "miopen_batch_norm", "native_batch_norm_backward",
-         "cudnn_batch_norm_backward", "batch_norm_backward", "miopen_batch_norm_backward"}
-_SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "_softmax_backward_data",
-            "_log_softmax_backward_data", "cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",
-            "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward"}
-_EMBED = {"embedding", "embedding_bag", "_embedding_bag", "embedding_backward", "embedding_dense_backward",
-          "_embedding_bag_backward", "_embedding_bag_dense_backward"}
+_MATMUL = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "linear",
+    "matmul",
+    "_scaled_mm",
+    "_scaled_mm_v2",
+    "_grouped_mm",
+    "_scaled_grouped_mm",
+}
+_CONV = {
+    "convolution",
+    "_convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "cudnn_convolution",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "cudnn_convolution_transpose",
+    "convolution_backward",
+    "_convolution_double_backward",
+    "mkldnn_convolution",
+    "miopen_convolution",
+}
+_ATTN = (
+    _ATTN_FWD
+    | _ATTN_BWD
+    | {
+        "_flash_attention_forward",
+        "_flash_attention_backward",
+        "_efficient_attention_forward",
+        "_efficient_attention_backward",
+    }
+)
+_NORM = {
+    "layer_norm",
+    "native_layer_norm",
+    "rms_norm",
+    "_fused_rms_norm",
+    "native_layer_norm_backward",
+    "_fused_rms_norm_backward",
+    "group_norm",
+    "native_group_norm",
+    "native_group_norm_backward",
+    "batch_norm",
+    "native_batch_norm",
+    "cudnn_batch_norm",
+    "_batch_norm_impl_index",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "miopen_batch_norm",
+    "native_batch_norm_backward",
+    "cudnn_batch_norm_backward",
+    "batch_norm_backward",
+    "miopen_batch_norm_backward",
+}
+_SOFTMAX = {
+    "softmax",
+    "_softmax",
+    "log_softmax",
+    "_log_softmax",
+    "_safe_softmax",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "cross_entropy_loss",
+    "nll_loss",
+    "nll_loss_forward",
+    "nll_loss_nd",
+    "nll_loss2d_forward",
+    "nll_loss_backward",
+    "nll_loss2d_backward",
+}
+_EMBED = {
+    "embedding",
+    "embedding_bag",
+    "_embedding_bag",
+    "embedding_backward",
+    "embedding_dense_backward",
+    "_embedding_bag_backward",
+    "_embedding_bag_dense_backward",
+}
 
 # metadata ops: views, allocation, host reads; they launch no kernel of their own
-VIEWS = {"view", "reshape", "_unsafe_view", "t", "transpose", "permute", "as_strided", "expand", "select", "slice",
-         "unbind", "split", "chunk", "squeeze", "unsqueeze", "flatten", "detach", "detach_", "alias", "narrow",
-         "empty", "empty_like", "empty_strided", "resize_", "lift_fresh", "item", "_local_scalar_dense", "to",
-         "unflatten", "view_as", "expand_as", "split_with_sizes", "numpy_T", "contiguous_"}
+VIEWS = {
+    "view",
+    "reshape",
+    "_unsafe_view",
+    "t",
+    "transpose",
+    "permute",
+    "as_strided",
+    "expand",
+    "select",
+    "slice",
+    "unbind",
+    "split",
+    "chunk",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "detach",
+    "detach_",
+    "alias",
+    "narrow",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "resize_",
+    "lift_fresh",
+    "item",
+    "_local_scalar_dense",
+    "to",
+    "unflatten",
+    "view_as",
+    "expand_as",
+    "split_with_sizes",
+    "numpy_T",
+    "contiguous_",
+}
 
 
 def family_of(op: str) -> str | None:
     """The family an operator's name belongs to (None: not one the model knows)."""
     name = op.removeprefix("aten::")
-    for fam, names in (("matmul", _MATMUL), ("conv", _CONV), ("attention", _ATTN), ("norm", _NORM),
-                       ("softmax", _SOFTMAX), ("embedding", _EMBED)):
+    for fam, names in (
+        ("matmul", _MATMUL),
+        ("conv", _CONV),
+        ("attention", _ATTN),
+        ("norm", _NORM),
+        ("softmax", _SOFTMAX),
+        ("embedding", _EMBED),
+    ):
         if name in names:
             return fam
     if name.startswith("_foreach_") or name in _OPTIM_FUSED:
@@ -500,8 +682,11 @@ def family_of(op: str) -> str | None:
     if name in _MEMORY_COPY or name in _MEMORY_GATHER or name in _MEMORY_SCATTER or name in ("cat", "stack"):
         return "memory"
     base = name.rstrip("_")
-    if name in elementwise.FLOPS_PER_ELEMENT or base in elementwise.FLOPS_PER_ELEMENT or name in (
-            "fill_", "zero_", "ones_like", "zeros_like", "full_like", "masked_fill_", "normal_", "uniform_"):
+    if (
+        name in elementwise.FLOPS_PER_ELEMENT
+        or base in elementwise.FLOPS_PER_ELEMENT
+        or name in ("fill_", "zero_", "ones_like", "zeros_like", "full_like", "masked_fill_", "normal_", "uniform_")
+    ):
         return "elementwise"
     if op.startswith(("nccl:", "c10d::", "record_param_comms")):
         return "collective"
@@ -516,9 +701,18 @@ def estimate(op: str, ins: list[Operand]) -> tuple[Estimate | None, str]:
         return None, f"{op}: not an operator the model knows"
     if not ins or not any(o.tensor or o.items for o in ins):
         return None, f"{op}: no input shapes recorded"
-    fn = {"matmul": _matmul, "conv": _conv, "attention": _attention, "norm": _norm, "softmax": _softmax,
-          "embedding": _embedding, "optimizer": _optimizer, "reduction": _reduction, "memory": _memory,
-          "elementwise": _elementwise}.get(fam)
+    fn = {
+        "matmul": _matmul,
+        "conv": _conv,
+        "attention": _attention,
+        "norm": _norm,
+        "softmax": _softmax,
+        "embedding": _embedding,
+        "optimizer": _optimizer,
+        "reduction": _reduction,
+        "memory": _memory,
+        "elementwise": _elementwise,
+    }.get(fam)
     if fn is None:
         return None, f"{op}: {fam} needs its message size and rank count"
     try:

@@ -8,11 +8,13 @@ Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q): 2.5x the forward.
 Bytes: Q, K, V read once and O written once, plus the fp32 log-sum-exp per row (B*H*L*4) that
 the backward reads; backward: Q, K, V, O, dO and LSE read, dQ, dK, dV written.
 """
+
 from __future__ import annotations
 
 
-def forward(b: int, h: int, lq: int, lk: int, e: int, ev: int, esize: int, causal: bool = False,
-            hk: int | None = None) -> dict:
+def forward(
+    b: int, h: int, lq: int, lk: int, e: int, ev: int, esize: int, causal: bool = False, hk: int | None = None
+) -> dict:
     hk = hk or h
     flops = 2 * b * h * lq * lk * e + 2 * b * h * lq * lk * ev
     if causal:
@@ -21,8 +23,9 @@ def forward(b: int, h: int, lq: int, lk: int, e: int, ev: int, esize: int, causa
     return {"flops": flops, "bytes": byt}
 
 
-def backward(b: int, h: int, lq: int, lk: int, e: int, ev: int, esize: int, causal: bool = False,
-             hk: int | None = None) -> dict:
+def backward(
+    b: int, h: int, lq: int, lk: int, e: int, ev: int, esize: int, causal: bool = False, hk: int | None = None
+) -> dict:
     hk = hk or h
     flops = 2 * b * h * lq * lk * e * 3 + 2 * b * h * lq * lk * ev * 2
     if causal:

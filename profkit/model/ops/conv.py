@@ -4,6 +4,7 @@ grad_out). Each is 2 FLOPs per multiply-add of the forward: 2 * N * C_out * prod
 (C_in / groups) * prod(kernel) (the count torch.utils.flop_counter uses too). Bytes: every
 operand read once and the result written once.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -31,8 +32,10 @@ def conv_flops(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
 
 
 def conv_forward(x_shape, w_shape, out_shape, e: int, bias: bool, transposed: bool = False) -> dict:
-    return {"flops": conv_flops(x_shape, w_shape, out_shape, transposed) + (prod(out_shape) if bias else 0),
-            "bytes": (prod(x_shape) + prod(w_shape) + prod(out_shape) + (out_shape[1] if bias else 0)) * e}
+    return {
+        "flops": conv_flops(x_shape, w_shape, out_shape, transposed) + (prod(out_shape) if bias else 0),
+        "bytes": (prod(x_shape) + prod(w_shape) + prod(out_shape) + (out_shape[1] if bias else 0)) * e,
+    }
 
 
 def conv_backward(go_shape, x_shape, w_shape, e: int, mask=(True, True, True), transposed: bool = False) -> dict:

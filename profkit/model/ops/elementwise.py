@@ -3,6 +3,7 @@
 
 The lab's SwiGLU: silu(gate) * up, counted as 5 FLOPs per element (silu 4, the product 1).
 """
+
 from __future__ import annotations
 
 from .dtypes import ESIZE
@@ -34,12 +35,49 @@ SWIGLU_BWD_SHAPES = ("llama8b-t4096", "qwen7b-t4096")
 # FLOPs per output element of aten's elementwise operators (a transcendental counts one: the
 # roofline cares about the order of magnitude, and these ops are memory-bound at any count)
 FLOPS_PER_ELEMENT = {
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1,
-    "pow": 1, "reciprocal": 1, "sigmoid": 4, "tanh": 1, "relu": 1, "threshold": 1, "clamp": 1, "where": 1,
-    "gelu": 8, "silu": 4, "mish": 6, "hardswish": 4, "hardsigmoid": 3, "leaky_relu": 2, "elu": 3,
-    "add_": 1, "mul_": 1, "div_": 1, "sub_": 1, "addcmul": 2, "addcdiv": 2, "lerp": 3, "masked_fill": 1,
-    "fill_": 0, "zero_": 0, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 6,
-    "threshold_backward": 1, "sigmoid_backward": 2, "tanh_backward": 2, "native_dropout_backward": 1,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "neg": 1,
+    "abs": 1,
+    "sqrt": 1,
+    "rsqrt": 1,
+    "exp": 1,
+    "log": 1,
+    "pow": 1,
+    "reciprocal": 1,
+    "sigmoid": 4,
+    "tanh": 1,
+    "relu": 1,
+    "threshold": 1,
+    "clamp": 1,
+    "where": 1,
+    "gelu": 8,
+    "silu": 4,
+    "mish": 6,
+    "hardswish": 4,
+    "hardsigmoid": 3,
+    "leaky_relu": 2,
+    "elu": 3,
+    "add_": 1,
+    "mul_": 1,
+    "div_": 1,
+    "sub_": 1,
+    "addcmul": 2,
+    "addcdiv": 2,
+    "lerp": 3,
+    "masked_fill": 1,
+    "fill_": 0,
+    "zero_": 0,
+    "dropout": 2,
+    "native_dropout": 2,
+    "gelu_backward": 10,
+    "silu_backward": 6,
+    "threshold_backward": 1,
+    "sigmoid_backward": 2,
+    "tanh_backward": 2,
+    "native_dropout_backward": 1,
 }
 
 

@@ -1,6 +1,7 @@
 """Embedding lookup and its backward. Forward: each index (int64) read, its row of D elements
 read from the table and written to the output; no arithmetic. Backward (dense): grad_out and the
 indices read, each row added into the [V, D] gradient, which is zeroed and written whole."""
+
 from __future__ import annotations
 
 

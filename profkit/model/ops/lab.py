@@ -1,6 +1,7 @@
 """The kernel lab's operators as the model knows them: name -> formula, named shapes and the
 dtype a run uses when its meta names none. The lab's Workloads point at these same formulas and
 shape tables (kernels/<op>.py imports them), so `advise` reads them without importing the lab."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,8 +34,9 @@ OPERATORS: dict[str, LabOperator] = {
     "rmsnorm_rope": LabOperator(rope.rmsnorm_rope_model, rope.RMSNORM_ROPE_SHAPES),
     "softmax": LabOperator(softmax.softmax_model, softmax.SOFTMAX_SHAPES),
     "swiglu": LabOperator(elementwise.swiglu_model, elementwise.SWIGLU_SHAPES),
-    "swiglu_bwd": LabOperator(elementwise.swiglu_bwd_model,
-                              _subset(elementwise.SWIGLU_SHAPES, elementwise.SWIGLU_BWD_SHAPES)),
+    "swiglu_bwd": LabOperator(
+        elementwise.swiglu_bwd_model, _subset(elementwise.SWIGLU_SHAPES, elementwise.SWIGLU_BWD_SHAPES)
+    ),
     "e2e/prefill": LabOperator(decoder.prefill_model, decoder.PREFILL_SHAPES),
     "e2e/decode": LabOperator(decoder.decode_model, decoder.DECODE_SHAPES),
 }

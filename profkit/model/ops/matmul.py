@@ -6,6 +6,7 @@ FLOPs: 2*M*N*K per product (one multiply and one add per term of each of the M*N
 of length K); a bias or beta*C epilogue adds M*N. Bytes: A, B (and bias / C) read once, C
 written once: the traffic of a kernel whose tiles reuse every operand from on-chip memory.
 """
+
 from __future__ import annotations
 
 from .dtypes import ESIZE
@@ -35,8 +36,15 @@ def proj_shape(proj: str, m: int) -> tuple[str, dict]:
 def all_gemm_shapes() -> dict[str, dict]:
     """Every LLM projection x every M, plus 8192^3: the full sweep (benchmarks --full)."""
     out: dict[str, dict] = {}
-    for proj in ("llama8b-qkv", "llama8b-o", "llama8b-gateup", "llama8b-down",
-                 "qwen7b-qkv", "qwen7b-gateup", "qwen7b-down"):
+    for proj in (
+        "llama8b-qkv",
+        "llama8b-o",
+        "llama8b-gateup",
+        "llama8b-down",
+        "qwen7b-qkv",
+        "qwen7b-gateup",
+        "qwen7b-down",
+    ):
         out.update(proj_shape(proj, m) for m in LLM_M)
     out["m8192-n8192-k8192"] = {"M": 8192, "N": 8192, "K": 8192}
     return out
@@ -76,27 +84,31 @@ def gated_mlp_model(p: dict, dtype: str) -> dict:
 
 # --- the lab's named shapes ------------------------------------------------------------------
 
-MATMUL_SHAPES = dict([
-    proj_shape("llama8b-qkv", 1),
-    proj_shape("llama8b-qkv", 16),
-    proj_shape("qwen7b-qkv", 64),
-    proj_shape("llama8b-o", 256),
-    proj_shape("llama8b-gateup", 1024),
-    proj_shape("qwen7b-down", 1024),
-    proj_shape("llama8b-qkv", 4096),
-    proj_shape("llama8b-down", 4096),
-    proj_shape("qwen7b-gateup", 8192),
-    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
-])
+MATMUL_SHAPES = dict(
+    [
+        proj_shape("llama8b-qkv", 1),
+        proj_shape("llama8b-qkv", 16),
+        proj_shape("qwen7b-qkv", 64),
+        proj_shape("llama8b-o", 256),
+        proj_shape("llama8b-gateup", 1024),
+        proj_shape("qwen7b-down", 1024),
+        proj_shape("llama8b-qkv", 4096),
+        proj_shape("llama8b-down", 4096),
+        proj_shape("qwen7b-gateup", 8192),
+        ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
+    ]
+)
 
-FP8_GEMM_SHAPES = dict([
-    proj_shape("llama8b-qkv", 16),
-    proj_shape("llama8b-gateup", 1024),
-    proj_shape("qwen7b-down", 1024),
-    proj_shape("llama8b-qkv", 4096),
-    proj_shape("llama8b-down", 4096),
-    ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
-])
+FP8_GEMM_SHAPES = dict(
+    [
+        proj_shape("llama8b-qkv", 16),
+        proj_shape("llama8b-gateup", 1024),
+        proj_shape("qwen7b-down", 1024),
+        proj_shape("llama8b-qkv", 4096),
+        proj_shape("llama8b-down", 4096),
+        ("m8192-n8192-k8192", {"M": 8192, "N": 8192, "K": 8192}),
+    ]
+)
 
 
 def fp8_all_shapes() -> dict[str, dict]:
@@ -127,10 +139,15 @@ def gated_mlp_shape(proj: str, m: int) -> tuple[str, dict]:
     return f"{proj.split('-')[0]}-m{m}", {"M": m, "N": n, "K": k}
 
 
-GATED_MLP_SHAPES = dict([gated_mlp_shape("llama8b-gate", m) for m in (1, 16, 64, 1024, 4096)]
-                        + [gated_mlp_shape("qwen7b-gate", m) for m in (1, 16, 64, 4096)])
+GATED_MLP_SHAPES = dict(
+    [gated_mlp_shape("llama8b-gate", m) for m in (1, 16, 64, 1024, 4096)]
+    + [gated_mlp_shape("qwen7b-gate", m) for m in (1, 16, 64, 4096)]
+)
 
 
 def gated_mlp_all_shapes() -> dict[str, dict]:
-    return dict(gated_mlp_shape(p, m) for p in ("llama8b-gate", "qwen7b-gate")
-                for m in (1, 2, 4, 8, 16, 32, 64, 256, 1024, 4096, 8192))
+    return dict(
+        gated_mlp_shape(p, m)
+        for p in ("llama8b-gate", "qwen7b-gate")
+        for m in (1, 2, 4, 8, 16, 32, 64, 256, 1024, 4096, 8192)
+    )

@@ -3,6 +3,7 @@ gather / scatter / index_select / embedding-like reads. A copy reads its source 
 destination (dtypes may differ); cat reads every input and writes their sum; a gather reads the
 index and the gathered elements and writes as many; a scatter reads index and source and writes
 into the destination (read-modify-write for an add)."""
+
 from __future__ import annotations
 
 
@@ -19,5 +20,7 @@ def gather(out_numel: int, e: int, idx_numel: int, idx_e: int = 8) -> dict:
 
 
 def scatter(src_numel: int, e: int, idx_numel: int, idx_e: int = 8, accumulate: bool = False) -> dict:
-    return {"flops": src_numel if accumulate else 0,
-            "bytes": idx_numel * idx_e + src_numel * e * (3 if accumulate else 2)}
+    return {
+        "flops": src_numel if accumulate else 0,
+        "bytes": idx_numel * idx_e + src_numel * e * (3 if accumulate else 2),
+    }

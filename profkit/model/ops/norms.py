@@ -7,6 +7,7 @@ rstd: fp32 per normalised group) written where the op returns them. FLOPs per el
 + 1 for the bias; counts of the shape, not of the instructions a kernel issues.
 Backward: dy and x read (and the saved stats), dx written, dw/db written once per feature.
 """
+
 from __future__ import annotations
 
 from .dtypes import ESIZE
@@ -52,8 +53,18 @@ ADD_RMSNORM_SHAPES = {
 
 # --- aten ------------------------------------------------------------------------------------
 
-def norm_forward(numel: int, features: int, groups: int, e: int, *, flops_per: int, affine: bool = True,
-                 bias: bool = True, stats: bool = True) -> dict:
+
+def norm_forward(
+    numel: int,
+    features: int,
+    groups: int,
+    e: int,
+    *,
+    flops_per: int,
+    affine: bool = True,
+    bias: bool = True,
+    stats: bool = True,
+) -> dict:
     """numel elements normalised over `groups` groups, `features` affine parameters of e bytes."""
     b = 2 * numel * e + (features * e * (2 if bias else 1) if affine else 0) + (8 * groups if stats else 0)
     return {"bytes": b, "flops": flops_per * numel + (numel if affine and bias else 0)}

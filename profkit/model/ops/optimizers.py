@@ -6,6 +6,7 @@ param, exp_avg, exp_avg_sq (3 writes), ~12 FLOPs (two moment updates 3+4, bias c
 sqrt, divide, the update; AdamW's decay 2 more); SGD reads param and grad (and the momentum
 buffer) and writes param (and the buffer), 2 FLOPs (4 with momentum).
 """
+
 from __future__ import annotations
 
 

@@ -1,6 +1,7 @@
 """Rotary position embedding (RoPE) on q and k, alone and fused with the per-head q/k RMSNorm
 (Qwen3's qk-norm). Each rotated pair costs 3 FLOPs per element (two products and an add for
 each of the two outputs, over the pair's two elements)."""
+
 from __future__ import annotations
 
 from .dtypes import ESIZE
@@ -12,8 +13,7 @@ def rope_model(p: dict, dtype: str) -> dict:
     e = ESIZE[dtype]
     t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
     rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * e * t * (rd // 2),
-            "flops": 3 * t * (hq + hk) * rd}
+    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * e * t * (rd // 2), "flops": 3 * t * (hq + hk) * rd}
 
 
 def rmsnorm_rope_model(p: dict, dtype: str) -> dict:
@@ -22,8 +22,10 @@ def rmsnorm_rope_model(p: dict, dtype: str) -> dict:
     e = ESIZE[dtype]
     t, hq, hk, d = p["tokens"], p["q_heads"], p["kv_heads"], p["head_dim"]
     rd = p.get("rotary_dim", d)
-    return {"bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2) + 2 * d * e,
-            "flops": t * (hq + hk) * (4 * d + 3 * rd)}
+    return {
+        "bytes": 2 * t * (hq + hk) * d * e + 8 * t + 2 * 4 * t * (rd // 2) + 2 * d * e,
+        "flops": t * (hq + hk) * (4 * d + 3 * rd),
+    }
 
 
 ROPE_SHAPES = {

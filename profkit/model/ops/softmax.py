@@ -5,6 +5,7 @@ sum); 5 FLOPs per element (max, subtract, exp, sum, divide). Log-softmax the sam
 on logits: log-softmax plus the gather of one target per row: logits and int64 targets read,
 one loss per row written (or one scalar when reduced).
 """
+
 from __future__ import annotations
 
 from .dtypes import ESIZE
