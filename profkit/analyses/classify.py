@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any, TypedDict
 
 from profkit.analyses import hotspots, shape_labels
 from profkit.core.families import warp_specialised
@@ -20,7 +21,13 @@ from profkit.store.store import Store
 
 LABELS = ("dram", "launch_overhead", "occupancy", "tensor_core", "communication", "compute", "latency", "unknown")
 
-RULES = {
+
+class Rule(TypedDict):
+    threshold: dict[str, Any]  # numbers, and the communication rule's name prefix
+    citation: str
+
+
+RULES: dict[str, Rule] = {
     "communication": {
         "threshold": {"name_prefix": "nccl"},
         "citation": "HolisticTraceAnalysis's kernel-type split (NCCL kernels are COMMUNICATION, the rest computation): "
@@ -87,7 +94,7 @@ SM_PCT = "SM throughput"
 MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
-def _timeline(store: Store, run: str) -> dict[int, dict]:
+def _timeline(store: Store, run: str) -> dict[int, tuple]:
     """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
     rows = store.conn.execute(
         """
@@ -102,13 +109,16 @@ def _timeline(store: Store, run: str) -> dict[int, dict]:
 
 def _facts(row: tuple | None) -> dict | None:
     """A _timeline row as the dict classify_one reads."""
-    return row and {"kernel_id": row[0], "duration_ns": row[1], "api_ns": row[2], "gap_ns": row[3]}
+    if not row:
+        return None
+    return {"kernel_id": row[0], "duration_ns": row[1], "api_ns": row[2], "gap_ns": row[3]}
 
 
 def _values(c: dict[str, float], gpu: gpus.Gpu | None = None) -> tuple[dict, dict, dict]:
     """(values the rules read, {value: what would supply it} for those the counters cannot give,
     {ceiling: where its peak came from} for the peaks used) of one launch."""
-    v = {
+    # numbers from the counters, and beside some of them a "<name>_from" string naming their source
+    v: dict[str, Any] = {
         k: lookup(c, k)
         for k in (
             "duration",
@@ -215,22 +225,22 @@ _SUPPLIES = {
 
 def _limiter(v: dict) -> str | None:
     lims = {k[6:]: v[k] for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks") if k in v}
-    return min(lims, key=lims.get) if lims else None
+    return min(lims, key=lims.__getitem__) if lims else None
 
 
 def _warp_specialised(v: dict, sm: float, mem: float, tensor: float, theo: float) -> tuple[str, str, str]:
     """A warp-specialised kernel whose throughputs are low: the issue slots and the pipes say
     whether it is bound by a pipe, by instruction issue, or waits (latency)."""
     Rw = RULES["warp_specialised"]["threshold"]
-    pipes = {
+    measured_pipes = {
         "tensor pipe": tensor if ("tensor_pct" in v or "tensor_gmma_pct" in v) else None,
         "FMA pipe": v.get("fma_pct"),
         "ALU pipe": v.get("alu_pct"),
     }
-    pipes = {k: x for k, x in pipes.items() if x is not None}
+    pipes: dict[str, float] = {k: x for k, x in measured_pipes.items() if x is not None}
     issue = v.get("issue_pct")
     head = f"warp-specialised by design (one CTA per SM): theoretical occupancy {theo:.0f} % is not its limit"
-    top = max(pipes, key=pipes.get) if pipes else None
+    top = max(pipes, key=pipes.__getitem__) if pipes else None
     if top and pipes[top] >= Rw["pipe_pct"]:
         return "compute", f"{head}; {top} {pipes[top]:.0f} % of peak (>= {Rw['pipe_pct']:.0f})", "warp_specialised"
     if issue is not None and issue >= Rw["issue_pct"]:
@@ -503,6 +513,11 @@ def _label_one(
     }
 
 
+def _gpu_name(g: gpus.Gpu | None) -> str:
+    """The name of a candidate GPU; None stands for a run with no known GPU (report peaks only)."""
+    return g.name if g is not None else "no known GPU"
+
+
 def _impossible(e: dict) -> str | None:
     """Why a launch cannot have run on the GPU whose peaks gave these values (None: it can)."""
     v = e["values"]
@@ -555,7 +570,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     timeline = _timeline(store, run)
     counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
     candidates, found = gpu_context(store, run, counters)
-    options = candidates or [None]
+    options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
@@ -580,12 +595,12 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             kid = k["kernel_id"]
             t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
-            r = RULES.get(rule, {})
-            evidence = {
+            r = RULES.get(rule)
+            evidence: dict[str, Any] = {
                 "rule": rule,
                 "values": v0,
-                "thresholds": r.get("threshold"),
-                "citation": r.get("citation"),
+                "thresholds": r["threshold"] if r else None,
+                "citation": r["citation"] if r else None,
                 "ridge_flop_per_byte": ridges[0],
                 "ridge_of": "bf16_tensor",
             }
@@ -594,7 +609,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             if missing0:
                 evidence["missing"] = missing0
             if table0:
-                evidence["gpu"] = {"found": found, "candidates": [{"gpu": options[0].name, "label": label}]}
+                evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
             tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
             if kid in ncu_rules:
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
@@ -632,7 +647,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         ]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
-        ruled_out = [f"{g.name} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
+        ruled_out = [f"{_gpu_name(g)} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
         if fits and ruled_out:
             options_k, each = [g for g, _ in fits], [e for _, e in fits]
         else:
@@ -640,12 +655,13 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         first = each[0]
         label, reason, rule = first["label"], first["reason"], first["rule"]
         table = any(h.startswith(FROM_TABLE) for e in each for h in e["peaks"].values())
+        r = RULES.get(rule)
         evidence = {
             "rule": rule,
             "values": first["values"],
             "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")},
-            "thresholds": RULES.get(rule, {}).get("threshold"),
-            "citation": RULES.get(rule, {}).get("citation"),
+            "thresholds": r["threshold"] if r else None,
+            "citation": r["citation"] if r else None,
             "ridge_flop_per_byte": first["ridge"],
             "ridge_of": first["ridge_of"],
         }
@@ -656,21 +672,19 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         if table:  # the label rests on datasheet peaks: say which GPU(s) and how they were chosen
             evidence["gpu"] = {
                 "found": found,
-                "candidates": [{"gpu": g.name, "label": e["label"]} for g, e in zip(options_k, each)],
+                "candidates": [{"gpu": _gpu_name(g), "label": e["label"]} for g, e in zip(options_k, each)],
             }
             if ruled_out:
                 evidence["gpu"]["ruled_out"] = ruled_out
             if len({e["label"] for e in each}) > 1:
-                per = "; ".join(f"{e['label']} on {g.name}" for g, e in zip(options_k, each))
+                per = "; ".join(f"{e['label']} on {_gpu_name(g)}" for g, e in zip(options_k, each))
                 label, rule = "unknown", "none"
                 reason = f"depends on which GPU ran it ({found}): {per}. Name the GPU: profkit ingest --gpu NAME"
                 evidence["rule"], evidence["thresholds"], evidence["citation"] = rule, None, None
             elif len(options_k) > 1:
-                reason += (
-                    f" (the same on every known GPU of its compute capability: {', '.join(g.name for g in options_k)})"
-                )
+                reason += f" (the same on every known GPU of its compute capability: {', '.join(_gpu_name(g) for g in options_k)})"
             elif len(options) > 1:
-                reason += f" (on {options_k[0].name}, the one known GPU of its compute capability it fits)"
+                reason += f" (on {_gpu_name(options_k[0])}, the one known GPU of its compute capability it fits)"
         if k["kernel_id"] in ncu_rules:
             evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
         if k["kernel_id"] in hot:  # Source Counters: the line and stall behind the label
@@ -728,7 +742,7 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int
     n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[
         0
     ]
-    measured = measured or ()
+    measured = measured or set()
     stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
     if stale:
         return {
