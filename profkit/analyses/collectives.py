@@ -124,7 +124,13 @@ def parse_name(name: str) -> dict:
     the name does not say)."""
     short = name.split("(")[0].strip()
     m = _KERNEL.match(short)
-    out = {"collective": None, "algorithm": None, "protocol": None, "reduction": None, "dtype": None}
+    out: dict[str, str | None] = {
+        "collective": None,
+        "algorithm": None,
+        "protocol": None,
+        "reduction": None,
+        "dtype": None,
+    }
     if not m:
         return out
     out["collective"] = m.group(1)
@@ -254,10 +260,10 @@ def analyse(
         p = parse_name(short or name)
         k = seen[(rank, p["collective"])]
         seen[(rank, p["collective"])] += 1
-        s = sizes.get(rank, {}).get(p["collective"]) or []
-        s = s[k] if k < len(s) else None
-        n = (s or {}).get("group_size") or world or (len(ranks) if ranks != [None] else None)
-        size = (s or {}).get("bytes")
+        listed = sizes.get(rank, {}).get(p["collective"]) or []
+        msg = listed[k] if k < len(listed) else None
+        n = (msg or {}).get("group_size") or world or (len(ranks) if ranks != [None] else None)
+        size = (msg or {}).get("bytes")
         dur = end - start
         algbw = size / (dur * 1e-9) if size and dur > 0 else None
         f = bus_factor(p["collective"], n)
@@ -270,7 +276,7 @@ def analyse(
                 "end_ns": end,
                 "duration_ns": dur,
                 "bytes": size,
-                "size_from": (s or {}).get("from") if size else None,
+                "size_from": (msg or {}).get("from") if size else None,
                 "group_size": n,
                 "algbw_gbps": algbw and algbw / 1e9,
                 "busbw_gbps": busbw and busbw / 1e9,

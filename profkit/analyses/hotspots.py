@@ -113,7 +113,7 @@ def _total(rows: list[dict], key: str) -> int | None:
 def _stall_of(stalls: dict[str, int]) -> str | None:
     """The dominant stall: the reason with most samples, not counting `selected` (issuing)."""
     real = {k: v for k, v in stalls.items() if k != "selected" and v}
-    return max(real, key=real.get) if real else None
+    return max(real, key=real.__getitem__) if real else None
 
 
 def kernels(store: Store, run: str) -> list[dict]:

@@ -35,6 +35,7 @@ import bisect
 import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from profkit.core.errors import ProfkitError
 from profkit.core.intervals import intersection, length, union
@@ -215,7 +216,7 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
         quickest = min(x.comm_ns for x in here)
         for x in here:
             x.wait_ns = x.comm_ns - quickest
-        row = {
+        row: dict[str, Any] = {
             "step": step,
             "ranks": len(here),
             "slowest_rank": None,
@@ -231,12 +232,12 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
             row["end_skew_ns"] = max(ends) - min(ends)
             n = len(here[0].collectives)
             if n:
-                late = Counter()
+                late: Counter[int | None] = Counter()
                 spreads = []
                 for k in range(n):
-                    starts = [(x.collectives[k][0] - offsets[x.rank], x.rank) for x in here]
-                    spreads.append(max(starts)[0] - min(starts)[0])
-                    late[max(starts)[1]] += 1
+                    arrivals = [(x.collectives[k][0] - offsets[x.rank], x.rank) for x in here]
+                    spreads.append(max(arrivals)[0] - min(arrivals)[0])
+                    late[max(arrivals)[1]] += 1
                 row["arrival_skew_ns"] = max(spreads)
                 row["latest_rank"] = late.most_common(1)[0][0]
         per_step.append(row)
@@ -269,7 +270,7 @@ def analyse(store: Store, run: str | None = None, step_pattern: str = STEP_PATTE
                 "clock_offset_ns": None if offsets is None else offsets[rank],
             }
         )
-    slowest = None
+    slowest: int | None = None
     if slow_counts:
         wait = {r["rank"]: r["wait_ns"] for r in per_rank}
         slowest = max(slow_counts, key=lambda r: (slow_counts[r], -wait[r]))

@@ -52,7 +52,7 @@ class Point:
     nvtx_range: str | None
     kernel: str  # short name(s)
     label: str | None
-    labels: dict[str, float]  # label -> share of time
+    labels: dict[str | None, float]  # label -> share of time (None: launches without a label)
     launches: int
     calls: int
     time_ns: float  # per call
@@ -70,7 +70,7 @@ class Point:
 
     @property
     def precision(self) -> str | None:
-        return max(self.flops, key=self.flops.get) if self.total_flops else None
+        return max(self.flops, key=self.flops.__getitem__) if self.total_flops else None
 
     @property
     def flop_rate(self) -> float:
@@ -141,7 +141,9 @@ def _aggregate(
     time = 0.0
     flops: dict[str, float] = {}
     byts: dict[str, list[float]] = {}
-    roof, binding, share = 0.0, {}, {}
+    roof: float | None = 0.0
+    binding: dict[str, float] = {}
+    share: dict[str | None, float] = {}
     for k in launches:
         c = counters.get(k["kernel_id"], {})
         t = lookup(c, "duration")
@@ -168,7 +170,7 @@ def _aggregate(
         path=launches[0]["nvtx_path"],
         nvtx_range=launches[0]["nvtx_range"],
         kernel=", ".join(names) if len(names) <= 3 else f"{', '.join(names[:3])} +{len(names) - 3} more",
-        label=max(share, key=share.get),
+        label=max(share, key=share.__getitem__),
         labels={lab: v / total for lab, v in share.items()},
         launches=len(launches),
         calls=calls,
@@ -176,7 +178,7 @@ def _aggregate(
         flops={p: v / calls for p, v in flops.items()},
         bytes={lev: v / calls for lev, v in levels.items()},
         roof_ns=None if roof is None else roof / calls,
-        binding=max(binding, key=binding.get) if binding else None,
+        binding=max(binding, key=binding.__getitem__) if binding else None,
         key=key,
         kind=kind,
     )
@@ -233,7 +235,8 @@ def _ceilings(per_kernel: list[dict[str, float]], gpu=None) -> tuple[list[Ceilin
         for key, (v, h) in rates(c, gpu).items():
             got.setdefault(key, []).append(v)
             how.setdefault(key, h)
-    out, notes = [], []
+    out: list[Ceiling] = []
+    notes: list[str] = []
     worked = {p for c in per_kernel for p in work(c)}
     for key, (label, *_rest) in PRECISIONS.items():
         if key in PEAK_FALLBACK and "not collected" in how.get(key, "") and key not in worked:
@@ -334,11 +337,11 @@ def collect(
     elif chain:
         keys = _chain_keys(_kernels(store, before), chain)
         points, ranges, _ = _points(store, before, "range", keys, counters, gpu)
-        order = {k: i for i, k in enumerate(keys)}
+        order: dict[str | None, int] = {k: i for i, k in enumerate(keys)}
         points.sort(key=lambda p: order[p.key])
         arrows = list(zip(points, points[1:]))
         ranges = []
-        title = f"Roofline: {before}, chain {' → '.join(step_names([p.key for p in points]))}"
+        title = f"Roofline: {before}, chain {' → '.join(step_names([p.key for p in points if p.key is not None]))}"
         runs = [before.run]
     else:
         no_counters: BadArgument | None = None
@@ -361,7 +364,7 @@ def collect(
             )
         elif no_counters is not None:
             raise no_counters
-    if any(c.source.split("of ", 1)[-1].startswith(FROM_TABLE) for c in ceilings):
+    if gpu is not None and any(c.source.split("of ", 1)[-1].startswith(FROM_TABLE) for c in ceilings):
         notes.append(f"ceilings from datasheet peaks of {gpu.name}: the report has none ({gpu.source})")
     elif not ceilings and len(known) > 1:
         notes.append(
@@ -438,7 +441,8 @@ def _shape_points(store: Store, run: str, gpu) -> tuple[list[Point], list[Ceilin
         o = os_[0]
         key = shape_labels._ceiling(o["family"], o["precision"])
         used.add(key)
-        label = labels.get(launch_of.get(o["op_id"]))
+        launch = launch_of.get(o["op_id"])
+        label = labels.get(launch) if launch is not None else None
         points.append(
             Point(
                 run=run,
