@@ -120,7 +120,9 @@ class Item:
 
     @property
     def per_call_ns(self) -> float:
-        return (self.window_ns if self.kind == "graph" else self.gpu_ns) / max(self.calls, 1)
+        span = self.window_ns if self.kind == "graph" else self.gpu_ns
+        assert span is not None  # a graph item is made from its timeline window, never without one
+        return span / max(self.calls, 1)
 
     @property
     def roof_speedup(self) -> float | None:
@@ -362,14 +364,15 @@ def _floor(calls, counters, meta, measured, gpu, path):
 def _moved(call: list[dict], counters: dict) -> float | None:
     """DRAM bytes one call moves, when ncu measured every kernel of it."""
     b = [lookup(counters.get(k["kernel_id"]) or {}, "dram_bytes") for k in call]
-    return None if None in b else float(sum(b))
+    got = [x for x in b if x is not None]
+    return None if len(got) < len(b) else float(sum(got))
 
 
 def _label_of(ks: list[dict], labels: dict[int, str]) -> tuple[str | None, dict[str, float]]:
     share: dict[str, float] = defaultdict(float)
     for k in ks:
         share[labels.get(k["kernel_id"], "unknown")] += k["duration_ns"] or 0
-    return (max(share, key=share.get) if share else None), dict(share)
+    return (max(share, key=share.__getitem__) if share else None), dict(share)
 
 
 def _rule_of(ks: list[dict], facts: dict, label: str | None) -> tuple[str, str]:
@@ -388,13 +391,13 @@ def _family_of(ks: list[dict]) -> str | None:
     t: dict[str, float] = defaultdict(float)
     for k in ks:
         t[k.get("family") or "other"] += k["duration_ns"] or 0
-    return max(t, key=t.get) if t else None
+    return max(t, key=t.__getitem__) if t else None
 
 
 def _dram_pct(ks: list[dict], counters: dict) -> float | None:
     """DRAM throughput (% of peak) of the measured launches, weighted by their duration."""
-    w = [(lookup(c, "dram_pct"), lookup(c, "duration")) for k in ks if (c := counters.get(k["kernel_id"]))]
-    w = [(p, d) for p, d in w if p is not None and d]
+    raw = [(lookup(c, "dram_pct"), lookup(c, "duration")) for k in ks if (c := counters.get(k["kernel_id"]))]
+    w: list[tuple[float, float]] = [(p, d) for p, d in raw if p is not None and d]
     return sum(p * d for p, d in w) / sum(d for _, d in w) if w else None
 
 
@@ -433,11 +436,11 @@ def _step(
 def _limiter(c: dict | None) -> str:
     if not c:
         return "the occupancy limiter is not in the counters"
-    lims = {k: lookup(c, k) for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")}
-    lims = {k[6:]: v for k, v in lims.items() if v is not None}
+    found = {k: lookup(c, k) for k in ("limit_registers", "limit_shared_mem", "limit_warps", "limit_blocks")}
+    lims: dict[str, float] = {k[6:]: v for k, v in found.items() if v is not None}
     if not lims:
         return "the occupancy limiter is not in the counters"
-    lim = min(lims, key=lims.get)
+    lim = min(lims, key=lims.__getitem__)
     theo = lookup(c, "theoretical_occupancy")
     return f"limited by {lim.replace('_', ' ')} ({lims[lim]:.0f} blocks per SM" + (
         f", theoretical {theo:.0f} %)" if theo is not None else ")"
@@ -448,7 +451,7 @@ def _names(ks: list[dict]) -> str:
     t: dict[str, float] = defaultdict(float)
     for k in ks:
         t[k["short_name"] or k["kernel_name"]] += k["duration_ns"] or 0
-    names = sorted(t, key=t.get, reverse=True)
+    names = sorted(t, key=t.__getitem__, reverse=True)
     return ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
 
 
@@ -524,11 +527,12 @@ def _range_item(
     for k in ks:
         by_name[k["short_name"] or k["kernel_name"]].append(k)
     for name, group in sorted(by_name.items(), key=lambda x: -sum(k["duration_ns"] for k in x[1])):
-        cs = [counters.get(k["kernel_id"]) for k in group if counters.get(k["kernel_id"])]
-        roof = [roof_time_ns(c) for c in cs]
+        cs = [c for k in group if (c := counters.get(k["kernel_id"]))]
+        roofs = [r for c in cs if (r := roof_time_ns(c)) is not None]
+        durations = [d for c in cs if (d := lookup(c, "duration")) is not None]
         roof_pct = None
-        if cs and None not in roof:
-            roof_pct = 100.0 * sum(r[0] for r in roof) / sum(lookup(c, "duration") for c in cs)
+        if cs and len(roofs) == len(cs) and len(durations) == len(cs):
+            roof_pct = 100.0 * sum(r[0] for r in roofs) / sum(durations)
         evidence.append(
             {
                 "kernel": name,
@@ -717,8 +721,9 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
     for k in ks:
         c = counters.get(k["kernel_id"])
         r = roof_time_ns(c) if c else None
-        if r and lookup(c, "duration"):
-            fractions[_config(k)].append(min(1.0, r[0] / lookup(c, "duration")))
+        d = lookup(c, "duration") if c else None
+        if r and d:
+            fractions[_config(k)].append(min(1.0, r[0] / d))
     rec, measured, sampled, borrowed = 0.0, 0, 0, 0
     for k in ks:
         f = fractions.get(_config(k))
@@ -726,12 +731,13 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
             continue
         c = counters.get(k["kernel_id"])
         r = roof_time_ns(c) if c else None
-        if r and lookup(c, "duration"):
+        d = lookup(c, "duration") if c else None
+        if r and d:
             if k["kernel_id"] in own:
                 measured += 1
             else:
                 sampled += 1
-            rec += max(0.0, k["duration_ns"] * (1 - min(1.0, r[0] / lookup(c, "duration"))))
+            rec += max(0.0, k["duration_ns"] * (1 - min(1.0, r[0] / d)))
         else:
             borrowed += 1
             rec += k["duration_ns"] * (1 - statistics.median(f))
@@ -838,6 +844,7 @@ def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
             "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
             "replays into the graph (sampling, copies), or more work per replay (batch)"
         )
+    assert cause is not None  # both branches above return when no cause has idle time
     share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
     top = (got.top_calls.get(cause) or [{}])[0].get("name")
     return (

@@ -88,6 +88,8 @@ def _why(store: Store, run: str, path: str, row: Calibration) -> str:
     """What the after side's own label says about the gap left to the predicted floor."""
     from profkit.analyses.classify import label_rows
 
+    ratio = row.ratio
+    assert ratio is not None  # asked only of a row with a ratio (calibrate)
     ids = {
         k["kernel_id"]: k["duration_ns"] or 0
         for k in store.query("SELECT kernel_id, duration_ns FROM kernels WHERE run = ? AND nvtx_path = ?", (run, path))
@@ -98,9 +100,9 @@ def _why(store: Store, run: str, path: str, row: Calibration) -> str:
             key = (r["label"], r["reason"])
             share[key] = share.get(key, 0.0) + ids[r["kernel_id"]]
     if not share:
-        return f"the fix reached {100 / row.ratio:.0f} % of the predicted floor"
-    label, reason = max(share, key=share.get)
-    return f"the fix reached {100 / row.ratio:.0f} % of the predicted floor: it is {label}-bound ({reason})"
+        return f"the fix reached {100 / ratio:.0f} % of the predicted floor"
+    label, reason = max(share, key=share.__getitem__)
+    return f"the fix reached {100 / ratio:.0f} % of the predicted floor: it is {label}-bound ({reason})"
 
 
 def _row(store, before, after, measure, key, path, time, measured, kind, peaks, why) -> Calibration:

@@ -80,8 +80,8 @@ class Side:
     def host_bound(self) -> bool:
         """The launcher, not the GPU, sets the pace: the median host time of a call exceeds its
         median span by more than a tenth."""
-        return bool(self.host_us and self.span_us) and statistics.median(self.host_us) > 1.1 * statistics.median(
-            self.span_us
+        return bool(
+            self.host_us and self.span_us and statistics.median(self.host_us) > 1.1 * statistics.median(self.span_us)
         )
 
 
@@ -256,7 +256,7 @@ class _RunContext:
             lab = self.labels.get(k["kernel_id"], "unknown")
             labels[lab] = labels.get(lab, 0.0) + (k["duration_ns"] or 0) / 1e3
         total = sum(labels.values())
-        label = max(labels, key=labels.get) if labels else None
+        label = max(labels, key=labels.__getitem__) if labels else None
         s = Side(
             self.run,
             group.path,
@@ -285,11 +285,12 @@ def busy_ns(kernels) -> int:
 
 def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
     """% of roofline, binding roof, DRAM % and bytes of a side from its kernels' counters."""
-    have = [c for c in per_kernel if lookup(c, "duration")]
+    durations = {i: d for i, c in enumerate(per_kernel) if (d := lookup(c, "duration"))}
+    have = [per_kernel[i] for i in durations]
     side.counters = bool(per_kernel) and len(have) == len(per_kernel)
     if not have:
         return
-    t_total = sum(lookup(c, "duration") for c in have)
+    t_total = sum(durations.values())
     roofs: dict[str, float] = {}
     t_roof = 0.0
     for c in have:
@@ -299,12 +300,12 @@ def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
         t_roof += r[0]
         roofs[r[1]] = roofs.get(r[1], 0.0) + r[0]
     side.roofline_pct = 100.0 * t_roof / t_total if t_total else None
-    side.roof = max(roofs, key=roofs.get) if roofs else None
-    dram = [(lookup(c, "dram_pct"), lookup(c, "duration")) for c in have if lookup(c, "dram_pct") is not None]
+    side.roof = max(roofs, key=roofs.__getitem__) if roofs else None
+    dram = [(p, durations[i]) for i in durations if (p := lookup(per_kernel[i], "dram_pct")) is not None]
     if dram:
         side.dram_pct = sum(p * t for p, t in dram) / sum(t for _, t in dram)
-    byts = [lookup(c, "dram_bytes") for c in have]
-    if all(b is not None for b in byts) and side.calls:
+    byts = [b for c in have if (b := lookup(c, "dram_bytes")) is not None]
+    if len(byts) == len(have) and side.calls:
         side.dram_bytes_per_call = sum(byts) / side.calls
 
 
@@ -345,7 +346,8 @@ def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
     nb, na = len(before), len(after)
     state = random.Random(0).getstate()[1]
     gen = np.random.RandomState()
-    gen.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
+    # has_gauss 0 and cached_gaussian 0.0: the defaults numpy takes for a 3-tuple state
+    gen.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624], 0, 0.0))
     u = gen.random_sample(BOOTSTRAP_SAMPLES * (nb + na)).reshape(BOOTSTRAP_SAMPLES, nb + na)
     b = np.asarray(before, dtype=float)[np.floor(u[:, :nb] * float(nb)).astype(np.intp)]
     a = np.asarray(after, dtype=float)[np.floor(u[:, nb:] * float(na)).astype(np.intp)]
@@ -398,6 +400,7 @@ def _check_text(rec: dict | None) -> str:
 
 def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu") -> Comparison:
     tb, ta = before.times(by), after.times(by)
+    assert tb is not None and ta is not None  # compare() refuses --by host for a side without host times
     mb, ma = statistics.median(tb), statistics.median(ta)
     speedup = mb / ma if ma else float("inf")
     band, method = noise_band(tb, ta)

@@ -322,7 +322,8 @@ def kernels(engine: Engine, run: str | None = None, top: int = 20) -> list[dict]
     rows = engine.sql(KERNELS_SQL)
     if run is not None:
         rows = [r for r in rows if r["run"] == run]
-    out, per_run = [], {}
+    out = []
+    per_run: dict[str, int] = {}
     for r in rows:
         per_run[r["run"]] = per_run.get(r["run"], 0) + 1
         if per_run[r["run"]] <= top:
