@@ -38,7 +38,7 @@ def recapturer(
             run=name,
             out=Path(out_dir),
             workload=workload,
-            command=command,
+            command=tuple(command) if command is not None else None,
             use_nsys=True,
             use_ncu=False,
             tracer=tracer,

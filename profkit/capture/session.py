@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from profkit.capture.options import CaptureOptions, Hooks
 from profkit.core import environment, sampling
@@ -166,8 +167,8 @@ def run_metadata(cmd: list[str], tools: dict[str, str]) -> dict:
     meta.update(python=v.pop("python"), cuda=v.pop("cuda", None), **{f"{k}_version": x for k, x in v.items()})
     for name, exe in tools.items():
         try:
-            v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
-            meta[f"{name}_version"] = v.splitlines()[-1] if v else None
+            said = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+            meta[f"{name}_version"] = said.splitlines()[-1] if said else None
         except (OSError, subprocess.TimeoutExpired):
             pass
     try:
@@ -382,7 +383,7 @@ def find_step(names, n: int) -> str:
     seen = sorted(steps.values())
     raise BadArgument(
         f"--step {n}: no such step; the program marks steps {seen[0]} to {seen[-1]} "
-        f"({len(seen)} ranges like {min(steps, key=steps.get)!r})"
+        f"({len(seen)} ranges like {min(steps, key=lambda s: steps[s])!r})"
     )
 
 
@@ -428,7 +429,7 @@ def profiler_windows(timeline: Path) -> list[list[int]] | None:
             calls.sort()
     except (sqlite3.Error, OSError, ValueError, KeyError):
         return None
-    out: list[list[int]] = []
+    out: list[list[Any]] = []  # [start, stop or None while open]
     for t, what in calls:
         if "Start" in what and (not out or out[-1][1] is not None):
             out.append([t, None])
@@ -519,8 +520,8 @@ def capture(opts: CaptureOptions, hooks: Hooks | None = None) -> Captured:
     if checks:
         checks.unlink(missing_ok=True)
     cmd = (
-        list(command)
-        if command
+        list(command or ())
+        if not workload  # exactly one of workload and command is set (checked above)
         else workload_command(
             workload,
             opts.variants,
@@ -779,6 +780,8 @@ def _tune_first(got: Captured, cmd: list[str], opts: CaptureOptions, hooks: Hook
     slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in` (tuned() picks
     and the autotuned kernels' caches, kernels/timing.dump_tuned); the picks go into the run meta
     as `tuned`."""
+    if not opts.workload:  # the caller tunes lab workloads only
+        return cmd
     try:
         from profkit.kernels import get
 

@@ -26,9 +26,12 @@ import hashlib
 import inspect
 import itertools
 import json
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from profkit.core.errors import BadArgument, BadInput, ToolMissing
 from profkit.core.usercode import load_module
@@ -45,9 +48,9 @@ GROUP = (1, 8)
 class Target:
     spec: str  # MODULE:KERNEL, the module named by its import name or file stem
     kernel: object  # the @triton.jit function
-    launch: object
-    inputs: object
-    reference: object
+    launch: Callable[..., Any]
+    inputs: Callable[..., Any]
+    reference: Callable[..., Any]
     source_hash: str
 
 
@@ -170,7 +173,7 @@ def expand(space, where="space") -> list[dict]:
 
 def parse_shape(text: str) -> dict:
     """'n=1048576,dtype=bf16' -> {'n': 1048576, 'dtype': 'bf16'} (integers where they parse)."""
-    out = {}
+    out: dict[str, int | float | str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, sep, v = part.partition("=")
         if not sep or not k:
@@ -268,7 +271,7 @@ def tune(
                 )
                 res.trials.append(trial)
             ok = [t for t in res.trials if t.ok and t.ms is not None]
-            res.best = min(ok, key=lambda t: t.ms) if ok else None
+            res.best = min(ok, key=lambda t: t.ms if t.ms is not None else math.inf) if ok else None  # (all timed)
             results.append(res)
             if res.stopped:
                 break

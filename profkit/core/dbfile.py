@@ -341,7 +341,7 @@ def read_columns_in_parts(
             raise first
         if strict:  # (as read_columns)
             raise ColumnsError(f"not read as 64-bit integers ({first})") from None
-        out = codes = None  # the driver inferred a column's type from its first rows: read_columns' slow way
+        del out, codes  # the driver inferred a column's type from its first rows: read_columns' slow way
         return _read_parts_in_turn(path, parts, n_int, blob, on_rows, batch_rows, dtypes)
     if not blob:
         return out, None

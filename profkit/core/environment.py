@@ -8,6 +8,7 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
+from typing import Any
 
 # environment variables that change what a profile shows: their values are kept with a run
 RESULT_ENV = (
@@ -176,7 +177,7 @@ def scrub_meta(meta, _depth: int = 0):
     if _depth > 64:
         return REDACTED
     if isinstance(meta, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in meta.items():
             key = str(k)
             if _secret_name(key) and v is not None and not isinstance(v, (bool, int, float)):

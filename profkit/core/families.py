@@ -179,7 +179,9 @@ def family_of(name: str | None, api_name: str | None = None) -> str:
 
 def is_bare(name: str | None) -> bool:
     """An unmangled identifier (Triton kernels and extern "C" CUDA kernels have such names)."""
-    return bool(name) and bool(_BARE.match(name.strip()))
+    if not name:
+        return False
+    return bool(_BARE.match(name.strip()))
 
 
 _WS = re.compile(
@@ -193,4 +195,6 @@ _WS = re.compile(
 def warp_specialised(name: str | None) -> bool:
     """A Hopper/Blackwell warp-specialised kernel (wgmma/tcgen05, TMA producer and consumer
     warp groups): one CTA per SM by design, so low theoretical occupancy is not its limit."""
-    return bool(name) and bool(_WS.search(_strip(name)))
+    if not name:
+        return False
+    return bool(_WS.search(_strip(name)))

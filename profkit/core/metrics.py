@@ -8,6 +8,7 @@ ncu versions. Nothing else in profkit spells a raw ncu metric name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -424,7 +425,7 @@ class Counters(dict):
         self._forget()
         return super().setdefault(key, default)
 
-    def __ior__(self, other):
+    def __ior__(self, other: Any) -> Counters:  # type: ignore[misc]  # typeshed pairs it with the overloads of dict.__or__
         self._forget()
         return super().__ior__(other)
 

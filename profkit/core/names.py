@@ -94,7 +94,9 @@ COMM_PREFIXES = ("nccl",)  # ncclKernel_*, ncclDevKernel_* (all NCCL versions), 
 
 def is_comm(name: str | None) -> bool:
     """An NCCL collective: its time is set by the other ranks and the links (HTA's split)."""
-    return bool(name) and name.lower().startswith(COMM_PREFIXES)
+    if not name:
+        return False
+    return name.lower().startswith(COMM_PREFIXES)
 
 
 def report_text(v) -> str | None:

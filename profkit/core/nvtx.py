@@ -63,6 +63,8 @@ class _Budget:
 class NvtxPath(str):
     """'/'-joined range names (what `nvtx_path` shows) that remembers the names themselves."""
 
+    names: tuple[str | None, ...]
+
     def __new__(cls, names: Iterable[str | None]):
         names = tuple(names)
         self = super().__new__(cls, "/".join("" if n is None else n for n in names))

@@ -12,8 +12,9 @@ build tuples only when someone iterates them (tests, small reports).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # one kernel launch
 KERNEL_FIELDS = (
@@ -189,8 +190,9 @@ class LazyRows(Sequence):
     """Rows counted without being built: tuples are made on first access (tests, capture's
     progress total); the store never asks for them."""
 
-    def __init__(self, n: int, build):
-        self._n, self._build, self._rows = n, build, None
+    def __init__(self, n: int, build: Callable[[], list]):
+        self._n, self._build = n, build
+        self._rows: list | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -244,16 +246,17 @@ class Bulk:
     range_table: str | None
     range_columns: tuple
     range_domain: str
-    r_row: object
-    r_path: object
+    # numpy arrays or plain lists of ints, as the parser built them
+    r_row: Any
+    r_path: Any
     paths: list
     domains: list
     n_kernels: int
-    kernels: object
+    kernels: Callable[[], KernelPart]
     call_table: str | None = None
     string_table: str | None = None
     name_sql: str = "SELECT NULL, NULL WHERE 0"
-    ready: object = None  # a zero-argument callable: whether kernel_part() would return at once
+    ready: Callable[[], object] | None = None  # a zero-argument callable: whether kernel_part() would return at once
 
     def __post_init__(self) -> None:
         if len(self.kernel_columns) != len(BULK_KERNEL_FIELDS) - 1 or len(self.range_columns) != 6:
@@ -404,9 +407,10 @@ class KernelPart:
     list, or NULL: no name), or None: the store reads the keys of the kernels' calls
     (Bulk.api_sql)."""
 
-    krow: object
-    rrow: object
-    path: object
+    # numpy arrays or plain lists of ints, as the parser built them
+    krow: Any
+    rrow: Any
+    path: Any
     paths: list
     api_sql: str | None = "SELECT NULL, NULL WHERE 0"
     packs: bool = False  # the columns pack into JSON (pack()); else the store stages a temp table

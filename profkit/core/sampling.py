@@ -103,7 +103,8 @@ def in_window(row, spec: Spec) -> bool:
 def select(rows, spec: Spec) -> list[int]:
     """Indices of the rows ncu profiles under `spec`, in launch order."""
     order = sorted(range(len(rows)), key=lambda i: _order(rows[i]))
-    out, seen = [], {}
+    out: list[int] = []
+    seen: dict[tuple, int] = {}
     for i in order:
         r = rows[i]
         if not in_window(r, spec):

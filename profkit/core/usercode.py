@@ -17,6 +17,8 @@ def load_module(name: str):
         if not path.is_file():
             raise BadArgument(f"{name}: no such file")
         spec = importlib.util.spec_from_file_location(f"_profkit_user_{path.stem}", path)
+        if spec is None or spec.loader is None:  # a suffix Python does not load
+            raise BadArgument(f"{name}: not a Python file")
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod  # dataclasses and pickling look their module up by name
         try:

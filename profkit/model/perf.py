@@ -108,8 +108,8 @@ def attribute_rates(c: dict[str, float]) -> dict[str, tuple[float, str]]:
     sms, cc = lookup(c, "sm_count"), compute_capability(c)
     lanes = FP32_LANES.get(cc or "")
     hz, which = lookup(c, "sm_clock"), "SM clock"
-    if not hz and lookup(c, "sm_clock_max"):
-        hz, which = lookup(c, "sm_clock_max") * 1e3, "maximum SM clock"
+    if not hz and (hz_max := lookup(c, "sm_clock_max")):
+        hz, which = hz_max * 1e3, "maximum SM clock"
     if sms and lanes and hz:
         out["fp32"] = (
             sms * lanes * 2 * hz,
@@ -187,14 +187,14 @@ def roof_time_ns(c: dict[str, float], gpu: Gpu | None = None) -> tuple[float, st
             return None  # DRAM is the one level every roofline needs
     if not bounds:
         return None
-    key = max(bounds, key=bounds.get)
+    key = max(bounds, key=lambda k: bounds[k])
     return bounds[key], key
 
 
 def precision(c: dict[str, float]) -> str | None:
     """The precision a launch does most of its FLOPs in (None: no FLOPs counted)."""
     w = work(c)
-    return max(w, key=w.get) if w else None
+    return max(w, key=lambda k: w[k]) if w else None
 
 
 def run_ridge(counters, gpu: Gpu | None = None) -> float | None:

@@ -99,10 +99,10 @@ def page(h: Hotspots) -> str:
         scale = max((ln.samples for (ff, _), ln in per_line.items() if ff == f), default=0) or 1
         out.append(f"<h2>{e(short_file(f))}</h2><p class='note'>{e(f)}</p><table class='src'>")
         for i, text in enumerate(h.files[f], 1):
-            ln = per_line.get((f, i))
+            at = per_line.get((f, i))
             cls = ' class="hot"' if (f, i) in hot else ""
-            bar = _bar(ln.stalls, scale) if ln is not None and ln.samples else ""
-            nums = f"{ln.samples:,}" if ln is not None else ""
+            bar = _bar(at.stalls, scale) if at is not None and at.samples else ""
+            nums = f"{at.samples:,}" if at is not None else ""
             out.append(
                 f"<tr{cls}><td class='num'>{i}</td><td>{bar}</td><td class='num'>{nums}</td><td>{e(text)}</td></tr>"
             )

@@ -13,6 +13,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from profkit.core.errors import BadArgument, ProfkitError, ToolMissing
 from profkit.store.store import Store
@@ -69,7 +70,7 @@ class Tools:
             raise BadArgument(f"max_rows {max_rows}: between 1 and {SQL_MAX_ROWS}")
         if not 0 < timeout_s <= SQL_TIMEOUT_S * 10:
             raise BadArgument(f"timeout_s {timeout_s}: above 0, at most {SQL_TIMEOUT_S * 10:g}")
-        rows = []
+        rows: list[list[Any]] = []
         truncated = False
         with Query(self.db, query, timeout=timeout_s, memory_mb=SQL_MEMORY_MB) as r:
             for row in r.rows():
@@ -150,7 +151,7 @@ def server(db: str | os.PathLike):
         pass
     t = Tools(db)
     srv = MCPServer("profkit", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-    ro = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    ro = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
     def tool(fn):
         return srv.tool(annotations=ro, structured_output=False)(fn)

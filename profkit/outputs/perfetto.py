@@ -25,6 +25,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from profkit.analyses import phases as phases_mod
 from profkit.analyses.classify import gpu_context
@@ -290,12 +291,18 @@ def build(store: Store, run: str | None = None) -> Trace:
     ph = phases_mod.of_run(store, run)
     steady = ph.steady
     first_rank = ranks[0]
-    for p in ph.phases:
-        args = {"kind": p.kind, "launches": p.launches, "gpu_us": p.gpu_ns / 1e3, "how": p.how, "steady": p is steady}
-        if p.steps:
-            args["steps"] = p.steps
+    for phase in ph.phases:
+        pargs: dict[str, Any] = {
+            "kind": phase.kind,
+            "launches": phase.launches,
+            "gpu_us": phase.gpu_ns / 1e3,
+            "how": phase.how,
+            "steady": phase is steady,
+        }
+        if phase.steps:
+            pargs["steps"] = phase.steps
         track(f"analysis{_rank_name(first_rank)}", "phases", 10 * rank_order[first_rank], 0).slices.append(
-            Slice(p.name, int(p.start_ns), int(p.end_ns) - int(p.start_ns), "phase", args)
+            Slice(phase.name, int(phase.start_ns), int(phase.end_ns) - int(phase.start_ns), "phase", pargs)
         )
     if ph.note:
         notes.append(f"phases: {ph.note}")

@@ -5,6 +5,7 @@ roofline analysis's (profkit.analyses.roofline); this module only draws them."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from profkit.analyses.roofline import Ceiling, Point, Roofline, collect, step_names
 from profkit.core.errors import BadArgument
@@ -70,10 +71,18 @@ def _hover(p: Point, level: str, ceilings: dict[str, Ceiling]) -> str:
     return "<br>".join(lines)
 
 
+def _log10(v: float | None) -> float:
+    """log10 of an arrow end's intensity (roofline.collect keeps arrows whose points have FLOPs
+    and bytes at the primary level)."""
+    if v is None:
+        raise ValueError("internal: an arrow's point has no intensity")
+    return math.log10(v)
+
+
 def _bound_name(key: str | None) -> str:
     if key in PRECISIONS:
         return PRECISIONS[key][0]
-    return LEVEL_LABEL.get(key, str(key))
+    return LEVEL_LABEL.get(key, key) if key is not None else str(key)
 
 
 def drawn(r: Roofline):
@@ -200,9 +209,9 @@ def figure_dict(r: Roofline) -> dict:
         annotations.append(
             dict(
                 # log axes: annotation positions are log10 of the data values
-                x=math.log10(b.intensity(r.primary)),
+                x=_log10(b.intensity(r.primary)),
                 y=math.log10(b.flop_rate),
-                ax=math.log10(a.intensity(r.primary)),
+                ax=_log10(a.intensity(r.primary)),
                 ay=math.log10(a.flop_rate),
                 xref="x",
                 yref="y",
@@ -223,11 +232,12 @@ def figure_dict(r: Roofline) -> dict:
         )
     if r.arrows and r.arrows[0][0].side == "":  # chain: name each step
         for p, name in zip(
-            [r.arrows[0][0]] + [b for _, b in r.arrows], step_names([r.arrows[0][0].key] + [b.key for _, b in r.arrows])
+            [r.arrows[0][0]] + [b for _, b in r.arrows],
+            step_names([r.arrows[0][0].key or ""] + [b.key or "" for _, b in r.arrows]),  # (a chain's steps are keyed)
         ):
             annotations.append(
                 dict(
-                    x=math.log10(p.intensity(r.primary)),
+                    x=_log10(p.intensity(r.primary)),
                     y=math.log10(p.flop_rate),
                     text=text(name),
                     showarrow=False,
@@ -306,7 +316,8 @@ def write_runs(
     instead. plotly.js is inlined once, with the first figure. Returns one row per run: run,
     points drawn (None: no roofline) and notes or the reason.
     """
-    rows, parts = [], []
+    rows: list[dict[str, Any]] = []
+    parts: list[str] = []
     runs = store.runs()
     if story and story[0] in runs:
         runs = [story[0], *(r for r in runs if r != story[0])]

@@ -34,6 +34,8 @@ def add_bulk(conn: sqlite3.Connection, run: str, file_id: int, rank: int | None,
     import numpy as np
 
     bulk = report.bulk
+    if bulk is None:
+        raise ValueError("internal: add_bulk is for a report with a Bulk part")
     conn.execute("PRAGMA cache_size = -262144")  # 256 MB of pages: a bulk copy spills less to the log mid-way
     conn.execute("PRAGMA temp.cache_size = -65536")  # the staged columns (1 M kernels: ~30 MB) stay off disk
     ids = np.array([-1 if i is None else i for i in path_ids(conn, bulk.paths)], dtype=np.int64)

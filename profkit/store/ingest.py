@@ -13,6 +13,7 @@ import inspect
 import os
 import re
 import sqlite3
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,7 +330,8 @@ def plan(paths: list[Path], run: str | None = None) -> list[Group]:
         else:
             files.append(p)
     if files or meta is not None:
-        name = run or (run_name_for(files[0]) if files else meta_file.resolve().parent.name)
+        # (meta and meta_file are set together)
+        name = run or (run_name_for(files[0]) if files or meta_file is None else meta_file.resolve().parent.name)
         groups.insert(0, Group(name, files, meta, meta_file=meta_file))
     return groups
 
@@ -445,15 +447,20 @@ class _LateHash:
     (begun then if it was not). What Store.add_report takes for a hash it resolves late."""
 
     def __init__(self, pool, path: Path):
-        self.pool, self.path, self.future = pool, path, None
+        self.pool, self.path = pool, path
+        self.future: Future[str] | None = None
 
-    def begin(self) -> _LateHash:
+    def _started(self) -> Future[str]:
         if self.future is None:
             self.future = self.pool.submit(sha256_of, self.path)
+        return self.future
+
+    def begin(self) -> _LateHash:
+        self._started()
         return self
 
     def result(self) -> str:
-        return self.begin().future.result()
+        return self._started().result()
 
 
 def _holds_reports(db: str, store: Store | None = None) -> bool:
@@ -508,7 +515,7 @@ def _ingest_parsed(
         with _opened(db, look) as s:
             seen = {digest: s.has_file(digest) for *_, digest in parsed if isinstance(digest, str)}
             held = _held(s.conn, {g.run for g in groups if g.files})
-        if look is not store:
+        if look is not None and look is not store:
             look.close()
     out, todo = [], []
     fresh = [
@@ -654,7 +661,7 @@ def one_per_role(todo, roles: dict, rank: int | None, held=()) -> None:
     the files to write; `roles`: each path's role; `rank`: --rank, or None. Called before
     parsing and again inside each file's write transaction (_write), where `held` may hold what
     another process loaded meanwhile."""
-    taken: dict[tuple, tuple[Path, object]] = {}
+    taken: dict[tuple, tuple[Path, str | _LateHash]] = {}
     for g, p, report, digest in todo:
         key = (g.run, rank_of(p, report, rank), roles[p])
         if key not in taken:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from profkit.core.errors import ProfkitError
-from profkit.store.readonly import open_readonly
+from profkit.store.readonly import ReadOnlyConnection, open_readonly
 
 PROGRESS_STEPS = 10_000  # SQLite steps between checks: about a millisecond of work
 BATCH = 1_000
@@ -77,8 +77,8 @@ class Query:
         memory_mb: int | None = None,
     ):
         self.db, self.sql, self.timeout, self.stop, self.memory_mb = db, sql, timeout, stop, memory_mb
-        self.conn = None
-        self._why = None
+        self.conn: ReadOnlyConnection | None = None
+        self._why: str | None = None
 
     def _tick(self) -> int:
         if self.stop is not None and self.stop():
@@ -111,13 +111,13 @@ class Query:
         return QueryError(f"query failed: {msg}")
 
     def __enter__(self) -> Result:
-        self.conn = open_readonly(self.db)
+        conn = self.conn = open_readonly(self.db)
         self._heap = _heap_limit(self.memory_mb << 20) if self.memory_mb else None
-        self.conn.text_factory = _text
+        conn.text_factory = _text
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
-        self.conn.set_progress_handler(self._tick, PROGRESS_STEPS)
+        conn.set_progress_handler(self._tick, PROGRESS_STEPS)
         try:
-            cur = self.conn.execute(self.sql)
+            cur = conn.execute(self.sql)
         except (sqlite3.Error, MemoryError) as e:
             self.__exit__()
             raise self._explain(e) from None
@@ -127,7 +127,8 @@ class Query:
         return Result(_unique([d[0] for d in cur.description or []]), cur, self._explain, self.stop)
 
     def __exit__(self, *exc) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
         if self._heap is not None:
             _heap_limit(self._heap)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import cast
 
 from profkit.core.dbfile import open_readonly as _open_file_readonly
 from profkit.store.connection import ready_to_read
@@ -25,7 +26,8 @@ def open_readonly(path: str | os.PathLike) -> ReadOnlyConnection:
     Temporary data stays in memory (no temp files; profkit.store.query caps SQLite's heap).
     """
     ready_to_read(path)
-    conn = _open_file_readonly(path, factory=ReadOnlyConnection)
+    # sqlite3.connect builds the factory's class; open_readonly is typed for any Connection
+    conn = cast(ReadOnlyConnection, _open_file_readonly(path, factory=ReadOnlyConnection))
     conn.execute("PRAGMA temp_store = MEMORY")
 
     def authorizer(action, arg1, arg2, dbname, source):

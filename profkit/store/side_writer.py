@@ -89,7 +89,7 @@ class SideWriter:
 
     def result(self) -> None:
         """Wait for the rows; raise the writer's error here."""
-        while self._thread.is_alive():
+        while self._thread is not None and self._thread.is_alive():
             self._thread.join(0.1)
         if self._error is not None:
             raise self._error
@@ -97,7 +97,7 @@ class SideWriter:
     def stop(self) -> None:
         """Stop the writer (an error or an interrupt in the caller) and let its database go."""
         self._stop = True  # (seen between statements; interrupt() ends the one running)
-        while self._thread.is_alive():
+        while self._thread is not None and self._thread.is_alive():
             self.conn.interrupt()
             self._thread.join(0.05)
         self.close()

@@ -67,7 +67,7 @@ class Cache:
         self, conn: sqlite3.Connection, run: str, metrics=None, sampled: bool = True
     ) -> dict[int, dict[str, float]]:
         if self.kept is not None:
-            return self._kept_counters(conn, run, metrics, sampled)
+            return self._kept_counters(self.kept, conn, run, metrics, sampled)
         if self.memo is None:
             return read.counters(conn, run, metrics, sampled)
         key = ("counters", run, None if metrics is None else tuple(metrics), sampled)
@@ -75,14 +75,16 @@ class Cache:
             self.memo[key] = read.counters(conn, run, metrics, sampled)
         return dict(self.memo[key])
 
-    def _kept_counters(self, conn: sqlite3.Connection, run: str, metrics, sampled: bool) -> dict[int, dict[str, float]]:
+    def _kept_counters(
+        self, kept: dict, conn: sqlite3.Connection, run: str, metrics, sampled: bool
+    ) -> dict[int, dict[str, float]]:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self.kept_version:
-            self.kept.clear()
+            kept.clear()
             self.kept_version = version
-        base = self.kept.get(run)
+        base = kept.get(run)
         if base is None:
-            base = self.kept[run] = read.counters(conn, run, None, sampled=False)
+            base = kept[run] = read.counters(conn, run, None, sampled=False)
         if metrics is None:
             out = dict(base)
         else:  # as read.counters reads them: the launches in the same order, each one's metrics in its order

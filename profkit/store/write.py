@@ -116,6 +116,7 @@ def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank
             rank,
         ),
     )
+    assert cur.lastrowid is not None  # (an INSERT that succeeded)
     return cur.lastrowid
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 from . import attention, collectives, conv, elementwise, embedding, memory, norms, optimizers, reductions, softmax
 from .dtypes import short, size
@@ -150,8 +151,10 @@ def _matmul(name: str, ins: list[Operand]) -> Estimate | None:
     if name == "linear" and len(t) >= 2:
         x, w = t[0], t[1]
         m, k, n = prod(x.shape[:-1]), x.shape[-1], w.shape[0]
-        bias = t[2] if len(t) > 2 else None
-        return _gemm(name, 1, m, n, k, [x, w], extra_read=bias.nbytes if bias else 0, epilogue=m * n if bias else 0)
+        lin_bias = t[2] if len(t) > 2 else None
+        return _gemm(
+            name, 1, m, n, k, [x, w], extra_read=lin_bias.nbytes if lin_bias else 0, epilogue=m * n if lin_bias else 0
+        )
     if name == "matmul" and len(t) >= 2:
         d = _matmul_dims(t[0].shape, t[1].shape)
         if d:
@@ -433,7 +436,7 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         note = ""
         if e is None:  # a TensorList's dtype is not recorded
             e, note = 2, "list dtype not recorded: 2-byte elements assumed"
-        nb = sum(prod(i.shape) for i in lst.items) * e
+        nb = sum(prod(i.shape) for i in lst.items or ()) * e
         d = memory.cat(nb)
         return Estimate("memory", 0, d["bytes"], None, note)
     if not t:
@@ -442,7 +445,7 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         if name == "copy_" and len(t) >= 2:
             d = memory.copy(t[0].numel, t[1].esize, t[0].esize)
         elif name == "_to_copy":
-            code = _val(ins[1], None) if len(ins) > 1 else None
+            code: Any = _val(ins[1], None) if len(ins) > 1 else None
             d = memory.copy(t[0].numel, t[0].esize, _SCALAR_TYPES.get(code, t[0].esize))
         else:
             d = memory.copy(t[0].numel, t[0].esize, t[0].esize)
@@ -493,7 +496,7 @@ def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
     lists = [o for o in ins if o.items]
     if not lists:
         return None  # the lists' tensor sizes are not recorded (torch.profiler writes [] for them)
-    numel = sum(prod(i.shape) for i in lists[0].items)
+    numel = sum(prod(i.shape) for i in lists[0].items or ())
     e = size(lists[0].dtype) or 4
     if name in _OPTIM_FUSED:
         if "sgd" in name:
@@ -502,7 +505,7 @@ def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
             d = optimizers.adam(numel, e, decoupled="adamw" in name)
         return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
     base = name.removeprefix("_foreach_").rstrip("_")
-    list_bytes = [sum(prod(i.shape) for i in lst.items) * e for lst in lists]
+    list_bytes = [sum(prod(i.shape) for i in lst.items or ()) * e for lst in lists]
     d = optimizers.foreach(list_bytes, numel * e, numel, elementwise.FLOPS_PER_ELEMENT.get(base, 1))
     return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
 
@@ -741,7 +744,7 @@ def describe(op: str, ins: list[Operand]) -> str:
     """aten::addmm [3072] x [4096, 1024] x [1024, 3072] bf16: the evidence text of an operator."""
     shapes = " x ".join(str(list(o.shape)) for o in ins if o.tensor)
     lists = [f"{len(o.items)} tensors" for o in ins if o.items]
-    dts = sorted({short(o.dtype) for o in ins if o.tensor and short(o.dtype)})
+    dts = sorted({s for o in ins if o.tensor and (s := short(o.dtype))})
     return " ".join(x for x in (op, shapes, ", ".join(lists), "/".join(dts)) if x)
 
 
@@ -782,12 +785,12 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
             red = {d % len(x.shape) for d in dims}
             return Operand(tuple(1 if i in red else s for i, s in enumerate(x.shape) if keep or i not in red), x.dtype)
         if name == "_to_copy":
-            code = _val(ins[1], None) if len(ins) > 1 else None
+            code: Any = _val(ins[1], None) if len(ins) > 1 else None
             return Operand(x.shape, _TYPE_OF_CODE.get(code, x.dtype))
         if name in ("nll_loss", "nll_loss_forward", "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss"):
             # reduction (after self, target, weight): 0 none -> a loss per row, else one scalar
-            red = _val(ins[3], 1) if len(ins) > 3 else 1
-            return Operand(tuple(x.shape[:-1]) if red == 0 else (), x.dtype)
+            how = _val(ins[3], 1) if len(ins) > 3 else 1
+            return Operand(tuple(x.shape[:-1]) if how == 0 else (), x.dtype)
         if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
             return Operand((*t[1].shape, x.shape[-1]), x.dtype)
         if fam == "elementwise":

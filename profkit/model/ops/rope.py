@@ -4,6 +4,8 @@ each of the two outputs, over the pair's two elements)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .dtypes import ESIZE
 
 
@@ -28,7 +30,7 @@ def rmsnorm_rope_model(p: dict, dtype: str) -> dict:
     }
 
 
-ROPE_SHAPES = {
+ROPE_SHAPES: dict[str, dict[str, Any]] = {
     "llama8b-t1": {"tokens": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
     "llama8b-t4096": {"tokens": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128},
     "qwen7b-t4096": {"tokens": 4096, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "base": 1e6},
