@@ -122,6 +122,8 @@ class Workload:
 def backward_workload(w: Workload) -> Workload:
     """The ``<op>_bwd`` workload of an operator that declares a Backward."""
     b = w.backward
+    if b is None:
+        raise ValueError(f"{w.op} declares no backward")
 
     def setup(p: dict, dtype: str, device: str):
         import torch

@@ -158,14 +158,14 @@ class FastKernel:
             drv = _driver()
             self.device_fn, self.stream_fn = drv.get_current_device, drv.get_current_stream
         device = self.device_fn()
-        key = [plan.rkey, device]
+        parts = [plan.rkey, device]
         try:
             for t in tensors:
-                key.append(t.dtype)
-                key.append(t.data_ptr() % 16 == 0)
+                parts.append(t.dtype)
+                parts.append(t.data_ptr() % 16 == 0)
         except (TypeError, AttributeError):  # not a tensor (e.g. None): Triton's launch
             return fn[plan.grid](*tensors, *plan.rest, **dict(plan.opts))
-        key = tuple(key)
+        key = tuple(parts)
         kernel = self.planned.get(key)
         if kernel is None:
             kernel = fn[plan.grid](*tensors, *plan.rest, **dict(plan.opts))

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         a.backend or ("nccl" if cuda else "gloo"),
         rank=rank,
         world_size=world,
-        **({"device_id": device} if cuda else {}),
+        device_id=device if cuda else None,
     )
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[
         a.dtype or ("bf16" if cuda else "fp32")
@@ -96,6 +96,7 @@ def main(argv=None) -> int:
     for _ in range(a.layers):
         layers += [torch.nn.Linear(a.hidden, a.hidden, bias=False), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers).to(device=device, dtype=dtype)
+    net: torch.nn.Module
     if a.comm == "ddp":
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local] if cuda else None, bucket_cap_mb=a.bucket_mb

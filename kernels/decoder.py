@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from profkit.model.ops.decoder import CONFIGS, Config, config  # noqa: F401  (the lab imports them from here)
 
@@ -357,9 +358,9 @@ class DecodeRunner:
         self.model, self.lab, self.graph = model, lab, graph
         self.x = torch.zeros(1, model.cfg.hidden, dtype=model.dtype, device=model.device)
         self.pos = torch.zeros(1, dtype=torch.long, device=model.device)
-        self.graphs: dict[int, object] = {}
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outs: dict[int, object] = {}
-        self.pool = None
+        self.pool: torch.cuda._POOL_HANDLE | None = None  # made at the first capture
 
     def bucket(self, position: int) -> int:
         return bucket_for(position + 1, self.model.buckets)
@@ -424,7 +425,8 @@ def reference_forward(model: Decoder, x, start: int = 0, past=None):
     h = x.double()
     new_past = []
     for i, w in enumerate(model.layers):
-        w64 = {k: (v.double() if v is not None else None) for k, v in vars(w).items()}
+        # float64 copies of the layer's tensors; None where it has none (b_qkv without a bias)
+        w64: dict[str, Any] = {k: (v.double() if v is not None else None) for k, v in vars(w).items()}
         a_in = rmsnorm_reference(h, w64["w_in"], cfg.rms_eps)
         wq, wk, wv = w64["w_qkv"][: H * D], w64["w_qkv"][H * D : (H + HK) * D], w64["w_qkv"][(H + HK) * D :]
         b = w64["b_qkv"]

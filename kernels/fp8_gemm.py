@@ -25,6 +25,10 @@ and "scaled_mm_tensor". Reference: the dequantized operands in float64.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 import triton
 import triton.language as tl
 
@@ -750,7 +754,7 @@ def reference(state, variant: str):
     return fp8_reference(*state[VARIANTS[variant][0]])
 
 
-VARIANTS = {  # variant -> (scale mode, fn)
+VARIANTS: dict[str, tuple[str, Callable[..., Any]]] = {  # variant -> (scale mode, fn)
     "triton": ("row", fp8_gemm),
     "triton_tensor": ("tensor", fp8_gemm),
     "triton_promote": ("row", fp8_gemm_promote),
@@ -758,8 +762,8 @@ VARIANTS = {  # variant -> (scale mode, fn)
     "triton_splitk": ("row", fp8_gemm_splitk),
     "triton_splitk_tensor": ("tensor", fp8_gemm_splitk),
     # the CUDA C++ kernel with its TMA epilogue, in GROUP_M 8 order (B read from DRAM about once)
-    "cuda_ws112_tma8": ("row", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=8, epilogue="tma", **k)),
-    "cuda_ws112_tma8_tensor": ("tensor", lambda *a, **k: fp8_gemm_cuda(*a, cluster=1, group_m=8, epilogue="tma", **k)),
+    "cuda_ws112_tma8": ("row", partial(fp8_gemm_cuda, cluster=1, group_m=8, epilogue="tma")),
+    "cuda_ws112_tma8_tensor": ("tensor", partial(fp8_gemm_cuda, cluster=1, group_m=8, epilogue="tma")),
     "scaled_mm": ("row", scaled_mm),
     "scaled_mm_tensor": ("tensor", scaled_mm),
 }

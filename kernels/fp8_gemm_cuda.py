@@ -111,7 +111,7 @@ def fp8_gemm_cuda(
     bn: int = DEFAULT["bn"],
     stages: int = DEFAULT["stages"],
     chunk: int = DEFAULT["chunk"],
-    stagger: bool = DEFAULT["stagger"],
+    stagger: bool = bool(DEFAULT["stagger"]),
     group_m: int = DEFAULT["group_m"],
     cluster: int = DEFAULT["cluster"],
     cluster_n: int = DEFAULT["cluster_n"],

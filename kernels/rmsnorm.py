@@ -260,7 +260,7 @@ def row_config(name: str, M: int, N: int, dtype, device, run, evict: tuple[bool,
     hit = tuned_cached(key)  # before building the candidates: this runs on every launch
     if hit is not None:
         return hit
-    cands = decode_candidates(N) if key[1] == "decode" else row_candidates(N)
+    cands: tuple[tuple[int, ...], ...] = decode_candidates(N) if key[1] == "decode" else row_candidates(N)
     if evict:
         cands = tuple((bm, nw, e) for e in evict for bm, nw in cands)
     return tuned(key, cands, run, device, graph=key[1] == "decode")

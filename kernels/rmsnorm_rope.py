@@ -355,7 +355,7 @@ def rmsnorm_rope(
         )
         config = tuned_cached(tkey)  # first: a call's host time is the whole call at 4096 tokens under do_bench
         if config is None:
-            cands = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
+            cands: tuple[tuple[int, ...], ...] = (token,) + tuple(c for c in head_candidates(HQ, HK, half) if c[0])
             cands += tuple((bh, 1, REG_CAP) for bh, nw in cands[1:] if nw == 1)  # see the docstring
             # timing launches would normalise an in-place q/k again and again
             in_place = qo.data_ptr() == q.data_ptr() or ko.data_ptr() == k.data_ptr()

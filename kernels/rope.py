@@ -33,6 +33,7 @@ wait in a row; tables already gathered per token (positions=None, ``HAS_POS=Fals
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import triton
 import triton.language as tl
@@ -651,7 +652,7 @@ WORKLOAD = Workload(
     op="rope",
     setup=_setup,
     variants=_VARIANTS,
-    shapes=ROPE_SHAPES,
+    shapes=cast(dict[str, dict], ROPE_SHAPES),  # (its values mix ints and floats: inferred as object)
     model=model,
     dtypes=("bf16", "fp16", "fp32"),
     description="RoPE on q and k (NeoX / GPT-J, partial rotary), cos/sin tables + positions",

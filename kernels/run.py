@@ -131,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     a, rest = p.parse_known_args(argv)
     w = get(a.op)
-    if getattr(w, "main", None) is not None:
-        return w.main(rest) or 0
+    main = getattr(w, "main", None)  # (a user's MODULE:NAME object may lack it)
+    if main is not None:
+        return main(rest) or 0
     from .timing import dump_tuned, load_tuned
 
     if a.tuned_in:

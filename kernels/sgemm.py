@@ -188,7 +188,7 @@ def autotune(step: str, a, b, out) -> int:
     ms = {}
     for i in ok:
         ms[names[i]] = float(do_bench(lambda: sgemm(a, b, step, out, config=i), warmup=5, rep=25, return_mode="median"))
-    best = min(ms, key=ms.get)
+    best = min(ms, key=lambda n: ms[n])
     rec = _AUTOTUNE[key] = {"config": best, "ms": ms}
     _write_disk(key, rec)
     return names.index(best)

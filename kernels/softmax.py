@@ -372,9 +372,9 @@ GROUP_CANDIDATES = [
     ("group_lag", 4096, 3, 8),
 ]
 GROUP_CANDIDATES += [
-    (f"{kind}_pf{pf}", *rest)
+    (f"{kind}_pf{pf}", block, per_sm, nw)
     for pf in (1, 2)
-    for kind, *rest in (
+    for kind, block, per_sm, nw in (
         ("group_lag", 4096, 4, 4),
         ("group_lag", 8192, 2, 8),
         ("group_lag", 2048, 8, 2),

@@ -113,10 +113,13 @@ def copy_bandwidth(device: str, bench, nbytes: int = COPY_BYTES) -> dict:
     import torch
 
     nbytes = nbytes if device == "cuda" else 1 << 20
-    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
-    dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src))
-    src = dst = None  # (freed before empty_cache; the lambda is done with them)
+
+    def timed():  # its buffers are freed when it returns, before empty_cache
+        src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
+        dst = torch.empty_like(src)
+        return bench(lambda: dst.copy_(src))
+
+    ms = timed()
     if device == "cuda":
         torch.cuda.empty_cache()
     return {
@@ -241,7 +244,7 @@ def tuned(key, candidates, run, device, warmup_ms: float = 5, rep_ms: float = 25
         except Exception as e:  # noqa: BLE001  (a config this GPU / Triton cannot compile)
             times[c] = float("inf")
             _TUNED.setdefault("_errors", {}).setdefault(str(key), []).append(f"{c}: {type(e).__name__}")
-    best = min(times, key=times.get)
+    best = min(times, key=lambda c: times[c])
     _TUNED[key] = {"config": best, "ms": {str(c): t for c, t in times.items()}}
     return best
 
@@ -333,7 +336,10 @@ def dump_tuned(path) -> dict:
     (their caches); returns it."""
     import json
 
-    picks = {"tuned": {repr(k): repr(v["config"]) for k, v in _TUNED.items() if k != "_errors"}, "autotune": {}}
+    picks: dict[str, dict] = {
+        "tuned": {repr(k): repr(v["config"]) for k, v in _TUNED.items() if k != "_errors"},
+        "autotune": {},
+    }
     for name, kernel in _autotuners().items():
         got = {repr(k): _describe(c) for k, c in (getattr(kernel, "cache", None) or {}).items() if _literal(repr(k))}
         if got:

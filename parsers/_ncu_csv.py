@@ -127,7 +127,8 @@ def nvtx(pp_cell: str, se_cell: str) -> tuple[str | None, str | None]:
         parts = entry.split(":")
         if len(parts) >= 9:
             se.append(":".join(parts[2:-6]))
-    pp_default, pp_other = [], []
+    pp_default: list[str] = []
+    pp_other: list[str] = []
     for entry in _QUOTED.findall(pp_cell or ""):
         parts = entry.split(":")
         if len(parts) >= 8:
@@ -145,8 +146,10 @@ def nvtx_columns(header: list[str]) -> tuple[int | None, int | None]:
 def dims(cell: str | None) -> tuple[int, int, int] | None:
     """'(256, 1, 1)' -> (256, 1, 1): the Grid Size / Block Size columns every page prints."""
     m = _DIMS.match((cell or "").strip())
-    d = tuple(int(x) for x in m.groups()) if m else None
-    return d if d and max(d) < 2**31 else None  # beyond CUDA's limits: no dimension
+    if not m:
+        return None
+    x, y, z = (int(g) for g in m.groups())
+    return (x, y, z) if max(x, y, z) < 2**31 else None  # beyond CUDA's limits: no dimension
 
 
 def given(row: list[str], idx: dict[str, int]) -> dict:

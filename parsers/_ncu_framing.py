@@ -33,11 +33,12 @@ CAVEAT = (
 FACTS_END = 4  # the host, the session fact every ncu version writes last but one (2022.3+) or last
 
 
-def header_fields(header: bytes) -> dict[int, int]:
+def header_fields(header: bytes) -> dict[int | str, int]:
     """The varint fields of a block header (1: kind, 2: ..., 5: payload bytes), and as "fact"
     the field number that opens its inline message (field 3: which session fact it holds).
     ValueError when it is not protobuf."""
-    i, out = 0, {}
+    i = 0
+    out: dict[int | str, int] = {}
     while i < len(header):
         key, i = varint(header, i)
         field, wire = key >> 3, key & 7

@@ -117,7 +117,8 @@ V1_CAVEAT = (
 
 
 def parse(path: Path) -> Parsed:
-    kernels_raw, calls, markers = [], {}, []
+    kernels_raw, markers = [], []
+    calls: dict[object, dict] = {}  # by correlation id, as the trace wrote it
     host = []  # rows.HOST_CALL_FIELDS: the idle causes' calls (the tracer records no copies)
     header = end = None
     records = 0

@@ -40,6 +40,7 @@ import zlib
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
@@ -165,7 +166,9 @@ class _Stream:
     def peek(self) -> str | None:
         """The next character that is not whitespace (not taken), None at the end."""
         while True:
-            self.i = _WS.match(self.buf, self.i).end()
+            ws = _WS.match(self.buf, self.i)
+            assert ws is not None  # [ \t\n\r]* matches the empty string too
+            self.i = ws.end()
             if self.i < len(self.buf):
                 return self.buf[self.i]
             if not self._fill():
@@ -230,7 +233,7 @@ def parse(path: Path, *, cpu_ops: bool = False) -> Parsed:
     return t.result(path)
 
 
-def _int(v) -> bool:
+def _int(v) -> TypeGuard[int]:
     return type(v) is int and -_I64 <= v < _I64  # what an SQLite INTEGER holds (bool is no count)
 
 
@@ -253,8 +256,8 @@ class _Trace:
         self.ranges: list[tuple] = []  # (domain, text, kind, start, end, pid, tid)
         self.names: dict[str, str] = {}
         self.n_events = 0
-        self.other = Counter()  # gpu_user_annotation, cpu_op, ... seen and not kept
-        self.cats = Counter()  # events by category, for the message of a trace without kernels
+        self.other: Counter[int] = Counter()  # gpu_user_annotation, cpu_op, ... seen and not kept
+        self.cats: Counter[str] = Counter()  # events by category, for the message of a trace without kernels
         self.copies = {_MEMCPY: [0, 0, 0], _MEMSET: [0, 0, 0]}  # count, bytes, ns
         self.ops: list[tuple] = []  # (name, start, end, pid, tid, dims, types, strides, concrete, flops)
         self.host_calls: list[tuple] = []  # rows.HOST_CALL_FIELDS: the idle causes' calls
@@ -301,7 +304,7 @@ class _Trace:
         if s.peek() == "]":
             s.i += 1
             return
-        n, scan, sep_re, cats, other = 0, _DECODER.scan_once, _SEP, self.cats, self.other
+        n, scan, sep_re, cats, other = 0, _DECODER.scan_once, _SEP, self.cats, self.other  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, not in its stubs
         while True:
             # fast path: the event and the separator after it lie whole inside the buffer
             buf, i, sep = s.buf, s.i, None
@@ -340,7 +343,7 @@ class _Trace:
 
     def _event(self, kind: int, e: dict, n: int) -> None:
         name = e.get("name")
-        if not storable_text(name):
+        if not isinstance(name, str) or not storable_text(name):
             raise _Refused(f"traceEvents[{n}] ({e.get('cat')}): its name is not text")
         start, dur = us_to_ns(e.get("ts")), us_to_ns(e.get("dur"))
         if start is None or dur is None or not _int(start) or not _int(start + dur) or dur < 0:
@@ -437,13 +440,15 @@ class _Trace:
             return
         name = e.get("name")
         dims = args.get("Input Dims")
+        types: Any  # as the trace wrote them: stored as JSON, unchecked
+        conc: Any
         if name == "record_param_comms" and args.get("Collective name"):
             coll = args.get("Collective name")
             n, dt, g = args.get("In msg nelems"), args.get("dtype"), args.get("Group size")
             if not (_int(n) and storable_text(coll)):
                 return
             name, dims, types, conc = f"nccl:{coll}", [[n]], [dt if storable_text(dt) else ""], ["", str(g)]
-        elif isinstance(dims, list) and storable_text(name):
+        elif isinstance(dims, list) and isinstance(name, str) and storable_text(name):
             types, conc = args.get("Input type"), args.get("Concrete Inputs")
         else:
             return
@@ -522,7 +527,9 @@ class _Trace:
                 proj_calls.append((i, c[3], c[4], c[1]))
         proj = project(self.ranges, proj_calls)
         short: dict[str, tuple[str, str]] = {}
-        rows, apis, devices = [], Counter(), Counter()
+        rows: list[tuple] = []
+        apis: Counter[str] = Counter()
+        devices: Counter[int | None] = Counter()
         for i, k in enumerate(self.kernels):
             c = calls.get(k[3])
             rng, rpath = proj.get(i, (None, None))

@@ -63,7 +63,8 @@ def parse(path: Path) -> Parsed:
     idx = {name: i for i, name in enumerate(header)}
     pp_i, se_i = _ncu_csv.nvtx_columns(header)
     metric_cols = [i for i, h in enumerate(header) if h not in _NON_METRIC and i not in (pp_i, se_i)]
-    kernels, counters = [], []
+    kernels: list[tuple] = []
+    counters: list[tuple] = []
     facts: dict = {}
     for seq, row in enumerate(r for r in rows if any(r)):
         if len(row) != len(header):

@@ -136,7 +136,9 @@ def parse(path: Path) -> Parsed:
                     f"launch ID {kid} lacks the metric row {name!r} ({section or 'no section'}) that "
                     f"every other launch has: rows lost ({len(lost)} of them)",
                 )
-    kernels, counters, rules = [], [], []
+    kernels: list[tuple] = []
+    counters: list[tuple] = []
+    rules: list[tuple] = []
     facts: dict = {"preamble_lines": skipped}
     for seq, kid in enumerate(order):
         k = launch[kid]

@@ -210,10 +210,12 @@ def _server(path: Path, d: Path):
             _busy.add(srv)
     try:
         try:
-            srv.stdin.write(_frame(pickle.dumps([str(path.resolve()), str(d), str(err)])))
-            srv.stdin.flush()
-            head = _read_exactly(srv.stdout, 8)
-            answer = _read_exactly(srv.stdout, int.from_bytes(head, "big")) if head is not None else None
+            stdin, stdout = srv.stdin, srv.stdout
+            assert stdin is not None and stdout is not None  # started with both as pipes
+            stdin.write(_frame(pickle.dumps([str(path.resolve()), str(d), str(err)])))
+            stdin.flush()
+            head = _read_exactly(stdout, 8)
+            answer = _read_exactly(stdout, int.from_bytes(head, "big")) if head is not None else None
         except OSError:  # its input closed: it died
             answer = None
         if answer is not None:
@@ -355,7 +357,10 @@ def _serve() -> None:
         head = _read_exactly(inp, 8)
         if head is None:
             return
-        src, folder, err = pickle.loads(_read_exactly(inp, int.from_bytes(head, "big")))
+        body = _read_exactly(inp, int.from_bytes(head, "big"))
+        if body is None:
+            return
+        src, folder, err = pickle.loads(body)
         os.chdir(folder)
         fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(fd, 2)
@@ -407,7 +412,10 @@ def _text(s):
 
 
 def _parse(path: Path, ctx) -> Parsed:
-    kernels, counters, rules, sass = [], [], [], []
+    kernels: list[tuple] = []
+    counters: list[tuple] = []
+    rules: list[tuple] = []
+    sass: list[tuple] = []
     files: dict[str, str] = {}
     facts: dict = {}
     seq = 0
@@ -446,11 +454,12 @@ def _parse(path: Path, ctx) -> Parsed:
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
                 sms = values.get("device__attribute_multiprocessor_count")
-                cc = [values.get(f"device__attribute_compute_capability_{x}") for x in ("major", "minor")]
+                major = values.get("device__attribute_compute_capability_major")
+                minor = values.get("device__attribute_compute_capability_minor")
                 facts = {
                     "gpu_name": _text(dn.as_string()) if dn is not None else None,
                     "sm_count": sms and count(sms[0]),
-                    "compute_capability": f"{cc[0][0]:.0f}.{cc[1][0]:.0f}" if all(cc) else None,
+                    "compute_capability": f"{major[0]:.0f}.{minor[0]:.0f}" if major and minor else None,
                 }
             seq += 1
     if not kernels:
@@ -544,8 +553,9 @@ def _embedded(action) -> dict[str, str]:
 
 
 # ncu_report's MsgType and SpeedupType, as ncu's CLI and CSV pages print them
-_SEVERITY = {1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
-_SPEEDUP_TYPE = {1: "local", 2: "global"}
+# keyed by whatever the report's decoded rule results hold: any other value looks up None
+_SEVERITY: dict[object, str] = {1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+_SPEEDUP_TYPE: dict[object, str] = {1: "local", 2: "global"}
 # links in rule messages: @section:MemoryWorkloadAnalysis:Memory Workload Analysis@, @url:Text:https://...@
 _MARKUP = re.compile(r"@(\w+):([^@]*)@")
 

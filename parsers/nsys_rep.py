@@ -101,6 +101,7 @@ def parse_report(path: Path, fmt: str) -> Parsed:
     if rep.bulk is None:
         stack.close()
     else:
-        rep.release = weakref.finalize(rep, stack.close)
+        # the store calls it once it has read the rows: the scratch export goes then
+        rep.release = weakref.finalize(rep, stack.close)  # type: ignore[attr-defined]
     rep.path, rep.format = str(path), fmt
     return rep

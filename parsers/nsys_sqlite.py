@@ -523,11 +523,11 @@ def _parse_bulk(
     )
     # and the name keys (the few distinct ones are found here, not by a scan in the store) and
     # the launch-call join's keys (correlation id, process), each with flags: NULL, not an integer
-    cols = (name_col, short_col, "correlationId", pid)
-    keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in cols)
+    key_cols = (name_col, short_col, "correlationId", pid)
+    keys = " ".join(f"CASE WHEN typeof({c}) = 'integer' THEN {c} ELSE 0 END, " for c in key_cols)
     flags = " | ".join(
         f"(({c} IS NULL) << {2 * i}) | ((typeof({c}) NOT IN ('integer', 'null')) << {2 * i + 1})"
-        for i, c in enumerate(cols)
+        for i, c in enumerate(key_cols)
     )
     typed = (
         f"SELECT rowid, CASE WHEN typeof(start) = 'integer' THEN start ELSE 0 END, "
@@ -704,8 +704,9 @@ def _parse_bulk(
         str(path),
         FORMAT,
         SOURCE,
-        LazyRows(bulk.n_kernels, bulk.kernel_rows),
-        LazyRows(bulk.n_ranges, bulk.range_rows),
+        # a Bulk's rows, read when asked (Parsed.bulk says so): Parsed types them as lists
+        LazyRows(bulk.n_kernels, bulk.kernel_rows),  # type: ignore[arg-type]
+        LazyRows(bulk.n_ranges, bulk.range_rows),  # type: ignore[arg-type]
         [],
         facts,
         bulk=bulk,
@@ -972,7 +973,9 @@ class _LaunchCalls:
         # most: an upper bound of the kernels (a join bomb stops there); kernels(): the kernels'
         # own read (a _KernelRead: its count and join keys), asked once the calls are read
         self.path, self.kt, self.rt, self.st, self.most, self.kernels = path, kt, rt, st, most, kernels
-        self.rows, self._stop, self._out, self._error = 0, False, None, None
+        self.rows, self._stop = 0, False
+        self._out: tuple | None = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="profkit-launch-calls", daemon=True)
 
     def start(self) -> _LaunchCalls:
@@ -1138,7 +1141,7 @@ def _refuse_long_kernel_names(path: Path, conn, t: dict, kt: str, name_col: str,
         f"WHERE k.{name_col} = s.id OR k.{short_col} = s.id) LIMIT 1"
     ).fetchone()
     if hit:
-        raise BadInput(path, name_too_long(_text(hit[0])))
+        raise BadInput(path, name_too_long(_text(hit[0]) or ""))
 
 
 def _range_columns(path: Path, conn, t: dict, on_rows) -> dict | None:
@@ -1427,7 +1430,7 @@ def _ranges(path: Path, conn, t: dict, strings: dict) -> list[tuple]:
     text_id = "textId" if "textId" in cols else "NULL"
     domain = "domainId" if "domainId" in cols else "0"
     gtid = "globalTid" if "globalTid" in cols else "NULL"
-    domains = {0: None}
+    domains: dict[int, str | None] = {0: None}
     out = []
     for start, end, etype, txt, tid_, dom, g in conn.execute(
         f'SELECT start, end, eventType, {text}, {text_id}, {domain}, {gtid} FROM "{nt}"'
@@ -1535,7 +1538,7 @@ def _capture_facts(rows: list[tuple[str, object]]) -> dict:
             args.setdefault(proc, []).append(name)
             out[name] = str(_text(value))
         else:  # WORKING_DIR, launch arguments as one line, whatever else nsys records
-            out[name] = environment.redact_text(_text(value)) if isinstance(value, (str, bytes)) else value
+            out[name] = environment.redact_text(_text(value) or "") if isinstance(value, (str, bytes)) else value
     for names in args.values():
         for name, v in zip(names, environment.redact_args([out[n] for n in names])):
             out[name] = v
