@@ -777,7 +777,7 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
 def _tune_first(got: Captured, cmd: list[str], opts: CaptureOptions, hooks: Hooks) -> list[str]:
     """The lab's tuned launches (kernels/timing.tuned) picked in a plain run, before any profiler:
     under ncu every candidate's timing is the profiler's (seen: a fused RMSNorm + RoPE pick 1.6x
-    slower than the plain run's, H100, round 7). The profiled runs get `--tuned-in` (tuned() picks
+    slower than the plain run's, H100; benchmarks/ledger.csv). The profiled runs get `--tuned-in` (tuned() picks
     and the autotuned kernels' caches, kernels/timing.dump_tuned); the picks go into the run meta
     as `tuned`."""
     if not opts.workload:  # the caller tunes lab workloads only

@@ -526,7 +526,7 @@ _PACK_BITS = 62  # bits a kernel's three packed columns may take (KernelPart.bit
 _KERNEL_CHUNK = 1 << 20  # kernels per JSON chunk (KernelPart.ctes): 10 M kernels' JSON at once was ~0.7 GB
 # a side writer (profkit.store.side_writer) builds the last SIDE_SHARE of a chunk of kernels while the
 # store writes the rest: it builds a row in ~1.8 us, the store copies it in ~0.45 us, and builds
-# its own in ~1.8 us beside it (benchmarks/RESULTS.md, round 5); below SIDE_MIN_KERNELS it is
+# its own in ~1.8 us beside it (benchmarks/results/ingest.md); below SIDE_MIN_KERNELS it is
 # not worth its thread
 SIDE_SHARE = 0.5
 SIDE_MIN_KERNELS = 200_000

@@ -494,7 +494,7 @@ FROM rule_result r JOIN launch l ON l.id = r.launch_id;
 )
 # No index on nvtx_event(file_id) (issue 19): nothing reads ranges by file (they are read by run,
 # which that index never served), and keeping it cost a bulk load of 1 M ranges 0.15-0.2 s of
-# its 3.2 s (benchmarks/RESULTS.md, round 5) and 11 MB.
+# its 3.2 s (benchmarks/results/ingest.md) and 11 MB.
 MIGRATIONS.append(
     (
         11,
