@@ -108,8 +108,11 @@ def test_labels_roofline_and_advice_in_the_args(traces):
     kernels = [e for e in _slices(doc) if e["cat"].startswith("kernel")]
     assert all(e["args"].get("label") and e["args"].get("reason") for e in kernels)
     assert all(e["cat"] == "kernel," + e["args"]["label"] for e in kernels)
-    # the unannotated program's advice: one item per kernel name, and its launch gaps
-    assert all("advice_rank" in e["args"] and "launch_gap_advice_rank" in e["args"] for e in kernels)
+    # the unannotated program's advice: its launch gaps cover every launch; an item per kernel
+    # name, except names advise drops (nothing recoverable)
+    assert all("launch_gap_advice_rank" in e["args"] for e in kernels)
+    ranked = [e for e in kernels if "advice_rank" in e["args"]]
+    assert len(ranked) > 0.9 * len(kernels)
     with_pct = [e for e in kernels if "roofline_pct" in e["args"]]
     assert len(with_pct) > len(kernels) // 2 and all(0 < e["args"]["roofline_pct"] <= 100.5 for e in with_pct)
 

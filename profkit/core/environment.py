@@ -70,13 +70,15 @@ _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret
 _SECRET_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "passphrase")
 
 
-def _secret_name(name: str) -> bool:
+def _secret_name(name: str, bare_key: bool = True) -> bool:
+    """Whether a variable, option or field name looks like a secret's. `bare_key`: the lone word
+    `key` counts (an option `--key X`); a metadata field named `key` (ncu's sampling key) does not."""
     words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
     return (
         bool(_SECRET_WORDS.intersection(words))
         or any(p in _SECRET_PAIRS for p in zip(words, words[1:]))
         or any(w.endswith(_SECRET_ENDINGS) for w in words)
-        or (bool(words) and words[-1] == "key")
+        or (bool(words) and words[-1] == "key" and (bare_key or len(words) > 1))
     )
 
 
@@ -180,7 +182,7 @@ def scrub_meta(meta, _depth: int = 0):
         out: dict[str, Any] = {}
         for k, v in meta.items():
             key = str(k)
-            if _secret_name(key) and v is not None and not isinstance(v, (bool, int, float)):
+            if _secret_name(key, bare_key=False) and v is not None and not isinstance(v, (bool, int, float)):
                 out[key] = REDACTED
             elif key.lower() in ("command", "argv", "args", "cmd") and isinstance(v, list):
                 out[key] = redact_args(v)
