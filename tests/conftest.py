@@ -1,6 +1,7 @@
 import fcntl
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,16 @@ def profiles_db(profiles_db_built, tmp_path_factory) -> str:
     dst = tmp_path_factory.mktemp("profiles") / "profiles.db"
     shutil.copyfile(profiles_db_built, dst)
     return str(dst)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_heap_limit():
+    """SQLite's hard heap limit is process-wide: a test that stops a `profkit sql` run mid-way
+    (a limit it provokes) must not leave it on the in-process commands of later tests (an
+    xdist worker runs many files in one process)."""
+    yield
+    c = sqlite3.connect(":memory:")
+    try:
+        c.execute("PRAGMA hard_heap_limit = 0")
+    finally:
+        c.close()
