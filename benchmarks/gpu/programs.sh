@@ -168,7 +168,10 @@ wait
 find $G -name '*.nsys-rep' -delete; find $G -name '*.db-wal' -delete; find $G -name '*.db-shm' -delete
 find $G \( -name '*.ncu-rep' -o -name '*.nsys.sqlite' -o -name '*.sqlite' \) -print0 | xargs -0 -r -n 4 -P 16 xz -6 -T1
 # the databases stay behind (the reports load again anywhere); a tar a group
-for d in $G/*/; do [ -d "$d" ] && tar -cf $OUT/$(basename $d).tar --exclude 'cap.db*' -C $G $(basename $d); done
+# a file comes back only under 16 MiB: larger tars travel in parts (cat part-* | tar -x)
+for d in $G/*/; do [ -d "$d" ] || continue; b=$(basename $d)
+  tar -cf $OUT/$b.tar --exclude 'cap.db*' -C $G $b
+  [ $(stat -c %s $OUT/$b.tar) -gt 15000000 ] && split -b 15000000 -d $OUT/$b.tar $OUT/$b.tar.part- && rm $OUT/$b.tar; done
 tar -cJf $OUT/logs.tar.xz -C $O logs
 ls -la $OUT; du -sh $G/* 2>/dev/null
 echo "== $(( $(date +%s) - T0 )) s"
