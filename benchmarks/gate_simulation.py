@@ -21,8 +21,8 @@ BEGIN, END = "<!-- simulation: begin (benchmarks/gate_simulation.py --write) -->
 # the lab timelines tests/test_gate.py reads (tests/data/gate), 12 calls a variant in its NVTX
 # range, both GPUs
 DATA = ROOT / "tests" / "data" / "gate"
-RUNS = ("rope-qwen7b-t4096-r25-h100e", "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-fast",
-        "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-slow", "rmsnorm_rope-qwen3-8b-t4096-r24-h200a-fast")
+RUNS = ("rope-six-variants-h100", "rmsnorm_rope-h100-fast-launcher",
+        "rmsnorm_rope-h100-slow-launcher", "rmsnorm_rope-h200")
 # (draw, threshold, draws a range): the default threshold in both regimes, and a threshold under
 # the smallest planted slow-down (with 3 %, +2 % is within tolerance: `pass` is the right answer)
 SETTINGS = (("split", 0.03, 200), ("resample", 0.03, 50), ("resample", 0.01, 50))

@@ -15,10 +15,10 @@ from profdata import ROOT, load_runs
 # captures the curated profiles/ no longer keeps, restored small (xz) for these tests
 DATA = ROOT / "tests" / "data" / "gate"
 
-FAST = "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-fast"
-SLOW = "rmsnorm_rope-qwen3-8b-t4096-r24-h100a-slow"
-H200 = "rmsnorm_rope-qwen3-8b-t4096-r24-h200a-fast"
-ROPE = "rope-qwen7b-t4096-r25-h100e"
+FAST = "rmsnorm_rope-h100-fast-launcher"
+SLOW = "rmsnorm_rope-h100-slow-launcher"
+H200 = "rmsnorm_rope-h200"
+ROPE = "rope-six-variants-h100"
 TRITON = "rmsnorm_rope/triton/qwen3-8b-t4096"
 COMPILE = "rmsnorm_rope/compile/qwen3-8b-t4096"
 
@@ -433,7 +433,7 @@ def test_docs_hold_the_simulation_s_numbers(tmp_path):
 
 # --- labels: runs with counters ---------------------------------------------------------------------
 
-SWIGLU_C, SWIGLU_E = "swiglu-llama8b-t1-r26-h100c", "swiglu-llama8b-t1-r26-h100e"
+SWIGLU_C, SWIGLU_E = "swiglu-decode-h100-first", "swiglu-decode-h100-second"
 
 
 @pytest.fixture(scope="module")
