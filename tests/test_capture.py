@@ -34,6 +34,10 @@ def test_ncu_and_nsys_argument_lists(tmp_path):
     assert a[:3] == ["ncu", "--clock-control", "none"] and "--nvtx" in a and "rmsnorm/triton/" in a
     assert "gpu__time_duration.sum" in a[a.index("--metrics") + 1] and a[-len(cmd):] == cmd
     assert "--set" in cap.ncu_args("ncu", tmp_path / "r", cmd, "full")
+    assert "--import-source" not in a and "SourceCounters" not in a
+    s = cap.ncu_args("ncu", tmp_path / "r", cmd, "lean", source=True)
+    assert s[s.index("--import-source") + 1] == "yes" and s[s.index("SourceCounters") - 1] == "--section"
+    assert s[-len(cmd):] == cmd and "--metrics" in s  # the counters the labels need stay
     n = cap.nsys_args("nsys", tmp_path / "r", cmd)
     assert n[:4] == ["nsys", "profile", "-t", "cuda,nvtx"] and "--sample=none" in n and n[-len(cmd):] == cmd
 

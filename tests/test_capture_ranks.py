@@ -155,3 +155,22 @@ def test_two_rank_capture_of_the_ddp_step_under_torchrun(tmp_path):
         assert meta["ranks_capture"]["ncu_ranks"] == [0] and meta["env"]["NCCL_NVLS_ENABLE"] == "0"
     finally:
         s.close()
+
+
+def test_source_flag_reaches_ncu(tmp_path):
+    """`capture --source`: ncu records Source Counters with the source embedded; without the flag
+    it records neither (they cost a replay pass per kernel)."""
+    runs = {}
+    for flag in ([], ["--source"]):
+        log = tmp_path / f"log{len(flag)}.jsonl"
+        r = CliRunner().invoke(cli, ["capture", "--db", str(tmp_path / f"d{len(flag)}.db"), "--out",
+                                     str(tmp_path / f"p{len(flag)}"), "--no-nsys", *flag,
+                                     "--ncu-path", fake(tmp_path, "ncu", log), "--run", "one", "--",
+                                     sys.executable, "-c", "print('hi')"])
+        assert r.exit_code == 0, r.output
+        calls = [json.loads(l) for l in log.read_text().splitlines()]
+        runs[bool(flag)] = next(c["argv"] for c in calls if c["argv"][:1] != ["--version"])
+    with_src, without = runs[True], runs[False]
+    assert with_src[with_src.index("--import-source") + 1] == "yes"
+    assert with_src[with_src.index("SourceCounters") - 1] == "--section"
+    assert "--import-source" not in without and "SourceCounters" not in without

@@ -37,6 +37,7 @@ class CaptureOptions:
     use_nsys: bool = True  # record a timeline
     use_ncu: bool = True  # collect counters
     metrics: str = "lean"  # lean, roofline or full
+    source: bool = False  # ncu's Source Counters and the source text (per-line hotspots)
     include: tuple[str, ...] = ()  # ncu --nvtx-include (default: the workload's ranges)
     tracer: str = "auto"  # auto, nsys or cupti
     clock_control: str = "none"  # ncu --clock-control

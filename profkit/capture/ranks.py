@@ -141,7 +141,9 @@ def capture_ranks(opts: CaptureOptions, progress=None, python: str | None = None
                 raise ToolFailed(f"nsys wrote no export for rank {r} ({sqlite} missing)")
             got.files.append(sqlite)
     if ncu_ranks:
-        prefix = ncu_args(tools["ncu"], Path(base), [], opts.metrics, list(opts.include), opts.clock_control)
+        prefix = ncu_args(
+            tools["ncu"], Path(base), [], opts.metrics, list(opts.include), opts.clock_control, source=opts.source
+        )
         prefix += ["--kernel-name", NOT_NCCL]
         _profile(wrapped(launcher, worker, prefix, set(ncu_ranks), python=python), "ncu", progress)
         reps = _rank_files(folder, run, ".ncu-rep")

@@ -126,10 +126,19 @@ def nsys_args(nsys: str, out: Path, cmd: list[str], sample: bool = False) -> lis
 
 
 def ncu_args(
-    ncu: str, out: Path, cmd: list[str], metrics: str = "lean", filters=(), clock_control: str = "none", extra=()
+    ncu: str,
+    out: Path,
+    cmd: list[str],
+    metrics: str = "lean",
+    filters=(),
+    clock_control: str = "none",
+    extra=(),
+    source: bool = False,
 ) -> list[str]:
     """ncu's command line. NVTX recording is always on: ranges cost little and a report without
-    them cannot tie a launch to its operator or step. `extra`: the sampling filter."""
+    them cannot tie a launch to its operator or step. `extra`: the sampling filter. `source`:
+    Source Counters (per-instruction samples and stall reasons) with the source files embedded,
+    so `profkit hotspots` can name lines on a machine without the program's code."""
     args = [ncu, "--clock-control", clock_control, "--target-processes", "all", "--nvtx", "-f", "-o", str(out)]
     for f in filters:
         args += ["--nvtx-include", f]
@@ -138,6 +147,10 @@ def ncu_args(
         args += ["--set", "full"]
     else:
         args += ["--metrics", ",".join(dict.fromkeys(metric_names(metrics)))]
+    if source:
+        # the section's own metrics ride beside the chosen ones; WarpStateStats gives the
+        # kernel-wide stall totals the per-line shares are read against
+        args += ["--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "yes"]
     return args + cmd
 
 
@@ -740,7 +753,9 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
     before = len(got.failures)
     t0 = time.monotonic()
     rc, text = _run(
-        ncu_args(tools["ncu"], got.folder / got.run, cmd, opts.metrics, filters, opts.clock_control, extra),
+        ncu_args(
+            tools["ncu"], got.folder / got.run, cmd, opts.metrics, filters, opts.clock_control, extra, opts.source
+        ),
         hooks.progress,
     )
     got.meta["ncu_seconds"] = round(time.monotonic() - t0, 2)

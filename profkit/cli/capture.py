@@ -21,6 +21,12 @@ from profkit.store.store import Store
 @click.option("--ncu/--no-ncu", "use_ncu", default=True, help="Collect counters.")
 @click.option("--metrics", type=click.Choice(["lean", "roofline", "full"]), default="lean", show_default=True)
 @click.option(
+    "--source",
+    is_flag=True,
+    help="ncu also records Source Counters and embeds the source files (for `profkit hotspots`; "
+    "CUDA C++ needs -lineinfo).",
+)
+@click.option(
     "--samples",
     type=click.IntRange(min=1),
     default=1,
@@ -122,6 +128,7 @@ def capture(
     use_nsys,
     use_ncu,
     metrics,
+    source,
     samples,
     warmup,
     max_kernels,
@@ -194,6 +201,7 @@ def capture(
         use_nsys=use_nsys,
         use_ncu=use_ncu,
         metrics=metrics,
+        source=source,
         include=nvtx_include,
         tracer=tracer,
         clock_control=clock_control,
