@@ -604,22 +604,26 @@ def _minus(a: list, b: list) -> list[tuple[int, int]]:
 
 
 def _idle_items(ks: list[dict], every: list[dict], scope: str | None, gap: float) -> list[Item]:
-    """One idle item per outermost range under the scope (the ranges just below it)."""
+    """One idle item per outermost range under the scope (the ranges just below it). Step ranges
+    (`step 1`, `step 2`, ..., ProfilerStep#N: each pushed once under its own name) are one item,
+    `step *`, whose calls are the steps."""
     timed = [(k["start_ns"], k["end_ns"]) for k in every if k["start_ns"] is not None and k["end_ns"] is not None]
     if not timed:
         return []
     busy_all = union(timed)
     depth = 0 if scope is None else scope.rstrip("/").count("/") + 1
-    tops: dict[str, list[dict]] = defaultdict(list)
+    tops: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for k in ks:
         if k["nvtx_path"] and k["start_ns"] is not None and k["end_ns"] is not None:
-            tops["/".join(k["nvtx_path"].split("/")[: depth + 1])].append(k)
+            top = "/".join(k["nvtx_path"].split("/")[: depth + 1])
+            tops[_step_free(top)][top].append(k)
     out = []
-    for path, group in tops.items():
+    for path, by_top in tops.items():
+        group = [k for g in by_top.values() for k in g]
         it = _idle_item(
             path,
             group,
-            selection.iterations(group),
+            list(by_top.values()) if len(by_top) > 1 else selection.iterations(group),
             float(sum(k["duration_ns"] for k in group)),
             gap,
             _family_of(group),

@@ -83,7 +83,7 @@ def key_of(path, component: str | None) -> str | None:
 
 _KERNEL_COLUMNS = (
     "kernel_id, kernel_name, short_name, nvtx_range, nvtx_path, start_ns, end_ns, "
-    "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names, rank, pid, tid"
+    "duration_ns, stream, source, api_start_ns, api_end_ns, nvtx_names, rank, pid, tid, nvtx_tid"
 )
 
 
@@ -144,11 +144,13 @@ def _instances(store: Store, run: str) -> dict:
 
 def _instance_of(held: dict, row: dict):
     """The id of the instance of the kernel's innermost range whose span holds its launch call
-    (None: no launch time, or no such instance)."""
+    (None: no launch time, or no such instance). The range is on the thread the path was read
+    on (`nvtx_tid`: the lead thread where the launch inherited its ranges)."""
     t = row.get("api_start_ns")
     if t is None:
         return None
-    found = held.get((row["nvtx_names"] or row["nvtx_path"], row.get("rank"), row.get("pid"), row.get("tid")))
+    tid = row["nvtx_tid"] if "nvtx_tid" in row else row.get("tid")
+    found = held.get((row["nvtx_names"] or row["nvtx_path"], row.get("rank"), row.get("pid"), tid))
     if not found:
         return None
     starts, ends, ids = found

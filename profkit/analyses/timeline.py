@@ -75,10 +75,9 @@ def _launches(store: Store, run: str) -> list[dict]:
         return []
     return store.query(
         """
-        SELECT id AS kernel_id, file_id, short_name, kernel_name, nvtx_range, nvtx_path, start_ns, end_ns,
-               pid, tid, api_start_ns, correlation_id, (SELECT names FROM nvtx_path p WHERE p.id = path_id) AS nvtx_names
-        FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL
-          AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
+        SELECT kernel_id, short_name, kernel_name, nvtx_range, nvtx_path, start_ns, end_ns,
+               pid, nvtx_tid AS tid, api_start_ns, nvtx_names
+        FROM kernels WHERE run = ? AND source = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
         (run, src),
     )
 
@@ -86,18 +85,20 @@ def _launches(store: Store, run: str) -> list[dict]:
 def _columns(store: Store, run: str, window: tuple[int, int] | None):
     """The timeline's launches that have a launching call, as columns sorted by thread, then
     call (api start, correlation id): thread, api start, start, end, correlation id; and the
-    run's push/pop ranges: path id, thread, start, end (threads numbered across both)."""
+    run's push/pop ranges: path id, thread, start, end (threads numbered across both). A launch
+    that inherited its lead thread's ranges (profkit.store.inherit) counts on the lead thread."""
     src = store.timeline_source(run)
     if not src:
         return None, None
-    cond = "" if window is None else " AND start_ns >= ? AND start_ns < ?"
+    cond = "" if window is None else " AND l.start_ns >= ? AND l.start_ns < ?"
     ks = columns.ints(
         store.conn,
         f"""
-        SELECT coalesce(file_id, -2), coalesce(pid, -1), coalesce(tid, -1), api_start_ns, start_ns, end_ns,
-               coalesce(correlation_id, -1)
-        FROM launch_row WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL
-          AND end_ns IS NOT NULL AND api_start_ns IS NOT NULL{cond}""",
+        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(i.tid, l.tid, -1), l.api_start_ns, l.start_ns,
+               l.end_ns, coalesce(l.correlation_id, -1)
+        FROM launch_row l LEFT JOIN launch_inherit i ON i.launch_id = l.id
+        WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL AND l.start_ns IS NOT NULL
+          AND l.end_ns IS NOT NULL AND l.api_start_ns IS NOT NULL{cond}""",
         (run, src, *(window or ())),
         7,
     )

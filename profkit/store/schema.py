@@ -729,12 +729,67 @@ CREATE TABLE baseline_sample (
     )
 )
 
+# NVTX push/pop ranges are per thread, and a launch belongs to the ranges its own thread had
+# open: autograd's backward and the optimizer's foreach kernels, launched from a worker thread
+# with no range open, fell outside the `step N` they ran in. Such a launch takes the ranges open
+# at its launch call on its process's lead thread (profkit.store.inherit), kept apart from its
+# own path: ncu records NVTX per thread too, so linking (store/link.py) and capture's sampling
+# read the own path (`launch`); the `kernels` view shows the path that holds the launch
+# (`nvtx_inherited` 1 where it is the lead thread's) and `nvtx_tid` the thread it is read on.
+MIGRATIONS.append(
+    (
+        18,
+        "launch_inherit: launches outside any range take the lead thread's ranges",
+        """
+CREATE TABLE launch_inherit (
+    launch_id  INTEGER PRIMARY KEY REFERENCES launch_row(id),
+    path_id    INTEGER NOT NULL REFERENCES nvtx_path(id),  -- the lead thread's ranges at its launch call
+    tid        INTEGER                                     -- the lead thread
+);
+DROP VIEW classifications;
+DROP VIEW kernels;
+CREATE VIEW kernels AS
+SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name,
+       CASE WHEN i.launch_id IS NULL THEN l.nvtx_range ELSE ip.text END AS nvtx_range,
+       CASE WHEN i.launch_id IS NULL THEN l.nvtx_path ELSE ip.path END AS nvtx_path,
+       l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
+       l.registers_per_thread, l.stream, l.device, l.source,
+       l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
+       l.sampled_from,
+       CASE WHEN i.launch_id IS NULL THEN p.names ELSE ip.names END AS nvtx_names,
+       (SELECT CASE WHEN n.family = 'other' AND n.name NOT GLOB '*[^A-Za-z0-9_]*'
+                         AND (l.api_name IN ('cuLaunchKernel', 'cuLaunchKernelEx') OR l.api_name GLOB 'cuLaunchKernel_v*'
+                              OR l.api_name GLOB 'cuLaunchKernelEx_v*')
+                    THEN 'triton_user' ELSE n.family END
+        FROM launch_row r JOIN launch_name n ON n.id = r.name_id WHERE r.id = l.id) AS family,
+       i.launch_id IS NOT NULL AS nvtx_inherited,
+       CASE WHEN i.launch_id IS NULL THEN l.tid ELSE i.tid END AS nvtx_tid
+FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
+     LEFT JOIN launch_inherit i ON i.launch_id = l.id LEFT JOIN nvtx_path ip ON ip.id = i.path_id
+WHERE l.timeline_id IS NULL;
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label, l.reason, l.evidence, k.rank, k.sampled_from
+FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
+""",
+    )
+)
+
 REBUILDS = {
     10: (
         ("launch", "counter", "label", "rule_result"),
         ("launch_row", "launch_nvtx", "counter", "label", "rule_result"),
     )
 }
+
+# version -> what fills its tables from the rows already stored, where SQL alone cannot
+BACKFILLS = {18: lambda conn: _inherit().backfill(conn)}
+
+
+def _inherit():
+    from profkit.store import inherit  # (imports the store's id helpers, which need no schema)
+
+    return inherit
+
 
 LATEST = MIGRATIONS[-1][0]
 
@@ -765,6 +820,8 @@ VIEWS = {
         "sampled_from",
         "nvtx_names",
         "family",
+        "nvtx_inherited",
+        "nvtx_tid",
     ),
     "counters": ("run", "kernel_id", "kernel_name", "nvtx_range", "metric", "unit", "value", "rank"),
     "classifications": (
@@ -913,6 +970,8 @@ def migrate(conn: sqlite3.Connection) -> int:
                             f"internal: migration {version} ({name}) broke references between "
                             f"tables; the database is left as it was"
                         )
+                    if version in BACKFILLS:
+                        BACKFILLS[version](conn)
                     conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
     finally:
         conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")

@@ -17,7 +17,7 @@ from profkit.core import environment
 from profkit.core.nvtx import names_of
 from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed
 from profkit.store import bulk as _bulk
-from profkit.store import ops_table, source_rows
+from profkit.store import inherit, ops_table, source_rows
 from profkit.store.connection import switch_journal
 from profkit.store.ids import name_ids, path_ids
 from profkit.store.link import link
@@ -70,6 +70,7 @@ def add_report(
             else:
                 _add_rows(c, run, file_id, rank, report)
             _add_host(c, run, file_id, rank, report)
+            inherit.add(c, file_id)
             link(c, run)
             if late:
                 digest = sha256.result()

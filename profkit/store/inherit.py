@@ -1,0 +1,142 @@
+"""Launches outside any range on their own thread take the ranges of their process's lead thread.
+
+NVTX push/pop ranges (and torch.profiler's record_function ranges) are per thread. An eager
+PyTorch training loop pushes `step N` on its main thread, but autograd runs the backward (and
+often the optimizer's foreach kernels) on a worker thread of its own that has no range open: by
+the launching thread's ranges alone, a step holds only its forward. Such a launch is placed
+under the ranges open at its launch call on its process's **lead thread**, and marked inherited
+(`launch_inherit`; the `kernels` view shows the path, `nvtx_inherited` and `nvtx_tid`).
+
+The lead thread of a process is the one whose push/pop ranges cover the most time (the union of
+its ranges' spans, an unclosed range up to the last range event of the file): the thread that annotates the
+program's structure (a training loop's steps, a server's requests), not one that pushes many
+short ranges (a data loader's) or one range. Ties: more ranges, then the smaller thread id, so
+the choice never depends on the order rows were read.
+
+A launch inherits only where its own thread has no push/pop range open at its call and the lead
+thread's ranges give it another path. Its own path stays in `launch`: ncu records NVTX per thread
+too, so linking ncu launches to the timeline (store/link.py) and capture's `--nvtx-include`
+prediction (core/sampling.py) read the launching thread's own ranges.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from profkit.core.nvtx import I64_MAX, Nesting
+from profkit.store.ids import path_ids
+
+
+def lead_threads(rows) -> dict:
+    """pid -> the lead thread's tid, from push/pop ranges (pid, tid, start, end: None unclosed)."""
+    rows = [r for r in rows if r[0] is not None and r[1] is not None and r[2] is not None]
+    if not rows:
+        return {}
+    horizon = max(max(r[2] for r in rows), max((r[3] for r in rows if r[3] is not None), default=0))
+    spans: dict = {}
+    for pid, tid, s, e in rows:
+        spans.setdefault((pid, tid), []).append((s, horizon if e is None else e))
+    score = {}
+    for key, iv in spans.items():
+        iv.sort()
+        covered, (cur_s, cur_e) = 0, iv[0]
+        for s, e in iv[1:]:
+            if s > cur_e:
+                covered += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        covered += cur_e - cur_s
+        score[key] = (-covered, -len(iv), str(key[1]))
+    lead: dict = {}
+    for (pid, tid), sc in sorted(score.items(), key=lambda x: x[1]):
+        lead.setdefault(pid, tid)
+    return lead
+
+
+def add(conn: sqlite3.Connection, file_id: int) -> int:
+    """Write the inherited paths of one file's timeline launches; returns how many inherit."""
+    import numpy as np
+
+    ev = conn.execute(
+        "SELECT pid, tid, kind, start_ns, end_ns, path_id FROM nvtx_event WHERE file_id = ? "
+        "AND start_ns IS NOT NULL AND path_id IS NOT NULL AND pid IS NOT NULL ORDER BY id",
+        (file_id,),
+    ).fetchall()
+    lead = lead_threads([(p, t, s, e) for p, t, k, s, e, _ in ev if k == "push_pop"])
+    if not lead:
+        return 0
+    calls = conn.execute(
+        "SELECT id, pid, tid, api_start_ns, path_id FROM launch_row WHERE file_id = ? AND timeline_id IS NULL "
+        "AND source != 'ncu' AND api_start_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL ORDER BY id",
+        (file_id,),
+    ).fetchall()
+    calls = [c for c in calls if c[1] in lead and lead[c[1]] != c[2]]
+    if not calls:
+        return 0
+    # keys: threads and processes as int64 (kineto may write them as text)
+    threads: dict = {}
+    procs: dict = {}
+
+    def tkey(pid, tid) -> int:
+        return threads.setdefault((pid, tid), len(threads))
+
+    def pkey(pid) -> int:
+        return procs.setdefault(pid, len(procs))
+
+    # each range's own name: the last of its path's names
+    own_name = {
+        i: json.loads(js)[-1]
+        for i, js in conn.execute(
+            "SELECT id, names FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM nvtx_event WHERE file_id = ?)",
+            (file_id,),
+        )
+    }
+    names: list = []
+    name_ix: dict = {}
+    r_thread, r_pid, r_start, r_end, r_name, r_pp = [], [], [], [], [], []
+    for pid, tid, kind, s, e, path in ev:
+        nm = own_name[path]
+        r_name.append(name_ix.setdefault(nm, len(names)))
+        if len(names) < len(name_ix):
+            names.append(nm)
+        pp = kind == "push_pop"
+        r_thread.append(tkey(pid, tid) if pp else -1)  # a start/end range nests with no thread
+        r_pid.append(pkey(pid))
+        r_start.append(s)
+        r_end.append(I64_MAX if e is None else e)
+        r_pp.append(pp)
+    r_pp_a = np.asarray(r_pp, dtype=bool)
+    c_own = np.asarray([tkey(c[1], c[2]) for c in calls], dtype=np.int64)
+    c_lead = np.asarray([tkey(c[1], lead[c[1]]) for c in calls], dtype=np.int64)
+    c_pid = np.asarray([pkey(c[1]) for c in calls], dtype=np.int64)
+    c_time = np.asarray([c[3] for c in calls], dtype=np.int64)
+    th, rp, rs, re_, rn = (np.asarray(x, dtype=np.int64) for x in (r_thread, r_pid, r_start, r_end, r_name))
+    # the own thread's push/pop ranges open at the call (start/end ranges left out)
+    k = np.flatnonzero(r_pp_a)
+    own = Nesting(names, th[k], rp[k], rs[k], re_[k], rn[k], r_pp_a[k]).place(c_own, c_pid, c_time)
+    todo = np.flatnonzero(own < 0)
+    if not len(todo):
+        return 0
+    nest = Nesting(names, th, rp, rs, re_, rn, r_pp_a)
+    got = nest.place(c_lead[todo], c_pid[todo], c_time[todo])
+    has = np.flatnonzero(got >= 0)
+    distinct = np.unique(got[has]).tolist()  # a run's launches share a few paths: each looked up once
+    store_id = dict(zip(distinct, path_ids(conn, [nest.paths[p] for p in distinct])))
+    rows = []
+    for j in has.tolist():
+        c = calls[int(todo[j])]
+        path = store_id[int(got[j])]
+        if path != c[4]:
+            rows.append((c[0], path, lead[c[1]]))
+    conn.executemany("INSERT INTO launch_inherit (launch_id, path_id, tid) VALUES (?, ?, ?)", rows)
+    return len(rows)
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """Inherited paths of every file already loaded (a store migrated to launch_inherit)."""
+    for (file_id,) in conn.execute(
+        "SELECT DISTINCT file_id FROM nvtx_event WHERE kind = 'push_pop' ORDER BY file_id"
+    ).fetchall():
+        add(conn, file_id)
