@@ -86,7 +86,8 @@ def _columns(store: Store, run: str, window: tuple[int, int] | None):
     """The timeline's launches that have a launching call, as columns sorted by thread, then
     call (api start, correlation id): thread, api start, start, end, correlation id; and the
     run's push/pop ranges: path id, thread, start, end (threads numbered across both). A launch
-    that inherited its lead thread's ranges (profkit.store.inherit) counts on the lead thread."""
+    that inherited its lead thread's ranges (profkit.store.inherit) is on both threads: the lead
+    thread's ranges and its own thread's each hold it."""
     src = store.timeline_source(run)
     if not src:
         return None, None
@@ -94,12 +95,18 @@ def _columns(store: Store, run: str, window: tuple[int, int] | None):
     ks = columns.ints(
         store.conn,
         f"""
-        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(i.tid, l.tid, -1), l.api_start_ns, l.start_ns,
+        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(l.tid, -1), l.api_start_ns, l.start_ns,
                l.end_ns, coalesce(l.correlation_id, -1)
-        FROM launch_row l LEFT JOIN launch_inherit i ON i.launch_id = l.id
+        FROM launch_row l
+        WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL AND l.start_ns IS NOT NULL
+          AND l.end_ns IS NOT NULL AND l.api_start_ns IS NOT NULL{cond}
+        UNION ALL
+        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(i.tid, -1), l.api_start_ns, l.start_ns,
+               l.end_ns, coalesce(l.correlation_id, -1)
+        FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id
         WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL AND l.start_ns IS NOT NULL
           AND l.end_ns IS NOT NULL AND l.api_start_ns IS NOT NULL{cond}""",
-        (run, src, *(window or ())),
+        (run, src, *(window or ()), run, src, *(window or ())),
         7,
     )
     rs = columns.ints(

@@ -1,22 +1,24 @@
-"""Launches outside any range on their own thread take the ranges of their process's lead thread.
+"""Launches on worker threads take the ranges of their process's lead thread.
 
 NVTX push/pop ranges (and torch.profiler's record_function ranges) are per thread. An eager
 PyTorch training loop pushes `step N` on its main thread, but autograd runs the backward (and
-often the optimizer's foreach kernels) on a worker thread of its own that has no range open: by
-the launching thread's ranges alone, a step holds only its forward. Such a launch is placed
-under the ranges open at its launch call on its process's **lead thread**, and marked inherited
-(`launch_inherit`; the `kernels` view shows the path, `nvtx_inherited` and `nvtx_tid`).
+often the optimizer's foreach kernels) on a worker thread of its own: by the launching thread's
+ranges alone, a step holds only its forward. A launch on another thread than its process's
+**lead thread** is placed under the ranges open on the lead thread at its launch call, followed
+by its own thread's ranges open then (a backward kernel launched inside CUB's own NVTX range
+`cub::DeviceRadixSort` is `step 3/cub::DeviceRadixSort`), and marked inherited
+(`launch_inherit`; the `kernels` view shows that path, `nvtx_inherited` and `nvtx_tid`, the lead
+thread). Where the lead thread has no push/pop range open, the launch keeps its own path.
 
 The lead thread of a process is the one whose push/pop ranges cover the most time (the union of
-its ranges' spans, an unclosed range up to the last range event of the file): the thread that annotates the
-program's structure (a training loop's steps, a server's requests), not one that pushes many
-short ranges (a data loader's) or one range. Ties: more ranges, then the smaller thread id, so
-the choice never depends on the order rows were read.
+its ranges' spans, an unclosed range up to the last range event of the file): the thread that
+annotates the program's structure (a training loop's steps, a server's requests), not one that
+pushes many short ranges (a data loader's, a library's around its calls). Ties: more ranges,
+then the smaller thread id, so the choice never depends on the order rows were read.
 
-A launch inherits only where its own thread has no push/pop range open at its call and the lead
-thread's ranges give it another path. Its own path stays in `launch`: ncu records NVTX per thread
-too, so linking ncu launches to the timeline (store/link.py) and capture's `--nvtx-include`
-prediction (core/sampling.py) read the launching thread's own ranges.
+The launch's own path stays in `launch`: ncu records NVTX per thread too, so linking ncu
+launches to the timeline (store/link.py) and capture's `--nvtx-include` prediction
+(core/sampling.py) read the launching thread's own ranges.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def lead_threads(rows) -> dict:
             else:
                 cur_e = max(cur_e, e)
         covered += cur_e - cur_s
-        score[key] = (-covered, -len(iv), str(key[1]))
+        tid = key[1]
+        score[key] = (-covered, -len(iv), (0, tid, "") if isinstance(tid, int) else (1, 0, str(tid)))
     lead: dict = {}
     for (pid, tid), sc in sorted(score.items(), key=lambda x: x[1]):
         lead.setdefault(pid, tid)
@@ -113,21 +116,23 @@ def add(conn: sqlite3.Connection, file_id: int) -> int:
     c_pid = np.asarray([pkey(c[1]) for c in calls], dtype=np.int64)
     c_time = np.asarray([c[3] for c in calls], dtype=np.int64)
     th, rp, rs, re_, rn = (np.asarray(x, dtype=np.int64) for x in (r_thread, r_pid, r_start, r_end, r_name))
-    # the own thread's push/pop ranges open at the call (start/end ranges left out)
+    # the own thread's push/pop ranges open at the call (start/end ranges left out: the lead's
+    # path holds those of the process)
     k = np.flatnonzero(r_pp_a)
-    own = Nesting(names, th[k], rp[k], rs[k], re_[k], rn[k], r_pp_a[k]).place(c_own, c_pid, c_time)
-    todo = np.flatnonzero(own < 0)
-    if not len(todo):
-        return 0
+    own_nest = Nesting(names, th[k], rp[k], rs[k], re_[k], rn[k], r_pp_a[k])
+    own = own_nest.place(c_own, c_pid, c_time)
     nest = Nesting(names, th, rp, rs, re_, rn, r_pp_a)
-    got = nest.place(c_lead[todo], c_pid[todo], c_time[todo])
-    has = np.flatnonzero(got >= 0)
-    distinct = np.unique(got[has]).tolist()  # a run's launches share a few paths: each looked up once
-    store_id = dict(zip(distinct, path_ids(conn, [nest.paths[p] for p in distinct])))
+    got = nest.place(c_lead, c_pid, c_time)
+    # only where the lead thread has a push/pop range open (start/end ranges hold the own path already)
+    has = np.flatnonzero((got >= 0) & (own_nest.place(c_lead, c_pid, c_time) >= 0))
+    # a run's launches share a few (lead path, own path) pairs: each made and looked up once
+    pairs = sorted({(int(got[j]), int(own[j])) for j in has.tolist()})
+    made = [nest.paths[g] + (own_nest.paths[o] if o >= 0 else ()) for g, o in pairs]
+    store_id = dict(zip(pairs, path_ids(conn, made)))
     rows = []
     for j in has.tolist():
-        c = calls[int(todo[j])]
-        path = store_id[int(got[j])]
+        c = calls[j]
+        path = store_id[(int(got[j]), int(own[j]))]
         if path != c[4]:
             rows.append((c[0], path, lead[c[1]]))
     conn.executemany("INSERT INTO launch_inherit (launch_id, path_id, tid) VALUES (?, ?, ?)", rows)
