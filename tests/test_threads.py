@@ -112,15 +112,28 @@ def test_kineto_and_nsys_put_the_same_kernels_in_each_step(tmp_path):
     assert cub == 3 * 14
 
 
-def test_lead_thread_covers_the_most_time():
-    # pid, tid, start, end: thread 2 pushes many short ranges, thread 1 one long one
-    rows = [(7, 1, 0, 100), *[(7, 2, 10 * i, 10 * i + 2) for i in range(9)], (8, 5, 0, None), (8, 4, 50, 60)]
-    assert inherit.lead_threads(rows) == {7: 1, 8: 5}  # an unclosed range runs to the last event
-    # equal time: more ranges, then the smaller thread id (9 < 10 as numbers)
-    tie = [(1, 10, 0, 10), (1, 9, 20, 30), (1, 3, 0, 5), (1, 3, 5, 10)]
-    assert inherit.lead_threads(tie) == {1: 3}
-    assert inherit.lead_threads(tie[:2]) == {1: 9}
-    assert inherit.lead_threads(list(reversed(tie[:2]))) == {1: 9}
+def test_lead_thread_covers_the_most_time(tmp_path):
+    # pid, tid, time spanned, ranges: thread 2 pushes many short ranges, thread 1 one long one
+    assert inherit.lead_threads([(7, 1, 100, 1), (7, 2, 18, 9), (8, 4, 10, 1), (8, 5, 60, 1)]) == {7: 1, 8: 5}
+    # equal time: more ranges, then the smaller thread id (9 < 10 as numbers), in any row order
+    tie = [(1, 10, 10, 1), (1, 9, 10, 1), (1, 3, 10, 2)]
+    assert inherit.lead_threads(tie) == inherit.lead_threads(tie[::-1]) == {1: 3}
+    assert inherit.lead_threads(tie[:2]) == inherit.lead_threads(tie[1::-1]) == {1: 9}
+    # spans from the store: the outermost ranges only, an unclosed one up to the last event
+    with Store(str(tmp_path / "c.db")) as s:
+        c = s.conn
+        c.execute("INSERT INTO run (run, created_at) VALUES ('r', '')")
+        c.execute("INSERT INTO report_file (run, path, sha256, format, loaded_at, kernels, ranges, counters) "
+                  "VALUES ('r', 'f', 'x', 'nsys', '', 0, 4, 0)")
+        c.execute("""INSERT INTO nvtx_path (id, names, path, text, depth) VALUES (1, '["a"]', 'a', 'a', 0),
+                     (2, '["a","b"]', 'a/b', 'b', 1)""")
+        c.executemany(
+            "INSERT INTO nvtx_event (run, file_id, kind, start_ns, end_ns, pid, tid, path_id) "
+            "VALUES ('r', 1, 'push_pop', ?, ?, 7, ?, ?)",
+            [(0, 50, 1, 1), (10, 20, 1, 2), (60, None, 2, 1), (70, 100, 3, 1)],
+        )
+        got = sorted(inherit._coverage(c, 1))
+    assert got == [(7, 1, 50, 2), (7, 2, 40, 1), (7, 3, 30, 1)]
 
 
 def test_single_thread_lab_profiles_are_unchanged(profiles_db_built):

@@ -10,8 +10,8 @@ by its own thread's ranges open then (a backward kernel launched inside CUB's ow
 (`launch_inherit`; the `kernels` view shows that path, `nvtx_inherited` and `nvtx_tid`, the lead
 thread). Where the lead thread has no push/pop range open, the launch keeps its own path.
 
-The lead thread of a process is the one whose push/pop ranges cover the most time (the union of
-its ranges' spans, an unclosed range up to the last range event of the file): the thread that
+The lead thread of a process is the one whose push/pop ranges cover the most time (its outermost
+ranges' spans, an unclosed range up to the last range event of the file): the thread that
 annotates the program's structure (a training loop's steps, a server's requests), not one that
 pushes many short ranges (a data loader's, a library's around its calls). Ties: more ranges,
 then the smaller thread id, so the choice never depends on the order rows were read.
@@ -31,53 +31,54 @@ from profkit.store.ids import path_ids
 
 
 def lead_threads(rows) -> dict:
-    """pid -> the lead thread's tid, from push/pop ranges (pid, tid, start, end: None unclosed)."""
-    rows = [r for r in rows if r[0] is not None and r[1] is not None and r[2] is not None]
-    if not rows:
-        return {}
-    horizon = max(max(r[2] for r in rows), max((r[3] for r in rows if r[3] is not None), default=0))
-    spans: dict = {}
-    for pid, tid, s, e in rows:
-        spans.setdefault((pid, tid), []).append((s, horizon if e is None else e))
-    score = {}
-    for key, iv in spans.items():
-        iv.sort()
-        covered, (cur_s, cur_e) = 0, iv[0]
-        for s, e in iv[1:]:
-            if s > cur_e:
-                covered += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        covered += cur_e - cur_s
-        tid = key[1]
-        score[key] = (-covered, -len(iv), (0, tid, "") if isinstance(tid, int) else (1, 0, str(tid)))
+    """pid -> the lead thread's tid, from (pid, tid, time its outermost ranges span, ranges)."""
     lead: dict = {}
-    for (pid, tid), sc in sorted(score.items(), key=lambda x: x[1]):
+    for pid, tid, _, _ in sorted(
+        rows, key=lambda r: (-r[2], -r[3], (0, r[1], "") if isinstance(r[1], int) else (1, 0, str(r[1])))
+    ):
         lead.setdefault(pid, tid)
     return lead
+
+
+def _coverage(conn: sqlite3.Connection, file_id: int) -> list[tuple]:
+    """(pid, tid, time spanned, ranges) of each thread with push/pop ranges: the outermost ones
+    (depth 0: they do not overlap on one thread) summed, an unclosed one up to the file's last
+    range event. One aggregate in SQL: the ranges of a large file are never read into Python
+    unless some launch needs them."""
+    return conn.execute(
+        """
+        SELECT e.pid, e.tid,
+               sum(CASE WHEN p.depth = 0 THEN coalesce(e.end_ns, h.t) - e.start_ns ELSE 0 END), count(*)
+        FROM nvtx_event e JOIN nvtx_path p ON p.id = e.path_id,
+             (SELECT max(max(start_ns), coalesce(max(end_ns), 0)) AS t FROM nvtx_event WHERE file_id = ?) h
+        WHERE e.file_id = ? AND e.kind = 'push_pop' AND e.start_ns IS NOT NULL AND e.pid IS NOT NULL
+          AND e.tid IS NOT NULL
+        GROUP BY e.pid, e.tid""",
+        (file_id, file_id),
+    ).fetchall()
 
 
 def add(conn: sqlite3.Connection, file_id: int) -> int:
     """Write the inherited paths of one file's timeline launches; returns how many inherit."""
     import numpy as np
 
+    lead = lead_threads(_coverage(conn, file_id))
+    if not lead:
+        return 0
+    # launches of the processes with a lead thread, on another thread
+    other = " OR ".join("(pid = ? AND tid IS NOT ?)" for _ in lead)
+    calls = conn.execute(
+        "SELECT id, pid, tid, api_start_ns, path_id FROM launch_row WHERE file_id = ? AND timeline_id IS NULL "
+        f"AND source != 'ncu' AND api_start_ns IS NOT NULL AND tid IS NOT NULL AND ({other}) ORDER BY id",
+        (file_id, *(x for kv in lead.items() for x in kv)),
+    ).fetchall()
+    if not calls:
+        return 0
     ev = conn.execute(
         "SELECT pid, tid, kind, start_ns, end_ns, path_id FROM nvtx_event WHERE file_id = ? "
         "AND start_ns IS NOT NULL AND path_id IS NOT NULL AND pid IS NOT NULL ORDER BY id",
         (file_id,),
     ).fetchall()
-    lead = lead_threads([(p, t, s, e) for p, t, k, s, e, _ in ev if k == "push_pop"])
-    if not lead:
-        return 0
-    calls = conn.execute(
-        "SELECT id, pid, tid, api_start_ns, path_id FROM launch_row WHERE file_id = ? AND timeline_id IS NULL "
-        "AND source != 'ncu' AND api_start_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL ORDER BY id",
-        (file_id,),
-    ).fetchall()
-    calls = [c for c in calls if c[1] in lead and lead[c[1]] != c[2]]
-    if not calls:
-        return 0
     # keys: threads and processes as int64 (kineto may write them as text)
     threads: dict = {}
     procs: dict = {}
