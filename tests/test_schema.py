@@ -65,8 +65,9 @@ def test_a_version_2_database_migrates_to_ranks(db):
         assert s.query("SELECT count(*) n FROM report_file") == [{"n": 1}]  # migration 4 renamed source_file
         after = s.conn.execute("SELECT * FROM kernels ORDER BY kernel_id").fetchall()
         n = len(before[0])  # rank (migration 3) and sampled_from (7) appended, NULL
-        assert [r[:n] for r in after] == before and {r[n:-1] for r in after} == {(None, None, None)}  # and nvtx_names (9)
-        assert all(r[-1] for r in after)  # family (12): backfilled from each kernel's name
+        assert [r[:n] for r in after] == before and {r[n:n + 3] for r in after} == {(None, None, None)}  # and nvtx_names (9)
+        assert all(r[n + 3] for r in after)  # family (12): backfilled from each kernel's name
+        assert {r[n + 4:] for r in after} == {(0, None)}  # nvtx_inherited, nvtx_tid (18): none, no thread
         assert s.query("SELECT count(*) n, count(rank) r FROM kernels") == [{"n": 166, "r": 0}]
         for view in ("counters", "classifications"):
             assert "rank" in [r[1] for r in s.conn.execute(f"PRAGMA table_info({view})")]

@@ -736,6 +736,7 @@ CREATE TABLE baseline_sample (
 # own path: ncu records NVTX per thread too, so linking (store/link.py) and capture's sampling
 # read the own path (`launch`); the `kernels` view shows the path that holds the launch
 # (`nvtx_inherited` 1 where it is the lead thread's) and `nvtx_tid` the thread it is read on.
+# Its columns are one-row subqueries, not CASE, so that they keep their declared types.
 MIGRATIONS.append(
     (
         18,
@@ -750,20 +751,20 @@ DROP VIEW classifications;
 DROP VIEW kernels;
 CREATE VIEW kernels AS
 SELECT l.run, l.id AS kernel_id, l.kernel_name, l.short_name,
-       CASE WHEN i.launch_id IS NULL THEN l.nvtx_range ELSE ip.text END AS nvtx_range,
-       CASE WHEN i.launch_id IS NULL THEN l.nvtx_path ELSE ip.path END AS nvtx_path,
+       (SELECT ip.text WHERE i.launch_id IS NOT NULL UNION ALL SELECT l.nvtx_range) AS nvtx_range,
+       (SELECT ip.path WHERE i.launch_id IS NOT NULL UNION ALL SELECT l.nvtx_path) AS nvtx_path,
        l.start_ns, l.end_ns, l.duration_ns, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
        l.registers_per_thread, l.stream, l.device, l.source,
        l.shared_mem_static, l.shared_mem_dynamic, l.api_name, l.api_start_ns, l.api_end_ns, l.pid, l.tid, l.rank,
        l.sampled_from,
-       CASE WHEN i.launch_id IS NULL THEN p.names ELSE ip.names END AS nvtx_names,
+       (SELECT ip.names WHERE i.launch_id IS NOT NULL UNION ALL SELECT p.names) AS nvtx_names,
        (SELECT CASE WHEN n.family = 'other' AND n.name NOT GLOB '*[^A-Za-z0-9_]*'
                          AND (l.api_name IN ('cuLaunchKernel', 'cuLaunchKernelEx') OR l.api_name GLOB 'cuLaunchKernel_v*'
                               OR l.api_name GLOB 'cuLaunchKernelEx_v*')
                     THEN 'triton_user' ELSE n.family END
         FROM launch_row r JOIN launch_name n ON n.id = r.name_id WHERE r.id = l.id) AS family,
        i.launch_id IS NOT NULL AS nvtx_inherited,
-       CASE WHEN i.launch_id IS NULL THEN l.tid ELSE i.tid END AS nvtx_tid
+       (SELECT i.tid WHERE i.launch_id IS NOT NULL UNION ALL SELECT l.tid) AS nvtx_tid
 FROM launch l LEFT JOIN nvtx_path p ON p.id = l.path_id
      LEFT JOIN launch_inherit i ON i.launch_id = l.id LEFT JOIN nvtx_path ip ON ip.id = i.path_id
 WHERE l.timeline_id IS NULL;
