@@ -4,8 +4,11 @@ Read from the store's timeline launches (nsys or CUPTI tracer) and NVTX ranges; 
 
 For each *instance* of a push/pop range (one push and its pop on one thread), its kernels
 are those whose launching API call ran on that thread inside the range: the parsers' own
-NVTX projection, applied per instance. A kernel replayed from a CUDA graph belongs to the
-range around its cudaGraphLaunch (capture nsys with --cuda-graph-trace=node to see them).
+NVTX projection, applied per instance. A launch from a worker thread that inherited its
+process's lead thread's ranges (profkit.store.inherit: autograd's backward inside `step N`)
+counts for the lead thread's ranges as well as its own thread's. A kernel replayed from a CUDA
+graph belongs to the range around its cudaGraphLaunch (capture nsys with --cuda-graph-trace=node
+to see them).
 
     window  first kernel start .. last kernel end of the instance, on the GPU
     busy    length of the union of its kernel intervals (all streams merged)
