@@ -58,11 +58,36 @@ def _coverage(conn: sqlite3.Connection, file_id: int) -> list[tuple]:
     ).fetchall()
 
 
+def _leads(conn: sqlite3.Connection, file_id: int) -> dict:
+    """pid -> lead thread, for the processes where a launch comes from another thread than the
+    lead. The threads that launch and those with ranges first (two scans): a file whose only
+    thread with ranges launches everything (a lab run, most traces) needs no more."""
+    ranged: dict = {}
+    for pid, tid in conn.execute(
+        "SELECT DISTINCT pid, tid FROM nvtx_event WHERE file_id = ? AND kind = 'push_pop' AND pid IS NOT NULL "
+        "AND tid IS NOT NULL AND start_ns IS NOT NULL",
+        (file_id,),
+    ):
+        ranged.setdefault(pid, set()).add(tid)
+    launching: dict = {}
+    for pid, tid in conn.execute(
+        "SELECT DISTINCT pid, tid FROM launch_row WHERE file_id = ? AND timeline_id IS NULL AND source != 'ncu' "
+        "AND api_start_ns IS NOT NULL AND tid IS NOT NULL",
+        (file_id,),
+    ):
+        if pid in ranged:
+            launching.setdefault(pid, set()).add(tid)
+    if not any(len(ranged[p]) > 1 or ts - ranged[p] for p, ts in launching.items()):
+        return {}
+    lead = lead_threads(_coverage(conn, file_id))
+    return {p: t for p, t in lead.items() if launching.get(p, set()) - {t}}
+
+
 def add(conn: sqlite3.Connection, file_id: int) -> int:
     """Write the inherited paths of one file's timeline launches; returns how many inherit."""
     import numpy as np
 
-    lead = lead_threads(_coverage(conn, file_id))
+    lead = _leads(conn, file_id)
     if not lead:
         return 0
     # launches of the processes with a lead thread, on another thread
