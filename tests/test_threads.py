@@ -154,3 +154,21 @@ def test_single_thread_lab_profiles_are_unchanged(profiles_db_built):
     # ranks 0 and 1: 23 backward launches a step (NCCL's all-reduce in its own range among them),
     # and the warm-up's backward, inside a `backward` range pushed before the steps
     assert ddp == {**{f"step {n}": 2 * 23 for n in range(5)}, "backward": 2 * 66}
+
+
+def test_a_public_ddp_trace_holds_its_backward_in_each_step(tmp_path):
+    """HolisticTraceAnalysis's public torch.profiler trace of a DDP step (tests/data/kineto-hta):
+    `## backward ##` is pushed on the main thread, the backward runs on autograd's; advise makes
+    the five ProfilerStep#N one item, and the backward is two thirds of its GPU time."""
+    db = str(tmp_path / "h.db")
+    ingest(db, [DATA / "kineto-hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"],
+           run="hta")
+    with Store(db) as s:
+        n = s.query("SELECT count(*) n, sum(nvtx_inherited) i, count(nvtx_path) ranged FROM kernels")[0]
+        a = advise(s, "hta")
+    assert (n["n"], n["i"], n["ranged"]) == (4350, 2780, 4350)
+    assert not [x for x in a.notes if "outside any NVTX range" in x]
+    by = {i.nvtx_path: i for i in a.items}
+    assert by["ProfilerStep#*"].kind == "graph" and by["ProfilerStep#*"].calls == 5
+    back = by["ProfilerStep#*/## backward ##"]
+    assert back.calls == 5 and back.launches == 2810 and 0.6 < back.share_gpu < 0.7
