@@ -244,6 +244,10 @@ _CAUSAL_ARG = {
 }
 
 
+def _causal_note(lq: int, lk: int) -> str:
+    return f"causal: {100 * attention.causal_share(lq, lk):.1f} % of the square (whole 128-row tiles)"
+
+
 def _causal(name: str, ins: list[Operand]) -> bool:
     i = _CAUSAL_ARG.get(name)
     if i is not None and i < len(ins):
@@ -270,16 +274,18 @@ def _attention(name: str, ins: list[Operand]) -> Estimate | None:
             b, lq, h, e = q.shape
             lk, hk, ev = k.shape[1], k.shape[2], v.shape[3]
             note = ""
+            share = None
         elif len(q.shape) == 3:  # varlen: per-sequence lengths are not recorded; max length bounds
             tq, h, e = q.shape
             tk, hk, ev = k.shape[0], k.shape[1], v.shape[2]
             maxk = next((_val(o) for o in ins if isinstance(_val(o), int) and _val(o) > 1), None)
             b, lq, lk = 1, tq, min(tk, maxk or tk)
             note = "varlen: total tokens x the longest key sequence (an upper bound)"
+            share = attention.causal_share(lk, lk)  # the longest sequence's own square
         else:
             return None
         fn = attention.backward if back else attention.forward
-        d = fn(b, h, lq, lk, e, ev, q.esize, _causal(name, ins), hk)
+        d = fn(b, h, lq, lk, e, ev, q.esize, _causal(name, ins), hk, share)
         return Estimate("attention", d["flops"], d["bytes"], short(q.dtype), note)
     back = name in _ATTN_BWD
     if back:
@@ -296,7 +302,7 @@ def _attention(name: str, ins: list[Operand]) -> Estimate | None:
     fn = attention.backward if back else attention.forward
     causal = _causal(name, ins)
     d = fn(b, h, lq, lk, e, ev, q.esize, causal, hk)
-    return Estimate("attention", d["flops"], d["bytes"], short(q.dtype), "causal: half the square" if causal else "")
+    return Estimate("attention", d["flops"], d["bytes"], short(q.dtype), _causal_note(lq, lk) if causal else "")
 
 
 def _norm(name: str, ins: list[Operand]) -> Estimate | None:
@@ -349,8 +355,12 @@ def _norm(name: str, ins: list[Operand]) -> Estimate | None:
         "miopen_batch_norm",
     ):
         c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
-        # training reads x twice (statistics, then the normalisation) unless a kernel fuses them
         d = norms.norm_forward(x.numel, c, c, e, flops_per=5, affine=True)
+        # training: a channel's statistics span the whole batch, so no output can be written
+        # before all of x is read; an activation outgrows the SMs' storage, so x is read twice
+        # (statistics, then normalisation; H100 ncu: 2.0x the one-read model on every ResNet-18 one)
+        if name != "_native_batch_norm_legit_no_training" and len(ins) > 5 and _val(ins[5]) is True:
+            return Estimate("norm", d["flops"], d["bytes"] + x.nbytes, short(x.dtype), "training: x read twice")
         return Estimate("norm", d["flops"], d["bytes"], short(x.dtype))
     if name in (
         "native_batch_norm_backward",
@@ -791,6 +801,11 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
             # reduction (after self, target, weight): 0 none -> a loss per row, else one scalar
             how = _val(ins[3], 1) if len(ins) > 3 else 1
             return Operand(tuple(x.shape[:-1]) if how == 0 else (), x.dtype)
+        if name in ("gather", "take_along_dim"):  # (self, dim, index): the index's shape, self's dtype
+            return Operand(t[1].shape, x.dtype)
+        if name == "index_select":  # (self, dim, index): self with the indexed dim as long as the index
+            d = _val(ins[1], 0) % len(x.shape)
+            return Operand(tuple(t[1].numel if i == d else n for i, n in enumerate(x.shape)), x.dtype)
         if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
             return Operand((*t[1].shape, x.shape[-1]), x.dtype)
         if fam == "elementwise":
