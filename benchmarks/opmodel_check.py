@@ -109,7 +109,8 @@ def fusion_checks(data: Path, d: Path) -> list[dict]:
                 )[0]
                 per[v] = r["ns"]
             ks = s.query(
-                "SELECT kernel_id, nvtx_path FROM kernels WHERE run = 'shapes' AND nvtx_path LIKE ? ORDER BY start_ns",
+                "SELECT kernel_id, nvtx_path, duration_ns FROM kernels WHERE run = 'shapes' AND nvtx_path LIKE ?"
+                " ORDER BY start_ns",
                 (f"{op}.eager/%",),
             )
             calls = s.query(

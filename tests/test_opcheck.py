@@ -52,8 +52,10 @@ def test_label_agreement_and_its_threshold(res):
         assert p["threshold_sweep"]["0.6"] == max(p["threshold_sweep"].values())
 
 
-def test_fusion_floor_predicts_rmsnorm_not_the_partial_fusions(res):
+def test_fusion_floor_predicts_rmsnorm_and_the_gelu_epilogue(res):
     f = {x["op"]: x for x in res["fusion"]}
     assert abs(f["rmsnorm"]["ratio"] - 1) < 0.35
-    # Inductor leaves the GEMM unfused and add_layernorm returns the sum too: the floor overshoots
-    assert f["gelu_epilogue"]["ratio"] > 1.35 and f["add_layernorm"]["ratio"] > 1.35
+    # the GEMM is a fusion boundary at its measured time; add + GELU fuse after it
+    assert abs(f["gelu_epilogue"]["ratio"] - 1) < 0.35 and "library kernel" in f["gelu_epilogue"]["how"]
+    # add_layernorm returns the sum too, which no trace records: the floor is too low
+    assert f["add_layernorm"]["ratio"] > 1.35
