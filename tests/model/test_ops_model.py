@@ -238,3 +238,18 @@ def test_training_batch_norm_reads_its_input_twice():
     train = est("aten::native_batch_norm", *args, S(True), S(0.1), S(1e-5))
     infer = est("aten::native_batch_norm", *args, S(False), S(0.1), S(1e-5))
     assert train.bytes == infer.bytes + x.nbytes and "twice" in train.note
+
+
+def test_max_pool_with_indices_forward_and_backward():
+    # ResNet's stem pool: 3x3, stride 2, padding 1 over [64, 64, 112, 112] -> 56 x 56
+    x = T(64, 64, 112, 112)
+    k, s, p, d = (Operand(None, "ScalarList", v) for v in ("[3, 3]", "[2, 2]", "[1, 1]", "[1, 1]"))
+    f = est("aten::max_pool2d_with_indices", x, k, s, p, d, S(False))
+    n_in, n_out = 64 * 64 * 112 * 112, 64 * 64 * 56 * 56
+    assert f.family == "pooling" and f.bytes == n_in * 2 + n_out * 2 + n_out * 8 and f.flops == 9 * n_out
+    assert aten.output_of("aten::max_pool2d_with_indices", [x, k, s, p, d, S(False)]).dims == (64, 64, 56, 56)
+    g = T(64, 64, 56, 56)
+    b = est("aten::max_pool2d_with_indices_backward", g, x, k, s, p, d, S(False), T(64, 64, 56, 56, dtype="long int"))
+    assert b.bytes == n_out * 2 + n_out * 8 + n_in * 2
+    assert est("aten::avg_pool2d", T(8, 3, 32, 32), Operand(None, "ScalarList", "[2, 2]")).bytes == (
+        8 * 3 * 32 * 32 * 2 + 8 * 3 * 16 * 16 * 2)

@@ -14,7 +14,19 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from . import attention, collectives, conv, elementwise, embedding, memory, norms, optimizers, reductions, softmax
+from . import (
+    attention,
+    collectives,
+    conv,
+    elementwise,
+    embedding,
+    memory,
+    norms,
+    optimizers,
+    pooling,
+    reductions,
+    softmax,
+)
 from .dtypes import short, size
 
 
@@ -675,10 +687,67 @@ VIEWS = {
 }
 
 
+_POOL = {
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "max_pool2d",
+    "max_pool1d",
+    "max_pool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward",
+    "avg_pool2d_backward",
+    "avg_pool3d_backward",
+}
+
+
+def _per_dim(v, dims: int, default: list[int]) -> list[int]:
+    if v is None or v == [] or v == ():
+        return default
+    if isinstance(v, int):
+        return [v] * dims
+    return list(v) * dims if len(v) == 1 else list(v)
+
+
+def _pool_forward(name: str, ins: list[Operand]) -> dict | None:
+    """pooling.forward of a forward pooling op: (self, kernel_size, stride, padding[, dilation],
+    ceil_mode, ...) as aten orders them."""
+    x = _tensors(ins)[0]
+    dims = int(name.split("pool")[1][0])  # max_pool2d_with_indices -> 2
+    k = _per_dim(_val(ins[1], None) if len(ins) > 1 else None, dims, [])
+    if not k:
+        return None
+    is_max = name.startswith("max")
+    st = _per_dim(_val(ins[2], None) if len(ins) > 2 else None, dims, k)
+    pad = _per_dim(_val(ins[3], 0) if len(ins) > 3 else 0, dims, [0] * dims)
+    dil = _per_dim(_val(ins[4], 1) if is_max and len(ins) > 4 else 1, dims, [1] * dims)
+    at = 5 if is_max else 4
+    ceil = bool(_val(ins[at], False)) if len(ins) > at else False
+    return pooling.forward(x.shape, k, st, pad, dil, x.esize, name.endswith("with_indices"), ceil)
+
+
+def _pool(name: str, ins: list[Operand]) -> Estimate | None:
+    t = _tensors(ins)
+    if name.endswith("_backward"):
+        # (grad_output, self, kernel_size, ...[, indices]): the input's gradient is self's size
+        go, inp = t[0], t[1]
+        k = _per_dim(_val(ins[2], None), len(inp.shape) - 2, [])
+        if not k:
+            return None
+        d = pooling.backward(inp.numel, go.numel, prod(k), go.esize, name.startswith("max"))
+        return Estimate("pooling", d["flops"], d["bytes"], short(go.dtype))
+    f = _pool_forward(name, ins)
+    return Estimate("pooling", f["flops"], f["bytes"], short(t[0].dtype)) if f else None
+
+
 def family_of(op: str) -> str | None:
     """The family an operator's name belongs to (None: not one the model knows)."""
     name = op.removeprefix("aten::")
     for fam, names in (
+        ("pooling", _POOL),
         ("matmul", _MATMUL),
         ("conv", _CONV),
         ("attention", _ATTN),
@@ -723,6 +792,7 @@ def estimate(op: str, ins: list[Operand]) -> tuple[Estimate | None, str]:
         "embedding": _embedding,
         "optimizer": _optimizer,
         "reduction": _reduction,
+        "pooling": _pool,
         "memory": _memory,
         "elementwise": _elementwise,
     }.get(fam)
@@ -810,6 +880,11 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
             return Operand((*t[1].shape, x.shape[-1]), x.dtype)
         if fam == "elementwise":
             return Operand(_broadcast([o.shape for o in t]), max(t, key=lambda o: o.esize).dtype)
+        if fam == "pooling":
+            if name.endswith("_backward"):
+                return Operand(t[1].shape, t[0].dtype)
+            f = _pool_forward(name, ins)
+            return Operand(f["out"], x.dtype) if f else None
     except (TypeError, IndexError, ValueError):
         return None
     return Operand(x.shape, x.dtype)
