@@ -64,7 +64,7 @@ def op_checks(rows: list[dict]) -> dict:
         if r["family"] in ("matmul", "attention") and r["model_flops"]:
             flops.append({**r, "ratio": ratio(r["model_flops"], r["ncu_flops"])})
         if r["family"] in MEMORY_FAMILIES and (r["model_bytes"] or 0) >= MIN_BYTES and r["model_write"] is not None:
-            rd = r["model_bytes"] - r["model_write"]
+            rd = (r["model_kernel_bytes"] or r["model_bytes"]) - r["model_write"]
             if rd > 0 and r["ncu_read"]:
                 reads.append({**r, "ratio": rd / r["ncu_read"]})
             if r["model_write"] > L2_BYTES and r["ncu_write"]:

@@ -31,10 +31,9 @@ def test_gemm_and_attention_flops_within_ten_percent(res):
 def test_reads_within_a_quarter_of_ncu(res):
     r = res["programs"]["resnet18-step3"]["ops"]["reads"]
     assert r["within"] == r["ops"] == 56  # batch norm read twice in training
+    # gather's stride-0 index read as its storage; log_softmax's 50k-wide rows three times
     g = res["programs"]["gpt2-eager-step2"]["ops"]["reads"]
-    assert g["within"] == 71 and g["ops"] == 74
-    # what stays outside: gather's stride-0 expanded index, log_softmax's three passes over a row
-    assert {x[0] for x in g["outside"]} == {"aten::gather", "aten::_log_softmax"}
+    assert g["within"] == g["ops"] == 74
 
 
 def test_writes_agree_once_the_output_outgrows_l2(res):
@@ -44,9 +43,12 @@ def test_writes_agree_once_the_output_outgrows_l2(res):
 
 def test_label_agreement_and_its_threshold(res):
     g, r = res["programs"]["gpt2-eager-step2"], res["programs"]["resnet18-step3"]
-    assert 0.6 < g["agreement_counted_roofline"] < 0.75 and 0.75 < r["agreement_counted_roofline"] < 0.9
+    assert r["agreement_counted_roofline"] >= 0.9  # the bar
+    # GPT-2 misses it by its fused AdamW (12 %): the trace records no TensorList sizes
+    assert 0.8 < g["agreement_counted_roofline"] < 0.9
+    assert g["agreement_strict"] < g["agreement_counted_roofline"]
     # classify cannot place compute-side kernels without SM throughput in the metric set
-    assert g["agreement_classify"] < 0.2
+    assert g["agreement_classify"] < 0.3
     # 0.6 is at the top of the sweep for both programs
     for p in (g, r):
         assert p["threshold_sweep"]["0.6"] == max(p["threshold_sweep"].values())

@@ -42,7 +42,7 @@ def _operands(r: dict) -> list[aten.Operand]:
     dims, types = json.loads(r["input_dims"] or "null"), json.loads(r["input_types"] or "null")
     if types is None and dims:  # autograd-shapes NVTX: no dtypes (the ops view's note says bf16 assumed)
         types = ["c10::BFloat16" if isinstance(d, list) and d else "" for d in dims]
-    return aten.operands(dims, types, json.loads(r["concrete"] or "null"))
+    return aten.operands(dims, types, json.loads(r["concrete"] or "null"), json.loads(r.get("input_strides") or "null"))
 
 
 def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, float, str]:

@@ -8,7 +8,8 @@ a backward on the autograd thread is absent from it). Then, per operator whose k
 paired:
 
 - FLOPs: the model's vs ncu's (tensor-pipe ops plus FP32/FP64 add, mul and 2 x fma);
-- bytes: the model's reads vs ncu's DRAM reads, and the model's writes vs ncu's DRAM writes.
+- bytes: the model's reads vs ncu's DRAM reads (the stock kernel's where the model knows it
+  moves more than the minimum: aten.kernel_bytes), and the model's writes vs ncu's DRAM writes.
   ncu replays each kernel with the caches flushed, so its reads are cold, as the model's are;
   but a kernel's output lands in the 50 MB L2 (H100) and reaches DRAM after the kernel ends,
   so ncu's DRAM writes of a kernel whose output fits in L2 fall short of what it wrote;
@@ -70,10 +71,13 @@ def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
             flops += sum(perf.work(c).values())
             rd += lookup(c, "dram_read_bytes") or 0.0
             wr += lookup(c, "dram_write_bytes") or 0.0
-        written = None
+        written = moved = None
         if o["family"] is not None:
-            out_t = aten.output_of(o["op"], shape_labels._operands(o))
+            ins = shape_labels._operands(o)
+            out_t = aten.output_of(o["op"], ins)
             written = float(out_t.nbytes) if out_t is not None and out_t.dims is not None else None
+            kb = aten.kernel_bytes(o["op"], ins)
+            moved = kb[0] if kb else None
         out.append(
             {
                 "op_id": op_id,
@@ -85,6 +89,7 @@ def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
                 "model_flops": o["flops"],
                 "model_bytes": o["min_bytes"],
                 "model_write": written,
+                "model_kernel_bytes": moved,
                 "ncu_flops": flops,
                 "ncu_read": rd,
                 "ncu_write": wr,

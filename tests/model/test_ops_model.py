@@ -253,3 +253,21 @@ def test_max_pool_with_indices_forward_and_backward():
     assert b.bytes == n_out * 2 + n_out * 8 + n_in * 2
     assert est("aten::avg_pool2d", T(8, 3, 32, 32), Operand(None, "ScalarList", "[2, 2]")).bytes == (
         8 * 3 * 32 * 32 * 2 + 8 * 3 * 16 * 16 * 2)
+
+
+def test_an_expanded_index_is_read_as_its_storage():
+    # GPT-2's position gather: an int64 index [4096, 768] expanded from [4096] (strides [1, 0])
+    ins = operands([[50257, 768], [], [4096, 768], [], [4096, 768]], ["float", "Scalar", "long int", "Scalar", "float"],
+                   ["", "0", "", "False", ""], [[768, 1], [], [1, 0], [], [768, 1]])
+    e, _ = estimate("aten::gather", ins)
+    assert e.bytes == 4096 * 8 + 2 * 4096 * 768 * 4
+    plain, _ = estimate("aten::gather", operands([[50257, 768], [], [4096, 768]], ["float", "Scalar", "long int"]))
+    assert plain.bytes == 4096 * 768 * 8 + 2 * 4096 * 768 * 4
+
+
+def test_softmax_over_long_rows_reads_them_three_times_in_the_stock_kernel():
+    x = T(4096, 50257, dtype=F32)
+    e = est("aten::_log_softmax", x, S(1), S(False))
+    moved, why = aten.kernel_bytes("aten::_log_softmax", [x, S(1), S(False)])
+    assert moved == e.bytes + 2 * x.nbytes and "3 times" in why
+    assert aten.kernel_bytes("aten::_softmax", [T(4096, 4096), S(1), S(False)]) is None  # 8 KB rows fit

@@ -36,6 +36,7 @@ class Operand:
     dtype: str | None = None  # the trace's type string (c10::BFloat16, float, Scalar ...)
     value: str | None = None  # a scalar's concrete value, as recorded
     items: tuple[Operand, ...] | None = None  # a tensor list's tensors (when recorded)
+    strides: tuple[int, ...] | None = None  # its strides where recorded ("Input Strides")
 
     @property
     def tensor(self) -> bool:
@@ -54,24 +55,38 @@ class Operand:
         return size(self.dtype) or 0
 
     @property
+    def stored(self) -> int:
+        """Elements in its storage: a dim of stride 0 (an expand or broadcast view) is one element
+        read for all its positions."""
+        if self.dims is None:
+            return 0
+        if self.strides is None or len(self.strides) != len(self.dims):
+            return self.numel
+        return prod(d for d, st in zip(self.dims, self.strides) if st != 0)
+
+    @property
     def nbytes(self) -> int:
+        """Bytes of its storage: what reading it moves at least."""
         if self.items:
             return sum(i.nbytes for i in self.items)
-        return self.numel * self.esize if self.tensor else 0
+        return self.stored * self.esize if self.tensor else 0
 
 
-def operands(dims, types, concrete=None) -> list[Operand]:
-    """Operands from torch.profiler's "Input Dims", "Input type" and "Concrete Inputs"."""
+def operands(dims, types, concrete=None, strides=None) -> list[Operand]:
+    """Operands from torch.profiler's "Input Dims", "Input type", "Concrete Inputs" and "Input
+    Strides"."""
     out = []
     dims, types = list(dims or ()), list(types or ())
-    concrete = list(concrete or ())
+    concrete, strides = list(concrete or ()), list(strides or ())
     for i, d in enumerate(dims):
         t = types[i] if i < len(types) else None
         v = concrete[i] if i < len(concrete) and concrete[i] != "" else None
+        st = strides[i] if i < len(strides) else None
+        st = tuple(int(x) for x in st) if isinstance(st, list) and all(isinstance(x, int) for x in st) else None
         if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
             out.append(Operand(None, t, v, tuple(Operand(tuple(x), None) for x in d)))
         elif isinstance(d, list) and (d or size(t) is not None):
-            out.append(Operand(tuple(int(x) for x in d), t, v))
+            out.append(Operand(tuple(int(x) for x in d), t, v, None, st))
         else:
             out.append(Operand(None, t, v))
     return out
@@ -480,7 +495,7 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         if idx is None or idx.dims is None:
             return None
         out = idx.numel * (prod(src.shape[1:]) if name == "index_select" or name == "index" else 1)
-        d = memory.gather(out, src.esize, idx.numel, idx.esize or 8)
+        d = memory.gather(out, src.esize, idx.stored, idx.esize or 8)
         return Estimate("memory", 0, d["bytes"], None)
     if name in _MEMORY_SCATTER:
         src = t[-1]
@@ -818,6 +833,26 @@ def collective(kind: str, nelems: int, dtype: str | None, ranks: int) -> Estimat
     if d is None:
         return None
     return Estimate("collective", d["flops"], d["bytes"], short(dtype), f"bus bytes over {ranks} ranks", bus=True)
+
+
+def kernel_bytes(op: str, ins: list[Operand]) -> tuple[float, str] | None:
+    """(bytes, why) where PyTorch's stock CUDA kernel for the operator is known to move more than
+    the minimum `estimate` gives (softmax over rows too long for a block's shared memory); None
+    where it moves the minimum, as far as the model knows."""
+    name = op.removeprefix("aten::")
+    if name not in ("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"):
+        return None
+    e, _ = estimate(op, ins)
+    t = _tensors(ins)
+    if e is None or not t or not t[0].shape:
+        return None
+    x = t[0]
+    reads = softmax.stock_cuda_reads(x.shape[-1] * x.esize)
+    if reads == 1:
+        return None
+    return e.bytes + (
+        reads - 1
+    ) * x.nbytes, f"rows of {x.shape[-1] * x.esize / 1024:,.0f} KB: the CUDA kernel reads each {reads} times"
 
 
 def describe(op: str, ins: list[Operand]) -> str:
