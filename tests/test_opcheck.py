@@ -16,6 +16,19 @@ def res():
     return mod.measure(sweep=(0.4, 0.6, 0.8))
 
 
+def test_match_finds_the_stretch_name_by_name():
+    from profkit.analyses.opcheck import match
+    main = [(1, "gather"), (2, "gemm"), (5, "adam")]
+    autograd = [(3, "gemm_bwd"), (4, "gather_bwd")]
+    everyone = sorted(main + autograd)
+    # a whole-process report (cudaProfilerStart/Stop): every thread in start order
+    assert match(["gather", "gemm", "gemm_bwd", "gather_bwd", "adam"], [everyone, main, autograd]) == [
+        (0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    # an NVTX push/pop filter: one thread's launches
+    assert match(["gather", "gemm", "adam"], [everyone, main, autograd]) == [(0, 1), (1, 2), (2, 5)]
+    assert match(["gemm", "gather"], [everyone, main, autograd]) is None
+
+
 def test_kernels_pair_by_order_on_the_main_thread(res):
     # ncu's NVTX range holds the main thread's launches only: forward, loss and optimizer
     assert res["programs"]["gpt2-eager-step2"]["kernels_paired"] == 138

@@ -29,27 +29,37 @@ from profkit.model.ops import aten
 from profkit.store.store import Store
 
 
+def match(names: list[str], sequences: list[list[tuple[int, str]]]) -> list[tuple[int, int]] | None:
+    """(index into `names`, launch id) pairs: the first sequence of (launch id, name) in which
+    `names` run as one unbroken stretch, name by name; None where none holds them."""
+    for seq in sequences:
+        mine = [n for _, n in seq]
+        for off in range(len(mine) - len(names) + 1):
+            if mine[off : off + len(names)] == names:
+                return [(i, seq[off + i][0]) for i in range(len(names))]
+    return None
+
+
 def pair(store: Store, timeline_run: str, counters_run: str) -> dict[int, int]:
-    """timeline launch id -> counters launch id, by order within the one host thread whose
-    kernel names run as the report's do."""
+    """timeline launch id -> counters launch id, by order: the report's launches against the
+    timeline's launches of all threads in start order (a report bracketed by cudaProfilerStart/
+    Stop), else of one host thread (an NVTX push/pop filter holds one thread's launches)."""
     ncu = store.query("SELECT kernel_id, short_name FROM kernels WHERE run = ? ORDER BY kernel_id", (counters_run,))
     rows = store.query(
         "SELECT kernel_id, short_name, tid FROM kernels WHERE run = ? ORDER BY start_ns, kernel_id", (timeline_run,)
     )
     threads: dict = defaultdict(list)
     for r in rows:
-        threads[r["tid"]].append(r)
-    names = [r["short_name"] for r in ncu]
-    for seq in threads.values():
-        mine = [r["short_name"] for r in seq]
-        for off in range(len(mine) - len(names) + 1):
-            if mine[off : off + len(names)] == names:
-                return {a["kernel_id"]: b["kernel_id"] for a, b in zip(seq[off:], ncu)}
-    raise BadInput(
-        counters_run,
-        f"its {len(names)} kernels do not run in this order on any thread of "
-        f"run {timeline_run!r}: not the same program and steps",
-    )
+        threads[r["tid"]].append((r["kernel_id"], r["short_name"]))
+    everyone = [(r["kernel_id"], r["short_name"]) for r in rows]
+    hit = match([r["short_name"] for r in ncu], [everyone, *threads.values()])
+    if hit is None:
+        raise BadInput(
+            counters_run,
+            f"its {len(ncu)} kernels do not run in this order in run {timeline_run!r}, on all threads or on one: "
+            "not the same program and steps",
+        )
+    return {k: ncu[i]["kernel_id"] for i, k in hit}
 
 
 def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
