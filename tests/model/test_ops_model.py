@@ -271,3 +271,16 @@ def test_softmax_over_long_rows_reads_them_three_times_in_the_stock_kernel():
     moved, why = aten.kernel_bytes("aten::_log_softmax", [x, S(1), S(False)])
     assert moved == e.bytes + 2 * x.nbytes and "3 times" in why
     assert aten.kernel_bytes("aten::_softmax", [T(4096, 4096), S(1), S(False)]) is None  # 8 KB rows fit
+
+
+def test_cudnn_convolution_reads_padding_before_stride():
+    # ResNet-18's 1x1 stride-2 downsample as the trace records it: (self, weight, padding [0, 0],
+    # stride [2, 2], dilation, groups, ...): 28x28 -> 14x14 (read as stride/padding/dilation of
+    # aten::convolution it came out 15x15: 1.10-1.22x ncu's FLOPs on H100)
+    ins = operands([[64, 128, 28, 28], [256, 128, 1, 1], [], [], [], [], [], [], []], [BF16, BF16] + ["ScalarList"] * 3
+                   + ["Scalar"] * 4, ["", "", "[0, 0]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    e, _ = estimate("aten::cudnn_convolution", ins)
+    assert e.flops == 2 * 64 * 256 * 14 * 14 * 128
+    stem = operands([[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+                    ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    assert estimate("aten::cudnn_convolution", stem)[0].flops == 2 * 64 * 64 * 112 * 112 * 3 * 49

@@ -205,6 +205,29 @@ def _matmul(name: str, ins: list[Operand]) -> Estimate | None:
     return None
 
 
+# (stride, padding, dilation, groups, output_padding) argument indices of each aten signature
+_CONV_ARGS: dict[str, tuple[int, int, int, int, int | None]] = {
+    "convolution": (
+        3,
+        4,
+        5,
+        8,
+        7,
+    ),  # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    "_convolution": (3, 4, 5, 8, 7),
+    "conv1d": (3, 4, 5, 6, None),  # (input, weight, bias, stride, padding, dilation, groups)
+    "conv2d": (3, 4, 5, 6, None),
+    "conv3d": (3, 4, 5, 6, None),
+    "conv_transpose1d": (3, 4, 7, 6, 5),  # (input, weight, bias, stride, padding, output_padding, groups, dilation)
+    "conv_transpose2d": (3, 4, 7, 6, 5),
+    "conv_transpose3d": (3, 4, 7, 6, 5),
+    "cudnn_convolution": (3, 2, 4, 5, None),  # (self, weight, padding, stride, dilation, groups, ...)
+    "cudnn_convolution_transpose": (4, 2, 5, 6, 3),  # (self, weight, padding, output_padding, stride, dilation, groups)
+    "mkldnn_convolution": (4, 3, 5, 6, None),  # (self, weight, bias, padding, stride, dilation, groups)
+    "miopen_convolution": (4, 3, 5, 6, None),
+}
+
+
 def _conv(name: str, ins: list[Operand]) -> Estimate | None:
     t = _tensors(ins)
     if name.endswith("backward"):
@@ -221,22 +244,26 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
         return None
     x, w = t[0], t[1]
     bias = len(t) > 2 and len(t[2].shape) == 1
-    rest = ins[3:] if len(ins) > 3 else []
     nsp = len(x.shape) - 2
-    # convolution / _convolution: (input, weight, bias, stride, padding, dilation, transposed,
-    # output_padding, groups); conv1d/2d/3d: (input, weight, bias, stride, padding, dilation, groups)
-    stride = _val(rest[0], [1] * nsp) if rest else [1] * nsp
-    padding = _val(rest[1], [0] * nsp) if len(rest) > 1 else [0] * nsp
-    dilation = _val(rest[2], [1] * nsp) if len(rest) > 2 else [1] * nsp
-    note = "" if rest and rest[0].value is not None else "stride 1, no padding assumed (not recorded)"
+    # argument positions (stride, padding, dilation, groups, output_padding) by aten signature: the
+    # backend ops put padding before stride (cudnn_convolution has no bias)
+    at = _CONV_ARGS.get(name, _CONV_ARGS["convolution"])
+
+    def arg(i, default):
+        return _val(ins[i], default) if i is not None and len(ins) > i else default
+
+    stride = arg(at[0], [1] * nsp)
+    padding = arg(at[1], [0] * nsp)
+    dilation = arg(at[2], [1] * nsp)
+    note = "" if len(ins) > at[0] and ins[at[0]].value is not None else "stride 1, no padding assumed (not recorded)"
     if isinstance(padding, str):  # conv2d(..., padding="same")
         padding = [(dilation[i] * (w.shape[2 + i] - 1)) // 2 for i in range(nsp)] if padding == "same" else [0] * nsp
     stride, padding, dilation = ([v] * nsp if isinstance(v, int) else list(v) for v in (stride, padding, dilation))
-    transposed = name in ("convolution", "_convolution") and bool(_val(rest[3], False)) if len(rest) > 3 else False
-    transposed = transposed or "transpose" in name
-    outp = _val(rest[4], None) if transposed and len(rest) > 4 else None
+    transposed = "transpose" in name or (name in ("convolution", "_convolution") and bool(arg(6, False)))
+    outp = arg(at[4], None) if transposed else None
+    groups = arg(at[3], 1)
     sp = conv.out_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, outp)
-    c_out = w.shape[1] * (_val(rest[5], 1) if transposed and len(rest) > 5 else 1) if transposed else w.shape[0]
+    c_out = w.shape[1] * (groups if isinstance(groups, int) else 1) if transposed else w.shape[0]
     out = [x.shape[0], c_out, *sp]
     d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
     return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
