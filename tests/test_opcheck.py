@@ -39,6 +39,9 @@ def test_gemm_and_attention_flops_within_ten_percent(res):
     gpt = res["programs"]["gpt2-eager-step2"]["ops"]["flops"]
     assert gpt["ops"] == 31 and gpt["within"] == 31  # 24 addmm, 6 causal cuDNN attention, the LM head mm
     assert res["programs"]["resnet18-step3"]["ops"]["flops"]["within"] == 1
+    # convolutions (reported, not in the bar): all but the 3-channel stem and one stride-2 3x3
+    c = res["programs"]["resnet18-step3"]["ops"]["conv_flops"]
+    assert (c["within"], c["ops"]) == (18, 20)
 
 
 def test_reads_within_a_quarter_of_ncu(res):
