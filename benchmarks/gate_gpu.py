@@ -176,6 +176,31 @@ def table(m: dict) -> list[str]:
     return out
 
 
+def summary(m: dict) -> list[str]:
+    """What the table says, in words (computed, so that it says what the table does)."""
+
+    def row(t, by, start):
+        return next(rs for tt, b, label, _, rs in m["rows"] if tt == t and b == by and label.startswith(start))
+
+    def n(rs, v):
+        return sum(r.verdict == v for r in rs)
+
+    aa, host = row(0.03, "gpu", "A/A"), row(0.03, "host", "A/A")
+    p3, p10 = row(0.03, "gpu", "planted +3 % against"), row(0.03, "gpu", "planted +10 % against")
+    p3_1 = row(0.01, "gpu", "planted +3 % against")
+    return [
+        f"What it says: by GPU time, {n(aa, 'regression')} of {len(aa)} A/A gates raised an alarm "
+        f"({n(row(0.01, 'gpu', 'A/A'), 'regression')} at a 1 % threshold); the planted +10 % was a regression "
+        f"in {n(p10, 'regression')} of {len(p10)} gates. The planted +3 % sits on the default 3 % threshold: "
+        f"{n(p3, 'regression')} regression, {n(p3, 'undecided')} undecided, {n(p3, 'pass')} pass, the undecided ones "
+        f"asking for more calls (below); at a 1 % threshold it was a regression in "
+        f"{n(p3_1, 'regression')} of {len(p3_1)}. By host time the same A/A pairs gave {n(host, 'regression')} "
+        f"regressions and {n(host, 'improvement')} improvements of {len(host)}: the host time per call of this "
+        "program moves between processes far more than between the calls of one, and the band sees only the "
+        "latter (a `--by host` report says so in a note).",
+    ]
+
+
 def render(m: dict, cli: dict[str, float]) -> str:
     span = _span
     decisions = [[x.decision for res in rs for x in res.ranges] for *_, rs in m["rows"]]
@@ -220,7 +245,10 @@ def render(m: dict, cli: dict[str, float]) -> str:
             + " %"
             for p in PLANTS
         )
-        + ". The fixed part of a launch does not grow with the rows, so the time grows a little less than them.",
+        + ". The time grows a little less than the rows, as it does where part of a launch (start, tail) "
+        "does not grow with them.",
+        "",
+        *summary(m),
         "",
         (f"Undecided gates asked for {span(und, '{:,.0f}')} more calls a side." if und else "No gate was undecided.")
         + " A change that sits at the threshold asks for many (a slow-down of 3.0 % against a 3 % threshold).",

@@ -570,5 +570,17 @@ def test_results_page_holds_what_gate_gpu_measures(tmp_path):
     page = (ROOT / "benchmarks" / "results" / "gate.md").read_text(encoding="utf-8").splitlines()
     rows = mod.table(m)
     assert len(rows) == 11 and all(row in page for row in rows)
-    aa = next(rs for t, by, label, _, rs in m["rows"] if t == 0.03 and by == "gpu" and label.startswith("A/A"))
-    assert len(aa) == 90 and all(res.verdict == "pass" for res in aa)
+
+    def verdicts(t, by, start):
+        rs = next(rs for tt, b, label, _, rs in m["rows"] if tt == t and b == by and label.startswith(start))
+        return {v: sum(r.verdict == v for r in rs) for v in ("pass", "regression", "undecided", "improvement")}
+
+    # docs/gate.md's table ("On separate captures")
+    assert verdicts(0.03, "gpu", "A/A") == verdicts(0.01, "gpu", "A/A") == {
+        "pass": 90, "regression": 0, "undecided": 0, "improvement": 0}
+    assert verdicts(0.03, "gpu", "planted +3 % against") == {
+        "pass": 0, "regression": 6, "undecided": 14, "improvement": 0}
+    for t, p in ((0.03, "10"), (0.01, "10"), (0.01, "3")):
+        assert verdicts(t, "gpu", f"planted +{p} % against")["regression"] == 20
+    host = verdicts(0.03, "host", "A/A")
+    assert (host["regression"], host["improvement"]) == (35, 35)
