@@ -520,7 +520,7 @@ def repeats(tmp_path_factory):
         r = _cli("ingest", _report(run), "--run", run, "--db", db)
         assert r.exit_code == 0, r.output
     r = _cli("baseline", "save", "main", "--run", "aa-01", "--db", db)
-    assert r.exit_code == 0 and "1 ranges, 30 calls a range" in r.output, r.output
+    assert r.exit_code == 0 and "run aa-01, 1 range, 30 calls a range" in r.output, r.output
     return db
 
 
