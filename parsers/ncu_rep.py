@@ -550,11 +550,11 @@ TRAILING = 256  # instructions read past the last counted one (the exit's branch
 def _every_pc(action, counted: list[int]) -> list[int]:
     """The function's instructions from its first counted PC: the counted ones and those the
     counters skip (never executed, never sampled: a branch not taken, the padding after the
-    exit), as ncu's source page lists them. The step is the instruction size the counted PCs
-    show (16 bytes from Volta on)."""
+    exit), as ncu's source page lists them. The step is the instruction size: 16 bytes from Volta
+    on, 8 before (what the counted PCs' spacing allows of it)."""
     if len(counted) < 2:
         return counted
-    step = 0
+    step = 16  # (sparse counted PCs, 0x0 and 0x40, say, must not step over the ones between)
     for a, b in zip(counted, counted[1:]):
         step = math.gcd(step, b - a)
     if step < 8:  # not whole instructions: keep what the counters name
