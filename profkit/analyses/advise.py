@@ -375,32 +375,24 @@ def _around_library(call: list[dict], counters: dict, measured, gpu) -> tuple[fl
     if not bw:
         return None
     eff = attainable.of("gemm").efficiency
-    t_gemm, t_rest, moved, runs = 0.0, 0.0, 0.0, 0
-    segment: list[dict] = []
-
-    def close() -> float:
-        if not segment:
-            return 0.0
-        reads = [lookup(c, "dram_read_bytes") for c in segment]
-        writes = [lookup(c, "dram_write_bytes") for c in segment]
+    t_gemm = 0.0
+    segments: list[list[dict]] = [[]]  # the runs of other kernels, split at each GEMM
+    for k, c, is_gemm in zip(call, cs, gemm):
+        if is_gemm:
+            roof = roof_time_ns(c) if c else None
+            own = k["duration_ns"] or 0
+            t_gemm += min(own, roof[0] / eff) if roof else own
+            segments.append([])
+        elif c:
+            segments[-1].append(c)
+    moved, runs = 0.0, 0
+    for seg in (s for s in segments if s):
+        reads = [lookup(c, "dram_read_bytes") for c in seg]
+        writes = [lookup(c, "dram_write_bytes") for c in seg]
         if None in reads or None in writes:
-            raise ValueError
-        return max(0.0, sum(reads) - sum(writes) + 2 * writes[-1])
-
-    try:
-        for k, c, is_gemm in zip(call, cs, gemm):
-            if is_gemm:
-                b = close()
-                moved, runs, segment = moved + b, runs + bool(segment), []
-                roof = roof_time_ns(c)
-                own = k["duration_ns"] or 0
-                t_gemm += min(own, roof[0] / eff) if roof else own
-            else:
-                segment.append(c)
-        b = close()
-        moved, runs = moved + b, runs + bool(segment)
-    except ValueError:
-        return None
+            return None
+        moved += max(0.0, sum(r or 0.0 for r in reads) - sum(w or 0.0 for w in writes) + 2 * (writes[-1] or 0.0))
+        runs += 1
     t_rest = moved / bw * 1e9
     how = (
         f"torch.compile fuses around library GEMMs, not into them: {sum(gemm)} GEMMs at "

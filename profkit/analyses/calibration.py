@@ -130,7 +130,7 @@ LAYOUT_NATIVE = ("batch_norm", "max_pool")
 class ProgramPair:
     before: str
     after: str
-    fix: str  # graph | sync | batch | layout | compile | backend
+    fix: str  # graph | reduce-overhead | sync | batch | layout | compile | backend
     change: str  # the change, in words
     measure: str  # step (window per step) | gpu (kernel time per step) | sample (window per sample)
     batch: tuple[int, int] = (1, 1)  # samples per step, before and after (measure `sample`)
@@ -196,7 +196,9 @@ def _sync_ns(store: Store, run: str, win: tuple[int, int]) -> float:
     )
 
 
-def _predict_program(store: Store, p: ProgramPair, step: float, gpu: float, steps: int, win) -> tuple[float | None, str]:
+def _predict_program(
+    store: Store, p: ProgramPair, step: float, gpu: float, steps: int, win
+) -> tuple[float | None, str]:
     """advise's prediction for the change, from the BEFORE's steady state only."""
     a = advise(store, p.before, include_unranged=True)
     if p.fix == "graph":
@@ -205,6 +207,8 @@ def _predict_program(store: Store, p: ProgramPair, step: float, gpu: float, step
             return None, "no idle item"
         top = items[0]
         return top.predicted_speedup, f"advise's idle item: {top.how}"
+    if p.fix == "reduce-overhead":
+        return _reduce_overhead(store, p.before, a, step, steps, win)
     if p.fix == "sync":
         blocked = _sync_ns(store, p.before, win) / steps
         return step / (step - blocked), (
@@ -219,7 +223,7 @@ def _predict_program(store: Store, p: ProgramPair, step: float, gpu: float, step
             f"stays, the kernels' time grows at most x{k:g} (the step is the larger), per sample"
         )
     if p.fix == "layout":
-        rec, names = 0.0, []
+        rec, names = 0.0, list[str]()
         for i in a.items:
             if i.kind != "range" or i.nvtx_path is not None:
                 continue
@@ -239,6 +243,46 @@ def _predict_program(store: Store, p: ProgramPair, step: float, gpu: float, step
         top = items[0]
         return top.predicted_speedup, f"advise's range item: {top.predicted_how}"
     return None, "advise has no figure for this change"
+
+
+def _reduce_overhead(store: Store, run: str, a, step: float, steps: int, win) -> tuple[float | None, str]:
+    """torch.compile(mode="reduce-overhead") is Inductor and a CUDA graph. Inductor calls the
+    library for GEMMs and attention and fuses each run of other kernels between them into one;
+    on a timeline without counters such a run of short, latency-bound kernels is taken to cost
+    its longest member. The graph removes the launch gaps but keeps the device's own gap per
+    kernel, the idle time the host spends in synchronising calls and copies (a graph does not
+    remove them), and the gaps over a millisecond (host work)."""
+    from profkit.analyses import idle
+    from profkit.model import families
+
+    gaps = [i for i in a.items if i.kind == "graph" and i.evidence and "idle_long_us" in i.evidence[0]]
+    if not gaps:
+        return None, "no launch-gap item"
+    ks = store.query(
+        "SELECT family, duration_ns FROM kernels WHERE run = ? AND start_ns >= ? AND start_ns < ? "
+        "AND duration_ns IS NOT NULL ORDER BY start_ns",
+        (run, *win),
+    )
+    lib_ns, lib_n, fused_ns, runs, longest = 0.0, 0, 0.0, 0, None
+    for k in ks:
+        if families.get(k["family"]).attain in ("gemm", "attention"):
+            lib_ns, lib_n = lib_ns + k["duration_ns"], lib_n + 1
+            if longest is not None:
+                fused_ns, runs, longest = fused_ns + longest, runs + 1, None
+        else:
+            longest = max(longest or 0, k["duration_ns"])
+    if longest is not None:
+        fused_ns, runs = fused_ns + longest, runs + 1
+    got = idle.analyse(store, run, win)
+    kept = got.by_cause.get("sync", 0.0) + got.by_cause.get("copy", 0.0)
+    long_ns = gaps[0].evidence[0]["idle_long_us"] * 1e3
+    after = (lib_ns + fused_ns + (lib_n + runs) * a.device_gap_ns + kept + long_ns) / steps
+    return step / after, (
+        f"{len(ks) / steps:.0f} kernels a step -> {(lib_n + runs) / steps:.0f}: {lib_n / steps:.0f} library "
+        f"(GEMM, attention) {lib_ns / steps / 1e3:,.0f} us kept, {runs / steps:.0f} fused runs of the others at "
+        f"their longest member {fused_ns / steps / 1e3:,.0f} us; + the device's gap {a.device_gap_ns / 1e3:.2f} us "
+        f"a kernel, + {kept / steps / 1e3:,.0f} us a step idle in host syncs and copies (a graph keeps them)"
+    )
 
 
 def calibrate_program(store: Store, p: ProgramPair) -> ProgramCalibration:
