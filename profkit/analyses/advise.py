@@ -358,6 +358,50 @@ def _floor(calls, counters, meta, measured, gpu, path):
     return None, why + (f"; {model_how}" if model_how else ""), "none", None
 
 
+def _around_library(call: list[dict], counters: dict, measured, gpu) -> tuple[float, str] | None:
+    """What fusing a chain can attain when library GEMMs are in it: torch.compile (the lever a
+    user holds) calls cuBLAS/CUTLASS for the matmuls and fuses the kernels between them, not into
+    them. So the GEMMs keep their time, bounded by the GEMM family's attainable share of their
+    roof, and each run of other kernels between them fuses into one (its external DRAM bytes at
+    the bandwidth: reads - writes + 2 x its last kernel's writes). None: no library GEMM in the
+    chain, or a counter missing."""
+    gemm = [families.get(k.get("family")).attain == "gemm" for k in call]
+    if not any(gemm) or all(gemm):
+        return None
+    cs = [counters.get(k["kernel_id"]) for k in call]
+    if not all(cs):
+        return None
+    bw, bw_how = _bandwidth([c for c in cs if c], measured, gpu)
+    if not bw:
+        return None
+    eff = attainable.of("gemm").efficiency
+    t_gemm = 0.0
+    segments: list[list[dict]] = [[]]  # the runs of other kernels, split at each GEMM
+    for k, c, is_gemm in zip(call, cs, gemm):
+        if is_gemm:
+            roof = roof_time_ns(c) if c else None
+            own = k["duration_ns"] or 0
+            t_gemm += min(own, roof[0] / eff) if roof else own
+            segments.append([])
+        elif c:
+            segments[-1].append(c)
+    moved, runs = 0.0, 0
+    for seg in (s for s in segments if s):
+        reads = [lookup(c, "dram_read_bytes") for c in seg]
+        writes = [lookup(c, "dram_write_bytes") for c in seg]
+        if None in reads or None in writes:
+            return None
+        moved += max(0.0, sum(r or 0.0 for r in reads) - sum(w or 0.0 for w in writes) + 2 * (writes[-1] or 0.0))
+        runs += 1
+    t_rest = moved / bw * 1e9
+    how = (
+        f"torch.compile fuses around library GEMMs, not into them: {sum(gemm)} GEMMs at "
+        f"{t_gemm / 1e3:,.1f} us (their time, or {eff:.0%} of their roof where faster), the {runs} runs of "
+        f"kernels between them fused: {moved / 1e6:,.1f} MB at the {bw_how}"
+    )
+    return t_gemm + t_rest, how
+
+
 # --- the analysis ----------------------------------------------------------------------------
 
 
@@ -568,7 +612,8 @@ def _range_item(
         ncu,
         family=fam,
     )
-    _predict(it, what, ks, counters, measured, dram)
+    around = _around_library(calls[0], counters, measured, gpu) if what == "chain" else None
+    _predict(it, what, ks, counters, measured, dram, around)
     return it
 
 
@@ -682,7 +727,15 @@ def _idle_item(
     return it
 
 
-def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram: float | None) -> None:
+def _predict(
+    it: Item,
+    what: str,
+    ks: list[dict],
+    counters: dict,
+    measured,
+    dram: float | None,
+    around: tuple[float, str] | None = None,
+) -> None:
     """predicted_speedup: the headroom to the roof (roof_speedup) times the attainable efficiency
     of the item's family (profkit.model.attainable: estimates, to be calibrated), bounded by
     ncu's own estimate where the report carries one (for a kernel's own fix, not a fusion)."""
@@ -704,6 +757,9 @@ def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram
         eff, why = 1.0, "the floor is at a measured peak (copy bandwidth, FLOP rate): already what a kernel attains"
     pred = max(1.0, roof * eff)
     hows = [why]
+    if around is not None and around[0] > 0:
+        # a chain with library GEMMs: the fusion a user can apply leaves the GEMMs whole
+        pred, hows = max(1.0, min(pred, it.per_call_ns / around[0])), [around[1]]
     if it.ncu_speedup_pct is not None and what in ("kernels", "item") and 0 < it.ncu_speedup_pct < 100:
         bound = 1.0 / (1.0 - it.ncu_speedup_pct / 100.0)
         if bound < pred:
