@@ -533,6 +533,21 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
+def _timeline_json(tl: dict | None) -> str:
+    """_EVIDENCE.encode of a launch's timeline facts, written directly where they are whole
+    nanoseconds or NULL (every launch of a timeline: the encoder's own path for each of a
+    million launches is most of labelling them)."""
+    if tl is None:
+        return "null"
+    a, d, g = tl["api_ns"], tl["duration_ns"], tl["gap_ns"]
+    if (a is None or type(a) is int) and (d is None or type(d) is int) and (g is None or type(g) is int):
+        return (
+            f'{{"api_ns": {"null" if a is None else a}, "duration_ns": {"null" if d is None else d}, '
+            f'"gap_ns": {"null" if g is None else g}}}'
+        )
+    return _EVIDENCE.encode(tl)
+
+
 def _rows(cur) -> Iterator[dict]:
     cols = [d[0] for d in cur.description]
     return (dict(zip(cols, r)) for r in cur)
@@ -595,33 +610,38 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             kid = k["kernel_id"]
             t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
-            r = RULES.get(rule)
-            evidence: dict[str, Any] = {
-                "rule": rule,
-                "values": v0,
-                "thresholds": r["threshold"] if r else None,
-                "citation": r["citation"] if r else None,
-                "ridge_flop_per_byte": ridges[0],
-                "ridge_of": "bf16_tensor",
-            }
-            if peaks0:
-                evidence["peaks"] = peaks0
-            if missing0:
-                evidence["missing"] = missing0
-            if table0:
-                evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
+
+            def evidence_of(label: str, rule: str) -> dict[str, Any]:
+                r = RULES.get(rule)
+                evidence: dict[str, Any] = {
+                    "rule": rule,
+                    "values": v0,
+                    "thresholds": r["threshold"] if r else None,
+                    "citation": r["citation"] if r else None,
+                    "ridge_flop_per_byte": ridges[0],
+                    "ridge_of": "bf16_tensor",
+                }
+                if peaks0:
+                    evidence["peaks"] = peaks0
+                if missing0:
+                    evidence["missing"] = missing0
+                if table0:
+                    evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
+                return evidence
+
             tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
             if kid in ncu_rules:
+                evidence = evidence_of(label, rule)
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
                 text = _EVIDENCE.encode({**evidence, "timeline": tl})
             else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
                 # after every other key but "values")
                 if (label, rule) not in around:
-                    whole = _EVIDENCE.encode({**evidence, "timeline": None})
+                    whole = _EVIDENCE.encode({**evidence_of(label, rule), "timeline": None})
                     cut = whole.index(', "timeline": null, "values": ')
                     around[label, rule] = (whole[: cut + 14], whole[cut + 18 :])
                 head, tail = around[label, rule]
-                text = head + _EVIDENCE.encode(tl) + tail
+                text = head + _timeline_json(tl) + tail
             yield {
                 "run": run,
                 "kernel_id": kid,
