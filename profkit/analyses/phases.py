@@ -228,11 +228,16 @@ def _bursts(t: dict, lo: int, hi: int) -> list[tuple[int, int]]:
     """Launch slices [i, j) of autotuning: one kernel AUTOTUNE_REPEATS+ times in a row (fills
     between left out) under several launch configurations, or between cache-clearing fills."""
     idx = np.arange(lo, hi)
-    is_fill = (
-        np.array([bool(FILL.search(str(t["short"][i]) + " " + str(t["names"][t["ids"][i]]))) for i in idx], dtype=bool)
-        if hi > lo
-        else np.zeros(0, bool)
-    )
+    fill: dict = {}  # (short name, name id) -> a fill? A run has a few hundred distinct kernels
+
+    def is_fill_kernel(i: int) -> bool:
+        key = (t["short"][i], t["ids"][i])
+        got = fill.get(key)
+        if got is None:
+            got = fill[key] = bool(FILL.search(str(key[0]) + " " + str(t["names"][key[1]])))
+        return got
+
+    is_fill = np.array([is_fill_kernel(i) for i in idx], dtype=bool) if hi > lo else np.zeros(0, bool)
     keep = idx[~is_fill]
     if len(keep) < AUTOTUNE_REPEATS:
         return []
