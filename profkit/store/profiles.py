@@ -19,6 +19,7 @@ from profkit.store.ingest import (  # noqa: F401 (read here too)
     Loaded,
     _opened,
     _parse_one,
+    _size,
     capture_meta,
     ingest,
     report_files,
@@ -87,7 +88,7 @@ def _parse_ahead(files: list[Path]):
             mod = parsers.detect(f)
         except Exception:  # noqa: BLE001 - refused by ingest, with its reason
             continue
-        if not hasattr(mod, "prefetch") and Path(f).stat().st_size <= POOL_MAX_BYTES:
+        if not hasattr(mod, "prefetch") and _size(f) <= POOL_MAX_BYTES:
             todo.append(f)
     if not todo or (os.cpu_count() or 1) < 2:
         return None, {}
@@ -95,8 +96,14 @@ def _parse_ahead(files: list[Path]):
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn, not fork: the writer's connection and threads are not copied half-way
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-    return pool, {f: pool.submit(_parse_one, Path(f)) for f in todo}
+    pool = None
+    try:
+        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return pool, {f: pool.submit(_parse_one, Path(f)) for f in todo}
+    except Exception:  # noqa: BLE001 - no process to be had: ingest parses them all here
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        return None, {}
 
 
 def _taken(ahead: dict[Path, Future], files: list[Path]) -> dict:
