@@ -230,14 +230,11 @@ def _bursts(t: dict, lo: int, hi: int) -> list[tuple[int, int]]:
     idx = np.arange(lo, hi)
     fill: dict = {}  # (short name, name id) -> a fill? A run has a few hundred distinct kernels
 
-    def is_fill_kernel(i: int) -> bool:
+    for i in range(lo, hi):
         key = (t["short"][i], t["ids"][i])
-        got = fill.get(key)
-        if got is None:
-            got = fill[key] = bool(FILL.search(str(key[0]) + " " + str(t["names"][key[1]])))
-        return got
-
-    is_fill = np.array([is_fill_kernel(i) for i in idx], dtype=bool) if hi > lo else np.zeros(0, bool)
+        if key not in fill:
+            fill[key] = bool(FILL.search(str(key[0]) + " " + str(t["names"][key[1]])))
+    is_fill = np.array([fill[t["short"][i], t["ids"][i]] for i in idx], dtype=bool) if hi > lo else np.zeros(0, bool)
     keep = idx[~is_fill]
     if len(keep) < AUTOTUNE_REPEATS:
         return []
