@@ -449,8 +449,11 @@ def _parse(path: Path, ctx) -> Parsed:
             )
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             rules.extend((seq,) + r for r in _rules(a))
-            sass.extend((seq,) + r for r in _sass(a))
-            for name, text in _embedded(a).items():
+            per_pc = _sass(a)
+            sass.extend((seq,) + r for r in per_pc)
+            # the embedded text is read only beside a launch's Source Counters (the source_lines
+            # view), and asking for it costs ~40 ms a launch on a report that embeds a large module
+            for name, text in (_embedded(a) if per_pc else {}).items():
                 files.setdefault(name, text)
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")

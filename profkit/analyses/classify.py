@@ -533,9 +533,19 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
-def _rows(cur) -> Iterator[dict]:
-    cols = [d[0] for d in cur.description]
-    return (dict(zip(cols, r)) for r in cur)
+def _timeline_json(tl: dict | None) -> str:
+    """_EVIDENCE.encode of a launch's timeline facts, written directly where they are whole
+    nanoseconds or NULL (every launch of a timeline: the encoder's own path for each of a
+    million launches is most of labelling them)."""
+    if tl is None:
+        return "null"
+    a, d, g = tl["api_ns"], tl["duration_ns"], tl["gap_ns"]
+    if (a is None or type(a) is int) and (d is None or type(d) is int) and (g is None or type(g) is int):
+        return (
+            f'{{"api_ns": {"null" if a is None else a}, "duration_ns": {"null" if d is None else d}, '
+            f'"gap_ns": {"null" if g is None else g}}}'
+        )
+    return _EVIDENCE.encode(tl)
 
 
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
@@ -574,13 +584,11 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    kernels = _rows(
-        store.conn.execute(
-            "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-            " WHERE run = ? ORDER BY kernel_id",
-            (run,),
-        )
-    )  # one at a time: not a list of a million dicts
+    kernels = store.conn.execute(
+        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+        " WHERE run = ? ORDER BY kernel_id",
+        (run,),
+    )  # one at a time: not a list of a million rows; a dict only where the general path needs one
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -590,11 +598,8 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
-    for k in kernels:
-        if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
-            kid = k["kernel_id"]
-            t = _facts(timeline.get(kid))
-            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
+
+        def evidence_of(label: str, rule: str) -> dict[str, Any]:
             r = RULES.get(rule)
             evidence: dict[str, Any] = {
                 "rule": rule,
@@ -610,30 +615,45 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                 evidence["missing"] = missing0
             if table0:
                 evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
+            return evidence
+
+    for kid, kernel_name, nvtx_range, nvtx_path, sampled_from, family in kernels:
+        if one and kid not in counters and sampled_from not in counters:
+            t = _facts(timeline.get(kid))
+            label, reason, rule = classify_one(v0, t, ridges[0], kernel_name, "bf16_tensor", family)
             tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
             if kid in ncu_rules:
+                evidence = evidence_of(label, rule)
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
                 text = _EVIDENCE.encode({**evidence, "timeline": tl})
             else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
                 # after every other key but "values")
                 if (label, rule) not in around:
-                    whole = _EVIDENCE.encode({**evidence, "timeline": None})
+                    whole = _EVIDENCE.encode({**evidence_of(label, rule), "timeline": None})
                     cut = whole.index(', "timeline": null, "values": ')
                     around[label, rule] = (whole[: cut + 14], whole[cut + 18 :])
                 head, tail = around[label, rule]
-                text = head + _EVIDENCE.encode(tl) + tail
+                text = head + _timeline_json(tl) + tail
             yield {
                 "run": run,
                 "kernel_id": kid,
-                "kernel_name": k["kernel_name"],
-                "nvtx_range": k["nvtx_range"],
-                "nvtx_path": k["nvtx_path"],
+                "kernel_name": kernel_name,
+                "nvtx_range": nvtx_range,
+                "nvtx_path": nvtx_path,
                 "label": label,
                 "reason": reason,
                 "evidence": text,
                 "sampled_from": None,
             }
             continue
+        k = {
+            "kernel_id": kid,
+            "kernel_name": kernel_name,
+            "nvtx_range": nvtx_range,
+            "nvtx_path": nvtx_path,
+            "sampled_from": sampled_from,
+            "family": family,
+        }
         c = counters.get(k["kernel_id"], {})
         # a sampled capture measured another launch of this kernel and configuration: its
         # counters stand for this one; the time facts (duration, gaps) stay this launch's own
