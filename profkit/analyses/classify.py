@@ -8,10 +8,14 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any, TypedDict
 
+import numpy as np
+
 from profkit.analyses import hotspots, shape_labels
+from profkit.core import columns
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.core.names import is_comm
@@ -88,6 +92,8 @@ RULES: dict[str, Rule] = {
         "uncoalesced or bank-conflicted access), not by DRAM bandwidth nor by latency.",
     },
 }
+
+_THRESHOLDS = {k: r["threshold"] for k, r in RULES.items()}  # classify_one's view of RULES, made once
 
 # how each percentage in a reason is named (one definition each; docs/classification.md)
 SM_PCT = "SM throughput"
@@ -290,7 +296,7 @@ def classify_one(
     ridge point (FLOP/B) of the precision it computes in (ridge_of), and its kernel family
     (profkit.model.families: a warp-specialised kernel is never occupancy-bound by its
     theoretical occupancy alone)."""
-    R = {k: r["threshold"] for k, r in RULES.items()}
+    R = _THRESHOLDS
     if family == "nccl" or is_comm(name):
         return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
     dur = v.get("duration") or (t or {}).get("duration_ns")
@@ -533,6 +539,26 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
+def _number(x) -> str:
+    """A JSON number or null, as json.dumps writes it (ints and finite floats: their repr)."""
+    if x is None:
+        return "null"
+    if type(x) is int or (type(x) is float and math.isfinite(x)):
+        return repr(x)
+    return _EVIDENCE.encode(x)
+
+
+def _timeline_json(t: dict | None) -> str:
+    """_EVIDENCE.encode of a launch's timeline facts (sorted keys), written directly: a million
+    launches pass here."""
+    if not t:
+        return _EVIDENCE.encode(t and {})
+    return (
+        f'{{"api_ns": {_number(t["api_ns"])}, "duration_ns": {_number(t["duration_ns"])}, '
+        f'"gap_ns": {_number(t["gap_ns"])}}}'
+    )
+
+
 def _rows(cur) -> Iterator[dict]:
     cols = [d[0] for d in cur.description]
     return (dict(zip(cols, r)) for r in cur)
@@ -595,25 +621,27 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             kid = k["kernel_id"]
             t = _facts(timeline.get(kid))
             label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
-            r = RULES.get(rule)
-            evidence: dict[str, Any] = {
-                "rule": rule,
-                "values": v0,
-                "thresholds": r["threshold"] if r else None,
-                "citation": r["citation"] if r else None,
-                "ridge_flop_per_byte": ridges[0],
-                "ridge_of": "bf16_tensor",
-            }
-            if peaks0:
-                evidence["peaks"] = peaks0
-            if missing0:
-                evidence["missing"] = missing0
-            if table0:
-                evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
-            tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
+            if kid in ncu_rules or (label, rule) not in around:
+                r = RULES.get(rule)
+                evidence: dict[str, Any] = {
+                    "rule": rule,
+                    "values": v0,
+                    "thresholds": r["threshold"] if r else None,
+                    "citation": r["citation"] if r else None,
+                    "ridge_flop_per_byte": ridges[0],
+                    "ridge_of": "bf16_tensor",
+                }
+                if peaks0:
+                    evidence["peaks"] = peaks0
+                if missing0:
+                    evidence["missing"] = missing0
+                if table0:
+                    evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
             if kid in ncu_rules:
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
-                text = _EVIDENCE.encode({**evidence, "timeline": tl})
+                text = _EVIDENCE.encode(
+                    {**evidence, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}}
+                )
             else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
                 # after every other key but "values")
                 if (label, rule) not in around:
@@ -621,7 +649,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                     cut = whole.index(', "timeline": null, "values": ')
                     around[label, rule] = (whole[: cut + 14], whole[cut + 18 :])
                 head, tail = around[label, rule]
-                text = head + _EVIDENCE.encode(tl) + tail
+                text = head + _timeline_json(t) + tail
             yield {
                 "run": run,
                 "kernel_id": kid,
@@ -728,28 +756,67 @@ def labels(store: Store, run: str) -> dict[int, str]:
     return {r["kernel_id"]: r["label"] for r in (rows or label_rows(store, run))}
 
 
-def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int, tuple[str, str, str]]:
-    """{kernel_id: (label, rule, reason)} of a run: the stored labels where they cover the run
-    and none of them says "no counters" of a launch that has counters (`measured`: kernel ids
-    with counters, their own or their sampled sibling's); else computed here, not stored, so
-    that an answer never depends on whether `classify` ran, or ran before the counters came."""
-    # tuples, not dicts: a run may have a million labels
-    rows = store.conn.execute(
-        "SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
-        " c.sampled_from FROM classifications c WHERE c.run = ?",
-        (run,),
-    ).fetchall()
-    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[
-        0
-    ]
-    measured = measured or set()
-    stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
+class Facts:
+    """A run's labels as advise reads them: the label of every launch as a code into `labels`
+    ("unknown" for a launch without one), and (label, rule, reason) of one launch on demand."""
+
+    def __init__(self, kid: np.ndarray, code: np.ndarray, labels: list[str], one) -> None:
+        if "unknown" not in labels:
+            labels = [*labels, "unknown"]
+        order = np.argsort(kid)
+        self._kid, self._code, self.labels, self._one = kid[order], code[order], labels, one
+
+    def codes(self, kids: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(self._kid, kids), max(len(self._kid) - 1, 0))
+        found = self._kid[at] == kids if len(self._kid) else np.zeros(len(kids), dtype=bool)
+        return np.where(found, self._code[at] if len(self._kid) else 0, self.labels.index("unknown"))
+
+    def get(self, kid: int) -> tuple[str, str, str] | None:
+        return self._one(kid)
+
+
+def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
+    """The labels of a run: the stored ones where they cover the run and none of them says "no
+    counters" of a launch that has counters (`measured`: kernel ids with counters, their own or
+    their sampled sibling's); else computed here, not stored, so that an answer never depends on
+    whether `classify` ran, or ran before the counters came. Read as columns: a run may have a
+    million labels."""
+    c = store.conn
+    held = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
+    have = c.execute(f"SELECT count(*) {held}", (run,)).fetchone()[0]
+    n = c.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[0]
+    stale = have != n
+    if not stale and measured:
+        ids = json.dumps(sorted(measured))
+        stale = bool(
+            c.execute(
+                f"SELECT count(*) {held} AND (l.kernel_id IN (SELECT value FROM json_each(?)) OR r.sampled_from IN "
+                "(SELECT value FROM json_each(?))) AND json_extract(l.evidence, '$.rule') = 'none'",
+                (run, ids, ids),
+            ).fetchone()[0]
+        )
     if stale:
-        return {
+        facts = {
             r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
             for r in label_rows(store, run)
         }
-    return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
+        names = list(dict.fromkeys(f[0] for f in facts.values()))
+        kid = np.fromiter(facts, dtype=np.int64, count=len(facts))
+        code = np.fromiter((names.index(f[0]) for f in facts.values()), dtype=np.int64, count=len(facts))
+        return Facts(kid, code, names, facts.get)
+    names = [x for (x,) in c.execute(f"SELECT DISTINCT l.label {held}", (run,))]
+    if not names:
+        return Facts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], lambda kid: None)
+    cases = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
+    got = columns.ints(c, f"SELECT l.kernel_id, CASE l.label {cases} END {held}", (*names, run), 2)
+
+    def one(kid: int) -> tuple[str, str, str] | None:
+        r = c.execute(
+            f"SELECT l.label, json_extract(l.evidence, '$.rule'), l.reason {held} AND l.kernel_id = ?", (run, kid)
+        ).fetchone()
+        return (r[0], r[1] or "none", r[2]) if r else None
+
+    return Facts(got[:, 0], got[:, 1], names, one)
 
 
 NO_RANGE = "(outside any NVTX range)"
