@@ -31,10 +31,12 @@ view) as an explicit step, like `classify`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -238,7 +240,7 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     names_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM launch_name").fetchone()[0]
     paths_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM nvtx_path").fetchone()[0]
     if names_n >= 1 << 31 or paths_n >= 1 << 31:
-        raise BadInput(f"{store.path}: name or path ids past 2^31: not a database profkit wrote")
+        raise BadInput(store.path, "name or path ids past 2^31: not a database profkit wrote")
     p = columns.ints(
         c,
         f"""
@@ -748,7 +750,7 @@ def _range_item(
             if len(measured_ids) > by_ncu
             else ""
         )
-    evidence = []
+    evidence: list[dict] = []
     for name, group in _by_name(g):
         cs = [c for k in g.kid[group[has_c[group]]].tolist() if (c := counters.get(k))]
         roofs = [r for c in cs if (r := roof_time_ns(c)) is not None]
@@ -768,7 +770,7 @@ def _range_item(
                 "ncu_speedup_pct": _ncu_max(g.kid[group], rules),
             }
         )
-    ncu = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
+    ncu: float | None = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
     names = _names(g)
     if is_comm(names):
         action = ACTIONS["communication"]
@@ -1102,9 +1104,15 @@ def _launch_gap_item(ks: _Launches, gap: float, step: str | None = None) -> list
     ]
 
 
-def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None) -> list[Item]:
+def _ranges(path: str, run: str, scope: str | None, win) -> list[dict]:
+    """timeline.ranges on a connection of its own: read beside advise's own reading (SQLite
+    steps through rows without Python's lock, so the two share the cores)."""
+    with Store(path, readonly=True) as s:
+        return tl.ranges(s, run, scope, window=win)
+
+
+def _graph_items(rows: list[dict], scope: str | None, gap: float) -> list[Item]:
     out = []
-    rows = tl.ranges(store, run, scope, window=win)
     # the repeated unit: a call range inside a range pushed once, or the scope itself when it repeats
     calls = tl.calls(rows) + [r for r in rows if r["path"] == scope and r["instances"] > 1 and r not in tl.calls(rows)]
     for r in calls:
@@ -1153,6 +1161,10 @@ def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None
     return out
 
 
+# what advise does, in order (its progress)
+STEPS = ("reading launches", "reading labels", "operators", "idle time")
+
+
 def advise(
     store: Store,
     run: str | None = None,
@@ -1160,14 +1172,27 @@ def advise(
     peaks: list[dict] | None = None,
     include_unranged: bool = False,
     phase: str | None = None,
+    step=None,
 ) -> Advice:
     """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
     `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
     ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
-    state by default where one is found (profkit.analyses.phases), 'all', or a phase's name."""
+    state by default where one is found (profkit.analyses.phases), 'all', or a phase's name.
+    `step(what)`: called as each of STEPS begins (a progress bar)."""
+    step = step or (lambda what: None)
     run = store.require_run(run)
+    # the range table (graph items) is read beside the rest where another connection sees what
+    # this one does: a database file, nothing uncommitted
+    aside = store.path != ":memory:" and not store.conn.in_transaction
+    with ThreadPoolExecutor(1) if aside else contextlib.nullcontext() as pool:
+        return _advise(store, run, scope, peaks, include_unranged, phase, step, pool)
+
+
+def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase, step, pool) -> Advice:
+    step(STEPS[0])
     # a scope names the ranges asked about: the steady-state default applies to the whole run only
     win, phase_line = (None, "") if scope and phase is None else phases.selected(store, run, phase)
+    later = pool.submit(_ranges, store.path, run, scope, win) if pool else None
     ks = every = _keep(_read(store, run, scope), win)
     notes = [phase_line] if phase_line else []
     ranged = ks.ranged()
@@ -1188,11 +1213,13 @@ def advise(
     gpu = meta.get("gpu_name")
     counters = store.counters(run)
     own = set(store.counters(run, ["gpu__time_duration.sum"], sampled=False))
+    step(STEPS[1])
     facts = label_facts(store, run, set(counters))
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
     shapes = fusion.ops_of(store, run)  # operators with recorded shapes: the fusion floor
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
+    step(STEPS[2])
     keys: dict = {}
     free = [keys.setdefault(_step_free(p), len(keys)) if p else -1 for p in ks.paths]
     key = np.array(free + [-1], dtype=np.int64)[ks.path]
@@ -1210,8 +1237,10 @@ def advise(
             items.append(_range_item(of[code], g, rows_of, counters, facts, meta, peaks, gpu, rules, own, shapes))
         else:
             items.append(_kernel_item(g, rows_of, counters, facts, rules, own))
+    step(STEPS[3])
     if ks.has_start.any():
-        graphs = _graph_items(store, run, scope, gap, win)
+        rows = later.result() if later else tl.ranges(store, run, scope, window=win)
+        graphs = _graph_items(rows, scope, gap)
         if not graphs and ranged.any():
             # no repeated call range (torch.profiler's ProfilerStep#N are all different): the
             # idle time of each outermost range is its item

@@ -100,17 +100,28 @@ SM_PCT = "SM throughput"
 MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
-def _timeline(store: Store, run: str) -> dict[int, tuple]:
-    """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
-    rows = store.conn.execute(
+def _timeline(store: Store, run: str) -> Iterator[tuple]:
+    """Per timeline launch, by kernel id: (kernel id, duration, launch-call time, idle gap before
+    it on its stream)."""
+    return store.conn.execute(
         """
-        SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
-               start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""",
+        SELECT * FROM (
+          SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
+                 start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
+          FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL)
+        ORDER BY id""",
         (run,),
     )
-    # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
-    return {r[0]: r for r in rows}
+
+
+def _merged(kernels: Iterator[tuple], timeline: Iterator[tuple]) -> Iterator[tuple[tuple, tuple | None]]:
+    """Each kernel row (by kernel id) with its _timeline row, if any: the two read side by side,
+    not a dict of a million launches."""
+    t = next(timeline, None)
+    for k in kernels:
+        while t is not None and t[0] < k[0]:
+            t = next(timeline, None)
+        yield k, (t if t is not None and t[0] == k[0] else None)
 
 
 def _facts(row: tuple | None) -> dict | None:
@@ -559,11 +570,6 @@ def _timeline_json(t: dict | None) -> str:
     )
 
 
-def _rows(cur) -> Iterator[dict]:
-    cols = [d[0] for d in cur.description]
-    return (dict(zip(cols, r)) for r in cur)
-
-
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing
     (iter_labels one launch at a time)."""
@@ -593,20 +599,18 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     candidates a launch is labelled under each; one label for all stands (the evidence names
     them), different labels make it `unknown` with the labels per GPU in the reason."""
     run = store.require_run(run)
-    timeline = _timeline(store, run)
     counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    kernels = _rows(
-        store.conn.execute(
-            "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-            " WHERE run = ? ORDER BY kernel_id",
-            (run,),
-        )
-    )  # one at a time: not a list of a million dicts
+    # kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family: tuples, one at a time
+    kernels = store.conn.execute(
+        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
+        " WHERE run = ? ORDER BY kernel_id",
+        (run,),
+    )
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -616,11 +620,10 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
-    for k in kernels:
-        if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
-            kid = k["kernel_id"]
-            t = _facts(timeline.get(kid))
-            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
+    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _merged(kernels, _timeline(store, run)):
+        t = _facts(trow)
+        if one and kid not in counters and sampled_from not in counters:
+            label, reason, rule = classify_one(v0, t, ridges[0], name, "bf16_tensor", family)
             if kid in ncu_rules or (label, rule) not in around:
                 r = RULES.get(rule)
                 evidence: dict[str, Any] = {
@@ -653,26 +656,22 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             yield {
                 "run": run,
                 "kernel_id": kid,
-                "kernel_name": k["kernel_name"],
-                "nvtx_range": k["nvtx_range"],
-                "nvtx_path": k["nvtx_path"],
+                "kernel_name": name,
+                "nvtx_range": nvtx_range,
+                "nvtx_path": nvtx_path,
                 "label": label,
                 "reason": reason,
                 "evidence": text,
                 "sampled_from": None,
             }
             continue
-        c = counters.get(k["kernel_id"], {})
+        c = counters.get(kid, {})
         # a sampled capture measured another launch of this kernel and configuration: its
         # counters stand for this one; the time facts (duration, gaps) stay this launch's own
-        sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
+        sampled = sampled_from if not c and sampled_from in counters else None
         if sampled is not None:
             c = counters[sampled]
-        t = _facts(timeline.get(k["kernel_id"]))
-        each = [
-            _label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
-            for g, rg in zip(options, ridges)
-        ]
+        each = [_label_one(c, t, name, g, rg, sampled is not None, family) for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{_gpu_name(g)} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -713,19 +712,19 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                 reason += f" (the same on every known GPU of its compute capability: {', '.join(_gpu_name(g) for g in options_k)})"
             elif len(options) > 1:
                 reason += f" (on {_gpu_name(options_k[0])}, the one known GPU of its compute capability it fits)"
-        if k["kernel_id"] in ncu_rules:
-            evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
-        if k["kernel_id"] in hot:  # Source Counters: the line and stall behind the label
-            evidence["hotspot"] = hot[k["kernel_id"]]
+        if kid in ncu_rules:
+            evidence.update(_ncu_side(label, ncu_rules[kid]))
+        if kid in hot:  # Source Counters: the line and stall behind the label
+            evidence["hotspot"] = hot[kid]
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
         yield {
             "run": run,
-            "kernel_id": k["kernel_id"],
-            "kernel_name": k["kernel_name"],
-            "nvtx_range": k["nvtx_range"],
-            "nvtx_path": k["nvtx_path"],
+            "kernel_id": kid,
+            "kernel_name": name,
+            "nvtx_range": nvtx_range,
+            "nvtx_path": nvtx_path,
             "label": label,
             "reason": reason,
             "evidence": _EVIDENCE.encode(evidence),
