@@ -100,28 +100,52 @@ SM_PCT = "SM throughput"
 MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
-def _timeline(store: Store, run: str) -> Iterator[tuple]:
-    """Per timeline launch, by kernel id: (kernel id, duration, launch-call time, idle gap before
-    it on its stream)."""
-    return store.conn.execute(
+def _launches(store: Store, run: str) -> Iterator[tuple[tuple, tuple | None]]:
+    """Each launch of the kernels view, by kernel id, as (kernel id, kernel name, nvtx range,
+    nvtx path, sampled from, family), with its timeline facts where it is on the timeline
+    (source not ncu, a start): (kernel id, duration, launch-call time, idle gap before it on its
+    stream). One pass over launch_row, the names read once each (the view's per-row lookups cost
+    more than the labelling at a million launches)."""
+    c = store.conn
+    names = dict(c.execute("SELECT id, name FROM launch_name"))
+    paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
+    own = dict(
+        (r[0], (r[1], r[2]))
+        for r in c.execute(
+            "SELECT o.launch_id, o.nvtx_range, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id"
+            " WHERE l.run = ?",
+            (run,),
+        )
+    )
+    # the view's family, read once per kernel name and launch call
+    first = {
+        (n, a): i
+        for n, a, i in c.execute(
+            "SELECT name_id, api_id, min(id) FROM launch_row WHERE run = ? AND timeline_id IS NULL GROUP BY 1, 2",
+            (run,),
+        )
+    }
+    fam_of = dict(
+        c.execute(
+            "SELECT kernel_id, family FROM kernels WHERE kernel_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(first.values())),),
+        )
+    )
+    family = {k: fam_of.get(i) for k, i in first.items()}
+    rows = c.execute(
         """
-        SELECT * FROM (
-          SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
-                 start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-          FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL)
-        ORDER BY id""",
+        SELECT id, name_id, path_id, api_id, sampled_from, source != 'ncu' AND start_ns IS NOT NULL, duration_ns,
+               api_end_ns - api_start_ns,
+               start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
+                                            ORDER BY start_ns)
+        FROM launch_row WHERE run = ? AND timeline_id IS NULL ORDER BY id""",
         (run,),
     )
-
-
-def _merged(kernels: Iterator[tuple], timeline: Iterator[tuple]) -> Iterator[tuple[tuple, tuple | None]]:
-    """Each kernel row (by kernel id) with its _timeline row, if any: the two read side by side,
-    not a dict of a million launches."""
-    t = next(timeline, None)
-    for k in kernels:
-        while t is not None and t[0] < k[0]:
-            t = next(timeline, None)
-        yield k, (t if t is not None and t[0] == k[0] else None)
+    none = (None, None)
+    for kid, name_id, path_id, api_id, sampled_from, timed, dur, api_ns, gap_ns in rows:
+        rng, path = own.get(kid) or paths.get(path_id, none)
+        k = (kid, names[name_id], rng, path, sampled_from, family[name_id, api_id])
+        yield k, ((kid, dur, api_ns, gap_ns) if timed else None)
 
 
 def _facts(row: tuple | None) -> dict | None:
@@ -605,12 +629,6 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    # kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family: tuples, one at a time
-    kernels = store.conn.execute(
-        "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-        " WHERE run = ? ORDER BY kernel_id",
-        (run,),
-    )
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -620,7 +638,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
-    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _merged(kernels, _timeline(store, run)):
+    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run):
         t = _facts(trow)
         if one and kid not in counters and sampled_from not in counters:
             label, reason, rule = classify_one(v0, t, ridges[0], name, "bf16_tensor", family)
