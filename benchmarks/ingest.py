@@ -185,7 +185,7 @@ def markdown(result: dict) -> str:
     """The analyses section's table, with the machine, versions and date it was measured on."""
     ing = result["analyses_ingest"]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+                            text=True).stdout.strip() or "not a git checkout (name it by hand)"
     head = (f"\n### {result['date']} {time.strftime('%H:%M', time.gmtime())} UTC, {result['host']}, "
             f"{result['cpus']} cores, load {result['load_avg_1m']}, Python {result['python']}, "
             f"SQLite {result['sqlite']}, numpy {__import__('numpy').__version__}, commit {commit}\n\n"
