@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import pickle
 import re
@@ -448,8 +449,11 @@ def _parse(path: Path, ctx) -> Parsed:
             )
             counters.extend((seq, k, u, v) for k, (v, u) in values.items())
             rules.extend((seq,) + r for r in _rules(a))
-            sass.extend((seq,) + r for r in _sass(a))
-            for name, text in _embedded(a).items():
+            per_pc = _sass(a)
+            sass.extend((seq,) + r for r in per_pc)
+            # the embedded text is read only beside a launch's Source Counters (the source_lines
+            # view), and asking for it costs ~40 ms a launch on a report that embeds a large module
+            for name, text in (_embedded(a) if per_pc else {}).items():
                 files.setdefault(name, text)
             if not facts:
                 dn = a.metric_by_name("device__attribute_display_name")
@@ -515,7 +519,7 @@ def _sass(action) -> list[tuple]:
                 quiet[reason[: -len(NOT_ISSUED)]] = _per_pc(action.metric_by_name(name))
             else:
                 stalls[reason] = _per_pc(action.metric_by_name(name))
-    pcs = sorted(set(executed) | set(samples) | {pc for v in stalls.values() for pc in v})
+    pcs = _every_pc(action, sorted(set(executed) | set(samples) | {pc for v in stalls.values() for pc in v}))
     if not pcs:
         return []
     base = pcs[0]
@@ -540,6 +544,30 @@ def _sass(action) -> list[tuple]:
                 json.dumps(dict(sorted(by_quiet.items(), key=lambda x: -x[1]))),
             )
         )
+    return out
+
+
+TRAILING = 256  # instructions read past the last counted one (the exit's branch-to-self, padding)
+
+
+def _every_pc(action, counted: list[int]) -> list[int]:
+    """The function's instructions from its first counted PC: the counted ones and those the
+    counters skip (never executed, never sampled: a branch not taken, the padding after the
+    exit), as ncu's source page lists them. The step is the instruction size: 16 bytes from Volta
+    on, 8 before (what the counted PCs' spacing allows of it)."""
+    if len(counted) < 2:
+        return counted
+    step = 16  # (sparse counted PCs, 0x0 and 0x40, say, must not step over the ones between)
+    for a, b in zip(counted, counted[1:]):
+        step = math.gcd(step, b - a)
+    if step < 8:  # not whole instructions: keep what the counters name
+        return counted
+    have = set(counted)
+    out = [pc for pc in range(counted[0], counted[-1] + step, step) if pc in have or action.sass_by_pc(pc)]
+    pc = counted[-1] + step
+    while pc <= counted[-1] + TRAILING * step and action.sass_by_pc(pc):
+        out.append(pc)
+        pc += step
     return out
 
 

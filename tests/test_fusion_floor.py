@@ -1,5 +1,7 @@
 """The fusion floor (profkit/analyses/fusion.py): what one kernel doing a range's operators must
 move, from the operators' shapes; and advise using it for a timeline-only run."""
+import json
+
 from profkit.analyses import fusion
 from profkit.model.ops.aten import Operand
 
@@ -64,3 +66,23 @@ def test_upcast_log_softmax_nll_reads_the_logits_once():
                                        s(-100)])]
     b_in, b_out, _ = fusion.external_bytes(ops)
     assert b_in == 8 * 512 * 8192 * 2 + 4096 * 8 and b_out == 4
+
+
+def test_a_library_gemm_is_a_fusion_boundary_at_its_measured_time():
+    # gelu(x @ w.T + b) as eager runs it: the GEMM keeps its own time (cuBLAS fuses nothing and
+    # fusion does not speed it up); add + gelu fuse into one kernel reading the product and b
+    def op(i, name, dims, types):
+        return {"op_id": i, "op": name, "input_dims": json.dumps(dims), "input_types": json.dumps(types),
+                "concrete": None}
+    ops = {1: op(1, "aten::mm", [[8192, 1024], [1024, 4096]], [BF16, BF16]),
+           2: op(2, "aten::add", [[8192, 4096], [4096], []], [BF16, BF16, "Scalar"]),
+           3: op(3, "aten::gelu", [[8192, 4096], []], [BF16, "Scalar"])}
+    call = [{"kernel_id": 1, "duration_ns": 94_500}, {"kernel_id": 2, "duration_ns": 88_000},
+            {"kernel_id": 3, "duration_ns": 47_000}]
+    bw = 3.35e12
+    ns, how, _ = fusion.floor(call, ops, bw, "NVIDIA H100 80GB HBM3")
+    epilogue = (8192 * 4096 * 2 + 4096 * 2 + 8192 * 4096 * 2) / bw * 1e9
+    assert abs(ns - (94_500 + epilogue)) < 1 and "library kernel" in how
+    # without durations the GEMM's FLOPs at the datasheet bf16 peak stand in
+    ns2, how2, _ = fusion.floor([{"kernel_id": k} for k in (1, 2, 3)], ops, bw, "NVIDIA H100 80GB HBM3")
+    assert ns2 < ns and "FLOPs at peak" in how2

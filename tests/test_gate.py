@@ -500,3 +500,87 @@ def test_rerun_loop_stops_at_its_time_budget(db):
     assert captured == [1, 2] and res.verdict == "undecided" and res.exit_code == 3
     assert res.rerun[-1].startswith("budget spent: 12 s of 10 s (--budget-s)")
     assert res.rerun[0].startswith(f"re-captured as run {SLOW} in 6 s (2 undecided; about ")
+
+
+# --- separate captures on an H100: ten A/A repeats, planted +3 % and +10 % -------------------------
+
+# benchmarks/gate_gpu.py gates all of them; README.md there says how they were captured
+REPEATS = DATA / "rmsnorm_fwd-h100-repeats"
+
+
+def _report(run):
+    return REPEATS / f"rmsnorm_fwd-{run}.nsys.sqlite.xz"
+
+
+@pytest.fixture(scope="module")
+def repeats(tmp_path_factory):
+    """Four of the captures loaded through the CLI, aa-01 saved as baseline `main`."""
+    db = str(tmp_path_factory.mktemp("repeats") / "r.db")
+    for run in ("aa-01", "aa-02", "planted-3pct-1", "planted-10pct-1"):
+        r = _cli("ingest", _report(run), "--run", run, "--db", db)
+        assert r.exit_code == 0, r.output
+    r = _cli("baseline", "save", "main", "--run", "aa-01", "--db", db)
+    assert r.exit_code == 0 and "run aa-01, 1 range, 30 calls a range" in r.output, r.output
+    return db
+
+
+@pytest.mark.parametrize("run,threshold,code,verdict,change", [
+    ("aa-02", "3%", 0, "pass", (-0.5, 0.5)),             # another process, the same kernel
+    ("planted-10pct-1", "3%", 1, "regression", (9.0, 10.0)),
+    ("planted-3pct-1", "3%", 3, "undecided", (2.5, 3.5)),  # a 3 % slow-down at a 3 % threshold
+    ("planted-3pct-1", "1%", 1, "regression", (2.5, 3.5)),
+])
+def test_gpu_repeats_gate_through_the_cli(repeats, run, threshold, code, verdict, change):
+    r = _cli("gate", "--against", "main", "--run", run, "--max-regression", threshold, "--db", repeats, "--json")
+    assert r.exit_code == code, r.output
+    got = json.loads(r.output)
+    (row,) = got["ranges"]
+    assert got["verdict"] == row["verdict"] == verdict and row["range"] == "rmsnorm_fwd"
+    assert change[0] < row["change_pct"] < change[1]
+    assert row["band"][0] <= row["slowdown"] <= row["band"][1] and 0 < row["detectable_pct"] < 1
+    if verdict == "undecided":
+        assert row["more_calls"] > 0 and "more calls a side would settle it" in got["summary"]
+
+
+def test_gate_by_host_says_its_band_ignores_process_noise(repeats):
+    """The A/A captures' host time per call differs between processes far beyond the
+    call-to-call band: a host verdict carries a note saying so."""
+    r = _cli("gate", "--against", "main", "--run", "aa-02", "--by", "host", "--db", repeats)
+    assert r.exit_code in (0, 1, 3), r.output
+    assert "by host: the band covers call-to-call noise only" in r.output
+    r = _cli("gate", "--against", "main", "--run", "aa-02", "--db", repeats)
+    assert "by host" not in r.output
+
+
+@pytest.mark.slow
+def test_results_page_holds_what_gate_gpu_measures(tmp_path):
+    """benchmarks/results/gate.md's verdict table is what benchmarks/gate_gpu.py computes on the
+    14 captures (the timings on that page are this machine's and are not checked)."""
+    spec = importlib.util.spec_from_file_location("gate_gpu", ROOT / "benchmarks" / "gate_gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from profkit.store.store import Store
+
+    files = mod.reports(REPEATS)
+    assert len(files) == 14
+    db = str(tmp_path / "g.db")
+    mod.load(db, files)
+    with Store(db, readonly=True) as s:
+        m = mod.measure(s)
+    page = (ROOT / "benchmarks" / "results" / "gate.md").read_text(encoding="utf-8").splitlines()
+    rows = mod.table(m)
+    assert len(rows) == 11 and all(row in page for row in rows)
+
+    def verdicts(t, by, start):
+        rs = next(rs for tt, b, label, _, rs in m["rows"] if tt == t and b == by and label.startswith(start))
+        return {v: sum(r.verdict == v for r in rs) for v in ("pass", "regression", "undecided", "improvement")}
+
+    # docs/gate.md's table ("On separate captures")
+    assert verdicts(0.03, "gpu", "A/A") == verdicts(0.01, "gpu", "A/A") == {
+        "pass": 90, "regression": 0, "undecided": 0, "improvement": 0}
+    assert verdicts(0.03, "gpu", "planted +3 % against") == {
+        "pass": 0, "regression": 6, "undecided": 14, "improvement": 0}
+    for t, p in ((0.03, "10"), (0.01, "10"), (0.01, "3")):
+        assert verdicts(t, "gpu", f"planted +{p} % against")["regression"] == 20
+    host = verdicts(0.03, "host", "A/A")
+    assert (host["regression"], host["improvement"]) == (35, 35)

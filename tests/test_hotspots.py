@@ -3,6 +3,7 @@ every number is checked against the report as NVIDIA's own reader gives it, comp
 independently of the parser."""
 import json
 import lzma
+import re
 import shutil
 import subprocess
 import sys
@@ -150,3 +151,178 @@ def test_mcp_tool_answers_hotspots(vec):
 
     got = Tools(vec).hotspots("vec", None, 1)
     assert got["kernel"].startswith("vec_add") and got["lines"][0]["stalls"]["long_scoreboard"] == 813
+
+
+# ---- the lab's kernels on an H100 against ncu's own source page (tests/data/hotspots/README.md)
+LAB = ROOT / "tests" / "data" / "hotspots"
+LAB_RUNS = ("softmax-triton-scores-r32768-n4096", "rmsnorm-cuda-llama8b-t4096")
+# ncu's CSV column suffix -> the stall reason of its metric smsp__pcsamp_warps_issue_stalled_REASON
+CSV_REASON = {"barrier": "barrier", "branch_resolving": "branch_resolving", "dispatch": "dispatch_stall",
+              "drain": "drain", "imc": "imc_miss", "lg": "lg_throttle", "long_sb": "long_scoreboard",
+              "math": "math_pipe_throttle", "membar": "membar", "mio": "mio_throttle", "misc": "misc",
+              "no_inst": "no_instructions", "not_selected": "not_selected", "selected": "selected",
+              "short_sb": "short_scoreboard", "sleep": "sleeping", "sleeping": "sleeping", "tex": "tex_throttle",
+              "wait": "wait"}
+NOT_ISSUED = " (Not Issued)"
+
+
+def _csv_counts(d: dict) -> dict:
+    """One CSV row's numbers: samples, not-issued samples, executed, stall reasons (all and not issued)."""
+    stalls: dict = {False: {}, True: {}}
+    for k, v in d.items():
+        if k.startswith("stall_") and v not in ("-", "", "0"):
+            quiet = k.endswith(NOT_ISSUED)
+            stalls[quiet][CSV_REASON[k[len("stall_"):].removesuffix(NOT_ISSUED)]] = int(v)
+    return {"samples": int(d["# Samples"]), "all": int(d["Warp Stall Sampling (All Samples)"]),
+            "not_issued": int(d["Warp Stall Sampling (Not-issued Samples)"]),
+            "executed": int(d["Instructions Executed"]), "stalls": stalls[False], "stalls_not_issued": stalls[True]}
+
+
+def ncu_source_page(path: Path) -> list[dict]:
+    """ncu's `--page source --csv --print-source cuda,sass`: per file, {file, lines: {line: (text,
+    counts)}, sass: {address: (line, instruction, counts)}}; an instruction is listed under its line in
+    every file of its inline chain."""
+    import csv
+
+    files: list[dict] = []
+    head: list[str] = []
+    line = None
+    for r in csv.reader(path.read_text().splitlines()):
+        if not r or r[0].startswith("=="):
+            continue
+        if r[0] == "File Path":
+            files.append({"file": r[1], "lines": {}, "sass": {}})
+        elif r[0] == "Line No":
+            head = r
+        elif r[0] != "Function Name":
+            d = dict(zip(head[4:], r[4:]))
+            if r[0]:
+                line = int(r[0])
+                files[-1]["lines"][line] = (r[1], _csv_counts(d))
+            elif r[2] not in ("...", "-"):
+                files[-1]["sass"][int(r[2], 16)] = (line, r[3], _csv_counts(d))
+    return files
+
+
+def _sass_text(s: str) -> str:
+    """An instruction without its branch target's label (ncu_report: BRA `(.L_x_0) 0x...; the page: BRA 0x...)."""
+    return re.sub(r"`\(\.L_x_\d+\) ", "", " ".join(s.split()))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("lab") / "lab.db")
+    for run in LAB_RUNS:
+        ingest(db, [LAB / f"{run}.ncu-rep.xz"], run=run)
+    yield db
+
+
+def _rows(db, run):
+    with Store(db, readonly=True) as s:
+        return s.query("SELECT s.*, r.stalls_not_issued FROM sass s JOIN sass_row r ON r.launch_id = s.kernel_id "
+                       "AND r.pc = s.pc WHERE s.run = ? ORDER BY s.pc", (run,))
+
+
+@pytest.mark.parametrize("run", LAB_RUNS)
+def test_every_instruction_is_ncus_source_page(lab, run):
+    """Each SASS instruction ncu's source page lists is one row with its samples, not-issued samples,
+    executed count, stall reasons and text; and each row's line is one ncu lists it under."""
+    page = ncu_source_page(LAB / f"{run}.source.csv")
+    listed: dict = defaultdict(list)
+    for f in page:
+        for addr, (line, ins, counts) in f["sass"].items():
+            listed[addr].append(((f["file"], line), ins, counts))
+    rows = {r["address"]: r for r in _rows(lab, run)}
+    assert set(rows) == set(listed)
+    for addr, where in listed.items():
+        r, (_, ins, c) = rows[addr], where[0]
+        assert (r["samples"], r["samples_not_issued"], r["inst_executed"]) == (c["samples"], c["not_issued"],
+                                                                               c["executed"]), hex(addr)
+        assert c["all"] == c["samples"] and json.loads(r["stalls"]) == c["stalls"], hex(addr)
+        assert json.loads(r["stalls_not_issued"]) == c["stalls_not_issued"], hex(addr)
+        assert _sass_text(r["instruction"]) == _sass_text(ins)
+        assert (r["file"], r["line"]) in [w[0] for w in where]
+    # the kernel's totals: ncu's, each instruction once
+    assert sum(r["samples"] for r in rows.values()) == sum(w[0][2]["samples"] for w in listed.values())
+    assert sum(r["inst_executed"] for r in rows.values()) == sum(w[0][2]["executed"] for w in listed.values())
+
+
+# lines whose numbers are ncu's exactly / all ncu lists. ncu's page counts an inlined instruction at every
+# line of its inline chain (a CUDA header's line, the helper's line calling it, the kernel's line calling
+# that), so the RMSNorm's 37 lines there sum to 4,120 samples of the kernel's 2,278. profkit charges each
+# instruction once, to the line ncu_report's source_info names (one ncu lists it under): its lines sum to
+# the kernel's, and equal ncu's wherever ncu's line holds the same instructions and no line it calls.
+EXACT_LINES = {"softmax-triton-scores-r32768-n4096": (12, 12), "rmsnorm-cuda-llama8b-t4096": (27, 37)}
+
+
+@pytest.mark.parametrize("run", LAB_RUNS)
+def test_lines_are_ncus_where_ncu_counts_each_instruction_once(lab, run):
+    page = ncu_source_page(LAB / f"{run}.source.csv")
+    with Store(lab, readonly=True) as s:
+        ours = {(r["file"], r["line"]): r for r in s.query("SELECT * FROM source_lines WHERE run = ?", (run,))}
+        at = defaultdict(set)
+        for r in s.query("SELECT address, file, line FROM sass WHERE run = ?", (run,)):
+            at[(r["file"], r["line"])].add(r["address"])
+    exact = 0
+    for f in page:
+        for line, (text, c) in f["lines"].items():
+            key = (f["file"], line)
+            mine = {a for a, (ln, _, _) in f["sass"].items() if ln == line}
+            # the line's text, as the report embeds it (ncu's CSV drops a line's indent, and its quotes' escapes)
+            assert key not in ours or ours[key]["text"].strip().replace('"', "") == text.replace('"', "")
+            listed = sum(f["sass"][a][2]["samples"] for a in mine)
+            # ncu's line holds the instructions ours does and no line it calls in its own file
+            if at.get(key) != mine or listed != c["samples"]:
+                continue
+            r = ours[key]
+            assert (r["samples"], r["samples_not_issued"], r["inst_executed"]) == (c["samples"], c["not_issued"],
+                                                                                   c["executed"]), key
+            assert json.loads(r["stalls"]) == c["stalls"], key
+            exact += 1
+    assert (exact, sum(len(f["lines"]) for f in page)) == EXACT_LINES[run]
+    # ours sum to the kernel's samples: each instruction once
+    assert sum(r["samples"] for r in ours.values()) == sum(r["samples"] for r in _rows(lab, run))
+
+
+def test_softmax_hotspot_is_its_load(lab):
+    """The register-held softmax (DRAM-bound, `dram` by its SpeedOfLight) waits on its row's load:
+    the top line is the tl.load at kernels/softmax.py:59, long_scoreboard, with ncu's numbers; the
+    lines are the kernel's Python lines and Triton's own (tl.max and tl.sum inlined from
+    triton/language/standard.py), in ncu's order."""
+    from profkit.analyses import hotspots
+
+    run = LAB_RUNS[0]
+    page = ncu_source_page(LAB / f"{run}.source.csv")
+    ncu = sorted(((c["samples"], f["file"], line) for f in page for line, (_, c) in f["lines"].items()), reverse=True)
+    with Store(lab, readonly=True) as s:
+        h = hotspots.report(s, run, None, top=12)
+    assert [(ln.samples, ln.file, ln.line) for ln in h.lines] == ncu
+    top = h.top
+    assert top.file.endswith("/profkit/kernels/softmax.py") and top.line == 59 and top.samples == 12022
+    assert "tl.load(X + rows[:, None] * sx" in top.text
+    assert max(top.stalls, key=top.stalls.get) == "long_scoreboard"
+    assert top.reading.startswith("long scoreboard on the global load at softmax.py:59: waiting on DRAM or L2")
+    assert {short for short in (ln.file.rsplit("/", 1)[-1] for ln in h.lines)} == {"softmax.py", "standard.py"}
+    assert h.samples == 21320 and h.inst_executed == 82313216
+
+
+def test_rmsnorm_hotspot_waits_on_its_loads(lab):
+    """The CUDA C++ RMSNorm (DRAM-bound) waits on its loads of x: the top line is the bf16 -> float
+    conversion inlined from cuda_bf16.hpp, long_scoreboard, waiting for the LDG of pk::unpack
+    (kernels/cuda/common.cuh:74); its lines are the kernel's files and the CUDA headers'."""
+    from profkit.analyses import hotspots
+
+    run = LAB_RUNS[1]
+    page = {f["file"].rsplit("/", 1)[-1]: f for f in ncu_source_page(LAB / f"{run}.source.csv")}
+    with Store(lab, readonly=True) as s:
+        h = hotspots.report(s, run, None, top=5)
+    top = h.top
+    assert (top.file.rsplit("/", 1)[-1], top.line) == ("cuda_bf16.hpp", 636)
+    assert top.samples == page["cuda_bf16.hpp"]["lines"][636][1]["samples"] == 845
+    assert top.stalls == {"long_scoreboard": 845}
+    assert top.reading.startswith("long scoreboard at cuda_bf16.hpp:636 (IMAD.U32 waits for the global load at "
+                                  "common.cuh:74): waiting on DRAM or L2")
+    assert {ln.file.rsplit("/", 1)[-1] for ln in h.all_lines} == set(page)
+    assert any(ln.file.endswith("/kernels/cuda/rmsnorm.cu") and "pk::unpack(xr[j], xf[i]);" in (ln.text or "")
+               for ln in h.all_lines)
+    assert h.samples == 2278 and h.inst_executed == 7999488

@@ -62,9 +62,11 @@ need() { if [ $(left) -lt $2 ]; then echo "== group $1 skipped: needs ~$2 s, $(l
 # cap DIR RUN [capture options] -- CMD: profkit capture into DIR/RUN (database DIR/cap.db)
 cap() { local d=$1 run=$2; shift 2; mkdir -p $d; t cap-$run python3 -m profkit.cli capture --db $d/cap.db --out $d --run $run "$@"; }
 # ncu_src DIR NAME FILTER CMD...: Source Counters and the pages beside them, one or two launches
+# (SRC_KERNEL: a regex on the kernel's function name, where the range opens with a torch kernel)
 ncu_src() { local d=$1 n=$2 f=$3; shift 3; mkdir -p $d
   t src-$n $NCU --clock-control none --import-source yes --section SourceCounters --section SpeedOfLight \
     --section WarpStateStats --section LaunchStats --section Occupancy --nvtx --nvtx-include "$f" \
+    ${SRC_KERNEL:+--kernel-name-base function -k regex:$SRC_KERNEL} \
     --launch-count ${SRC_COUNT:-1} -f -o $d/$n "$@"
   [ -f $d/$n.ncu-rep ] && $NCU -i $d/$n.ncu-rep --page source --csv --print-source cuda,sass 2>&1 | head -3000 > $d/$n.source.csv; }
 PY="python3"
@@ -153,11 +155,17 @@ source)
   D=$G/source
   ncu_src $D softmax-triton-scores-r32768-n4096 "softmax/triton/scores-r32768-n4096/" \
     $PY -m profkit.kernels.run softmax --variant triton --shape scores-r32768-n4096
-  SRC_COUNT=2 ncu_src $D rmsnorm_bwd-triton-llama8b-t4096 "rmsnorm_bwd/triton/llama8b-t4096/" \
-    $PY -m profkit.kernels.run rmsnorm_bwd --variant triton --shape llama8b-t4096
+  # the variant `triton` runs the backward through autograd, whose CUDA work runs on autograd's
+  # own device thread, outside the NVTX range the runner pushes: its range holds no kernel.
+  # triton_direct calls the same launcher (_rmsnorm_bwd, then _dw_reduce) on the range's thread.
+  SRC_COUNT=2 SRC_KERNEL='_rmsnorm_bwd|_dw_reduce' ncu_src $D rmsnorm_bwd-triton-llama8b-t4096 \
+    "rmsnorm_bwd/triton_direct/llama8b-t4096/" \
+    $PY -m profkit.kernels.run rmsnorm_bwd --variant triton_direct --shape llama8b-t4096
   ncu_src $D rmsnorm-cuda-llama8b-t4096 "rmsnorm/cuda/llama8b-t4096/" \
     $PY -m profkit.kernels.run rmsnorm --variant cuda --shape llama8b-t4096
-  ncu_src $D softmax-triton-llama3vocab-t2048 "softmax/triton/llama3vocab-t2048/" \
+  # rows this long take the row-group kernel, whose launch is preceded by a torch.full of its
+  # partials' slots (a FillFunctor kernel): the filter names the Triton kernel
+  SRC_KERNEL='^_softmax' ncu_src $D softmax-triton-llama3vocab-t2048 "softmax/triton/llama3vocab-t2048/" \
     $PY -m profkit.kernels.run softmax --variant triton --shape llama3vocab-t2048
   ;;
 *) echo "== unknown group $group: skipped";;

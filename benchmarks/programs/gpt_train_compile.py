@@ -5,11 +5,14 @@ eager mode (plain recompute of the whole context, no KV cache). No NVTX ranges o
 asked.
 
     python3 gpt_train_compile.py [--steps 4] [--decode 24] [--batch 8] [--seq 512] [--eager]
-                                 [--nvtx-steps] [--kineto FILE --kineto-step N] [--device cpu]
+                                 [--nvtx-steps] [--kineto FILE --kineto-step N] [--profile-step N]
+                                 [--device cpu]
 
 --eager trains without torch.compile (the operator-level view: aten ops with their shapes);
 --nvtx-steps marks each training step with an NVTX range 'step N' (for ncu's --nvtx-include);
 --kineto FILE writes a torch.profiler trace (record_shapes, with_flops) of step --kineto-step.
+--profile-step N brackets step N with cudaProfilerStart/Stop (ncu --profile-from-start off): all
+threads' launches, the autograd thread's backward too, which an NVTX push/pop range does not hold.
 Used by benchmarks/gpu/programs.sh (benchmarks/results/programs.md).
 """
 import argparse
@@ -76,6 +79,7 @@ def main():
     p.add_argument("--nvtx-steps", action="store_true")
     p.add_argument("--kineto", default=None)
     p.add_argument("--kineto-step", type=int, default=2)
+    p.add_argument("--profile-step", type=int, default=None)
     p.add_argument("--device", default="cuda")
     a = p.parse_args()
     dev = a.device
@@ -105,8 +109,15 @@ def main():
             acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev == "cuda" else [])
             prof = torch.profiler.profile(activities=acts, record_shapes=True, with_flops=True)
             prof.__enter__()
+        bracket = dev == "cuda" and step == a.profile_step
+        if bracket:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
         with torch.cuda.nvtx.range(f"step {step}") if nvtx else contextlib.nullcontext():
             loss = train_step()
+        if bracket:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
         if prof is not None:
             if dev == "cuda":
                 torch.cuda.synchronize()

@@ -31,16 +31,22 @@ view) as an explicit step, like `classify`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import statistics
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from profkit.analyses import fusion, phases, selection
+import numpy as np
+
+from profkit.analyses import fusion, phases
 from profkit.analyses import timeline as tl
-from profkit.analyses.classify import MEM_PCT, SM_PCT, label_facts
-from profkit.core.errors import BadArgument
-from profkit.core.intervals import covered, length, union
+from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
+from profkit.core import columns
+from profkit.core.errors import BadArgument, BadInput
+from profkit.core.intervals import minus_arrays, union_arrays
 from profkit.core.metrics import lookup
 from profkit.core.names import is_comm
 from profkit.core.steps import STEP_RE
@@ -177,11 +183,185 @@ def _under(path: str | None, scope: str | None) -> bool:
     return scope is None or (path is not None and (path == scope or path.startswith(scope.rstrip("/") + "/")))
 
 
-def _launches(store: Store, run: str, scope: str | None) -> list[dict]:
-    rows = store.query(
-        f"SELECT {_COLUMNS} FROM kernels WHERE run = ? ORDER BY coalesce(start_ns, 0), kernel_id", (run,)
+@dataclass
+class _Launches:
+    """A run's launches as columns, one entry each, in launch order (GPU start, then id): what
+    advise reads of a million launches without a Python object per launch. Text columns are
+    codes into the lists beside them; `rows()` reads whole rows of the few launches that need
+    them (the first call of an operator, launches with counters)."""
+
+    kid: np.ndarray
+    start: np.ndarray  # 0 where unknown (has_start)
+    end: np.ndarray
+    has_start: np.ndarray
+    has_end: np.ndarray
+    dur: np.ndarray
+    api_end: np.ndarray
+    has_api_end: np.ndarray
+    stream: np.ndarray  # (rank, device, stream) numbered
+    ncu: np.ndarray  # source is ncu
+    name: np.ndarray  # short name, else kernel name: into names
+    kname: np.ndarray  # kernel name: into names
+    path: np.ndarray  # readable NVTX path: into paths, -1 for none
+    family: np.ndarray  # into families ('other' for none)
+    grid: np.ndarray  # blocks in the grid (a missing dimension counts 1)
+    names: list[str]
+    paths: list[str]
+    families: list[str]
+
+    def __len__(self) -> int:
+        return len(self.kid)
+
+    def take(self, ix) -> _Launches:
+        cols = {f: getattr(self, f)[ix] for f in _ARRAYS}
+        return _Launches(**cols, names=self.names, paths=self.paths, families=self.families)
+
+    def ranged(self) -> np.ndarray:
+        """Launches inside an NVTX range (a non-empty path)."""
+        named = np.array([bool(p) for p in self.paths] + [False], dtype=bool)
+        return named[self.path]
+
+    def timed(self) -> np.ndarray:
+        return self.has_start & self.has_end
+
+    def path_of(self, i: int) -> str | None:
+        return self.paths[self.path[i]] if self.path[i] >= 0 else None
+
+
+_ARRAYS = ("kid start end has_start has_end dur api_end has_api_end stream ncu name kname path family grid").split()
+
+
+def _read(store: Store, run: str, scope: str | None) -> _Launches:
+    """The run's launches with a duration (under `scope`), as columns."""
+    c = store.conn
+    # twelve columns, not twenty: reading a column of a million rows costs more than the SQL
+    # that packs several into one (null flags in bits; name, short name and call ids in one
+    # number, the call's with the path's)
+    names_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM launch_name").fetchone()[0]
+    paths_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM nvtx_path").fetchone()[0]
+    if names_n >= 1 << 31 or paths_n >= 1 << 31:
+        raise BadInput(store.path, "name or path ids past 2^31: not a database profkit wrote")
+    p = columns.ints(
+        c,
+        f"""
+        SELECT id, coalesce(start_ns, 0), coalesce(end_ns, 0), duration_ns, coalesce(api_end_ns, 0),
+               (start_ns IS NOT NULL) + 2 * (end_ns IS NOT NULL) + 4 * (api_end_ns IS NOT NULL)
+               + 8 * (source = 'ncu') + 16 * (rank IS NULL) + 32 * (device IS NULL) + 64 * (stream IS NULL),
+               coalesce(rank, -1), coalesce(device, -1), coalesce(stream, -1),
+               name_id * {names_n} + coalesce(short_id, -1) + 1,
+               (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(i.path_id, launch_row.path_id, -1) + 1,
+               coalesce(nullif(grid_x, 0), 1) * coalesce(nullif(grid_y, 0), 1) * coalesce(nullif(grid_z, 0), 1)
+        FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
+        WHERE run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL AND duration_ns != 0""",
+        (run,),
+        12,
     )
-    return [r for r in rows if _under(r["nvtx_path"], scope) and r["duration_ns"]]
+    o = np.lexsort((p[:, 0], p[:, 1]))  # as ORDER BY coalesce(start_ns, 0), kernel_id
+    kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (
+        p[o, i] for i in range(12)
+    )
+    del p, o
+    name_id = name_pair // names_n
+    api_id, path_id = np.divmod(call_path, paths_n)  # each one more than its id (0: none)
+    text = dict(c.execute("SELECT id, name FROM launch_name"))
+    names: dict[str, int] = {}
+
+    def code(ids, of) -> np.ndarray:
+        """Codes into `names` of name ids, through of(id) -> text."""
+        u, inv = np.unique(ids, return_inverse=True)
+        return np.array([names.setdefault(of(int(i)), len(names)) for i in u], dtype=np.int64)[inv.reshape(-1)]
+
+    kname = code(name_id, text.__getitem__)
+    # short name, else kernel name
+    name = code(name_pair, lambda v: text.get(v % names_n - 1) or text[v // names_n])
+    # the readable path: the lead thread's where the launch inherited it (the kernels view's,
+    # profkit.store.inherit), a launch's own where launch_nvtx holds one, else its path's
+    paths: dict[str, int] = {}
+    path_text = dict(
+        c.execute(
+            "SELECT id, path FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM launch_row WHERE run = ?) "
+            "OR id IN (SELECT i.path_id FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id "
+            "WHERE l.run = ?)",
+            (run, run),
+        )
+    )
+    u, inv = np.unique(path_id, return_inverse=True)
+    path = np.array([paths.setdefault(path_text[int(i) - 1], len(paths)) if i else -1 for i in u], dtype=np.int64)[
+        inv.reshape(-1)
+    ]
+    own = c.execute(
+        "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id WHERE l.run = ? "
+        "AND o.launch_id NOT IN (SELECT launch_id FROM launch_inherit)",
+        (run,),
+    ).fetchall()
+    if own:
+        order = np.argsort(kid)
+        at = np.minimum(np.searchsorted(kid[order], [r[0] for r in own]), len(kid) - 1)
+        for (lid, text_), i in zip(own, order[at].tolist()):
+            if kid[i] == lid:
+                path[i] = -1 if text_ is None else paths.setdefault(text_, len(paths))
+    # the family: the kernels view's, read once per kernel name and launch call
+    u, first, inv = np.unique(name_id * names_n + api_id, return_index=True, return_inverse=True)
+    ids = kid[first].tolist()
+    fam_of = dict(
+        c.execute(
+            "SELECT kernel_id, family FROM kernels WHERE kernel_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+    )
+    families: dict[str, int] = {}
+    family = np.array([families.setdefault(fam_of.get(i) or "other", len(families)) for i in ids], dtype=np.int64)[
+        inv.reshape(-1)
+    ]
+    return _scoped(
+        _Launches(
+            kid=kid,
+            start=start,
+            has_start=(flags & 1).astype(bool),
+            end=end,
+            has_end=(flags & 2).astype(bool),
+            dur=dur,
+            api_end=api_end,
+            has_api_end=(flags & 4).astype(bool),
+            stream=columns.row_key(np.column_stack([rank, device, stream, flags & 112])),
+            ncu=(flags & 8).astype(bool),
+            name=name,
+            kname=kname,
+            path=path,
+            family=family,
+            grid=grid,
+            names=list(names),
+            paths=list(paths),
+            families=list(families),
+        ),
+        scope,
+    )
+
+
+def _scoped(ls: _Launches, scope: str | None) -> _Launches:
+    if scope is None:
+        return ls
+    inside = np.array([_under(p, scope) for p in ls.paths] + [False], dtype=bool)
+    return ls.take(inside[ls.path])
+
+
+def _rows(store: Store, ls: _Launches, ix) -> list[dict]:
+    """Whole rows (the kernels view's) of some launches, in their order."""
+    ids = ls.kid[ix].tolist()
+    got = {
+        r["kernel_id"]: r
+        for r in store.query(
+            f"SELECT {_COLUMNS} FROM kernels WHERE kernel_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+        )
+    }
+    return [got[i] for i in ids]
+
+
+def _keep(ls: _Launches, win: tuple[int, int] | None) -> _Launches:
+    """phases.keep on columns: the launches starting inside the window."""
+    if win is None:
+        return ls
+    return ls.take(ls.has_start & (ls.start >= win[0]) & (ls.start < win[1]))
 
 
 def _step_free(path: str) -> str:
@@ -219,22 +399,20 @@ def _meta(store: Store, run: str) -> dict:
 # --- the device's own gap between back-to-back kernels -----------------------------------------
 
 
-def device_gap(launches: list[dict]) -> tuple[float, str]:
+def device_gap(ls: _Launches) -> tuple[float, str]:
     """Median gap between consecutive kernels of a stream where the second was already launched
     (its launch call ended) before the first ended: no CPU in the way, only the device's own
     launch latency, which a graph replay keeps."""
-    by_stream: dict[tuple, list[dict]] = defaultdict(list)
-    for k in launches:
-        if k["start_ns"] is not None and k["end_ns"] is not None and k["source"] != "ncu":
-            by_stream[(k["rank"], k["device"], k["stream"])].append(k)
-    gaps = []
-    for ks in by_stream.values():
-        ks.sort(key=lambda k: k["start_ns"])
-        for a, b in zip(ks, ks[1:]):
-            if b["api_end_ns"] is not None and b["api_end_ns"] < a["end_ns"] and b["start_ns"] >= a["end_ns"]:
-                gaps.append(b["start_ns"] - a["end_ns"])
+    t = ls.take(ls.timed() & ~ls.ncu)
+    # by stream, then start (launch order among equal starts)
+    o = np.lexsort((np.arange(len(t)), t.start, t.stream))
+    st, s0, e0, api, has_api = t.stream[o], t.start[o], t.end[o], t.api_end[o], t.has_api_end[o]
+    pair = (st[1:] == st[:-1]) & has_api[1:] & (api[1:] < e0[:-1]) & (s0[1:] >= e0[:-1])
+    gaps = np.sort((s0[1:] - e0[:-1])[pair])
     if len(gaps) >= MIN_GAP_PAIRS:
-        return statistics.median(gaps), f"median of {len(gaps)} gaps between queued back-to-back kernels in this run"
+        n = len(gaps)  # statistics.median's figure: the middle one, or the mean of the middle two
+        mid = int(gaps[n // 2]) if n % 2 else (int(gaps[n // 2 - 1]) + int(gaps[n // 2])) / 2
+        return mid, f"median of {len(gaps)} gaps between queued back-to-back kernels in this run"
     return DEFAULT_DEVICE_GAP_NS, (
         f"{DEFAULT_DEVICE_GAP_NS / 1e3:.1f} us assumed: only {len(gaps)} queued "
         f"back-to-back kernel pairs in this run (need {MIN_GAP_PAIRS})"
@@ -358,6 +536,50 @@ def _floor(calls, counters, meta, measured, gpu, path):
     return None, why + (f"; {model_how}" if model_how else ""), "none", None
 
 
+def _around_library(call: list[dict], counters: dict, measured, gpu) -> tuple[float, str] | None:
+    """What fusing a chain can attain when library GEMMs are in it: torch.compile (the lever a
+    user holds) calls cuBLAS/CUTLASS for the matmuls and fuses the kernels between them, not into
+    them. So the GEMMs keep their time, bounded by the GEMM family's attainable share of their
+    roof, and each run of other kernels between them fuses into one (its external DRAM bytes at
+    the bandwidth: reads - writes + 2 x its last kernel's writes). None: no library GEMM in the
+    chain, or a counter missing."""
+    gemm = [families.get(k.get("family")).attain == "gemm" for k in call]
+    if not any(gemm) or all(gemm):
+        return None
+    cs = [counters.get(k["kernel_id"]) for k in call]
+    if not all(cs):
+        return None
+    bw, bw_how = _bandwidth([c for c in cs if c], measured, gpu)
+    if not bw:
+        return None
+    eff = attainable.of("gemm").efficiency
+    t_gemm = 0.0
+    segments: list[list[dict]] = [[]]  # the runs of other kernels, split at each GEMM
+    for k, c, is_gemm in zip(call, cs, gemm):
+        if is_gemm:
+            roof = roof_time_ns(c) if c else None
+            own = k["duration_ns"] or 0
+            t_gemm += min(own, roof[0] / eff) if roof else own
+            segments.append([])
+        elif c:
+            segments[-1].append(c)
+    moved, runs = 0.0, 0
+    for seg in (s for s in segments if s):
+        reads = [lookup(c, "dram_read_bytes") for c in seg]
+        writes = [lookup(c, "dram_write_bytes") for c in seg]
+        if None in reads or None in writes:
+            return None
+        moved += max(0.0, sum(r or 0.0 for r in reads) - sum(w or 0.0 for w in writes) + 2 * (writes[-1] or 0.0))
+        runs += 1
+    t_rest = moved / bw * 1e9
+    how = (
+        f"torch.compile fuses around library GEMMs, not into them: {sum(gemm)} GEMMs at "
+        f"{t_gemm / 1e3:,.1f} us (their time, or {eff:.0%} of their roof where faster), the {runs} runs of "
+        f"kernels between them fused: {moved / 1e6:,.1f} MB at the {bw_how}"
+    )
+    return t_gemm + t_rest, how
+
+
 # --- the analysis ----------------------------------------------------------------------------
 
 
@@ -368,37 +590,90 @@ def _moved(call: list[dict], counters: dict) -> float | None:
     return None if len(got) < len(b) else float(sum(got))
 
 
-def _label_of(ks: list[dict], labels: dict[int, str]) -> tuple[str | None, dict[str, float]]:
-    share: dict[str, float] = defaultdict(float)
-    for k in ks:
-        share[labels.get(k["kernel_id"], "unknown")] += k["duration_ns"] or 0
-    return (max(share, key=share.__getitem__) if share else None), dict(share)
+def _top(codes: np.ndarray, dur: np.ndarray, keys: list):
+    """The key (of `keys`, by code) holding the most GPU time among these launches, the first
+    to appear among equals; None for no launches."""
+    if not len(codes):
+        return None
+    u, first = np.unique(codes, return_index=True)
+    u = u[np.argsort(first)]  # in order of first appearance
+    # float sums added in launch order, as a float accumulator over the launches would
+    t = np.bincount(codes, weights=dur.astype(np.float64))[u]
+    return keys[int(u[int(np.argmax(t))])]
 
 
-def _rule_of(ks: list[dict], facts: dict, label: str | None) -> tuple[str, str]:
-    """(rule, reason) of the longest launch among `ks` that carries `label`."""
-    best = max(
-        (k for k in ks if facts.get(k["kernel_id"], ("unknown",))[0] == label),
-        key=lambda k: k["duration_ns"] or 0,
-        default=None,
-    )
-    f = facts.get(best["kernel_id"]) if best else None
+def _label_of(g: _Launches, ix: np.ndarray, facts: Facts) -> str | None:
+    return _top(facts.codes(g.kid[ix]), g.dur[ix], facts.labels)
+
+
+def _rule_of(g: _Launches, ix: np.ndarray, facts: Facts, label: str | None) -> tuple[str, str]:
+    """(rule, reason) of the longest launch among `ix` that carries `label`."""
+    if label not in facts.labels:
+        return "none", ""
+    ix = ix[facts.codes(g.kid[ix]) == facts.labels.index(label)]
+    f = facts.get(int(g.kid[ix[int(np.argmax(g.dur[ix]))]])) if len(ix) else None
     return (f[1], f[2]) if f else ("none", "")
 
 
-def _family_of(ks: list[dict]) -> str | None:
+def _family_of(g: _Launches) -> str | None:
     """The family holding most of these launches' GPU time."""
-    t: dict[str, float] = defaultdict(float)
-    for k in ks:
-        t[k.get("family") or "other"] += k["duration_ns"] or 0
-    return max(t, key=t.__getitem__) if t else None
+    return _top(g.family, g.dur, g.families)
 
 
-def _dram_pct(ks: list[dict], counters: dict) -> float | None:
+def _with_counters(g: _Launches, counters: dict) -> np.ndarray:
+    """Launches with counters (their own, or their sampled sibling's)."""
+    if not counters:
+        return np.zeros(len(g), dtype=bool)
+    return np.isin(g.kid, np.fromiter((k for k, c in counters.items() if c), dtype=np.int64))
+
+
+def _dram_pct(kids: list[int], counters: dict) -> float | None:
     """DRAM throughput (% of peak) of the measured launches, weighted by their duration."""
-    raw = [(lookup(c, "dram_pct"), lookup(c, "duration")) for k in ks if (c := counters.get(k["kernel_id"]))]
+    raw = [(lookup(c, "dram_pct"), lookup(c, "duration")) for k in kids if (c := counters.get(k))]
     w: list[tuple[float, float]] = [(p, d) for p, d in raw if p is not None and d]
     return sum(p * d for p, d in w) / sum(d for _, d in w) if w else None
+
+
+def _ncu_max(kids: np.ndarray, rules: dict) -> float | None:
+    """ncu's largest estimated speed-up among these launches."""
+    if not rules:
+        return None
+    hit = kids[np.isin(kids, np.fromiter(rules, dtype=np.int64))]
+    return max((rules[k] for k in hit.tolist()), default=None)
+
+
+def _by_name(g: _Launches) -> list[tuple[str, np.ndarray]]:
+    """The launches per name (short name, else kernel name), most GPU time first (first to
+    appear among equals), each as indexes in launch order."""
+    parts = _groups(g.name)
+    parts.sort(key=lambda x: -int(g.dur[x[1]].sum()))
+    return [(g.names[code], ix) for code, ix in parts]
+
+
+def _groups(codes: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The launches per code (negative codes left out), in order of first appearance, each as
+    indexes in launch order."""
+    order = np.argsort(codes, kind="stable")
+    order = order[codes[order] >= 0]
+    cut = np.flatnonzero(np.diff(codes[order])) + 1
+    parts = np.split(order, cut) if len(order) else []
+    parts.sort(key=lambda ix: ix[0])
+    return [(int(codes[ix[0]]), ix) for ix in parts]
+
+
+def _period(names: np.ndarray) -> int:
+    """selection.iterations for launches without a known instance: the length of one call, the
+    smallest period of the kernel-name sequence that repeats exactly (all of them where none
+    does)."""
+    n = len(names)
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    for p in sorted(set(small + [n // d for d in small])):
+        if p > n // 2:
+            break
+        if names[p] == names[0] and np.array_equal(names[p : 2 * p + 64], names[: min(p + 64, n - p)]):
+            if np.array_equal(names[p:], names[:-p]):
+                return p
+    return n
 
 
 def _step(
@@ -447,19 +722,19 @@ def _limiter(c: dict | None) -> str:
     )
 
 
-def _names(ks: list[dict]) -> str:
-    t: dict[str, float] = defaultdict(float)
-    for k in ks:
-        t[k["short_name"] or k["kernel_name"]] += k["duration_ns"] or 0
-    names = sorted(t, key=t.__getitem__, reverse=True)
+def _names(g: _Launches) -> str:
+    """The launches' names, most GPU time first (three, and how many more)."""
+    parts = _by_name(g)
+    names = [n for n, _ in parts]
     return ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _range_item(
     path: str | None,
-    ks: list[dict],
+    g: _Launches,
+    rows_of,
     counters: dict,
-    facts: dict,
+    facts: Facts,
     meta: dict,
     measured,
     gpu,
@@ -467,27 +742,30 @@ def _range_item(
     own: set,
     ops: dict | None = None,
 ) -> Item:
-    labels = {k: f[0] for k, f in facts.items()}
-    calls = selection.iterations(ks) if path is not None else [ks]  # outside any range: one call
-    gpu_ns = float(sum(k["duration_ns"] for k in ks))
-    per_call = gpu_ns / len(calls)
+    # its calls: equal runs of `period` launches (selection.iterations); outside any range, one call
+    period = _period(g.kname) if path is not None else len(g)
+    n_calls = len(g) // period
+    first = rows_of(np.arange(period))  # the first call, whole rows: the floor is computed on it
+    gpu_ns = float(int(g.dur.sum()))
+    per_call = gpu_ns / n_calls
     # the label of the launches ncu measured, where some were (the others' labels rest on the timeline)
-    judged = [k for k in ks if counters.get(k["kernel_id"])] or ks
-    label, share = _label_of(judged, labels)
-    rule, reason = _rule_of(judged, facts, label)
-    fam = _family_of(ks)
-    floor, how, what, need_bytes = _operator_floor(calls, counters, meta, measured, gpu, path, ops)
+    has_c = _with_counters(g, counters)
+    judged = np.flatnonzero(has_c) if has_c.any() else np.arange(len(g))
+    label = _label_of(g, judged, facts)
+    rule, reason = _rule_of(g, judged, facts, label)
+    fam = _family_of(g)
+    floor, how, what, need_bytes = _operator_floor([first], counters, meta, measured, gpu, path, ops)
     # launches with counters: ncu's own, or (sampled captures) their measured sibling's
-    measured_ids = {k["kernel_id"] for k in ks if counters.get(k["kernel_id"])}
+    measured_ids = set(g.kid[has_c].tolist())
     by_ncu = len(measured_ids & own)
-    if floor is not None and what in ("kernels", "chain") and len(calls) > 1:
-        first_ids = {k["kernel_id"] for k in calls[0]}
+    if floor is not None and what in ("kernels", "chain") and n_calls > 1:
+        first_ids = set(g.kid[:period].tolist())
         if not first_ids <= measured_ids:  # the floor was computed on a call ncu did not measure
             floor, how = None, "ncu did not measure every kernel of the first call, which the floor is computed on"
-    rec = max(0.0, per_call - floor) * len(calls) if floor is not None else 0.0
-    kernels_per_call = len(calls[0])
-    c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
-    moved = _moved(calls[0], counters)
+    rec = max(0.0, per_call - floor) * n_calls if floor is not None else 0.0
+    kernels_per_call = period
+    c0 = counters[int(g.kid[judged[0]])] if has_c.any() else None
+    moved = _moved(first, counters)
     bytes_ = ""
     if moved and need_bytes:
         whose = "the operator needs" if what == "operator" else "fused, the chain needs"
@@ -496,7 +774,7 @@ def _range_item(
         bytes_ = f": {moved / 1e6:,.1f} MB per call"
     elif what == "fused" and need_bytes:
         bytes_ = f": fused, the operators need {need_bytes / 1e6:,.1f} MB per call"
-    dram = _dram_pct(ks, counters)
+    dram = _dram_pct(g.kid[has_c].tolist(), counters)
     if (
         what in ("operator", "chain", "fused")
         and kernels_per_call > 1
@@ -512,22 +790,19 @@ def _range_item(
     elif floor is None:
         action = ACTIONS["unmeasured" if counters else "unknown"]
     how_text = (
-        f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), x {len(calls)} calls"
+        f"measured {per_call / 1e3:,.1f} us per call - floor {floor / 1e3:,.1f} us ({how}), x {n_calls} calls"
         if floor is not None
         else how
     )
-    if by_ncu < len(ks) and floor is not None:
-        how_text += f"; {by_ncu} of {len(ks)} launches measured by ncu" + (
+    if by_ncu < len(g) and floor is not None:
+        how_text += f"; {by_ncu} of {len(g)} launches measured by ncu" + (
             f", {len(measured_ids) - by_ncu} through their measured sibling (sampled_from)"
             if len(measured_ids) > by_ncu
             else ""
         )
-    evidence = []
-    by_name: dict[str, list[dict]] = defaultdict(list)
-    for k in ks:
-        by_name[k["short_name"] or k["kernel_name"]].append(k)
-    for name, group in sorted(by_name.items(), key=lambda x: -sum(k["duration_ns"] for k in x[1])):
-        cs = [c for k in group if (c := counters.get(k["kernel_id"]))]
+    evidence: list[dict] = []
+    for name, group in _by_name(g):
+        cs = [c for k in g.kid[group[has_c[group]]].tolist() if (c := counters.get(k))]
         roofs = [r for c in cs if (r := roof_time_ns(c)) is not None]
         durations = [d for c in cs if (d := lookup(c, "duration")) is not None]
         roof_pct = None
@@ -537,27 +812,29 @@ def _range_item(
             {
                 "kernel": name,
                 "launches": len(group),
-                "gpu_us": sum(k["duration_ns"] for k in group) / 1e3,
-                "label": _label_of(group, labels)[0],
+                "gpu_us": int(g.dur[group].sum()) / 1e3,
+                "label": _label_of(g, group, facts),
                 "measured_launches": len(cs),
                 "roofline_pct": roof_pct,
                 "dram_mb_per_launch": (statistics.mean(lookup(c, "dram_bytes") or 0 for c in cs) / 1e6 if cs else None),
-                "ncu_speedup_pct": max((rules[k["kernel_id"]] for k in group if k["kernel_id"] in rules), default=None),
+                "ncu_speedup_pct": _ncu_max(g.kid[group], rules),
             }
         )
-    ncu = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
-    if is_comm(_names(ks)):
+    ncu: float | None = max((e["ncu_speedup_pct"] for e in evidence if e["ncu_speedup_pct"] is not None), default=None)
+    names = _names(g)
+    if is_comm(names):
         action = ACTIONS["communication"]
     window = None
-    if all(k["start_ns"] is not None for k in ks):
-        window = float(sum(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c) for c in calls))
+    if g.has_start.all():
+        ends, starts = g.end.reshape(n_calls, period).max(1), g.start.reshape(n_calls, period).min(1)
+        window = float(int((ends - starts).sum()))
     it = Item(
         "range",
         path,
-        _names(ks),
+        names,
         label,
-        len(calls),
-        len(ks),
+        n_calls,
+        len(g),
         gpu_ns,
         window,
         rec,
@@ -568,102 +845,80 @@ def _range_item(
         ncu,
         family=fam,
     )
-    _predict(it, what, ks, counters, measured, dram)
+    around = _around_library(first, counters, measured, gpu) if what == "chain" else None
+    _predict(it, what, _sms(c0), _grid(g), measured, dram, around)
     return it
 
 
-def _overlap(a: list, b: list) -> list[tuple[int, int]]:
-    """The intersection of two merged interval lists, merged."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def _minus(a: list, b: list) -> list[tuple[int, int]]:
-    """The parts of merged intervals `a` outside merged intervals `b`."""
-    out, j = [], 0
-    for s, e in a:
-        while j < len(b) and b[j][1] <= s:
-            j += 1
-        k, cur = j, s
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < e:
-            out.append((cur, e))
-    return out
-
-
-def _idle_items(ks: list[dict], every: list[dict], scope: str | None, gap: float) -> list[Item]:
+def _idle_items(ks: _Launches, every: _Launches, scope: str | None, gap: float) -> list[Item]:
     """One idle item per outermost range under the scope (the ranges just below it). Step ranges
     (`step 1`, `step 2`, ..., ProfilerStep#N: each pushed once under its own name) are one item,
     `step *`, whose calls are the steps."""
-    timed = [(k["start_ns"], k["end_ns"]) for k in every if k["start_ns"] is not None and k["end_ns"] is not None]
-    if not timed:
+    t = every.timed()
+    if not t.any():
         return []
-    busy_all = union(timed)
+    bs, be = union_arrays(every.start[t], every.end[t])
     depth = 0 if scope is None else scope.rstrip("/").count("/") + 1
-    tops: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for k in ks:
-        if k["nvtx_path"] and k["start_ns"] is not None and k["end_ns"] is not None:
-            top = "/".join(k["nvtx_path"].split("/")[: depth + 1])
-            tops[_step_free(top)][top].append(k)
+    tops: dict[str, int] = {}
+    top = np.array(
+        [tops.setdefault("/".join(p.split("/")[: depth + 1]), len(tops)) for p in ks.paths] + [-1], dtype=np.int64
+    )[ks.path]
+    top[~(ks.ranged() & ks.timed())] = -1
+    free: dict[str, int] = {}
+    free_of = np.array([free.setdefault(_step_free(x), len(free)) for x in tops] + [-1], dtype=np.int64)
+    item = free_of[top]  # (top -1 reads the last: -1)
     out = []
-    for path, by_top in tops.items():
-        group = [k for g in by_top.values() for k in g]
-        it = _idle_item(
-            path,
-            group,
-            list(by_top.values()) if len(by_top) > 1 else selection.iterations(group),
-            float(sum(k["duration_ns"] for k in group)),
-            gap,
-            _family_of(group),
-            busy_all,
-        )
+    names = list(free)
+    for code, members in _groups(item):
+        calls = top[members]
+        it = _idle_item(names[code], ks.take(members), gap, bs, be, calls if (calls != calls[0]).any() else None)
         if it is not None:
             out.append(it)
     return out
 
 
 def _idle_item(
-    path: str, ks: list[dict], calls: list[list[dict]], gpu_ns: float, gap: float, fam: str | None, busy_all: list
+    path: str, g: _Launches, gap: float, bs: np.ndarray, be: np.ndarray, calls: np.ndarray | None = None
 ) -> Item | None:
     """A range on a timeline: the time the GPU runs no kernel at all inside its calls' windows,
     in gaps short enough to be launches, less the device's own gap per kernel, is what a graph
-    (or removing what keeps the GPU waiting) gives back."""
-    region = union((min(k["start_ns"] for k in c), max(k["end_ns"] for k in c)) for c in calls)
-    window = float(length(region))
-    gaps = [e - s for s, e in _minus(region, busy_all)]
-    idle = float(sum(g for g in gaps if g < LAUNCH_GAP_NS))  # longer gaps: host work, not launches
-    rec = max(0.0, idle - len(ks) * gap)
+    (or removing what keeps the GPU waiting) gives back. `bs`, `be`: when the GPU is busy.
+    `calls`: each launch's call (a step range), else calls are the kernel-name sequence's period."""
+    if calls is None:
+        period = _period(g.kname)
+        n = len(g) // period
+        cs, ce = g.start.reshape(n, period).min(1), g.end.reshape(n, period).max(1)
+    else:
+        u, inv = np.unique(calls, return_inverse=True)
+        n = len(u)
+        cs = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        ce = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(cs, inv, g.start)
+        np.maximum.at(ce, inv, g.end)
+    rs, re_ = union_arrays(cs, ce)
+    window = float(int((re_ - rs).sum()))
+    gaps = minus_arrays(rs, re_, bs, be)
+    idle = float(int(gaps[gaps < LAUNCH_GAP_NS].sum()))  # longer gaps: host work, not launches
+    rec = max(0.0, idle - len(g) * gap)
     if not window or rec <= 0:
         return None
-    n, busy = len(calls), float(length(_overlap(region, busy_all)))
+    busy = window - int(gaps.sum())
     host = window - busy - idle
     it = Item(
         "graph",
         path,
-        _names(ks),
+        _names(g),
         "launch_overhead",
         n,
-        len(ks),
-        gpu_ns,
+        len(g),
+        float(int(g.dur.sum())),
         window,
         rec,
         (window - rec) / n,
         (
             f"idle {idle / n / 1e3:,.1f} us of a {window / n / 1e3:,.1f} us window per call "
             f"({100 * idle / window:.0f} %, gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms; {host / n / 1e3:,.1f} us "
-            f"in longer gaps count as host work) - {len(ks) / n:.0f} kernels x the device's own gap "
+            f"in longer gaps count as host work) - {len(g) / n:.0f} kernels x the device's own gap "
             f"{gap / 1e3:.2f} us, x {n} calls (a timeline without counters: its kernels' own floors are not known)"
         ),
         (
@@ -680,13 +935,30 @@ def _idle_item(
                 "device_gap_us": gap / 1e3,
             }
         ],
-        family=fam,
+        family=_family_of(g),
     )
     it.predicted_speedup, it.predicted_how = it.roof_speedup, "the idle time, less the device's own gap per kernel"
     return it
 
 
-def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram: float | None) -> None:
+def _sms(c0: dict | None):
+    """The SM count of the first launch with counters."""
+    return lookup(c0, "sm_count") if c0 else None
+
+
+def _grid(g: _Launches) -> int | None:
+    return int(g.grid.max()) if len(g) else None
+
+
+def _predict(
+    it: Item,
+    what: str,
+    sms,
+    grid: int | None,
+    measured,
+    dram: float | None,
+    around: tuple[float, str] | None = None,
+) -> None:
     """predicted_speedup: the headroom to the roof (roof_speedup) times the attainable efficiency
     of the item's family (profkit.model.attainable: estimates, to be calibrated), bounded by
     ncu's own estimate where the report carries one (for a kernel's own fix, not a fusion)."""
@@ -699,8 +971,6 @@ def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram
             it.recoverable_ns = it.gpu_ns * it.ncu_speedup_pct / 100.0
         return
     fam = families.get(it.family)
-    sms = next((lookup(c, "sm_count") for k in ks if (c := counters.get(k["kernel_id"]))), None)
-    grid = max(((k["grid_x"] or 1) * (k["grid_y"] or 1) * (k["grid_z"] or 1) for k in ks), default=None)
     small = bool(sms and grid and grid < sms)
     att = attainable.of("code" if what in ("operator", "chain") else fam.attain, small=small)
     eff, why = att.efficiency, f"{att.efficiency:.0%} of {att.of} ({att.provenance}: {att.source})"
@@ -708,6 +978,9 @@ def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram
         eff, why = 1.0, "the floor is at a measured peak (copy bandwidth, FLOP rate): already what a kernel attains"
     pred = max(1.0, roof * eff)
     hows = [why]
+    if around is not None and around[0] > 0:
+        # a chain with library GEMMs: the fusion a user can apply leaves the GEMMs whole
+        pred, hows = max(1.0, min(pred, it.per_call_ns / around[0])), [around[1]]
     if it.ncu_speedup_pct is not None and what in ("kernels", "item") and 0 < it.ncu_speedup_pct < 100:
         bound = 1.0 / (1.0 - it.ncu_speedup_pct / 100.0)
         if bound < pred:
@@ -718,10 +991,12 @@ def _predict(it: Item, what: str, ks: list[dict], counters: dict, measured, dram
     it.recoverable_ns = max(0.0, per_call - per_call / pred) * it.calls
 
 
-def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: set) -> Item:
+def _kernel_item(g: _Launches, rows_of, counters: dict, facts: Facts, rules: dict, own: set) -> Item:
     """One kernel (by name) outside any range: each launch at its own roofline. Launches ncu
     did not measure take the measured fraction of launches of the same kernel and grid."""
     fractions: dict[tuple, list[float]] = defaultdict(list)
+    has_c = _with_counters(g, counters)
+    ks = rows_of(np.arange(len(g))) if has_c.any() else []  # without counters there is no fraction to take
     for k in ks:
         c = counters.get(k["kernel_id"])
         r = roof_time_ns(c) if c else None
@@ -745,17 +1020,17 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
         else:
             borrowed += 1
             rec += k["duration_ns"] * (1 - statistics.median(f))
-    gpu_ns = float(sum(k["duration_ns"] for k in ks))
-    judged = [k for k in ks if counters.get(k["kernel_id"])] or ks  # as in _range_item
-    label, _ = _label_of(judged, {k: f[0] for k, f in facts.items()})
-    rule, reason = _rule_of(judged, facts, label)
-    fam = _family_of(ks)
-    c0 = next((counters[k["kernel_id"]] for k in ks if counters.get(k["kernel_id"])), None)
-    dram = _dram_pct(ks, counters)
+    gpu_ns = float(int(g.dur.sum()))
+    judged = np.flatnonzero(has_c) if has_c.any() else np.arange(len(g))  # as in _range_item
+    label = _label_of(g, judged, facts)
+    rule, reason = _rule_of(g, judged, facts, label)
+    fam = _family_of(g)
+    c0 = counters[int(g.kid[judged[0]])] if has_c.any() else None
+    dram = _dram_pct(g.kid[has_c].tolist(), counters)
     known = measured + sampled + borrowed
     if known:
         how = (
-            f"{known} of {len(ks)} launches at their own roofline (report peaks at each kernel's clocks): "
+            f"{known} of {len(g)} launches at their own roofline (report peaks at each kernel's clocks): "
             f"{measured} measured by ncu"
             + (
                 f", {sampled} through the measured launch of their kernel and configuration (sampled_from)"
@@ -764,7 +1039,7 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
             )
             + (f", {borrowed} take the measured fraction of the same kernel and grid" if borrowed else "")
         )
-        floor = (gpu_ns - rec) / len(ks)
+        floor = (gpu_ns - rec) / len(g)
         action = _step(label, rule, reason, fam, c0, dram)
     elif c0:  # counters, but none gives a roofline time (a peak or the DRAM bytes are missing)
         how, floor = (
@@ -779,11 +1054,12 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
         )
     else:
         how, floor, action = "no counters for these launches", None, ACTIONS["unmeasured" if counters else "unknown"]
-    ncu = max((rules[k["kernel_id"]] for k in ks if k["kernel_id"] in rules), default=None)
+    ncu = _ncu_max(g.kid, rules)
+    names = _names(g)
     evidence = [
         {
-            "kernel": _names(ks),
-            "launches": len(ks),
+            "kernel": names,
+            "launches": len(g),
             "measured_launches": measured,
             "borrowed": borrowed,
             "gpu_us": gpu_ns / 1e3,
@@ -795,10 +1071,10 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
     it = Item(
         "range",
         None,
-        _names(ks),
+        names,
         label,
-        len(ks),
-        len(ks),
+        len(g),
+        len(g),
         gpu_ns,
         window,
         rec,
@@ -809,7 +1085,7 @@ def _kernel_item(ks: list[dict], counters: dict, facts: dict, rules: dict, own: 
         ncu,
         family=fam,
     )
-    _predict(it, "item", ks, counters, None, dram)
+    _predict(it, "item", _sms(c0), _grid(g), None, dram)
     return it
 
 
@@ -829,7 +1105,7 @@ def _config(k: dict) -> tuple:
 LAUNCH_GAP_NS = 1_000_000
 
 
-def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
+def _idle_step(store: Store, run: str, win, graphed: bool) -> str | None:
     """The idle item's next step from the idle time's main cause (idle.FIX), where one is not
     the empty queue; the empty queue's own step where the launches are replayed from CUDA
     graphs already (fuse, or more work per replay). None: the default step (CUDA graphs)."""
@@ -840,7 +1116,6 @@ def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
     except Exception:  # noqa: BLE001 - a database from before host calls were kept
         return None
     cause = idle.main_cause(got)
-    graphed = any(k.get("family") == "cuda_graph" for k in ks)
     if cause in (None, "launch", "latency") and not graphed:
         return None
     if cause in (None, "launch") and graphed:
@@ -858,35 +1133,37 @@ def _idle_step(store: Store, run: str, win, ks: list[dict]) -> str | None:
     )
 
 
-def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> list[Item]:
+def _launch_gap_item(ks: _Launches, gap: float, step: str | None = None) -> list[Item]:
     """Without repeated call ranges (an unannotated program): the GPU's idle time between its
     kernels, where the gap is short enough to be the next launch (under LAUNCH_GAP_NS)."""
-    timed = sorted((k["start_ns"], k["end_ns"]) for k in ks if k["start_ns"] is not None and k["end_ns"] is not None)
-    busy = union(timed)
-    if len(busy) < 2:
+    t = ks.timed()
+    bs, be = union_arrays(ks.start[t], ks.end[t])
+    if len(bs) < 2:
         return []
-    gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
-    short = [g for g in gaps if g < LAUNCH_GAP_NS]
-    rec = sum(max(0.0, g - gap) for g in short)
+    all_gaps = bs[1:] - be[:-1]
+    gaps, short = int(all_gaps.sum()), all_gaps[all_gaps < LAUNCH_GAP_NS]
+    # (summed in order as Python numbers: the figure does not move with numpy's pairwise sum)
+    d = short - gap
+    rec = sum(d[d > 0].tolist()) + (0.0 if (d <= 0).any() else 0)  # as sum(max(0.0, g - gap)) would
     if rec <= 0:
         return []
-    window = float(busy[-1][1] - busy[0][0])
+    window = float(int(be[-1] - bs[0]))
     return [
         Item(
             "graph",
             None,
-            f"{len(timed):,} launches",
+            f"{int(t.sum()):,} launches",
             "launch_overhead",
             1,
-            len(timed),
-            float(length(busy)),
+            int(t.sum()),
+            float(int((be - bs).sum())),
             window,
             rec,
             window - rec,
             (
                 f"{len(short):,} gaps under {LAUNCH_GAP_NS / 1e6:.0f} ms between the GPU's kernels add up to "
-                f"{sum(short) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
-                f"{len(gaps) - len(short):,} of them, count as host work)"
+                f"{int(short.sum()) / 1e3:,.1f} us; less the device's own gap {gap / 1e3:.2f} us each (longer gaps, "
+                f"{len(all_gaps) - len(short):,} of them, count as host work)"
             ),
             step
             or (
@@ -896,10 +1173,10 @@ def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> lis
             ),
             [
                 {
-                    "gaps": len(gaps),
+                    "gaps": len(all_gaps),
                     "short_gaps": len(short),
-                    "idle_short_us": sum(short) / 1e3,
-                    "idle_long_us": (sum(gaps) - sum(short)) / 1e3,
+                    "idle_short_us": int(short.sum()) / 1e3,
+                    "idle_long_us": (gaps - int(short.sum())) / 1e3,
                     "device_gap_us": gap / 1e3,
                 }
             ],
@@ -907,9 +1184,15 @@ def _launch_gap_item(ks: list[dict], gap: float, step: str | None = None) -> lis
     ]
 
 
-def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None) -> list[Item]:
+def _ranges(path: str, run: str, scope: str | None, win) -> list[dict]:
+    """timeline.ranges on a connection of its own: read beside advise's own reading (SQLite
+    steps through rows without Python's lock, so the two share the cores)."""
+    with Store(path, readonly=True) as s:
+        return tl.ranges(s, run, scope, window=win)
+
+
+def _graph_items(rows: list[dict], scope: str | None, gap: float) -> list[Item]:
     out = []
-    rows = tl.ranges(store, run, scope, window=win)
     # the repeated unit: a call range inside a range pushed once, or the scope itself when it repeats
     calls = tl.calls(rows) + [r for r in rows if r["path"] == scope and r["instances"] > 1 and r not in tl.calls(rows)]
     for r in calls:
@@ -958,6 +1241,10 @@ def _graph_items(store: Store, run: str, scope: str | None, gap: float, win=None
     return out
 
 
+# what advise does, in order (its progress)
+STEPS = ("reading launches", "reading labels", "operators", "idle time")
+
+
 def advise(
     store: Store,
     run: str | None = None,
@@ -965,65 +1252,94 @@ def advise(
     peaks: list[dict] | None = None,
     include_unranged: bool = False,
     phase: str | None = None,
+    step=None,
 ) -> Advice:
     """The ranked items of a run, or of the ranges under `scope` (an NVTX path).
     `peaks`: measured peak records (profkit.model.peaks) of the run's GPU, if any. A run with NVTX
     ranges is advised on the launches inside them unless `include_unranged`. `phase`: the steady
-    state by default where one is found (profkit.analyses.phases), 'all', or a phase's name."""
+    state by default where one is found (profkit.analyses.phases), 'all', or a phase's name.
+    `step(what)`: called as each of STEPS begins (a progress bar)."""
+    step = step or (lambda what: None)
     run = store.require_run(run)
+    # the range table (graph items) is read beside the rest where another connection sees what
+    # this one does: a database file, nothing uncommitted
+    aside = store.path != ":memory:" and not store.conn.in_transaction
+    with ThreadPoolExecutor(1) if aside else contextlib.nullcontext() as pool:
+        return _advise(store, run, scope, peaks, include_unranged, phase, step, pool)
+
+
+def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase, step, pool) -> Advice:
+    step(STEPS[0])
     # a scope names the ranges asked about: the steady-state default applies to the whole run only
     win, phase_line = (None, "") if scope and phase is None else phases.selected(store, run, phase)
-    ks = every = phases.keep(_launches(store, run, scope), win)
+    later = pool.submit(_ranges, store.path, run, scope, win) if pool else None
+    ks = every = _keep(_read(store, run, scope), win)
     notes = [phase_line] if phase_line else []
-    if scope is None and not include_unranged and any(k["nvtx_path"] for k in ks):
-        outside = [k for k in ks if not k["nvtx_path"]]
-        ks = [k for k in ks if k["nvtx_path"]]
-        if outside:
-            share = sum(k["duration_ns"] for k in outside) / (sum(k["duration_ns"] for k in outside + ks) or 1)
+    ranged = ks.ranged()
+    if scope is None and not include_unranged and ranged.any():
+        outside = ~ranged
+        if outside.any():
+            share = int(ks.dur[outside].sum()) / (int(ks.dur.sum()) or 1)
             notes.append(
-                f"{len(outside):,} launches ({100 * share:.0f} % of GPU time) outside any NVTX range left out "
+                f"{int(outside.sum()):,} launches ({100 * share:.0f} % of GPU time) outside any NVTX range left out "
                 f"(warm-up, set-up or unannotated code; --all includes them)"
             )
-    if not ks:
+        ks = ks.take(ranged)
+        ranged = ranged[ranged]
+    if not len(ks):
         where = f"under the NVTX path {scope!r}" if scope else "with a duration"
         raise BadArgument(f"run {run!r} has no kernels {where}")
     meta = _meta(store, run)
     gpu = meta.get("gpu_name")
     counters = store.counters(run)
     own = set(store.counters(run, ["gpu__time_duration.sum"], sampled=False))
-    measured_ids = set(counters) | {k["kernel_id"] for k in ks if k["kernel_id"] in counters}
-    facts = label_facts(store, run, measured_ids)
+    step(STEPS[1])
+    facts = label_facts(store, run, set(counters))
     rules = _rules(store, run)
     gap, gap_how = device_gap(ks)
     shapes = fusion.ops_of(store, run)  # operators with recorded shapes: the fusion floor
     # one item per operator: the innermost range that launched kernels (per kernel name outside ranges)
-    by_path: dict = defaultdict(list)
-    for k in ks:
-        by_path[_step_free(k["nvtx_path"]) if k["nvtx_path"] else ("", k["short_name"] or k["kernel_name"])].append(k)
+    step(STEPS[2])
+    keys: dict = {}
+    free = [keys.setdefault(_step_free(p), len(keys)) if p else -1 for p in ks.paths]
+    key = np.array(free + [-1], dtype=np.int64)[ks.path]
+    outside = np.array([keys.setdefault(("", n), len(keys)) for n in ks.names], dtype=np.int64)
+    key[~ranged] = outside[ks.name[~ranged]]
+    of = list(keys)
     items = []
-    for key, group in by_path.items():
-        if isinstance(key, str):
-            items.append(_range_item(key, group, counters, facts, meta, peaks, gpu, rules, own, shapes))
+    for code, members in _groups(key):
+        g = ks.take(members)
+
+        def rows_of(ix, g=g):
+            return _rows(store, g, ix)
+
+        if isinstance(of[code], str):
+            items.append(_range_item(of[code], g, rows_of, counters, facts, meta, peaks, gpu, rules, own, shapes))
         else:
-            items.append(_kernel_item(group, counters, facts, rules, own))
-    if any(k["start_ns"] is not None for k in ks):
-        graphs = _graph_items(store, run, scope, gap, win)
-        if not graphs and any(k["nvtx_path"] for k in ks):
+            items.append(_kernel_item(g, rows_of, counters, facts, rules, own))
+    step(STEPS[3])
+    if ks.has_start.any():
+        rows = later.result() if later else tl.ranges(store, run, scope, window=win)
+        graphs = _graph_items(rows, scope, gap)
+        if not graphs and ranged.any():
             # no repeated call range (torch.profiler's ProfilerStep#N are all different): the
             # idle time of each outermost range is its item
             graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
-        items += graphs or (
-            [] if any(k["nvtx_path"] for k in ks) else _launch_gap_item(ks, gap, _idle_step(store, run, win, ks))
-        )
+        graphed = "cuda_graph" in {ks.families[f] for f in np.unique(ks.family).tolist()}
+        items += graphs or ([] if ranged.any() else _launch_gap_item(ks, gap, _idle_step(store, run, win, graphed)))
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:
         notes.append("no Nsight Compute counters in this run: only timeline items (idle between launches)")
-    gpu_total = float(sum(k["duration_ns"] for k in ks))
-    timed = [k for k in ks if k["start_ns"] is not None and k["end_ns"] is not None]
-    wall = float(max(k["end_ns"] for k in timed) - min(k["start_ns"] for k in timed)) if timed else None
-    idle = wall - covered((k["start_ns"], k["end_ns"]) for k in timed) if wall is not None else None
+    gpu_total = float(int(ks.dur.sum()))
+    timed = ks.timed()
+    wall = float(int(ks.end[timed].max() - ks.start[timed].min())) if timed.any() else None
+    if wall is not None:
+        bs, be = union_arrays(ks.start[timed], ks.end[timed])
+        idle = wall - int((be - bs).sum())
+    else:
+        idle = None
     for it in items:
         it.share_gpu = it.gpu_ns / gpu_total if gpu_total else 0.0
         it.share_wall = (it.window_ns / wall) if wall and it.window_ns is not None else None

@@ -8,10 +8,14 @@ only, timeline only, or both.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any, TypedDict
 
+import numpy as np
+
 from profkit.analyses import hotspots, shape_labels
+from profkit.core import columns
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.core.names import is_comm
@@ -89,22 +93,61 @@ RULES: dict[str, Rule] = {
     },
 }
 
+_THRESHOLDS = {k: r["threshold"] for k, r in RULES.items()}  # classify_one's view of RULES, made once
+
 # how each percentage in a reason is named (one definition each; docs/classification.md)
 SM_PCT = "SM throughput"
 MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
-def _timeline(store: Store, run: str) -> dict[int, tuple]:
-    """Per timeline launch: (kernel id, duration, launch-call time, idle gap before it on its stream)."""
-    rows = store.conn.execute(
+def _launches(store: Store, run: str) -> Iterator[tuple[tuple, tuple | None]]:
+    """Each launch of the kernels view, by kernel id, as (kernel id, kernel name, nvtx range,
+    nvtx path, sampled from, family), with its timeline facts where it is on the timeline
+    (source not ncu, a start): (kernel id, duration, launch-call time, idle gap before it on its
+    stream). One pass over launch_row, the names read once each (the view's per-row lookups cost
+    more than the labelling at a million launches)."""
+    c = store.conn
+    names = dict(c.execute("SELECT id, name FROM launch_name"))
+    paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
+    own = dict(
+        (r[0], (r[1], r[2]))
+        for r in c.execute(
+            "SELECT o.launch_id, o.nvtx_range, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id"
+            " WHERE l.run = ?",
+            (run,),
+        )
+    )
+    # the view's family, read once per kernel name and launch call
+    first = {
+        (n, a): i
+        for n, a, i in c.execute(
+            "SELECT name_id, api_id, min(id) FROM launch_row WHERE run = ? AND timeline_id IS NULL GROUP BY 1, 2",
+            (run,),
+        )
+    }
+    fam_of = dict(
+        c.execute(
+            "SELECT kernel_id, family FROM kernels WHERE kernel_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(first.values())),),
+        )
+    )
+    family = {k: fam_of.get(i) for k, i in first.items()}
+    rows = c.execute(
         """
-        SELECT id, duration_ns, api_end_ns - api_start_ns AS api_ns,
-               start_ns - lag(end_ns) OVER (PARTITION BY device, stream ORDER BY start_ns) AS gap_ns
-        FROM launch_row WHERE run = ? AND timeline_id IS NULL AND source != 'ncu' AND start_ns IS NOT NULL""",
+        SELECT id, name_id, coalesce(i.path_id, launch_row.path_id), i.launch_id IS NOT NULL, api_id, sampled_from,
+               source != 'ncu' AND start_ns IS NOT NULL, duration_ns, api_end_ns - api_start_ns,
+               start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
+                                            ORDER BY start_ns)
+        FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
+        WHERE run = ? AND timeline_id IS NULL ORDER BY id""",
         (run,),
     )
-    # a tuple a launch (a dict each is ~4x the memory at a million launches): _facts makes the dict
-    return {r[0]: r for r in rows}
+    none = (None, None)
+    # the kernels view's path: the lead thread's where the launch inherited it (profkit.store.inherit)
+    for kid, name_id, path_id, inherited, api_id, sampled_from, timed, dur, api_ns, gap_ns in rows:
+        rng, path = (not inherited and own.get(kid)) or paths.get(path_id, none)
+        k = (kid, names[name_id], rng, path, sampled_from, family[name_id, api_id])
+        yield k, ((kid, dur, api_ns, gap_ns) if timed else None)
 
 
 def _facts(row: tuple | None) -> dict | None:
@@ -290,7 +333,7 @@ def classify_one(
     ridge point (FLOP/B) of the precision it computes in (ridge_of), and its kernel family
     (profkit.model.families: a warp-specialised kernel is never occupancy-bound by its
     theoretical occupancy alone)."""
-    R = {k: r["threshold"] for k, r in RULES.items()}
+    R = _THRESHOLDS
     if family == "nccl" or is_comm(name):
         return "communication", "NCCL kernel: bound by the collective across ranks (see profkit ranks)", "communication"
     dur = v.get("duration") or (t or {}).get("duration_ns")
@@ -533,9 +576,24 @@ _EVIDENCE = json.JSONEncoder(sort_keys=True)  # json.dumps(x, sort_keys=True), w
 _fast = True  # the launches-without-counters path of label_rows (tests compare it with the general one)
 
 
-def _rows(cur) -> Iterator[dict]:
-    cols = [d[0] for d in cur.description]
-    return (dict(zip(cols, r)) for r in cur)
+def _number(x) -> str:
+    """A JSON number or null, as json.dumps writes it (ints and finite floats: their repr)."""
+    if x is None:
+        return "null"
+    if type(x) is int or (type(x) is float and math.isfinite(x)):
+        return repr(x)
+    return _EVIDENCE.encode(x)
+
+
+def _timeline_json(t: dict | None) -> str:
+    """_EVIDENCE.encode of a launch's timeline facts (sorted keys), written directly: a million
+    launches pass here."""
+    if not t:
+        return _EVIDENCE.encode(t and {})
+    return (
+        f'{{"api_ns": {_number(t["api_ns"])}, "duration_ns": {_number(t["duration_ns"])}, '
+        f'"gap_ns": {_number(t["gap_ns"])}}}'
+    )
 
 
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
@@ -567,20 +625,12 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     candidates a launch is labelled under each; one label for all stands (the evidence names
     them), different labels make it `unknown` with the labels per GPU in the reason."""
     run = store.require_run(run)
-    timeline = _timeline(store, run)
     counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
-    kernels = _rows(
-        store.conn.execute(
-            "SELECT kernel_id, kernel_name, nvtx_range, nvtx_path, sampled_from, family FROM kernels"
-            " WHERE run = ? ORDER BY kernel_id",
-            (run,),
-        )
-    )  # one at a time: not a list of a million dicts
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
@@ -590,30 +640,31 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
-    for k in kernels:
-        if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
-            kid = k["kernel_id"]
-            t = _facts(timeline.get(kid))
-            label, reason, rule = classify_one(v0, t, ridges[0], k["kernel_name"], "bf16_tensor", k["family"])
-            r = RULES.get(rule)
-            evidence: dict[str, Any] = {
-                "rule": rule,
-                "values": v0,
-                "thresholds": r["threshold"] if r else None,
-                "citation": r["citation"] if r else None,
-                "ridge_flop_per_byte": ridges[0],
-                "ridge_of": "bf16_tensor",
-            }
-            if peaks0:
-                evidence["peaks"] = peaks0
-            if missing0:
-                evidence["missing"] = missing0
-            if table0:
-                evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
-            tl = t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}
+    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run):
+        t = _facts(trow)
+        if one and kid not in counters and sampled_from not in counters:
+            label, reason, rule = classify_one(v0, t, ridges[0], name, "bf16_tensor", family)
+            if kid in ncu_rules or (label, rule) not in around:
+                r = RULES.get(rule)
+                evidence: dict[str, Any] = {
+                    "rule": rule,
+                    "values": v0,
+                    "thresholds": r["threshold"] if r else None,
+                    "citation": r["citation"] if r else None,
+                    "ridge_flop_per_byte": ridges[0],
+                    "ridge_of": "bf16_tensor",
+                }
+                if peaks0:
+                    evidence["peaks"] = peaks0
+                if missing0:
+                    evidence["missing"] = missing0
+                if table0:
+                    evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
             if kid in ncu_rules:
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
-                text = _EVIDENCE.encode({**evidence, "timeline": tl})
+                text = _EVIDENCE.encode(
+                    {**evidence, "timeline": t and {x: t[x] for x in ("duration_ns", "gap_ns", "api_ns")}}
+                )
             else:  # the same for every such launch but the timeline: its JSON made once ("timeline" sorts
                 # after every other key but "values")
                 if (label, rule) not in around:
@@ -621,30 +672,26 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                     cut = whole.index(', "timeline": null, "values": ')
                     around[label, rule] = (whole[: cut + 14], whole[cut + 18 :])
                 head, tail = around[label, rule]
-                text = head + _EVIDENCE.encode(tl) + tail
+                text = head + _timeline_json(t) + tail
             yield {
                 "run": run,
                 "kernel_id": kid,
-                "kernel_name": k["kernel_name"],
-                "nvtx_range": k["nvtx_range"],
-                "nvtx_path": k["nvtx_path"],
+                "kernel_name": name,
+                "nvtx_range": nvtx_range,
+                "nvtx_path": nvtx_path,
                 "label": label,
                 "reason": reason,
                 "evidence": text,
                 "sampled_from": None,
             }
             continue
-        c = counters.get(k["kernel_id"], {})
+        c = counters.get(kid, {})
         # a sampled capture measured another launch of this kernel and configuration: its
         # counters stand for this one; the time facts (duration, gaps) stay this launch's own
-        sampled = k["sampled_from"] if not c and k["sampled_from"] in counters else None
+        sampled = sampled_from if not c and sampled_from in counters else None
         if sampled is not None:
             c = counters[sampled]
-        t = _facts(timeline.get(k["kernel_id"]))
-        each = [
-            _label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
-            for g, rg in zip(options, ridges)
-        ]
+        each = [_label_one(c, t, name, g, rg, sampled is not None, family) for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{_gpu_name(g)} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -685,19 +732,19 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
                 reason += f" (the same on every known GPU of its compute capability: {', '.join(_gpu_name(g) for g in options_k)})"
             elif len(options) > 1:
                 reason += f" (on {_gpu_name(options_k[0])}, the one known GPU of its compute capability it fits)"
-        if k["kernel_id"] in ncu_rules:
-            evidence.update(_ncu_side(label, ncu_rules[k["kernel_id"]]))
-        if k["kernel_id"] in hot:  # Source Counters: the line and stall behind the label
-            evidence["hotspot"] = hot[k["kernel_id"]]
+        if kid in ncu_rules:
+            evidence.update(_ncu_side(label, ncu_rules[kid]))
+        if kid in hot:  # Source Counters: the line and stall behind the label
+            evidence["hotspot"] = hot[kid]
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
         yield {
             "run": run,
-            "kernel_id": k["kernel_id"],
-            "kernel_name": k["kernel_name"],
-            "nvtx_range": k["nvtx_range"],
-            "nvtx_path": k["nvtx_path"],
+            "kernel_id": kid,
+            "kernel_name": name,
+            "nvtx_range": nvtx_range,
+            "nvtx_path": nvtx_path,
             "label": label,
             "reason": reason,
             "evidence": _EVIDENCE.encode(evidence),
@@ -728,28 +775,67 @@ def labels(store: Store, run: str) -> dict[int, str]:
     return {r["kernel_id"]: r["label"] for r in (rows or label_rows(store, run))}
 
 
-def label_facts(store: Store, run: str, measured: set | None = None) -> dict[int, tuple[str, str, str]]:
-    """{kernel_id: (label, rule, reason)} of a run: the stored labels where they cover the run
-    and none of them says "no counters" of a launch that has counters (`measured`: kernel ids
-    with counters, their own or their sampled sibling's); else computed here, not stored, so
-    that an answer never depends on whether `classify` ran, or ran before the counters came."""
-    # tuples, not dicts: a run may have a million labels
-    rows = store.conn.execute(
-        "SELECT c.kernel_id, c.label, c.reason, json_extract(c.evidence, '$.rule'),"
-        " c.sampled_from FROM classifications c WHERE c.run = ?",
-        (run,),
-    ).fetchall()
-    n = store.conn.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[
-        0
-    ]
-    measured = measured or set()
-    stale = len(rows) != n or any(r[3] == "none" and (r[0] in measured or r[4] in measured) for r in rows)
+class Facts:
+    """A run's labels as advise reads them: the label of every launch as a code into `labels`
+    ("unknown" for a launch without one), and (label, rule, reason) of one launch on demand."""
+
+    def __init__(self, kid: np.ndarray, code: np.ndarray, labels: list[str], one) -> None:
+        if "unknown" not in labels:
+            labels = [*labels, "unknown"]
+        order = np.argsort(kid)
+        self._kid, self._code, self.labels, self._one = kid[order], code[order], labels, one
+
+    def codes(self, kids: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(self._kid, kids), max(len(self._kid) - 1, 0))
+        found = self._kid[at] == kids if len(self._kid) else np.zeros(len(kids), dtype=bool)
+        return np.where(found, self._code[at] if len(self._kid) else 0, self.labels.index("unknown"))
+
+    def get(self, kid: int) -> tuple[str, str, str] | None:
+        return self._one(kid)
+
+
+def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
+    """The labels of a run: the stored ones where they cover the run and none of them says "no
+    counters" of a launch that has counters (`measured`: kernel ids with counters, their own or
+    their sampled sibling's); else computed here, not stored, so that an answer never depends on
+    whether `classify` ran, or ran before the counters came. Read as columns: a run may have a
+    million labels."""
+    c = store.conn
+    held = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
+    have = c.execute(f"SELECT count(*) {held}", (run,)).fetchone()[0]
+    n = c.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[0]
+    stale = have != n
+    if not stale and measured:
+        ids = json.dumps(sorted(measured))
+        stale = bool(
+            c.execute(
+                f"SELECT count(*) {held} AND (l.kernel_id IN (SELECT value FROM json_each(?)) OR r.sampled_from IN "
+                "(SELECT value FROM json_each(?))) AND json_extract(l.evidence, '$.rule') = 'none'",
+                (run, ids, ids),
+            ).fetchone()[0]
+        )
     if stale:
-        return {
+        facts = {
             r["kernel_id"]: (r["label"], json.loads(r["evidence"]).get("rule") or "none", r["reason"])
             for r in label_rows(store, run)
         }
-    return {r[0]: (r[1], r[3] or "none", r[2]) for r in rows}
+        names = list(dict.fromkeys(f[0] for f in facts.values()))
+        kid = np.fromiter(facts, dtype=np.int64, count=len(facts))
+        code = np.fromiter((names.index(f[0]) for f in facts.values()), dtype=np.int64, count=len(facts))
+        return Facts(kid, code, names, facts.get)
+    names = [x for (x,) in c.execute(f"SELECT DISTINCT l.label {held}", (run,))]
+    if not names:
+        return Facts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], lambda kid: None)
+    cases = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
+    got = columns.ints(c, f"SELECT l.kernel_id, CASE l.label {cases} END {held}", (*names, run), 2)
+
+    def one(kid: int) -> tuple[str, str, str] | None:
+        r = c.execute(
+            f"SELECT l.label, json_extract(l.evidence, '$.rule'), l.reason {held} AND l.kernel_id = ?", (run, kid)
+        ).fetchone()
+        return (r[0], r[1] or "none", r[2]) if r else None
+
+    return Facts(got[:, 0], got[:, 1], names, one)
 
 
 NO_RANGE = "(outside any NVTX range)"

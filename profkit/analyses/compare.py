@@ -46,6 +46,7 @@ from profkit.store.store import Store
 
 BOOTSTRAP_MIN_CALLS = 10
 BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_DRAWS = 1 << 22  # draws held at once (32 MB of doubles)
 BAND_PERCENTILES = (2.5, 97.5)
 
 
@@ -348,10 +349,18 @@ def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
     gen = np.random.RandomState()
     # has_gauss 0 and cached_gaussian 0.0: the defaults numpy takes for a 3-tuple state
     gen.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624], 0, 0.0))
-    u = gen.random_sample(BOOTSTRAP_SAMPLES * (nb + na)).reshape(BOOTSTRAP_SAMPLES, nb + na)
-    b = np.asarray(before, dtype=float)[np.floor(u[:, :nb] * float(nb)).astype(np.intp)]
-    a = np.asarray(after, dtype=float)[np.floor(u[:, nb:] * float(na)).astype(np.intp)]
-    return sorted((np.median(b, axis=1) / np.median(a, axis=1)).tolist())
+    before_, after_ = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    out: list[float] = []
+    # a block of resamples at a time (the same stream of draws): a range of 100 k calls a side
+    # would otherwise hold 2000 x 200 k draws at once
+    block = max(1, min(BOOTSTRAP_SAMPLES, BOOTSTRAP_DRAWS // (nb + na)))
+    for first in range(0, BOOTSTRAP_SAMPLES, block):
+        n = min(block, BOOTSTRAP_SAMPLES - first)
+        u = gen.random_sample(n * (nb + na)).reshape(n, nb + na)
+        b = before_[np.floor(u[:, :nb] * float(nb)).astype(np.intp)]
+        a = after_[np.floor(u[:, nb:] * float(na)).astype(np.intp)]
+        out += (np.median(b, axis=1) / np.median(a, axis=1)).tolist()
+    return sorted(out)
 
 
 def verdict(

@@ -1,4 +1,4 @@
-"""The fusion floor of a range: what one kernel doing all of the range's operators must move.
+"""The fusion floor of a range: what the range's kernels must move once fused.
 
 A range's kernels today each read their inputs from DRAM and write their outputs back; one
 fused kernel reads only the tensors that enter the range from outside and writes only those
@@ -8,7 +8,8 @@ its size and dtype (profkit.model.ops.aten.output_of; by element count, so a vie
 of it still matches), else external (read once, however many
 operators read it); an output is external when no later operator reads it, or when it is the
 last operator's. The floor is those bytes at the DRAM bandwidth, or the operators' FLOPs at the
-GPU's peaks where that is longer.
+GPU's peaks where that is longer. A GEMM, convolution or attention splits the range: it runs in a
+library kernel that fuses with nothing and keeps its own measured time (floor()).
 
 Tensors are matched by element count and dtype (the trace records no tensor identity): a
 tensor from outside as large as an intermediate counts as internal (a floor too low, never too
@@ -41,7 +42,7 @@ def _operands(r: dict) -> list[aten.Operand]:
     dims, types = json.loads(r["input_dims"] or "null"), json.loads(r["input_types"] or "null")
     if types is None and dims:  # autograd-shapes NVTX: no dtypes (the ops view's note says bf16 assumed)
         types = ["c10::BFloat16" if isinstance(d, list) and d else "" for d in dims]
-    return aten.operands(dims, types, json.loads(r["concrete"] or "null"))
+    return aten.operands(dims, types, json.loads(r["concrete"] or "null"), json.loads(r.get("input_strides") or "null"))
 
 
 def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, float, str]:
@@ -76,22 +77,34 @@ def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, fl
 def floor(
     call: list[dict], ops: dict[int, dict], bw: float | None, gpu: str | None, measured: list[dict] | None = None
 ) -> tuple[float, str, float] | None:
-    """(floor ns, how, bytes) of one call of a range fused into one kernel, from its operators'
-    shapes; None where a kernel of the call has no operator with shapes, or only one operator."""
-    seen, seq = set(), []
+    """(floor ns, how, bytes) of one call of a range fused as far as a compiler fuses it, from its
+    operators' shapes; None where a kernel of the call has no operator with shapes, or only one
+    operator.
+
+    A GEMM, convolution or attention runs in a library kernel (cuBLAS, cuDNN, flash) that takes
+    no arbitrary prologue or epilogue: it is a fusion boundary, its tensors go through DRAM, and
+    fusing the operators around it does not make it faster, so it keeps its measured time (its
+    FLOPs at the peak where the call has no durations). Each run of other operators between such
+    boundaries is one fused kernel: its external inputs and outputs at the DRAM bandwidth, or its
+    FLOPs at the peaks where longer."""
+    seen: dict[int, int] = {}
+    seq: list[dict] = []
+    took: list[float] = []
     for k in call:
         o = ops.get(k["kernel_id"])
         if o is None or not o["input_dims"]:
             return None
         if o["op_id"] not in seen:
-            seen.add(o["op_id"])
+            seen[o["op_id"]] = len(seq)
             seq.append(o)
+            took.append(0.0)
+        took[seen[o["op_id"]]] += float(k.get("duration_ns") or 0)
     if len(seq) < 2:
         return None
     parsed = [(o["op"], _operands(o)) for o in seq]
-    if any(aten.estimate(op, ins)[0] is None for op, ins in parsed):
+    est = [e for op, ins in parsed if (e := aten.estimate(op, ins)[0]) is not None]
+    if len(est) < len(parsed):
         return None  # an operator the model cannot size: its tensors are not known
-    b_in, b_out, _ = external_bytes(parsed)
     g = gpus.by_name(gpu)
     how_bw = ""
     if bw is None and g and g.ceilings.get("dram"):
@@ -100,23 +113,47 @@ def floor(
         how_bw = f"{bw / 1e12:.2f} TB/s"
     if not bw:
         return None
-    t_bytes = (b_in + b_out) / bw * 1e9
-    t_flops = 0.0
-    for op, ins in parsed:
-        e, _ = aten.estimate(op, ins)
-        if e is None or not g:
-            continue
+
+    def flop_ns(e) -> float:
+        if not g:
+            return 0.0
         key = f"{e.dtype}_tensor" if e.family in TENSOR and e.dtype in ("bf16", "fp16", "fp8") else "fp32"
         peak = next(
             (p["value"] for p in measured or () if p["ceiling"] == key and p["gpu"] == gpu), None
         ) or g.ceilings.get(key)
-        if peak:
-            t_flops += e.flops / peak * 1e9
-    names = " -> ".join(o["op"].removeprefix("aten::") for o in seq[:6]) + (" ..." if len(seq) > 6 else "")
-    how = (
-        f"{len(seq)} operators fused ({names}): {(b_in + b_out) / 1e6:,.2f} MB from outside and out "
-        f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from shapes) at {how_bw}"
-    )
-    if t_flops > t_bytes:
-        return t_flops, f"{how}; their FLOPs at the peaks take longer: {t_flops / 1e3:,.1f} us", b_in + b_out
-    return t_bytes, how, b_in + b_out
+        return e.flops / peak * 1e9 if peak else 0.0
+
+    total = moved = 0.0
+    parts: list[str] = []
+    run: list[int] = []
+
+    def close_run() -> None:
+        nonlocal total, moved
+        if not run:
+            return
+        b_in, b_out, _ = external_bytes([parsed[i] for i in run])
+        t_b, t_f = (b_in + b_out) / bw * 1e9, sum(flop_ns(est[i]) for i in run)
+        total += max(t_b, t_f)
+        moved += b_in + b_out
+        names = " -> ".join(seq[i]["op"].removeprefix("aten::") for i in run[:6]) + (" ..." if len(run) > 6 else "")
+        parts.append(
+            f"{len(run)} operators fused ({names}): {(b_in + b_out) / 1e6:,.2f} MB from outside and out "
+            f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from shapes)"
+            + (f", their FLOPs at the peaks take longer: {t_f / 1e3:,.1f} us" if t_f > t_b else "")
+        )
+        run.clear()
+
+    for i, e in enumerate(est):
+        if e.family in TENSOR:
+            close_run()
+            t = took[i] or flop_ns(e)
+            total += t
+            moved += e.bytes
+            name = seq[i]["op"].removeprefix("aten::")
+            parts.append(
+                f"{name} as a library kernel: {t / 1e3:,.1f} us ({'measured' if took[i] else 'FLOPs at peak'})"
+            )
+        else:
+            run.append(i)
+    close_run()
+    return total, "; ".join(parts) + f" at {how_bw}", moved

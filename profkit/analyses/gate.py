@@ -459,6 +459,13 @@ def gate(
     extra = [p for p in mine if p not in {r.path for r in base.ranges} and matches(p, pattern)]
     if extra:
         notes.append(f"not in the baseline, not gated: {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+    if by == "host":
+        # the band treats calls as independent; separate A/A captures on an H100 moved the host
+        # time per call by tens of percent between processes (benchmarks/results/gate.md)
+        notes.append(
+            "by host: the band covers call-to-call noise only; host time per call also moves between "
+            "processes, so a host verdict from one capture a side can be a false alarm (docs/gate.md)"
+        )
     rows = []
     for b in chosen:
         r = mine[b.path]

@@ -213,12 +213,14 @@ def reading(ln: Line, program: list[dict] | None = None) -> str:
     op = _operands(top["instruction"] or "?")[0]
     what = reason.replace("_", " ")
     meaning = MEANING.get(reason, "a stall ncu names " + reason)
-    at = f"line {ln.line}" if ln.line is not None else f"PC {top['pc']:#x}"
+    # file:line, not "line N": a kernel's lines are in several files (Triton's tl.max and a CUDA
+    # header's conversions are inlined with the lines of the file they were written in)
+    at = ln.where if ln.line is not None else f"PC {top['pc']:#x}"
     src = producer(program or [], top["pc"], reason)
     if src is not None:
         kind = PRODUCERS[reason][1]
         meaning = "waiting on DRAM or L2" if reason == "long_scoreboard" else "waiting on shared memory"
-        there = f"line {src['line']}" if src.get("line") is not None else f"PC {src['pc']:#x}"
+        there = f"{short_file(src.get('file'))}:{src['line']}" if src.get("line") is not None else f"PC {src['pc']:#x}"
         if ln.line is not None and src.get("line") == ln.line and src.get("file") == ln.file:
             head = f"{what} on the {kind} at {at}"
         else:

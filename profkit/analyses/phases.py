@@ -228,11 +228,13 @@ def _bursts(t: dict, lo: int, hi: int) -> list[tuple[int, int]]:
     """Launch slices [i, j) of autotuning: one kernel AUTOTUNE_REPEATS+ times in a row (fills
     between left out) under several launch configurations, or between cache-clearing fills."""
     idx = np.arange(lo, hi)
-    is_fill = (
-        np.array([bool(FILL.search(str(t["short"][i]) + " " + str(t["names"][t["ids"][i]]))) for i in idx], dtype=bool)
-        if hi > lo
-        else np.zeros(0, bool)
-    )
+    fill: dict = {}  # (short name, name id) -> a fill? A run has a few hundred distinct kernels
+
+    for i in range(lo, hi):
+        key = (t["short"][i], t["ids"][i])
+        if key not in fill:
+            fill[key] = bool(FILL.search(str(key[0]) + " " + str(t["names"][key[1]])))
+    is_fill = np.array([fill[t["short"][i], t["ids"][i]] for i in idx], dtype=bool) if hi > lo else np.zeros(0, bool)
     keep = idx[~is_fill]
     if len(keep) < AUTOTUNE_REPEATS:
         return []

@@ -74,7 +74,7 @@ def _operands(r: dict) -> list[aten.Operand]:
     dims, types = _load(r["input_dims"]), _load(r["input_types"])
     if types is None and dims:
         types = [NVTX_DTYPE if isinstance(d, list) and d else "" for d in dims]
-    return aten.operands(dims, types, _load(r["concrete"]))
+    return aten.operands(dims, types, _load(r["concrete"]), _load(r.get("input_strides")))
 
 
 def _estimate(r: dict) -> tuple:
@@ -155,7 +155,9 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
     key = _ceiling(o["family"], o["precision"])
     peak = ceilings.get(key) or ceilings.get("fp32")
     bw = ceilings["dram"]
-    t_mem = o["min_bytes"] / bw * 1e9
+    # the bytes its kernel moves where the model knows the stock kernel moves more than the minimum
+    moved = aten.kernel_bytes(o["op"], _operands(o))
+    t_mem = (moved[0] if moved else o["min_bytes"]) / bw * 1e9
     t_flop = o["flops"] / peak * 1e9 if peak else 0.0
     mem_side = t_mem >= t_flop
     roof = "dram" if mem_side else ("tensor_core" if key.endswith("_tensor") else "compute")
@@ -177,11 +179,13 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
         "attained": attained,
         "peaks": whose,
         "note": o["note"] or None,
+        "kernel_bytes": moved[0] if moved else None,
     }
     head = (
         f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
         f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
         + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
+        + (f"; {moved[0] / 1e6:,.3g} MB moved ({moved[1]})" if moved else "")
     )
     share = f"{100 * attained:.0f} % of the {'DRAM' if mem_side else key} roof ({whose})"
     if attained >= ATTAINED:

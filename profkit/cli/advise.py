@@ -6,7 +6,7 @@ import json
 
 import click
 
-from profkit.cli.plumbing import PATH, db_option, handled, out, phase_option, resolve_run
+from profkit.cli.plumbing import PATH, db_option, handled, out, phase_option, progress_bar, resolve_run
 from profkit.outputs.tables import plain
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
@@ -57,7 +57,17 @@ def advise(db, run, scope, include_unranged, top, peaks_file, phase, as_json, ht
     measured = peaks.read(peaks_file) if peaks_file else None
     run = resolve_run(db, run)
     with Store(db, create=False) as s:
-        a = adv.advise(s, run, scope, measured, include_unranged, phase=phase)
+        with progress_bar() as bar:
+            task = bar.add_task(f"advise {run}", total=len(adv.STEPS))
+            seen: list[str] = []
+
+            def step(what: str) -> None:
+                if seen:
+                    bar.advance(task)
+                seen.append(what)
+                bar.update(task, description=f"advise {run}: {what}")
+
+            a = adv.advise(s, run, scope, measured, include_unranged, phase=phase, step=step)
         s.replace_advice(a.run, scope, adv.rows(a))
         if html:
             from profkit.outputs import advise_page

@@ -49,7 +49,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     """
     import time
 
-    from profkit.analyses import overview
+    from profkit.analyses import overview, phases
     from profkit.model import peaks
     from profkit.outputs.html import check_output
     from profkit.outputs.roofline_plot import write_runs
@@ -66,6 +66,8 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         out.print(f"{plain(r.path)} -> run {plain(r.run)}{'' if r.rank is None else ' rank ' + str(r.rank)}: {state}")
 
     def run_landed(run, loaded):  # one line per run, labelled and advised as soon as it is in
+        if any(not r.skipped for r in loaded):  # stored first: advise reads them instead of finding them again
+            s.replace_phases(run, phases.rows(phases.detect(s, run)))
         row = overview.run_summary(s, run, measured)
         summaries.append(row)
         if not verbose:
@@ -82,10 +84,6 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
             loaded = load_profiles(
                 profiles, db, on_file=landed if verbose else None, on_progress=on_progress, on_run=run_landed, store=s
             )
-        from profkit.analyses import phases
-
-        for name in dict.fromkeys(r.run for r in loaded if not r.skipped):
-            s.replace_phases(name, phases.rows(phases.detect(s, name)))
         if verbose:
             _analyse_verbose(s, top, summaries)
         claims = overview.claims(s)

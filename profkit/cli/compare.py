@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from profkit.cli.plumbing import db_option, handled, out
+from profkit.cli.plumbing import db_option, handled, out, working
 from profkit.outputs.tables import plain
 from profkit.store.store import Store
 
@@ -41,7 +41,8 @@ def compare(before, after, db, as_json, by):
     from profkit.analyses.compare import rows as compare_rows
 
     with Store(db, readonly=True) as s:
-        got = compare_rows(s, before, after, by)
+        with working(f"compare {before} -> {after}"):
+            got = compare_rows(s, before, after, by)
     if as_json:
         click.echo(json.dumps(got, indent=2))
         return

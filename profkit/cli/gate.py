@@ -222,7 +222,8 @@ def _baseline_group() -> click.Group:
         summ = b.summary()
         click.echo(
             plain(
-                f"baseline {name}: run {run}, {summ['ranges']} ranges, {summ['calls']} calls a range, "
+                f"baseline {name}: run {run}, {summ['ranges']} range{'s' if summ['ranges'] != 1 else ''}, "
+                f"{summ['calls']} calls a range, "
                 f"{summ['gpu'] or 'GPU not recorded'}"
             )
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from profkit.cli.plumbing import db_option, handled, out, phase_option, resolve_run
+from profkit.cli.plumbing import db_option, handled, out, phase_option, resolve_run, working
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
 
@@ -28,4 +28,6 @@ def kernels(db, run, top, phase):
         win, line = phases.selected(s, run, phase)
         if line:
             out.print(line)
-        out.print(_table(summary.kernels(s, run, top, window=win), f"kernels of run {run}"))
+        with working(f"kernels {run}"):
+            got = summary.kernels(s, run, top, window=win)
+        out.print(_table(got, f"kernels of run {run}"))

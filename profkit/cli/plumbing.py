@@ -153,6 +153,15 @@ def progress_bar():
     )
 
 
+@contextmanager
+def working(what: str):
+    """A rich bar that pulses with the time spent on one step whose length is not known ahead
+    (a million launches read and reduced); nothing when piped."""
+    with progress_bar() as bar:
+        bar.add_task(what, total=None)
+        yield
+
+
 def phase_option(f):
     """--phase NAME|all: the phase an analysis reads (default: the steady state where found)."""
     return click.option(

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from profkit.cli.plumbing import PATH, db_option, handled, out, resolve_run
+from profkit.cli.plumbing import PATH, db_option, handled, out, resolve_run, working
 from profkit.outputs.tables import plain
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store
@@ -45,7 +45,8 @@ def ranks(db, run, step_pattern, as_json, html):
         check_output(html)
     run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
-        r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
+        with working(f"ranks {run}"):
+            r = rk.analyse(s, run, step_pattern or rk.STEP_PATTERN)
     if html:
         ranks_plot.write_html(ranks_plot.figure(r), html)
     if as_json:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from profkit.cli.plumbing import db_option, handled, out, phase_option, resolve_run
+from profkit.cli.plumbing import db_option, handled, out, phase_option, resolve_run, working
 from profkit.outputs.tables import table as _table
 from profkit.store.store import Store, lab_op
 
@@ -39,10 +39,11 @@ def timeline(db, run, prefix, scopes, phase, as_json):
     run = resolve_run(db, run)
     with Store(db, readonly=True) as s:
         win, line = phases.selected(s, run, phase)
-        rows = tl.ranges(s, run, prefix, window=win)
-        ops = {scope: tl.operators(s, run, scope) for scope in scopes}
-        op = lab_op(s.run_meta(run))
-        gaps = idle.analyse(s, run, win)
+        with working(f"timeline {run}"):
+            rows = tl.ranges(s, run, prefix, window=win)
+            ops = {scope: tl.operators(s, run, scope) for scope in scopes}
+            op = lab_op(s.run_meta(run))
+            gaps = idle.analyse(s, run, win)
     if as_json:
         click.echo(json.dumps({"run": run, "ranges": rows, "operators": ops, "idle": gaps.as_dict()}, indent=2))
         return

@@ -10,13 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 
-def ints(conn, sql: str, params=(), ncols: int | None = None) -> np.ndarray:
+def ints(conn, sql: str, params=(), ncols: int | None = None, chunk: int = 1 << 16) -> np.ndarray:
     """An (n, ncols) int64 array of a query whose every value is an integer (no NULLs:
-    COALESCE them in the SQL)."""
-    rows = conn.execute(sql, params).fetchall()
-    if not rows:
-        return np.zeros((0, ncols or 0), dtype=np.int64)
-    return np.array(rows, dtype=np.int64)
+    COALESCE them in the SQL). Read a chunk of rows at a time: a million rows as Python
+    tuples would hold several times the array's memory."""
+    cur = conn.execute(sql, params)
+    parts = []
+    while rows := cur.fetchmany(chunk):
+        parts.append(np.array(rows, dtype=np.int64))
+    if not parts:
+        return np.zeros((0, ncols or len(cur.description or ())), dtype=np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def row_key(a: np.ndarray) -> np.ndarray:

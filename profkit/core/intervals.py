@@ -35,14 +35,37 @@ def _union_array(intervals) -> list[tuple[int, int]] | None:
     a = np.array(intervals)
     if a.dtype.kind not in "iu" or a.ndim != 2 or a.shape[1] != 2:
         return None
-    a = a[np.lexsort((a[:, 1], a[:, 0]))]
-    s, e = a[:, 0], a[:, 1]
+    s, e = union_arrays(a[:, 0], a[:, 1])
+    return list(zip(s.tolist(), e.tolist()))
+
+
+def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """union() of intervals given as two integer columns: the merged starts and ends."""
+    if not len(start):
+        return start[:0], end[:0]
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)  # the furthest end so far
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > reach[:-1]  # a gap before it: a new merged interval starts
     first = np.flatnonzero(new)
-    ends = reach[np.append(first[1:] - 1, len(s) - 1)]
-    return list(zip(s[first].tolist(), ends.tolist()))
+    return s[first], reach[np.append(first[1:] - 1, len(s) - 1)]
+
+
+def minus_arrays(start: np.ndarray, end: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """The lengths of the pieces of merged intervals [start, end) outside merged intervals
+    [bs, be) (each piece a maximal stretch of positive length), in no particular order."""
+    # the complement of b: the stretches before, between and after its intervals
+    lo = np.concatenate([[np.iinfo(np.int64).min], be])
+    hi = np.concatenate([bs, [np.iinfo(np.int64).max]])
+    # per interval of a, the complement stretches that overlap it: [first, last)
+    first = np.searchsorted(hi, start, side="right")
+    last = np.searchsorted(lo, end, side="left")
+    n = np.maximum(last - first, 0)
+    which = np.repeat(np.arange(len(start)), n)
+    j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(first, n)
+    pieces = np.minimum(end[which], hi[j]) - np.maximum(start[which], lo[j])
+    return pieces[pieces > 0]
 
 
 def length(merged) -> int:

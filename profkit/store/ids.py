@@ -33,6 +33,9 @@ def name_ids(conn: sqlite3.Connection, names) -> dict:
     """launch_name ids of names (added where new): one statement per distinct name."""
     out = {}
     for n in dict.fromkeys(names):
-        conn.execute("INSERT OR IGNORE INTO launch_name (name, family) VALUES (?, ?)", (n, family_of(n)))
-        out[n] = conn.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()[0]
+        row = conn.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()
+        if row is None:  # (a family is a few regular expressions over a long name: only for new ones)
+            conn.execute("INSERT OR IGNORE INTO launch_name (name, family) VALUES (?, ?)", (n, family_of(n)))
+            row = conn.execute("SELECT id FROM launch_name WHERE name = ?", (n,)).fetchone()
+        out[n] = row[0]
     return out

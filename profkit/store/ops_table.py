@@ -48,7 +48,8 @@ def _int(v):
 
 
 LAUNCH_OPS = (
-    "SELECT l.launch_id, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.family, o.flops,"
+    "SELECT l.launch_id, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.input_strides, o.family,"
+    " o.flops,"
     " o.min_bytes, o.precision, o.note, (SELECT count(*) FROM op_launch x WHERE x.op_id = o.id) AS kernels,"
     " (SELECT sum(r.duration_ns) FROM op_launch x JOIN launch_row r ON r.id = x.launch_id"
     "  WHERE x.op_id = o.id) AS gpu_ns"

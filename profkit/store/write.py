@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 import sqlite3
 from pathlib import Path
@@ -143,22 +144,23 @@ def _add_rows(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
         + ("name_id", "short_id", "api_id", "path_id")
     )
     sql = f"INSERT INTO launch_row ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    fields = operator.itemgetter(*plain)  # (a tuple: plain has more than one field)
     c.executemany(
         sql,
         (
             (base + i, run, file_id, rank, report.source)
-            + tuple(k[j] for j in plain)
+            + fields(k)
             + (names[k[kn]], names[k[ks]], names[k[ka]], ids.get(n) if n else None)
             for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
         ),
     )
     # a launch whose innermost range or path text is not its path's text and path (the view
     # shows these instead)
+    shown = {n: (n[-1], "/".join("" if x is None else x for x in n)) for n in distinct}  # (a path's, once)
     own = [
         (base + i, k[kr], str(k[at]) if k[at] is not None else None)
         for i, (k, n) in enumerate(zip(report.kernels, kernel_names))
-        if (k[kr], str(k[at]) if k[at] is not None else None)
-        != ((n[-1], "/".join("" if x is None else x for x in n)) if n else (None, None))
+        if (k[kr], str(k[at]) if k[at] is not None else None) != (shown[n] if n else (None, None))
     ]
     c.executemany("INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)", own)
     seq_to_id = {k[0]: base + i for i, k in enumerate(report.kernels)}

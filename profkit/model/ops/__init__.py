@@ -8,5 +8,7 @@ Two doors into it:
   dims, dtypes and concrete scalars -> flops, bytes and the family.
 
 "Minimum bytes" is what one kernel must move through DRAM: every input read once and every
-output written once, nothing re-read. "FLOPs" counts a multiply-add as two.
+output written once, nothing re-read, except where the operator's own dependences force a second
+read (training batch norm). "FLOPs" counts a multiply-add as two; a tiled causal attention
+counts the whole tiles it computes. Checked against ncu on H100: benchmarks/results/opmodel_h100.md.
 """

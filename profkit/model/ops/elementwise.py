@@ -52,6 +52,9 @@ FLOPS_PER_ELEMENT = {
     "relu": 1,
     "threshold": 1,
     "clamp": 1,
+    # relu/relu_ reach the trace as clamp_min(_) with 0 (torch 2.x autograd decompositions)
+    "clamp_min": 1,
+    "clamp_max": 1,
     "where": 1,
     "gelu": 8,
     "silu": 4,
