@@ -32,6 +32,7 @@ view) as an explicit step, like `classify`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import statistics
@@ -1307,6 +1308,7 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
     key[~ranged] = outside[ks.name[~ranged]]
     of = list(keys)
     items = []
+    split: list[str] = []  # ranges listed by their kernels
     for code, members in _groups(key):
         g = ks.take(members)
 
@@ -1314,9 +1316,24 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
             return _rows(store, g, ix)
 
         if isinstance(of[code], str):
-            items.append(_range_item(of[code], g, rows_of, counters, facts, meta, peaks, gpu, rules, own, shapes))
+            it = _range_item(of[code], g, rows_of, counters, facts, meta, peaks, gpu, rules, own, shapes)
+            if it.floor_ns is None and _with_counters(g, counters).any() and len(np.unique(g.name)) > 1:
+                # a range with no floor as a whole (a training step holding hundreds of kernels, some
+                # not measured): its kernels are the items, each at its own roofline, as outside ranges
+                split.append(of[code])
+                for _, sub in _groups(g.name):
+                    h = g.take(sub)
+                    items.append(_kernel_item(h, functools.partial(_rows, store, h), counters, facts, rules, own))
+                    items[-1].nvtx_path = of[code]
+            else:
+                items.append(it)
         else:
             items.append(_kernel_item(g, rows_of, counters, facts, rules, own))
+    if split:
+        notes.append(
+            f"{', '.join(split[:3])}{' ...' if len(split) > 3 else ''}: no floor for the range as a whole "
+            f"(ncu measured some of its kernels): its kernels are listed each at its own roofline"
+        )
     step(STEPS[3])
     if ks.has_start.any():
         rows = later.result() if later else tl.ranges(store, run, scope, window=win)

@@ -225,7 +225,7 @@ def _predict_program(
     if p.fix == "layout":
         rec, names = 0.0, list[str]()
         for i in a.items:
-            if i.kind != "range" or i.nvtx_path is not None:
+            if i.kind != "range":
                 continue
             if any(n in i.kernel_name for n in LAYOUT_REMOVED):
                 rec, names = rec + i.gpu_ns, names + [f"{i.kernel_name} (removed)"]
