@@ -613,3 +613,39 @@ def test_sql_table_shows_a_rounded_value_whole(tmp_path):
     assert r.exit_code == 0, r.output
     assert "1168080.5" in r.output and "e+06" not in r.output, r.output
 
+
+
+def test_a_run_name_longer_than_its_column_keeps_the_columns(tmp_path):
+    """analyse's one line a run: a run name longer than the first column went on with the
+    figures pushed right; it now has a line of its own, whole, and its figures stay under the
+    column heads."""
+    top = tmp_path / "profiles"
+    long_name = "exp-2026-12-05-llama3-8b-bf16-fsdp-8xh100-seq4096-rmsnorm-fused"
+    (top / long_name).mkdir(parents=True)
+    (top / "short").mkdir()
+    kineto_trace(top / long_name / "t.json", 3, 1, 10.0)
+    kineto_trace(top / "short" / "t.json", 3, 1, 12.0)
+    r = CliRunner().invoke(cli, ["analyse", str(top), "--db", str(tmp_path / "p.db"), "--html",
+                                 str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    head = next(x for x in lines if x.startswith("run (then what to fix first)"))
+    col = head.index("launches") + len("launches")  # the launches figure ends under its head
+    i = lines.index(long_name)
+    short = next(x for x in lines if x.startswith("short "))
+    assert lines[i + 1].startswith(" " * 40) and lines[i + 1][:col].rstrip().endswith("3"), lines[i:i + 2]
+    assert short[:col].rstrip().endswith("3") and len(short[:col].rstrip()) == len(lines[i + 1][:col].rstrip())
+
+
+def test_a_roofline_with_no_point_says_why_and_fails(tmp_path):
+    """A details page of counters without DRAM/L2/L1 ceilings' clocks and without FLOPs (real
+    H100 capture): every launch lacks what a point needs. The roofline wrote an empty page and
+    exited 0; now one line says why, the exit is non-zero and nothing is written."""
+    from profdata import FIELD_H100
+    db = tmp_path / "p.db"
+    _ingest(db, FIELD_H100 / "ws_rules.details.csv", "rules")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(cli, ["roofline", "--db", str(db), "--run", "rules", "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "no point to draw, nothing written" in r.output and "no counted FLOPs" in r.output
+    assert r.output.strip().count("\n") == 0 and not out.exists()
