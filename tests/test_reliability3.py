@@ -649,3 +649,36 @@ def test_a_roofline_with_no_point_says_why_and_fails(tmp_path):
     assert r.exit_code == 2, r.output
     assert "no point to draw, nothing written" in r.output and "no counted FLOPs" in r.output
     assert r.output.strip().count("\n") == 0 and not out.exists()
+
+
+# --- item 15: ranks of one job on different GPU models -------------------------------------------------------------
+
+def test_ranks_on_different_gpu_models_are_each_labelled_on_their_own(tmp_path):
+    """Rank 0 a real H100 trace, rank 1 a real trace of another GPU model (public Kineto
+    traces: an A100 that the GPU table does not know by name, a V100 that it does). The run took
+    rank 0's GPU and labelled rank 1's launches with H100 peaks, naming no other GPU. Now the
+    ingest says so in a note, and each launch is labelled on the GPU its own report names."""
+    import sqlite3
+
+    from profdata import DATA
+    h100 = DATA / "kineto-h100" / "tf.kineto.json.gz"
+    for other, table_row in (("triton_example/triton_example.json.gz", None),
+                             ("ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "V100")):
+        db = tmp_path / f"{table_row}.db"
+        assert CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "job", "--rank", "0", str(h100)]).exit_code == 0
+        r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "job", "--rank", "1",
+                                     str(DATA / "kineto-hta" / other)])
+        assert r.exit_code == 0, r.output
+        assert "note: rank 1 ran on " in r.output and "the run's other reports on NVIDIA H100 80GB HBM3" in r.output
+        r = CliRunner().invoke(cli, ["classify", "--db", str(db), "--run", "job"])
+        assert r.exit_code == 0, r.output
+        with sqlite3.connect(db) as c:
+            per_rank = dict(c.execute(
+                "SELECT k.rank, group_concat(DISTINCT coalesce(json_extract(l.evidence, '$.gpu.candidates[0].gpu'), '-'))"
+                " FROM classifications l JOIN kernels k USING (kernel_id) GROUP BY k.rank"))
+            text = c.execute("SELECT group_concat(l.evidence || l.reason) FROM classifications l JOIN kernels k"
+                             " USING (kernel_id) WHERE k.rank = 1").fetchone()[0]
+        assert per_rank[0] == "NVIDIA H100 80GB HBM3", per_rank
+        assert "H100" not in text  # no H100 peak in any label of rank 1
+        if table_row:
+            assert table_row in per_rank[1], per_rank

@@ -464,6 +464,16 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     return gpus.candidates(name, cc)
 
 
+def gpus_by_file(store: Store, run: str) -> dict[int, str]:
+    """{report file id: the GPU it names} of a run whose reports name more than one GPU model
+    (ranks of one job on an H100 and an A100); {} when they name one or none."""
+    rows = store.conn.execute(
+        "SELECT id, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)", (run,)
+    ).fetchall()
+    named = {fid: g for fid, g in rows if isinstance(g, str) and g}
+    return named if len(set(named.values())) > 1 else {}
+
+
 _NO_COUNTERS: dict = {}
 
 
@@ -572,6 +582,19 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
+    # ranks of one job on different GPU models: each launch is labelled on the GPU its own
+    # report names (the run's GPU is its first report's)
+    per_file = gpus_by_file(store, run)
+    file_of: dict[int, int] = {}
+    by_gpu: dict[str, tuple[list, list, str]] = {}
+    if per_file:
+        file_of = dict(
+            store.conn.execute("SELECT id, file_id FROM launch WHERE run = ? AND timeline_id IS NULL", (run,))
+        )
+        for name in set(per_file.values()):
+            rows_g, found_g = gpus.candidates(name, None)
+            opts: list[gpus.Gpu | None] = [*rows_g] if rows_g else [None]
+            by_gpu[name] = (opts, [run_ridge(counters.values(), g) for g in opts], found_g)
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
     kernels = _rows(
@@ -585,11 +608,12 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
     # per-candidate lists (35 k launches in the main job).
-    one = len(options) == 1 and _fast
+    one = len(options) == 1 and _fast and not per_file
     if one:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
+    default = (options, ridges, found)
     for k in kernels:
         if one and k["kernel_id"] not in counters and k["sampled_from"] not in counters:
             kid = k["kernel_id"]
@@ -641,6 +665,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         if sampled is not None:
             c = counters[sampled]
         t = _facts(timeline.get(k["kernel_id"]))
+        options, ridges, found = by_gpu.get(per_file.get(file_of.get(k["kernel_id"], -1), ""), default)
         each = [
             _label_one(c, t, k["kernel_name"], g, rg, sampled is not None, k["family"])
             for g, rg in zip(options, ridges)

@@ -45,6 +45,7 @@ class Loaded:
     rank: int | None = None
     rules: int = 0  # ncu guided-analysis results loaded (the rules view)
     caveat: str | None = None  # what the format could not prove about the file being whole
+    gpu_note: str | None = None  # this file's GPU is not the one the run's other reports name
 
 
 def _check_names(path: Path, report) -> None:
@@ -192,6 +193,27 @@ def _load(
         rank=rank,
         rules=out.get("rules", 0),
         caveat=getattr(report, "caveat", None),
+        gpu_note=_other_gpus(store, run, rank, (report.facts or {}).get("gpu_name")),
+    )
+
+
+def _other_gpus(store: Store, run: str, rank: int | None, gpu: str | None) -> str | None:
+    """One line when this file's GPU is another model than one the run's other reports name
+    (ranks of one job on an H100 and an A100): each launch is then labelled on its own GPU."""
+    if not isinstance(gpu, str) or not gpu:
+        return None
+    others = store.conn.execute(
+        "SELECT DISTINCT rank, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)"
+        " AND json_extract(facts, '$.gpu_name') IS NOT NULL AND json_extract(facts, '$.gpu_name') != ?",
+        (run, gpu),
+    ).fetchall()
+    if not others:
+        return None
+    where = "this file" if rank is None else f"rank {rank}"
+    them = ", ".join(sorted({f"{g}" + ("" if r is None else f" (rank {r})") for r, g in others}))
+    return (
+        f"{where} ran on {gpu}, the run's other reports on {them}: each launch is labelled with "
+        "the peaks of the GPU its own report names"
     )
 
 
