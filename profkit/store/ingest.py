@@ -743,17 +743,27 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress, open
             def guard(conn, g=g, p=p, report=report, digest=digest):
                 one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
 
-            loaded = _load(
-                store,
-                p,
-                report,
-                digest,
-                g.run,
-                rank_of(p, report, rank),
-                on_progress,
-                guard,
-                lambda p=p: unchanged(p, opened.get(p)),
-            )
+            # a file replaced since it was read is refused before its write; the column path
+            # reads its kernel rows again while it writes, so a replacement during the write
+            # fails there (a constraint, a malformed page) and is named as what it is
+            unchanged(p, opened.get(p))
+            try:
+                loaded = _load(
+                    store,
+                    p,
+                    report,
+                    digest,
+                    g.run,
+                    rank_of(p, report, rank),
+                    on_progress,
+                    guard,
+                    lambda p=p: unchanged(p, opened.get(p)),
+                )
+            except ProfkitError:
+                raise
+            except Exception:
+                unchanged(p, opened.get(p))
+                raise
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
             if release is not None:
                 release()

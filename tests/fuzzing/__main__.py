@@ -46,10 +46,12 @@ def main() -> int:
     Path(a.out).write_text(json.dumps(s, indent=2, default=str) + "\n")
     brief = {k: s[k] for k in ("date", "machine", "python", "sqlite", "cases", "seconds", "cases_per_s", "crashes",
                                "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files",
-                               "multiline_errors", "temp_files_left", "loaded_with_caveat", "outcomes",
+                               "multiline_errors", "temp_files_left", "mixed_loads", "secret_leaks",
+                               "replaced_mid_load", "secret_cases", "loaded_with_caveat", "outcomes",
                                "by_format", "crash_signatures")}
     print(json.dumps(brief, indent=2))
-    bad = ("crashes", "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files")
+    bad = ("crashes", "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files",
+           "mixed_loads", "secret_leaks")
     return 0 if all(s[k] == 0 for k in bad) else 1
 
 
