@@ -148,10 +148,21 @@ def _per_signature(crashes: list[dict], k: int) -> list[dict]:
 
 
 def fuzz(total: int, seed: int = 1, workers: int = 2, timeout: float = 20.0, derandomize: bool = False,
-         progress=None) -> dict:
+         progress=None, minutes: float | None = None) -> dict:
+    """Draw and run `total` cases. They run in an order shuffled by `seed`, so that a campaign
+    given `minutes` (no new case starts after them) is a sample of every format and mutation
+    alike, not the first formats drawn."""
+    import random
+
     t0 = time.perf_counter()
     cases = draw_cases(total, seed, derandomize)
-    results = run_cases(cases, workers, timeout, progress)
-    return summarise(cases, results, time.perf_counter() - t0,
-                     {"total": total, "seed": seed, "workers": workers, "timeout_s": timeout,
-                      "derandomize": derandomize})
+    order = list(cases)
+    random.Random(seed).shuffle(order)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    results = run_cases(order, workers, timeout, progress, deadline)
+    s = summarise(cases, results, time.perf_counter() - t0,
+                  {"total": total, "seed": seed, "workers": workers, "timeout_s": timeout,
+                   "derandomize": derandomize, "minutes": minutes})
+    s["cases_planned"] = len(cases)
+    s["stopped_at_time_limit"] = len(results) < len(cases)
+    return s

@@ -330,7 +330,10 @@ class Worker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None) -> list[dict]:
+def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None,
+              deadline: float | None = None) -> list[dict]:
+    """Each case's result, in the order they finish. Past `deadline` (time.monotonic()) no new
+    case starts: those running finish, the rest are not run."""
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="profkit-fuzz-") as d:
         work = Path(d)
@@ -341,6 +344,11 @@ def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progre
         for w in pool:
             sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         todo = list(reversed(cases))
+
+        def more() -> bool:
+            if deadline is not None and time.monotonic() > deadline:
+                todo.clear()
+            return bool(todo)
 
         def replace(w: Worker) -> Worker:
             nonlocal spawned
@@ -376,14 +384,14 @@ def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progre
                 results.append(res)
                 if progress:
                     progress(len(results), len(cases))
-                if todo:
+                if more():
                     w.send(todo.pop(), timeout)
             now = time.monotonic()
             for w in list(pool):
                 if w.case and now > w.deadline:
                     results.append({"id": w.case["id"], "outcome": "hang", "error": f"no answer in {timeout} s"})
                     nw = replace(w)
-                    if todo:
+                    if more():
                         nw.send(todo.pop(), timeout)
         for w in pool:
             sel.unregister(w.proc.stdout)
