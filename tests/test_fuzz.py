@@ -114,3 +114,14 @@ def test_a_file_replaced_mid_load_is_refused_at_every_stage(fuzz, tmp_path):
         r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
         assert r["replaced"] and r["outcome"] == "rejected" and "partial" not in r, (stage, r)
         assert "changed while it was loading" in r["error"], r
+
+
+def test_an_nvprof_report_with_a_name_that_is_not_utf8_is_one_line(fuzz, tmp_path):
+    """Found by the issue-51 campaign: 11 bit flips in the first 4 KB of an nvprof report made a
+    table name in its schema invalid UTF-8; reading the table list raised UnicodeDecodeError."""
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    case = {"id": 0, "format": "nvprof", "mutation": "bitflip", "into_existing_run": True,
+            "seed": "tests/data/known/known.cupti.jsonl!nvvp", "p": {"rng": 11, "zone": "head", "n": 11}}
+    r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "rejected" and "not UTF-8" in r["error"] and "partial" not in r, r
