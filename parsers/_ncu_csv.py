@@ -56,8 +56,6 @@ def header_line(path: Path, head: bytes) -> bytes | None:
 
 # header words of `nsys stats` reports (cuda_gpu_kern_sum, nvtx_kern_sum, cuda_api_sum, ...)
 _NSYS_STATS = re.compile(r"^\"?(Time \(%\)|NVTX Range|Range)\"?,.*(Total Time \(ns\)|Instances|Kern Inst)")
-# `nsys stats --report cuda_gpu_trace`: one row per kernel or copy (after a `Processing [...]` line)
-_NSYS_GPU_TRACE = re.compile(r"^\"?Start( \(ns\))?\"?,\"?Duration( \(ns\))?\"?,\"?CorrId\"?,")
 
 
 def _whole_row(header_text: str, last: str) -> bool:
@@ -86,12 +84,6 @@ def read(path: Path) -> tuple[list[str], list[list[str]], int]:
         if error:  # ncu failed and wrote only its messages where the CSV was to go
             raise BadInput(path, f"ncu's own output, no CSV in it (the capture failed): {error[:160]}")
         first = next((x.strip() for x in lines if x.strip()), "")[:60]
-        if any(_NSYS_GPU_TRACE.match(x.strip()) for x in [x for x in lines[:20] if x.strip()][:5]):
-            raise BadInput(
-                path,
-                "an nsys stats cuda_gpu_trace table (kernels without their launch calls, threads "
-                "or NVTX ranges): load the .nsys-rep or .sqlite export it was made from",
-            )
         if _NSYS_STATS.search(first):  # `nsys stats --format csv`: totals per name, no launches
             raise BadInput(
                 path,

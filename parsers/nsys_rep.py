@@ -5,6 +5,7 @@ step (parse_report) for the older `.qdrep`."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import weakref
@@ -40,14 +41,39 @@ def find_nsys(explicit: str | None = None) -> str:
     )
 
 
+# The report's closing record (a protobuf message) holds, in order, the capture's date, host,
+# then the writing nsys's version (field 6) and build (field 7): `2\x0a2025.3.1.0:\x08...` in
+# ours of nsys 2025.3.1, `2\x132020.5.1.85-5ee086b:\x13...` in a public .qdrep of nsys 2020.5.
+_WRITER = re.compile(rb"\x32([\x05-\x40])(20\d\d\.\d{1,2}\.\d{1,3}[0-9A-Za-z.+\-]*)\x3a")
+_TAIL = 64 << 10  # bytes at the end of the report looked through for that record
+
+
+def writer_version(path: Path) -> str | None:
+    """The version of the nsys that wrote a .nsys-rep / .qdrep, from its closing record (None
+    when the file holds none that reads as one)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _TAIL))
+            tail = f.read()
+    except OSError:
+        return None
+    found = [m.group(2) for m in _WRITER.finditer(tail) if m.group(1)[0] == len(m.group(2))]
+    return found[-1].decode("ascii") if found else None
+
+
+def _written_by(path: Path) -> str:
+    v = writer_version(path)
+    return f"written by nsys {v}" if v else "written by an nsys whose version it does not record"
+
+
 def export(path: Path, out: Path, nsys: str | None = None) -> Path:
     try:
         exe = find_nsys(nsys)
     except ToolMissing:
         raise ToolMissing(
-            f"{path}: an Nsight Systems report; reading it needs nsys, which is not installed: put it on "
-            f"PATH or set $NSYS, or run `nsys export --type sqlite {path.name}` elsewhere and ingest "
-            "the .sqlite"
+            f"{path}: an Nsight Systems report; reading it needs nsys, which is not installed ({_written_by(path)}"
+            f"): put it on PATH or set $NSYS, or run `nsys export --type sqlite {path.name}` elsewhere with that "
+            "version or newer and ingest the .sqlite"
         ) from None
     proc = subprocess.run(
         [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
@@ -55,13 +81,15 @@ def export(path: Path, out: Path, nsys: str | None = None) -> Path:
         text=True,
     )
     if proc.returncode != 0 or not out.exists():
-        # nsys says why over several lines (its last is often a bare "Exportation error:")
+        # nsys says why over several lines (its last is often a bare "Exportation error:"); a
+        # report of a newer nsys fails inside nsys's protobuf reader, which names no version:
+        # the first words say both
         said = " ".join(x.strip() for x in (proc.stderr + "\n" + proc.stdout).splitlines() if x.strip())
         said = (said[:300] + " ...") if len(said) > 300 else said or "no output"
         raise BadInput(
             path,
-            f"nsys export failed ({_version(exe)}): {said}; a report written by a newer Nsight "
-            "Systems needs that version or newer to export",
+            f"{_written_by(path)}, installed {_version(exe)}: nsys export failed: {said}; a report "
+            "written by a newer Nsight Systems needs that version or newer to export",
         )
     return out
 

@@ -65,6 +65,10 @@ def parse(path: Path) -> Parsed:
                 path, "reading it took far more SQLite steps than any real report needs: a hostile or corrupt file"
             ) from None
         raise BadInput(path, f"unreadable nvprof report ({e}); is the file truncated?") from None
+    except UnicodeDecodeError as e:  # a table or column name that is not UTF-8 (a corrupt schema)
+        raise BadInput(
+            path, f"unreadable nvprof report: its schema holds a name that is not UTF-8 ({e.reason})"
+        ) from None
 
 
 def _columns(conn, table: str) -> set[str]:

@@ -1,6 +1,7 @@
 """A fixed sample of the fuzzer (tests/fuzzing; 600 cases, derandomized): every parser and
 every mutation, through the real ingest, with no crash, hang, partial write, silent partial
-load (a cut copy loaded short without its parser's caveat), changed input or file left beside it.
+load (a cut copy loaded short without its parser's caveat), changed input or file left beside it,
+load of a file replaced mid-load as anything but one file whole, or secret in the database.
 
 The full run (20,000+ cases) is `python benchmarks/fuzz.py`; its numbers are in
 benchmarks/RESULTS.md.
@@ -24,6 +25,8 @@ def test_fuzz_sample_no_crash_hang_or_partial_write(fuzz):
     assert (s["crashes"], s["hangs"], s["partial_writes"]) == (0, 0, 0), s["examples"]
     assert (s["silent_partial_loads"], s["inputs_changed"], s["sidecar_files"]) == (0, 0, 0), s["examples"]
     assert (s["multiline_errors"], s["temp_files_left"]) == (0, 0), s["examples"]
+    assert (s["mixed_loads"], s["secret_leaks"]) == (0, 0), s["examples"]
+    assert s["secret_cases"] >= 3 and sum(s["replaced_mid_load"].values()) >= 10, s["replaced_mid_load"]
     # every format and every mutation of it ran; files were both loaded and rejected
     assert set(s["by_format"]) == set(fuzz.FORMATS)
     assert set(parsers.formats()) <= set(s["by_format"])  # every parser the registry knows is fuzzed
@@ -81,3 +84,44 @@ def test_fuzz_replays_a_case_in_process(fuzz, tmp_path):
     # found by the fuzzer: NVIDIA's reader (ncu-report 2025.3) aborts its process on this file
     # (a protobuf CHECK); profkit reads it in a child process, so this is one line of error
     assert r["outcome"] == "rejected" and "partial" not in r, r
+
+
+def test_the_fuzzer_sees_a_secret_that_was_not_redacted(fuzz, tmp_path, monkeypatch):
+    """The secret check can fail: with redaction off, the planted token is found in the run's meta."""
+    from profkit.core import environment
+
+    monkeypatch.setattr(environment, "scrub_meta", lambda m, _depth=0: m)
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    case = {"id": 0, "format": "cupti-trace", "mutation": "secret", "into_existing_run": False,
+            "seed": "tests/data/rmsnorm-cupti/rmsnorm-cupti.cupti.jsonl", "p": {"shape": 0, "place": "argv", "rng": 3}}
+    r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "loaded" and r["secret_leak"] == "table run", r
+    monkeypatch.undo()
+    r = fuzz.run_case(dict(case, id=1), tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "loaded" and "secret_leak" not in r, r
+
+
+def test_a_file_replaced_mid_load_is_refused_at_every_stage(fuzz, tmp_path):
+    """A real export replaced after detection, after parsing and as the store writes it (the
+    column path, which reads the file again): refused each time, the database as it was."""
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    for i, stage in enumerate(("after_detect", "after_parse", "at_write")):
+        case = {"id": i, "format": "nsys-sqlite", "mutation": "replaced_mid_load", "into_existing_run": False,
+                "column_path": True, "seed": "tests/data/rmsnorm-cupti/rmsnorm-nsys.nsys.sqlite",
+                "p": {"stage": stage, "how": "rename", "by": "profiles/known/known.nsys.sqlite", "rng": 1}}
+        r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
+        assert r["replaced"] and r["outcome"] == "rejected" and "partial" not in r, (stage, r)
+        assert "changed while it was loading" in r["error"], r
+
+
+def test_an_nvprof_report_with_a_name_that_is_not_utf8_is_one_line(fuzz, tmp_path):
+    """Found by the issue-51 campaign: 11 bit flips in the first 4 KB of an nvprof report made a
+    table name in its schema invalid UTF-8; reading the table list raised UnicodeDecodeError."""
+    (tmp_path / "tmp").mkdir()
+    template = fuzz.make_template(tmp_path)
+    case = {"id": 0, "format": "nvprof", "mutation": "bitflip", "into_existing_run": True,
+            "seed": "tests/data/known/known.cupti.jsonl!nvvp", "p": {"rng": 11, "zone": "head", "n": 11}}
+    r = fuzz.run_case(case, tmp_path, template, fuzz.snapshot(template))
+    assert r["outcome"] == "rejected" and "not UTF-8" in r["error"] and "partial" not in r, r

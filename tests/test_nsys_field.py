@@ -186,6 +186,39 @@ def test_qdrep_without_nsys_gets_the_nsys_rep_line(monkeypatch, copy):
     assert str(eq.value) == str(er.value).replace("nsys-rep", "qdrep")
     assert str(eq.value).startswith(f"{q}: an Nsight Systems report; reading it needs nsys, which is not installed")
     assert "nsys export --type sqlite report2.qdrep" in str(eq.value)
+    assert "(written by nsys 2025.3.1.0)" in str(eq.value)  # the version to export it with elsewhere
+
+
+def test_a_report_of_a_newer_nsys_names_both_versions_first(tmp_path, copy):
+    """A report written by an nsys newer than the one installed: nsys's export fails inside its
+    protobuf reader, naming no version. The refusal stays, its first words name the nsys that
+    wrote the report (read from the report's closing record) and the one installed. Real
+    reports: ours of nsys 2025.3.1 and a public .qdrep of nsys 2020.5.1; the installed nsys is
+    a stand-in (none on this machine) that says it is 2024.6.2 and fails as nsys does."""
+    exe = tmp_path / "bin" / "nsys"
+    exe.parent.mkdir()
+    exe.write_text(f"#!{sys.executable}\nimport sys\n"
+                   "if sys.argv[1:] == ['--version']:\n"
+                   "    print('NVIDIA Nsight Systems version 2024.6.2.225-246235244400v0')\n    sys.exit(0)\n"
+                   "sys.stderr.write('[libprotobuf ERROR] Error parsing message of type ProfileSession\\n"
+                   "Exportation error:\\n')\nsys.exit(1)\n")
+    exe.chmod(0o755)
+    rep = copy(KNOWN_NSYS_REP, "newer.nsys-rep")
+    with pytest.raises(BadInput) as e:
+        nsys_rep.export(rep, tmp_path / "out.sqlite", str(exe))
+    assert e.value.problem.startswith("written by nsys 2025.3.1.0, installed nsys 2024.6.2.225-246235244400v0: "
+                                      "nsys export failed: [libprotobuf ERROR]"), e.value.problem
+    assert "\n" not in str(e.value)
+    assert nsys_rep.writer_version(KNOWN_NSYS_REP) == "2025.3.1.0"
+    if FIELD_REPORTS.is_dir():
+        assert nsys_rep.writer_version(field("kmeans", "report2.qdrep")) == "2020.5.1.85-5ee086b"
+    # a file without the closing record (a report cut short, another file under the name)
+    cut = tmp_path / "cut.nsys-rep"
+    cut.write_bytes(KNOWN_NSYS_REP.read_bytes()[: 60_000])
+    assert nsys_rep.writer_version(cut) is None
+    with pytest.raises(BadInput) as e:
+        nsys_rep.export(cut, tmp_path / "out.sqlite", str(exe))
+    assert e.value.problem.startswith("written by an nsys whose version it does not record, installed nsys 2024.6.2")
 
 
 def _stand_in_nsys(tmp_path, body: str):
@@ -221,7 +254,7 @@ def test_qdrep_errors_name_the_report_not_the_temporary_export(monkeypatch, copy
     exe = _stand_in_nsys(tmp_path, "sys.stderr.write('Error: the file is corrupt\\n\\nExportation error:\\n')\nsys.exit(1)\n")
     with pytest.raises(BadInput) as e:
         nsys_qdrep.parse(q)
-    assert e.value.path == str(q) and e.value.problem.startswith("nsys export failed (nsys")
+    assert e.value.path == str(q) and e.value.problem.startswith("written by nsys 2025.3.1.0, installed nsys")
     assert "Error: the file is corrupt Exportation error:" in e.value.problem and "\n" not in e.value.problem
     assert not list(tmp_path.glob("**/report2.sqlite"))
 

@@ -613,3 +613,72 @@ def test_sql_table_shows_a_rounded_value_whole(tmp_path):
     assert r.exit_code == 0, r.output
     assert "1168080.5" in r.output and "e+06" not in r.output, r.output
 
+
+
+def test_a_run_name_longer_than_its_column_keeps_the_columns(tmp_path):
+    """analyse's one line a run: a run name longer than the first column went on with the
+    figures pushed right; it now has a line of its own, whole, and its figures stay under the
+    column heads."""
+    top = tmp_path / "profiles"
+    long_name = "exp-2026-12-05-llama3-8b-bf16-fsdp-8xh100-seq4096-rmsnorm-fused"
+    (top / long_name).mkdir(parents=True)
+    (top / "short").mkdir()
+    kineto_trace(top / long_name / "t.json", 3, 1, 10.0)
+    kineto_trace(top / "short" / "t.json", 3, 1, 12.0)
+    r = CliRunner().invoke(cli, ["analyse", str(top), "--db", str(tmp_path / "p.db"), "--html",
+                                 str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    head = next(x for x in lines if x.startswith("run (then what to fix first)"))
+    col = head.index("launches") + len("launches")  # the launches figure ends under its head
+    i = lines.index(long_name)
+    short = next(x for x in lines if x.startswith("short "))
+    assert lines[i + 1].startswith(" " * 40) and lines[i + 1][:col].rstrip().endswith("3"), lines[i:i + 2]
+    assert short[:col].rstrip().endswith("3") and len(short[:col].rstrip()) == len(lines[i + 1][:col].rstrip())
+
+
+def test_a_roofline_with_no_point_says_why_and_fails(tmp_path):
+    """A details page of counters without DRAM/L2/L1 ceilings' clocks and without FLOPs (real
+    H100 capture): every launch lacks what a point needs. The roofline wrote an empty page and
+    exited 0; now one line says why, the exit is non-zero and nothing is written."""
+    from profdata import FIELD_H100
+    db = tmp_path / "p.db"
+    _ingest(db, FIELD_H100 / "ws_rules.details.csv", "rules")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(cli, ["roofline", "--db", str(db), "--run", "rules", "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "no point to draw, nothing written" in r.output and "no counted FLOPs" in r.output
+    assert r.output.strip().count("\n") == 0 and not out.exists()
+
+
+# --- item 15: ranks of one job on different GPU models -------------------------------------------------------------
+
+def test_ranks_on_different_gpu_models_are_each_labelled_on_their_own(tmp_path):
+    """Rank 0 a real H100 trace, rank 1 a real trace of another GPU model (public Kineto
+    traces: an A100 that the GPU table does not know by name, a V100 that it does). The run took
+    rank 0's GPU and labelled rank 1's launches with H100 peaks, naming no other GPU. Now the
+    ingest says so in a note, and each launch is labelled on the GPU its own report names."""
+    import sqlite3
+
+    from profdata import DATA
+    h100 = DATA / "kineto-h100" / "tf.kineto.json.gz"
+    for other, table_row in (("triton_example/triton_example.json.gz", None),
+                             ("ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "V100")):
+        db = tmp_path / f"{table_row}.db"
+        assert CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "job", "--rank", "0", str(h100)]).exit_code == 0
+        r = CliRunner().invoke(cli, ["ingest", "--db", str(db), "--run", "job", "--rank", "1",
+                                     str(DATA / "kineto-hta" / other)])
+        assert r.exit_code == 0, r.output
+        assert "note: rank 1 ran on " in r.output and "the run's other reports on NVIDIA H100 80GB HBM3" in r.output
+        r = CliRunner().invoke(cli, ["classify", "--db", str(db), "--run", "job"])
+        assert r.exit_code == 0, r.output
+        with sqlite3.connect(db) as c:
+            per_rank = dict(c.execute(
+                "SELECT k.rank, group_concat(DISTINCT coalesce(json_extract(l.evidence, '$.gpu.candidates[0].gpu'), '-'))"
+                " FROM classifications l JOIN kernels k USING (kernel_id) GROUP BY k.rank"))
+            text = c.execute("SELECT group_concat(l.evidence || l.reason) FROM classifications l JOIN kernels k"
+                             " USING (kernel_id) WHERE k.rank = 1").fetchone()[0]
+        assert per_rank[0] == "NVIDIA H100 80GB HBM3", per_rank
+        assert "H100" not in text  # no H100 peak in any label of rank 1
+        if table_row:
+            assert table_row in per_rank[1], per_rank

@@ -507,6 +507,16 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     return gpus.candidates(name, cc)
 
 
+def gpus_by_file(store: Store, run: str) -> dict[int, str]:
+    """{report file id: the GPU it names} of a run whose reports name more than one GPU model
+    (ranks of one job on an H100 and an A100); {} when they name one or none."""
+    rows = store.conn.execute(
+        "SELECT id, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)", (run,)
+    ).fetchall()
+    named = {fid: g for fid, g in rows if isinstance(g, str) and g}
+    return named if len(set(named.values())) > 1 else {}
+
+
 _NO_COUNTERS: dict = {}
 
 
@@ -629,17 +639,31 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     ridges = [run_ridge(counters.values(), g) for g in options]
+    # ranks of one job on different GPU models: each launch is labelled on the GPU its own
+    # report names (the run's GPU is its first report's)
+    per_file = gpus_by_file(store, run)
+    file_of: dict[int, int] = {}
+    by_gpu: dict[str, tuple[list, list, str]] = {}
+    if per_file:
+        file_of = dict(
+            store.conn.execute("SELECT id, file_id FROM launch WHERE run = ? AND timeline_id IS NULL", (run,))
+        )
+        for name in set(per_file.values()):
+            rows_g, found_g = gpus.candidates(name, None)
+            opts: list[gpus.Gpu | None] = [*rows_g] if rows_g else [None]
+            by_gpu[name] = (opts, [run_ridge(counters.values(), g) for g in opts], found_g)
     ncu_rules = _rules(store, run)
     hot = hotspots.evidence(store, run)
     # Most launches of a timeline have no counters. On one GPU row their label rests on the
     # timeline alone, and their values, peaks and ridge are the GPU's and the run's: labelled
     # here as the general path below would (one candidate, nothing ruled out), without its
     # per-candidate lists (35 k launches in the main job).
-    one = len(options) == 1 and _fast
+    one = len(options) == 1 and _fast and not per_file
     if one:
         v0, missing0, peaks0 = _no_counter_values(options[0])
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
+    default = (options, ridges, found)
     for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run):
         t = _facts(trow)
         if one and kid not in counters and sampled_from not in counters:
@@ -691,6 +715,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         sampled = sampled_from if not c and sampled_from in counters else None
         if sampled is not None:
             c = counters[sampled]
+        options, ridges, found = by_gpu.get(per_file.get(file_of.get(kid, -1), ""), default)
         each = [_label_one(c, t, name, g, rg, sampled is not None, family) for g, rg in zip(options, ridges)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]

@@ -71,8 +71,9 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
         row = overview.run_summary(s, run, measured)
         summaries.append(row)
         if not verbose:
-            for line in _run_lines(row):
-                out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+            for line in _run_lines(row):  # a run name alone on its line wraps rather than lose its end
+                alone = line == plain(row["run"])
+                out.print(line, no_wrap=not alone, overflow="fold" if alone else "ellipsis", crop=not alone)
 
     if not verbose:
         out.print(f"{'run (then what to fix first)':<{RUN_WIDTH}} launches   counters  labels (% of GPU time)")
@@ -121,7 +122,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     )
 
 
-RUN_WIDTH = 42  # the longest shipped run name; a longer one shifts its line's columns
+RUN_WIDTH = 42  # the longest shipped run name; a longer one gets a line of its own
 
 
 def _run_lines(row: dict) -> list[str]:
@@ -134,11 +135,12 @@ def _run_lines(row: dict) -> list[str]:
         if first and first.recoverable_ns > 0
         else "-"
     )
-    # the run name whole (it is what `advise --run` takes)
-    return [
-        f"{plain(row['run']):<{RUN_WIDTH}} {row['launches']:>8,} {row['counters']:>10,}  {plain(labels)}",
-        f"    fix first: {plain(fix)}",
-    ]
+    # the run name whole (it is what `advise --run` takes); one longer than its column goes on a
+    # line of its own, its figures under the columns on the next
+    name = plain(row["run"])
+    figures = f"{row['launches']:>8,} {row['counters']:>10,}  {plain(labels)}"
+    head = [f"{name:<{RUN_WIDTH}} {figures}"] if len(name) <= RUN_WIDTH else [name, f"{'':<{RUN_WIDTH}} {figures}"]
+    return [*head, f"    fix first: {plain(fix)}"]
 
 
 def _analyse_verbose(s, top: int, summaries: list[dict]) -> None:

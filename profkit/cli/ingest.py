@@ -59,6 +59,8 @@ def ingest(paths, db, run, rank, gpu):
             )
             if r.caveat:
                 out.print(f"  note: {plain(r.caveat)}")
+            if getattr(r, "gpu_note", None):
+                out.print(f"  note: {plain(r.gpu_note)}")
 
     from profkit.core.errors import ProfkitError
     from profkit.core.signals import stopped

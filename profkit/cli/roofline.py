@@ -58,7 +58,11 @@ def roofline(db, run, compare, by, chain, peaks_file, output):
     measured = peaks.read(peaks_file) if peaks_file else None
     with Store(db, readonly=True) as s:
         r = rl.collect(s, run, compare, by, steps, measured)
+    points = sum(1 for _ in roofline_plot.drawn(r))
+    if not points:  # an empty page is no roofline: say why instead, and write nothing
+        why = "; ".join(r.notes) or "no launch has both FLOPs and bytes counted"
+        raise BadArgument(f"{run or 'the newest run'}: no point to draw, nothing written ({why})")
     path = roofline_plot.write_html(roofline_plot.figure(r), output)
-    out.print(f"{plain(path)}: {sum(1 for _ in roofline_plot.drawn(r))} points, {len(r.arrows)} arrows")
+    out.print(f"{plain(path)}: {points} points, {len(r.arrows)} arrows")
     for note in r.notes:
         out.print(f"  {plain(note)}")

@@ -45,6 +45,7 @@ class Loaded:
     rank: int | None = None
     rules: int = 0  # ncu guided-analysis results loaded (the rules view)
     caveat: str | None = None  # what the format could not prove about the file being whole
+    gpu_note: str | None = None  # this file's GPU is not the one the run's other reports name
 
 
 def _check_names(path: Path, report) -> None:
@@ -192,6 +193,27 @@ def _load(
         rank=rank,
         rules=out.get("rules", 0),
         caveat=getattr(report, "caveat", None),
+        gpu_note=_other_gpus(store, run, rank, (report.facts or {}).get("gpu_name")),
+    )
+
+
+def _other_gpus(store: Store, run: str, rank: int | None, gpu: str | None) -> str | None:
+    """One line when this file's GPU is another model than one the run's other reports name
+    (ranks of one job on an H100 and an A100): each launch is then labelled on its own GPU."""
+    if not isinstance(gpu, str) or not gpu:
+        return None
+    others = store.conn.execute(
+        "SELECT DISTINCT rank, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)"
+        " AND json_extract(facts, '$.gpu_name') IS NOT NULL AND json_extract(facts, '$.gpu_name') != ?",
+        (run, gpu),
+    ).fetchall()
+    if not others:
+        return None
+    where = "this file" if rank is None else f"rank {rank}"
+    them = ", ".join(sorted({f"{g}" + ("" if r is None else f" (rank {r})") for r, g in others}))
+    return (
+        f"{where} ran on {gpu}, the run's other reports on {them}: each launch is labelled with "
+        "the peaks of the GPU its own report names"
     )
 
 
@@ -721,17 +743,27 @@ def _write(db, store, todo, groups, out, rank, facts, on_file, on_progress, open
             def guard(conn, g=g, p=p, report=report, digest=digest):
                 one_per_role([(g, p, report, digest)], {p: _role_of(report.format)}, rank, _held(conn, {g.run}))
 
-            loaded = _load(
-                store,
-                p,
-                report,
-                digest,
-                g.run,
-                rank_of(p, report, rank),
-                on_progress,
-                guard,
-                lambda p=p: unchanged(p, opened.get(p)),
-            )
+            # a file replaced since it was read is refused before its write; the column path
+            # reads its kernel rows again while it writes, so a replacement during the write
+            # fails there (a constraint, a malformed page) and is named as what it is
+            unchanged(p, opened.get(p))
+            try:
+                loaded = _load(
+                    store,
+                    p,
+                    report,
+                    digest,
+                    g.run,
+                    rank_of(p, report, rank),
+                    on_progress,
+                    guard,
+                    lambda p=p: unchanged(p, opened.get(p)),
+                )
+            except ProfkitError:
+                raise
+            except Exception:
+                unchanged(p, opened.get(p))
+                raise
             release = getattr(report, "release", None)  # a scratch export the store read (nsys_rep)
             if release is not None:
                 release()

@@ -22,7 +22,13 @@ a copy of a database that already holds a run, then counts:
 - silent partial load: a truncated copy of a seed (any byte, or a framing boundary: a whole
   .ncu-rep block, SQLite page, line, JSON object, also inside a valid .xz/.gz) loaded with fewer
   launches, ranges or counters than the whole seed and no caveat from its parser;
-- input changed / sidecar files: the report's bytes changed, or files appeared beside it.
+- input changed / sidecar files: the report's bytes changed, or files appeared beside it;
+- mixed load: a file replaced while ingest read it (after detection, after parsing, or as the
+  store starts writing; renamed over, rewritten, rewritten at its size, appended to) loaded as
+  anything but one of the two files whole (its hash and its rows' counts);
+- secret leak: a credential planted where a report records a command line or an environment
+  (nsys capture rows, the CUPTI trace's argv and env, Kineto's distributedInfo) appears, even
+  12 characters of it, in any table of the database or in the message.
 It also counts error messages over one line, temporary files left behind, and loads that
 carried their parser's caveat (what a format cannot prove).
 """
@@ -57,6 +63,7 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
     per_mut: dict = defaultdict(Counter)
     crashes, hangs, partial, multiline, temp_left, not_built = [], [], [], [], [], []
     silent, changed, sidecar, caveated = [], [], [], Counter()
+    mixed, leaks, replaced = [], [], Counter()
     outcomes = Counter()
     errors = Counter()
     column_path = 0
@@ -85,6 +92,12 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
             changed.append({"case": c})
         if r.get("sidecar"):
             sidecar.append({"files": r["sidecar"], "case": c})
+        if r.get("replaced"):
+            replaced[r["outcome"]] += 1
+        if r.get("mixed_load"):
+            mixed.append({"problem": r["mixed_load"], "case": c})
+        if r.get("secret_leak"):
+            leaks.append({"where": r["secret_leak"], "case": c})
         if r["outcome"] == "loaded" and r.get("caveat"):
             caveated[c["format"]] += 1
         if r["outcome"] == "rejected":
@@ -99,6 +112,9 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
         "crashes": len(crashes), "hangs": len(hangs), "partial_writes": len(partial),
         "silent_partial_loads": len(silent), "inputs_changed": len(changed), "sidecar_files": len(sidecar),
         "multiline_errors": len(multiline), "temp_files_left": len(temp_left),
+        "mixed_loads": len(mixed), "secret_leaks": len(leaks),
+        "replaced_mid_load": dict(replaced),
+        "secret_cases": sum(1 for r in results if by_id[r["id"]]["mutation"] == "secret"),
         "loaded_with_caveat": dict(caveated), "column_path": column_path,
         "cases_per_s": round(len(results) / seconds, 2) if seconds else None,
         "outcomes": dict(outcomes), "rejections_by_error": dict(errors),
@@ -108,7 +124,7 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
         "examples": {"crashes": _per_signature(crashes, 3), "hangs": hangs[:10], "partial_writes": partial[:10],
                      "silent_partial_loads": silent[:10], "inputs_changed": changed[:10], "sidecar_files": sidecar[:10],
                      "multiline_errors": multiline[:10], "temp_files_left": temp_left[:10],
-                     "not_built": not_built[:10]},
+                     "not_built": not_built[:10], "mixed_loads": mixed[:10], "secret_leaks": leaks[:10]},
     }
 
 
@@ -132,10 +148,21 @@ def _per_signature(crashes: list[dict], k: int) -> list[dict]:
 
 
 def fuzz(total: int, seed: int = 1, workers: int = 2, timeout: float = 20.0, derandomize: bool = False,
-         progress=None) -> dict:
+         progress=None, minutes: float | None = None) -> dict:
+    """Draw and run `total` cases. They run in an order shuffled by `seed`, so that a campaign
+    given `minutes` (no new case starts after them) is a sample of every format and mutation
+    alike, not the first formats drawn."""
+    import random
+
     t0 = time.perf_counter()
     cases = draw_cases(total, seed, derandomize)
-    results = run_cases(cases, workers, timeout, progress)
-    return summarise(cases, results, time.perf_counter() - t0,
-                     {"total": total, "seed": seed, "workers": workers, "timeout_s": timeout,
-                      "derandomize": derandomize})
+    order = list(cases)
+    random.Random(seed).shuffle(order)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    results = run_cases(order, workers, timeout, progress, deadline)
+    s = summarise(cases, results, time.perf_counter() - t0,
+                  {"total": total, "seed": seed, "workers": workers, "timeout_s": timeout,
+                   "derandomize": derandomize, "minutes": minutes})
+    s["cases_planned"] = len(cases)
+    s["stopped_at_time_limit"] = len(results) < len(cases)
+    return s

@@ -20,6 +20,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no case after this many minutes (the cases run in a shuffled order)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fuzz.json"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--replay", help="run one case (JSON) in this process and print the result")
@@ -41,15 +43,18 @@ def main() -> int:
             last[0] = time.monotonic()
             print(f"{done}/{total} cases", file=sys.stderr, flush=True)
 
-    s = fuzz(a.cases, a.seed, a.workers, a.timeout, progress=progress)
+    s = fuzz(a.cases, a.seed, a.workers, a.timeout, progress=progress, minutes=a.minutes)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(s, indent=2, default=str) + "\n")
-    brief = {k: s[k] for k in ("date", "machine", "python", "sqlite", "cases", "seconds", "cases_per_s", "crashes",
+    brief = {k: s[k] for k in ("date", "machine", "python", "sqlite", "cases", "cases_planned", "stopped_at_time_limit",
+                               "seconds", "cases_per_s", "crashes",
                                "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files",
-                               "multiline_errors", "temp_files_left", "loaded_with_caveat", "outcomes",
+                               "multiline_errors", "temp_files_left", "mixed_loads", "secret_leaks",
+                               "replaced_mid_load", "secret_cases", "loaded_with_caveat", "outcomes",
                                "by_format", "crash_signatures")}
     print(json.dumps(brief, indent=2))
-    bad = ("crashes", "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files")
+    bad = ("crashes", "hangs", "partial_writes", "silent_partial_loads", "inputs_changed", "sidecar_files",
+           "mixed_loads", "secret_leaks")
     return 0 if all(s[k] == 0 for k in bad) else 1
 
 

@@ -75,6 +75,17 @@ CSV_MUTATIONS = ["drop_units_row", "extra_columns", "drop_column", "set_cell", "
                  "header_only", "duplicate_header", "line_noise"]
 JSONL_MUTATIONS = ["bad_line", "drop_meta", "field_type", "drop_field", "add_markers", "shuffle_lines"]
 JSON_MUTATIONS = ["event_field", "drop_key", "shuffle_events", "nest_events"]  # one JSON document (Kineto)
+# the file replaced or rewritten while ingest reads it (an exporter re-run, a sync tool): at
+# which stage, how, and by what (another seed of its format, or its own bytes changed)
+REPLACE_STAGES = ["after_detect", "after_parse", "at_write"]
+REPLACE_HOWS = ["rename", "rewrite", "rewrite_same_size", "append"]
+# a credential in a command line, an environment or another field the report records: it must
+# appear in no table and no message (mutators.SECRET_SHAPES, SECRET_PLACES)
+SECRET_FORMATS = ("nsys-sqlite", "cupti-trace", "kineto-trace")
+SECRET_PLACES = {"nsys-sqlite": ["command", "arguments", "environment", "working_dir", "other_row", "export_meta"],
+                 "cupti-trace": ["argv", "argv_one_string", "env"],
+                 "kineto-trace": ["distributed_info"]}
+N_SECRET_SHAPES = 16
 
 
 def mutations_of(fmt: str) -> list[str]:
@@ -91,6 +102,9 @@ def mutations_of(fmt: str) -> list[str]:
         out += JSONL_MUTATIONS
     if fmt == "ncu-rep-xz":
         out += ["raw_then_xz"]  # mutate the report inside, then compress: a valid xz stream of bad bytes
+    out.append("replaced_mid_load")
+    if fmt in SECRET_FORMATS:
+        out.append("secret")
     return out
 
 
@@ -290,6 +304,12 @@ def strategy(fmt: str, mutation: str):
                                                                    "event:args"]), "which": frac}),
         "shuffle_events": st.fixed_dictionaries({"rng": rng, "dup": st.booleans()}),
         "nest_events": st.fixed_dictionaries({"n": st.integers(1, 200), "rng": rng}),
+        "replaced_mid_load": st.fixed_dictionaries({"stage": st.sampled_from(REPLACE_STAGES),
+                                                    "how": st.sampled_from(REPLACE_HOWS),
+                                                    "by": st.sampled_from([x for x in seeds] + ["self"]),
+                                                    "rng": rng}),
+        "secret": st.fixed_dictionaries({"shape": st.integers(0, N_SECRET_SHAPES - 1),
+                                         "place": st.sampled_from(SECRET_PLACES.get(fmt, ["none"])), "rng": rng}),
     }[mutation]
     if mutation == "drop_column" and fmt in ("ncu-csv", "ncu-csv-details"):
         p = st.fixed_dictionaries({"col": frac})

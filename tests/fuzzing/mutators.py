@@ -432,6 +432,110 @@ def _bytes_mutation(data: bytes, mutation: str, p: dict, fmt: str = "") -> bytes
     raise ValueError(mutation)
 
 
+# --- secrets: a credential where a report records a command line or an environment ---------------
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _secret_core(p: dict) -> str:
+    """The random part of a case's secret: what must appear in no output (24 characters)."""
+    rng = random.Random(p.get("rng", 0))
+    return "Zq" + "".join(rng.choice(_ALNUM) for _ in range(22))
+
+
+def secret_of(p: dict) -> tuple[str, list[str], tuple[str, str]]:
+    """(the secret's random part, a command line holding it, an environment entry holding it)
+    of shape p["shape"] (cases.N_SECRET_SHAPES): the shapes of issue 51's item 4."""
+    v = _secret_core(p)
+    shape = p["shape"]
+    line = {
+        0: ["python", "train.py", "--hf-token", v],
+        1: ["python", "train.py", f"--api-key={v}"],
+        2: ["python", "train.py", "--hftoken", v],
+        3: ["python", "train.py", "--wandb-key", v],
+        4: ["mysql", "-u", "root", f"-p{v}"],
+        5: ["git", "clone", f"https://user:{v}@example.com/org/repo.git"],
+        6: ["curl", "-H", f"Authorization: Bearer {v}", "https://example.com"],
+        7: ["env", f"WANDB_API_KEY={v}", "python", "train.py"],
+        8: ["docker", "run", "-e", f"HF_TOKEN={v}", "image"],
+        9: ["bash", "-c", f"HF_TOKEN={v} python train.py"],
+        10: ["python", "train.py", "--model", f"hf_{v}{v[:10]}"],
+        11: ["python", "train.py", f"github_pat_{v}{v}"],
+        12: ["python", "train.py", f"glpat-{v}"],
+        13: ["python", "train.py", f"AIza{v}{v[:12]}"],
+        14: ["python", "train.py", "--password", v],
+        15: ["python", "train.py", f"--db=postgres://admin:{v}@db.example.com/x"],
+    }[shape]
+    env = {7: ("WANDB_API_KEY", v), 8: ("HF_TOKEN", v), 9: ("HF_TOKEN", v), 15: ("TORCH_VERSION", f"https://u:{v}@h/x"),
+           10: ("HF_HOME_TOKENLESS", f"hf_{v}{v[:10]}"), 5: ("PIP_INDEX_URL", f"https://user:{v}@pypi.example.com")
+           }.get(shape, ("MY_SECRET_KEY", v))
+    return v, line, env
+
+
+def plant_secret(path: Path, fmt: str, p: dict) -> None:
+    """Put the case's secret where the report records a command or environment (p["place"])."""
+    _, line, (name, value) = secret_of(p)
+    place = p["place"]
+    if fmt == "nsys-sqlite":
+        c = sqlite3.connect(path)
+        c.execute("PRAGMA journal_mode = DELETE")
+        t = _actual(c, "META_DATA_CAPTURE")
+        if place == "export_meta":
+            t = _actual(c, "META_DATA_EXPORT")
+        if not _exists(c, t):
+            c.execute(f'CREATE TABLE "{t}" (name TEXT, value TEXT)')
+        rows: list[tuple[str, str]] = {
+            "command": [("PROCESS_0:COMMAND", " ".join(line))],
+            "arguments": [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(line)],
+            "environment": [("PROCESS_0:ENVIRONMENT_VARIABLE", f'{name}="{value}"'),
+                            ("PROCESS_0:ENVIRONMENT_VARIABLE", f"{name}={value}"),
+                            ("PROCESS_0:ENVIRONMENT_VARIABLE", value)],  # an entry without `=`
+            "working_dir": [("PROCESS_0:WORKING_DIR", " ".join(line))],
+            "other_row": [("PROCESS_0:LAUNCH_COMMAND_LINE", " ".join(line))],
+            "export_meta": [("EXPORT_COMMAND_LINE", " ".join(line))],
+        }[place]
+        if place in ("command", "working_dir"):
+            c.execute(f'DELETE FROM "{t}" WHERE name = ?', (rows[0][0],))
+        c.executemany(f'INSERT INTO "{t}" (name, value) VALUES (?, ?)', rows)
+        c.commit()
+        c.close()
+        return
+    data = path.read_bytes()
+    if fmt == "cupti-trace":
+        lines = data.decode("utf-8").splitlines()
+        meta = json.loads(lines[0])
+        if place == "argv":
+            meta["argv"] = line
+        elif place == "argv_one_string":
+            meta["argv"] = [" ".join(line)]
+        else:
+            meta["env"] = {name: value, "CMD": " ".join(line)}
+        lines[0] = json.dumps(meta)
+        path.write_text("\n".join(lines) + "\n")
+        return
+    if fmt == "kineto-trace":
+        gz = data.startswith(GZ_MAGIC)
+        doc = json.loads(gzip.decompress(data) if gz else data)
+        info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+        info.update(backend=" ".join(line), init_method=f"env://{name}={value}")
+        doc["distributedInfo"] = info
+        out = json.dumps(doc).encode()
+        path.write_bytes(gzip.compress(out, mtime=0) if gz else out)
+        return
+    raise ValueError(f"no place for a secret in {fmt}")
+
+
+def replacement(case: dict, original: bytes) -> bytes:
+    """What replaces a file mid-load: another seed of its format, or its own bytes with a
+    stretch of its middle reversed (the same size: only the content tells)."""
+    by = case["p"]["by"]
+    if by != "self" and by != case["seed"]:
+        return seed_bytes(by)
+    n = len(original)
+    i = n // 2
+    return original[:i] + original[i : i + 256][::-1] + original[i + 256 :] if n > 8 else original + b"x"
+
+
 def build_file(case: dict, folder: Path) -> Path:
     """Write the mutated file of `case` into `folder`; returns its path."""
     fmt, mut, p = case["format"], case["mutation"], case["p"]
@@ -459,6 +563,12 @@ def build_file(case: dict, folder: Path) -> Path:
         path.write_bytes(data)
         mutate_sqlite(path, mut, p)
         return path
+    elif mut == "secret":
+        path.write_bytes(data)
+        plant_secret(path, fmt, p)
+        return path
+    elif mut == "replaced_mid_load":
+        pass  # the seed whole: the worker replaces it while ingest reads it (pool.run_case)
     else:
         data = _bytes_mutation(data, mut, p, fmt)
     path.write_bytes(data)

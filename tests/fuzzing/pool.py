@@ -7,6 +7,7 @@ import json
 import os
 import selectors
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from .cases import BASE_FILES, BASE_RUN, FORMATS, ROOT, TRUNCATIONS, seed_bytes
 from .invariants import check_whole_file, snapshot
-from .mutators import build_file
+from .mutators import build_file, replacement, secret_of
 
 _FULL: dict = {}
 _BULK_MIN_ROWS = __import__("profkit.parsers.nsys_sqlite", fromlist=["x"]).BULK_MIN_ROWS
@@ -54,6 +55,112 @@ def _digest(path: Path) -> str:
             h.update(chunk)
     return h.hexdigest()
 
+def _replace(path: Path, new: bytes, how: str) -> None:
+    """Put `new` where `path` is, as a tool would: a new file renamed over it (a new inode),
+    rewritten in place (same inode), rewritten in place at the same size, or appended to."""
+    if how == "rename":
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_bytes(new)
+        os.replace(tmp, path)
+    elif how == "rewrite":
+        with open(path, "wb") as f:
+            f.write(new)
+    elif how == "rewrite_same_size":
+        size = path.stat().st_size
+        with open(path, "r+b") as f:
+            f.write((new + bytes(size))[:size])
+    else:
+        with open(path, "ab") as f:
+            f.write(new[:4096] or b"x")
+
+
+class _ReplaceMidLoad:
+    """Replaces the case's file once, at its stage of the ingest (after the format is detected,
+    after it is parsed, or as the store starts writing it), by wrapping that step."""
+
+    def __init__(self, case: dict, path: Path):
+        import profkit.parsers
+        import profkit.store.ingest as ingest_mod
+        from profkit.store.store import Store
+
+        self.path, self.how, self.fired = path, case["p"]["how"], False
+        self.new = replacement(case, path.read_bytes())
+        stage = case["p"]["stage"]
+        self.target, self.attr = {"after_detect": (profkit.parsers, "detect"), "after_parse": (ingest_mod, "_parse"),
+                                  "at_write": (Store, "add_report")}[stage]
+        self.orig = getattr(self.target, self.attr)
+        before = stage == "at_write"
+        hook = self
+
+        def wrapped(*a, **kw):
+            if before:
+                hook.fire()
+            out = hook.orig(*a, **kw)
+            if not before:
+                hook.fire()
+            return out
+
+        setattr(self.target, self.attr, wrapped)
+
+    def fire(self) -> None:
+        if not self.fired:
+            self.fired = True
+            _replace(self.path, self.new, self.how)
+
+    def close(self) -> None:
+        setattr(self.target, self.attr, self.orig)
+
+
+def _whole_of_one(db: Path, path: Path, original: bytes, digest: str, res: dict) -> str | None:
+    """After a load of a file replaced mid-load: what was stored must be one file whole (its
+    hash and its rows' counts), the one before or the one after; None if so."""
+    from profkit import parsers
+    from profkit.core.errors import ProfkitError
+
+    c = sqlite3.connect(db)
+    try:
+        stored = c.execute("SELECT sha256 FROM report_file ORDER BY id DESC LIMIT 1").fetchone()[0]
+    finally:
+        c.close()
+    now = _digest(path)
+    tmp = path.with_name("whole" + "".join(path.suffixes))
+    options = []
+    for h, data in ((digest, original), (now, path.read_bytes())):
+        tmp.write_bytes(data)
+        try:
+            rep = parsers.detect(tmp).parse(tmp)
+            options.append((h, [len(rep.kernels) + len(rep.extra_kernels), len(rep.ranges), len(rep.counters)]))
+        except ProfkitError:
+            pass
+        finally:
+            tmp.unlink()
+    if any(stored == h and res["loaded"] == n for h, n in options):
+        return None
+    return f"loaded {res['loaded']} under hash {stored[:12]}: neither file whole ({options})"
+
+
+def _secret_leak(db: Path, core: str, res: dict) -> str | None:
+    """Where any 12 characters of a planted secret appear: a message, or any cell of any table."""
+    windows = {core[i : i + 12] for i in range(len(core) - 11)}
+
+    def has(text) -> bool:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        return isinstance(text, str) and any(w in text for w in windows)
+
+    for key in ("error", "caveat"):
+        if has(res.get(key)):
+            return f"the {key} message"
+    c = sqlite3.connect(db)
+    try:
+        for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            for row in c.execute(f'SELECT * FROM "{t}"'):
+                if any(has(v) for v in row):
+                    return f"table {t}"
+    finally:
+        c.close()
+    return None
+
 # --- worker ----------------------------------------------------------------------------------------
 
 def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
@@ -85,6 +192,8 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
         shutil.copy(template, db)
         run = BASE_RUN if case["into_existing_run"] else None
         digest, beside = _digest(path), sorted(os.listdir(folder))
+        live = _ReplaceMidLoad(case, path) if case["mutation"] == "replaced_mid_load" else None
+        original = path.read_bytes() if live else b""
         try:
             loaded = ingest(str(db), [path], run=run)
             res["outcome"] = "skipped" if loaded[0].skipped else "loaded"
@@ -103,7 +212,20 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
                           if Path(f.filename).resolve().parent in ours), None)
             res.update(outcome="crash", error=f"{type(e).__name__}: {e}"[:300], where=where,
                        traceback="".join(traceback.format_exception(e))[-3000:])
+        finally:
+            if live:
+                live.close()
         res["ingest_s"] = round(time.perf_counter() - t0, 4)
+        if live and live.fired:
+            res["replaced"] = True
+            if res["outcome"] == "loaded":  # never a mix of the two files under one hash
+                mixed = _whole_of_one(db, path, original, digest, res)
+                if mixed:
+                    res["mixed_load"] = mixed
+        if case["mutation"] == "secret":
+            leak = _secret_leak(db, secret_of(case["p"])[0], res)
+            if leak:
+                res["secret_leak"] = leak
         # the database: unchanged after a failure, one whole new file after a success
         if res["outcome"] == "loaded":
             problem = check_whole_file(db, template, run or "case", existed=run is not None)
@@ -112,7 +234,7 @@ def run_case(case: dict, work: Path, template: Path, before: dict) -> dict:
         if problem:
             res["partial"] = problem
         # the report is read, never written: same bytes, nothing left beside it (no -wal/-shm)
-        if _digest(path) != digest:
+        if _digest(path) != digest and not (live and live.fired):  # (a replaced file changed by the case)
             res["input_changed"] = True
         left = sorted(set(os.listdir(folder)) - set(beside))
         if left:
@@ -208,7 +330,10 @@ class Worker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None) -> list[dict]:
+def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None,
+              deadline: float | None = None) -> list[dict]:
+    """Each case's result, in the order they finish. Past `deadline` (time.monotonic()) no new
+    case starts: those running finish, the rest are not run."""
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="profkit-fuzz-") as d:
         work = Path(d)
@@ -219,6 +344,11 @@ def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progre
         for w in pool:
             sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         todo = list(reversed(cases))
+
+        def more() -> bool:
+            if deadline is not None and time.monotonic() > deadline:
+                todo.clear()
+            return bool(todo)
 
         def replace(w: Worker) -> Worker:
             nonlocal spawned
@@ -254,14 +384,14 @@ def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progre
                 results.append(res)
                 if progress:
                     progress(len(results), len(cases))
-                if todo:
+                if more():
                     w.send(todo.pop(), timeout)
             now = time.monotonic()
             for w in list(pool):
                 if w.case and now > w.deadline:
                     results.append({"id": w.case["id"], "outcome": "hang", "error": f"no answer in {timeout} s"})
                     nw = replace(w)
-                    if todo:
+                    if more():
                         nw.send(todo.pop(), timeout)
         for w in pool:
             sel.unregister(w.proc.stdout)
