@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import lzma
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -682,3 +683,24 @@ def test_ranks_on_different_gpu_models_are_each_labelled_on_their_own(tmp_path):
         assert "H100" not in text  # no H100 peak in any label of rank 1
         if table_row:
             assert table_row in per_rank[1], per_rank
+
+
+def test_a_two_megabyte_gpu_name_loads_in_linear_time(tmp_path):
+    """The fuzz campaign's hang: a CUPTI trace whose gpu_name is 2 MB of one letter. Scrubbing
+    secrets from it scanned the whole run from every position for a URL scheme (quadratic: no
+    end in 9 minutes); the scheme is bounded now, and the trace loads with its kernels."""
+    from profkit.core import environment
+
+    lines = (Path(__file__).parent / "data" / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head["gpu_name"] = "NVIDIA H100 " + "x" * 2_000_000
+    f = tmp_path / "big.cupti.jsonl"
+    f.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    r = CliRunner().invoke(cli, ["ingest", str(f), "--db", str(tmp_path / "d.db")])
+    assert r.exit_code == 0, r.output
+    assert "49 kernels" in r.output
+    # the bound leaves what it guards: a URL's password is still scrubbed
+    assert environment.redact_text("git clone https://u:hunter2@github.com/x") == (
+        "git clone https://u:(redacted)@github.com/x"
+    )
+    assert "pw" not in environment.redact_text("9abc://u:pw@h")

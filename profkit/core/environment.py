@@ -90,7 +90,8 @@ _SECRET_VALUE = re.compile(
     r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
 )
 # structure that holds a secret whatever its shape: a URL's password, an HTTP credential header
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s/]+@")
+# (a scheme is short: unbounded, a long run of letters without `://` cost time quadratic in its length)
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@]*):[^@\s/]+@")
 _HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie)(\s*:\s*)[^'\"\r\n]+")
 _SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
 # NAME=VALUE anywhere in a text (`env X=..`, `docker -e X=..`, `bash -c 'X=.. python'`, `a=1,password=..`)
