@@ -21,6 +21,10 @@
 #             loss.item() every step -> at the end
 #   gate      the lab RMSNorm forward: 10 A/A repeats and planted +3 % / +10 % (nsys SQLite)
 #   source    ncu Source Counters of the lab softmax forward, RMSNorm backward, RMSNorm CUDA C++
+#   attain    attainable_sweep.py: cuBLAS GEMM by shape class, SDPA backends by S and D, copy,
+#             elementwise, reductions (the measured rows of profkit/model/attainable.py)
+#   backward  ncu FLOP/byte counters of one whole GPT (eager) and ResNet training step, every
+#             thread's launches (cudaProfilerStart/Stop around the step; the backward included)
 # Writes $OUT/<group>.tar per group (reports: ncu xz'd, nsys SQLite xz'd) and $OUT/logs.tar.xz.
 set -u
 MODE=${1:?MODE}
@@ -167,6 +171,24 @@ source)
   # partials' slots (a FillFunctor kernel): the filter names the Triton kernel
   SRC_KERNEL='^_softmax' ncu_src $D softmax-triton-llama3vocab-t2048 "softmax/triton/llama3vocab-t2048/" \
     $PY -m profkit.kernels.run softmax --variant triton --shape llama3vocab-t2048
+  ;;
+attain)
+  need attain 150 || continue
+  D=$G/attain; mkdir -p $D
+  t attain $PY $P/attainable_sweep.py --out $D/attainable-h100.json; cp $L/attain.log $D/
+  ;;
+backward)
+  need backward 200 || continue
+  D=$G/backward; mkdir -p $D
+  MET=$(cat $G/shapes/ncu-metrics.txt 2>/dev/null)
+  [ -n "$MET" ] || MET=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__ops_path_tensor_src_bf16_dst_fp32.sum,sm__ops_path_tensor_src_fp16.sum,sm__ops_path_tensor_src_tf32_dst_fp32.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__inst_executed_pipe_tensor_op_gmma.sum,sm__inst_executed_pipe_tensor_op_hmma.sum
+  echo "$MET" > $D/ncu-metrics.txt
+  # the Kineto traces of these steps (tests/data/opmodel-h100) hold every thread already
+  t ncu-gpt-full $NCU --clock-control none --profile-from-start off --metrics $MET -f -o $D/gpt2-eager-step2-full \
+    $PY $P/gpt_train_compile.py --eager --steps 3 --decode 0 --profile-step 2
+  t ncu-resnet-full $NCU --clock-control none --profile-from-start off --metrics $MET -f -o $D/resnet18-step3-full \
+    $PY $P/resnet_train.py --steps 4 --profiler-api-step 3
+  for f in $D/*.ncu-rep; do $NCU --import $f --csv --page raw > ${f%.ncu-rep}.raw.csv 2>/dev/null; done
   ;;
 *) echo "== unknown group $group: skipped";;
 esac; done
