@@ -62,7 +62,6 @@ def gemm_rows(quick):
         out.append({"family": "gemm", "class": cls, "shape": f"M{m} N{n} K{k}", "dtype": "bf16",
                     "flops": 2.0 * m * n * k, "bytes": 2.0 * (m * k + k * n + m * n),
                     "us": med, "us_min": lo, "us_max": hi})
-        del a, b
     return out
 
 
@@ -100,7 +99,6 @@ def attention_rows(quick):
                 out.append({**common, "pass": "fwd", "flops": fwd_flops, "us": fmed, "us_min": flo, "us_max": fhi})
                 out.append({**common, "pass": "fwd+bwd", "flops": fwd_flops * 3.5, "us": bmed, "us_min": blo,
                             "us_max": bhi})  # bwd = 2.5 x fwd (FlashAttention's count)
-            del q, k, v, dout
             torch.cuda.empty_cache()
     return out
 
@@ -119,7 +117,6 @@ def memory_rows(quick):
         med, lo, hi = timed(fn)
         out.append({"family": fam, "class": cls, "shape": f"{n} bf16", "bytes": nbytes, "us": med,
                     "us_min": lo, "us_max": hi})
-    del x, y, z
     cols = [4096, 32768] if quick else [1024, 4096, 8192, 32768, 131072]
     for c in cols:
         r = 2**28 // c  # 512 MiB of bf16 a tensor
@@ -133,7 +130,6 @@ def memory_rows(quick):
             med, lo, hi = timed(fn)
             out.append({"family": "reduction", "class": f"{op} rows of {c}", "shape": f"{r}x{c} bf16",
                         "bytes": nbytes, "us": med, "us_min": lo, "us_max": hi})
-        del x, w
         torch.cuda.empty_cache()
     return out
 

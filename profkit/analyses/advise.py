@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from profkit.analyses import fusion, phases
+from profkit.analyses import fusion, phases, unfused_attention
 from profkit.analyses import timeline as tl
 from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
 from profkit.core import columns
@@ -103,7 +103,7 @@ MIN_SPEEDUP = 1.05
 
 @dataclass
 class Item:
-    kind: str  # range | graph
+    kind: str  # range | graph | switch (attention in pieces -> a fused backend)
     nvtx_path: str | None
     kernel_name: str  # the kernels it covers (short names, most time first)
     label: str | None  # the label holding most of its GPU time
@@ -1242,6 +1242,82 @@ def _graph_items(rows: list[dict], scope: str | None, gap: float) -> list[Item]:
     return out
 
 
+# SDPA's backends as torch.nn.attention.SDPBackend names them
+SDPA_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
+
+
+def _switch_items(store: Store, ks: _Launches, facts: Facts) -> list[Item]:
+    """Attention in pieces (SDPA's math backend, or written by hand), one item per range (its
+    step-free path): the time a fused backend would take, from the measured math/fused ratio."""
+
+    def grid_z(pos):
+        ids = ks.kid[pos].tolist()
+        got = dict(
+            store.conn.execute(
+                "SELECT id, grid_z FROM launch_row WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+            )
+        )
+        return [got.get(i) or 1 for i in ids]
+
+    blocks = unfused_attention.find(ks.names, ks.kname, ks.family, ks.families, ks.stream, ks.dur, grid_z)
+    by_path: dict[str, list[unfused_attention.Block]] = defaultdict(list)
+    for b in blocks:
+        p = ks.path_of(int(b.ix[0]))
+        by_path[_step_free(p) if p else ""].append(b)
+    out = []
+    for path, bs in by_path.items():
+        sw = unfused_attention.predict(bs)
+        if sw is None or sw.fused_ns >= sw.pieces_ns:
+            continue
+        ix = np.concatenate([b.ix for b in bs])
+        g = ks.take(ix)
+        calls = sum(b.pass_ == "fwd" for b in bs) or len(bs)
+        passes = " + ".join(p for p in ("fwd", "bwd") if any(b.pass_ == p for b in bs))
+        top = [ks.names[c] for c, _ in _top_names(g)][:3]
+        backend = SDPA_BACKENDS.get(sw.backend, sw.backend)
+        it = Item(
+            "switch",
+            path or None,
+            f"attention in pieces ({passes}, {len(ix) / calls:.0f} launches a call): {', '.join(top)}",
+            _label_of(g, np.arange(len(g)), facts),
+            calls,
+            len(ix),
+            sw.pieces_ns,
+            None,
+            sw.pieces_ns - sw.fused_ns,
+            sw.fused_ns / calls,
+            f"batched GEMMs around a softmax, {len(bs)} passes (B x H {bs[0].batch}): {sw.how}",
+            (
+                f"run it as one fused attention: F.scaled_dot_product_attention on a fused backend "
+                f"(torch.nn.attention.sdpa_kernel(SDPBackend.{backend}) measured fastest here); SDPA falls back "
+                f"to math when forced or when the fused backends refuse the inputs (an explicit float mask, "
+                f"fp32, an unsupported head size): hand-written softmax(Q K^T) V: call SDPA"
+            ),
+            [
+                {
+                    "passes": len(bs),
+                    "batch_heads": bs[0].batch,
+                    "seq_bound": bs[0].seq,
+                    "pieces_us_per_call": sw.pieces_ns / calls / 1e3,
+                    "fused_us_per_call": sw.fused_ns / calls / 1e3,
+                    "backend": sw.backend,
+                }
+            ],
+            family="cudnn_attention" if sw.backend == "cudnn" else "flash_attention",
+        )
+        it.predicted_speedup, it.predicted_how = it.roof_speedup, f"measured: {sw.how}"
+        out.append(it)
+    return out
+
+
+def _top_names(g: _Launches) -> list[tuple[int, int]]:
+    """(name code, time) of a group's kernels, most time first."""
+    t: dict[int, int] = defaultdict(int)
+    for c, d in zip(g.name.tolist(), g.dur.tolist()):
+        t[c] += d
+    return sorted(t.items(), key=lambda kv: -kv[1])
+
+
 # what advise does, in order (its progress)
 STEPS = ("reading launches", "reading labels", "operators", "idle time")
 
@@ -1329,6 +1405,7 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
                 items.append(it)
         else:
             items.append(_kernel_item(g, rows_of, counters, facts, rules, own))
+    items += _switch_items(store, ks, facts)
     if split:
         notes.append(
             f"{', '.join(split[:3])}{' ...' if len(split) > 3 else ''}: no floor for the range as a whole "

@@ -236,6 +236,14 @@ def _predict_program(
             f"advise's items channels-last addresses, {rec / 1e6:.2f} ms of {gpu / 1e6:.2f} ms a step: "
             + ", ".join(names)
         )
+    if p.fix == "backend":
+        items = [i for i in a.items if i.kind == "switch"]
+        if not items:
+            return None, "no attention-in-pieces item"
+        rec = sum(i.recoverable_ns for i in items) / steps
+        return step / (step - rec), (
+            f"advise's switch item, {rec / 1e3:,.0f} us a step recoverable: {items[0].predicted_how}"
+        )
     if p.fix == "compile":
         items = [i for i in a.items if i.kind == "range" and i.nvtx_path and i.predicted_speedup]
         if not items:

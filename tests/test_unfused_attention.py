@@ -1,0 +1,56 @@
+"""Attention in pieces (SDPA's math backend) is found on a real H100 capture, and nothing else is
+taken for it: the same program on cuDNN's fused backend, a ResNet training step
+(tests/data/program-pairs, H100 80GB HBM3, torch 2.11, 2026-12-05)."""
+import json
+
+import pytest
+from profdata import DATA
+
+from profkit.analyses import advise as adv
+from profkit.analyses import unfused_attention as ua
+from profkit.store.ingest import ingest
+from profkit.store.store import Store
+
+PAIRS = DATA / "program-pairs"
+
+
+def _blocks(run: str, tmp_path):
+    db = str(tmp_path / f"{run}.db")
+    ingest(db, sorted((PAIRS / run).glob("*.nsys.sqlite.xz")) + [PAIRS / run / "capture.json"], run=run)
+    s = Store(db)
+    ks = adv._read(s, run, None)
+
+    def grid_z(pos):
+        ids = ks.kid[pos].tolist()
+        got = dict(
+            s.conn.execute(
+                "SELECT id, grid_z FROM launch_row WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+            )
+        )
+        return [got.get(i) or 1 for i in ids]
+
+    return s, ua.find(ks.names, ks.kname, ks.family, ks.families, ks.stream, ks.dur, grid_z)
+
+
+def test_the_math_backend_is_found_pass_by_pass(tmp_path):
+    _, blocks = _blocks("pair-sdpa-before-math", tmp_path)
+    fwd = [b for b in blocks if b.pass_ == "fwd"]
+    bwd = [b for b in blocks if b.pass_ == "bwd"]
+    # 30 timed steps and 5 warm-up steps, one forward and one backward each
+    assert len(fwd) == len(bwd) == 35
+    # B 8 x H 12 heads in the batched GEMMs; S 512 from the warp softmax's template
+    assert {(b.batch, b.seq) for b in blocks} == {(96, 512)}
+    # Q K^T, the mask and softmax, P V: nine launches; the backward's four GEMMs and the softmax's: six
+    assert {len(b.ix) for b in fwd} == {9} and {len(b.ix) for b in bwd} == {6}
+
+
+@pytest.mark.parametrize("run", ["pair-sdpa-after-cudnn", "pair-sync-after-end"])
+def test_fused_attention_and_convnets_hold_none(run, tmp_path):
+    _, blocks = _blocks(run, tmp_path)
+    assert blocks == []
+
+
+def test_seq_bound_reads_the_warp_softmax_template():
+    name = "void <unnamed>::softmax_warp_forward<float, float, float, (int)9, (bool)0, (bool)0>(T2 *, const T1 *)"
+    assert ua.seq_bound(name) == 512
+    assert ua.seq_bound("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>") is None
