@@ -51,13 +51,11 @@ PROGRAMS = [
     ),
     ProgramPair(
         "pair-sdpa-before-math", "pair-sdpa-after-cudnn", "backend",
-        "SDPA backend math -> cuDNN (B8 H12 S512 D64 causal bf16, fwd+bwd)", "step",
-        statement=(
-            "no known kernel reaches its roof here, and advise gives no figure: the math backend's pieces "
-            "(fp32 FFMA GEMMs, softmax, elementwise) are not recognised as one attention, and at S 512, D 64 "
-            "cuDNN's fused kernels take 65 us a step for 11.3 GFLOP of causal attention (fwd + bwd): 17 % of "
-            "the H100's 989 TFLOP/s dense bf16, against the attention table's 65 % (long sequences)"
-        ),
+        "SDPA backend math -> cuDNN (B8 H12 S512 D64 causal bf16, fwd+bwd)", "gpu",
+    ),
+    ProgramPair(
+        "pair-sdpa2-before-math", "pair-sdpa2-after-default", "backend",
+        "SDPA backend math -> the default (cuDNN) at another shape (B4 H16 S1024 D128 causal bf16, fwd+bwd)", "gpu",
     ),
     ProgramPair(
         "pair-compile-before-eager", "pair-compile-after-compiled", "compile",

@@ -40,8 +40,24 @@ def test_the_math_backend_is_found_pass_by_pass(tmp_path):
     assert len(fwd) == len(bwd) == 35
     # B 8 x H 12 heads in the batched GEMMs; S 512 from the warp softmax's template
     assert {(b.batch, b.seq) for b in blocks} == {(96, 512)}
-    # Q K^T, the mask and softmax, P V: nine launches; the backward's four GEMMs and the softmax's: six
-    assert {len(b.ix) for b in fwd} == {9} and {len(b.ix) for b in bwd} == {6}
+    # forward: the upcasts of q, k, v, the scale and the causal mask (ten launches), then Q K^T, the
+    # mask, softmax and P V (nine); backward: the output's downcast and the gradient's upcast, four
+    # GEMMs around the softmax's backward, the gradients' scaling and downcasts (14): every one of
+    # a step's 33 launches
+    assert {len(b.ix) for b in fwd} == {19} and {len(b.ix) for b in bwd} == {14}
+
+
+def test_the_switch_is_priced_from_the_measured_ratios(tmp_path):
+    """The math backend's forward runs 27.8x and its backward 8.7x the fastest fused backend's
+    time at S 512 (the sweep on the H100, profkit/model/attainable_measured.json): the pieces'
+    1.29 ms a step become ~0.1 ms."""
+    _, blocks = _blocks("pair-sdpa-before-math", tmp_path)
+    sw = ua.predict(blocks)
+    assert sw is not None and sw.backend == "cudnn"
+    per_step_before, per_step_after = sw.pieces_ns / 35, sw.fused_ns / 35
+    assert per_step_before == pytest.approx(1.29e6, rel=0.02)
+    assert 80e3 < per_step_after < 120e3
+    assert "fwd math 27.8x the time of cudnn at S 512" in sw.how and "bwd math 8.7x" in sw.how
 
 
 @pytest.mark.parametrize("run", ["pair-sdpa-after-cudnn", "pair-sync-after-end"])

@@ -21,6 +21,7 @@
 #             loss.item() every step -> at the end
 #   gate      the lab RMSNorm forward: 10 A/A repeats and planted +3 % / +10 % (nsys SQLite)
 #   source    ncu Source Counters of the lab softmax forward, RMSNorm backward, RMSNorm CUDA C++
+#   pairs2    SDPA math -> default backend at B4 H16 S1024 D128 (a second length and head size)
 #   attain    attainable_sweep.py: cuBLAS GEMM by shape class, SDPA backends by S and D, copy,
 #             elementwise, reductions (the measured rows of profkit/model/attainable.py)
 #   backward  ncu FLOP/byte counters of one whole GPT (eager) and ResNet training step, every
@@ -171,6 +172,14 @@ source)
   # partials' slots (a FillFunctor kernel): the filter names the Triton kernel
   SRC_KERNEL='^_softmax' ncu_src $D softmax-triton-llama3vocab-t2048 "softmax/triton/llama3vocab-t2048/" \
     $PY -m profkit.kernels.run softmax --variant triton --shape llama3vocab-t2048
+  ;;
+pairs2)
+  # the SDPA switch again at another length and head size: the measured math/fused ratio carried
+  # to a program it was not measured on
+  need pairs2 60 || continue
+  D=$G/pairs2
+  cap $D pair-sdpa2-before-math --no-ncu -- $PY $P/calib_sdpa.py --backend math --batch 4 --heads 16 --seq 1024 --head-dim 128 --nvtx-steps
+  cap $D pair-sdpa2-after-default --no-ncu -- $PY $P/calib_sdpa.py --backend default --batch 4 --heads 16 --seq 1024 --head-dim 128 --nvtx-steps
   ;;
 attain)
   need attain 150 || continue

@@ -241,7 +241,8 @@ def _predict_program(
         if not items:
             return None, "no attention-in-pieces item"
         rec = sum(i.recoverable_ns for i in items) / steps
-        return step / (step - rec), (
+        now = gpu if p.measure == "gpu" else step  # the item's time is kernel time
+        return now / (now - rec), (
             f"advise's switch item, {rec / 1e3:,.0f} us a step recoverable: {items[0].predicted_how}"
         )
     if p.fix == "compile":

@@ -26,6 +26,13 @@ BACKWARD = re.compile(r"softmax_warp_backward|SoftMaxBackward")
 LOG2_ELEMENTS = re.compile(r"softmax_warp_(?:forward|backward)<[^<>]*?\(int\)(\d+)")
 # launches on each side of the softmax searched for its GEMMs (masks, scaling, dropout between)
 WINDOW = 6
+# the math backend's own prologue and epilogue around the GEMMs: upcasts of q, k, v and the
+# gradients, the scaling, the causal mask (ATen copies, elementwise kernels, triu); a fused
+# kernel does without them. At most this many launches on each side, never past a kernel of
+# another family (the model's own GEMMs, norms, rotary tables of its own family stay).
+EDGE = 10
+EDGE_FAMILIES = ("aten_copy", "aten_elementwise")
+EDGE_NAME = re.compile(r"triu_tril")
 
 
 @dataclass
@@ -79,7 +86,41 @@ def find(
         lo, hi = min(before), max(after)
         ix = same[(same >= lo) & (same <= hi)]
         out.append(Block(pass_, ix, seq_bound(str(text[kname[pos]])), z[0], float(dur[ix].sum())))
-    return _disjoint(out)
+    blocks = _disjoint(out)
+    edge_codes = {i for i, f in enumerate(families_) if f in EDGE_FAMILIES}
+    edge_kernel = (
+        np.isin(family, list(edge_codes))
+        | np.array([bool(EDGE_NAME.search(n)) for n in names] + [False], dtype=bool)[kname]
+    )
+    return _with_edges(blocks, edge_kernel, stream, dur)
+
+
+def _with_edges(blocks: list[Block], edge: np.ndarray, stream: np.ndarray, dur: np.ndarray) -> list[Block]:
+    """Each block grown over the math backend's prologue and epilogue (`edge` launches next to it
+    on its stream, up to EDGE a side), never into another block: every block's prologue first (a
+    pass's upcasts and mask are its own), then the epilogues."""
+    taken = np.zeros(len(edge), dtype=bool)
+    for b in blocks:
+        taken[b.ix] = True
+    for back in (True, False):
+        for b in blocks:
+            same = np.flatnonzero(stream == stream[b.ix[0]])
+            if back:
+                at = int(np.searchsorted(same, b.ix[0]))
+                side = same[max(0, at - EDGE) : at][::-1]
+            else:
+                at = int(np.searchsorted(same, b.ix[-1]))
+                side = same[at + 1 : at + 1 + EDGE]
+            grown = []
+            for i in side.tolist():
+                if taken[i] or not edge[i]:
+                    break
+                taken[i] = True
+                grown.append(i)
+            if grown:
+                b.ix = np.sort(np.concatenate([b.ix, np.array(grown, dtype=b.ix.dtype)]))
+                b.ns = float(dur[b.ix].sum())
+    return blocks
 
 
 def _disjoint(blocks: list[Block]) -> list[Block]:
@@ -110,7 +151,7 @@ def predict(blocks: list[Block]) -> Switch | None:
     length (attainable.attention_ratio). None: no measured row."""
     fused = 0.0
     backends: dict[str, float] = {}
-    parts = []
+    parts, where = [], ""
     for pass_ in ("fwd", "bwd"):
         mine = [b for b in blocks if b.pass_ == pass_]
         if not mine:
@@ -124,8 +165,9 @@ def predict(blocks: list[Block]) -> Switch | None:
             fused += ns / r.ratio
             backends[r.backend] = backends.get(r.backend, 0.0) + ns
             parts.append(f"{pass_} {r.describe()}")
+            where = r.where
     if not parts:
         return None
     best = max(backends, key=lambda k: backends[k])
     pieces = sum(b.ns for b in blocks)
-    return Switch(fused, pieces, best, "; ".join(parts))
+    return Switch(fused, pieces, best, f"{'; '.join(parts)} (measured, {where})")

@@ -2,11 +2,14 @@
 efficiency that turns headroom to the roof (`roof_speedup`) into a gain one can expect
 (`predicted_speedup`).
 
-Every figure below is an ESTIMATE, TO BE CALIBRATED on the GPU machine (issue 50 item 3:
-cuBLAS GEMM by shape class, attention by sequence length and head size, copy-bound
-elementwise and reductions, NCCL bus bandwidth). None is a measurement of profkit's: each row
-names the public figure it starts from. Until calibrated, a prediction bounded by this table
-says so in its `how`.
+The rows for cuBLAS GEMMs (large and small shapes), fused attention, copies and elementwise
+kernels, and reductions are measured on the GPU machine by benchmarks/programs/attainable_sweep.py
+(attainable_measured.json beside this file names the GPU, versions and date): the best fraction
+of its roof (the slower of its FLOPs at the bf16 tensor peak and its bytes at the DRAM bandwidth)
+a library kernel of the class reached. Convolutions, NCCL and your own code keep published
+estimates (one GPU cannot measure a collective's bus bandwidth), each naming its source. The
+same file gives the math SDPA backend's time over the fused backends' by pass and sequence length
+(attention_ratio), the price of attention computed in pieces.
 """
 
 from __future__ import annotations
@@ -116,10 +119,7 @@ class AttentionRatio:
 
     def describe(self) -> str:
         other = f", {self.other:.1f}x at the other head size" if self.other is not None else ""
-        return (
-            f"math {self.ratio:.1f}x the time of {self.backend} at S {self.seq} D {self.head_dim}{other} "
-            f"(measured, {self.where})"
-        )
+        return f"math {self.ratio:.1f}x the time of {self.backend} at S {self.seq} D {self.head_dim}{other}"
 
 
 def attention_ratio(pass_: str, seq: int | None) -> AttentionRatio | None:
@@ -215,7 +215,10 @@ def _measured_table() -> dict[str, Attainable]:
         if got:
             f, r = max(got, key=lambda x: x[0])
             out[key] = Attainable(
-                min(1.0, f), TABLE[key].of, f"{r['family']} {r['shape']}: {f:.0%} of its roof ({where})", "measured"
+                min(1.0, f),
+                "its roof: the slower of its FLOPs at the bf16 tensor peak and its bytes at the DRAM bandwidth",
+                f"{r['family']} {r['shape']}: {f:.0%} of its roof ({where})",
+                "measured",
             )
     best: dict[tuple, float] = {}
     for r in rows:
