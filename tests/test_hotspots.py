@@ -155,7 +155,8 @@ def test_mcp_tool_answers_hotspots(vec):
 
 # ---- the lab's kernels on an H100 against ncu's own source page (tests/data/hotspots/README.md)
 LAB = ROOT / "tests" / "data" / "hotspots"
-LAB_RUNS = ("softmax-triton-scores-r32768-n4096", "rmsnorm-cuda-llama8b-t4096")
+LAB_RUNS = ("softmax-triton-scores-r32768-n4096", "rmsnorm-cuda-llama8b-t4096", "rmsnorm_bwd-triton-llama8b-t4096",
+            "softmax-triton-llama3vocab-t2048")
 # ncu's CSV column suffix -> the stall reason of its metric smsp__pcsamp_warps_issue_stalled_REASON
 CSV_REASON = {"barrier": "barrier", "branch_resolving": "branch_resolving", "dispatch": "dispatch_stall",
               "drain": "drain", "imc": "imc_miss", "lg": "lg_throttle", "long_sb": "long_scoreboard",
@@ -187,14 +188,20 @@ def ncu_source_page(path: Path) -> list[dict]:
     files: list[dict] = []
     head: list[str] = []
     line = None
-    for r in csv.reader(path.read_text().splitlines()):
+    for raw in path.read_text().splitlines():
+        # a source line's text keeps its double quotes unescaped (`eviction_policy="evict_first")`):
+        # a line's row is split at the Address and SASS columns it leaves empty ("-")
+        m = re.match(r'^"(\d+)","(.*?)","-","-",(.*)$', raw)
+        r = [m.group(1), m.group(2), "-", "-", *next(csv.reader([m.group(3)]))] if m else next(csv.reader([raw]), [])
         if not r or r[0].startswith("=="):
             continue
         if r[0] == "File Path":
             files.append({"file": r[1], "lines": {}, "sass": {}})
+        elif r[0] == "Function Name":
+            files[-1]["kernel"] = r[1]
         elif r[0] == "Line No":
             head = r
-        elif r[0] != "Function Name":
+        else:
             d = dict(zip(head[4:], r[4:]))
             if r[0]:
                 line = int(r[0])
@@ -252,21 +259,28 @@ def test_every_instruction_is_ncus_source_page(lab, run):
 # that), so the RMSNorm's 37 lines there sum to 4,120 samples of the kernel's 2,278. profkit charges each
 # instruction once, to the line ncu_report's source_info names (one ncu lists it under): its lines sum to
 # the kernel's, and equal ncu's wherever ncu's line holds the same instructions and no line it calls.
-EXACT_LINES = {"softmax-triton-scores-r32768-n4096": (12, 12), "rmsnorm-cuda-llama8b-t4096": (27, 37)}
+EXACT_LINES = {"softmax-triton-scores-r32768-n4096": (12, 12), "rmsnorm-cuda-llama8b-t4096": (27, 37),
+               "rmsnorm_bwd-triton-llama8b-t4096": (43, 43), "softmax-triton-llama3vocab-t2048": (40, 40)}
 
 
 @pytest.mark.parametrize("run", LAB_RUNS)
 def test_lines_are_ncus_where_ncu_counts_each_instruction_once(lab, run):
     page = ncu_source_page(LAB / f"{run}.source.csv")
     with Store(lab, readonly=True) as s:
-        ours = {(r["file"], r["line"]): r for r in s.query("SELECT * FROM source_lines WHERE run = ?", (run,))}
+        ours = {(r["kernel_id"], r["file"], r["line"]): r
+                for r in s.query("SELECT * FROM source_lines WHERE run = ?", (run,))}
         at = defaultdict(set)
-        for r in s.query("SELECT address, file, line FROM sass WHERE run = ?", (run,)):
-            at[(r["file"], r["line"])].add(r["address"])
+        kernel_at = {}
+        for r in s.query("SELECT address, kernel_id, file, line FROM sass WHERE run = ?", (run,)):
+            at[(r["kernel_id"], r["file"], r["line"])].add(r["address"])
+            kernel_at[r["address"]] = r["kernel_id"]
     exact = 0
     for f in page:
+        # a report of two kernels lists each one's files: the kernel is the one its instructions are
+        kernel = {kernel_at[a] for a in f["sass"] if a in kernel_at}
+        assert len(kernel) == 1
         for line, (text, c) in f["lines"].items():
-            key = (f["file"], line)
+            key = (*kernel, f["file"], line)
             mine = {a for a, (ln, _, _) in f["sass"].items() if ln == line}
             # the line's text, as the report embeds it (ncu's CSV drops a line's indent, and its quotes' escapes)
             assert key not in ours or ours[key]["text"].strip().replace('"', "") == text.replace('"', "")
@@ -326,3 +340,55 @@ def test_rmsnorm_hotspot_waits_on_its_loads(lab):
     assert any(ln.file.endswith("/kernels/cuda/rmsnorm.cu") and "pk::unpack(xr[j], xf[i]);" in (ln.text or "")
                for ln in h.all_lines)
     assert h.samples == 2278 and h.inst_executed == 7999488
+
+
+def _ncu_lines(run: str, kernel: str) -> list[tuple[int, str, int]]:
+    """(samples, file name, line) of one kernel's lines on ncu's source page, most samples first."""
+    page = [f for f in ncu_source_page(LAB / f"{run}.source.csv") if f.get("kernel") == kernel]
+    return sorted(((c["samples"], f["file"].rsplit("/", 1)[-1], line) for f in page
+                   for line, (_, c) in f["lines"].items()), reverse=True)
+
+
+def test_rmsnorm_backward_waits_on_dram_where_the_lab_found_it(lab):
+    """The lab labels the Triton RMSNorm backward `dram` (profiles/rmsnorm-bwd-persistent-vs-compile-h100:
+    DRAM-bound at llama8b-t4096, H100). Its hotspot says the same from the other side: the top line
+    is the fp32 conversion of x (rmsnorm.py:87), 96 % long scoreboard on the global load of the next
+    step's x (the prefetch at rmsnorm.py:142); then the row reduction's barrier. Numbers are ncu's."""
+    from profkit.analyses import hotspots
+
+    run = LAB_RUNS[2]
+    with Store(lab, readonly=True) as s:
+        h = hotspots.report(s, run, "_rmsnorm_bwd", top=6)
+    ncu = _ncu_lines(run, "_rmsnorm_bwd")
+    assert [(ln.samples, ln.file.rsplit("/", 1)[-1], ln.line) for ln in h.lines] == ncu[:6]
+    top = h.top
+    assert (top.file.rsplit("/", 1)[-1], top.line, top.samples) == ("rmsnorm.py", 87, 1195)
+    assert "x = x.to(tl.float32)" in top.text
+    assert max(top.stalls, key=top.stalls.get) == "long_scoreboard" and top.stalls["long_scoreboard"] == 1142
+    assert top.reading.startswith("long scoreboard at rmsnorm.py:87 (SHF.L.U32 waits for the global load at "
+                                  "rmsnorm.py:142): waiting on DRAM or L2")
+    second = h.lines[1]
+    assert (second.file.rsplit("/", 1)[-1], second.line) == ("standard.py", 293)
+    assert max(second.stalls, key=second.stalls.get) == "barrier"
+
+
+def test_long_row_softmax_waits_for_its_row(lab):
+    """The row-group softmax over 128,256 columns (llama3vocab-t2048) holds its chunk in registers,
+    which caps the programs an SM holds (the lab: kernels/softmax.py, ledger 2026-11-24 'registers
+    capped'), so a program's waits are not hidden: its top lines are the cross-warp reduce of the
+    chunk's (max, sum) (softmax.py:219, barrier) and the wait on the chunk's load from DRAM
+    (softmax.py:240 waits for the load at softmax.py:326, long scoreboard): 52 % of its samples.
+    Numbers are ncu's."""
+    from profkit.analyses import hotspots
+
+    run = LAB_RUNS[3]
+    with Store(lab, readonly=True) as s:
+        h = hotspots.report(s, run, None, top=6)
+    assert [(ln.samples, ln.file.rsplit("/", 1)[-1], ln.line) for ln in h.lines] == _ncu_lines(run, "_softmax_rowgroup")[:6]
+    first, second = h.lines[0], h.lines[1]
+    assert (first.line, first.samples) == (219, 13850) and "tl.reduce((mt, st), 0, _combine_partials)" in first.text
+    assert max(first.stalls, key=first.stalls.get) == "barrier"
+    assert (second.line, second.samples) == (240, 9554)
+    assert max(second.stalls, key=second.stalls.get) == "long_scoreboard"
+    assert "waits for the global load at softmax.py:326" in second.reading
+    assert (first.samples + second.samples) / h.samples > 0.5
