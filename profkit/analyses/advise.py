@@ -103,7 +103,7 @@ MIN_SPEEDUP = 1.05
 
 @dataclass
 class Item:
-    kind: str  # range | graph
+    kind: str  # range | graph | idle (idle time a graph keeps: profkit.analyses.idle_advice)
     nvtx_path: str | None
     kernel_name: str  # the kernels it covers (short names, most time first)
     label: str | None  # the label holding most of its GPU time
@@ -127,8 +127,8 @@ class Item:
 
     @property
     def per_call_ns(self) -> float:
-        span = self.window_ns if self.kind == "graph" else self.gpu_ns
-        assert span is not None  # a graph item is made from its timeline window, never without one
+        span = self.window_ns if self.kind in ("graph", "idle") else self.gpu_ns
+        assert span is not None  # graph and idle items are made from a timeline window, never without one
         return span / max(self.calls, 1)
 
     @property
@@ -924,7 +924,7 @@ def _idle_item(
         ),
         (
             f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
-            f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"
+            f"its kernels"
         ),
         [
             {
@@ -1106,31 +1106,15 @@ def _config(k: dict) -> tuple:
 LAUNCH_GAP_NS = 1_000_000
 
 
-def _idle_step(store: Store, run: str, win, graphed: bool) -> str | None:
-    """The idle item's next step from the idle time's main cause (idle.FIX), where one is not
-    the empty queue; the empty queue's own step where the launches are replayed from CUDA
-    graphs already (fuse, or more work per replay). None: the default step (CUDA graphs)."""
-    from profkit.analyses import idle
-
-    try:
-        got = idle.analyse(store, run, win)
-    except Exception:  # noqa: BLE001 - a database from before host calls were kept
+def _idle_step(graphed: bool) -> str | None:
+    """The launch-gap item's next step where the launches are replayed from CUDA graphs already
+    (fuse, or more work per replay). None: the default step (CUDA graphs). The idle time of other
+    causes is an item of its own (profkit.analyses.idle_advice)."""
+    if not graphed:
         return None
-    cause = idle.main_cause(got)
-    if cause in (None, "launch", "latency") and not graphed:
-        return None
-    if cause in (None, "launch") and graphed:
-        return (
-            "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
-            "replays into the graph (sampling, copies), or more work per replay (batch)"
-        )
-    assert cause is not None  # both branches above return when no cause has idle time
-    share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
-    top = (got.top_calls.get(cause) or [{}])[0].get("name")
     return (
-        f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
-        + (f", {top}" if top else "")
-        + f"): {idle.FIX[cause]}"
+        "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
+        "replays into the graph (sampling, copies), or more work per replay (batch)"
     )
 
 
@@ -1344,7 +1328,10 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
             graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         graphed = "cuda_graph" in {ks.families[f] for f in np.unique(ks.family).tolist()}
-        items += graphs or ([] if ranged.any() else _launch_gap_item(ks, gap, _idle_step(store, run, win, graphed)))
+        items += graphs or ([] if ranged.any() else _launch_gap_item(ks, gap, _idle_step(graphed)))
+        from profkit.analyses import idle_advice
+
+        items += idle_advice.split(store, run, win, every, items, gap)
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:
