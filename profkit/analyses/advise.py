@@ -38,19 +38,20 @@ import math
 import statistics
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from profkit.analyses import fusion, phases
 from profkit.analyses import timeline as tl
+from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
 from profkit.core import columns
 from profkit.core.errors import BadArgument, BadInput
 from profkit.core.intervals import minus_arrays, union_arrays
 from profkit.core.metrics import lookup
 from profkit.core.names import is_comm
-from profkit.core.steps import STEP_RE
+from profkit.core.steps import step_free as _step_free
 from profkit.model import attainable, families
 from profkit.model.ops.lab import model_of as lab_model_of
 from profkit.model.perf import rates, roof_time_ns, work
@@ -99,50 +100,6 @@ LIBRARY_STEP = {
 DRAM_AT_ROOF_PCT = 80.0
 # an item predicted below this never ranks above one predicted at or above it
 MIN_SPEEDUP = 1.05
-
-
-@dataclass
-class Item:
-    kind: str  # range | graph | idle (idle time a graph keeps: profkit.analyses.idle_advice)
-    nvtx_path: str | None
-    kernel_name: str  # the kernels it covers (short names, most time first)
-    label: str | None  # the label holding most of its GPU time
-    calls: int
-    launches: int
-    gpu_ns: float  # GPU time of the item over all its calls
-    window_ns: float | None  # wall (GPU window) of the item over all calls, where a timeline has it
-    recoverable_ns: float
-    floor_ns: float | None  # GPU time (range) or window (graph) per call after the fix
-    how: str  # how recoverable_ns was computed
-    action: str  # the next step
-    evidence: list[dict] = field(default_factory=list)
-    ncu_speedup_pct: float | None = None  # ncu's own estimate, where the report carries rule results
-    share_gpu: float = 0.0  # of the scope's GPU time
-    share_wall: float | None = None  # of the scope's wall time
-    rank: int = 0
-    family: str | None = None  # the kernel family holding most of its GPU time (profkit.model.families)
-    predicted_speedup: float | None = None  # attainable: the roof bounded by the family and ncu (ranked by)
-    predicted_how: str = ""  # what bounded predicted_speedup
-    roof_recoverable_ns: float = 0.0  # recoverable at the roof (recoverable_ns: at the attainable figure)
-
-    @property
-    def per_call_ns(self) -> float:
-        span = self.window_ns if self.kind in ("graph", "idle") else self.gpu_ns
-        assert span is not None  # graph and idle items are made from a timeline window, never without one
-        return span / max(self.calls, 1)
-
-    @property
-    def roof_speedup(self) -> float | None:
-        """The item's own time per call now over its floor (window for graph items): the headroom
-        to the roof."""
-        if self.floor_ns is None or self.floor_ns <= 0:
-            return None
-        return self.per_call_ns / self.floor_ns
-
-    def row(self) -> dict:
-        d = asdict(self)
-        d["roof_speedup"] = self.roof_speedup
-        return d
 
 
 @dataclass
@@ -363,18 +320,6 @@ def _keep(ls: _Launches, win: tuple[int, int] | None) -> _Launches:
     if win is None:
         return ls
     return ls.take(ls.has_start & (ls.start >= win[0]) & (ls.start < win[1]))
-
-
-def _step_free(path: str) -> str:
-    """A path with its step ranges' numbers as `*` (`step 3/forward/attn` -> `step */forward/attn`):
-    the same operator in every step is one item, its steps its calls."""
-    parts = path.split("/")
-    if not any(STEP_RE.match(p.strip()) for p in parts):
-        return path
-    return "/".join(
-        STEP_RE.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "*", p.strip()) if STEP_RE.match(p.strip()) else p
-        for p in parts
-    )
 
 
 def _rules(store: Store, run: str) -> dict[int, float]:
@@ -1100,10 +1045,6 @@ def _config(k: dict) -> tuple:
         k["block_y"],
         k["block_z"],
     )
-
-
-# gaps between kernels longer than this are host work (data loading, a sync, start-up), not launches
-LAUNCH_GAP_NS = 1_000_000
 
 
 def _idle_step(graphed: bool) -> str | None:

@@ -19,12 +19,14 @@ copy's time in the gap), less the device's own gap before the next kernel:
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
 from profkit.analyses import idle
-from profkit.analyses.advise import LAUNCH_GAP_NS, Item, _Launches, _step_free
+from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.core.intervals import union_arrays
+from profkit.core.steps import step_free as _step_free
 from profkit.store.store import Store
 
 # causes whose idle time a CUDA graph keeps
@@ -88,7 +90,7 @@ def _events(store: Store, run: str) -> list[tuple[int, int, int, str]]:
     ]
 
 
-def _item_windows(item: Item, ks: _Launches, events) -> tuple[np.ndarray, np.ndarray]:
+def _item_windows(item: Item, ks: Any, events) -> tuple[np.ndarray, np.ndarray]:
     """The GPU windows of a graph item's calls: each instance of its NVTX range (any thread:
     autograd's backward launches inside its lead thread's step), from its first kernel's start
     to its last kernel's end; the whole span for an item with no range."""
@@ -160,7 +162,7 @@ def _scalar_reads(store: Store, run: str, gaps: idle.Gaps, idx: np.ndarray) -> d
     return out
 
 
-def split(store: Store, run: str, win, ks: _Launches, items: list[Item], gap: float) -> list[Item]:
+def split(store: Store, run: str, win, ks: Any, items: list[Item], gap: float) -> list[Item]:
     """Take the idle time a graph keeps out of each graph item (in place) and return one item
     per cause and place of it, largest first."""
     g = idle.gaps(store, run, win)
