@@ -26,7 +26,7 @@ import numpy as np
 from profkit.analyses import idle
 from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.core.intervals import union_arrays
-from profkit.core.steps import step_free as _step_free
+from profkit.core.steps import step_free
 from profkit.store.store import Store
 
 # causes whose idle time a CUDA graph keeps
@@ -35,8 +35,8 @@ NOT_GRAPHED = ("sync", "copy", "alloc", "module")
 SCALAR_BYTES = 64
 # how far before the sync call that copy may start
 SCALAR_LEAD_NS = 500_000
-# the places looked up (each a scan of the run's NVTX ranges)
-MAX_PLACES = 2_000
+# the host calls whose place is looked up (each a scan of the NVTX ranges open during the calls)
+MAX_PLACES = 500
 # cause items kept per cause (largest first)
 PER_CAUSE = 3
 # a cause item predicted under this is noise beside the window: not listed
@@ -99,10 +99,10 @@ def _item_windows(item: Item, ks: Any, events) -> tuple[np.ndarray, np.ndarray]:
         return ks.start[t].min(keepdims=True), ks.end[t].max(keepdims=True)
     want = item.nvtx_path
     under = np.array(
-        [(f := _step_free(p)) == want or f.startswith(want.rstrip("/") + "/") for p in ks.paths] + [False], dtype=bool
+        [(f := step_free(p)) == want or f.startswith(want.rstrip("/") + "/") for p in ks.paths] + [False], dtype=bool
     )
     mine = under[ks.path] & t & ks.has_api_end
-    inst = sorted((s, e) for s, e, _, p in events if _step_free(p) == want)
+    inst = sorted((s, e) for s, e, _, p in events if step_free(p) == want)
     if not mine.any() or not inst:
         return ks.start[:0], ks.end[:0]
     i0 = np.array([s for s, _ in inst], dtype=np.int64)
@@ -121,19 +121,31 @@ def _item_windows(item: Item, ks: Any, events) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _places(gaps: idle.Gaps, idx: np.ndarray, events) -> list[str | None]:
-    """Per gap (of idx): the innermost NVTX range open on the calling thread at its host call."""
+    """Per gap (of idx): the innermost NVTX range open on the calling thread at its host call.
+    Past MAX_PLACES calls, a call takes the place its name had most often before."""
     out: list[str | None] = [None] * len(idx)
-    if not events:
+    calls = [(n, int(gaps.call_start[i]), int(gaps.tid[i])) for n, i in enumerate(idx.tolist())]
+    calls = [c for c in calls if c[1] >= 0]
+    if not events or not calls:
         return out
-    ev = np.array([(s, e, t) for s, e, t, _ in events], dtype=np.int64)
-    paths = [p for *_, p in events]
-    for n, i in enumerate(idx[:MAX_PLACES].tolist()):
-        at, tid = int(gaps.call_start[i]), int(gaps.tid[i])
-        if at < 0:
+    lo, hi = min(c[1] for c in calls), max(c[1] for c in calls)
+    tids = {c[2] for c in calls}
+    near = [e for e in events if e[2] in tids and e[0] <= hi and e[1] >= lo]  # open at some call
+    if not near:
+        return out
+    ev = np.array([(s, e, t) for s, e, t, _ in near], dtype=np.int64)
+    paths = [p for *_, p in near]
+    seen: dict[str, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
+    for k, (n, at, tid) in enumerate(calls):
+        name = str(gaps.name[idx[n]])
+        if k >= MAX_PLACES:
+            got = seen.get(name)
+            out[n] = max(got, key=got.__getitem__) if got else None
             continue
         open_ = np.flatnonzero((ev[:, 2] == tid) & (ev[:, 0] <= at) & (ev[:, 1] >= at))
         if len(open_):
-            out[n] = _step_free(paths[int(open_[np.argmax(ev[open_, 0])])])
+            out[n] = step_free(paths[int(open_[np.argmax(ev[open_, 0])])])
+        seen[name][out[n]] += 1
     return out
 
 
