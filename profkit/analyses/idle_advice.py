@@ -174,9 +174,23 @@ def _scalar_reads(store: Store, run: str, gaps: idle.Gaps, idx: np.ndarray) -> d
     return out
 
 
+def _has_causes(store: Store, run: str) -> bool:
+    try:
+        return bool(
+            store.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM host_calls WHERE run = ?) OR EXISTS (SELECT 1 FROM gpu_copies WHERE run = ?)",
+                (run, run),
+            ).fetchone()[0]
+        )
+    except Exception:  # noqa: BLE001 - a database from before host calls were kept
+        return False
+
+
 def split(store: Store, run: str, win, ks: Any, items: list[Item], gap: float) -> list[Item]:
     """Take the idle time a graph keeps out of each graph item (in place) and return one item
     per cause and place of it, largest first."""
+    if not _has_causes(store, run):
+        return []  # no host calls or copies stored: every gap is a launch gap (idle.py's note)
     g = idle.gaps(store, run, win)
     if g is None or not len(g.start):
         return []
