@@ -4,9 +4,10 @@ The GPU idles when nothing is queued. Which host activity kept the queue empty d
 so each idle gap (the GPU window minus the union of kernels and memory operations, all streams)
 goes to one cause, the first that applies:
 
-    copy        a memory copy or memset ran in the gap (the copy engine, not a kernel):
-                `pageable` when either side was pageable host memory (the copy is synchronous
-                and stages through a bounce buffer: pin the memory)
+    copy        memory copies or memsets ran at least half the gap (the copy engine, not a
+                kernel), or a pageable one ran in it: `pageable` when either side was pageable
+                host memory (the copy is synchronous and stages through a bounce buffer: pin the
+                memory). A 4-byte memset in a launch gap leaves it a launch gap
     sync        the host sat in a synchronising call (cudaStreamSynchronize, cudaDeviceSynchronize,
                 cudaEventSynchronize, a synchronous cudaMemcpy, `.item()`) that returned inside the
                 gap: the queue drained while the host waited, then it had to start filling it again
@@ -20,7 +21,8 @@ goes to one cause, the first that applies:
                 late (launch latency, a dependency on another stream or event)
     other       none of the above
 
-A gap is ascribed whole to its cause. Host calls are those of the launching process (all its
+A gap is ascribed whole to its cause (`gaps` gives each gap with its cause, the call that
+explains it and how long that call held the host; `analyse` sums them). Host calls are those of the launching process (all its
 threads). Sources: the host calls and memory operations the parsers keep (nsys exports,
 torch.profiler traces, profkit's CUPTI traces); a database without them gets `launch` /
 `latency` / `other` only, and says so.
