@@ -55,12 +55,12 @@ ACTION = {
         "the GPU (accumulate a loss in a tensor) and read it every N steps or after the loop"
     ),
     "pageable": (
-        "pin the memory: {what}{where} copies from pageable host memory, which is synchronous; "
-        "DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True)"
+        "pin the memory: {what}{where} is synchronous (it stages through a bounce buffer while the host "
+        "waits); DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True)"
     ),
     "copy": (
-        "overlap the copies with compute: {what}{where} runs alone on the copy engine; copy the next batch on a "
-        "second stream from pinned memory (non_blocking=True), or keep the data on the GPU"
+        "overlap the copies with compute: {what}{where} ran alone on the copy engine while no kernel ran; "
+        "copy the next batch on a second stream from pinned memory (non_blocking=True), or keep the data on the GPU"
     ),
     "alloc": (
         "preallocate: {what}{where} inside the loop means the caching allocator is growing; keep shapes "
@@ -223,7 +223,7 @@ def split(store: Store, run: str, win, ks: Any, items: list[Item], gap: float) -
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i in idx.tolist():
         cause = "pageable" if g.name[i] == "pageable copy" else str(g.cause[i])
-        what = str(g.name[i])
+        what = {"pageable": "a copy from pageable host memory", "copy": "a memory copy"}.get(cause, str(g.name[i]))
         if i in scalars:
             what = f"{what} after a {scalars[i]}-byte device-to-host copy (.item(), .tolist(), printing a tensor)"
         groups[(cause, what, places[i])].append(i)
