@@ -154,10 +154,13 @@ def test_all_launches_and_window_options_reach_ncu(tmp_path):
     r = capture(tmp_path, "--run", "c", "--step", "3")
     assert r.exit_code == 2 and "--step 3: no such step; the program marks steps 0 to 2" in r.output
     r = capture(tmp_path, "--run", "d", "--step", "1")
-    # 10: the two random-init kernel configurations ran before step 1 only
-    assert "ncu will profile 10 (1 per kernel and launch configuration in step 1)" in r.output, r.output
+    # the step by launch index (every thread's launches, as ncu counts them): its 12 launches,
+    # after the 28 of the random init and step 0
+    assert "step 1: launches 28 to 39 of the process (12 of the step)" in r.output, r.output
+    assert "ncu will profile 12 (every launch from launch 28 of the process on" in r.output, r.output
     ncu = [c["argv"] for c in calls(tmp_path) if c["tool"] == "ncu"][-1]
-    assert ncu[ncu.index("--nvtx-include") + 1] == "step 1/"
+    assert ncu[ncu.index("--launch-skip-before-match") + 1] == "28" and ncu[ncu.index("--launch-count") + 1] == "12"
+    assert "--nvtx-include" not in ncu and "--filter-mode" not in ncu
     with pytest.raises(BadArgument, match="the program marks no steps"):
         find_step(["norm", "matmul"], 3)
     assert find_step(["ProfilerStep#7", "x"], 7) == "ProfilerStep#7" and find_step(["iteration_2"], 2) == "iteration_2"

@@ -38,19 +38,20 @@ import math
 import statistics
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from profkit.analyses import fusion, phases, unfused_attention
 from profkit.analyses import timeline as tl
+from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
 from profkit.core import columns
 from profkit.core.errors import BadArgument, BadInput
 from profkit.core.intervals import minus_arrays, union_arrays
 from profkit.core.metrics import lookup
 from profkit.core.names import is_comm
-from profkit.core.steps import STEP_RE
+from profkit.core.steps import step_free as _step_free
 from profkit.model import attainable, families
 from profkit.model.ops.lab import model_of as lab_model_of
 from profkit.model.perf import rates, roof_time_ns, work
@@ -99,50 +100,6 @@ LIBRARY_STEP = {
 DRAM_AT_ROOF_PCT = 80.0
 # an item predicted below this never ranks above one predicted at or above it
 MIN_SPEEDUP = 1.05
-
-
-@dataclass
-class Item:
-    kind: str  # range | graph | switch (attention in pieces -> a fused backend)
-    nvtx_path: str | None
-    kernel_name: str  # the kernels it covers (short names, most time first)
-    label: str | None  # the label holding most of its GPU time
-    calls: int
-    launches: int
-    gpu_ns: float  # GPU time of the item over all its calls
-    window_ns: float | None  # wall (GPU window) of the item over all calls, where a timeline has it
-    recoverable_ns: float
-    floor_ns: float | None  # GPU time (range) or window (graph) per call after the fix
-    how: str  # how recoverable_ns was computed
-    action: str  # the next step
-    evidence: list[dict] = field(default_factory=list)
-    ncu_speedup_pct: float | None = None  # ncu's own estimate, where the report carries rule results
-    share_gpu: float = 0.0  # of the scope's GPU time
-    share_wall: float | None = None  # of the scope's wall time
-    rank: int = 0
-    family: str | None = None  # the kernel family holding most of its GPU time (profkit.model.families)
-    predicted_speedup: float | None = None  # attainable: the roof bounded by the family and ncu (ranked by)
-    predicted_how: str = ""  # what bounded predicted_speedup
-    roof_recoverable_ns: float = 0.0  # recoverable at the roof (recoverable_ns: at the attainable figure)
-
-    @property
-    def per_call_ns(self) -> float:
-        span = self.window_ns if self.kind == "graph" else self.gpu_ns
-        assert span is not None  # a graph item is made from its timeline window, never without one
-        return span / max(self.calls, 1)
-
-    @property
-    def roof_speedup(self) -> float | None:
-        """The item's own time per call now over its floor (window for graph items): the headroom
-        to the roof."""
-        if self.floor_ns is None or self.floor_ns <= 0:
-            return None
-        return self.per_call_ns / self.floor_ns
-
-    def row(self) -> dict:
-        d = asdict(self)
-        d["roof_speedup"] = self.roof_speedup
-        return d
 
 
 @dataclass
@@ -363,18 +320,6 @@ def _keep(ls: _Launches, win: tuple[int, int] | None) -> _Launches:
     if win is None:
         return ls
     return ls.take(ls.has_start & (ls.start >= win[0]) & (ls.start < win[1]))
-
-
-def _step_free(path: str) -> str:
-    """A path with its step ranges' numbers as `*` (`step 3/forward/attn` -> `step */forward/attn`):
-    the same operator in every step is one item, its steps its calls."""
-    parts = path.split("/")
-    if not any(STEP_RE.match(p.strip()) for p in parts):
-        return path
-    return "/".join(
-        STEP_RE.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "*", p.strip()) if STEP_RE.match(p.strip()) else p
-        for p in parts
-    )
 
 
 def _rules(store: Store, run: str) -> dict[int, float]:
@@ -924,7 +869,7 @@ def _idle_item(
         ),
         (
             f"the GPU idles {100 * idle / window:.0f} % of this range between launches: CUDA-graph it or fuse "
-            f"its kernels, and remove host syncs inside it (.item(), .cpu(), printing tensors)"
+            f"its kernels"
         ),
         [
             {
@@ -1102,35 +1047,15 @@ def _config(k: dict) -> tuple:
     )
 
 
-# gaps between kernels longer than this are host work (data loading, a sync, start-up), not launches
-LAUNCH_GAP_NS = 1_000_000
-
-
-def _idle_step(store: Store, run: str, win, graphed: bool) -> str | None:
-    """The idle item's next step from the idle time's main cause (idle.FIX), where one is not
-    the empty queue; the empty queue's own step where the launches are replayed from CUDA
-    graphs already (fuse, or more work per replay). None: the default step (CUDA graphs)."""
-    from profkit.analyses import idle
-
-    try:
-        got = idle.analyse(store, run, win)
-    except Exception:  # noqa: BLE001 - a database from before host calls were kept
+def _idle_step(graphed: bool) -> str | None:
+    """The launch-gap item's next step where the launches are replayed from CUDA graphs already
+    (fuse, or more work per replay). None: the default step (CUDA graphs). The idle time of other
+    causes is an item of its own (profkit.analyses.idle_advice)."""
+    if not graphed:
         return None
-    cause = idle.main_cause(got)
-    if cause in (None, "launch", "latency") and not graphed:
-        return None
-    if cause in (None, "launch") and graphed:
-        return (
-            "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
-            "replays into the graph (sampling, copies), or more work per replay (batch)"
-        )
-    assert cause is not None  # both branches above return when no cause has idle time
-    share = 100 * got.by_cause[cause] / got.idle_ns if got.idle_ns else 0
-    top = (got.top_calls.get(cause) or [{}])[0].get("name")
     return (
-        f"the GPU waits mostly on {cause} ({share:.0f} % of its idle time"
-        + (f", {top}" if top else "")
-        + f"): {idle.FIX[cause]}"
+        "the GPU waits between CUDA graph replays (the host prepares each step): move the work between "
+        "replays into the graph (sampling, copies), or more work per replay (batch)"
     )
 
 
@@ -1421,7 +1346,10 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
             graphs = _idle_items(ks, every, scope, gap)
         # an unannotated program has no repeated call to graph: its launch gaps are the item
         graphed = "cuda_graph" in {ks.families[f] for f in np.unique(ks.family).tolist()}
-        items += graphs or ([] if ranged.any() else _launch_gap_item(ks, gap, _idle_step(store, run, win, graphed)))
+        items += graphs or ([] if ranged.any() else _launch_gap_item(ks, gap, _idle_step(graphed)))
+        from profkit.analyses import idle_advice
+
+        items += idle_advice.split(store, run, win, every, items, gap)
     else:
         notes.append("no timeline in this run: idle time and launch overhead are not known (counters only)")
     if not counters:

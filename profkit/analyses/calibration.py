@@ -184,18 +184,6 @@ def _steady(store: Store, run: str) -> tuple[float, float, int, tuple[int, int]]
     return float(p.step_ns), float(gpu) / p.steps, p.steps, (p.start_ns, p.end_ns)
 
 
-def _sync_ns(store: Store, run: str, win: tuple[int, int]) -> float:
-    """Host time inside synchronising calls (stream/device/event synchronize, the copy of an
-    `.item()`) in a window."""
-    return float(
-        store.query(
-            "SELECT coalesce(sum(end_ns - start_ns), 0) AS t FROM host_calls WHERE run = ? AND start_ns >= ? "
-            "AND start_ns < ? AND (name LIKE '%Synchronize%' OR name LIKE 'cudaMemcpy%')",
-            (run, *win),
-        )[0]["t"]
-    )
-
-
 def _predict_program(
     store: Store, p: ProgramPair, step: float, gpu: float, steps: int, win
 ) -> tuple[float | None, str]:
@@ -210,11 +198,11 @@ def _predict_program(
     if p.fix == "reduce-overhead":
         return _reduce_overhead(store, p.before, a, step, steps, win)
     if p.fix == "sync":
-        blocked = _sync_ns(store, p.before, win) / steps
-        return step / (step - blocked), (
-            f"the host sits {blocked / 1e3:,.0f} us a step in synchronising calls (cudaStreamSynchronize, the copy "
-            f"of .item()): the launches it holds back; the launch gaps of a CPU-bound loop stay"
-        )
+        items = [i for i in a.items if i.kind == "idle" and i.label == "host_sync" and i.predicted_speedup]
+        if not items:
+            return None, "no host-sync item"
+        top = items[0]
+        return top.predicted_speedup, f"advise's host-sync item: {top.how}"
     if p.fix == "batch":
         k = p.batch[1] / p.batch[0]
         after = max(step, k * gpu)

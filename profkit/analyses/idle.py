@@ -4,9 +4,10 @@ The GPU idles when nothing is queued. Which host activity kept the queue empty d
 so each idle gap (the GPU window minus the union of kernels and memory operations, all streams)
 goes to one cause, the first that applies:
 
-    copy        a memory copy or memset ran in the gap (the copy engine, not a kernel):
-                `pageable` when either side was pageable host memory (the copy is synchronous
-                and stages through a bounce buffer: pin the memory)
+    copy        memory copies or memsets ran at least half the gap (the copy engine, not a
+                kernel), or a pageable one ran in it: `pageable` when either side was pageable
+                host memory (the copy is synchronous and stages through a bounce buffer: pin the
+                memory). A 4-byte memset in a launch gap leaves it a launch gap
     sync        the host sat in a synchronising call (cudaStreamSynchronize, cudaDeviceSynchronize,
                 cudaEventSynchronize, a synchronous cudaMemcpy, `.item()`) that returned inside the
                 gap: the queue drained while the host waited, then it had to start filling it again
@@ -20,7 +21,8 @@ goes to one cause, the first that applies:
                 late (launch latency, a dependency on another stream or event)
     other       none of the above
 
-A gap is ascribed whole to its cause. Host calls are those of the launching process (all its
+A gap is ascribed whole to its cause (`gaps` gives each gap with its cause, the call that
+explains it and how long that call held the host; `analyse` sums them). Host calls are those of the launching process (all its
 threads). Sources: the host calls and memory operations the parsers keep (nsys exports,
 torch.profiler traces, profkit's CUPTI traces); a database without them gets `launch` /
 `latency` / `other` only, and says so.
@@ -92,8 +94,51 @@ def _rows(store: Store, sql: str, params) -> list[tuple]:
         return []
 
 
-def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=None) -> Idle:
-    """The idle time of a run (of a phase: `window`, GPU start times) split by cause."""
+@dataclass
+class Gaps:
+    """Each idle gap of a window with its cause: the columns `analyse` sums. `call_*` and `tid`:
+    the host call (or copy) that explains the gap, -1 where none; `held`: how long that call held
+    the host (a sync's or allocation's whole call, a copy's time inside the gap)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray  # object: one of CAUSES
+    name: np.ndarray  # object: the call, `copy` or `pageable copy`; "" where none
+    call_start: np.ndarray
+    call_end: np.ndarray
+    tid: np.ndarray
+    held: np.ndarray
+    window: tuple[int, int]
+    busy_ns: float
+    note: str = ""
+
+    @property
+    def length(self) -> np.ndarray:
+        return self.end - self.start
+
+
+# a copy explains a gap when the copy engine ran this much of it (a 4-byte memset in a launch
+# gap leaves it a launch gap), or when it was pageable (the host waited in it)
+COPY_SHARE = 0.5
+
+
+def _covered(us: np.ndarray, ue: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per [lo, hi): its length inside the merged intervals [us, ue)."""
+    if not len(us):
+        return np.zeros(len(lo), dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(ue - us)))
+
+    def upto(t: np.ndarray) -> np.ndarray:  # covered length before t
+        i = np.searchsorted(us, t, "right") - 1
+        inside = np.where(i >= 0, np.minimum(t, ue[np.maximum(i, 0)]) - us[np.maximum(i, 0)], 0)
+        return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0)
+
+    return upto(hi) - upto(lo)
+
+
+def gaps(store: Store, run: str, window: tuple[int, int] | None = None, rank=None) -> Gaps | None:
+    """The idle gaps of a run (of a phase: `window`, GPU start times) with their causes; None
+    without a timeline."""
     lo, hi = window if window else (None, None)
     src = store.timeline_source(run)
     if rank is None:
@@ -108,7 +153,7 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
         dtype=np.int64,
     ).reshape(-1, 3)
     if not len(k):
-        return Idle(run, 0.0, 0.0, 0.0, dict.fromkeys(CAUSES, 0.0), dict.fromkeys(CAUSES, 0), note="no timeline")
+        return None
     w0, w1 = int(k[:, 0].min()), int(k[:, 1].max())
     copies = np.array(
         _rows(
@@ -121,7 +166,7 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
     ).reshape(-1, 3)
     calls = _rows(
         store,
-        "SELECT kind, name, start_ns, end_ns FROM host_calls WHERE run = ? AND rank IS ? "
+        "SELECT kind, name, start_ns, end_ns, coalesce(tid, -1) FROM host_calls WHERE run = ? AND rank IS ? "
         "AND end_ns > ? AND start_ns < ? ORDER BY start_ns",
         (run, rank, w0, w1),
     )
@@ -131,61 +176,53 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
     g0, g1 = ke[:-1], ks[1:]
     keep = g1 > g0
     g0, g1 = g0[keep], g1[keep]
-    cause = np.full(len(g0), "other", dtype=object)
+    n = len(g0)
+    cause = np.full(n, "other", dtype=object)
+    name = np.full(n, "", dtype=object)
+    c0, c1, tid, held = (np.full(n, -1, dtype=np.int64) for _ in range(4))
     # the next kernel after each gap: its launch call's start says whether the queue was empty
     nxt = np.searchsorted(k[:, 0], g1, "left")
     api_next = k[np.minimum(nxt, len(k) - 1), 2]
     cause[(api_next >= 0) & (api_next > g0)] = "launch"
     cause[(api_next >= 0) & (api_next <= g0)] = "latency"
-    # host calls overlapping a gap, by kind (later kinds in this list override earlier ones)
-    top: dict[str, dict[str, list[float]]] = {}
-
-    def mark(kind: str, hit: np.ndarray, names: np.ndarray) -> None:
-        idx = np.flatnonzero(hit)
-        cause[idx] = kind
-        for i, nm in zip(idx, names[idx]):
-            t = top.setdefault(kind, {}).setdefault(str(nm), [0.0, 0])
-            t[0] += float(g1[i] - g0[i])
-            t[1] += 1
-
     # a copy in the gap first: a host call that explains the gap overrides it (the small
     # device-to-host copy of an .item() is the sync's, not the copy engine's)
-    if len(copies) and len(g0):
-        order = np.argsort(copies[:, 0], kind="stable")
-        cs_, ce_, pg = copies[order, 0], copies[order, 1], copies[order, 2]
-        j = np.searchsorted(cs_, g1, "left") - 1
-        reach = np.maximum.accumulate(ce_)
-        hit = (j >= 0) & (reach[np.maximum(j, 0)] > g0)
-        mark("copy", hit, np.where(pg[np.maximum(j, 0)] > 0, "pageable copy", "copy").astype(object))
+    if len(copies) and n:
+        us, ue = _intervals(copies[:, 0], copies[:, 1])
+        cov = _covered(us, ue, g0, g1)
+        pg = copies[copies[:, 2] > 0]
+        ps, pe = _intervals(pg[:, 0], pg[:, 1]) if len(pg) else (us[:0], ue[:0])
+        paged = _covered(ps, pe, g0, g1) > 0
+        hit = paged | (cov >= COPY_SHARE * (g1 - g0))
+        cause[hit] = "copy"
+        name[hit] = np.where(paged[hit], "pageable copy", "copy")
+        held[hit] = cov[hit]
     for kind in ("module", "alloc", "sync"):
         # a synchronous copy call (cudaMemcpy, no Async) blocks the host as a sync does
         mine = [
-            (n, s, e)
-            for kd, n, s, e in calls
-            if kd == kind or (kind == "sync" and kd in ("memcpy", "memset") and "Async" not in n)
+            (nm, s, e, t)
+            for kd, nm, s, e, t in calls
+            if kd == kind or (kind == "sync" and kd in ("memcpy", "memset") and "Async" not in nm)
         ]
-        if not mine or not len(g0):
+        if not mine or not n:
             continue
         names = np.array([c[0] for c in mine], dtype=object)
         cs = np.array([c[1] for c in mine], np.int64)
         ce = np.array([c[2] for c in mine], np.int64)
+        ct = np.array([c[3] for c in mine], np.int64)
         if kind == "sync":  # a sync that returned inside the gap: it drained the queue
             order = np.argsort(ce, kind="stable")
-            j = np.minimum(np.searchsorted(ce[order], g0, "left"), len(ce) - 1)
-            hit = (ce[order][j] >= g0) & (ce[order][j] <= g1)
-            mark(kind, hit, names[order][j])
+            j = order[np.minimum(np.searchsorted(ce[order], g0, "left"), len(ce) - 1)]
+            hit = (ce[j] >= g0) & (ce[j] <= g1)
         else:  # the call overlaps the gap
             j = np.searchsorted(cs, g1, "left") - 1
             reach = np.maximum.accumulate(ce)
             hit = (j >= 0) & (reach[np.maximum(j, 0)] > g0)
-            mark(kind, hit, names[np.maximum(j, 0)])
-    length = (g1 - g0).astype(np.float64)
-    by = {c: float(length[cause == c].sum()) for c in CAUSES}
-    n = {c: int((cause == c).sum()) for c in CAUSES}
-    tops = {
-        c: [{"name": nm, "ns": v[0], "gaps": v[1]} for nm, v in sorted(d.items(), key=lambda x: -x[1][0])[:5]]
-        for c, d in top.items()
-    }
+            j = np.maximum(j, 0)
+        idx = np.flatnonzero(hit)
+        cause[idx], name[idx] = kind, names[j[idx]]
+        c0[idx], c1[idx], tid[idx] = cs[j[idx]], ce[j[idx]], ct[j[idx]]
+        held[idx] = ce[j[idx]] - cs[j[idx]]
     note = (
         ""
         if calls or len(copies)
@@ -194,7 +231,28 @@ def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=
             "launch / latency / other only (re-ingest the report to keep them)"
         )
     )
-    return Idle(run, float(w1 - w0), busy, float(length.sum()), by, n, tops, note)
+    return Gaps(g0, g1, cause, name, c0, c1, tid, held, (w0, w1), busy, note)
+
+
+def analyse(store: Store, run: str, window: tuple[int, int] | None = None, rank=None) -> Idle:
+    """The idle time of a run (of a phase: `window`, GPU start times) split by cause."""
+    g = gaps(store, run, window, rank)
+    if g is None:
+        return Idle(run, 0.0, 0.0, 0.0, dict.fromkeys(CAUSES, 0.0), dict.fromkeys(CAUSES, 0), note="no timeline")
+    length = g.length.astype(np.float64)
+    by = {c: float(length[g.cause == c].sum()) for c in CAUSES}
+    n = {c: int((g.cause == c).sum()) for c in CAUSES}
+    top: dict[str, dict[str, list[float]]] = {}
+    for i in np.flatnonzero(g.name != "").tolist():
+        t = top.setdefault(g.cause[i], {}).setdefault(str(g.name[i]), [0.0, 0])
+        t[0] += float(length[i])
+        t[1] += 1
+    tops = {
+        c: [{"name": nm, "ns": v[0], "gaps": v[1]} for nm, v in sorted(d.items(), key=lambda x: -x[1][0])[:5]]
+        for c, d in top.items()
+    }
+    w0, w1 = g.window
+    return Idle(run, float(w1 - w0), g.busy_ns, float(length.sum()), by, n, tops, g.note)
 
 
 def main_cause(idle: Idle) -> str | None:

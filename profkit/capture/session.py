@@ -678,10 +678,16 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
     if opts.command:
         names = range_names(tl.report) if tl.report is not None else None
         ranges = []
+        by_index = None  # the step as a window of launch indexes (every thread's launches)
         if opts.step is not None:
             if names is None:
                 raise BadArgument("--step needs the timeline, which could not be read")
-            ranges.append(find_step(names, opts.step))
+            step_name = find_step(names, opts.step)
+            by_index = _step_window(tl, step_name)
+            if by_index is None:
+                ranges.append(step_name)
+            else:
+                hooks.say(f"ncu profiles the step by launch index: {by_index.describe()}")
         range_name = opts.range_name
         if range_name:
             if names is not None and range_name not in names:
@@ -717,12 +723,13 @@ def _counters(got: Captured, opts: CaptureOptions, cmd: list[str], tools: dict, 
         if opts.profiler_api and not windows:
             raise BadArgument("--profiler-api: the program never called cudaProfilerStart (on the timeline)")
         spec = sampling.Spec(
-            per_config=not sample.all_launches,
+            per_config=not sample.all_launches and by_index is None,
             samples=sample.samples,
             skip=sample.warmup,
             key=sample.key,
             ranges=ranges or None,
             time=windows,
+            launches=None if by_index is None else [by_index.first, by_index.count],
         )
         if tl.report is not None:
             rows = _sampling_rows(tl.report)
@@ -823,6 +830,29 @@ def _tune_first(got: Captured, cmd: list[str], opts: CaptureOptions, hooks: Hook
         return cmd
     got.tuned_file = path
     return [*cmd, "--tuned-in", str(path)]
+
+
+def _step_window(tl: _Timeline, step: str):
+    """The step's launch-index window (capture/step_plan.py), from the timeline loaded into a
+    scratch store (the store's inherited NVTX paths give autograd's thread its step); None
+    where the timeline cannot be loaded there: ncu's NVTX filter then (the launching thread's
+    ranges only)."""
+    import tempfile
+
+    from profkit.capture.step_plan import step_window
+    from profkit.store.ingest import ingest
+    from profkit.store.store import Store
+
+    if tl.path is None or tl.report is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "plan.db")
+        try:
+            ingest(db, [tl.path], run="plan", parsed_reports={tl.path: tl.report}, workers=1)
+            with Store(db, readonly=True) as s:
+                return step_window(s, "plan", step)
+        except (ProfkitError, sqlite3.Error, OSError):
+            return None
 
 
 def _sampling_rows(report) -> list[tuple]:

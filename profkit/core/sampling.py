@@ -57,6 +57,11 @@ class Spec:
     names: list[str] | None = None  # only these kernels (short names): the --max-kernels cap
     ranges: list[str] | None = None  # only launches under one of these NVTX ranges (--range/--step)
     time: list[list[int]] | None = None  # only launches called inside these [t0, t1) (cudaProfilerStart/Stop)
+    # [skip, count]: by launch index, every thread's launches in API order per process: skip that
+    # many launches (any kernel), then profile the next `count` in the window (--launch-skip-before-match
+    # / --launch-count; per_config off). A step's backward, launched by autograd's own thread, is
+    # outside the step's NVTX range on that thread: an index window holds it (capture --step)
+    launches: list[int] | None = None
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -105,10 +110,18 @@ def select(rows, spec: Spec) -> list[int]:
     order = sorted(range(len(rows)), key=lambda i: _order(rows[i]))
     out: list[int] = []
     seen: dict[tuple, int] = {}
+    index: dict = {}  # per process: launches so far, and those profiled
     for i in order:
         r = rows[i]
+        if spec.launches is not None:
+            at, done = index.get(r[_PID], (0, 0))
+            index[r[_PID]] = (at + 1, done)
+            if at < spec.launches[0] or done >= spec.launches[1]:
+                continue
         if not in_window(r, spec):
             continue
+        if spec.launches is not None:
+            index[r[_PID]] = (index[r[_PID]][0], index[r[_PID]][1] + 1)
         if not spec.per_config:
             out.append(i)
             continue
@@ -140,6 +153,8 @@ class Plan:
         )
         where = f" in {', '.join(self.spec.ranges)}" if self.spec.ranges else ""
         where += " between cudaProfilerStart and Stop" if self.spec.time else ""
+        if self.spec.launches is not None:
+            where += f" from launch {self.spec.launches[0]:,} of the process on (API order, every thread)"
         extra = "".join(f"; {n} {why}" for why, n in self.left_out.items() if n)
         return (
             f"timeline: {self.launches:,} launches of {self.kernels:,} kernels; ncu will profile "
@@ -179,6 +194,9 @@ def plan(rows, spec: Spec, metrics: str = "lean", max_kernels: int | None = None
                 keep.append(name)
                 total += len(per_name[name])
         dropped = len(per_name) - len(keep)
+        if spec.launches is not None:  # ncu's --launch-count then counts only the kernels named
+            kept = set(keep)
+            spec.launches = [spec.launches[0], sum(rows[i][_S] in kept for i in chosen)]
         spec.names = sorted(keep)
         chosen = select(rows, spec)
         left[f"kernels left out by --max-kernels {max_kernels} (least GPU time first)"] = dropped
@@ -220,6 +238,8 @@ def ncu_filter_args(spec: Spec) -> list[str]:
         args += ["--kernel-name", name_filter(spec.names, spec.key if spec.per_config else "function")]
     if spec.time:
         args += ["--profile-from-start", "off"]
+    if spec.launches is not None:
+        args += ["--launch-skip-before-match", str(spec.launches[0]), "--launch-count", str(spec.launches[1])]
     return args
 
 
