@@ -54,10 +54,30 @@ def demangle(name: str) -> str:
 
 
 _ANON = re.compile(r"\(anonymous namespace\)|<?\bunnamed>")
+_SOURCE_NAME = re.compile(r"(\d+)")
+
+
+def mangled_base(name: str) -> str | None:
+    """The function's own name read from an Itanium-mangled name that did not demangle
+    (libstdc++ refuses some template literals of enum type that cuDNN's CUTLASS kernels carry):
+    the last source name of `_Z[N]<len><id>...` before its template arguments or its end."""
+    i = 3 if name.startswith("_ZN") else 2
+    last = None
+    while i < len(name) and name[i].isdigit():
+        m = _SOURCE_NAME.match(name, i)
+        assert m is not None
+        n, start = int(m.group(1)), m.end()
+        if n <= 0 or start + n > len(name):
+            return last
+        last, i = name[start : start + n], start + n
+    return last
 
 
 def short_name(demangled: str) -> str:
-    """'void at::native::foo<int, 4>(float*, int)' -> 'foo'; plain names pass through."""
+    """'void at::native::foo<int, 4>(float*, int)' -> 'foo'; plain names pass through; a mangled
+    name that did not demangle gives its function's name where it can be read."""
+    if demangled.startswith("_Z"):
+        return mangled_base(demangled) or demangled
     # an anonymous namespace, as demanglers print it and as ncu's CSV pages do ("unnamed>::",
     # its '<' lost): its angle bracket or parenthesis would unbalance the scan below
     s = _ANON.sub("anon", demangled.strip())
