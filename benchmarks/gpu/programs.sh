@@ -22,6 +22,7 @@
 #   gate      the lab RMSNorm forward: 10 A/A repeats and planted +3 % / +10 % (nsys SQLite)
 #   source    ncu Source Counters of the lab softmax forward, RMSNorm backward, RMSNorm CUDA C++
 #   pairs2    SDPA math -> default backend at B4 H16 S1024 D128 (a second length and head size)
+#   stepcap   profkit capture --step 3 of the ResNet-18 loop (ncu by launch index, every thread)
 #   attain    attainable_sweep.py: cuBLAS GEMM by shape class, SDPA backends by S and D, copy,
 #             elementwise, reductions (the measured rows of profkit/model/attainable.py)
 #   backward  ncu FLOP/byte counters of one whole GPT (eager) and ResNet training step, every
@@ -180,6 +181,13 @@ pairs2)
   D=$G/pairs2
   cap $D pair-sdpa2-before-math --no-ncu -- $PY $P/calib_sdpa.py --backend math --batch 4 --heads 16 --seq 1024 --head-dim 128 --nvtx-steps
   cap $D pair-sdpa2-after-default --no-ncu -- $PY $P/calib_sdpa.py --backend default --batch 4 --heads 16 --seq 1024 --head-dim 128 --nvtx-steps
+  ;;
+stepcap)
+  # capture --step N on a training loop whose backward runs on autograd's thread: ncu is planned
+  # by launch index from the timeline, so the step's backward kernels are measured too
+  need stepcap 120 || continue
+  D=$G/stepcap
+  cap $D resnet18-step3-index --step 3 -- $PY $P/resnet_train.py --steps 5 --batch 32 --nvtx-steps
   ;;
 attain)
   need attain 150 || continue
