@@ -137,7 +137,7 @@ def run(profiles: Path) -> dict:
 def markdown(res: dict) -> str:
     lines = [f"# Advise calibration ({res['date']})", "",
              "The gain `profkit advise` predicted for the BEFORE side of each shipped before/after pair, against the "
-             "gain `profkit compare` measured (H200 captures in profiles/; method: docs/advise.md). "
+             "gain `profkit compare` measured (H100 and H200 captures in profiles/; method: docs/advise.md). "
              f"ratio = predicted / measured; **{res['within']} of {res['total']}** within ±{100 * res['off_by']:.0f} %.",
              "", "| before -> after | measure | predicted | measured | ratio | within 25 % | basis / why off |",
              "|---|---|---|---|---|---|---|"]
