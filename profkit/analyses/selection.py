@@ -202,22 +202,25 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     c = store.conn
     n = _NULL
+    within, at_most = _span(store, "launch_row", sel.run)
     kid, name, path_id, start, end, dur, api, rank, pid, tid = store.int_columns(
         f"""
         SELECT id, name_id, coalesce(path_id, {n}), coalesce(start_ns, {n}), coalesce(end_ns, {n}),
                coalesce(duration_ns, 0), coalesce(api_start_ns, {n}), coalesce(rank, {n}), coalesce(pid, {n}),
                coalesce(tid, {n})
-        FROM launch_row WHERE run = ? AND timeline_id IS NULL""",
+        FROM launch_row WHERE {within} AND +run = ? AND timeline_id IS NULL""",
         (sel.run,),
         10,
+        at_most=at_most,
     )[0]
     path_id, tid = path_id.copy(), tid.copy()
     # the `kernels` view's paths: a launch that inherited its lead thread's ranges is read under
-    # that path and thread; a launch with its own path text (launch_nvtx) keeps its names' row
+    # that path and thread; a launch with its own path text (launch_nvtx) keeps its names' row.
+    # (CROSS JOIN: SQLite walks the few rows of these tables, not every launch of the run)
     inherit = columns.ints(
         c,
         f"SELECT i.launch_id, i.path_id, coalesce(i.tid, {n}) FROM launch_inherit i "
-        "JOIN launch_row l ON l.id = i.launch_id WHERE l.run = ? AND l.timeline_id IS NULL",
+        "CROSS JOIN launch_row l ON l.id = i.launch_id WHERE l.run = ? AND l.timeline_id IS NULL",
         (sel.run,),
         3,
     )
@@ -226,7 +229,7 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
     path_id[at], tid[at] = inherit[:, 1], inherit[:, 2]
     own = dict(
         c.execute(
-            "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id "
+            "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o CROSS JOIN launch_row l ON l.id = o.launch_id "
             "WHERE l.run = ? AND l.timeline_id IS NULL",
             (sel.run,),
         )
@@ -287,17 +290,33 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
     return out
 
 
+def _span(store: Store, table: str, run: str) -> tuple[str, int]:
+    """SQL limiting `table` (launch_row, nvtx_event) to the span of row ids its run's report
+    files wrote (read from their file_id index in a few steps), and the span's length (a bound
+    on the rows): a run's rows are read in one stretch of the table, not by a walk of the run's
+    index or a scan of every run's rows."""
+    lo, hi = store.conn.execute(
+        f"SELECT min(a), max(b) FROM (SELECT (SELECT min(id) FROM {table} WHERE file_id = f.id) AS a, "
+        f"(SELECT max(id) FROM {table} WHERE file_id = f.id) AS b FROM report_file f WHERE f.run = ?)",
+        (run,),
+    ).fetchone()
+    return ("0", 0) if lo is None else (f"id BETWEEN {int(lo)} AND {int(hi)}", int(hi) - int(lo) + 1)
+
+
 def _instances_of(store: Store, run: str, info: list, combo, api, thread) -> np.ndarray:
     """_instance_of for launches as columns: the id of the latest instance of its path (names,
     else text) on its thread (rank, pid, tid) that started at or before its launch call and
     had not ended (NO_CALL: none, or no launch call time)."""
     n = _NULL
+    within, at_most = _span(store, "nvtx_event", run)
     rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
         f"""
         SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
-        FROM nvtx_event WHERE run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
+        FROM nvtx_event WHERE {within} AND +run = ? AND start_ns IS NOT NULL
+              AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
         (run,),
         7,
+        at_most=at_most,
     )[0]
     out = np.full(len(combo), NO_CALL, dtype=np.int64)
     if not len(rid) or not len(combo):

@@ -142,14 +142,15 @@ class Store:
         with self._cache.keep_counters():
             yield self
 
-    def int_columns(self, sql: str, params: tuple, n: int, blob: bool = False):
+    def int_columns(self, sql: str, params: tuple, n: int, blob: bool = False, at_most: int | None = None):
         """The first `n` columns of a query as int64 arrays (NULLs coalesced in the SQL), with
         `blob` one last bytes column as (codes, distinct values): read_columns' answer. Through a
         reader of the file of its own (rows become columns in C, several times faster than a
         Python tuple per row) where it sees what this connection does: a file, nothing
-        uncommitted; else on this connection."""
+        uncommitted; else on this connection. `at_most`: a bound on its rows (filled in place)."""
         if self.path != ":memory:" and not self.conn.in_transaction:
-            return read_columns(self.path, _inline(sql, params), n, blob)
+            bound = {} if at_most is None else {"n_rows": at_most, "bound": True}
+            return read_columns(self.path, _inline(sql, params), n, blob, **bound)
         return read_columns_on(self.conn, sql, params, n, blob)
 
     def remember(self, key: tuple, compute):
