@@ -16,7 +16,8 @@ Method (docs/compare.md says the same for readers):
   instead (a change to the launcher moves no kernel). Noise band: with fewer than
   BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
   max(before)/min(after) -- every pairing of calls, no distribution assumed; from
-  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
+  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians
+  (past BOOTSTRAP_DRAWN calls, each resample's median drawn from its middle order statistics).
 - Label of a side: the classify label holding most of its GPU time (computed, not stored,
   when the run has no labels yet).
 - % of roofline of a side: sum over its kernels of the roofline's lower-bound time
@@ -269,8 +270,9 @@ class _RunContext:
             host = (np.diff(slice_min(g.api_start[order], lo, hi)) / 1e3).tolist()
         # GPU us per label, the labels in the order of their first launch
         code = self.labels.codes(g.kernel_id)
-        seen, first = np.unique(code, return_index=True)
         ns = np.bincount(code, weights=g.duration.astype(np.float64), minlength=len(self.labels.labels))
+        seen = np.flatnonzero(np.bincount(code, minlength=len(self.labels.labels)))  # (a few labels)
+        first = [int(np.argmax(code == c)) for c in seen.tolist()]
         labels = {self.labels.labels[c]: float(ns[c]) / 1e3 for c in seen[np.argsort(first)].tolist()}
         total = sum(labels.values())
         label = max(labels, key=labels.__getitem__) if labels else None
@@ -287,10 +289,10 @@ class _RunContext:
             correctness=self.correctness.get(g.path),
             host_us=host,
         )
-        ids = g.kernel_id.tolist()
+        ids = g.kernel_id.tolist() if self.counters or self.hot else []
         if self.counters:  # (without counters a side has none: Side.counters stays False)
             _counter_facts(s, [self.counters.get(k, {}) for k in ids])
-        hot = [self.hot[k] for k in ids if k in self.hot] if self.hot else []
+        hot = [self.hot[k] for k in ids if k in self.hot]
         if hot:
             s.hotspot = max(hot, key=lambda h: h["samples"])
         return s

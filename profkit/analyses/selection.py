@@ -224,7 +224,7 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
         (sel.run,),
         3,
     )
-    order = np.argsort(kid)
+    order = np.argsort(kid) if len(inherit) else np.zeros(0, dtype=np.intp)
     at = order[np.searchsorted(kid, inherit[:, 0], sorter=order)] if len(inherit) else np.zeros(0, dtype=np.int64)
     path_id[at], tid[at] = inherit[:, 1], inherit[:, 2]
     own = dict(
@@ -244,6 +244,7 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
         code_of_path[p] = combos.setdefault((names, path), len(combos))
     combo = code_of_path[np.where(path_id == n, -1, path_id)]
     if own:
+        order = np.argsort(kid)
         where_own = order[np.searchsorted(kid, np.fromiter(own, dtype=np.int64), sorter=order)]
         for i, text in zip(where_own.tolist(), own.values()):
             names = paths[int(path_id[i])][0] if path_id[i] != n else None
@@ -251,8 +252,11 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
     info = list(combos)  # code -> (names, path)
     keep = np.array([bool(path) for _, path in info] + [False], dtype=bool)[combo]
     chosen = np.flatnonzero(keep)
-    row = chosen[np.lexsort((kid[chosen], np.where(start[chosen] == n, 0, start[chosen])))]
-    thread = np.column_stack([rank[row], pid[row], tid[row]])
+    # by start (0 where unknown), then id: a stable sort of rows in id order (as SQLite gave them)
+    if not (np.diff(kid[chosen]) > 0).all():
+        chosen = chosen[np.argsort(kid[chosen], kind="stable")]
+    row = chosen[np.argsort(np.where(start[chosen] == n, 0, start[chosen]), kind="stable")]
+    thread = [rank[row], pid[row], tid[row]]
     call = _instances_of(store, sel.run, info, combo[row], api[row], thread)
     keys: dict[int, str | None] = {}
     for code in dict.fromkeys(combo[row].tolist()):
@@ -303,7 +307,7 @@ def _span(store: Store, table: str, run: str) -> tuple[str, int]:
     return ("0", 0) if lo is None else (f"id BETWEEN {int(lo)} AND {int(hi)}", int(hi) - int(lo) + 1)
 
 
-def _instances_of(store: Store, run: str, info: list, combo, api, thread) -> np.ndarray:
+def _instances_of(store: Store, run: str, info: list, combo, api, thread: list) -> np.ndarray:
     """_instance_of for launches as columns: the id of the latest instance of its path (names,
     else text) on its thread (rank, pid, tid) that started at or before its launch call and
     had not ended (NO_CALL: none, or no launch call time)."""
@@ -321,6 +325,9 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread) -> np.
     out = np.full(len(combo), NO_CALL, dtype=np.int64)
     if not len(rid) or not len(combo):
         return out
+    if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
+        by_id = np.argsort(rid, kind="stable")
+        rid, rpath, rank, pid, tid, rstart, rend = (x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend))
     # one code per instance key text (names, else path), shared by launches and ranges
     text: dict[str, int] = {}
     launch_text = np.array([text.setdefault(names or path, len(text)) for names, path in info], dtype=np.int64)
@@ -332,16 +339,14 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread) -> np.
     rtext = np.array([path_text[p] for p in ids.tolist()], dtype=np.int64)[back.reshape(-1)]
     nk = len(combo)
     key = columns.row_key(
-        np.column_stack(
-            [np.concatenate([launch_text[combo], rtext]), np.concatenate([thread, np.column_stack([rank, pid, tid])])]
-        )
+        [np.concatenate([launch_text[combo], rtext]), *(np.concatenate(x) for x in zip(thread, (rank, pid, tid)))]
     )
     has = api != n
     # ranges and launch calls on one sorted line per key: a launch call after every range that
-    # started at or before it (bisect_right), ranges of equal start by id
-    t = np.concatenate([api, rstart])
+    # started at or before it (bisect_right), ranges of equal start by id (their order here)
+    t = np.concatenate([np.where(has, api, rstart.min()), rstart])  # (a launch without a call: anywhere)
     kind = np.concatenate([np.ones(nk, dtype=np.int64), np.zeros(len(rid), dtype=np.int64)])
-    order = np.lexsort((np.concatenate([np.zeros(nk, dtype=np.int64), rid]), kind, t, key))
+    order = columns.lex_order([kind, t, key])
     is_range = kind[order] == 0
     last = np.maximum.accumulate(np.where(is_range, np.arange(len(order)), -1))  # latest range so far
     launch = order[~is_range]
