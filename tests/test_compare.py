@@ -251,3 +251,17 @@ def test_bootstrap_of_many_calls_is_the_same_bootstrap():
     band, method = noise_band(*spread)
     assert noise_band(*spread) == (band, method)
     assert band[0] < 100 / 90 < band[1] and "order statistics drawn directly" in method
+
+
+def test_a_runs_labels_are_read_from_an_index_without_their_evidence(db):
+    """compare reads a run's labels as codes: from the index that holds (run, kernel_id, label),
+    not from the label rows with ~800 bytes of evidence each."""
+    with Store(db) as s:
+        plan = " ".join(r[3] for r in s.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT kernel_id, CAST(label AS BLOB) FROM label WHERE run = ?", (RMS,)))
+        assert "COVERING INDEX label_run_kernel_label" in plan
+        classify(s, RMS)
+        facts = compare.label_codes(s, RMS)
+        stored = {r["kernel_id"]: r["label"] for r in s.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (RMS,))}
+        got = facts.codes(__import__("numpy").array(list(stored), dtype="int64"))
+        assert [facts.labels[c] for c in got.tolist()] == list(stored.values())
