@@ -149,8 +149,7 @@ class Store:
         Python tuple per row) where it sees what this connection does: a file, nothing
         uncommitted; else on this connection. `at_most`: a bound on its rows (filled in place)."""
         if self.path != ":memory:" and not self.conn.in_transaction:
-            bound = {} if at_most is None else {"n_rows": at_most, "bound": True}
-            return read_columns(self.path, _inline(sql, params), n, blob, **bound)
+            return read_columns(self.path, _inline(sql, params), n, blob, n_rows=at_most, bound=at_most is not None)
         return read_columns_on(self.conn, sql, params, n, blob)
 
     def remember(self, key: tuple, compute):
