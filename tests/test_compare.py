@@ -229,3 +229,39 @@ def test_by_host_refuses_one_call_ranges_of_a_field_report(tmp_path):
     assert len(r.output.strip().splitlines()) == 1 and "one call" in r.output and "2 calls or more" in r.output
     (row,) = _json(db, "trt:Identity_0", "trt:Identity_1")  # the GPU comparison still answers
     assert row["before_detail"]["calls"] == 1 and row["before_detail"]["host_us"] is None
+
+
+def test_bootstrap_of_many_calls_is_the_same_bootstrap():
+    """Above BOOTSTRAP_DRAWN calls the resamples' medians are drawn from their middle order
+    statistics: the same distribution as drawing every call (percentiles within Monte Carlo
+    noise, for spread values and for heavy ties), the same band every time, and the method says so."""
+    import numpy as np
+
+    from profkit.analyses.compare import BOOTSTRAP_DRAWN, _bootstrap_ratios, _bootstrap_ratios_many
+
+    rng = np.random.default_rng(3)
+    spread = ((100 * rng.lognormal(0, 0.3, 12_001)).tolist(), (90 * rng.lognormal(0, 0.3, 12_000)).tolist())
+    ties = (rng.integers(1, 6, 12_000).astype(float).tolist(), rng.integers(1, 5, 12_001).astype(float).tolist())
+    for before, after in (spread, ties):
+        assert len(before) + len(after) > BOOTSTRAP_DRAWN
+        many, drawn = _bootstrap_ratios_many(before, after), _bootstrap_ratios(before, after)
+        for p in (2.5, 50, 97.5):
+            i = int(p / 100 * len(many))
+            assert many[i] == pytest.approx(drawn[i], rel=3e-3)
+    band, method = noise_band(*spread)
+    assert noise_band(*spread) == (band, method)
+    assert band[0] < 100 / 90 < band[1] and "order statistics drawn directly" in method
+
+
+def test_a_runs_labels_are_read_from_an_index_without_their_evidence(db):
+    """compare reads a run's labels as codes: from the index that holds (run, kernel_id, label),
+    not from the label rows with ~800 bytes of evidence each."""
+    with Store(db) as s:
+        plan = " ".join(r[3] for r in s.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT kernel_id, CAST(label AS BLOB) FROM label WHERE run = ?", (RMS,)))
+        assert "COVERING INDEX label_run_kernel_label" in plan
+        classify(s, RMS)
+        facts = compare.label_codes(s, RMS)
+        stored = {r["kernel_id"]: r["label"] for r in s.query("SELECT kernel_id, label FROM classifications WHERE run = ?", (RMS,))}
+        got = facts.codes(__import__("numpy").array(list(stored), dtype="int64"))
+        assert [facts.labels[c] for c in got.tolist()] == list(stored.values())

@@ -76,3 +76,66 @@ def test_iterations_without_repeat():
     ks = [{"kernel_name": n} for n in "abc"]
     assert selection.iterations(ks) == [ks]
     assert selection.iterations([]) == []
+
+
+def _same_groups(s, sel):
+    """launch_groups (columns) against groups (rows): the same keys, paths, launches in the same
+    order, timestamps present alike, the same range instance each; errors alike."""
+    try:
+        rows = selection._groups(s, sel)
+    except (BadArgument, NoSuchRun) as e:
+        with pytest.raises(type(e)) as got:
+            selection._launch_groups(s, sel)
+        assert str(got.value) == str(e)
+        return 0
+    cols = selection._launch_groups(s, sel)
+    assert list(cols) == list(rows)
+    for key, g in rows.items():
+        c = cols[key]
+        assert c.path == g.path
+        assert c.kernel_id.tolist() == [k["kernel_id"] for k in g.kernels]
+        assert c.call.tolist() == [selection.NO_CALL if k["call"] is None else k["call"] for k in g.kernels]
+        assert (c.start is None) == any(k["start_ns"] is None or k["end_ns"] is None for k in g.kernels)
+        assert (c.api_start is None) == any(k["api_start_ns"] is None for k in g.kernels)
+        names = {}
+        assert [names.setdefault(n, k["kernel_name"]) for n, k in zip(c.name.tolist(), g.kernels)] == [
+            k["kernel_name"] for k in g.kernels
+        ]
+    return len(rows)
+
+
+def test_launch_groups_are_the_groups_as_columns(store):
+    """Every run of profiles/ and each of its variants: compare reads the columns, gate and
+    roofline the rows; both must be the same selection (ddp-2gpu holds inherited launches)."""
+    checked = 0
+    for run in store.runs():
+        paths = [r["nvtx_path"] for r in store.query(
+            "SELECT DISTINCT nvtx_path FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL", (run,))]
+        for comp in [None, *selection.variants(paths)[:4], "no-such-part"]:
+            checked += _same_groups(store, selection.Selector(run, comp))
+    assert checked > 100
+    assert store.query("SELECT count(*) AS n FROM launch_inherit")[0]["n"] > 0
+
+
+def test_launch_groups_read_a_launchs_own_path_text(tmp_path, store):
+    """A launch whose path text is its own (launch_nvtx: a writer's text that is not its path's)
+    is grouped under that text, with its path's names, as the kernels view shows it."""
+    import shutil
+
+    db = tmp_path / "own.db"
+    store.conn.commit()
+    shutil.copy(store.path, db)
+    s = Store(str(db))
+    try:
+        run = "rmsnorm-eager-vs-triton-h200"
+        ids = [r["kernel_id"] for r in s.query(
+            "SELECT kernel_id FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL ORDER BY kernel_id", (run,))]
+        with s.conn:
+            s.conn.executemany("INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)",
+                               [(k, "mine", "rmsnorm/mine/qwen7b-t4096") for k in ids[:5]])
+        assert _same_groups(s, selection.Selector(run, None)) > 1
+        paths = {g.path for g in selection._launch_groups(s, selection.Selector(run, None)).values()}
+        assert "rmsnorm/mine/qwen7b-t4096" in paths
+        _same_groups(s, selection.Selector(run, "mine"))  # (keys come from the names: no part 'mine', alike)
+    finally:
+        s.close()

@@ -819,6 +819,10 @@ class Facts:
         return self._one(kid)
 
 
+# a run's stored labels (those of its timeline launches, as the classifications view has them)
+_HELD = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
+
+
 def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
     """The labels of a run: the stored ones where they cover the run and none of them says "no
     counters" of a launch that has counters (`measured`: kernel ids with counters, their own or
@@ -826,7 +830,7 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
     whether `classify` ran, or ran before the counters came. Read as columns: a run may have a
     million labels."""
     c = store.conn
-    held = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
+    held = _HELD
     have = c.execute(f"SELECT count(*) {held}", (run,)).fetchone()[0]
     n = c.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[0]
     stale = have != n
@@ -848,6 +852,32 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
         kid = np.fromiter(facts, dtype=np.int64, count=len(facts))
         code = np.fromiter((names.index(f[0]) for f in facts.values()), dtype=np.int64, count=len(facts))
         return Facts(kid, code, names, facts.get)
+    return _stored_facts(store, run)
+
+
+def label_codes(store: Store, run: str) -> Facts:
+    """labels() as columns: the stored labels, else computed here without storing them."""
+    if store.conn.execute(f"SELECT 1 {_HELD} LIMIT 1", (run,)).fetchone():
+        # every label of the run, a timeline launch's or not: codes() is asked of timeline launches
+        (kid,), (code, names) = store.int_columns(
+            "SELECT kernel_id, CAST(label AS BLOB) FROM label WHERE run = ?", (run,), 1, blob=True
+        )
+        return Facts(kid, code.astype(np.int64), [b.decode() for b in names], lambda kid: None)
+    got = {r["kernel_id"]: r["label"] for r in label_rows(store, run)}
+    names = list(dict.fromkeys(got.values()))
+    code = {n: i for i, n in enumerate(names)}
+    return Facts(
+        np.fromiter(got, dtype=np.int64, count=len(got)),
+        np.fromiter((code[x] for x in got.values()), dtype=np.int64, count=len(got)),
+        names,
+        lambda kid: None,
+    )
+
+
+def _stored_facts(store: Store, run: str) -> Facts:
+    """The run's stored labels as Facts."""
+    c = store.conn
+    held = _HELD
     names = [x for (x,) in c.execute(f"SELECT DISTINCT l.label {held}", (run,))]
     if not names:
         return Facts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], lambda kid: None)

@@ -16,7 +16,8 @@ Method (docs/compare.md says the same for readers):
   instead (a change to the launcher moves no kernel). Noise band: with fewer than
   BOOTSTRAP_MIN_CALLS calls on a side, the full range min(before)/max(after) ..
   max(before)/min(after) -- every pairing of calls, no distribution assumed; from
-  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians.
+  BOOTSTRAP_MIN_CALLS calls up, a percentile bootstrap (fixed seed) of the ratio of medians
+  (past BOOTSTRAP_DRAWN calls, each resample's median drawn from its middle order statistics).
 - Label of a side: the classify label holding most of its GPU time (computed, not stored,
   when the run has no labels yet).
 - % of roofline of a side: sum over its kernels of the roofline's lower-bound time
@@ -31,13 +32,18 @@ Method (docs/compare.md says the same for readers):
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+
+import numpy as np
 
 from profkit.analyses import hotspots, selection
+from profkit.analyses.classify import label_codes
 from profkit.analyses.classify import labels as _labels
+from profkit.core.columns import slice_covered, slice_max, slice_min
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
 from profkit.core.metrics import lookup
@@ -47,6 +53,9 @@ from profkit.store.store import Store
 BOOTSTRAP_MIN_CALLS = 10
 BOOTSTRAP_SAMPLES = 2000
 BOOTSTRAP_DRAWS = 1 << 22  # draws held at once (32 MB of doubles)
+# above this many calls on both sides together, each resample's median is drawn from the calls
+# near the middle (_bootstrap_ratios_many): drawing every call costs 2000 x the calls
+BOOTSTRAP_DRAWN = 20_000
 BAND_PERCENTILES = (2.5, 97.5)
 
 
@@ -134,9 +143,12 @@ class Comparison:
             "notes": self.notes,
         }
         for name, side in (("before_detail", b), ("after_detail", a)):
-            d = asdict(side)
-            d.pop("run"), d.pop("path")
-            out[name] = d
+            # asdict() deep-copies value by value: seconds for a side of 100 k calls
+            d = {f.name: getattr(side, f.name) for f in fields(side) if f.name not in ("run", "path")}
+            out[name] = {
+                k: copy.deepcopy(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
+                for k, v in d.items()
+            }
         return out
 
 
@@ -149,7 +161,7 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
     if by not in BY:
         raise BadArgument(f"compare by {by!r}: one of {', '.join(BY)}")
     sb, sa = selection.parse(before), selection.parse(after)
-    pairs = selection.pair(store, sb, sa)
+    pairs = selection.pair(store, sb, sa, as_columns=True)
     ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
     out, timeless = [], []
     for p in pairs:
@@ -233,55 +245,104 @@ class _RunContext:
 
     def __init__(self, store: Store, run: str):
         self.run = run
-        self.labels = _labels(store, run)
+        self.labels = label_codes(store, run)
         self.hot = hotspots.evidence(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
         rec = json.loads(meta[0]["meta"] or "{}").get("correctness") if meta else None
         self.correctness = rec if isinstance(rec, dict) else {}  # (a record of another shape says nothing)
 
-    def side(self, group: selection.Group) -> Side:
-        calls = selection.iterations(group.kernels)
-        spans = None
-        if all(k["start_ns"] is not None and k["end_ns"] is not None for k in group.kernels):
-            gpu = [busy_ns(c) / 1e3 for c in calls]
-            spans = [(max(k["end_ns"] for k in c) - min(k["start_ns"] for k in c)) / 1e3 for c in calls]
+    def side(self, group: selection.Group | selection.Launches) -> Side:
+        g = group if isinstance(group, selection.Launches) else _as_columns(group)
+        order, lo, hi = call_slices(g.call, g.name)
+        if g.start is not None and g.end is not None:
+            s, e = g.start[order], g.end[order]
+            if (e < s).any():  # (a hostile file's reversed kernel: covered() of its intervals as they are)
+                gpu = [covered(zip(s[a:b].tolist(), e[a:b].tolist())) / 1e3 for a, b in zip(lo, hi)]
+            else:
+                gpu = (slice_covered(s, e, lo, hi) / 1e3).tolist()
+            spans = ((slice_max(e, lo, hi) - slice_min(s, lo, hi)) / 1e3).tolist()
         else:
-            gpu = [sum(k["duration_ns"] or 0 for k in c) / 1e3 for c in calls]
+            gpu = (np.add.reduceat(g.duration[order], lo) / 1e3).tolist() if len(lo) else []
+            spans = None
         host = None
-        if len(calls) > 1 and all(k["api_start_ns"] is not None for k in group.kernels):
-            starts = [min(k["api_start_ns"] for k in c) for c in calls]
-            host = [(b - a) / 1e3 for a, b in zip(starts, starts[1:])]
-        labels: dict[str, float] = {}
-        for k in group.kernels:
-            lab = self.labels.get(k["kernel_id"], "unknown")
-            labels[lab] = labels.get(lab, 0.0) + (k["duration_ns"] or 0) / 1e3
+        if len(lo) > 1 and g.api_start is not None:
+            host = (np.diff(slice_min(g.api_start[order], lo, hi)) / 1e3).tolist()
+        # GPU us per label, the labels in the order of their first launch
+        code = self.labels.codes(g.kernel_id)
+        ns = np.bincount(code, weights=g.duration.astype(np.float64), minlength=len(self.labels.labels))
+        seen = np.flatnonzero(np.bincount(code, minlength=len(self.labels.labels)))  # (a few labels)
+        first = [int(np.argmax(code == c)) for c in seen.tolist()]
+        labels = {self.labels.labels[c]: float(ns[c]) / 1e3 for c in seen[np.argsort(first)].tolist()}
         total = sum(labels.values())
         label = max(labels, key=labels.__getitem__) if labels else None
         s = Side(
             self.run,
-            group.path,
-            len(calls),
-            len(calls[0]) if calls else 0,
+            g.path,
+            len(lo),
+            int(hi[0] - lo[0]) if len(lo) else 0,
             gpu,
             spans,
             label,
             labels[label] / total if label and total else None,
             labels,
-            correctness=self.correctness.get(group.path),
+            correctness=self.correctness.get(g.path),
             host_us=host,
         )
-        _counter_facts(s, [self.counters.get(k["kernel_id"], {}) for k in group.kernels])
-        hot = [self.hot[k["kernel_id"]] for k in group.kernels if k["kernel_id"] in self.hot]
+        ids = g.kernel_id.tolist() if self.counters or self.hot else []
+        if self.counters:  # (without counters a side has none: Side.counters stays False)
+            _counter_facts(s, [self.counters.get(k, {}) for k in ids])
+        hot = [self.hot[k] for k in ids if k in self.hot]
         if hot:
             s.hotspot = max(hot, key=lambda h: h["samples"])
         return s
 
 
-def busy_ns(kernels) -> int:
-    """Nanoseconds in which at least one of `kernels` (rows with start_ns / end_ns) ran: the
-    length of the union of their intervals (intervals.covered), so concurrent kernels count once."""
-    return covered((k["start_ns"], k["end_ns"]) for k in kernels)
+def _as_columns(group: selection.Group) -> selection.Launches:
+    """A Group's rows as the columns side() reads."""
+    ks = group.kernels
+    names: dict = {}
+
+    def col(field: str):
+        vals = [k[field] for k in ks]
+        return None if None in vals else np.array(vals, dtype=np.int64)
+
+    return selection.Launches(
+        group.key,
+        group.path,
+        np.array([k["kernel_id"] for k in ks], dtype=np.int64),
+        np.array([names.setdefault(k["kernel_name"], len(names)) for k in ks], dtype=np.int64),
+        col("start_ns") if col("end_ns") is not None else None,
+        col("end_ns") if col("start_ns") is not None else None,
+        np.array([k["duration_ns"] or 0 for k in ks], dtype=np.int64),
+        col("api_start_ns"),
+        np.array([selection.NO_CALL if k.get("call") is None else k["call"] for k in ks], dtype=np.int64),
+    )
+
+
+def call_slices(call: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """selection.iterations as columns: an order of the launches that puts each call's launches
+    together (in launch order), and each call's slice [lo, hi) of that order."""
+    n = len(call)
+    if not n:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    if (call != selection.NO_CALL).all():
+        ids, first, inverse = np.unique(call, return_index=True, return_inverse=True)
+        if len(ids) > 1:
+            rank = np.empty(len(ids), dtype=np.intp)
+            rank[np.argsort(first)] = np.arange(len(ids))  # calls in the order of their first launch
+            number = rank[inverse.reshape(-1)]
+            order = np.argsort(number, kind="stable")
+            size = np.bincount(number, minlength=len(ids))
+            hi = np.cumsum(size)
+            return order, hi - size, hi
+    every = np.arange(n)
+    for period in range(1, n // 2 + 1):
+        if n % period == 0 and np.array_equal(name[period : 2 * period], name[:period]):
+            if (name.reshape(-1, period) == name[:period]).all():
+                lo = np.arange(0, n, period)
+                return every, lo, lo + period
+    return every, np.zeros(1, dtype=np.intp), np.full(1, n, dtype=np.intp)
 
 
 def _counter_facts(side: Side, per_kernel: list[dict[str, float]]) -> None:
@@ -322,11 +383,13 @@ def noise_band(before: list[float], after: list[float]) -> tuple[tuple[float, fl
             f"min..max over all pairings of {len(before)} x {len(after)} calls "
             f"(under {BOOTSTRAP_MIN_CALLS} calls a side: range, not a confidence interval)",
         )
-    ratios = _bootstrap_ratios(before, after)
+    many = len(before) + len(after) > BOOTSTRAP_DRAWN
+    ratios = _bootstrap_ratios_many(before, after) if many else _bootstrap_ratios(before, after)
     lo, hi = (ratios[min(len(ratios) - 1, int(p / 100 * len(ratios)))] for p in BAND_PERCENTILES)
     return (lo, hi), (
         f"bootstrap {BAND_PERCENTILES[0]}-{BAND_PERCENTILES[1]} percentile of the ratio of "
         f"medians, {BOOTSTRAP_SAMPLES} resamples of {len(before)} x {len(after)} calls"
+        + (" (each resample's middle order statistics drawn directly)" if many else "")
     )
 
 
@@ -361,6 +424,54 @@ def _bootstrap_ratios(before: list[float], after: list[float]) -> list[float]:
         a = after_[np.floor(u[:, nb:] * float(na)).astype(np.intp)]
         out += (np.median(b, axis=1) / np.median(a, axis=1)).tolist()
     return sorted(out)
+
+
+def _bootstrap_ratios_many(before: list[float], after: list[float]) -> list[float]:
+    """The BOOTSTRAP_SAMPLES ratios of medians of resamples, sorted, for sides of many calls:
+    the same bootstrap as _bootstrap_ratios (resamples of each side's calls with replacement),
+    its medians drawn without drawing every call of every resample (_resampled_medians)."""
+    gen = np.random.default_rng(0)
+    b = _resampled_medians(np.sort(np.asarray(before, dtype=float)), gen)
+    a = _resampled_medians(np.sort(np.asarray(after, dtype=float)), gen)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sorted((b / a).tolist())
+
+
+def _resampled_medians(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+    """The medians of BOOTSTRAP_SAMPLES resamples (n draws with replacement) of sorted `x`, in
+    O(sqrt(n)) draws each rather than n: a resample's median is its middle order statistics,
+    and only draws of the values near x's middle decide which ones they are. Per resample:
+    how many draws fall below a window of about 10 sqrt(n) values around the middle and how
+    many above it (binomial counts: exact), then the draws inside the window one by one. A
+    resample's middle outside the window (over 10 standard deviations of its rank away: never
+    seen) has its draws outside the window drawn too."""
+    n = len(x)
+    k_lo, k_hi = (n - 1) // 2, n // 2  # the middle order statistics (one for odd n)
+    half = int(5 * n**0.5) + 2
+    lo, hi = max(0, n // 2 - half), min(n, n // 2 + half + 1)
+    width = hi - lo
+    below = gen.binomial(n, lo / n, BOOTSTRAP_SAMPLES)
+    above = gen.binomial(n - below, (n - hi) / (n - lo))
+    inside = n - below - above
+    out = np.empty(BOOTSTRAP_SAMPLES)
+    # a block of resamples at a time: their counts per window value (block x width)
+    block = max(1, BOOTSTRAP_DRAWS // width)
+    for first in range(0, BOOTSTRAP_SAMPLES, block):
+        m = slice(first, min(first + block, BOOTSTRAP_SAMPLES))
+        c = inside[m]
+        rows = np.repeat(np.arange(len(c)), c)
+        counts = np.bincount(rows * width + gen.integers(0, width, int(c.sum())), minlength=len(c) * width)
+        seen = np.cumsum(counts.reshape(len(c), width), axis=1)  # draws at or below each window value
+        r_lo = (seen > (k_lo - below[m])[:, None]).argmax(axis=1)
+        r_hi = (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
+        out[m] = (x[lo + r_lo] + x[lo + r_hi]) / 2
+    missed = np.flatnonzero((below > k_lo) | (below + inside <= k_hi))
+    for i in missed.tolist():  # the resample drawn whole, its counts below and above as drawn
+        parts = [(0, lo, below[i]), (lo, hi, inside[i]), (hi, n, above[i])]
+        picks = np.concatenate([gen.integers(a, b, k) for a, b, k in parts if k])
+        mid = np.sort(x[picks])
+        out[i] = (mid[k_lo] + mid[k_hi]) / 2
+    return out
 
 
 def verdict(

@@ -16,6 +16,9 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
+from profkit.core import columns
 from profkit.core.errors import BadArgument, NoSuchRun
 from profkit.store.store import Store
 
@@ -39,10 +42,29 @@ class Group:
 
 
 @dataclass
+class Launches:
+    """The launches of one NVTX path in one selection as columns, in launch order (what
+    compare reads of them; groups() has the same launches as rows)."""
+
+    key: str
+    path: str
+    kernel_id: np.ndarray
+    name: np.ndarray  # kernel name codes: equal codes, equal names
+    start: np.ndarray | None  # GPU start and end (None: a launch lacks one)
+    end: np.ndarray | None
+    duration: np.ndarray  # ns (0 where unknown)
+    api_start: np.ndarray | None  # its API call's start (None: a launch lacks one)
+    call: np.ndarray  # the range instance holding its launch call (NO_CALL: none known)
+
+
+NO_CALL = -1  # (range instance ids are row ids: positive)
+
+
+@dataclass
 class Pair:
     key: str
-    before: Group
-    after: Group
+    before: Group | Launches
+    after: Group | Launches
 
 
 def parse(text: str) -> Selector:
@@ -113,18 +135,24 @@ def _groups(store: Store, sel: Selector) -> dict[str, Group]:
         g = out.setdefault(key, Group(key, r["nvtx_path"]))
         g.kernels.append(dict(r, call=_instance_of(held, r)))
     if not out:
-        if not sel.component:
-            raise BadArgument(f"{sel}: no kernels under an NVTX range")
-        known = variants([r["nvtx_path"] for r in rows])
-        import difflib
-
-        close = difflib.get_close_matches(sel.component, known, n=1)
-        hint = f"did you mean {sel.run}:{close[0]}? " if close else ""
-        raise BadArgument(
-            f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
-            f"variants of this run: {', '.join(known) or 'none'}"
-        )
+        _none_selected(sel, [r["nvtx_path"] for r in rows])
     return out
+
+
+def _none_selected(sel: Selector, paths: list[str]) -> None:
+    """Refuse a selector that selects no launch (`paths`: the run's NVTX paths, launch by launch
+    or each once, in launch order)."""
+    if not sel.component:
+        raise BadArgument(f"{sel}: no kernels under an NVTX range")
+    known = variants(paths)
+    import difflib
+
+    close = difflib.get_close_matches(sel.component, known, n=1)
+    hint = f"did you mean {sel.run}:{close[0]}? " if close else ""
+    raise BadArgument(
+        f"{sel}: no NVTX path of run {sel.run!r} has a part {sel.component!r}; {hint}"
+        f"variants of this run: {', '.join(known) or 'none'}"
+    )
 
 
 def _instances(store: Store, run: str) -> dict:
@@ -158,6 +186,178 @@ def _instance_of(held: dict, row: dict):
     return ids[i] if i >= 0 and ends[i] >= t else None
 
 
+_NULL = -(1 << 63)  # a NULL in an integer column read as an array
+
+
+def launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
+    """groups() as columns: the same launches under the same keys, in the same order, with the
+    same range instance each (a million launches as rows cost gigabytes and minutes). Read from
+    the tables the `kernels` view is made of: the view's per-row subqueries cost more than the
+    rest of a comparison."""
+    return dict(store.remember(("launch_groups", sel), lambda: _launch_groups(store, sel)))
+
+
+def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
+    if sel.run not in store.runs():
+        raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
+    c = store.conn
+    n = _NULL
+    within, at_most = _span(store, "launch_row", sel.run)
+    kid, name, path_id, start, end, dur, api, rank, pid, tid = store.int_columns(
+        f"""
+        SELECT id, name_id, coalesce(path_id, {n}), coalesce(start_ns, {n}), coalesce(end_ns, {n}),
+               coalesce(duration_ns, 0), coalesce(api_start_ns, {n}), coalesce(rank, {n}), coalesce(pid, {n}),
+               coalesce(tid, {n})
+        FROM launch_row WHERE {within} AND +run = ? AND timeline_id IS NULL""",
+        (sel.run,),
+        10,
+        at_most=at_most,
+    )[0]
+    path_id, tid = path_id.copy(), tid.copy()
+    # the `kernels` view's paths: a launch that inherited its lead thread's ranges is read under
+    # that path and thread; a launch with its own path text (launch_nvtx) keeps its names' row.
+    # (CROSS JOIN: SQLite walks the few rows of these tables, not every launch of the run)
+    inherit = columns.ints(
+        c,
+        f"SELECT i.launch_id, i.path_id, coalesce(i.tid, {n}) FROM launch_inherit i "
+        "CROSS JOIN launch_row l ON l.id = i.launch_id WHERE l.run = ? AND l.timeline_id IS NULL",
+        (sel.run,),
+        3,
+    )
+    order = np.argsort(kid) if len(inherit) else np.zeros(0, dtype=np.intp)
+    at = order[np.searchsorted(kid, inherit[:, 0], sorter=order)] if len(inherit) else np.zeros(0, dtype=np.int64)
+    path_id[at], tid[at] = inherit[:, 1], inherit[:, 2]
+    own = dict(
+        c.execute(
+            "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o CROSS JOIN launch_row l ON l.id = o.launch_id "
+            "WHERE l.run = ? AND l.timeline_id IS NULL",
+            (sel.run,),
+        )
+    )
+    for i in set(at.tolist()):
+        own.pop(int(kid[i]), None)
+    paths = {p: (names, path) for p, names, path in c.execute("SELECT id, names, path FROM nvtx_path")}
+    # one code per distinct (names, path text) a launch is read under
+    combos: dict[tuple, int] = {}
+    code_of_path = np.full(max(paths, default=0) + 2, -1, dtype=np.int64)
+    for p, (names, path) in paths.items():
+        code_of_path[p] = combos.setdefault((names, path), len(combos))
+    combo = code_of_path[np.where(path_id == n, -1, path_id)]
+    if own:
+        order = np.argsort(kid)
+        where_own = order[np.searchsorted(kid, np.fromiter(own, dtype=np.int64), sorter=order)]
+        for i, text in zip(where_own.tolist(), own.values()):
+            names = paths[int(path_id[i])][0] if path_id[i] != n else None
+            combo[i] = combos.setdefault((names, text), len(combos))
+    info = list(combos)  # code -> (names, path)
+    keep = np.array([bool(path) for _, path in info] + [False], dtype=bool)[combo]
+    chosen = np.flatnonzero(keep)
+    # by start (0 where unknown), then id: a stable sort of rows in id order (as SQLite gave them)
+    if not (np.diff(kid[chosen]) > 0).all():
+        chosen = chosen[np.argsort(kid[chosen], kind="stable")]
+    row = chosen[np.argsort(np.where(start[chosen] == n, 0, start[chosen]), kind="stable")]
+    thread = [rank[row], pid[row], tid[row]]
+    call = _instances_of(store, sel.run, info, combo[row], api[row], thread)
+    keys: dict[int, str | None] = {}
+    for code in dict.fromkeys(combo[row].tolist()):
+        names, path = info[code]
+        keys[code] = key_of(list(_parsed(names)) if names else path.split("/"), sel.component)
+    # a group per key, in the order of its first launch; launches in launch order within it
+    group_of = {k: i for i, k in enumerate(dict.fromkeys(k for k in keys.values() if k is not None))}
+    if not group_of:
+        _none_selected(sel, [info[code][1] for code in keys])
+    lookup = np.full(len(info) + 1, -1, dtype=np.int64)
+    for code, k in keys.items():
+        if k is not None:
+            lookup[code] = group_of[k]
+    g = lookup[combo[row]]
+    mine = np.flatnonzero(g >= 0)
+    by = mine[np.argsort(g[mine], kind="stable")]
+    bounds = np.searchsorted(g[by], np.arange(len(group_of) + 1))
+    out: dict[str, Launches] = {}
+    for i, key in enumerate(group_of):
+        ix = by[bounds[i] : bounds[i + 1]]
+        r = row[ix]
+        s_, e_, a_ = start[r], end[r], api[r]
+        timed = not ((s_ == n).any() or (e_ == n).any())
+        out[key] = Launches(
+            key,
+            info[int(combo[r[0]])][1],
+            kid[r],
+            name[r],
+            s_ if timed else None,
+            e_ if timed else None,
+            dur[r],
+            None if (a_ == n).any() else a_,
+            call[ix],
+        )
+    return out
+
+
+def _span(store: Store, table: str, run: str) -> tuple[str, int]:
+    """SQL limiting `table` (launch_row, nvtx_event) to the span of row ids its run's report
+    files wrote (read from their file_id index in a few steps), and the span's length (a bound
+    on the rows): a run's rows are read in one stretch of the table, not by a walk of the run's
+    index or a scan of every run's rows."""
+    lo, hi = store.conn.execute(
+        f"SELECT min(a), max(b) FROM (SELECT (SELECT min(id) FROM {table} WHERE file_id = f.id) AS a, "
+        f"(SELECT max(id) FROM {table} WHERE file_id = f.id) AS b FROM report_file f WHERE f.run = ?)",
+        (run,),
+    ).fetchone()
+    return ("0", 0) if lo is None else (f"id BETWEEN {int(lo)} AND {int(hi)}", int(hi) - int(lo) + 1)
+
+
+def _instances_of(store: Store, run: str, info: list, combo, api, thread: list) -> np.ndarray:
+    """_instance_of for launches as columns: the id of the latest instance of its path (names,
+    else text) on its thread (rank, pid, tid) that started at or before its launch call and
+    had not ended (NO_CALL: none, or no launch call time)."""
+    n = _NULL
+    within, at_most = _span(store, "nvtx_event", run)
+    rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
+        f"""
+        SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
+        FROM nvtx_event WHERE {within} AND +run = ? AND start_ns IS NOT NULL
+              AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
+        (run,),
+        7,
+        at_most=at_most,
+    )[0]
+    out = np.full(len(combo), NO_CALL, dtype=np.int64)
+    if not len(rid) or not len(combo):
+        return out
+    if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
+        by_id = np.argsort(rid, kind="stable")
+        rid, rpath, rank, pid, tid, rstart, rend = (x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend))
+    # one code per instance key text (names, else path), shared by launches and ranges
+    text: dict[str, int] = {}
+    launch_text = np.array([text.setdefault(names or path, len(text)) for names, path in info], dtype=np.int64)
+    path_text = {
+        p: text.setdefault(names or path, len(text))
+        for p, names, path in store.conn.execute("SELECT id, names, path FROM nvtx_path")
+    }
+    ids, back = np.unique(rpath, return_inverse=True)
+    rtext = np.array([path_text[p] for p in ids.tolist()], dtype=np.int64)[back.reshape(-1)]
+    nk = len(combo)
+    key = columns.row_key(
+        [np.concatenate([launch_text[combo], rtext]), *(np.concatenate(x) for x in zip(thread, (rank, pid, tid)))]
+    )
+    has = api != n
+    # ranges and launch calls on one sorted line per key: a launch call after every range that
+    # started at or before it (bisect_right), ranges of equal start by id (their order here)
+    t = np.concatenate([np.where(has, api, rstart.min()), rstart])  # (a launch without a call: anywhere)
+    kind = np.concatenate([np.ones(nk, dtype=np.int64), np.zeros(len(rid), dtype=np.int64)])
+    order = columns.lex_order([kind, t, key])
+    is_range = kind[order] == 0
+    last = np.maximum.accumulate(np.where(is_range, np.arange(len(order)), -1))  # latest range so far
+    launch = order[~is_range]
+    r = last[~is_range]
+    ok = r >= 0
+    rr = order[np.where(ok, r, 0)] - nk  # that range's row
+    ok &= (key[nk + rr] == key[launch]) & (rend[rr] >= api[launch]) & has[launch]
+    out[launch[ok]] = rid[rr[ok]]
+    return out
+
+
 def variants(paths) -> list[str]:
     """The parts that tell otherwise equal NVTX paths apart (a lab run's variants: eager,
     triton ...): what RUN:VARIANT selects."""
@@ -176,11 +376,13 @@ def variants(paths) -> list[str]:
     return list(found)
 
 
-def pair(store: Store, before: Selector, after: Selector) -> list[Pair]:
-    """Ranges present on both sides, in the before side's order."""
+def pair(store: Store, before: Selector, after: Selector, as_columns: bool = False) -> list[Pair]:
+    """Ranges present on both sides, in the before side's order (`as_columns`: their launches
+    as Launches, else as a Group's rows)."""
     if before == after:
         raise BadArgument(f"{before} compared with itself: name two runs, or RUN:BEFORE RUN:AFTER")
-    a, b = groups(store, before), groups(store, after)
+    read = launch_groups if as_columns else groups
+    a, b = read(store, before), read(store, after)
     pairs = [Pair(k, a[k], b[k]) for k in a if k in b]
     if not pairs:
         raise BadArgument(

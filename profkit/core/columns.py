@@ -23,14 +23,44 @@ def ints(conn, sql: str, params=(), ncols: int | None = None, chunk: int = 1 << 
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def row_key(a: np.ndarray) -> np.ndarray:
-    """One int64 per row of an (n, k) int array, equal where the rows are equal (a 1-D unique
-    per column: sorting rows as tuples is an order of magnitude slower)."""
-    key = np.zeros(len(a), dtype=np.int64)
-    for col in a.T:
+def row_key(a) -> np.ndarray:
+    """One int64 per row of an (n, k) int array (or a list of k columns), equal where the rows
+    are equal (a 1-D unique per column: sorting rows as tuples is an order of magnitude slower)."""
+    cols = list(a.T) if isinstance(a, np.ndarray) else list(a)
+    key = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
+    for col in cols:
+        if not len(col):
+            continue
+        lo, hi = int(col.min()), int(col.max())
+        if lo == hi:
+            continue  # (one value: nothing to tell apart)
+        if hi - lo < min(1 << 22, 4 * len(col)):  # small codes: counted, not sorted
+            seen = np.bincount(col - lo, minlength=hi - lo + 1) > 0
+            rank = np.cumsum(seen) - 1
+            key = key * int(rank[-1] + 1) + rank[col - lo]
+            continue
         values, ix = np.unique(col, return_inverse=True)
         key = key * len(values) + ix.reshape(-1)
     return key
+
+
+def lex_order(cols: list[np.ndarray]) -> np.ndarray:
+    """np.lexsort(cols) (the last column the primary key; equal rows kept in their order), by
+    one stable sort of a single integer made of them where their spans multiply within 62
+    bits: a fraction of lexsort's passes over millions of rows."""
+    if not len(cols[0]):
+        return np.zeros(0, dtype=np.intp)
+    lows = [int(c.min()) for c in cols]
+    spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows)]
+    total = 1
+    for w in spans:
+        total *= w
+    if total >= 1 << 62:
+        return np.lexsort(cols)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, lo, w in zip(reversed(cols), reversed(lows), reversed(spans)):
+        key = key * w + (c - lo)
+    return np.argsort(key, kind="stable")
 
 
 def slice_max(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -400,32 +400,42 @@ def _read_adbc_batches(cur, sql, n_int, blob, on_rows, batch_rows, dtypes, index
 
 
 def _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows=None):
+    conn = open_readonly(path)
+    try:
+        return _columns_sqlite3(conn, sql, (), n_int, blob, on_rows, batch_rows, dtypes)
+    finally:
+        conn.close()
+
+
+def read_columns_on(conn: sqlite3.Connection, sql: str, params, n_int: int, blob: bool = False):
+    """read_columns' answer from an open connection (one whose uncommitted rows the query must
+    see), through sqlite3 in batches."""
+    return _columns_sqlite3(conn, sql, params, n_int, blob, None, 1 << 16, ["int64"] * n_int)
+
+
+def _columns_sqlite3(conn, sql, params, n_int, blob, on_rows, batch_rows, dtypes):
     import numpy as np
 
     ints: list[list] = [[] for _ in range(n_int)]
     codes: list = []
     index: dict[bytes, int] = {}
     done = 0
-    conn = open_readonly(path)
-    try:
-        cur = conn.execute(sql)
-        while True:
-            rows = cur.fetchmany(batch_rows)
-            if not rows:
-                break
-            try:
-                a = np.array([r[:n_int] for r in rows] if blob else rows, dtype=np.int64).reshape(len(rows), n_int)
-            except (TypeError, ValueError, OverflowError) as e:
-                raise ColumnsError(f"a value that is not a 64-bit integer ({e})") from None
-            for i in range(n_int):
-                ints[i].append(a[:, i].astype(dtypes[i]))
-            if blob:
-                codes.append(np.array([index.setdefault(bytes(r[n_int]), len(index)) for r in rows], dtype=np.int32))
-            done += len(rows)
-            if on_rows:
-                on_rows(done)
-    finally:
-        conn.close()
+    cur = conn.execute(sql, params)
+    while True:
+        rows = cur.fetchmany(batch_rows)
+        if not rows:
+            break
+        try:
+            a = np.array([r[:n_int] for r in rows] if blob else rows, dtype=np.int64).reshape(len(rows), n_int)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ColumnsError(f"a value that is not a 64-bit integer ({e})") from None
+        for i in range(n_int):
+            ints[i].append(a[:, i].astype(dtypes[i]))
+        if blob:
+            codes.append(np.array([index.setdefault(bytes(r[n_int]), len(index)) for r in rows], dtype=np.int32))
+        done += len(rows)
+        if on_rows:
+            on_rows(done)
     out = []
     for i in range(n_int):  # one column at a time: the batches of the next are still apart
         out.append(np.concatenate(ints[i]) if ints[i] else np.zeros(0, dtype=dtypes[i]))

@@ -775,6 +775,20 @@ FROM label l JOIN kernels k ON k.kernel_id = l.kernel_id;
     )
 )
 
+# compare reads a run's labels as codes: through label_run each row's page is read, its reason
+# and ~800 bytes of evidence with it (a gigabyte at 1 M launches); this index holds only what it
+# reads, and serves label_run's lookups by run too
+MIGRATIONS.append(
+    (
+        19,
+        "label_run_kernel_label: a run's labels without their evidence",
+        """
+CREATE INDEX label_run_kernel_label ON label(run, kernel_id, label);
+DROP INDEX label_run;
+""",
+    )
+)
+
 REBUILDS = {
     10: (
         ("launch", "counter", "label", "rule_result"),
