@@ -137,3 +137,37 @@ def test_launches_without_counters_label_as_the_general_path(profiles_db_built, 
         for r in runs:
             assert fast[r] == cl.label_rows(s, r)
         assert sum(1 for r in runs for row in fast[r] if json.loads(row["evidence"])["timeline"]) > 10_000
+
+
+def test_a_measured_launchs_siblings_carry_its_values_and_their_own_timeline(tmp_path):
+    """The launches that read a measured sibling's counters (sampled_from) share its values,
+    made once, and each carries its own timeline in an evidence JSON written as json.dumps
+    writes it: cuda-vector-ops, 649 such launches of 7 measured ones."""
+    from profdata import PROFILES
+
+    from profkit.analyses.classify import label_rows
+    from profkit.store.profiles import load_profiles
+
+    root = tmp_path / "p"
+    shutil.copytree(PROFILES / "cuda-vector-ops", root / "cuda-vector-ops")
+    db = str(tmp_path / "v.db")
+    load_profiles(root, db)
+    with Store(db) as s:
+        rows = [r for r in label_rows(s, "cuda-vector-ops") if r["sampled_from"] is not None]
+        own = {
+            k: {"api_ns": a, "duration_ns": d, "gap_ns": g}
+            for k, d, a, g in s.conn.execute(
+                "SELECT id, duration_ns, api_end_ns - api_start_ns, start_ns - lag(end_ns) OVER (PARTITION BY device,"
+                " stream ORDER BY start_ns) FROM launch_row WHERE run = 'cuda-vector-ops' AND source != 'ncu'"
+            )
+        }
+    assert len(rows) == 649
+    kept: dict = {}
+    for r in rows:
+        e = json.loads(r["evidence"])
+        assert r["evidence"] == json.dumps(e, sort_keys=True)
+        assert e["timeline"] == own[r["kernel_id"]] and e["sampled_from"] == r["sampled_from"]
+        assert "duration" not in e["values"]  # the timeline's duration is the launch's, not the measured one's
+        rest = {k: v for k, v in e.items() if k != "timeline"}
+        assert kept.setdefault((r["sampled_from"], r["label"]), rest) == rest
+    assert len({k[0] for k in kept}) == 7

@@ -112,3 +112,33 @@ def test_a_version_4_database_gains_structured_paths(db):
         assert rows and all(json.loads(r["nvtx_names"])[-1] == "/layer1/Conv + /relu/Relu" for r in rows)
         r = s.query("SELECT depth, names FROM nvtx_range WHERE run = 'ws' AND text = '/layer1/Conv + /relu/Relu'")[0]
         assert json.loads(r["names"])[-1] == "/layer1/Conv + /relu/Relu" and r["depth"] == len(json.loads(r["names"])) - 1
+
+
+def test_a_deferred_index_is_built_once_at_the_end_and_restored_when_missing(db):
+    """indexes_after: a load into a database without counters writes them without the metric
+    index and builds it when it ends (the same text as migration 1's); a database with
+    counters keeps it; a writer that finds it missing (a load killed inside) builds it."""
+    from profdata import KNOWN_NCU
+
+    from profkit.store.ingest import ingest
+    from profkit.store.schema import DEFERRABLE_INDEXES
+
+    def index_sql(s):
+        row = s.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'counter_metric'").fetchone()
+        return row and row[0]
+
+    with Store(db) as s:
+        made = index_sql(s)
+        assert made == DEFERRABLE_INDEXES["counter_metric"]
+        with s.indexes_after():
+            assert index_sql(s) is None
+            ingest(db, [KNOWN_NCU], run="k", store=s)
+            assert index_sql(s) is None
+        assert index_sql(s) == made
+        with s.indexes_after():  # counters held now: the index stays
+            assert index_sql(s) == made
+        plan = " ".join(r[3] for r in s.conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM counter WHERE metric = 'x'"))
+        assert "counter_metric" in plan
+        s.conn.execute("DROP INDEX counter_metric")
+    with Store(db) as s:
+        assert index_sql(s) == made

@@ -529,15 +529,11 @@ def _no_counter_values(gpu: gpus.Gpu | None) -> tuple[dict, dict, dict]:
     return hit[1]
 
 
-def _label_one(
-    c: dict,
-    t: dict | None,
-    name: str | None,
-    gpu: gpus.Gpu | None,
-    ridge: float | None,
-    sampled: bool = False,
-    family: str | None = None,
-) -> dict:
+def _inputs(
+    c: dict, gpu: gpus.Gpu | None, ridge: float | None, sampled: bool = False
+) -> tuple[dict, dict, dict, float | None, str]:
+    """(values, missing, peaks, ridge, ridge_of) of a launch's counters on one GPU row: all of
+    _label_one but the rules, the same for every launch that reads these counters."""
     if c:
         v, missing, peaks = _values(c, gpu)
         kr, ridge_of = kernel_ridge(c, ridge, gpu)
@@ -548,12 +544,28 @@ def _label_one(
         kr, ridge_of = ridge, "bf16_tensor"  # kernel_ridge without counters: no precision, the run's ridge
     if sampled:  # another launch's counters: its duration is not this launch's (the timeline's is)
         v.pop("duration", None)
-    label, reason, rule = classify_one(v, t, kr, name, ridge_of, family)
-    if kr is not None and "arithmetic_intensity" in v:  # the ridge was weighed: name its peaks
+    if kr is not None and "arithmetic_intensity" in v:  # the ridge is weighed: name its peaks
         r = rates(c, gpu)
         for key in (ridge_of, "dram"):
             if key in r:
                 peaks.setdefault(key, r[key][1])
+    return v, missing, peaks, kr, ridge_of
+
+
+def _label_one(
+    c: dict,
+    t: dict | None,
+    name: str | None,
+    gpu: gpus.Gpu | None,
+    ridge: float | None,
+    sampled: bool = False,
+    family: str | None = None,
+    inputs: tuple | None = None,
+) -> dict:
+    """The label of one launch on one GPU row; `inputs`: its _inputs where already made (they
+    are read, not changed)."""
+    v, missing, peaks, kr, ridge_of = inputs or _inputs(c, gpu, ridge, sampled)
+    label, reason, rule = classify_one(v, t, kr, name, ridge_of, family)
     return {
         "label": label,
         "reason": reason,
@@ -664,6 +676,10 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
     default = (options, ridges, found)
+    shared: dict = {}  # (measured launch, GPU of the file) -> _inputs per GPU row
+    # (measured launch, GPU of the file, (label, rule) per GPU row) -> a sibling's evidence JSON
+    # before and after its timeline: the same for every sibling but the timeline
+    sibling_json: dict = {}
     for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run):
         t = _facts(trow)
         if one and kid not in counters and sampled_from not in counters:
@@ -715,8 +731,15 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         sampled = sampled_from if not c and sampled_from in counters else None
         if sampled is not None:
             c = counters[sampled]
-        options, ridges, found = by_gpu.get(per_file.get(file_of.get(kid, -1), ""), default)
-        each = [_label_one(c, t, name, g, rg, sampled is not None, family) for g, rg in zip(options, ridges)]
+        gpu_of = per_file.get(file_of.get(kid, -1), "")
+        options, ridges, found = by_gpu.get(gpu_of, default)
+        if sampled is None:
+            each = [_label_one(c, t, name, g, rg, False, family) for g, rg in zip(options, ridges)]
+        else:  # the siblings of one measured launch read its counters: their values made once
+            ins = shared.get((sampled, gpu_of))
+            if ins is None:
+                ins = shared[sampled, gpu_of] = [_inputs(c, g, rg, True) for g, rg in zip(options, ridges)]
+            each = [_label_one(c, t, name, g, rg, True, family, i) for g, rg, i in zip(options, ridges, ins)]
         # a GPU on which this launch would have run above 100 % of a peak did not run it
         fits = [(g, e) for g, e in zip(options, each) if not _impossible(e)]
         ruled_out = [f"{_gpu_name(g)} ({_impossible(e)})" for g, e in zip(options, each) if _impossible(e)]
@@ -764,6 +787,17 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
         if sampled is not None:
             evidence["sampled_from"] = sampled
             reason = f"{reason} (counters of launch {sampled}, the sampled launch of this kernel and configuration)"
+        if sampled is not None and kid not in ncu_rules and kid not in hot:
+            # ("timeline" sorts after every other key but "values")
+            key = (sampled, gpu_of, tuple((e["label"], e["rule"]) for e in each))
+            if key not in sibling_json:
+                whole = _EVIDENCE.encode({**evidence, "timeline": None})
+                cut = whole.rindex(', "timeline": null, "values": ')
+                sibling_json[key] = (whole[: cut + 14], whole[cut + 18 :])
+            head, tail = sibling_json[key]
+            text = head + _timeline_json(t) + tail
+        else:
+            text = _EVIDENCE.encode(evidence)
         yield {
             "run": run,
             "kernel_id": kid,
@@ -772,7 +806,7 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
             "nvtx_path": nvtx_path,
             "label": label,
             "reason": reason,
-            "evidence": _EVIDENCE.encode(evidence),
+            "evidence": text,
             "sampled_from": sampled,
         }
 

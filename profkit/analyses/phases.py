@@ -104,11 +104,12 @@ def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
     if not src:
         return None
     rank = store.query("SELECT min(rank) AS r FROM launch WHERE run = ? AND source = ?", (run, src))[0]["r"]
+    # launch_row with its name ids, not the launch view: the view looks each row's names up
     cur = store.conn.execute(
-        "SELECT start_ns, end_ns, coalesce(api_start_ns, start_ns), short_name, kernel_name, "
+        "SELECT start_ns, end_ns, coalesce(api_start_ns, start_ns), short_id, name_id, "
         "coalesce(block_x, 0) * 65536 + coalesce(registers_per_thread, 0) * 4 "
-        "+ coalesce(shared_mem_dynamic, 0) * 1000003, path_id "
-        "FROM launch WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL "
+        "+ coalesce(shared_mem_dynamic, 0) * 1000003, coalesce(path_id, -1) "
+        "FROM launch_row WHERE run = ? AND source = ? AND timeline_id IS NULL AND start_ns IS NOT NULL "
         "AND end_ns IS NOT NULL AND rank IS ? ORDER BY start_ns, id",
         (run, src, rank),
     )
@@ -116,19 +117,23 @@ def _timeline(store: Store, run: str) -> dict[str, np.ndarray] | None:
     if not rows:
         return None
     start, end, api, short, name, config, path = zip(*rows)
-    # names to ids by hashing (np.unique sorts the long name strings: 23 s of 24 at 600 k launches)
+    text = dict(store.conn.execute("SELECT id, name FROM launch_name"))
+    text[None] = None
+    # names to ids by hashing (np.unique sorts the long name strings: 23 s of 24 at 600 k launches);
+    # a name id stands for its name (launch_name holds each name once)
     index: dict = {}
     ids = np.fromiter((index.setdefault(n, len(index)) for n in name), np.int64, len(name))
-    names = np.array([str(n) for n in index], dtype=object)
+    names = np.array([str(text[n]) for n in index], dtype=object)
+    shorts = {n: text[n] for n in set(short)}
     return {
         "start": np.asarray(start, np.int64),
         "end": np.asarray(end, np.int64),
         "api": np.asarray(api, np.int64),
         "ids": ids,
         "names": names,
-        "short": np.array(short, dtype=object),
+        "short": np.array([shorts[n] for n in short], dtype=object),
         "config": np.asarray(config, np.int64),
-        "path": np.array([-1 if p is None else p for p in path], np.int64),
+        "path": np.asarray(path, np.int64),
         "rank": rank,
     }
 

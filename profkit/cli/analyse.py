@@ -81,7 +81,7 @@ def analyse(profiles, db, top, html, peaks_file, verbose):
     # the claims and the rooflines (Store.keep_counters)
     with Store(db) as s, s.keep_counters():
         s.conn.execute("PRAGMA cache_size = -65536")  # 64 MB of pages: the job rereads what it wrote (~80 MB here)
-        with file_progress() as on_progress:
+        with file_progress() as on_progress, s.indexes_after():
             loaded = load_profiles(
                 profiles, db, on_file=landed if verbose else None, on_progress=on_progress, on_run=run_landed, store=s
             )

@@ -17,7 +17,7 @@ from profkit.core.dbfile import open_readonly as _open_file_readonly
 from profkit.core.errors import ProfkitError
 from profkit.core.signals import watch
 from profkit.parsers import registry as _parsers
-from profkit.store.schema import LATEST, migrate, schema_version
+from profkit.store.schema import LATEST, migrate, restore_indexes, schema_version
 
 WAL_SWITCH_TIMEOUT_MS = 120_000
 
@@ -97,6 +97,7 @@ def open_writer(path: str) -> sqlite3.Connection:
     try:
         conn = connect(path)
         migrate(conn)
+        restore_indexes(conn)
         return conn
     except sqlite3.DatabaseError as e:
         raise ProfkitError(f"{path}: not a usable profkit database ({e})") from None

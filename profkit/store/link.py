@@ -32,8 +32,11 @@ def link(conn: sqlite3.Connection, run: str) -> None:
         return
     timeline = (tl,)
     sampled = _sampled_files(conn, run)
+    # the timeline's launches of each rank, read once for both passes (the links below change
+    # only the ncu launches' timeline_id, none of the fields read)
+    read: dict = {}
     if sampled:
-        _link_sampled(conn, run, tl, sampled)
+        _link_sampled(conn, run, tl, sampled, read)
     skip = f" AND file_id NOT IN ({','.join(str(f) for f in sampled)})" if sampled else ""
     for key in ("nvtx_path", "nvtx_range"):
         conn.execute(
@@ -54,7 +57,7 @@ def link(conn: sqlite3.Connection, run: str) -> None:
         )
     _link_by_prefix(conn, run, timeline[0], skip)
     if sampled:
-        _link_siblings(conn, run, tl)
+        _link_siblings(conn, run, tl, read)
 
 
 def _sampled_files(conn: sqlite3.Connection, run: str) -> dict[int, sampling.Spec]:
@@ -76,25 +79,31 @@ def _rows(conn: sqlite3.Connection, where: str, params) -> tuple[list[int], list
     return [r[0] for r in got], [r[1:] for r in got]
 
 
-def _link_sampled(conn: sqlite3.Connection, run: str, tl: str, files: dict[int, sampling.Spec]) -> None:
+def _timeline_rows(conn: sqlite3.Connection, run: str, tl: str, rank, read: dict) -> tuple[list[int], list[tuple]]:
+    if rank not in read:
+        read[rank] = _rows(conn, "run = ? AND source = ? AND rank IS ?", (run, tl, rank))
+    return read[rank]
+
+
+def _link_sampled(conn: sqlite3.Connection, run: str, tl: str, files: dict[int, sampling.Spec], read: dict) -> None:
     """A sampled report's launches pair with the timeline launches the same sampling rule
     picks on the timeline (profkit.core.sampling.pairs), within each rank."""
     for fid, spec in files.items():
         nids, nrows = _rows(conn, "file_id = ? AND source = 'ncu'", (fid,))
         rank = conn.execute("SELECT rank FROM report_file WHERE id = ?", (fid,)).fetchone()[0]
-        tids, trows = _rows(conn, "run = ? AND source = ? AND rank IS ?", (run, tl, rank))
+        tids, trows = _timeline_rows(conn, run, tl, rank, read)
         conn.executemany(
             "UPDATE launch_row SET timeline_id = ? WHERE id = ?",
             [(tids[t], nids[n]) for n, t in sampling.pairs(trows, nrows, spec)],
         )
 
 
-def _link_siblings(conn: sqlite3.Connection, run: str, tl: str) -> None:
+def _link_siblings(conn: sqlite3.Connection, run: str, tl: str, read: dict) -> None:
     """Each timeline launch without counters of its own points at the measured launch of the
     same kernel and configuration (sampled_from): classify labels it from those counters."""
     conn.execute("UPDATE launch_row SET sampled_from = NULL WHERE run = ?", (run,))
     for (rank,) in conn.execute("SELECT DISTINCT rank FROM launch WHERE run = ? AND source = ?", (run, tl)).fetchall():
-        tids, trows = _rows(conn, "run = ? AND source = ? AND rank IS ?", (run, tl, rank))
+        tids, trows = _timeline_rows(conn, run, tl, rank, read)
         at = {t: i for i, t in enumerate(tids)}
         measured = {
             at[t]

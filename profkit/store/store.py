@@ -158,6 +158,13 @@ class Store:
         return self._cache.remember(key, compute)
 
     # --- writing (profkit.store.write), each in one transaction --------------------------
+    @contextmanager
+    def indexes_after(self):
+        """Within it, a load into a database without counters builds the counters' metric
+        index once, at the end, instead of row by row (profkit analyse on a fresh database)."""
+        with write.indexes_after(self.conn):
+            yield self
+
     def add_report(
         self, run: str, report: Parsed, sha256, rank: int | None = None, progress=None, guard=None, before_commit=None
     ) -> dict:

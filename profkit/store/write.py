@@ -12,6 +12,8 @@ import json
 import operator
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from profkit.core import environment
@@ -22,7 +24,7 @@ from profkit.store import inherit, ops_table, source_rows
 from profkit.store.connection import switch_journal
 from profkit.store.ids import name_ids, path_ids
 from profkit.store.link import link
-from profkit.store.schema import now
+from profkit.store.schema import DEFERRABLE_INDEXES, now, restore_indexes
 from profkit.store.transaction import transaction
 
 
@@ -91,6 +93,26 @@ def add_report(
             if journal:
                 switch_journal(c, "WAL")
     return {"skipped": False, "file_id": file_id, **report.summary()}
+
+
+@contextmanager
+def indexes_after(conn: sqlite3.Connection) -> Iterator[None]:
+    """Within it, loads into a database without counters write them without the deferrable
+    indexes (schema.DEFERRABLE_INDEXES), built once at the end; a database with counters keeps
+    its indexes (a build would sort every row it holds)."""
+    if conn.execute("SELECT 1 FROM counter LIMIT 1").fetchone():
+        yield
+        return
+    with transaction(conn):
+        for name in DEFERRABLE_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+    try:
+        yield
+    finally:
+        try:
+            restore_indexes(conn)
+        except sqlite3.Error:  # (busy or interrupted: the next writer to open the database builds them)
+            pass
 
 
 def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
