@@ -100,6 +100,8 @@ LIBRARY_STEP = {
 DRAM_AT_ROOF_PCT = 80.0
 # an item predicted below this never ranks above one predicted at or above it
 MIN_SPEEDUP = 1.05
+# labels of idle items whose cost a process pays once (profkit.analyses.idle_advice)
+ONE_TIME = ("module_load",)
 
 
 @dataclass
@@ -1373,9 +1375,11 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
     items = [i for i in items if i.recoverable_ns > 0 or i.floor_ns is None]
     # ranked by the attainable gain; an item predicted under MIN_SPEEDUP never ranks above one
     # predicted at or above it
+    # module loading and JIT are paid once per process, not by every further call: they rank after
+    # the recurring work, like an item under MIN_SPEEDUP
     items.sort(
         key=lambda i: (
-            2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP),
+            2 if i.predicted_speedup is None else int(i.predicted_speedup < MIN_SPEEDUP or i.label in ONE_TIME),
             -i.recoverable_ns,
             -i.gpu_ns,
         )
