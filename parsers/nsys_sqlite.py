@@ -567,6 +567,8 @@ def _parse_bulk(
         _refuse_long_kernel_names(path, conn, t, kt, name_col, short_col)
         r = _range_columns(path, conn, t, tell("NVTX ranges"))
         read = kernels_read.result()
+        if read.names is None:
+            _refuse_long_name_keys(path, conn, kt, name_col, short_col)
         krow_all, kstart_all, numeric, kdev, name_keys = read.row, read.start, read.numeric, read.dev, read.names
         read.row = read.start = read.numeric = read.dev = None  # (the join's thread holds it: used here, let go)
         n_kernels = len(krow_all)
@@ -1122,6 +1124,20 @@ class _LaunchCalls:
 
 class _Stopped(Exception):
     pass
+
+
+def _refuse_long_name_keys(path: Path, conn, kt: str, name_col: str, short_col: str) -> None:
+    """A kernel whose name column holds the name itself (text or a BLOB where a string id
+    belongs; the row path reads it as the name) over MAX_NAME refuses the file, as the row path
+    does. Scanned only where the kernels' read found a key that is not an integer."""
+    for c in (name_col, short_col):
+        rows = conn.execute(
+            f"SELECT k.{c} FROM \"{kt}\" k WHERE typeof(k.{c}) IN ('text', 'blob') AND length(k.{c}) > {MAX_NAME}"
+        )
+        for (v,) in rows:  # (a BLOB's length is its bytes: decoded, it may be shorter)
+            text = _text(v) or ""
+            if len(text) > MAX_NAME:
+                raise BadInput(path, name_too_long(text))
 
 
 def _refuse_long_kernel_names(path: Path, conn, t: dict, kt: str, name_col: str, short_col: str) -> None:

@@ -130,6 +130,22 @@ def test_an_unmangled_name_launched_through_the_driver_api_is_user_triton():
     assert F.explain("add_kernel", "cudaLaunchKernel")[0] == "other"  # the runtime API: PyTorch, CUDA C++
 
 
+def test_the_patterns_search_a_bounded_head_of_a_huge_name():
+    """A hostile name of megabytes (the fuzzer's 24 MB kernel name: 23 s in the patterns) is
+    searched over its first SCAN characters only, once per pattern: a marker there counts, one
+    past it does not, and the name's length changes nothing else."""
+    from profkit.core import families
+
+    SCAN = 1 << 16  # families.SCAN
+    pad = "x" * (2 << 20)
+    assert F.family_of("cublasLt_" + pad) == "cublas"
+    assert F.family_of("void at::native::reduce_kernel<512>(" + pad) == "aten_reduce"
+    assert F.family_of("k" * SCAN + "_cublas_" + pad) == "other"
+    assert F.family_of("k" * (SCAN - 10) + "_cublas_" + pad) == "cublas"
+    assert F.warp_specialised("nvjet_" + pad) and not F.warp_specialised("k" * SCAN + "tcgen05" + pad)
+    assert families.SCAN == SCAN
+
+
 WARP_SPECIALISED = [
     "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
     "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",

@@ -296,6 +296,38 @@ def test_column_path_refuses_a_huge_kernel_name(tmp_path, column_path):
     assert column_path
 
 
+@pytest.mark.parametrize("value", ["text", "blob"])
+def test_column_path_refuses_a_huge_name_held_in_the_kernel_table(tmp_path, column_path, value):
+    """Found by the fuzzer: a 24 MB text in the kernel table's name column itself (where a string
+    id belongs; the row path reads it as the name and refuses it) loaded through the column path,
+    which put it through the family patterns (16-27 s). Refused as the row path refuses it."""
+    name = "k" * (2 << 20)
+    p = _export(tmp_path, "kname.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ? WHERE rowid = "
+              "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)", (name if value == "text" else name.encode(),))
+    c.commit()
+    c.close()
+    _refused(tmp_path, p, "a kernel or range name of 2,097,152 characters")
+    assert column_path
+
+
+def test_column_path_loads_a_long_name_held_in_the_kernel_table(tmp_path, column_path):
+    """A name in the kernel table itself under the limit loads, as on the row path."""
+    p = _export(tmp_path, "kname.nsys.sqlite")
+    c = sqlite3.connect(p)
+    c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ? WHERE rowid = "
+              "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)", ("k" * 5000,))
+    c.commit()
+    c.close()
+    db = tmp_path / "t.db"
+    assert run("ingest", "--db", db, p).exit_code == 0
+    c = sqlite3.connect(db)
+    assert c.execute("SELECT count(*) FROM launch_name WHERE name = ?", ("k" * 5000,)).fetchone() == (1,)
+    c.close()
+    assert column_path
+
+
 def test_column_path_refuses_a_huge_range_name(tmp_path, column_path):
     p = _export(tmp_path, "rname.nsys.sqlite")
     c = sqlite3.connect(p)

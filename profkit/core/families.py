@@ -138,6 +138,11 @@ _ATEN_SHORT = {
 }
 
 
+# characters of a name the patterns search: every library marker lies well inside it (real names
+# are under ~10 K), and a hostile name of megabytes costs one bounded search per pattern
+SCAN = 1 << 16
+
+
 def _strip(name: str) -> str:
     n = name.strip()
     if n.startswith("void "):
@@ -158,8 +163,9 @@ def explain(name: str | None, api_name: str | None = None) -> tuple[str, str]:
         return "lab", f"profkit's lab Triton kernel {n} (kernels/)"
     if n in _ATEN_SHORT:
         return _ATEN_SHORT[n], f"ATen's {n} (short name)"
+    scan = n[:SCAN]
     for fam, pat, why in _RULES:
-        if pat.search(n):
+        if pat.search(scan):
             return fam, why
     if _BARE.match(n):
         if api_name and api_name.split("_v")[0] in TRITON_CALLS:
@@ -197,4 +203,4 @@ def warp_specialised(name: str | None) -> bool:
     warp groups): one CTA per SM by design, so low theoretical occupancy is not its limit."""
     if not name:
         return False
-    return bool(_WS.search(_strip(name)))
+    return bool(_WS.search(_strip(name)[:SCAN]))
