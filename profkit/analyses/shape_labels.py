@@ -20,9 +20,11 @@ its `unknown`, with the model's why added.
 from __future__ import annotations
 
 import json
+from math import prod
 
 from profkit.model import gpus
 from profkit.model.ops import aten
+from profkit.parsers._ops import GRAD_OP
 from profkit.store import ops_table
 from profkit.store.store import Store
 
@@ -49,7 +51,7 @@ def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
         r = dict(r)
         if r["family"] is None and r["note"] is None:
             if r["op_id"] not in fresh:
-                fresh[r["op_id"]] = _estimate(r)
+                fresh[r["op_id"]] = _estimate(r, _kernels(store, r), _gradients(store, r))
             fam, flops, nbytes, prec, note = fresh[r["op_id"]]
             r.update(family=fam, flops=flops, min_bytes=nbytes, precision=prec, note=note)
         out[r["launch_id"]] = r
@@ -77,7 +79,47 @@ def _operands(r: dict) -> list[aten.Operand]:
     return aten.operands(dims, types, _load(r["concrete"]), _load(r.get("input_strides")))
 
 
-def _estimate(r: dict) -> tuple:
+def _kernels(store: Store, r: dict) -> list[tuple[str, int]] | None:
+    """(kernel name, grid blocks) of an optimizer operator's launches: its tensor lists' sizes
+    where the trace has none (profkit/model/ops/optimizers.py); None for other operators."""
+    if aten.family_of(r["op"]) != "optimizer":
+        return None
+    rows = store.query(
+        "SELECT k.kernel_name, k.grid_x, k.grid_y, k.grid_z FROM op_launch x JOIN kernels k ON k.kernel_id ="
+        " x.launch_id WHERE x.op_id = ? ORDER BY k.start_ns",
+        (r["op_id"],),
+    )
+    return [(k["kernel_name"] or "", (k["grid_x"] or 0) * (k["grid_y"] or 1) * (k["grid_z"] or 1)) for k in rows]
+
+
+def _gradients(store: Store, r: dict) -> list[int] | None:
+    """Element counts of the gradients of the backward before an optimizer operator: autograd's
+    AccumulateGrad ops of its process after the previous step's optimizer ops, one per parameter
+    (None for other operators)."""
+    if aten.family_of(r["op"]) != "optimizer":
+        return None
+    rows = store.query(
+        "SELECT o.op, o.input_dims FROM op_row o JOIN op_row me ON me.id = ? WHERE o.run = me.run"
+        " AND o.pid IS me.pid AND o.rank IS me.rank AND o.start_ns < me.start_ns"
+        " AND (o.op = ? OR o.op LIKE 'aten::\\_f%' ESCAPE '\\') ORDER BY o.start_ns DESC",
+        (r["op_id"], GRAD_OP),
+    )
+    grads: list[int] = []
+    for o in rows:
+        if o["op"] != GRAD_OP:
+            if aten.family_of(o["op"]) != "optimizer":
+                continue  # _fused_rms_norm, _fft_...: not an optimizer step
+            if grads:
+                break  # the previous step's optimizer: the backward before this one ends here
+            continue  # this step's earlier optimizer ops
+        dims = _load(o["input_dims"])
+        if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
+            return None
+        grads.append(prod(int(d) for d in dims[0]))
+    return grads
+
+
+def _estimate(r: dict, kernels: list[tuple[str, int]] | None = None, grads: list[int] | None = None) -> tuple:
     op = r["op"]
     if op.startswith("nccl:"):
         dims, types, conc = _load(r["input_dims"]) or [[0]], _load(r["input_types"]) or [None], _load(r["concrete"])
@@ -89,7 +131,7 @@ def _estimate(r: dict) -> tuple:
         if e is None:
             return None, None, None, None, f"{op}: no group size or message size recorded"
         return e.family, e.flops, e.bytes, e.dtype, e.note
-    e, why = aten.estimate(op, _operands(r))
+    e, why = aten.estimate(op, _operands(r), kernels, grads)
     if e is None:
         return None, None, None, None, why
     note = "; ".join(x for x in (e.note, NVTX_NOTE if r["input_types"] is None else "") if x)
