@@ -332,3 +332,13 @@ def test_gradients_size_the_lists_where_their_chunks_are_the_blocks():
     # other tensors than these gradients (a parameter group, a step counter list): the bound
     e, _ = estimate("aten::_fused_adamw_", ins, [(ADAMW_KERNEL, 590)], grads)
     assert e is not None and e.bytes == 590 * 65536 * 4 * 7 and "upper bound" in e.note
+
+
+def test_a_convolution_returns_its_output_shape():
+    # ResNet-18's stem as aten::cudnn_convolution records it: (self, weight, padding, stride, ...)
+    ins = operands([[64, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+                   [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+                   ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    assert aten.output_of("aten::cudnn_convolution", ins).dims == (64, 64, 112, 112)
+    go, x, w = T(64, 64, 112, 112), T(64, 3, 224, 224), T(64, 3, 7, 7)
+    assert aten.output_of("aten::convolution_backward", [go, x, w]).dims == (64, 3, 224, 224)

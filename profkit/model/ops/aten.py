@@ -240,6 +240,17 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
         transposed = bool(_val(ins[7], False)) if len(ins) > 7 else False
         d = conv.conv_backward(go.shape, x.shape, w.shape, x.esize, tuple(bool(m) for m in mask), transposed)
         return Estimate("conv", d["flops"], d["bytes"], short(x.dtype))
+    shaped = _conv_shapes(name, ins)
+    if shaped is None:
+        return None
+    x, w, out, bias, transposed, note = shaped
+    d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
+    return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
+
+
+def _conv_shapes(name: str, ins: list[Operand]) -> tuple[Operand, Operand, list[int], bool, bool, str] | None:
+    """(input, weight, output dims, has bias, transposed, note) of a forward convolution."""
+    t = _tensors(ins)
     if len(t) < 2:
         return None
     x, w = t[0], t[1]
@@ -264,9 +275,7 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
     groups = arg(at[3], 1)
     sp = conv.out_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, outp)
     c_out = w.shape[1] * (groups if isinstance(groups, int) else 1) if transposed else w.shape[0]
-    out = [x.shape[0], c_out, *sp]
-    d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
-    return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
+    return x, w, [x.shape[0], c_out, *sp], bias, transposed, note
 
 
 _ATTN_FWD = {
@@ -958,6 +967,11 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
             d = _matmul_dims(x.shape, t[1].shape)
             lead = _broadcast([x.shape[:-2], t[1].shape[:-2]]) if len(x.shape) > 2 or len(t[1].shape) > 2 else ()
             return Operand((*lead, d[1], d[2]), x.dtype) if d else None
+        if fam == "conv":
+            if name.endswith("backward"):  # (grad_out, input, weight, ...): grad_input first
+                return Operand(t[1].shape, t[1].dtype)
+            shaped = _conv_shapes(name, ins)
+            return Operand(tuple(shaped[2]), x.dtype) if shaped else None
         if fam == "reduction":
             dims = _val(ins[1], None) if len(ins) > 1 else None
             keep = bool(_val(ins[2], False)) if len(ins) > 2 else False
