@@ -72,7 +72,10 @@ def test_label_agreement_and_its_threshold(res):
     # what is left: DRAM-bound elementwise kernels whose output stays in the 50 MB L2 when the
     # kernel ends, so ncu's DRAM writes miss it and the counted roofline calls them latency
     left = {op: share for op, mine, counted, share in g["disagreements"]}
-    assert set(left) <= {"aten::add", "aten::gelu", "aten::_fused_adamw_", "aten::gather", "aten::copy_"}
+    assert set(left) <= {"aten::add", "aten::gelu", "aten::gather", "aten::copy_"}
+    # each multi_tensor_apply launch labelled on its blocks' share: AdamW's 13-block tail is
+    # latency on both sides, its four 320-block launches dram
+    assert "aten::_fused_adamw_" not in left
     # 0.6 is at the top of the sweep for both programs
     for p in (g, r):
         assert p["threshold_sweep"]["0.6"] == max(p["threshold_sweep"].values())

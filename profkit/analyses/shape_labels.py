@@ -57,7 +57,29 @@ def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
         out[r["launch_id"]] = r
     if fresh and write:
         store.set_op_model([(*v, k) for k, v in fresh.items()])
+    for op_id in {r["op_id"] for r in out.values() if r["family"] == "optimizer" and (r["kernels"] or 0) > 1}:
+        for launch, (blocks, total, ns) in _chunks(store, op_id).items():
+            if launch in out:
+                out[launch].update(launch_blocks=blocks, op_blocks=total, launch_ns=ns)
     return out
+
+
+def _chunks(store: Store, op_id: int) -> dict[int, tuple[int, int, int]]:
+    """launch id -> (its blocks, the operator's blocks, its duration) where every launch of the
+    operator is a multi_tensor_apply kernel: each block does one chunk of the lists, so a launch
+    does its blocks' share of the operator's work, and is labelled on that share ({} otherwise)."""
+    rows = store.query(
+        "SELECT k.kernel_id, k.kernel_name, k.grid_x, k.grid_y, k.grid_z, k.duration_ns FROM op_launch x"
+        " JOIN kernels k ON k.kernel_id = x.launch_id WHERE x.op_id = ?",
+        (op_id,),
+    )
+    if not rows or not all("multi_tensor_apply_kernel" in (k["kernel_name"] or "") for k in rows):
+        return {}
+    blocks = {k["kernel_id"]: (k["grid_x"] or 0) * (k["grid_y"] or 1) * (k["grid_z"] or 1) for k in rows}
+    total = sum(blocks.values())
+    if total <= 0:
+        return {}
+    return {k["kernel_id"]: (blocks[k["kernel_id"]], total, k["duration_ns"] or 0) for k in rows}
 
 
 def _load(text):
@@ -191,7 +213,9 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
         return "communication", f"from shapes: {what}: {o['min_bytes'] / 1e6:,.1f} MB over the links", {}
     if not ceilings or "dram" not in ceilings:
         return None, f"{what}: {whose}", {}
-    dur = o["gpu_ns"] or 0
+    # a multi_tensor_apply launch of several: its blocks' share of the work in its own time
+    part = o["launch_blocks"] / o["op_blocks"] if o.get("op_blocks") else None
+    dur = (o.get("launch_ns") if part is not None else o["gpu_ns"]) or 0
     if dur <= 0:
         return None, f"{what}: its kernels have no duration", {}
     key = _ceiling(o["family"], o["precision"])
@@ -199,8 +223,9 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
     bw = ceilings["dram"]
     # the bytes its kernel moves where the model knows the stock kernel moves more than the minimum
     moved = aten.kernel_bytes(o["op"], _operands(o))
-    t_mem = (moved[0] if moved else o["min_bytes"]) / bw * 1e9
-    t_flop = o["flops"] / peak * 1e9 if peak else 0.0
+    flops, nbytes = (o["flops"] * part, o["min_bytes"] * part) if part is not None else (o["flops"], o["min_bytes"])
+    t_mem = (moved[0] if moved else nbytes) / bw * 1e9
+    t_flop = flops / peak * 1e9 if peak else 0.0
     mem_side = t_mem >= t_flop
     roof = "dram" if mem_side else ("tensor_core" if key.endswith("_tensor") else "compute")
     attained = max(t_mem, t_flop) / dur
@@ -222,11 +247,21 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
         "peaks": whose,
         "note": o["note"] or None,
         "kernel_bytes": moved[0] if moved else None,
+        "launch_share": part,
     }
+    if part is not None:
+        ev["op_gpu_ns"] = o["gpu_ns"]
+        ev["launch_ns"] = dur
+        where = (
+            f"; this launch {o['launch_blocks']:,} of its {o['op_blocks']:,} multi_tensor_apply blocks"
+            f" ({flops / 1e9:,.3g} GFLOP, {nbytes / 1e6:,.3g} MB) in {dur / 1e3:,.1f} us"
+        )
+    else:
+        where = f" in {dur / 1e3:,.1f} us" + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
     head = (
         f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
-        f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
-        + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
+        f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f})"
+        + where
         + (f"; {moved[0] / 1e6:,.3g} MB moved ({moved[1]})" if moved else "")
     )
     share = f"{100 * attained:.0f} % of the {'DRAM' if mem_side else key} roof ({whose})"
