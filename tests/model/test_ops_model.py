@@ -342,3 +342,21 @@ def test_a_convolution_returns_its_output_shape():
     assert aten.output_of("aten::cudnn_convolution", ins).dims == (64, 64, 112, 112)
     go, x, w = T(64, 64, 112, 112), T(64, 3, 224, 224), T(64, 3, 7, 7)
     assert aten.output_of("aten::convolution_backward", [go, x, w]).dims == (64, 3, 224, 224)
+
+
+def test_multi_tensor_functors_name_their_lists():
+    from profkit.model.ops.optimizers import multi_tensor
+
+    def k(functor):
+        return (f"void {NS}multi_tensor_apply_kernel<{NS}TensorListMetadata<3>, {NS}{functor}, float>(...)", 2)
+
+    # out of place (_foreach_add(a, b)): lists 0 and 1 read, list 2 written
+    m = multi_tensor([k("BinaryOpListAlphaFunctor<c10::BFloat16, 3, 2, 2>")])
+    assert (m["reads"], m["writes"], m["esize"], m["numel"]) == (2, 1, 2, 2 * 65536)
+    # _foreach_zero_: nothing read
+    assert multi_tensor([k("ZeroFunctor<float, 1, 0, 0>")])["reads"] == 0
+    # fused SGD with momentum: param, grad, momentum buffer read; param and buffer written
+    m = multi_tensor([k("FusedSgdMathFunctor<float, 3>")])
+    assert (m["reads"], m["writes"]) == (3, 2)
+    # a functor over a type with template arguments of its own is not read
+    assert multi_tensor([k("UnaryOpFunctor<c10::complex<float>, 2, 1, 1>")]) is None
