@@ -20,6 +20,7 @@ its `unknown`, with the model's why added.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from math import prod
 
 from profkit.model import gpus
@@ -47,11 +48,12 @@ def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
     rows = store.query(ops_table.LAUNCH_OPS, (run,))
     out: dict[int, dict] = {}
     fresh: dict[int, tuple] = {}
+    steps = _Steps(store, run)
     for r in rows:
         r = dict(r)
         if r["family"] is None and r["note"] is None:
             if r["op_id"] not in fresh:
-                fresh[r["op_id"]] = _estimate(r, _kernels(store, r), _gradients(store, r))
+                fresh[r["op_id"]] = _estimate(r, _kernels(store, r), steps.before(r))
             fam, flops, nbytes, prec, note = fresh[r["op_id"]]
             r.update(family=fam, flops=flops, min_bytes=nbytes, precision=prec, note=note)
         out[r["launch_id"]] = r
@@ -114,31 +116,52 @@ def _kernels(store: Store, r: dict) -> list[tuple[str, int]] | None:
     return [(k["kernel_name"] or "", (k["grid_x"] or 0) * (k["grid_y"] or 1) * (k["grid_z"] or 1)) for k in rows]
 
 
-def _gradients(store: Store, r: dict) -> list[int] | None:
-    """Element counts of the gradients of the backward before an optimizer operator: autograd's
-    AccumulateGrad ops of its process after the previous step's optimizer ops, one per parameter
-    (None for other operators)."""
-    if aten.family_of(r["op"]) != "optimizer":
-        return None
-    rows = store.query(
-        "SELECT o.op, o.input_dims FROM op_row o JOIN op_row me ON me.id = ? WHERE o.run = me.run"
-        " AND o.pid IS me.pid AND o.rank IS me.rank AND o.start_ns < me.start_ns"
-        " AND (o.op = ? OR o.op LIKE 'aten::\\_f%' ESCAPE '\\') ORDER BY o.start_ns DESC",
-        (r["op_id"], GRAD_OP),
-    )
-    grads: list[int] = []
-    for o in rows:
-        if o["op"] != GRAD_OP:
-            if aten.family_of(o["op"]) != "optimizer":
-                continue  # _fused_rms_norm, _fft_...: not an optimizer step
-            if grads:
-                break  # the previous step's optimizer: the backward before this one ends here
-            continue  # this step's earlier optimizer ops
-        dims = _load(o["input_dims"])
-        if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
+class _Steps:
+    """A run's accumulated gradients and optimizer ops in host order, read once: the gradients
+    of the backward before each optimizer operator (`before`)."""
+
+    def __init__(self, store: Store, run: str):
+        self.store, self.run = store, run
+        self.rows: dict[tuple, list[tuple[int, str, str | None]]] | None = None
+        self.me: dict[int, tuple] = {}
+
+    def _load(self) -> dict[tuple, list[tuple[int, str, str | None]]]:
+        if self.rows is None:
+            self.rows = {}
+            for o in self.store.query(
+                "SELECT id, op, input_dims, start_ns, pid, rank FROM op_row WHERE run = ?"
+                " AND (op = ? OR op LIKE 'aten::\\_f%' ESCAPE '\\') ORDER BY start_ns",
+                (self.run, GRAD_OP),
+            ):
+                if o["op"] != GRAD_OP and aten.family_of(o["op"]) != "optimizer":
+                    continue  # _fused_rms_norm, _fft_...: not an optimizer step
+                key = (o["pid"], o["rank"])
+                self.rows.setdefault(key, []).append((o["start_ns"] or 0, o["op"], o["input_dims"]))
+                self.me[o["id"]] = (key, o["start_ns"] or 0)
+        return self.rows
+
+    def before(self, r: dict) -> list[int] | None:
+        """Element counts of the gradients of the backward before an optimizer operator: the
+        AccumulateGrad ops of its process after the previous step's optimizer ops, one per
+        parameter (None for other operators)."""
+        if aten.family_of(r["op"]) != "optimizer":
             return None
-        grads.append(prod(int(d) for d in dims[0]))
-    return grads
+        rows = self._load()
+        if r["op_id"] not in self.me:
+            return None
+        key, start = self.me[r["op_id"]]
+        seq = rows.get(key, [])
+        grads: list[int] = []
+        for t, op, dims_text in reversed(seq[: bisect_left(seq, (start,))]):
+            if op != GRAD_OP:
+                if grads:
+                    break  # the previous step's optimizer: the backward before this one ends here
+                continue  # this step's earlier optimizer ops
+            dims = _load(dims_text)
+            if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
+                return None
+            grads.append(prod(int(d) for d in dims[0]))
+        return grads
 
 
 def _estimate(r: dict, kernels: list[tuple[str, int]] | None = None, grads: list[int] | None = None) -> tuple:
