@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "opmodel-h100"
 PROGRAMS = ("gpt2-eager-step2", "resnet18-step3")
 L2_BYTES = 50 * 2**20  # H100 SXM
-MEMORY_FAMILIES = ("elementwise", "norm", "softmax", "memory", "reduction", "embedding")
+MEMORY_FAMILIES = ("elementwise", "norm", "softmax", "memory", "reduction", "embedding", "optimizer")
 # below this an operator's traffic is DRAM pages and sectors, not its tensors (a 0-d add reads 6 KB)
 MIN_BYTES = 2**20
 FUSED = ("rmsnorm", "gelu_epilogue", "add_layernorm")

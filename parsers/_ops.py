@@ -13,6 +13,10 @@ import json
 import re
 from collections import defaultdict
 
+# autograd's accumulation of a gradient into its parameter: its one input is the gradient, the
+# parameter's size (kept with the ops though it launches nothing: it sizes optimizer lists)
+GRAD_OP = "torch::autograd::AccumulateGrad"
+
 
 def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
     """ops: (start, end, pid, tid) per operator; calls: (key, start, pid, tid) per launch call.

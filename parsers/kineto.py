@@ -19,7 +19,10 @@ and TraceLens read.
   Inputs"; `with_flops`: "flops") become op rows tied to the kernels they launched (the innermost
   such cpu_op holding the kernel's launch call: parsers/_ops.py), whatever `cpu_ops` says;
   `record_param_comms` (a collective: "Collective name", "In msg nelems", "dtype", "Group size")
-  becomes an op `nccl:<collective>`. A malformed op is skipped, never a reason to refuse the file.
+  becomes an op `nccl:<collective>`; `torch::autograd::AccumulateGrad` (a gradient's size, which
+  is its parameter's) becomes an op with no kernels, so an optimizer's tensor lists, which the
+  trace writes as `[]` past 30 tensors, have sizes. A malformed op is skipped, never a reason to
+  refuse the file.
 - Memcpy / memset (`gpu_memcpy`, `gpu_memset`) are not kernels: their counts, bytes and time
   are in the file's facts (`kineto`).
 - Facts: GPU from `deviceProperties` (the device the kernels ran on), rank and world size from
@@ -50,7 +53,7 @@ from profkit.core.rows import SHARED_ID, Parsed, storable_text
 from profkit.core.units import us_to_ns
 from profkit.core.unpack import open_gzip
 
-from ._ops import launching_ops
+from ._ops import GRAD_OP, launching_ops
 
 FORMAT = "kineto-trace"
 SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")  # file name endings it reads
@@ -485,8 +488,11 @@ class _Trace:
         launched: dict[int, list[int]] = {}
         for seq, op in owner.items():
             launched.setdefault(op, []).append(seq)
+        # a gradient autograd accumulates into a parameter launches nothing of its own, but its
+        # size is the parameter's: the sizes of an optimizer's lists, which the trace leaves out
+        grads = {i for i, o in enumerate(self.ops) if o[0] == GRAD_OP}
         rows = []
-        for i in sorted(launched):
+        for i in sorted(set(launched) | grads):
             o = self.ops[i]
             rows.append(
                 (
@@ -500,7 +506,7 @@ class _Trace:
                     _js(o[7]),
                     _js(o[8]),
                     o[9],
-                    sorted(launched[i]),
+                    sorted(launched.get(i, ())),
                     "record_shapes",
                 )
             )

@@ -46,25 +46,36 @@ def test_gemm_and_attention_flops_within_ten_percent(res):
 
 def test_reads_within_a_quarter_of_ncu(res):
     r = res["programs"]["resnet18-step3"]["ops"]["reads"]
-    assert r["within"] == r["ops"] == 56  # batch norm read twice in training
-    # gather's stride-0 index read as its storage; log_softmax's 50k-wide rows three times
+    # batch norm read twice in training; the foreach SGD's lists (62 tensors: no sizes in the
+    # trace) sized by the step's gradients
+    assert r["within"] == r["ops"] == 59
+    # gather's stride-0 index read as its storage; log_softmax's 50k-wide rows three times; the
+    # fused AdamW's lists sized by the gradients. Outside: the step counters' _foreach_add_, 76
+    # one-element tensors that the launch grid bounds at a 65,536-element chunk each
     g = res["programs"]["gpt2-eager-step2"]["ops"]["reads"]
-    assert g["within"] == g["ops"] == 74
+    assert (g["within"], g["ops"]) == (75, 76) and g["time_share_within"] > 0.99
+    assert [x[0] for x in g["outside"]] == ["aten::_foreach_add_"]
 
 
 def test_writes_agree_once_the_output_outgrows_l2(res):
     g = res["programs"]["gpt2-eager-step2"]["ops"]["writes_beyond_l2"]
-    assert g["ops"] == 3 and g["time_share_within"] > 0.9
+    assert g["ops"] == 4 and g["time_share_within"] > 0.9  # the fused AdamW's 978 MB among them
 
 
 def test_label_agreement_and_its_threshold(res):
     g, r = res["programs"]["gpt2-eager-step2"], res["programs"]["resnet18-step3"]
-    assert r["agreement_counted_roofline"] >= 0.9  # the issue's bar
-    # GPT-2 misses it by its fused AdamW (12 %): the trace records no TensorList sizes
-    assert 0.8 < g["agreement_counted_roofline"] < 0.9
+    # the issue's bar; the optimizers' lists sized from their kernels and the gradients
+    assert r["agreement_counted_roofline"] >= 0.9 and g["agreement_counted_roofline"] >= 0.9
     assert g["agreement_strict"] < g["agreement_counted_roofline"]
     # classify cannot place compute-side kernels without SM throughput in the metric set
-    assert g["agreement_classify"] < 0.3
+    assert g["agreement_classify"] < 0.35
+    # what is left: DRAM-bound elementwise kernels whose output stays in the 50 MB L2 when the
+    # kernel ends, so ncu's DRAM writes miss it and the counted roofline calls them latency
+    left = {op: share for op, mine, counted, share in g["disagreements"]}
+    assert set(left) <= {"aten::add", "aten::gelu", "aten::gather", "aten::copy_"}
+    # each multi_tensor_apply launch labelled on its blocks' share: AdamW's 13-block tail is
+    # latency on both sides, its four 320-block launches dram
+    assert "aten::_fused_adamw_" not in left
     # 0.6 is at the top of the sweep for both programs
     for p in (g, r):
         assert p["threshold_sweep"]["0.6"] == max(p["threshold_sweep"].values())

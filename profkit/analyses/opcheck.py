@@ -25,7 +25,7 @@ from profkit.analyses import classify, shape_labels
 from profkit.core.errors import BadInput
 from profkit.core.metrics import lookup
 from profkit.model import perf
-from profkit.model.ops import aten
+from profkit.model.ops import aten, optimizers
 from profkit.store.store import Store
 
 
@@ -82,7 +82,11 @@ def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
             rd += lookup(c, "dram_read_bytes") or 0.0
             wr += lookup(c, "dram_write_bytes") or 0.0
         written = moved = None
-        if o["family"] is not None:
+        if o["family"] == "optimizer" and o["min_bytes"]:
+            # the lists its kernels' functor writes, of all it touches
+            mt = optimizers.multi_tensor(shape_labels._kernels(store, o) or [])
+            written = o["min_bytes"] * mt["writes"] / (mt["reads"] + mt["writes"]) if mt else None
+        elif o["family"] is not None:
             ins = shape_labels._operands(o)
             out_t = aten.output_of(o["op"], ins)
             written = float(out_t.nbytes) if out_t is not None and out_t.dims is not None else None

@@ -20,9 +20,12 @@ its `unknown`, with the model's why added.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
+from math import prod
 
 from profkit.model import gpus
 from profkit.model.ops import aten
+from profkit.parsers._ops import GRAD_OP
 from profkit.store import ops_table
 from profkit.store.store import Store
 
@@ -45,17 +48,40 @@ def model_ops(store: Store, run: str, write: bool = False) -> dict[int, dict]:
     rows = store.query(ops_table.LAUNCH_OPS, (run,))
     out: dict[int, dict] = {}
     fresh: dict[int, tuple] = {}
+    steps = _Steps(store, run)
     for r in rows:
         r = dict(r)
         if r["family"] is None and r["note"] is None:
             if r["op_id"] not in fresh:
-                fresh[r["op_id"]] = _estimate(r)
+                fresh[r["op_id"]] = _estimate(r, _kernels(store, r), steps.before(r))
             fam, flops, nbytes, prec, note = fresh[r["op_id"]]
             r.update(family=fam, flops=flops, min_bytes=nbytes, precision=prec, note=note)
         out[r["launch_id"]] = r
     if fresh and write:
         store.set_op_model([(*v, k) for k, v in fresh.items()])
+    for op_id in {r["op_id"] for r in out.values() if r["family"] == "optimizer" and (r["kernels"] or 0) > 1}:
+        for launch, (blocks, total, ns) in _chunks(store, op_id).items():
+            if launch in out:
+                out[launch].update(launch_blocks=blocks, op_blocks=total, launch_ns=ns)
     return out
+
+
+def _chunks(store: Store, op_id: int) -> dict[int, tuple[int, int, int]]:
+    """launch id -> (its blocks, the operator's blocks, its duration) where every launch of the
+    operator is a multi_tensor_apply kernel: each block does one chunk of the lists, so a launch
+    does its blocks' share of the operator's work, and is labelled on that share ({} otherwise)."""
+    rows = store.query(
+        "SELECT k.kernel_id, k.kernel_name, k.grid_x, k.grid_y, k.grid_z, k.duration_ns FROM op_launch x"
+        " JOIN kernels k ON k.kernel_id = x.launch_id WHERE x.op_id = ?",
+        (op_id,),
+    )
+    if not rows or not all("multi_tensor_apply_kernel" in (k["kernel_name"] or "") for k in rows):
+        return {}
+    blocks = {k["kernel_id"]: (k["grid_x"] or 0) * (k["grid_y"] or 1) * (k["grid_z"] or 1) for k in rows}
+    total = sum(blocks.values())
+    if total <= 0:
+        return {}
+    return {k["kernel_id"]: (blocks[k["kernel_id"]], total, k["duration_ns"] or 0) for k in rows}
 
 
 def _load(text):
@@ -77,7 +103,68 @@ def _operands(r: dict) -> list[aten.Operand]:
     return aten.operands(dims, types, _load(r["concrete"]), _load(r.get("input_strides")))
 
 
-def _estimate(r: dict) -> tuple:
+def _kernels(store: Store, r: dict) -> list[tuple[str, int]] | None:
+    """(kernel name, grid blocks) of an optimizer operator's launches: its tensor lists' sizes
+    where the trace has none (profkit/model/ops/optimizers.py); None for other operators."""
+    if aten.family_of(r["op"]) != "optimizer":
+        return None
+    rows = store.query(
+        "SELECT k.kernel_name, k.grid_x, k.grid_y, k.grid_z FROM op_launch x JOIN kernels k ON k.kernel_id ="
+        " x.launch_id WHERE x.op_id = ? ORDER BY k.start_ns",
+        (r["op_id"],),
+    )
+    return [(k["kernel_name"] or "", (k["grid_x"] or 0) * (k["grid_y"] or 1) * (k["grid_z"] or 1)) for k in rows]
+
+
+class _Steps:
+    """A run's accumulated gradients and optimizer ops in host order, read once: the gradients
+    of the backward before each optimizer operator (`before`)."""
+
+    def __init__(self, store: Store, run: str):
+        self.store, self.run = store, run
+        self.rows: dict[tuple, list[tuple[int, str, str | None]]] | None = None
+        self.me: dict[int, tuple] = {}
+
+    def _load(self) -> dict[tuple, list[tuple[int, str, str | None]]]:
+        if self.rows is None:
+            self.rows = {}
+            for o in self.store.query(
+                "SELECT id, op, input_dims, start_ns, pid, rank FROM op_row WHERE run = ?"
+                " AND (op = ? OR op LIKE 'aten::\\_f%' ESCAPE '\\') ORDER BY start_ns",
+                (self.run, GRAD_OP),
+            ):
+                if o["op"] != GRAD_OP and aten.family_of(o["op"]) != "optimizer":
+                    continue  # _fused_rms_norm, _fft_...: not an optimizer step
+                key = (o["pid"], o["rank"])
+                self.rows.setdefault(key, []).append((o["start_ns"] or 0, o["op"], o["input_dims"]))
+                self.me[o["id"]] = (key, o["start_ns"] or 0)
+        return self.rows
+
+    def before(self, r: dict) -> list[int] | None:
+        """Element counts of the gradients of the backward before an optimizer operator: the
+        AccumulateGrad ops of its process after the previous step's optimizer ops, one per
+        parameter (None for other operators)."""
+        if aten.family_of(r["op"]) != "optimizer":
+            return None
+        rows = self._load()
+        if r["op_id"] not in self.me:
+            return None
+        key, start = self.me[r["op_id"]]
+        seq = rows.get(key, [])
+        grads: list[int] = []
+        for t, op, dims_text in reversed(seq[: bisect_left(seq, (start,))]):
+            if op != GRAD_OP:
+                if grads:
+                    break  # the previous step's optimizer: the backward before this one ends here
+                continue  # this step's earlier optimizer ops
+            dims = _load(dims_text)
+            if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
+                return None
+            grads.append(prod(int(d) for d in dims[0]))
+        return grads
+
+
+def _estimate(r: dict, kernels: list[tuple[str, int]] | None = None, grads: list[int] | None = None) -> tuple:
     op = r["op"]
     if op.startswith("nccl:"):
         dims, types, conc = _load(r["input_dims"]) or [[0]], _load(r["input_types"]) or [None], _load(r["concrete"])
@@ -89,7 +176,7 @@ def _estimate(r: dict) -> tuple:
         if e is None:
             return None, None, None, None, f"{op}: no group size or message size recorded"
         return e.family, e.flops, e.bytes, e.dtype, e.note
-    e, why = aten.estimate(op, _operands(r))
+    e, why = aten.estimate(op, _operands(r), kernels, grads)
     if e is None:
         return None, None, None, None, why
     note = "; ".join(x for x in (e.note, NVTX_NOTE if r["input_types"] is None else "") if x)
@@ -149,7 +236,9 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
         return "communication", f"from shapes: {what}: {o['min_bytes'] / 1e6:,.1f} MB over the links", {}
     if not ceilings or "dram" not in ceilings:
         return None, f"{what}: {whose}", {}
-    dur = o["gpu_ns"] or 0
+    # a multi_tensor_apply launch of several: its blocks' share of the work in its own time
+    part = o["launch_blocks"] / o["op_blocks"] if o.get("op_blocks") else None
+    dur = (o.get("launch_ns") if part is not None else o["gpu_ns"]) or 0
     if dur <= 0:
         return None, f"{what}: its kernels have no duration", {}
     key = _ceiling(o["family"], o["precision"])
@@ -157,8 +246,9 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
     bw = ceilings["dram"]
     # the bytes its kernel moves where the model knows the stock kernel moves more than the minimum
     moved = aten.kernel_bytes(o["op"], _operands(o))
-    t_mem = (moved[0] if moved else o["min_bytes"]) / bw * 1e9
-    t_flop = o["flops"] / peak * 1e9 if peak else 0.0
+    flops, nbytes = (o["flops"] * part, o["min_bytes"] * part) if part is not None else (o["flops"], o["min_bytes"])
+    t_mem = (moved[0] if moved else nbytes) / bw * 1e9
+    t_flop = flops / peak * 1e9 if peak else 0.0
     mem_side = t_mem >= t_flop
     roof = "dram" if mem_side else ("tensor_core" if key.endswith("_tensor") else "compute")
     attained = max(t_mem, t_flop) / dur
@@ -180,11 +270,21 @@ def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, st
         "peaks": whose,
         "note": o["note"] or None,
         "kernel_bytes": moved[0] if moved else None,
+        "launch_share": part,
     }
+    if part is not None:
+        ev["op_gpu_ns"] = o["gpu_ns"]
+        ev["launch_ns"] = dur
+        where = (
+            f"; this launch {o['launch_blocks']:,} of its {o['op_blocks']:,} multi_tensor_apply blocks"
+            f" ({flops / 1e9:,.3g} GFLOP, {nbytes / 1e6:,.3g} MB) in {dur / 1e3:,.1f} us"
+        )
+    else:
+        where = f" in {dur / 1e3:,.1f} us" + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
     head = (
         f"from shapes: {what}: {o['flops'] / 1e9:,.3g} GFLOP, {o['min_bytes'] / 1e6:,.3g} MB minimum "
-        f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f}) in {dur / 1e3:,.1f} us"
-        + (f" over {o['kernels']} kernels" if o["kernels"] > 1 else "")
+        f"({ai:,.3g} FLOP/B vs the {key} ridge {ridge:,.0f})"
+        + where
         + (f"; {moved[0] / 1e6:,.3g} MB moved ({moved[1]})" if moved else "")
     )
     share = f"{100 * attained:.0f} % of the {'DRAM' if mem_side else key} roof ({whose})"

@@ -137,9 +137,47 @@ def test_optimizers_fused_and_foreach():
     assert s.bytes == 1024 * 4 * 3
     f = est("aten::_foreach_mul_", params, S(0.9))
     assert f.bytes == 1024 * 4 * 2
-    # torch.profiler writes [] for a TensorList's sizes: nothing to say, and why
+    # torch.profiler writes [] for a list of more than 30 tensors: without its kernels, nothing to
+    # say, and why
     e, why = estimate("aten::_foreach_mul_", operands([[], []], ["TensorList", "Scalar"], ["", "0.9"]))
     assert e is None and "no input shapes" in why
+    # amsgrad keeps a fifth list, max_exp_avg_sq: read and written
+    flags = [S(x) for x in (3e-4, 0.9, 0.999, 0.01, 1e-8, True, False)]
+    am = est("aten::_fused_adamw_", params, params, params, params, params, params, *flags)
+    assert am.bytes == 1024 * 4 * 9
+
+
+# the kernels of GPT-2's fused AdamW and ResNet's foreach SGD (tests/data/opmodel-h100 traces)
+NS = "at::native::(anonymous namespace)::"
+ADAMW_KERNEL = (
+    f"void {NS}multi_tensor_apply_kernel<{NS}FusedOptimizerTensorListMetadata<4>, {NS}FusedAdamMathFunctor<float, 4,"
+    f" (at::native::ADAM_MODE)1, false>, float const*, double, double, double, double, double, bool, float const*,"
+    f" float const*>({NS}FusedOptimizerTensorListMetadata<4>, {NS}FusedAdamMathFunctor<float, 4,"
+    " (at::native::ADAM_MODE)1, false>, float const*, double, double, double, double, double, bool, float const*,"
+    " float const*)"
+)
+ADD_LISTS_KERNEL = (
+    f"void {NS}multi_tensor_apply_kernel<{NS}TensorListMetadata<2>, {NS}BinaryOpListAlphaFunctor<float, 2, 2, 0>,"
+    f" std::plus<float>, float>({NS}TensorListMetadata<2>, {NS}BinaryOpListAlphaFunctor<float, 2, 2, 0>,"
+    " std::plus<float>, float)"
+)
+
+
+def test_optimizer_lists_sized_from_their_kernels():
+    # GPT-2's 76 parameters (81.5 M fp32 elements) in 1,293 chunks over five launches
+    ins = operands([[]] * 6 + [[]] * 7 + [[], []], ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""],
+                   [""] * 6 + ["0.0003", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
+    e, why = estimate("aten::_fused_adamw_", ins, [(ADAMW_KERNEL, 320)] * 4 + [(ADAMW_KERNEL, 13)])
+    assert e is not None, why
+    n = 1293 * 65536
+    assert e.family == "optimizer" and e.dtype == "fp32"
+    assert e.bytes == n * 4 * (4 + 3) and e.flops == 14 * n and "upper bound" in e.note
+    # _foreach_add_(bufs, grads, alpha): two lists read, the first written
+    ins = operands([[], [], []], ["TensorList", "TensorList", "Scalar"], ["", "", "1"])
+    f, _ = estimate("aten::_foreach_add_", ins, [(ADD_LISTS_KERNEL, 200)])
+    assert f is not None and f.bytes == 200 * 65536 * 4 * 3
+    # a kernel that is not multi_tensor_apply says nothing
+    assert estimate("aten::_foreach_add_", ins, [("void foo<float>(float)", 10)])[0] is None
 
 
 def test_collectives_bus_bytes():
@@ -284,3 +322,41 @@ def test_cudnn_convolution_reads_padding_before_stride():
     stem = operands([[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
                     ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
     assert estimate("aten::cudnn_convolution", stem)[0].flops == 2 * 64 * 64 * 112 * 112 * 3 * 49
+
+
+def test_gradients_size_the_lists_where_their_chunks_are_the_blocks():
+    ins = operands([[]] * 6, ["TensorList"] * 6, [""] * 6)
+    grads = [50257 * 768, 768, 768]  # 589 + 1 + 1 chunks
+    e, _ = estimate("aten::_fused_adamw_", ins, [(ADAMW_KERNEL, 320), (ADAMW_KERNEL, 271)], grads)
+    assert e is not None and e.bytes == sum(grads) * 4 * 7 and "3 gradients" in e.note
+    # other tensors than these gradients (a parameter group, a step counter list): the bound
+    e, _ = estimate("aten::_fused_adamw_", ins, [(ADAMW_KERNEL, 590)], grads)
+    assert e is not None and e.bytes == 590 * 65536 * 4 * 7 and "upper bound" in e.note
+
+
+def test_a_convolution_returns_its_output_shape():
+    # ResNet-18's stem as aten::cudnn_convolution records it: (self, weight, padding, stride, ...)
+    ins = operands([[64, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+                   [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+                   ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    assert aten.output_of("aten::cudnn_convolution", ins).dims == (64, 64, 112, 112)
+    go, x, w = T(64, 64, 112, 112), T(64, 3, 224, 224), T(64, 3, 7, 7)
+    assert aten.output_of("aten::convolution_backward", [go, x, w]).dims == (64, 3, 224, 224)
+
+
+def test_multi_tensor_functors_name_their_lists():
+    from profkit.model.ops.optimizers import multi_tensor
+
+    def k(functor):
+        return (f"void {NS}multi_tensor_apply_kernel<{NS}TensorListMetadata<3>, {NS}{functor}, float>(...)", 2)
+
+    # out of place (_foreach_add(a, b)): lists 0 and 1 read, list 2 written
+    m = multi_tensor([k("BinaryOpListAlphaFunctor<c10::BFloat16, 3, 2, 2>")])
+    assert (m["reads"], m["writes"], m["esize"], m["numel"]) == (2, 1, 2, 2 * 65536)
+    # _foreach_zero_: nothing read
+    assert multi_tensor([k("ZeroFunctor<float, 1, 0, 0>")])["reads"] == 0
+    # fused SGD with momentum: param, grad, momentum buffer read; param and buffer written
+    m = multi_tensor([k("FusedSgdMathFunctor<float, 3>")])
+    assert (m["reads"], m["writes"]) == (3, 2)
+    # a functor over a type with template arguments of its own is not read
+    assert multi_tensor([k("UnaryOpFunctor<c10::complex<float>, 2, 1, 1>")]) is None

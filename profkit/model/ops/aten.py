@@ -240,6 +240,17 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
         transposed = bool(_val(ins[7], False)) if len(ins) > 7 else False
         d = conv.conv_backward(go.shape, x.shape, w.shape, x.esize, tuple(bool(m) for m in mask), transposed)
         return Estimate("conv", d["flops"], d["bytes"], short(x.dtype))
+    shaped = _conv_shapes(name, ins)
+    if shaped is None:
+        return None
+    x, w, out, bias, transposed, note = shaped
+    d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
+    return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
+
+
+def _conv_shapes(name: str, ins: list[Operand]) -> tuple[Operand, Operand, list[int], bool, bool, str] | None:
+    """(input, weight, output dims, has bias, transposed, note) of a forward convolution."""
+    t = _tensors(ins)
     if len(t) < 2:
         return None
     x, w = t[0], t[1]
@@ -264,9 +275,7 @@ def _conv(name: str, ins: list[Operand]) -> Estimate | None:
     groups = arg(at[3], 1)
     sp = conv.out_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, outp)
     c_out = w.shape[1] * (groups if isinstance(groups, int) else 1) if transposed else w.shape[0]
-    out = [x.shape[0], c_out, *sp]
-    d = conv.conv_forward(x.shape, w.shape, out, x.esize, bias, transposed)
-    return Estimate("conv", d["flops"], d["bytes"], short(x.dtype), note)
+    return x, w, [x.shape[0], c_out, *sp], bias, transposed, note
 
 
 _ATTN_FWD = {
@@ -556,22 +565,55 @@ _OPTIM_FUSED = {
 }
 
 
-def _optimizer(name: str, ins: list[Operand]) -> Estimate | None:
+def _optimizer(
+    name: str, ins: list[Operand], kernels: list[tuple[str, int]] | None = None, grads: list[int] | None = None
+) -> Estimate | None:
     lists = [o for o in ins if o.items]
+    mt = optimizers.multi_tensor(kernels) if kernels else None
+    fused = name in _OPTIM_FUSED
+    # _fused_adam(w)_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+    # beta2, weight_decay, eps, amsgrad, ...)
+    amsgrad = fused and "adam" in name and len(ins) > 11 and bool(_val(ins[11], False))
     if not lists:
-        return None  # the lists' tensor sizes are not recorded (torch.profiler writes [] for them)
+        if mt is None:
+            return None  # torch.profiler writes [] for a list of more than 30 tensors
+        # the sizes from the kernels: every list as long as the parameters, the lists that the
+        # functor reads and writes
+        e = mt["esize"]
+        exact = optimizers.by_gradients(mt["blocks"], grads or [])
+        if exact is not None:
+            numel = exact
+            note = (
+                f"list sizes not recorded: the step's {len(grads or [])} gradients, whose chunks are the "
+                f"{mt['blocks']:,} blocks of its {mt['launches']} multi_tensor_apply launches"
+            )
+        else:
+            numel = mt["numel"]
+            note = (
+                f"list sizes not recorded: {numel / 1e6:,.1f} M elements from {mt['launches']} multi_tensor_apply "
+                f"launches' grids ({optimizers.CHUNK:,}-element chunks: an upper bound)"
+            )
+        if fused and "sgd" in name:
+            flops = optimizers.sgd(numel, e, momentum=mt["reads"] > 2)["flops"]
+        elif fused:
+            flops = optimizers.adam(numel, e, decoupled="adamw" in name)["flops"]
+        else:
+            flops = elementwise.FLOPS_PER_ELEMENT.get(name.removeprefix("_foreach_").rstrip("_"), 1) * numel
+        return Estimate("optimizer", flops, numel * e * (mt["reads"] + mt["writes"]), short(mt["dtype"]), note)
     numel = sum(prod(i.shape) for i in lists[0].items or ())
-    e = size(lists[0].dtype) or 4
-    if name in _OPTIM_FUSED:
+    # a TensorList's type is "TensorList": the kernel's scalar type where known, else fp32
+    e = size(lists[0].dtype) or (mt["esize"] if mt else None) or 4
+    prec = short(lists[0].dtype) or (short(mt["dtype"]) if mt else None)
+    if fused:
         if "sgd" in name:
             d = optimizers.sgd(numel, e, momentum=len(lists) > 2)
         else:
-            d = optimizers.adam(numel, e, decoupled="adamw" in name)
-        return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
+            d = optimizers.adam(numel, e, decoupled="adamw" in name, amsgrad=amsgrad)
+        return Estimate("optimizer", d["flops"], d["bytes"], prec)
     base = name.removeprefix("_foreach_").rstrip("_")
     list_bytes = [sum(prod(i.shape) for i in lst.items or ()) * e for lst in lists]
     d = optimizers.foreach(list_bytes, numel * e, numel, elementwise.FLOPS_PER_ELEMENT.get(base, 1))
-    return Estimate("optimizer", d["flops"], d["bytes"], short(lists[0].dtype))
+    return Estimate("optimizer", d["flops"], d["bytes"], prec)
 
 
 def _reduction(name: str, ins: list[Operand]) -> Estimate | None:
@@ -817,13 +859,21 @@ def family_of(op: str) -> str | None:
     return None
 
 
-def estimate(op: str, ins: list[Operand]) -> tuple[Estimate | None, str]:
-    """(the operator's work, "") or (None, why not)."""
+def estimate(
+    op: str, ins: list[Operand], kernels: list[tuple[str, int]] | None = None, grads: list[int] | None = None
+) -> tuple[Estimate | None, str]:
+    """(the operator's work, "") or (None, why not). `kernels`, (name, grid blocks) of the launches
+    the operator made, and `grads`, the element counts of the step's gradients, size an
+    optimizer's tensor lists where the trace does not (profkit/model/ops/optimizers.py)."""
     name = op.removeprefix("aten::")
     fam = family_of(op)
     if fam is None:
         return None, f"{op}: not an operator the model knows"
     if not ins or not any(o.tensor or o.items for o in ins):
+        if fam == "optimizer" and kernels and ins:
+            est = _optimizer(name, ins, kernels, grads)
+            if est is not None:
+                return est, ""
         return None, f"{op}: no input shapes recorded"
     fn = {
         "matmul": _matmul,
@@ -841,7 +891,7 @@ def estimate(op: str, ins: list[Operand]) -> tuple[Estimate | None, str]:
     if fn is None:
         return None, f"{op}: {fam} needs its message size and rank count"
     try:
-        est = fn(name, ins)
+        est = _optimizer(name, ins, kernels, grads) if fam == "optimizer" else fn(name, ins)
     except (TypeError, ValueError, IndexError, ZeroDivisionError):
         est = None
     if est is None:
@@ -917,6 +967,11 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
             d = _matmul_dims(x.shape, t[1].shape)
             lead = _broadcast([x.shape[:-2], t[1].shape[:-2]]) if len(x.shape) > 2 or len(t[1].shape) > 2 else ()
             return Operand((*lead, d[1], d[2]), x.dtype) if d else None
+        if fam == "conv":
+            if name.endswith("backward"):  # (grad_out, input, weight, ...): grad_input first
+                return Operand(t[1].shape, t[1].dtype)
+            shaped = _conv_shapes(name, ins)
+            return Operand(tuple(shaped[2]), x.dtype) if shaped else None
         if fam == "reduction":
             dims = _val(ins[1], None) if len(ins) > 1 else None
             keep = bool(_val(ins[2], False)) if len(ins) > 2 else False
