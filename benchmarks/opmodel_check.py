@@ -30,7 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "opmodel-h100"
-PROGRAMS = ("gpt2-eager-step2", "resnet18-step3")
+# the forward's launches (ncu's NVTX filter: one thread), then the whole step (every thread's
+# launches between cudaProfilerStart/Stop: forward, backward, optimizer) against the same trace
+PROGRAMS = ("gpt2-eager-step2", "resnet18-step3", "gpt2-eager-step2-full", "resnet18-step3-full")
 L2_BYTES = 50 * 2**20  # H100 SXM
 MEMORY_FAMILIES = ("elementwise", "norm", "softmax", "memory", "reduction", "embedding", "optimizer")
 # below this an operator's traffic is DRAM pages and sectors, not its tensors (a 0-d add reads 6 KB)
@@ -50,9 +52,11 @@ def unpack(src: Path, d: Path) -> Path:
 def load(db: Path, data: Path, name: str, d: Path) -> tuple[str, str]:
     from profkit.store.ingest import ingest
 
-    ingest(db, [data / f"{name}.kineto.json.gz"], run=f"{name}-shapes")
+    base = name.removesuffix("-full")
+    if base == name:
+        ingest(db, [data / f"{base}.kineto.json.gz"], run=f"{base}-shapes")
     ingest(db, [unpack(data / f"{name}.raw.csv.xz", d)], run=f"{name}-ncu")
-    return f"{name}-shapes", f"{name}-ncu"
+    return f"{base}-shapes", f"{name}-ncu"
 
 
 def op_checks(rows: list[dict]) -> dict:

@@ -88,3 +88,14 @@ def test_fusion_floor_predicts_rmsnorm_and_the_gelu_epilogue(res):
     assert abs(f["gelu_epilogue"]["ratio"] - 1) < 0.35 and "library kernel" in f["gelu_epilogue"]["how"]
     # add_layernorm returns the sum too, which no trace records: the floor is too low
     assert f["add_layernorm"]["ratio"] > 1.35
+
+
+def test_the_whole_step_backward_and_optimizer_included(res):
+    """ncu over the whole step (every thread's launches between cudaProfilerStart/Stop; H100,
+    2026-12-06) against the same torch.profiler traces: the backward and optimizer ops pair too,
+    GEMM FLOPs hold, and labels agree for >= 90 % of GPU time."""
+    g, r = res["programs"]["gpt2-eager-step2-full"], res["programs"]["resnet18-step3-full"]
+    assert (g["kernels_paired"], r["kernels_paired"]) == (383, 457)
+    assert g["ops"]["flops"]["within"] == g["ops"]["flops"]["ops"] == 87
+    assert r["ops"]["conv_flops"]["within"] >= 36
+    assert g["agreement_counted_roofline"] >= 0.9 and r["agreement_counted_roofline"] >= 0.9
