@@ -47,13 +47,21 @@ def launching_ops(ops: list[tuple], calls: list[tuple]) -> dict[int, int]:
 # the op has tensor inputs from other ops (PyTorch's getNvtxStr: name, seq, op_id, sizes,
 # input_op_ids, each only when present)
 _NVTX_OP = re.compile(
-    r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = \d+)?"
-    r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = .*)?$"
+    r"^(?P<op>[\w:.]+)(?:, seq = -?\d+)?(?:, op_id = (?P<id>\d+))?"
+    r", sizes = (?P<sizes>\[.*?\])(?:, input_op_ids = (?P<inputs>.*))?$"
 )
+_PRODUCER = re.compile(r"\((-?\d+),\s*(-?\d+)\)")
 
 
 def nvtx_op(text: str | None) -> tuple[str, list] | None:
     """(op, input dims) of an autograd-shapes NVTX range's text, None for any other range."""
+    p = _nvtx_op(text)
+    return p[:2] if p else None
+
+
+def _nvtx_op(text: str | None) -> tuple[str, list, int | None, str | None] | None:
+    """(op, input dims, op id, input producers as JSON [[id, output], ...]) of an
+    autograd-shapes NVTX range's text; the producers only where there is one per input."""
     if not text or "sizes = " not in text:
         return None
     m = _NVTX_OP.match(text)
@@ -63,7 +71,12 @@ def nvtx_op(text: str | None) -> tuple[str, list] | None:
         sizes = json.loads(m.group("sizes"))
     except ValueError:
         return None
-    return (m.group("op"), sizes) if isinstance(sizes, list) else None
+    if not isinstance(sizes, list):
+        return None
+    ident = m.group("id")
+    producers = [[int(a), int(b)] for a, b in _PRODUCER.findall(m.group("inputs") or "")]
+    ids = json.dumps(producers, separators=(",", ":")) if ident and len(producers) == len(sizes) else None
+    return m.group("op"), sizes, int(ident) if ident else None, ids
 
 
 def ops_from_kernel_ranges(kernels) -> list[tuple]:
@@ -76,11 +89,11 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
         KERNEL_FIELDS.index(f) for f in ("seq", "nvtx_range", "start_ns", "end_ns", "pid", "tid")
     )
     found: dict[str, list] = {}
-    parsed: dict[str, tuple[str, list] | None] = {}
+    parsed: dict[str, tuple[str, list, int | None, str | None] | None] = {}
     for k in kernels:
         text = k[kr]
         if text not in parsed:
-            parsed[text] = nvtx_op(text)
+            parsed[text] = _nvtx_op(text)
         if parsed[text] is None:
             continue
         row = found.get(text)
@@ -91,7 +104,7 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
             row[4].append(k[seq])
     rows = []
     for text, r in found.items():
-        op, sizes = parsed[text] or ("", [])
+        op, sizes, ident, producers = parsed[text] or ("", [], None, None)
         rows.append(
             (
                 op,
@@ -106,6 +119,8 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
                 None,
                 sorted(r[4]),
                 "nvtx",
+                ident,
+                producers,
             )
         )
     return rows

@@ -508,6 +508,8 @@ class _Trace:
                     o[9],
                     sorted(launched.get(i, ())),
                     "record_shapes",
+                    None,
+                    None,
                 )
             )
         return rows

@@ -39,6 +39,45 @@ def test_residual_add_then_layer_norm_reads_both_inputs():
     assert b_in == 2 * T * H * 2 + 2 * H * 2 and b_out == T * H * 2
 
 
+def _ln_call(read_after: bool):
+    """add (op 10) -> layer_norm (11, a wrapper) -> native_layer_norm (12); x, r, w, b made by
+    ops 1-4; an op after the call (20) reads the norm (through its wrapper's id) and maybe the sum."""
+    ops = [("aten::add", [t(T, H), t(T, H), s(1)]),
+           ("aten::native_layer_norm", [t(T, H), Operand(None, "ScalarList", f"[{H}]"), t(H), t(H), s(1e-5)])]
+    rows = [{"torch_op_id": 10, "input_op_ids": "[[1,0],[2,0],[0,-1]]"},
+            {"torch_op_id": 12, "input_op_ids": "[[10,0],[0,-1],[3,0],[4,0],[0,-1]]"}]
+    run = fusion.Ops()
+    run.ids = [1, 2, 3, 4, 10, 12, 20]
+    run.last_reader = {1: 10, 2: 10, 3: 12, 4: 12, 10: 20 if read_after else 12, 11: 20}
+    return ops, rows, run
+
+
+def test_tensor_identity_sees_the_sum_that_leaves_the_call():
+    ops, rows, run = _ln_call(read_after=True)
+    assert fusion.identity_bytes(ops, rows, run) == (2 * T * H * 2 + 2 * H * 2, 2 * T * H * 2)
+    ops, rows, run = _ln_call(read_after=False)
+    assert fusion.identity_bytes(ops, rows, run) == (2 * T * H * 2 + 2 * H * 2, T * H * 2)
+
+
+def test_tensor_identity_reads_one_tensor_once_and_needs_every_producer():
+    ops, rows, run = _ln_call(read_after=False)
+    rows[1]["input_op_ids"] = "[[10,0],[0,-1],[1,0],[4,0],[0,-1]]"  # the weight is x itself
+    assert fusion.identity_bytes(ops, rows, run)[0] == 2 * T * H * 2 + H * 2
+    rows[1]["input_op_ids"] = None
+    assert fusion.identity_bytes(ops, rows, run) is None
+
+
+def test_emit_nvtx_text_gives_the_op_id_and_its_inputs_producers():
+    from profkit.parsers._ops import _nvtx_op, nvtx_op
+
+    text = ("aten::native_layer_norm, op_id = 763, sizes = [[16384, 1024], [], [1024], [1024], []], "
+            "input_op_ids = [(761,0), (0,-1), (715,0), (718,0), (0,-1)]")
+    assert nvtx_op(text) == ("aten::native_layer_norm", [[16384, 1024], [], [1024], [1024], []])
+    assert _nvtx_op(text)[2:] == (763, "[[761,0],[0,-1],[715,0],[718,0],[0,-1]]")
+    # producers that do not pair with the inputs one to one are not kept
+    assert _nvtx_op(text.replace("(718,0), ", ""))[3] is None
+
+
 def test_gelu_mlp_epilogue_keeps_the_product_on_chip():
     ops = [("aten::addmm", [t(3072), t(T, 768), t(768, 3072), s(1), s(1)]),
            ("aten::gelu", [t(T, 3072), Operand(None, "", "none")])]

@@ -10,9 +10,11 @@ from profkit.parsers import kineto
 from profkit.parsers._ops import launching_ops, nvtx_op
 
 from profkit.analyses.classify import label_rows
+from profkit.core.rows import OP_FIELDS
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
 
+SEQS = OP_FIELDS.index("kernel_seqs")
 TF = DATA / "kineto-h100" / "tf.kineto.json.gz"
 
 
@@ -37,14 +39,14 @@ def test_kineto_ops_tie_kernels_to_their_operators():
     raw = json.load(gzip.open(TF))["traceEvents"]
     with_dims = sum(1 for e in raw if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {}))
     assert 0 < len(p.ops) < with_dims
-    tied = {s for o in p.ops for s in o[-2]}
+    tied = {s for o in p.ops for s in o[SEQS]}
     assert len(tied) >= 0.98 * len(p.kernels)
     addmm = next(o for o in p.ops if o[0] == "aten::addmm")
     assert json.loads(addmm[5])[:3] == [[3072], [4096, 1024], [1024, 3072]]
     assert json.loads(addmm[6])[:3] == ["c10::BFloat16"] * 3
     # each gradient autograd accumulates is kept, with no kernels: the parameters' sizes
     grads = [o for o in p.ops if o[0] == "torch::autograd::AccumulateGrad"]
-    assert len(grads) == 156 and all(not o[-2] for o in grads)  # 52 parameters, three steps
+    assert len(grads) == 156 and all(not o[SEQS] for o in grads)  # 52 parameters, three steps
     # backward operators run (and launch) on autograd's own thread
     fwd_tid = next(o[4] for o in p.ops if o[0] == "aten::_cudnn_attention_forward")
     bwd_tid = next(o[4] for o in p.ops if o[0] == "aten::_cudnn_attention_backward")
@@ -118,7 +120,8 @@ def test_autograd_shapes_ranges_become_ops_and_labels_note_the_assumed_dtype():
 
     mm = "aten::mm, seq = 12, op_id = 40, sizes = [[8192, 768], [768, 3072]]"
     ops = ops_from_kernel_ranges([k(0, mm, 0, 100_000), k(1, "forward", 100, 200), k(2, mm, 100_000, 150_000)])
-    assert len(ops) == 1 and ops[0][0] == "aten::mm" and ops[0][10] == [0, 2] and ops[0][-1] == "nvtx"
+    assert len(ops) == 1 and ops[0][0] == "aten::mm" and ops[0][SEQS] == [0, 2] and ops[0][SEQS + 1] == "nvtx"
+    assert ops[0][SEQS + 2 :] == (40, None)  # an op id; no input_op_ids in this text
     row = {"op": "aten::mm", "input_dims": ops[0][5], "input_types": None, "concrete": None}
     fam, flops, nbytes, prec, note = _estimate(row)
     assert (fam, flops, prec) == ("matmul", 2 * 8192 * 768 * 3072, "bf16") and "bf16 assumed" in note

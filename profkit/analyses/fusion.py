@@ -11,13 +11,18 @@ last operator's. The floor is those bytes at the DRAM bandwidth, or the operator
 GPU's peaks where that is longer. A GEMM, convolution or attention splits the range: it runs in a
 library kernel that fuses with nothing and keeps its own measured time (floor()).
 
-Tensors are matched by element count and dtype (the trace records no tensor identity): a
-tensor from outside as large as an intermediate counts as internal (a floor too low, never too
-high).
+Where the trace records tensor identity (emit_nvtx's op ids and each input's producing op:
+`profkit capture --torch-ranges`, nsys --pytorch=autograd-shapes-nvtx), an input is internal when
+its producer is an operator of the call (or a wrapper or view between them: ids run in launch
+order), and an output leaves the call when an operator after it reads it (the next block reading
+the residual stream) or it is the last operator's. Elsewhere tensors are matched by element
+count and dtype: a tensor from outside as large as an intermediate counts as internal, and a
+tensor the caller reads later is not seen. Both err the same way: a floor too low, never too high.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 
 from profkit.model import gpus
@@ -30,12 +35,33 @@ TENSOR = ("matmul", "conv", "attention")
 WRITE_ONLY_FIRST = {"copy_", "_copy_from", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_"}
 
 
-def ops_of(store: Store, run: str) -> dict[int, dict]:
-    """launch id -> its operator (the ops table), {} for a run without shapes."""
+class Ops(dict):
+    """launch id -> its operator (the ops table), with the run's tensor identity where recorded:
+    `ids` every operator's torch op id, sorted; `last_reader` op id -> the largest id reading it."""
+
+    ids: list[int]
+    last_reader: dict[int, int]
+
+
+def ops_of(store: Store, run: str) -> Ops:
+    """The run's operators by launch; empty for a run without shapes."""
+    out = Ops()
+    out.ids, out.last_reader = [], {}
     try:
-        return {r["launch_id"]: r for r in store.query(ops_table.LAUNCH_OPS, (run,))}
+        out.update({r["launch_id"]: r for r in store.query(ops_table.LAUNCH_OPS, (run,))})
+        rows = store.query(
+            "SELECT torch_op_id, input_op_ids FROM op_row WHERE run = ? AND torch_op_id IS NOT NULL", (run,)
+        )
     except Exception:  # noqa: BLE001 - a database of an older schema: no shapes, no fusion floor
-        return {}
+        return Ops()
+    for r in rows:
+        me = r["torch_op_id"]
+        out.ids.append(me)
+        for p, _ in json.loads(r["input_op_ids"] or "[]"):
+            if p > 0 and out.last_reader.get(p, 0) < me:
+                out.last_reader[p] = me
+    out.ids.sort()
+    return out
 
 
 def _operands(r: dict) -> list[aten.Operand]:
@@ -72,6 +98,44 @@ def external_bytes(ops: list[tuple[str, list[aten.Operand]]]) -> tuple[float, fl
             produced[(out.numel, out.esize or 2)] = i
     b_out = sum(o.nbytes for i, o in enumerate(outs) if o is not None and (i not in read_later or i == len(outs) - 1))
     return b_in, float(b_out), f"{len(ops)} operators"
+
+
+def identity_bytes(
+    ops: list[tuple[str, list[aten.Operand]]], rows: list[dict], run_ops: dict[int, dict]
+) -> tuple[float, float] | None:
+    """(bytes in, bytes out) of one call's operators (in launch order, `rows` their op rows) from
+    the recorded tensor identity; None where an operator of the call lacks it."""
+    ids: list[int] = [r.get("torch_op_id") for r in rows]  # type: ignore[misc]
+    producers = [json.loads(r.get("input_op_ids") or "null") for r in rows]
+    every = getattr(run_ops, "ids", None)
+    if not every or any(i is None for i in ids) or any(p is None for p in producers):
+        return None
+    if any(len(p) != len(ins) for p, (_, ins) in zip(producers, ops)):
+        return None
+    first = bisect.bisect_left(every, min(ids))
+    lo, hi = (every[first - 1] + 1 if first else 0), max(ids)
+    last_reader: dict[int, int] = getattr(run_ops, "last_reader", {})
+    b_in = b_out = 0.0
+    read: set[tuple[int, int]] = set()
+    before = lo - 1
+    for n, ((op, ins), prod, me) in enumerate(zip(ops, producers, ids)):
+        for j, (o, (p, nr)) in enumerate(zip(ins, prod)):
+            if j == 0 and op.removeprefix("aten::") in WRITE_ONLY_FIRST:
+                continue
+            tensors = list(o.items) if o.items else ([o] if o.tensor else [])
+            if not tensors or lo <= p <= hi:
+                continue
+            if p > 0 and (p, nr) in read:
+                continue
+            read.add((p, nr))
+            b_in += sum(x.numel * (x.esize or 2) for x in tensors)
+        out = aten.output_of(op, ins)
+        # its output carries its own id or a wrapper's (aten::layer_norm around native_layer_norm)
+        leaves = n == len(ops) - 1 or any(last_reader.get(i, 0) > hi for i in range(before + 1, me + 1))
+        if out is not None and leaves:
+            b_out += out.nbytes
+        before = me
+    return b_in, b_out
 
 
 def floor(
@@ -131,14 +195,16 @@ def floor(
         nonlocal total, moved
         if not run:
             return
-        b_in, b_out, _ = external_bytes([parsed[i] for i in run])
+        known = identity_bytes([parsed[i] for i in run], [seq[i] for i in run], ops)
+        b_in, b_out = known if known is not None else external_bytes([parsed[i] for i in run])[:2]
+        basis = "tensor identity" if known is not None else "shapes"
         t_b, t_f = (b_in + b_out) / bw * 1e9, sum(flop_ns(est[i]) for i in run)
         total += max(t_b, t_f)
         moved += b_in + b_out
         names = " -> ".join(seq[i]["op"].removeprefix("aten::") for i in run[:6]) + (" ..." if len(run) > 6 else "")
         parts.append(
             f"{len(run)} operators fused ({names}): {(b_in + b_out) / 1e6:,.2f} MB from outside and out "
-            f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from shapes)"
+            f"({b_in / 1e6:,.2f} in, {b_out / 1e6:,.2f} out; from {basis})"
             + (f", their FLOPs at the peaks take longer: {t_f / 1e3:,.1f} us" if t_f > t_b else "")
         )
         run.clear()

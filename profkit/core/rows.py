@@ -79,7 +79,9 @@ SASS_FIELDS = (
 SOURCE_LINE_FIELDS = ("file", "line", "text")
 # one operator with recorded shapes that launched kernels: input dims, types, strides and
 # concrete inputs as the trace wrote them (JSON text), the trace's own FLOP count (with_flops),
-# the seqs of the kernels it launched, and where the shapes came from (record_shapes | nvtx)
+# the seqs of the kernels it launched, where the shapes came from (record_shapes | nvtx), and the
+# tensor identity emit_nvtx records: the operator's own id and, per input, the producing
+# operator's [id, output index] (JSON; NULL where the trace has none)
 OP_FIELDS = (
     "op",
     "start_ns",
@@ -93,6 +95,8 @@ OP_FIELDS = (
     "trace_flops",
     "kernel_seqs",
     "source",
+    "torch_op_id",
+    "input_op_ids",
 )
 
 

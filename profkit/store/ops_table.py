@@ -15,7 +15,8 @@ def write(
     base = c.execute("SELECT coalesce(max(id), 0) FROM op_row").fetchone()[0] + 1
     c.executemany(
         "INSERT INTO op_row (id, run, file_id, rank, op, start_ns, end_ns, pid, tid, input_dims, input_types,"
-        " input_strides, concrete, trace_flops, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " input_strides, concrete, trace_flops, source, torch_op_id, input_op_ids)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             (
                 base + i,
@@ -33,6 +34,8 @@ def write(
                 o[8],
                 o[9],
                 o[11],
+                _int(o[12]),
+                o[13],
             )
             for i, o in enumerate(ops)
         ),
@@ -50,7 +53,7 @@ def _int(v):
 LAUNCH_OPS = (
     "SELECT l.launch_id, o.id AS op_id, o.op, o.input_dims, o.input_types, o.concrete, o.input_strides, o.family,"
     " o.flops,"
-    " o.min_bytes, o.precision, o.note, (SELECT count(*) FROM op_launch x WHERE x.op_id = o.id) AS kernels,"
+    " o.min_bytes, o.precision, o.note, o.torch_op_id, o.input_op_ids, (SELECT count(*) FROM op_launch x WHERE x.op_id = o.id) AS kernels,"
     " (SELECT sum(r.duration_ns) FROM op_launch x JOIN launch_row r ON r.id = x.launch_id"
     "  WHERE x.op_id = o.id) AS gpu_ns"
     " FROM op_launch l JOIN op_row o ON o.id = l.op_id WHERE o.run = ?"

@@ -789,6 +789,19 @@ DROP INDEX label_run;
     )
 )
 
+# emit_nvtx's tensor identity: which operator produced each input, so a range's fusion floor
+# sees the tensors that leave it (read by an operator after the range)
+MIGRATIONS.append(
+    (
+        20,
+        "op_row: the operator's torch op id and its inputs' producers",
+        """
+ALTER TABLE op_row ADD COLUMN torch_op_id INTEGER;
+ALTER TABLE op_row ADD COLUMN input_op_ids TEXT;
+""",
+    )
+)
+
 REBUILDS = {
     10: (
         ("launch", "counter", "label", "rule_result"),
