@@ -105,7 +105,79 @@ def test_embedding_forward_and_dense_backward():
     f = est("aten::embedding", T(8192, 1024, dtype=F32), T(8, 512, dtype=I64))
     assert f.flops == 0 and f.bytes == 4096 * 8 + 2 * 4096 * 1024 * 4
     b = est("aten::embedding_dense_backward", T(8, 512, 1024, dtype=F32), T(8, 512, dtype=I64), S(8192), S(-1))
-    assert b.bytes == 4096 * 8 + 4096 * 1024 * 4 + 8192 * 1024 * 4
+    # the [8192, 1024] gradient is zeroed by a fill_ of its own: the kernels write the rows the
+    # 4096 indices touch (at most 4096 of them)
+    assert b.bytes == 4096 * 8 + 4096 * 1024 * 4 + 4096 * 1024 * 4
+
+
+def test_embedding_backward_kernels_by_path():
+    # GPT-2's position embedding (512 indices: the feature kernel adds into the zeroed rows, so
+    # it reads them too; H100 ncu 3.15 MB read) and token embedding (4096 indices: sorted, fp32
+    # partial sums written and read back; ncu 26.0 MB read)
+    pos = [T(512, 768, dtype=F32), T(512, dtype=I64), S(512), S(-1), S(False)]
+    assert aten.written("aten::embedding_dense_backward", pos) == 512 * 768 * 4
+    assert aten.output_of("aten::embedding_dense_backward", pos).dims == (512, 768)
+    rd, wr, _ = aten.kernel_traffic("aten::embedding_dense_backward", pos)
+    assert rd == 512 * 8 + 2 * 512 * 768 * 4 and wr == 512 * 768 * 4
+    tok = [T(8, 512, 768, dtype=F32), T(8, 512, dtype=I64), S(50257), S(-1), S(False)]
+    rd, wr, why = aten.kernel_traffic("aten::embedding_dense_backward", tok)
+    assert rd == 4096 * 8 + 4096 * 768 * 4 + 4096 * 768 * 4 and "sorted" in why
+    assert aten.output_of("aten::embedding_dense_backward", tok).dims == (50257, 768)
+
+
+def test_fill_writes_and_reads_nothing():
+    # GPT-2's loss gradient zeroed: [4096, 50257] fp32 written once (H100 ncu: 10 KB read)
+    for op in ("aten::fill_", "aten::zero_"):
+        e = est(op, T(4096, 50257, dtype=F32), S(0))
+        assert e.bytes == 4096 * 50257 * 4 and e.flops == 0
+        assert aten.written(op, [T(4096, 50257, dtype=F32), S(0)]) == e.bytes
+    assert est("aten::zeros_like", T(64, 64, dtype=F32)).bytes == 64 * 64 * 4
+
+
+def test_nll_loss_backward_writes_one_element_per_row():
+    # (grad_output, self, target, weight, reduction, ignore_index, total_weight) as GPT-2's trace
+    # records it; grad_input is zeroed by a fill_ of its own (H100 ncu: 39 KB read, the 32 KB
+    # targets and a kernel's own few KB)
+    ins = operands([[], [4096, 50257], [4096], [], [], [], []], [F32, F32, I64, "", "Scalar", "Scalar", F32],
+                   ["", "", "", "", "1", "-100", ""])
+    e = est("aten::nll_loss_backward", *ins)
+    assert e.bytes == 4096 * 8 + 4 + 4 + 4096 * 4 and e.flops == 4096
+    assert aten.written("aten::nll_loss_backward", ins) == 4096 * 4
+    assert aten.output_of("aten::nll_loss_backward", ins).dims == (4096, 50257)
+
+
+def test_layer_norm_backward_runs_two_kernels_each_reading_dy_and_x():
+    n, g = 8 * 512 * 768, 8 * 512
+    ins = operands([[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []], [F32, F32,
+                   "ScalarList", F32, F32, F32, F32, "ScalarList"], ["", "", "[768]", "", "", "", "", "[True, True, True]"])
+    minimum = est("aten::native_layer_norm_backward", *ins)
+    assert minimum.bytes == 3 * n * 4 + 8 * g + 3 * 768 * 4
+    rd, wr, why = aten.kernel_traffic("aten::native_layer_norm_backward", ins)
+    # dx: dy, x, stats, w read; dw and db: dy, x, stats read (H100 ncu: 50.43 MB, 2 x 25.2)
+    assert rd == 2 * (2 * n * 4 + 8 * g) + 768 * 4 and wr == n * 4 + 2 * 768 * 4 and "two kernels" in why
+    assert aten.kernel_bytes("aten::native_layer_norm_backward", ins)[0] == rd + wr
+    only_dx = operands([[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []], [F32, F32,
+                       "ScalarList", F32, F32, F32, F32, "ScalarList"], ["", "", "[768]", "", "", "", "",
+                                                                       "[True, False, False]"])
+    assert aten.kernel_traffic("aten::native_layer_norm_backward", only_dx) is None
+
+
+def test_log_softmax_backward_over_long_rows_reads_the_gradient_twice():
+    go, y = T(4096, 50257, dtype=F32), T(4096, 50257, dtype=F32)
+    rd, wr, _ = aten.kernel_traffic("aten::_log_softmax_backward_data", [go, y, S(1), S(6)])
+    assert rd == 3 * go.nbytes and wr == go.nbytes  # H100 ncu: 2.403 GB read (1.03)
+    assert aten.kernel_traffic("aten::_log_softmax_backward_data", [T(64, 1000), T(64, 1000), S(1), S(15)]) is None
+
+
+def test_a_zero_dim_operand_does_not_widen_the_result():
+    # ResNet-18's avg-pool backward: bf16 [64, 512, 7, 7] (expanded from [64, 512, 1, 1]) / an
+    # int64 0-d 49: the kernel (BUnaryFunctor<BFloat16, ...>) writes bf16
+    ins = operands([[64, 512, 7, 7], []], [BF16, I64], None, [[512, 1, 0, 0], []])
+    assert aten.output_of("aten::div", ins).dtype == BF16
+    assert est("aten::div", *ins).bytes == 64 * 512 * 2 + 8 + 64 * 512 * 49 * 2
+    # a 0-d float over an integer tensor: the default float
+    assert aten.output_of("aten::mul", [T(1024, dtype=I64), T(dtype=F32)]).dtype == F32
+    assert aten.output_of("aten::add", [T(1024, dtype=F32), T(1024)]).dtype == F32
 
 
 def test_elementwise_broadcast_and_mixed_dtypes():
