@@ -142,9 +142,9 @@ def test_the_backward_reads_as_its_kernels_do(res):
 def test_what_stays_outside_in_the_backward_and_why(res):
     r = res["programs"]["resnet18-step3-full"]["ops"]
     # batch-norm backward is one kernel (batch_norm_backward_kernel, a block per channel) that reads
-    # dy and x for the channel's sums, then again for dx: the second pass comes from L2 while dy + x
-    # fit (6.4-25.7 MB: ncu counts one read) and from DRAM at 51.4 and 205.5 MB (two reads). The
-    # model keeps one read: the split is the cache's, not the shapes'.
+    # dy and x for the channel's sums, then again for dx: the second pass comes from a cache while
+    # they are small (6.4-25.7 MB, <= 200 KB a block: ncu counts one read) and from DRAM at 51.4
+    # and 205.5 MB (two reads). The model keeps one read: the split is the caches', not the shapes'.
     bn = _shapes(r["reads"]["by_shape"], "aten::native_batch_norm_backward")
     one = [v for k, v in bn.items() if not k.startswith(("[[64,64,56,56]", "[[64,64,112,112]"))]
     two = [v for k, v in bn.items() if k.startswith(("[[64,64,56,56]", "[[64,64,112,112]"))]
