@@ -13,6 +13,8 @@ import json
 import re
 from collections import defaultdict
 
+from profkit.core.nvtx import NvtxPath
+
 # autograd's accumulation of a gradient into its parameter: its one input is the gradient, the
 # parameter's size (kept with the ops though it launches nothing: it sizes optimizer lists)
 GRAD_OP = "torch::autograd::AccumulateGrad"
@@ -132,6 +134,9 @@ _TORCH_SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = [^/]*")
 
 
 def clean_torch_name(text):
+    """A range name or path without emit_nvtx's per-call suffixes; a path keeps its exact names."""
+    if isinstance(text, NvtxPath):
+        return NvtxPath(clean_torch_name(n) for n in text.names)
     return _TORCH_SUFFIX.sub("", text) if isinstance(text, str) else text
 
 

@@ -38,7 +38,7 @@ from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
 from profkit.core.unpack import XZ_MAGIC, unxz
 
-from ._ops import clean_torch_ranges
+from ._ops import clean_torch_ranges, ops_from_kernel_ranges
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = (".sqlite", ".sqlite.xz")  # file name endings it reads (lower case)
@@ -287,7 +287,9 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         for r, (d, p) in zip(ranges, paths)
     ]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
-    clean_torch_ranges(rep)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
+    rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
+    if rep.ops:
+        clean_torch_ranges(rep)
     rep.host_calls, rep.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
     return rep
 
