@@ -25,6 +25,8 @@
 #   stepcap   profkit capture --step 3 of the ResNet-18 loop (ncu by launch index, every thread)
 #   attain    attainable_sweep.py: cuBLAS GEMM by shape class, SDPA backends by S and D, copy,
 #             elementwise, reductions (the measured rows of profkit/model/attainable.py)
+#   agshapes  nsys --pytorch=autograd-shapes-nvtx of the fusion blocks, ingested and advised as a
+#             user's own export
 #   backward  ncu FLOP/byte counters of one whole GPT (eager) and ResNet training step, every
 #             thread's launches (cudaProfilerStart/Stop around the step; the backward included)
 # Writes $OUT/<group>.tar per group (reports: ncu xz'd, nsys SQLite xz'd) and $OUT/logs.tar.xz.
@@ -206,6 +208,18 @@ backward)
   t ncu-resnet-full $NCU --clock-control none --profile-from-start off --metrics $MET -f -o $D/resnet18-step3-full \
     $PY $P/resnet_train.py --steps 4 --profiler-api-step 3
   for f in $D/*.ncu-rep; do $NCU --import $f --csv --page raw > ${f%.ncu-rep}.raw.csv 2>/dev/null; done
+  ;;
+agshapes)
+  need agshapes 90 || continue
+  D=$G/agshapes; mkdir -p $D
+  # nsys's own PyTorch operator ranges (no profkit capture): what a user's export holds
+  t nsys-agshapes $NSYS profile -t cuda,nvtx --pytorch=autograd-shapes-nvtx --sample=none --cpuctxsw=none -f true \
+    -o $D/fusion-autograd-shapes $PY $P/fusion_ops.py --calls 5 \
+    && $NSYS export --type sqlite --force-overwrite true -o $D/fusion-autograd-shapes.nsys.sqlite \
+       $D/fusion-autograd-shapes.nsys-rep > $L/export-agshapes.log 2>&1
+  t ingest-agshapes python3 -m profkit.cli ingest --db $D/p.db $D/fusion-autograd-shapes.nsys.sqlite
+  COLUMNS=200 t advise-agshapes python3 -m profkit.cli advise --db $D/p.db --phase all
+  cp $L/advise-agshapes.log $D/advise.txt; rm -f $D/p.db
   ;;
 *) echo "== unknown group $group: skipped";;
 esac; done
