@@ -111,3 +111,24 @@ def test_the_column_path_loads_the_same_replays_and_host_calls(store, tmp_path, 
         assert len(bulk.query(q, (run,))) == 71
         for sql in (q, calls, copies):
             assert bulk.query(sql, (run,)) == store.query(sql, (run,))
+
+
+def test_the_steady_state_is_never_an_autotuners_benchmark_loop(tmp_path):
+    """nsys --pytorch=autograd-shapes-nvtx of benchmarks/programs/fusion_ops.py (H100,
+    2026-12-06; tests/data/opmodel-h100): Inductor's autotuner benchmarks each candidate in a
+    loop, 8 repeats of 26 launches inside `CachingAutotuner.benchmark_all_configs`, the longest
+    periodic stretch of the run. The steady state is the program's own repeated calls, and advise
+    names the eager RMSNorm's fusion first."""
+    from profdata import DATA
+
+    db = str(tmp_path / "p.db")
+    ingest(db, [DATA / "opmodel-h100" / "fusion-autograd-shapes.nsys.sqlite.xz"], run="ag")
+    with Store(db) as s:
+        ph = phases.detect(s, "ag")
+        tuned = s.query("SELECT start_ns FROM kernels WHERE run = 'ag' AND nvtx_path LIKE '%CachingAutotuner%'")
+        assert len(tuned) > 500 and ph.steady is not None
+        assert not any(ph.steady.start_ns <= r["start_ns"] < ph.steady.end_ns for r in tuned)
+        assert any(p.kind == "compile" for p in ph.phases)
+        s.replace_phases("ag", phases.rows(ph))
+        top = advise.advise(s, "ag").items[0]
+    assert top.nvtx_path == "rmsnorm.eager" and "from tensor identity" in top.how

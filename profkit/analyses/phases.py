@@ -319,6 +319,16 @@ def _autotune_slices(t: dict, ranges: list[tuple[int, int]]) -> list[tuple[int, 
     return out
 
 
+def _outside(n: int, slices: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The launch slices of [0, n) outside `slices`, long enough to hold a repeated unit."""
+    out, cursor = [], 0
+    for i, j in sorted(slices) + [(n, n)]:
+        if i > cursor:
+            out.append((cursor, i))
+        cursor = max(cursor, j)
+    return [(a, b) for a, b in out if b - a >= MIN_REPS * MIN_PERIOD]
+
+
 def _from_step_ranges(t: dict, steps: list[tuple[int, int, int]]) -> tuple[list[Phase], str] | None:
     api = np.maximum.accumulate(t["api"])  # launch order on the host, nearly GPU order already
     bounds = [(n, int(np.searchsorted(api, s, "left")), int(np.searchsorted(api, e, "right"))) for n, s, e in steps]
@@ -374,7 +384,8 @@ def detect(store: Store, run: str | None = None) -> Phases:
             found, label = from_ranges
             note = f"{label} of {len(steps)} (ranges named like steps)"
     if not found:
-        segments = [(0, n)]
+        # the autotuners benchmark each candidate kernel in a loop: periodic, and never the steps
+        segments = _outside(n, autotune)
         cum = np.concatenate(([0], np.cumsum(t["end"] - t["start"])))
         units: dict[int, tuple[int, float]] = {}
         top: Phase | None = None
