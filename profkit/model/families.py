@@ -257,7 +257,7 @@ def bound(
     if key in _ATTENTION and _DECODE.search(n):
         return "dram", f"{fam.title}, decode: one query row per sequence reads the whole KV cache, memory-bound"
     kind = "FP32 SIMT (no tensor cores)" if _SIMT.search(n) else "tensor-core"
-    what = "attention" if key in _ATTENTION else "GEMM"
+    what = "attention" if key in _ATTENTION else "convolution" if key == "cudnn_conv" else "GEMM"
     dur = duration_ns or 0
     long_ns = CONV_LONG_NS if key in _ATTENTION or key == "cudnn_conv" else GEMM_LONG_NS
     if dur < long_ns:
