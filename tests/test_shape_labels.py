@@ -166,6 +166,9 @@ def test_a_trace_without_shapes_is_labelled_from_its_kernel_families(tmp_path, m
     assert all(r["reason"].startswith("from the kernel family: ") and "a guess" in r["reason"] for r in fam)
     ev = json.loads(fam[0]["evidence"])["family"]
     assert ev["basis"].startswith("kernel name") and ev["family"] and ev["named_by"]
+    # the evidence is made once per name and cut at the timeline: each launch's is its own, sorted
+    assert all(json.dumps(json.loads(r["evidence"]), sort_keys=True) == r["evidence"] for r in fam)
+    assert len({json.loads(r["evidence"])["timeline"]["duration_ns"] for r in fam}) > 100
     # FP32 training on a V100: cuBLAS's volta_sgemm runs on the FP32 pipes, not tensor cores;
     # batch norm and elementwise kernels read their bytes
     sgemm = [r for r in fam if r["kernel_name"].startswith("volta_sgemm")]

@@ -20,6 +20,7 @@ its `unknown`, with the model's why added.
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left
 from math import prod
 
@@ -261,6 +262,7 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
         )
     }
     fam_of: dict[str, tuple[str, str]] = {}
+    made: dict[tuple, tuple[str, str]] = {}
     for r in rows:
         name, dur, gx, gy, gz = facts.get(r["kernel_id"], (r["kernel_name"], None, None, None, None))
         if name not in fam_of:
@@ -270,9 +272,30 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
         if label is None:
             r["reason"] = f"{r['reason']}; from the kernel family: {reason}"
             continue
-        evidence = _load(r["evidence"]) or {}
-        evidence.update(ev)
-        r.update(label=label, reason=reason, evidence=json.dumps(evidence, sort_keys=True))
+        r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, made))
+
+
+# a no-counter launch's evidence differs from its siblings' by its timeline facts only (a flat
+# object): the evidence with the family's added is made once per shape and name, then cut there
+_TIMELINE = re.compile(r'"timeline": (null|\{[^{}]*\})')
+
+
+def _with(text: str, ev: dict, made: dict) -> str:
+    """A launch's evidence JSON with `ev`'s keys added (sorted keys, as classify writes it)."""
+    m = _TIMELINE.search(text)
+    if m is None:
+        whole = _load(text) or {}
+        whole.update(ev)
+        return json.dumps(whole, sort_keys=True)
+    key = (text[: m.start()], text[m.end() :], json.dumps(ev, sort_keys=True))
+    parts = made.get(key)
+    if parts is None:
+        whole = _load(text[: m.start()] + '"timeline": null' + text[m.end() :]) or {}
+        whole.update(ev)
+        out = json.dumps(whole, sort_keys=True)
+        cut = out.index('"timeline": null')
+        parts = made[key] = (out[:cut], out[cut + len('"timeline": null') :])
+    return parts[0] + m.group(0) + parts[1]
 
 
 def family_label(
@@ -285,7 +308,7 @@ def family_label(
             f"{dur / 1e3:.1f} us kernel over {grid} blocks (< {gpu.sms} SMs of the {gpu.name}): "
             "launch overhead, from the timeline's grid (no counters)"
         )
-        ev = {"grid": grid, "sm_count": gpu.sms, "gpu": found, "duration_ns": dur}
+        ev = {"grid": grid, "sm_count": gpu.sms, "gpu": found}
         return "launch_overhead", reason, {"rule": "launch_overhead", "timeline_grid": ev}
     key, named = family
     label, why = families.bound(key, name, dur, gpu.cc if gpu is not None else None)
@@ -295,8 +318,7 @@ def family_label(
         "family": key,
         "title": families.get(key).title,
         "named_by": named,
-        "duration_ns": dur,
-        "basis": "kernel name and timeline duration: no counters, no shapes",
+        "basis": "kernel name and timeline duration (evidence timeline): no counters, no shapes",
         "citation": FAMILY_CITATION,
     }
     reason = f"from the kernel family: {why} (no counters or shapes: a guess from the name)"

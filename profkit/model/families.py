@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from profkit.core.families import LAB_CUDA, LAB_TRITON, TRITON_CALLS, explain, family_of, is_bare, warp_specialised  # noqa: F401
 
@@ -231,6 +232,23 @@ def _skinny(name: str) -> int | None:
     return min(sides) if min(sides) <= SKINNY else None
 
 
+@lru_cache(maxsize=4096)
+def _traits(key: str | None, name: str) -> tuple:
+    """What a kernel's name says of it, read once per name (a timeline repeats its names):
+    (split-K/finalize reduction, gemv, decode attention, FP32 SIMT, skinny tile side, arch,
+    mma.sync)."""
+    n = name[:SCAN_HEAD]
+    return (
+        bool(_SPLITK.search(n)),
+        bool(_GEMV.search(n)),
+        key in _ATTENTION and bool(_DECODE.search(n)),
+        bool(_SIMT.search(n)),
+        _skinny(n),
+        _arch(n),
+        bool(_MMA_SYNC.search(n)),
+    )
+
+
 def bound(
     key: str | None, name: str | None, duration_ns: float | None, cc: str | None = None
 ) -> tuple[str | None, str]:
@@ -238,25 +256,26 @@ def bound(
     it, so what its arithmetic intensity is by construction; its duration (the timeline's) says
     whether a GEMM ran long enough to near its roof. None: the family gives no honest label."""
     fam = get(key)
-    n = (name or "")[:SCAN_HEAD]
+    n = name or ""
     if key in ("nccl", "collective"):
         return "communication", f"{fam.title}: communication, its time set by the other ranks and the links"
-    if key == "fbgemm" and "gemm" in n.replace("fbgemm", ""):
+    if key == "fbgemm" and "gemm" in n[:SCAN_HEAD].replace("fbgemm", ""):
         key = "cutlass"  # FBGEMM's own GEMMs (f8f8bf16, ...) are GEMMs, not embedding gathers
     if key in _MEMORY:
         return "dram", _MEMORY[key]
     if key not in _TENSOR and key not in _ATTENTION:
         return None, f"{fam.title}: the family says nothing of what bounds it"
-    if _SPLITK.search(n):
+    splitk, gemv, decode, simt, side, arch, mma_sync = _traits(key, n)
+    if splitk:
         return (
             "dram",
             f"{fam.title}, a reduction of partial results (split-K, MoE finalize): memory-bound by construction",
         )
-    if _GEMV.search(n):
+    if gemv:
         return "dram", f"{fam.title}, matrix-vector (gemv): each weight read once for 2 FLOPs, memory-bound"
-    if key in _ATTENTION and _DECODE.search(n):
+    if decode:
         return "dram", f"{fam.title}, decode: one query row per sequence reads the whole KV cache, memory-bound"
-    kind = "FP32 SIMT (no tensor cores)" if _SIMT.search(n) else "tensor-core"
+    kind = "FP32 SIMT (no tensor cores)" if simt else "tensor-core"
     what = "attention" if key in _ATTENTION else "convolution" if key == "cudnn_conv" else "GEMM"
     dur = duration_ns or 0
     long_ns = CONV_LONG_NS if key in _ATTENTION or key == "cudnn_conv" else GEMM_LONG_NS
@@ -265,14 +284,13 @@ def bound(
             f"{fam.title}: a {kind} {what} of {dur / 1e3:.1f} us, under {long_ns / 1e3:.0f} us: such "
             "kernels measured under 60 % of their roof (too few tiles to fill the GPU)"
         )
-    side = _skinny(n)
     if side is not None:
         return "dram", (
             f"{fam.title}: a GEMM of {dur / 1e3:,.0f} us over tiles {side} wide (a decode-sized batch): about "
             f"2 x {side} FLOPs per weight element read, far below every tensor ridge: memory-bound"
         )
-    arch, gpu_cc = _arch(n), _cc(cc)
-    old = arch is not None and arch < 90 or _MMA_SYNC.search(n)
+    gpu_cc = _cc(cc)
+    old = arch is not None and arch < 90 or mma_sync
     if kind == "tensor-core" and old and (gpu_cc or 0) >= 90:
         built = f"built for sm{arch}" if arch is not None else "of mma.sync tiles"
         return "latency", (
@@ -280,10 +298,8 @@ def bound(
             "kernels measured mostly under 60 % of the tensor roof"
         )
     label = "compute" if kind.startswith("FP32") else "tensor_core"
-    return (
-        label,
-        f"{fam.title}: a {kind} {what} of {dur / 1e3:,.0f} us: bound by its {'FP32 pipes' if label == 'compute' else 'tensor cores'}",
-    )
+    pipes = "FP32 pipes" if label == "compute" else "tensor cores"
+    return label, f"{fam.title}: a {kind} {what} of {dur / 1e3:,.0f} us: bound by its {pipes}"
 
 
 def _cc(cc: str | None) -> int | None:
