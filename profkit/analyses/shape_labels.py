@@ -20,7 +20,6 @@ its `unknown`, with the model's why added.
 from __future__ import annotations
 
 import json
-import re
 from bisect import bisect_left
 from math import prod
 
@@ -272,30 +271,37 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
         if label is None:
             r["reason"] = f"{r['reason']}; from the kernel family: {reason}"
             continue
-        r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, made))
+        # what `ev` holds: the family's facts (per name), or the grid (launch overhead)
+        same = (ev["rule"], name if ev["rule"] == "family" else grid)
+        r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, same, made))
 
 
 # a no-counter launch's evidence differs from its siblings' by its timeline facts only (a flat
 # object): the evidence with the family's added is made once per shape and name, then cut there
-_TIMELINE = re.compile(r'"timeline": (null|\{[^{}]*\})')
+_TIMELINE = '"timeline": '
 
 
-def _with(text: str, ev: dict, made: dict) -> str:
-    """A launch's evidence JSON with `ev`'s keys added (sorted keys, as classify writes it)."""
-    m = _TIMELINE.search(text)
-    if m is None:
+def _with(text: str, ev: dict, same: tuple, made: dict) -> str:
+    """A launch's evidence JSON with `ev`'s keys added (sorted keys, as classify writes it);
+    `same`: what makes `ev` the same for launches of the same evidence otherwise."""
+    at = text.find(_TIMELINE)
+    end = -1
+    if at >= 0:
+        at += len(_TIMELINE)
+        end = at + 4 if text.startswith("null", at) else text.find("}", at) + 1
+    if end <= at:
         whole = _load(text) or {}
         whole.update(ev)
         return json.dumps(whole, sort_keys=True)
-    key = (text[: m.start()], text[m.end() :], json.dumps(ev, sort_keys=True))
+    key = (text[:at], text[end:], same)
     parts = made.get(key)
     if parts is None:
-        whole = _load(text[: m.start()] + '"timeline": null' + text[m.end() :]) or {}
+        whole = _load(text[:at] + "null" + text[end:]) or {}
         whole.update(ev)
         out = json.dumps(whole, sort_keys=True)
-        cut = out.index('"timeline": null')
-        parts = made[key] = (out[:cut], out[cut + len('"timeline": null') :])
-    return parts[0] + m.group(0) + parts[1]
+        cut = out.index(_TIMELINE + "null") + len(_TIMELINE)
+        parts = made[key] = (out[:cut], out[cut + 4 :])
+    return parts[0] + text[at:end] + parts[1]
 
 
 def family_label(
