@@ -100,7 +100,48 @@ PUBLISHED = [
     ("triton_tem_fused_mm_0", "inductor_template"),
     ("void regular_fft<512u, EPT<8u>, 128u, 8u, 0u, 0u>(unsigned int, unsigned int, float2*)", "cufft"),
     ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent>", "cub"),
+    # public traces read from snapshots (TraceLens tests/traces: b200/eager_trace, the MI300X sglang one)
+    (B200_MOE := "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_"
+     "schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f", "grouped_gemm"),
+    ("fused_moe_kernel", "grouped_gemm"),
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, "
+     "unsigned int**, unsigned long, unsigned long)", "collective"),
+    (MI300X_GEMM := "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x256x32_MI16x16x1_SN_LDSB1_AFC1_AFEM1_ISA942",
+     "rocblas"),
+    ("_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVS",
+     "efficient_attention"),
+    ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+     "serving_ops"),
+    ("_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i",
+     "serving_ops"),
 ]
+
+# (name, duration ns, compute capability, the label its family gives without counters or shapes)
+BOUND = [
+    ("triton_poi_fused_add_0", 80_000, "9.0", "dram"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 900_000, "9.0",
+     "communication"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", 99_000, "9.0", "tensor_core"),  # 79 % tensor pipe (ncu)
+    ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", 7_500, "9.0", "latency"),  # short: latency by its counters too
+    # a Turing mma.sync GEMM on an H100: 12.5 % occupancy, under 60 % of the tensor roof (ncu)
+    ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_32x1_nn_align8>(Params)", 2_151_000,
+     "9.0", "latency"),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align4>(Params)", 300_000, "8.0",
+     "tensor_core"),
+    ("volta_sgemm_128x32_nt", 300_000, "7.0", "compute"),  # FP32 SIMT: no tensor cores
+    (B200_MOE, 75_000, "10.0", "dram"),  # 16-wide tiles: a decode batch, ~32 FLOP per weight element
+    (MI300X_GEMM, 6_700_000, None, "tensor_core"),
+    ("void gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024>", 50_000, "9.0", "dram"),
+    ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent>", 90_000, "9.0",
+     None),  # a sort or a scan: the family says nothing
+]
+
+
+@pytest.mark.parametrize("name,ns,cc,label", BOUND)
+def test_a_family_gives_a_label_only_where_it_can(name, ns, cc, label):
+    got, why = F.bound(F.family_of(name), name, ns, cc)
+    assert got == label, why
+    assert why
 
 
 @pytest.mark.parametrize("name,api,family", REAL)

@@ -25,7 +25,7 @@ from collections import defaultdict
 from profkit.analyses import classify, shape_labels
 from profkit.core.errors import BadInput
 from profkit.core.metrics import lookup
-from profkit.model import perf
+from profkit.model import families, perf
 from profkit.model.ops import aten, optimizers
 from profkit.store.store import Store
 
@@ -194,3 +194,74 @@ def agreement(rows: list[dict], against: str = "counted_roofline", strict: bool 
         return mine == r[against]
 
     return sum(r["gpu_ns"] for r in rows if same(r)) / total if total else 0.0
+
+
+# labels that all say "near no roof": a family label of `latency` against counters that name the
+# reason (a short grid, an occupancy limit) is the same finding, less specific
+NO_ROOF = ("latency", "launch_overhead", "occupancy")
+
+
+def family_labels(store: Store, run: str) -> list[dict]:
+    """Per launch with counters in a run: the label its counters give (classify's; where that is
+    `unknown`, the counted roofline: shape_labels' rule on the counted FLOPs, DRAM bytes and
+    duration) against the label its kernel family and timeline facts alone give with the counters
+    dropped (shape_labels.family_label on the launch's name, duration and grid). Launches whose
+    counters decide nothing are left out."""
+    counters = store.counters(run, sampled=False)
+    ceilings, _ = shape_labels._peaks(store, run)
+    gpu, found = shape_labels._gpu(store, run)
+    facts = {
+        i: (name, dur, (gx or 1) * (gy or 1) * (gz or 1) if gx else None)
+        for i, name, dur, gx, gy, gz in store.conn.execute(
+            "SELECT r.id, n.name, r.duration_ns, r.grid_x, r.grid_y, r.grid_z FROM launch_row r"
+            " JOIN launch_name n ON n.id = r.name_id WHERE r.run = ? AND r.timeline_id IS NULL",
+            (run,),
+        )
+    }
+    out = []
+    for r in classify.label_rows(store, run):
+        c = counters.get(r["kernel_id"])
+        if not c or r["kernel_id"] not in facts:
+            continue
+        truth, basis = r["label"], "counters"
+        if truth == "unknown":
+            ns = lookup(c, "duration") or 0.0
+            nbytes = (lookup(c, "dram_read_bytes") or 0.0) + (lookup(c, "dram_write_bytes") or 0.0)
+            nbytes = nbytes or (lookup(c, "dram_bytes") or 0.0)
+            work = perf.work(c)
+            if not (ceilings and ns and nbytes and any(work.values())):
+                continue
+            truth, basis = roof_label(work, nbytes, ns, ceilings, shape_labels.ATTAINED), "counted roofline"
+        name, dur, grid = facts[r["kernel_id"]]
+        fam = families.explain(name)
+        label, reason, _ = shape_labels.family_label(fam, name, dur, grid, gpu, found)
+        out.append(
+            {
+                "kernel_id": r["kernel_id"],
+                "kernel": name,
+                "family_key": fam[0],
+                "family": label,
+                "counters": truth,
+                "basis": basis,
+                "gpu_ns": dur or 0,
+                "family_reason": reason,
+                "counters_reason": r["reason"],
+            }
+        )
+    return out
+
+
+def family_agreement(rows: list[dict], strict: bool = True) -> tuple[float, float]:
+    """(share of the GPU time the family labels, share of that where the family's label is the
+    counters'); not `strict`: the labels of NO_ROOF count as one."""
+    total = sum(r["gpu_ns"] for r in rows)
+    done = [r for r in rows if r["family"] is not None]
+    got = sum(r["gpu_ns"] for r in done)
+
+    def same(r: dict) -> bool:
+        if strict:
+            return r["family"] == r["counters"]
+        return r["family"] == r["counters"] or (r["family"] in NO_ROOF and r["counters"] in NO_ROOF)
+
+    agree = sum(r["gpu_ns"] for r in done if same(r))
+    return (got / total if total else 0.0), (agree / got if got else 0.0)

@@ -23,7 +23,7 @@ import json
 from bisect import bisect_left
 from math import prod
 
-from profkit.model import gpus
+from profkit.model import families, gpus
 from profkit.model.ops import aten
 from profkit.parsers._ops import GRAD_OP
 from profkit.store import ops_table
@@ -190,7 +190,7 @@ def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
     name = row[0]["gpu_name"] if row else None
     meta = _load(row[0]["meta"]) if row else None
     cc = (meta or {}).get("cc") or (meta or {}).get("compute_capability")
-    cands, found = gpus.candidates(name, cc)
+    cands, found = gpus.candidates(name, cc, (meta or {}).get("sm_count"))
     if not cands:
         return None, f"no known peaks for GPU {name or 'unnamed'} (profkit ingest --gpu NAME)"
     g = cands[0]
@@ -199,16 +199,16 @@ def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
 
 def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     """Rows of label_rows whose launch has no counters (not in `counted`) and is `unknown` get the
-    operator model's label; the others are returned as they were."""
+    operator model's label, else their kernel family's (family_labels); the others are returned
+    as they were."""
     todo = [
         r for r in rows if r["label"] == "unknown" and r["kernel_id"] not in counted and r.get("sampled_from") is None
     ]
     if not todo:
         return rows
     ops = model_ops(store, run)
-    if not ops:
-        return rows
-    ceilings, whose = _peaks(store, run)
+    ceilings, whose = _peaks(store, run) if ops else (None, "")
+    left = []
     for r in todo:
         o = ops.get(r["kernel_id"])
         if o is None:
@@ -216,15 +216,129 @@ def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
                 f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
                 "(a graph replay, a custom op without shapes, or a launch outside any op)"
             )
+            left.append(r)
             continue
         label, reason, ev = label_of(o, ceilings, whose)
         if label is None:
             r["reason"] = f"{r['reason']}; from shapes: {reason}"
+            left.append(r)
             continue
         evidence = _load(r["evidence"]) or {}
         evidence.update({"rule": "shapes", "shapes": ev})
         r.update(label=label, reason=reason, evidence=json.dumps(evidence, sort_keys=True))
+    if left:
+        family_labels(store, run, left)
     return rows
+
+
+# the counter rule's launch-overhead bounds (classify RULES launch_overhead: tiny_duration_ns)
+TINY_NS = 5_000
+FAMILY_CITATION = (
+    "A guess from who wrote the kernel (profkit.model.families.bound), not a measurement: checked "
+    "against the counters of the same kernels in benchmarks/results/shape_labels.md."
+)
+
+
+def family_labels(store: Store, run: str, rows: list[dict]) -> None:
+    """Label `unknown` rows without counters or shapes from the timeline and the kernel family:
+
+    - a kernel under 5 us over a grid smaller than the SM count is `launch_overhead` (the counter
+      rule's LaunchStatistics test, its grid read from the timeline);
+    - else the family's label (profkit.model.families.bound): memory-bound families `dram`, NCCL
+      and custom all-reduce `communication`, GEMM/convolution/attention kernels `tensor_core` (or
+      `compute` for FP32 SIMT ones) when they ran long, `latency` when short. A family that says
+      nothing (user Triton, CUB, unrecognised names) leaves the launch `unknown`.
+
+    The reason starts "from the kernel family:" and evidence `rule` is `family` (or
+    `launch_overhead` with `timeline_grid`), so a guess is told from a measurement."""
+    gpu, found = _gpu(store, run)
+    facts = {
+        i: (name, dur, gx, gy, gz)
+        for i, name, dur, gx, gy, gz in store.conn.execute(
+            "SELECT r.id, n.name, r.duration_ns, r.grid_x, r.grid_y, r.grid_z FROM launch_row r"
+            " JOIN launch_name n ON n.id = r.name_id WHERE r.id IN (SELECT value FROM json_each(?))",
+            (json.dumps([r["kernel_id"] for r in rows]),),
+        )
+    }
+    fam_of: dict[str, tuple[str, str]] = {}
+    made: dict[tuple, tuple[str, str]] = {}
+    for r in rows:
+        name, dur, gx, gy, gz = facts.get(r["kernel_id"], (r["kernel_name"], None, None, None, None))
+        if name not in fam_of:
+            fam_of[name] = families.explain(name)
+        grid = (gx or 1) * (gy or 1) * (gz or 1) if gx else None
+        label, reason, ev = family_label(fam_of[name], name, dur, grid, gpu, found)
+        if label is None:
+            r["reason"] = f"{r['reason']}; from the kernel family: {reason}"
+            continue
+        # what `ev` holds: the family's facts (per name), or the grid (launch overhead)
+        same = (ev["rule"], name if ev["rule"] == "family" else grid)
+        r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, same, made))
+
+
+# a no-counter launch's evidence differs from its siblings' by its timeline facts only (a flat
+# object): the evidence with the family's added is made once per shape and name, then cut there
+_TIMELINE = '"timeline": '
+
+
+def _with(text: str, ev: dict, same: tuple, made: dict) -> str:
+    """A launch's evidence JSON with `ev`'s keys added (sorted keys, as classify writes it);
+    `same`: what makes `ev` the same for launches of the same evidence otherwise."""
+    at = text.find(_TIMELINE)
+    end = -1
+    if at >= 0:
+        at += len(_TIMELINE)
+        end = at + 4 if text.startswith("null", at) else text.find("}", at) + 1
+    if end <= at:
+        whole = _load(text) or {}
+        whole.update(ev)
+        return json.dumps(whole, sort_keys=True)
+    key = (text[:at], text[end:], same)
+    parts = made.get(key)
+    if parts is None:
+        whole = _load(text[:at] + "null" + text[end:]) or {}
+        whole.update(ev)
+        out = json.dumps(whole, sort_keys=True)
+        cut = out.index(_TIMELINE + "null") + len(_TIMELINE)
+        parts = made[key] = (out[:cut], out[cut + 4 :])
+    return parts[0] + text[at:end] + parts[1]
+
+
+def family_label(
+    family: tuple[str, str], name: str | None, dur: float | None, grid: int | None, gpu: gpus.Gpu | None, found: str
+) -> tuple[str | None, str, dict]:
+    """(label, reason, evidence) of one launch from its timeline facts and its kernel family
+    ((key, why the name is that family's)); label None: neither says."""
+    if dur is not None and dur < TINY_NS and grid is not None and gpu is not None and gpu.sms and grid < gpu.sms:
+        reason = (
+            f"{dur / 1e3:.1f} us kernel over {grid} blocks (< {gpu.sms} SMs of the {gpu.name}): "
+            "launch overhead, from the timeline's grid (no counters)"
+        )
+        ev = {"grid": grid, "sm_count": gpu.sms, "gpu": found}
+        return "launch_overhead", reason, {"rule": "launch_overhead", "timeline_grid": ev}
+    key, named = family
+    label, why = families.bound(key, name, dur, gpu.cc if gpu is not None else None)
+    if label is None:
+        return None, why, {}
+    ev = {
+        "family": key,
+        "title": families.get(key).title,
+        "named_by": named,
+        "basis": "kernel name and timeline duration (evidence timeline): no counters, no shapes",
+        "citation": FAMILY_CITATION,
+    }
+    reason = f"from the kernel family: {why} (no counters or shapes: a guess from the name)"
+    return label, reason, {"rule": "family", "family": ev}
+
+
+def _gpu(store: Store, run: str) -> tuple[gpus.Gpu | None, str]:
+    """The run's GPU row of the known-GPU table (its first candidate) and how it was found."""
+    row = store.query("SELECT gpu_name, meta FROM run WHERE run = ?", (run,))
+    name = row[0]["gpu_name"] if row else None
+    meta = _load(row[0]["meta"]) if row else None
+    cc = (meta or {}).get("cc") or (meta or {}).get("compute_capability")
+    cands, found = gpus.candidates(name, cc, (meta or {}).get("sm_count"))
+    return (cands[0] if cands else None), found
 
 
 def label_of(o: dict, ceilings: dict | None, whose: str) -> tuple[str | None, str, dict]:

@@ -45,6 +45,12 @@ _RULES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
             r"\bnccl[A-Z]?\w*Kernel|^ncclDevKernel|^ncclKernel|\bnccl::",
             "an NCCL kernel (ncclDevKernel*/ncclKernel*)",
         ),
+        (
+            "collective",
+            r"multimem_all_reduce|one_shot_all_reduce|two_shot_all_reduce|cross_device_reduce|"
+            r"custom_all_reduce|allreduce_fusion_kernel|\blamport\w*all_?reduce",
+            "a custom all-reduce kernel (symmetric memory, vLLM/TensorRT-LLM custom all-reduce)",
+        ),
         ("inductor_pointwise", r"^triton_poi_", "Inductor's prefix triton_poi_ (pointwise)"),
         ("inductor_reduction", r"^triton_red_", "Inductor's prefix triton_red_ (reduction)"),
         ("inductor_persistent", r"^triton_per_", "Inductor's prefix triton_per_ (persistent reduction)"),
@@ -62,7 +68,7 @@ _RULES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
         ),
         (
             "efficient_attention",
-            r"fmha|mem_efficient|efficient_attention|attention_kernel_backward|AttentionKernel",
+            r"fmha|Fmha\w*(Kernel|Fwd|Bwd)|mem_efficient|efficient_attention|attention_kernel_backward|AttentionKernel",
             "a memory-efficient attention kernel (fmha*, mem_efficient)",
         ),
         (
@@ -82,7 +88,19 @@ _RULES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
             r"\bsgemm_largek|\bgemv2[NT]_kernel",
             "a cuBLAS/cuBLASLt kernel (nvjet_*, *_xmma_gemm_*, *_sgemm_*, gemv, cuBLAS's CUTLASS builds)",
         ),
+        (
+            "grouped_gemm",
+            r"^fused_moe_kernel|\bfused_moe\w*kernel|^bmm_\w*(E4m3|E2m1|Bfloat16|Fp16)\w*_t\d+x\d+|"
+            r"\bMoeFCGemm|grouped_gemm|GroupedGemm",
+            "a grouped (mixture-of-experts) GEMM kernel (vLLM fused_moe_kernel, TensorRT-LLM bmm_*, grouped_gemm)",
+        ),
         ("cutlass", r"\bcutlass|cute::|cutlass3x_", "a CUTLASS kernel (cutlass::, cutlass3x_)"),
+        (
+            "rocblas",
+            r"^Cijk_|\bCijk_|^rocblas_|\brocblas_\w*gemm|hipblaslt|\bgemm_xdl|ck::\w*[Gg]emm|"
+            r"\bwvSplitK|\bkernel_gemm_xdl",
+            "a ROCm GEMM kernel (rocBLAS/hipBLASLt Tensile Cijk_*, Composable Kernel gemm_xdl)",
+        ),
         ("cufft", r"\bcufft|\bregular_fft|\bvector_fft|fft_?\w*kernel|\bdpRadix", "a cuFFT kernel"),
         (
             "curand",
@@ -99,6 +117,12 @@ _RULES: tuple[tuple[str, re.Pattern, str], ...] = tuple(
             "fbgemm",
             r"fbgemm|^(void )?split_embedding_|permute_pooled_embs|bounds_check_indices",
             "an FBGEMM GPU kernel",
+        ),
+        (
+            "serving_ops",
+            r"rms_?norm\w*kernel|act_and_mul|silu_and_mul|gelu\w*_and_mul|rotary_embedding\w*kernel|"
+            r"reshape_and_cache|store_kvcache|per_token\w*quant|scaled_fp8_quant|dynamic\w*quant\w*kernel",
+            "an LLM-serving kernel (vLLM/SGLang/aiter norm, activation, rotary, KV-cache write, quantisation)",
         ),
         (
             "aten_copy",

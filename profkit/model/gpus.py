@@ -54,6 +54,16 @@ _B200 = (
     "NVIDIA HGX B200 datasheet, per GPU (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet); tensor: sparse / 2"
 )
 
+_MI300X = (
+    "AMD Instinct MI300X data sheet (amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
+    "amd-instinct-mi300x-data-sheet.pdf): dense matrix rates (no sparsity), FP32/FP64 vector; 304 CUs"
+)
+_MI200 = (
+    "AMD Instinct MI200 series data sheet (amd.com/system/files/documents/amd-instinct-mi200-datasheet.pdf): "
+    "per package of two GCDs, and ROCm shows each GCD as one device, so a row is half a package (the MI210 "
+    "is one GCD of the MI250's rates); dense matrix rates, FP32/FP64 vector"
+)
+
 
 def _ampere_dc(dram: float) -> dict:
     return {
@@ -220,6 +230,46 @@ KNOWN: tuple[Gpu, ...] = (
         _B200,
     ),
     Gpu(
+        "AMD Instinct MI300X",
+        "gfx942",
+        304,
+        {
+            "dram": 5.3e12,
+            "fp32": 163.4 * T,
+            "fp64": 81.7 * T,
+            "tf32_tensor": 653.7 * T,
+            "bf16_tensor": 1307.4 * T,
+            "fp16_tensor": 1307.4 * T,
+            "fp8_tensor": 2614.9 * T,
+        },
+        _MI300X,
+        ("MI300X",),
+    ),
+    # one GCD: 110 of the MI250X's 220 CUs, half its 3.2768 TB/s, 383 TFLOP/s bf16, 47.9 FP32/FP64
+    Gpu(
+        "AMD Instinct MI250X (one GCD)",
+        "gfx90a",
+        110,
+        {"dram": 1638.4 * G, "fp32": 23.95 * T, "fp64": 23.95 * T, "bf16_tensor": 191.5 * T, "fp16_tensor": 191.5 * T},
+        _MI200,
+        ("AMD Instinct MI250X", "MI250X"),
+    ),
+    # one GCD: 104 of the MI250's 208 CUs, half its 3.2768 TB/s, 362.1 TFLOP/s bf16, 45.3 FP32/FP64
+    Gpu(
+        "AMD Instinct MI250 (one GCD)",
+        "gfx90a",
+        104,
+        {
+            "dram": 1638.4 * G,
+            "fp32": 22.65 * T,
+            "fp64": 22.65 * T,
+            "bf16_tensor": 181.05 * T,
+            "fp16_tensor": 181.05 * T,
+        },
+        _MI200,
+        ("AMD Instinct MI250", "MI250", "AMD Instinct MI210", "MI210"),
+    ),
+    Gpu(
         "NVIDIA GeForce RTX 5090",
         "12.0",
         170,
@@ -250,17 +300,30 @@ def by_cc(cc: str | None) -> list[Gpu]:
     return [g for g in KNOWN if cc and g.cc == str(cc).strip()]
 
 
-def candidates(name: str | None, cc: str | None) -> tuple[list[Gpu], str]:
+# HIP reports an AMD GPU's gfx target as a "compute capability" (gfx90a as 9.0, gfx942 as 9.4):
+# the same numbers as NVIDIA's, so an AMD name is matched among the AMD rows only
+_AMD = re.compile(r"\bAMD\b|Radeon|Instinct|\bgfx\d", re.I)
+_GFX = {"9.0": "gfx90a", "9.4": "gfx942"}
+
+
+def candidates(name: str | None, cc: str | None, sms: int | None = None) -> tuple[list[Gpu], str]:
     """(rows, how they were found) for a run: the GPU it names, else every known GPU of its
-    compute capability (the table is not every GPU of that capability: the caller says so)."""
+    compute capability (the table is not every GPU of that capability: the caller says so), those
+    with the run's SM count first where it has one."""
     g = by_name(name)
     if g is not None:
         return [g], f"by name {name!r}"
-    rows = by_cc(cc)
+    if name and _AMD.search(name):
+        cc = _GFX.get(str(cc).strip(), cc) if cc else None
+        rows = [r for r in by_cc(cc) if r.cc.startswith("gfx")]
+    else:
+        rows = [r for r in by_cc(cc) if not r.cc.startswith("gfx")]
+    if rows and sms:
+        rows = sorted(rows, key=lambda r: r.sms != sms)
     if rows:
         return rows, (
             f"by compute capability {cc} ({'GPU ' + repr(name) + ' not in the table; ' if name else ''}"
-            f"the table's CC {cc} GPUs)"
+            f"the table's {cc} GPUs{', ' + str(sms) + ' SMs first' if sms else ''})"
         )
     return [], (f"GPU {name!r} not in the table" if name else "no GPU name") + (
         f", no known GPU of compute capability {cc}" if cc else ", no compute capability"
