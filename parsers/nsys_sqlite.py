@@ -34,7 +34,7 @@ from profkit.core.errors import BadInput
 from profkit.core.hostcalls import call_name, host_kind
 from profkit.core.names import MAX_NAME, name_too_long, report_text
 from profkit.core.nvtx import I64_MAX, Nesting, project, range_paths
-from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
+from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed, bounded_meta
 from profkit.core.units import normalise
 from profkit.core.unpack import XZ_MAGIC, unxz
 
@@ -1653,8 +1653,12 @@ def _facts(conn, t: dict, device: int | None = None) -> dict:
         table = next((t[x] for x in tables if x in t), None)
         if table:
             try:
-                # keys as text: a corrupt row may hold a blob or NULL name (JSON needs str keys)
-                rows = [(str(_text(k)), v) for k, v in conn.execute(f'SELECT name, value FROM "{table}"')]
+                # keys as text: a corrupt row may hold a blob or NULL name (JSON needs str keys);
+                # each bounded before the capture rows are redacted (Parsed bounds the whole)
+                rows = [
+                    (bounded_meta(str(_text(k))), bounded_meta(v))
+                    for k, v in conn.execute(f'SELECT name, value FROM "{table}"')
+                ]
             except sqlite3.DatabaseError:
                 continue
             facts[key] = _capture_facts(rows) if key == "nsys_capture" else dict(rows)

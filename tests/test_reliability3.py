@@ -704,3 +704,161 @@ def test_a_two_megabyte_gpu_name_loads_in_linear_time(tmp_path):
         "git clone https://u:(redacted)@github.com/x"
     )
     assert "pw" not in environment.redact_text("9abc://u:pw@h")
+
+
+# --- a report's metadata is bounded: one hostile value costs bounded time and space ------------
+
+HUGE_TEXT = 24 << 20  # the campaign's hang: a 24 MB text in the export's own metadata table
+
+
+def _stored_meta(db: Path) -> tuple[str, str]:
+    import sqlite3
+
+    c = sqlite3.connect(db)
+    try:
+        return c.execute("SELECT r.meta, f.facts FROM run r JOIN report_file f USING (run)").fetchone()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("column_path", [False, True])
+def test_a_huge_value_in_an_nsys_export_s_metadata_is_left_out_with_a_note(tmp_path, monkeypatch, column_path):
+    """The fuzz campaign's hang: an export whose META_DATA_EXPORT holds a 24 MB text (as a
+    value, and as a name) took ~16 s under load, the text copied into the run's meta at every
+    step (redacted, encoded, written, read back). The kernels load; the text is stored as a note
+    of its length, the rest of the export's metadata as it was."""
+    import shutil
+    import sqlite3
+
+    from profkit.parsers import nsys_sqlite
+
+    note = f"<{HUGE_TEXT:,} characters left out>"
+    if column_path:
+        monkeypatch.setattr(nsys_sqlite, "BULK_MIN_ROWS", 0)
+    seed = Path(__file__).parent / "data" / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite"
+    clean, f = tmp_path / "clean.nsys.sqlite", tmp_path / "huge.nsys.sqlite"
+    shutil.copy(seed, clean)
+    shutil.copy(seed, f)
+    c = sqlite3.connect(f)
+    c.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = 'EXPORT_HOST'", ("h" * HUGE_TEXT,))
+    c.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, 'x')", ("n" * HUGE_TEXT,))
+    c.commit()
+    c.close()
+    loaded = []
+    for name, report in (("clean", clean), ("huge", f)):
+        r = CliRunner().invoke(cli, ["ingest", str(report), "--db", str(tmp_path / f"{name}.db")])
+        assert r.exit_code == 0, r.output
+        loaded.append(_stored_meta(tmp_path / f"{name}.db"))
+        k = sqlite3.connect(tmp_path / f"{name}.db")
+        loaded[-1] += (k.execute("SELECT count(*) FROM launch").fetchone()[0],)
+        k.close()
+    (clean_meta, _, clean_kernels), (meta, facts, kernels) = loaded
+    assert kernels == clean_kernels > 0  # every kernel loads
+    assert len(meta) < 64_000 and len(facts) < 64_000  # bounded, not 24 MB
+    export, clean_export = json.loads(meta)["nsys_export"], json.loads(clean_meta)["nsys_export"]
+    assert export["EXPORT_HOST"] == note  # the note says what was left out
+    assert export[note] == "x"  # (a key too)
+    assert {k: v for k, v in export.items() if not k.startswith("<") and k != "EXPORT_HOST"} == {
+        k: v for k, v in clean_export.items() if k != "EXPORT_HOST"
+    }
+
+
+def _cupti_with_huge_argv(tmp_path: Path) -> tuple[Path, int]:
+    lines = (Path(__file__).parent / "data" / "rmsnorm-cupti" / "rmsnorm-cupti.cupti.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head["argv"] = [*head["argv"], "a" * 2_000_000]
+    f = tmp_path / "big.cupti.jsonl"
+    f.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    return f, 2_000_000
+
+
+def _kineto_with_huge_device_name(tmp_path: Path) -> tuple[Path, int]:
+    import gzip
+
+    doc = json.loads(
+        gzip.decompress((Path(__file__).parent / "data" / "kineto-h100" / "tf.kineto.json.gz").read_bytes())
+    )
+    for p in doc["deviceProperties"]:
+        p["name"] = "NVIDIA H100 " + "x" * 2_000_000
+    f = tmp_path / "big.kineto.json"
+    f.write_text(json.dumps(doc))
+    return f, 2_000_012
+
+
+def _ncu_csv_with_huge_device_name(tmp_path: Path) -> tuple[Path, int]:
+    import csv
+    import io
+
+    rows = list(
+        csv.reader(io.StringIO((Path(__file__).parent / "data" / "known" / "full_rmsnorm_triton.raw.csv").read_text()))
+    )
+    i = rows[0].index("device__attribute_display_name")
+    for row in rows[2:]:
+        row[i] = "NVIDIA H200 " + "x" * 100_000  # (a CSV field is read up to 128 K)
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    f = tmp_path / "big.raw.csv"
+    f.write_text(out.getvalue())
+    return f, 100_012
+
+
+def _capture_json_with_a_huge_field(tmp_path: Path) -> tuple[Path, int]:
+    import shutil
+
+    src = Path(__file__).parent / "data" / "rmsnorm-cupti"
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(src / "rmsnorm-cupti.cupti.jsonl", folder)
+    meta = json.loads((src / "capture.json").read_text())
+    meta["notes"] = "n" * 2_000_000
+    (folder / "capture.json").write_text(json.dumps(meta))
+    return folder, 2_000_000
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _cupti_with_huge_argv,
+        _kineto_with_huge_device_name,
+        _ncu_csv_with_huge_device_name,
+        _capture_json_with_a_huge_field,
+    ],
+)
+def test_every_way_metadata_enters_is_bounded_by_one_rule(tmp_path, make):
+    """A CUPTI trace's argv, a Kineto trace's deviceProperties, an ncu page's device name, a
+    capture.json merged into the run: a text over the bound in any loads with its note in its place."""
+    from profkit.core.rows import MAX_META_TEXT, left_out
+
+    path, n = make(tmp_path)
+    r = CliRunner().invoke(cli, ["ingest", str(path), "--db", str(tmp_path / "d.db")])
+    assert r.exit_code == 0, r.output
+    meta, facts = _stored_meta(tmp_path / "d.db")
+    assert len(meta) < MAX_META_TEXT and len(facts) < MAX_META_TEXT
+    assert left_out(n) in meta
+
+
+def test_bounded_meta_keeps_real_metadata_and_bounds_the_whole(tmp_path):
+    """Real metadata (an nsys export's, with its capture settings) comes back equal; a value
+    over the bound becomes its note; past the total, the rest of an object is one note."""
+    from profkit.parsers import nsys_sqlite
+
+    from profkit.core.rows import MAX_META, MAX_META_TEXT, bounded_meta, left_out
+
+    facts = nsys_sqlite.parse(Path(__file__).parent / "data" / "rmsnorm-cupti" / "rmsnorm-nsys.nsys.sqlite").facts
+    assert facts["nsys_capture"] and facts["nsys_export"]
+    assert bounded_meta(facts) == facts
+    assert bounded_meta({"a": "x" * (MAX_META_TEXT + 1), "b": b"y" * (MAX_META_TEXT + 1), "c": ["z"] * 3}) == {
+        "a": left_out(MAX_META_TEXT + 1),
+        "b": left_out(MAX_META_TEXT + 1, "bytes"),
+        "c": ["z"] * 3,
+    }
+    many = {f"k{i}": "v" * 60_000 for i in range(40)}  # 2.4 M characters, each under the bound
+    out = bounded_meta(many)
+    assert len(json.dumps(out)) < MAX_META + 70_000
+    assert out["k0"] == many["k0"] and out["k39"] == left_out(60_000)
+    wide = bounded_meta({f"k{i}": i for i in range(200_000)})  # ~14 characters each: the rest is one note
+    assert len(wide) < 100_000 and wide["<left out>"].endswith("keys left out>")
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    assert "left out" in json.dumps(bounded_meta(deep))

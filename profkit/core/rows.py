@@ -122,6 +122,9 @@ class Parsed:
     # looks whole): said with the load; None when its framing proved it whole
     caveat: str | None = None
 
+    def __post_init__(self) -> None:
+        self.facts = bounded_meta(self.facts)  # every parser's facts, whatever report they came from
+
     def summary(self) -> dict:
         return {
             "kernels": len(self.kernels) + len(self.extra_kernels),
@@ -162,6 +165,63 @@ def ncu_kernel_row(
         elif total in values:
             kw[cols[0]] = count(values[total][0])
     return kernel_row(**kw)
+
+
+# A report's metadata (its facts, a capture.json) is copied at every step of a load: parsed,
+# scrubbed of secrets, encoded as JSON, written into the run and read back. Real metadata is
+# under 12 K characters in all, its longest text ~2 K (an environment variable), so these
+# bounds leave it whole while one hostile value costs bounded time (a 24 MB text took seconds).
+MAX_META_TEXT = 64 << 10  # characters of one text or key (a blob: bytes)
+MAX_META = 1 << 20  # characters of one report's metadata in all, counted in order
+_NUMBER = 8  # what a number, a boolean or null counts
+
+
+def left_out(n: int, what: str = "characters") -> str:
+    """The note stored in place of what bounded_meta leaves out."""
+    return f"<{n:,} {what} left out>"
+
+
+def bounded_meta(meta):
+    """`meta` as stored: a text or key over MAX_META_TEXT characters is replaced by
+    `<N characters left out>`; once MAX_META characters are taken (texts and keys by their
+    length, numbers by 8, in the metadata's own order), each later text becomes such a note and
+    the rest of a list or object one `<N items left out>` (an object's: under the key `<left out>`,
+    `<N keys left out>`); so does nesting past 64 levels.
+    Small metadata comes back unchanged (equal); only the order of a dict's keys is kept."""
+    return _bound(meta, [MAX_META], 0)
+
+
+def _bound(v, budget: list[int], depth: int):
+    if isinstance(v, (str, bytes)):
+        n = len(v)
+        if n > MAX_META_TEXT or n > budget[0]:
+            budget[0] -= 32  # (the note's own length: the budget still runs out)
+            return left_out(n, "bytes" if isinstance(v, bytes) else "characters")
+        budget[0] -= n
+        return v
+    if isinstance(v, dict):
+        if depth > 64:
+            return left_out(len(v), "keys")
+        out: dict = {}
+        for i, (k, x) in enumerate(v.items()):
+            if budget[0] <= 0:
+                out.setdefault("<left out>", left_out(len(v) - i, "keys"))
+                break
+            key = _bound(k, budget, depth + 1) if isinstance(k, (str, bytes)) else k
+            out.setdefault(key, _bound(x, budget, depth + 1))
+        return out
+    if isinstance(v, (list, tuple)):
+        if depth > 64:
+            return left_out(len(v), "items")
+        items = []
+        for i, x in enumerate(v):
+            if budget[0] <= 0:
+                items.append(left_out(len(v) - i, "items"))
+                break
+            items.append(_bound(x, budget, depth + 1))
+        return tuple(items) if isinstance(v, tuple) else items
+    budget[0] -= _NUMBER
+    return v
 
 
 # Two launch calls of one kind (runtime, or driver) with one kernel's correlation id: every

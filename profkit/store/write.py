@@ -18,7 +18,7 @@ from pathlib import Path
 
 from profkit.core import environment
 from profkit.core.nvtx import names_of
-from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed
+from profkit.core.rows import GPU_COPY_FIELDS, HOST_CALL_FIELDS, KERNEL_FIELDS, Parsed, bounded_meta
 from profkit.store import bulk as _bulk
 from profkit.store import inherit, ops_table, source_rows
 from profkit.store.connection import switch_journal
@@ -116,7 +116,8 @@ def indexes_after(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def _add_file(c: sqlite3.Connection, run: str, report: Parsed, sha256: str, rank: int | None) -> int:
-    facts = environment.scrub_meta(report.facts or {})  # every way a command or environment enters
+    # every way a command or environment enters; bounded again (a Parsed's facts may be added to)
+    facts = environment.scrub_meta(bounded_meta(report.facts or {}))
     if not c.execute("SELECT 1 FROM run WHERE run = ?", (run,)).fetchone():
         c.execute(
             "INSERT INTO run (run, created_at, gpu_name, meta) VALUES (?, ?, ?, ?)",
@@ -348,9 +349,10 @@ def merge_meta(conn: sqlite3.Connection, run: str, facts: dict) -> None:
     """Facts the run's meta lacks added to it (those it has are kept); its GPU name set if unset."""
     row = conn.execute("SELECT meta, gpu_name FROM run WHERE run = ?", (run,)).fetchone()
     meta = json.loads(row[0] or "{}")
-    facts = environment.scrub_meta(facts)  # capture.json, hand-written or older, as any report's facts
+    facts = environment.scrub_meta(bounded_meta(facts))  # capture.json, hand-written or older, as any report's facts
     for k, v in facts.items():
         meta.setdefault(k, v)
+    meta = bounded_meta(meta)  # a run of many reports: the facts of each added
     conn.execute(
         "UPDATE run SET meta = ?, gpu_name = coalesce(gpu_name, ?) WHERE run = ?",
         (json.dumps(meta, sort_keys=True, default=str), facts.get("gpu_name"), run),

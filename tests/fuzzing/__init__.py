@@ -108,6 +108,7 @@ def summarise(cases: list[dict], results: list[dict], seconds: float, args: dict
         "date": date.today().isoformat(), "machine": f"{platform.machine()} VM, {os.cpu_count()} cores",
         "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
         "hypothesis": __import__("hypothesis").__version__, "ncu_report": _version("ncu-report"), "args": args,
+        "code": code_under_test(),
         "cases": built, "cases_drawn": len(results), "seconds": round(seconds, 1),
         "crashes": len(crashes), "hangs": len(hangs), "partial_writes": len(partial),
         "silent_partial_loads": len(silent), "inputs_changed": len(changed), "sidecar_files": len(sidecar),
@@ -133,6 +134,18 @@ def _version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def code_under_test() -> dict:
+    """Where profkit's packages were imported from (the workers inherit this environment). An
+    editable install maps profkit.parsers and profkit.kernels to its own checkout whatever
+    sys.path says, so a campaign run from a copy of a commit must say which code it tried."""
+    import profkit.kernels
+    import profkit.parsers
+
+    import profkit
+
+    return {m.__name__: os.path.dirname(m.__file__ or "") for m in (profkit, profkit.parsers, profkit.kernels)}
 
 
 def _per_signature(crashes: list[dict], k: int) -> list[dict]:

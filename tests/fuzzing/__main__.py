@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import __doc__ as DOC
-from . import fuzz, make_template, run_case, snapshot
+from . import code_under_test, fuzz, make_template, run_case, snapshot
 from .cases import ROOT
 from .pool import worker_main
 
@@ -36,6 +36,10 @@ def main() -> int:
             template = make_template(Path(d))
             print(json.dumps(run_case(case, Path(d), template, snapshot(template)), indent=2))
         return 0
+    code = code_under_test()
+    print(f"code under test: {code}", file=sys.stderr, flush=True)
+    if any(not Path(d).resolve().is_relative_to(ROOT.resolve()) for d in code.values()):
+        print(f"warning: not all of that code is this tree's ({ROOT})", file=sys.stderr, flush=True)
     last = [0.0]
 
     def progress(done, total):
