@@ -46,6 +46,7 @@ from profkit.analyses import fusion, phases, unfused_attention
 from profkit.analyses import timeline as tl
 from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
+from profkit.analyses.selection import id_bounds
 from profkit.core import columns
 from profkit.core.errors import BadArgument, BadInput
 from profkit.core.intervals import minus_arrays, union_arrays
@@ -201,8 +202,10 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     paths_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM nvtx_path").fetchone()[0]
     if names_n >= 1 << 31 or paths_n >= 1 << 31:
         raise BadInput(store.path, "name or path ids past 2^31: not a database profkit wrote")
-    p = columns.ints(
-        c,
+    # the run's stretch of launch_row (selection.id_bounds), not a walk of its index
+    bounds = id_bounds(store, "launch_row", run)
+    within = "0" if bounds is None else f"launch_row.id BETWEEN {bounds[0]} AND {bounds[1]}"
+    p = store.int_columns(
         f"""
         SELECT id, coalesce(start_ns, 0), coalesce(end_ns, 0), duration_ns, coalesce(api_end_ns, 0),
                (start_ns IS NOT NULL) + 2 * (end_ns IS NOT NULL) + 4 * (api_end_ns IS NOT NULL)
@@ -212,14 +215,13 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
                (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(i.path_id, launch_row.path_id, -1) + 1,
                coalesce(nullif(grid_x, 0), 1) * coalesce(nullif(grid_y, 0), 1) * coalesce(nullif(grid_z, 0), 1)
         FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
-        WHERE run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL AND duration_ns != 0""",
+        WHERE {within} AND +run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL
+          AND duration_ns != 0""",
         (run,),
         12,
-    )
-    o = np.lexsort((p[:, 0], p[:, 1]))  # as ORDER BY coalesce(start_ns, 0), kernel_id
-    kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (
-        p[o, i] for i in range(12)
-    )
+    )[0]
+    o = columns.lex_order([p[0], p[1]])  # as ORDER BY coalesce(start_ns, 0), kernel_id
+    kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (x[o] for x in p)
     del p, o
     name_id = name_pair // names_n
     api_id, path_id = np.divmod(call_path, paths_n)  # each one more than its id (0: none)

@@ -91,12 +91,17 @@ def slice_covered(
     every slice non-empty. Each slice's intervals are sorted by start and swept together, in
     chunks of about `chunk` intervals in all (nested slices repeat their intervals)."""
     out = np.zeros(len(lo), dtype=np.int64)
+    # a slice of one interval covers its length (most slices, where each call has its range)
+    one = hi - lo == 1
+    out[one] = np.maximum(end[lo[one]] - start[lo[one]], 0)
+    many = np.flatnonzero(~one)
+    lo, hi = lo[many], hi[many]
     total = np.cumsum(hi - lo)
     first = 0
     while first < len(lo):
         done = total[first - 1] if first else 0
         last = max(first + 1, int(np.searchsorted(total, done + chunk, side="right")))
-        out[first:last] = _covered(start, end, lo[first:last], hi[first:last])
+        out[many[first:last]] = _covered(start, end, lo[first:last], hi[first:last])
         first = last
     return out
 
