@@ -79,7 +79,8 @@ def add_sampled(conn: sqlite3.Connection, run: str, out: dict) -> None:
 def timeline_source(conn: sqlite3.Connection, run: str) -> str | None:
     """The tool whose launches are the run's timeline: the most preferred one it has
     (nsys over the CUPTI tracer, ...); None for a counters-only run."""
-    have = {r[0] for r in conn.execute("SELECT DISTINCT source FROM launch WHERE run = ?", (run,))}
+    # (launch_row, not the launch view: the view's text columns make SQLite step every launch)
+    have = {r[0] for r in conn.execute("SELECT DISTINCT source FROM launch_row WHERE run = ?", (run,))}
     return next((s for s in timeline_sources() if s in have), None)
 
 
