@@ -212,14 +212,27 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
                + 8 * (source = 'ncu') + 16 * (rank IS NULL) + 32 * (device IS NULL) + 64 * (stream IS NULL),
                coalesce(rank, -1), coalesce(device, -1), coalesce(stream, -1),
                name_id * {names_n} + coalesce(short_id, -1) + 1,
-               (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(i.path_id, launch_row.path_id, -1) + 1,
+               (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(path_id, -1) + 1,
                coalesce(nullif(grid_x, 0), 1) * coalesce(nullif(grid_y, 0), 1) * coalesce(nullif(grid_z, 0), 1)
-        FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
+        FROM launch_row
         WHERE {within} AND +run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL
           AND duration_ns != 0""",
         (run,),
         12,
     )[0]
+    # an inherited launch's path is its lead thread's (the few rows of launch_inherit, placed by id)
+    inherit = columns.ints(
+        c,
+        "SELECT i.launch_id, i.path_id FROM launch_inherit i CROSS JOIN launch_row l ON l.id = i.launch_id "
+        "WHERE l.run = ? AND l.timeline_id IS NULL",
+        (run,),
+        2,
+    )
+    if len(inherit) and len(p[0]):
+        by_id = np.argsort(p[0])
+        at = by_id[np.minimum(np.searchsorted(p[0], inherit[:, 0], sorter=by_id), len(by_id) - 1)]
+        hit = p[0][at] == inherit[:, 0]
+        p[10][at[hit]] += inherit[hit, 1] - (p[10][at[hit]] % paths_n - 1)
     o = columns.lex_order([p[0], p[1]])  # as ORDER BY coalesce(start_ns, 0), kernel_id
     kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (x[o] for x in p)
     del p, o
@@ -230,8 +243,8 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
 
     def code(ids, of) -> np.ndarray:
         """Codes into `names` of name ids, through of(id) -> text."""
-        u, inv = np.unique(ids, return_inverse=True)
-        return np.array([names.setdefault(of(int(i)), len(names)) for i in u], dtype=np.int64)[inv.reshape(-1)]
+        u, inv = columns.unique_inverse(ids)
+        return np.array([names.setdefault(of(int(i)), len(names)) for i in u], dtype=np.int64)[inv]
 
     kname = code(name_id, text.__getitem__)
     # short name, else kernel name
@@ -239,18 +252,9 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     # the readable path: the lead thread's where the launch inherited it (the kernels view's,
     # profkit.store.inherit), a launch's own where launch_nvtx holds one, else its path's
     paths: dict[str, int] = {}
-    path_text = dict(
-        c.execute(
-            "SELECT id, path FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM launch_row WHERE run = ?) "
-            "OR id IN (SELECT i.path_id FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id "
-            "WHERE l.run = ?)",
-            (run, run),
-        )
-    )
-    u, inv = np.unique(path_id, return_inverse=True)
-    path = np.array([paths.setdefault(path_text[int(i) - 1], len(paths)) if i else -1 for i in u], dtype=np.int64)[
-        inv.reshape(-1)
-    ]
+    path_text = dict(c.execute("SELECT id, path FROM nvtx_path"))
+    u, inv = columns.unique_inverse(path_id)
+    path = np.array([paths.setdefault(path_text[int(i) - 1], len(paths)) if i else -1 for i in u], dtype=np.int64)[inv]
     own = c.execute(
         "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id WHERE l.run = ? "
         "AND o.launch_id NOT IN (SELECT launch_id FROM launch_inherit)",
