@@ -5,8 +5,8 @@ advise` predicted for the BEFORE side against the gain `profkit compare` measure
     python3 benchmarks/advise_calibration.py [--profiles profiles] [--out benchmarks/results] [--programs-only]
 
 Loads profiles/ into a temporary database, labels every run, and writes advise.md and
-advise.json; the ordinary programs' realised changes (tests/data/program-pairs and the CUDA-graph
-pair in profiles/) go to advise_programs.md and advise_programs.json (method:
+advise.json; the ordinary programs' realised changes (tests/data/program-pairs, one packed
+file unpacked to a temporary folder, and the CUDA-graph pair in profiles/) go to advise_programs.md and advise_programs.json (method:
 profkit/analyses/calibration.py and docs/advise.md). CPU only: the pairs are shipped captures.
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ from profkit.store.profiles import load_profiles
 from profkit.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from profdata import unpack  # noqa: E402 (the packed capture sets of tests/data, as the tests unpack them)
 
 # (before, after, measure): the fixes the lab applied, each shipped as one run or two
 PAIRS = [
@@ -41,8 +43,7 @@ TIMELINE_ONLY = [("e2e-decode:eager", "e2e-decode:lab")]
 
 
 # ordinary programs (issue 50 item 3): one realised change each, captured with `profkit capture` on
-# an H100 (tests/data/program-pairs, versions.txt there; the CUDA-graph pair ships in profiles/)
-PROGRAM_DATA = ROOT / "tests" / "data" / "program-pairs"
+# an H100 (tests/data/program-pairs, versions.txt in its archive; the CUDA-graph pair ships in profiles/)
 PROGRAMS = [
     ProgramPair(
         "llama-decode-eager", "llama-decode-cudagraphs", "reduce-overhead",
@@ -76,9 +77,11 @@ PROGRAMS = [
 ]
 
 
-def run_programs(profiles: Path, data: Path = PROGRAM_DATA) -> dict:
-    """The program pairs' table (the test recomputes it from the stored pairs)."""
+def run_programs(profiles: Path, data: Path | None = None) -> dict:
+    """The program pairs' table (the test recomputes it from the stored pairs); `data`: the
+    unpacked program-pairs folder (by default unpacked here, for the run)."""
     with tempfile.TemporaryDirectory() as d:
+        data = data or unpack("program-pairs", Path(d))
         root = Path(d) / "pairs"
         root.mkdir()
         for folder in [p for p in data.iterdir() if p.is_dir()] + [profiles / "llama-decode-eager",
@@ -90,7 +93,7 @@ def run_programs(profiles: Path, data: Path = PROGRAM_DATA) -> dict:
             for r in s.runs():
                 classify(s, r)
             rows = [calibrate_program(s, p).row() for p in PROGRAMS]
-    versions = (data / "versions.txt").read_text().strip().splitlines()
+        versions = (data / "versions.txt").read_text().strip().splitlines()
     return {"pairs": rows, "within": sum(r["within_35pct"] for r in rows), "total": len(rows),
             "off_by": PROGRAM_OFF_BY, "versions": versions}
 

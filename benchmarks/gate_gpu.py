@@ -3,8 +3,9 @@
 (benchmarks/programs/gate_rmsnorm.py, 16384 x 4096 bf16, 30 calls, one NVTX range
 `rmsnorm_fwd` each) captured ten times as is (A/A) and twice each with a planted regression
 (+3 % and +10 % more rows a launch), interleaved in one session on one GPU
-(benchmarks/gpu/programs.sh, group `gate`); nsys SQLite exports, xz'd, kept in
-tests/data/gate/rmsnorm_fwd-h100-repeats/ (README.md there has the capture order).
+(benchmarks/gpu/programs.sh, group `gate`); nsys SQLite exports, xz'd, kept as
+rmsnorm_fwd-h100-repeats/ in tests/data/gate/gate.tar.xz (README.md beside it has the capture
+order), unpacked to a temporary folder for the run.
 
 Protocol, at the default 3 % threshold and at 1 %, GPU time per call:
 - A/A: every ordered pair of A/A captures, the first as the baseline (10 captures: 90 gates);
@@ -34,8 +35,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from profdata import unpack  # noqa: E402 (the packed capture sets of tests/data, as the tests unpack them)
+
 PAGE = ROOT / "benchmarks" / "results" / "gate.md"
-DATA = ROOT / "tests" / "data" / "gate" / "rmsnorm_fwd-h100-repeats"
+REPEATS = "rmsnorm_fwd-h100-repeats"  # the folder in tests/data/gate/gate.tar.xz
 THRESHOLDS = (0.03, 0.01)
 PLANTS = ("3", "10")
 ROWS = 16384  # gate_rmsnorm.py's --rows: a planted capture launches ROWS + ceil(ROWS * P / 100) rows
@@ -208,7 +212,7 @@ def render(m: dict, cli: dict[str, float]) -> str:
         f"# The regression gate on {m['gpu']}: ten A/A repeats and planted +3 % / +10 %",
         "",
         "Written by `python benchmarks/gate_gpu.py --write` (protocol in its docstring) from the "
-        "captures in `tests/data/gate/rmsnorm_fwd-h100-repeats/`.",
+        "captures in `tests/data/gate/gate.tar.xz` (`rmsnorm_fwd-h100-repeats/`).",
         "",
         f"- GPU: {m['gpu']}, driver 580.159.04, default (boost) clocks, not locked; nsys 2025.3.1, "
         "torch 2.11.0+cu130, Triton 3.6.0, CUDA 13.0; captured 2026-12-05 "
@@ -275,16 +279,18 @@ def render(m: dict, cli: dict[str, float]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folder", nargs="?", type=Path, default=DATA, help="where the reports are")
+    ap.add_argument("folder", nargs="?", type=Path,
+                    help=f"where the reports are (default: {REPEATS}/ of tests/data/gate/gate.tar.xz)")
     ap.add_argument("--write", action="store_true", help=f"write {PAGE.relative_to(ROOT)}")
     args = ap.parse_args()
-    files = reports(args.folder)
-    if not any(kind(r) == "aa" for r in files) or len(files) < 3:
-        print(f"no A/A and planted captures under {args.folder}", file=sys.stderr)
-        return 2
     from profkit.store.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
+        folder = args.folder or unpack("gate", Path(tmp)) / REPEATS
+        files = reports(folder)
+        if not any(kind(r) == "aa" for r in files) or len(files) < 3:
+            print(f"no A/A and planted captures under {folder}", file=sys.stderr)
+            return 2
         db = str(Path(tmp) / "gate.db")
         load(db, files)
         with Store(db, readonly=True) as s:

@@ -16,11 +16,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from profdata import unpack  # noqa: E402 (the packed capture sets of tests/data, as the tests unpack them)
+
 DOC = ROOT / "docs" / "gate.md"
 BEGIN, END = "<!-- simulation: begin (benchmarks/gate_simulation.py --write) -->", "<!-- simulation: end -->"
-# the lab timelines tests/test_gate.py reads (tests/data/gate), 12 calls a variant in its NVTX
-# range, both GPUs
-DATA = ROOT / "tests" / "data" / "gate"
+# the lab timelines tests/test_gate.py reads (tests/data/gate/gate.tar.xz), 12 calls a variant in
+# its NVTX range, both GPUs
 RUNS = ("rope-six-variants-h100", "rmsnorm_rope-h100-fast-launcher",
         "rmsnorm_rope-h100-slow-launcher", "rmsnorm_rope-h200")
 # (draw, threshold, draws a range): the default threshold in both regimes, and a threshold under
@@ -80,13 +82,16 @@ def block_in(doc: str) -> str:
 
 
 def load_store(root: Path):
+    """RUNS loaded from the gate set, unpacked under `root`."""
     from profkit.store.profiles import load_profiles
     from profkit.store.store import Store
 
+    data, runs = unpack("gate", root), root / "runs"
+    runs.mkdir()
     for run in RUNS:
-        (root / run).symlink_to(DATA / run, target_is_directory=True)
+        (runs / run).symlink_to(data / run, target_is_directory=True)
     db = root / "sim.db"
-    load_profiles(root, str(db))
+    load_profiles(runs, str(db))
     return Store(str(db))
 
 

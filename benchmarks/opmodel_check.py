@@ -9,8 +9,8 @@ step of the same program run again (NAME.raw.csv.xz); the fusion captures (fusio
 
 (a) per operator whose kernels ncu measured (profkit.analyses.opcheck pairs them by order):
     FLOPs of matmul and attention within 10 % of ncu's; the model's reads within 25 % of ncu's
-    DRAM reads for memory-bound families (operators of 1 MB and more); writes compared where the
-    output outgrows the 50 MB L2.
+    DRAM reads for memory-bound families (operators reading 1 MB and more); writes compared where
+    the output outgrows the 50 MB L2.
 (b) the share of the measured kernels' GPU time where the label from shapes is the counted
     roofline's (the same rule on ncu's FLOPs, DRAM bytes and duration) and classify's.
 (c) fusion: eager per call - the fusion floor (from the --torch-ranges capture's shapes)
@@ -35,7 +35,8 @@ DATA = ROOT / "tests" / "data" / "opmodel-h100"
 PROGRAMS = ("gpt2-eager-step2", "resnet18-step3", "gpt2-eager-step2-full", "resnet18-step3-full")
 L2_BYTES = 50 * 2**20  # H100 SXM
 MEMORY_FAMILIES = ("elementwise", "norm", "softmax", "memory", "reduction", "embedding", "optimizer")
-# below this an operator's traffic is DRAM pages and sectors, not its tensors (a 0-d add reads 6 KB)
+# reads below this are DRAM pages and sectors, not tensors: a kernel reads 4-10 KB of its own
+# (a 0-d add 6 KB, every fill_ 4-10 KB), so a 64 KB operand is counted at 88 KB
 MIN_BYTES = 2**20
 FUSED = ("rmsnorm", "gelu_epilogue", "add_layernorm")
 
@@ -63,16 +64,18 @@ def op_checks(rows: list[dict]) -> dict:
     """(a) over one program's operators."""
     from profkit.analyses.opcheck import ratio
 
-    flops, conv, reads, writes = [], [], [], []
+    flops, conv, reads, writes, small = [], [], [], [], []
     for r in rows:
         if r["family"] in ("matmul", "attention") and r["model_flops"]:
             flops.append({**r, "ratio": ratio(r["model_flops"], r["ncu_flops"])})
         if r["family"] == "conv" and r["model_flops"]:
             conv.append({**r, "ratio": ratio(r["model_flops"], r["ncu_flops"])})
-        if r["family"] in MEMORY_FAMILIES and (r["model_bytes"] or 0) >= MIN_BYTES and r["model_write"] is not None:
-            rd = (r["model_kernel_bytes"] or r["model_bytes"]) - r["model_write"]
-            if rd > 0 and r["ncu_read"]:
+        if r["family"] in MEMORY_FAMILIES and r["model_write"] is not None:
+            rd = r["model_read"] or 0
+            if rd >= MIN_BYTES and r["ncu_read"]:
                 reads.append({**r, "ratio": rd / r["ncu_read"]})
+            elif r["ncu_read"]:
+                small.append({**r, "ratio": rd / r["ncu_read"]})
             if r["model_write"] > L2_BYTES and r["ncu_write"]:
                 writes.append({**r, "ratio": r["model_write"] / r["ncu_write"]})
 
@@ -84,17 +87,27 @@ def op_checks(rows: list[dict]) -> dict:
             "within": len(ok),
             "time_share_within": sum(x["gpu_ns"] for x in ok) / t,
             "outside": [
-                (x["op"], x["dims"][:60], round(x["ratio"], 3) if x["ratio"] else None)
-                for x in xs
-                if x not in ok
+                (x["op"], x["dims"][:60], round(x["ratio"], 3) if x["ratio"] else None) for x in xs if x not in ok
             ],
+            "by_shape": by_shape(xs),
         }
+
+    def by_shape(xs):
+        """operator and dims -> [lowest ratio, highest, calls]"""
+        out: dict = {}
+        for x in xs:
+            out.setdefault(f"{x['op']} {x['dims']}", []).append(x["ratio"])
+        return {k: [round(min(v), 3), round(max(v), 3), len(v)] for k, v in out.items() if None not in v}
 
     return {
         "flops": within(flops, 0.10),
         "conv_flops": within(conv, 0.10),  # not in the issue's bar: reported
         "reads": within(reads, 0.25),
         "writes_beyond_l2": within(writes, 0.25),
+        # reads under 1 MiB, not in the bar: [model's, ncu's] bytes by shape
+        "reads_below_1mib": {
+            f"{x['op']} {x['dims']}": [round(x["model_read"] or 0), round(x["ncu_read"])] for x in small
+        },
     }
 
 
@@ -124,9 +137,9 @@ def fusion_checks(data: Path, d: Path) -> list[dict]:
                 " ORDER BY start_ns",
                 (f"{op}.eager/%",),
             )
-            calls = s.query(
-                "SELECT count(*) n FROM nvtx_range WHERE run = 'shapes' AND text = ?", (f"{op}.eager",)
-            )[0]["n"]
+            calls = s.query("SELECT count(*) n FROM nvtx_range WHERE run = 'shapes' AND text = ?", (f"{op}.eager",))[0][
+                "n"
+            ]
             eager_calls = s.query(
                 "SELECT count(*) n FROM nvtx_range WHERE run = 'plain' AND text = ?", (f"{op}.eager",)
             )[0]["n"]
@@ -202,20 +215,29 @@ def main(argv=None) -> int:
     for name, p in res["programs"].items():
         print(f"== {name}: {p['kernels_paired']} kernels paired")
         for k, v in p["ops"].items():
-            print(f"  {k:17s} {v['within']}/{v['ops']} operators within, {100 * v['time_share_within']:.1f} % of "
-                  f"their time; outside: {v['outside'][:6]}")
-        print(f"  labels agree: {100 * p['agreement_counted_roofline']:.1f} % of GPU time (counted roofline; "
-              f"{100 * p['agreement_strict']:.1f} % with launch_overhead apart from latency), "
-              f"{100 * p['agreement_classify']:.1f} % (classify on these counters)")
+            if "within" not in v:
+                print(f"  {k:17s} {v}")
+                continue
+            print(
+                f"  {k:17s} {v['within']}/{v['ops']} operators within, {100 * v['time_share_within']:.1f} % of "
+                f"their time; outside: {v['outside'][:6]}"
+            )
+        print(
+            f"  labels agree: {100 * p['agreement_counted_roofline']:.1f} % of GPU time (counted roofline; "
+            f"{100 * p['agreement_strict']:.1f} % with launch_overhead apart from latency), "
+            f"{100 * p['agreement_classify']:.1f} % (classify on these counters)"
+        )
         print("  threshold sweep: " + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in p["threshold_sweep"].items()))
         for x in p["disagreements"]:
             print(f"    {x}")
     print("== fusion")
     for r in res["fusion"]:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-        print(f"  {r['op']:14s} eager {r['eager_us']:.1f} us, compiled {r['compiled_us']:.1f}, floor "
-              f"{r['floor_us'] or 0:.1f}: predicted {r['predicted_us'] or 0:.1f} vs realised {r['realised_us']:.1f}"
-              f" us ({ratio})")
+        print(
+            f"  {r['op']:14s} eager {r['eager_us']:.1f} us, compiled {r['compiled_us']:.1f}, floor "
+            f"{r['floor_us'] or 0:.1f}: predicted {r['predicted_us'] or 0:.1f} vs realised {r['realised_us']:.1f}"
+            f" us ({ratio})"
+        )
     if a.json:
         a.json.write_text(json.dumps(res, indent=1, default=str))
     return 0

@@ -8,6 +8,7 @@ phases.detect, idle.analyse over the whole run and over the steady state, and ad
 whole run (--phase all). The issue's bar: phases + idle
 must not double the analysis (load + advise). The base export is a lab capture (phases would
 leave it whole): the lab check is bypassed, so detection runs its periodic search on every launch.
+The page: benchmarks/results/ingest.md, "Phase detection and the idle split at 1 M kernels".
 """
 from __future__ import annotations
 

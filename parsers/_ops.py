@@ -124,3 +124,26 @@ def ops_from_kernel_ranges(kernels) -> list[tuple]:
             )
         )
     return rows
+
+
+# emit_nvtx names each range "op, seq = N, op_id = M[, sizes = [...], input_op_ids = [...]]": one
+# name per call; the ops table keeps what those carry
+_TORCH_SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = [^/]*")
+
+
+def clean_torch_name(text):
+    return _TORCH_SUFFIX.sub("", text) if isinstance(text, str) else text
+
+
+def clean_torch_ranges(report) -> None:
+    """Range names as PyTorch's operators are called (aten::addmm), without the per-call
+    sequence and op ids emit_nvtx appends: the same operator is one range name again. The ops
+    table is built from the names first."""
+    from profkit.core.rows import KERNEL_FIELDS, RANGE_FIELDS
+
+    if not report.ops:
+        report.ops = ops_from_kernel_ranges(report.kernels)
+    kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
+    report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1 :] for k in report.kernels]
+    t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")
+    report.ranges = [tuple(clean_torch_name(x) if i in (t, pth) else x for i, x in enumerate(r)) for r in report.ranges]

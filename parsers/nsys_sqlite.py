@@ -38,7 +38,7 @@ from profkit.core.rows import Bulk, KernelPart, LazyRows, Parsed
 from profkit.core.units import normalise
 from profkit.core.unpack import XZ_MAGIC, unxz
 
-from ._ops import ops_from_kernel_ranges
+from ._ops import clean_torch_ranges
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = (".sqlite", ".sqlite.xz")  # file name endings it reads (lower case)
@@ -287,7 +287,7 @@ def _parse(path: Path, conn, progress=None) -> Parsed:
         for r, (d, p) in zip(ranges, paths)
     ]
     rep = Parsed(str(path), FORMAT, SOURCE, kernels, range_rows, [], _facts(conn, t, _device_of(conn, kt, kc)))
-    rep.ops = ops_from_kernel_ranges(kernels)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
+    clean_torch_ranges(rep)  # nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True)
     rep.host_calls, rep.gpu_copies = host_calls(conn, t), gpu_copies(conn, t)
     return rep
 
@@ -494,11 +494,32 @@ def _bulk_ok(path: Path, conn, t: dict, kt: str) -> bool:
             return False
     ids = [r for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")') if r[1] == "id"]
     return (
-        bool(ids)
+        not _torch_shapes(conn, t)
+        and bool(ids)
         and ids[0][5] == 1
         and str(ids[0][2]).upper() == "INTEGER"
         and sum(r[5] > 0 for r in conn.execute(f'PRAGMA table_info("{t["StringIds"]}")')) == 1
     )
+
+
+def _torch_shapes(conn, t: dict) -> bool:
+    """PyTorch's operator ranges with shapes (emit_nvtx(record_shapes=True), nsys
+    --pytorch=autograd-shapes-nvtx) among the export's first 10,000 ranges: the row path builds
+    the ops table from their names. Every operator opens one, so the first ranges show them."""
+    nt = t.get("NVTX_EVENTS")
+    if not nt:
+        return False
+    cols = _columns(conn, nt)
+    text = "text" if "text" in cols else "NULL"
+    by_id = (
+        f'(SELECT value FROM "{t["StringIds"]}" WHERE id = n.textId)'
+        if "textId" in cols and "StringIds" in t
+        else "NULL"
+    )
+    head = f'SELECT coalesce(n.{text}, {by_id}) AS s FROM (SELECT * FROM "{nt}" LIMIT 10000) AS n'
+    if text == "NULL":
+        head = head.replace("n.NULL", "NULL")
+    return conn.execute(f"SELECT 1 FROM ({head}) WHERE s LIKE '%, sizes = [%' LIMIT 1").fetchone() is not None
 
 
 def _parse_bulk(

@@ -5,7 +5,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from profdata import PROFILES
+from profdata import PROFILES, unpack
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -44,6 +44,14 @@ def _gpu_for_capture(monkeypatch):
     import profkit.capture.session
 
     monkeypatch.setattr(profkit.capture.session, "gpu_problem", lambda: None)
+
+
+@pytest.fixture(scope="session")
+def data_set(tmp_path_factory):
+    """data_set("program-pairs"): a set of captures kept packed in tests/data (NAME/NAME.tar.xz),
+    unpacked once a session into this process's temp folder (each xdist worker its own copy)."""
+    root = tmp_path_factory.mktemp("data-sets")
+    return lambda name: unpack(name, root)
 
 
 @pytest.fixture(scope="session")

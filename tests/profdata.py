@@ -17,6 +17,22 @@ FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
 FIELD_EXTRA = ROOT.parent / "field-extra"
 
 
+def unpack(name: str, into: Path) -> Path:
+    """The set of captures tests/data/NAME/NAME.tar.xz keeps as one file, unpacked under `into`
+    as the folder INTO/NAME it was captured as (the reports inside byte for byte as captured,
+    still xz'd); unpacked once: a second call returns the same folder."""
+    import tarfile
+
+    folder = into / name
+    if not folder.is_dir():
+        part = into / f".{name}.part"  # a half-unpacked set never stands at `folder`
+        with tarfile.open(DATA / name / f"{name}.tar.xz") as t:
+            t.extractall(part, filter="data")
+        (part / name).rename(folder)
+        part.rmdir()
+    return folder
+
+
 def load_runs(root: Path, runs, db_name: str, source: Path = PROFILES):
     """A Store of only `runs` (folders of `source`, profiles/ by default, linked under `root`): a
     small database, fast to load; the caller closes it."""

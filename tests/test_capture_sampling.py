@@ -223,7 +223,7 @@ def test_range_filters_for_ncu():
 
 
 def test_torch_range_names_lose_their_per_call_ids():
-    from profkit.capture.session import clean_torch_name, clean_torch_ranges
+    from profkit.parsers._ops import clean_torch_name, clean_torch_ranges
     from profkit.core.rows import RANGE_FIELDS, Parsed, kernel_row
 
     assert clean_torch_name("aten::addmm, seq = 12, op_id = 345, sizes = [[64, 512], [512, 1000]]") == "aten::addmm"

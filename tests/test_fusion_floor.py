@@ -125,3 +125,34 @@ def test_a_library_gemm_is_a_fusion_boundary_at_its_measured_time():
     # without durations the GEMM's FLOPs at the datasheet bf16 peak stand in
     ns2, how2, _ = fusion.floor([{"kernel_id": k} for k in (1, 2, 3)], ops, bw, "NVIDIA H100 80GB HBM3")
     assert ns2 < ns and "FLOPs at peak" in how2
+
+
+def test_an_emit_nvtx_export_advises_the_programs_ranges_at_their_fusion_floor(tmp_path):
+    """The H100 capture of benchmarks/programs/fusion_ops.py under emit_nvtx(record_shapes=True)
+    (tests/data/opmodel-h100), ingested as the plain nsys export a user has: operator ranges
+    are named as operators are called, the ops table holds their tensor identity, and advise's
+    items are the program's ranges, each at its fusion floor."""
+    import lzma
+
+    from profdata import DATA
+    from profkit.analyses import advise
+    from profkit.parsers import nsys_sqlite
+    from profkit.store.ingest import ingest
+    from profkit.store.store import Store
+
+    src = tmp_path / "fusion.nsys.sqlite"
+    src.write_bytes(lzma.decompress((DATA / "opmodel-h100" / "fusion-torch-ranges.nsys.sqlite.xz").read_bytes()))
+    conn = nsys_sqlite._open(src)
+    try:  # however large, such an export takes the row path, which builds the ops table
+        assert nsys_sqlite._torch_shapes(conn, nsys_sqlite._tables(conn))
+    finally:
+        conn.close()
+    db = tmp_path / "p.db"
+    ingest(db, [src], run="shapes")
+    with Store(db) as s:
+        assert not s.query("SELECT 1 FROM kernels WHERE nvtx_path LIKE '%op_id =%' LIMIT 1")
+        assert s.query("SELECT count(*) n FROM op_row WHERE torch_op_id IS NOT NULL")[0]["n"] > 100
+        items = {i.nvtx_path: i for i in advise.advise(s, "shapes", phase="all").items if i.kind == "range"}
+    for block, floor_us in (("rmsnorm.eager", 40.1), ("gelu_epilogue.eager", 137.5), ("add_layernorm.eager", 40.1)):
+        assert f"floor {floor_us} us" in items[block].how and "from tensor identity" in items[block].how
+    assert not any("aten::" in p for p in items)

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 from profdata import ROOT, load_runs
 
-# captures the curated profiles/ no longer keeps, restored small (xz) for these tests
-DATA = ROOT / "tests" / "data" / "gate"
+# captures the curated profiles/ no longer keeps, restored small (xz) for these tests, packed in
+# tests/data/gate/gate.tar.xz
+GATE = "gate"
 
 FAST = "rmsnorm_rope-h100-fast-launcher"
 SLOW = "rmsnorm_rope-h100-slow-launcher"
@@ -24,9 +25,9 @@ COMPILE = "rmsnorm_rope/compile/qwen3-8b-t4096"
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
+def loaded(tmp_path_factory, data_set):
     root = tmp_path_factory.mktemp("gate")
-    s = load_runs(root, [FAST, SLOW, H200, ROPE], "gate.db", DATA)
+    s = load_runs(root, [FAST, SLOW, H200, ROPE], "gate.db", data_set(GATE))
     s.close()
     return str(root / "gate.db")
 
@@ -315,7 +316,7 @@ def test_range_pattern_and_missing_ranges(db):
 
 # --- --rerun ------------------------------------------------------------------------------------
 
-def _fake_nsys(tmp_path):
+def _fake_nsys(tmp_path, data):
     """A stand-in nsys whose timeline is the `-slow` run's, made unique per capture (a report
     already loaded would be skipped as the same file)."""
     import lzma
@@ -323,7 +324,7 @@ def _fake_nsys(tmp_path):
     from fake_tools import fake
 
     timeline = tmp_path / f"{SLOW}.nsys.sqlite"
-    timeline.write_bytes(lzma.decompress((DATA / SLOW / f"{SLOW}.nsys.sqlite.xz").read_bytes()))
+    timeline.write_bytes(lzma.decompress((data / SLOW / f"{SLOW}.nsys.sqlite.xz").read_bytes()))
     p = fake(tmp_path, "nsys", nsys_sqlite=timeline)
     text = open(p).read()
     copy = '1]); sys.exit(0)'
@@ -347,8 +348,8 @@ def _undecided_baseline(db, tmp_path):
         baselines.save(s, b)
 
 
-def test_rerun_recaptures_until_decided(db, tmp_path):
-    nsys = _fake_nsys(tmp_path)
+def test_rerun_recaptures_until_decided(db, tmp_path, data_set):
+    nsys = _fake_nsys(tmp_path, data_set(GATE))
     _undecided_baseline(db, tmp_path)
     cmd = ["--", sys.executable, "-c", "pass"]
     r = _cli("capture", "--run", "pr", "--no-ncu", "--nsys-path", nsys, "--out", tmp_path / "p", "--db", db, *cmd)
@@ -364,8 +365,8 @@ def test_rerun_recaptures_until_decided(db, tmp_path):
     assert "pr-rerun2" not in r.output
 
 
-def test_rerun_stops_at_its_budget_and_says_so(db, tmp_path):
-    nsys = _fake_nsys(tmp_path)
+def test_rerun_stops_at_its_budget_and_says_so(db, tmp_path, data_set):
+    nsys = _fake_nsys(tmp_path, data_set(GATE))
     _undecided_baseline(db, tmp_path)
     cmd = ["--", sys.executable, "-c", "pass"]
     assert _cli("capture", "--run", "pr", "--no-ncu", "--nsys-path", nsys, "--out", tmp_path / "p", "--db", db,
@@ -379,10 +380,10 @@ def test_rerun_stops_at_its_budget_and_says_so(db, tmp_path):
 
 # --- the pytest fixture ---------------------------------------------------------------------------
 
-def test_pytest_fixture_gates_a_benchmark_and_writes_a_baseline(tmp_path):
+def test_pytest_fixture_gates_a_benchmark_and_writes_a_baseline(tmp_path, data_set):
     from profkit.capture.pytest_gate import gate_benchmark
 
-    nsys = _fake_nsys(tmp_path)
+    nsys = _fake_nsys(tmp_path, data_set(GATE))
     cmd = [sys.executable, "-c", "pass"]
     f = gate_benchmark(cmd, tmp_path / "baselines" / "bench.json", tmp_path / "w1", update=True, nsys=nsys)
     assert json.loads(f.read_text())["name"] == "bench"
@@ -437,10 +438,10 @@ SWIGLU_C, SWIGLU_E = "swiglu-decode-h100-first", "swiglu-decode-h100-second"
 
 
 @pytest.fixture(scope="module")
-def swiglu(tmp_path_factory):
+def swiglu(tmp_path_factory, data_set):
     """Two captures of the same SwiGLU cell on an H100 (40 calls a variant), with counters."""
     root = tmp_path_factory.mktemp("swiglu")
-    load_runs(root, [SWIGLU_C, SWIGLU_E], "s.db", DATA).close()
+    load_runs(root, [SWIGLU_C, SWIGLU_E], "s.db", data_set(GATE)).close()
     return str(root / "s.db")
 
 
@@ -505,19 +506,16 @@ def test_rerun_loop_stops_at_its_time_budget(db):
 # --- separate captures on an H100: ten A/A repeats, planted +3 % and +10 % -------------------------
 
 # benchmarks/gate_gpu.py gates all of them; README.md there says how they were captured
-REPEATS = DATA / "rmsnorm_fwd-h100-repeats"
-
-
-def _report(run):
-    return REPEATS / f"rmsnorm_fwd-{run}.nsys.sqlite.xz"
+REPEATS = "rmsnorm_fwd-h100-repeats"
 
 
 @pytest.fixture(scope="module")
-def repeats(tmp_path_factory):
+def repeats(tmp_path_factory, data_set):
     """Four of the captures loaded through the CLI, aa-01 saved as baseline `main`."""
     db = str(tmp_path_factory.mktemp("repeats") / "r.db")
     for run in ("aa-01", "aa-02", "planted-3pct-1", "planted-10pct-1"):
-        r = _cli("ingest", _report(run), "--run", run, "--db", db)
+        report = data_set(GATE) / REPEATS / f"rmsnorm_fwd-{run}.nsys.sqlite.xz"
+        r = _cli("ingest", report, "--run", run, "--db", db)
         assert r.exit_code == 0, r.output
     r = _cli("baseline", "save", "main", "--run", "aa-01", "--db", db)
     assert r.exit_code == 0 and "run aa-01, 1 range, 30 calls a range" in r.output, r.output
@@ -553,7 +551,7 @@ def test_gate_by_host_says_its_band_ignores_process_noise(repeats):
 
 
 @pytest.mark.slow
-def test_results_page_holds_what_gate_gpu_measures(tmp_path):
+def test_results_page_holds_what_gate_gpu_measures(tmp_path, data_set):
     """benchmarks/results/gate.md's verdict table is what benchmarks/gate_gpu.py computes on the
     14 captures (the timings on that page are this machine's and are not checked)."""
     spec = importlib.util.spec_from_file_location("gate_gpu", ROOT / "benchmarks" / "gate_gpu.py")
@@ -561,7 +559,7 @@ def test_results_page_holds_what_gate_gpu_measures(tmp_path):
     spec.loader.exec_module(mod)
     from profkit.store.store import Store
 
-    files = mod.reports(REPEATS)
+    files = mod.reports(data_set(GATE) / REPEATS)
     assert len(files) == 14
     db = str(tmp_path / "g.db")
     mod.load(db, files)

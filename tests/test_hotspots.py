@@ -154,7 +154,6 @@ def test_mcp_tool_answers_hotspots(vec):
 
 
 # ---- the lab's kernels on an H100 against ncu's own source page (tests/data/hotspots/README.md)
-LAB = ROOT / "tests" / "data" / "hotspots"
 LAB_RUNS = ("softmax-triton-scores-r32768-n4096", "rmsnorm-cuda-llama8b-t4096", "rmsnorm_bwd-triton-llama8b-t4096",
             "softmax-triton-llama3vocab-t2048")
 # ncu's CSV column suffix -> the stall reason of its metric smsp__pcsamp_warps_issue_stalled_REASON
@@ -217,10 +216,16 @@ def _sass_text(s: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab_dir(data_set):
+    """The reports and ncu's source pages of them (packed: tests/data/hotspots/hotspots.tar.xz)."""
+    return data_set("hotspots")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, lab_dir):
     db = str(tmp_path_factory.mktemp("lab") / "lab.db")
     for run in LAB_RUNS:
-        ingest(db, [LAB / f"{run}.ncu-rep.xz"], run=run)
+        ingest(db, [lab_dir / f"{run}.ncu-rep.xz"], run=run)
     yield db
 
 
@@ -231,10 +236,10 @@ def _rows(db, run):
 
 
 @pytest.mark.parametrize("run", LAB_RUNS)
-def test_every_instruction_is_ncus_source_page(lab, run):
+def test_every_instruction_is_ncus_source_page(lab, lab_dir, run):
     """Each SASS instruction ncu's source page lists is one row with its samples, not-issued samples,
     executed count, stall reasons and text; and each row's line is one ncu lists it under."""
-    page = ncu_source_page(LAB / f"{run}.source.csv")
+    page = ncu_source_page(lab_dir / f"{run}.source.csv")
     listed: dict = defaultdict(list)
     for f in page:
         for addr, (line, ins, counts) in f["sass"].items():
@@ -264,8 +269,8 @@ EXACT_LINES = {"softmax-triton-scores-r32768-n4096": (12, 12), "rmsnorm-cuda-lla
 
 
 @pytest.mark.parametrize("run", LAB_RUNS)
-def test_lines_are_ncus_where_ncu_counts_each_instruction_once(lab, run):
-    page = ncu_source_page(LAB / f"{run}.source.csv")
+def test_lines_are_ncus_where_ncu_counts_each_instruction_once(lab, lab_dir, run):
+    page = ncu_source_page(lab_dir / f"{run}.source.csv")
     with Store(lab, readonly=True) as s:
         ours = {(r["kernel_id"], r["file"], r["line"]): r
                 for r in s.query("SELECT * FROM source_lines WHERE run = ?", (run,))}
@@ -298,7 +303,7 @@ def test_lines_are_ncus_where_ncu_counts_each_instruction_once(lab, run):
     assert sum(r["samples"] for r in ours.values()) == sum(r["samples"] for r in _rows(lab, run))
 
 
-def test_softmax_hotspot_is_its_load(lab):
+def test_softmax_hotspot_is_its_load(lab, lab_dir):
     """The register-held softmax (DRAM-bound, `dram` by its SpeedOfLight) waits on its row's load:
     the top line is the tl.load at kernels/softmax.py:59, long_scoreboard, with ncu's numbers; the
     lines are the kernel's Python lines and Triton's own (tl.max and tl.sum inlined from
@@ -306,7 +311,7 @@ def test_softmax_hotspot_is_its_load(lab):
     from profkit.analyses import hotspots
 
     run = LAB_RUNS[0]
-    page = ncu_source_page(LAB / f"{run}.source.csv")
+    page = ncu_source_page(lab_dir / f"{run}.source.csv")
     ncu = sorted(((c["samples"], f["file"], line) for f in page for line, (_, c) in f["lines"].items()), reverse=True)
     with Store(lab, readonly=True) as s:
         h = hotspots.report(s, run, None, top=12)
@@ -320,14 +325,14 @@ def test_softmax_hotspot_is_its_load(lab):
     assert h.samples == 21320 and h.inst_executed == 82313216
 
 
-def test_rmsnorm_hotspot_waits_on_its_loads(lab):
+def test_rmsnorm_hotspot_waits_on_its_loads(lab, lab_dir):
     """The CUDA C++ RMSNorm (DRAM-bound) waits on its loads of x: the top line is the bf16 -> float
     conversion inlined from cuda_bf16.hpp, long_scoreboard, waiting for the LDG of pk::unpack
     (kernels/cuda/common.cuh:74); its lines are the kernel's files and the CUDA headers'."""
     from profkit.analyses import hotspots
 
     run = LAB_RUNS[1]
-    page = {f["file"].rsplit("/", 1)[-1]: f for f in ncu_source_page(LAB / f"{run}.source.csv")}
+    page = {f["file"].rsplit("/", 1)[-1]: f for f in ncu_source_page(lab_dir / f"{run}.source.csv")}
     with Store(lab, readonly=True) as s:
         h = hotspots.report(s, run, None, top=5)
     top = h.top
@@ -342,14 +347,14 @@ def test_rmsnorm_hotspot_waits_on_its_loads(lab):
     assert h.samples == 2278 and h.inst_executed == 7999488
 
 
-def _ncu_lines(run: str, kernel: str) -> list[tuple[int, str, int]]:
+def _ncu_lines(lab_dir, run: str, kernel: str) -> list[tuple[int, str, int]]:
     """(samples, file name, line) of one kernel's lines on ncu's source page, most samples first."""
-    page = [f for f in ncu_source_page(LAB / f"{run}.source.csv") if f.get("kernel") == kernel]
+    page = [f for f in ncu_source_page(lab_dir / f"{run}.source.csv") if f.get("kernel") == kernel]
     return sorted(((c["samples"], f["file"].rsplit("/", 1)[-1], line) for f in page
                    for line, (_, c) in f["lines"].items()), reverse=True)
 
 
-def test_rmsnorm_backward_waits_on_dram_where_the_lab_found_it(lab):
+def test_rmsnorm_backward_waits_on_dram_where_the_lab_found_it(lab, lab_dir):
     """The lab labels the Triton RMSNorm backward `dram` (profiles/rmsnorm-bwd-persistent-vs-compile-h100:
     DRAM-bound at llama8b-t4096, H100). Its hotspot says the same from the other side: the top line
     is the fp32 conversion of x (rmsnorm.py:87), 96 % long scoreboard on the global load of the next
@@ -359,7 +364,7 @@ def test_rmsnorm_backward_waits_on_dram_where_the_lab_found_it(lab):
     run = LAB_RUNS[2]
     with Store(lab, readonly=True) as s:
         h = hotspots.report(s, run, "_rmsnorm_bwd", top=6)
-    ncu = _ncu_lines(run, "_rmsnorm_bwd")
+    ncu = _ncu_lines(lab_dir, run, "_rmsnorm_bwd")
     assert [(ln.samples, ln.file.rsplit("/", 1)[-1], ln.line) for ln in h.lines] == ncu[:6]
     top = h.top
     assert (top.file.rsplit("/", 1)[-1], top.line, top.samples) == ("rmsnorm.py", 87, 1195)
@@ -372,7 +377,7 @@ def test_rmsnorm_backward_waits_on_dram_where_the_lab_found_it(lab):
     assert max(second.stalls, key=second.stalls.get) == "barrier"
 
 
-def test_long_row_softmax_waits_for_its_row(lab):
+def test_long_row_softmax_waits_for_its_row(lab, lab_dir):
     """The row-group softmax over 128,256 columns (llama3vocab-t2048) holds its chunk in registers,
     which caps the programs an SM holds (the lab: kernels/softmax.py, ledger 2026-11-24 'registers
     capped'), so a program's waits are not hidden: its top lines are the cross-warp reduce of the
@@ -384,7 +389,8 @@ def test_long_row_softmax_waits_for_its_row(lab):
     run = LAB_RUNS[3]
     with Store(lab, readonly=True) as s:
         h = hotspots.report(s, run, None, top=6)
-    assert [(ln.samples, ln.file.rsplit("/", 1)[-1], ln.line) for ln in h.lines] == _ncu_lines(run, "_softmax_rowgroup")[:6]
+    ncu = _ncu_lines(lab_dir, run, "_softmax_rowgroup")
+    assert [(ln.samples, ln.file.rsplit("/", 1)[-1], ln.line) for ln in h.lines] == ncu[:6]
     first, second = h.lines[0], h.lines[1]
     assert (first.line, first.samples) == (219, 13850) and "tl.reduce((mt, st), 0, _combine_partials)" in first.text
     assert max(first.stalls, key=first.stalls.get) == "barrier"

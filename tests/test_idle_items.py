@@ -4,7 +4,6 @@ ResNet-18 training loop that reads loss.item() every step (tests/data/program-pa
 call, its scalar read and its NVTX step, bounded by the gap and by how long it held the host."""
 import numpy as np
 import pytest
-from profdata import DATA
 
 from profkit.analyses import idle, phases
 from profkit.analyses.advise import MIN_SPEEDUP, advise
@@ -15,10 +14,10 @@ RUN = "pair-sync-before-item"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(tmp_path_factory, data_set):
     d = tmp_path_factory.mktemp("sync")
     (d / "pairs").mkdir()
-    (d / "pairs" / RUN).symlink_to((DATA / "program-pairs" / RUN).resolve())
+    (d / "pairs" / RUN).symlink_to(data_set("program-pairs") / RUN)
     db = str(d / "p.db")
     load_profiles(d / "pairs", db)
     s = Store(db)

@@ -448,11 +448,11 @@ def test_public_report_with_nvtx():
     assert [k[F["nvtx_path"]] for k in rep.kernels] == ["run_test/init_data", "run_test/daxpy", "run_test/check_results"]
 
 
-def test_flop_counts_from_the_roofline_charts_rates():
+def test_flop_counts_from_the_roofline_charts_rates(data_set):
     """ncu's default and full sets keep SASS counts as rates per elapsed cycle; x elapsed cycles
     they equal the counts the lean set collects, launch for launch (H200, same kernels)."""
-    full = ncu_rep.parse(DATA / "lean-parity" / "swiglu-full.ncu-rep.xz")
-    lean = ncu_rep.parse(DATA / "lean-parity" / "swiglu-lean.ncu-rep.xz")
+    full = ncu_rep.parse(data_set("lean-parity") / "swiglu-full.ncu-rep.xz")
+    lean = ncu_rep.parse(data_set("lean-parity") / "swiglu-lean.ncu-rep.xz")
     cf, cl = {}, {}
     for rep, out in ((full, cf), (lean, cl)):
         for s_, m, _, v in rep.counters:

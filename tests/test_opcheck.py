@@ -1,5 +1,6 @@
 """The operator model against ncu on the H100 captures (tests/data/opmodel-h100, issue 52):
 benchmarks/opmodel_check.py's four checks recomputed from the committed reports."""
+
 import importlib.util
 from pathlib import Path
 
@@ -18,12 +19,18 @@ def res():
 
 def test_match_finds_the_stretch_name_by_name():
     from profkit.analyses.opcheck import match
+
     main = [(1, "gather"), (2, "gemm"), (5, "adam")]
     autograd = [(3, "gemm_bwd"), (4, "gather_bwd")]
     everyone = sorted(main + autograd)
     # a whole-process report (cudaProfilerStart/Stop): every thread in start order
     assert match(["gather", "gemm", "gemm_bwd", "gather_bwd", "adam"], [everyone, main, autograd]) == [
-        (0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 4),
+        (4, 5),
+    ]
     # an NVTX push/pop filter: one thread's launches
     assert match(["gather", "gemm", "adam"], [everyone, main, autograd]) == [(0, 1), (1, 2), (2, 5)]
     assert match(["gemm", "gather"], [everyone, main, autograd]) is None
@@ -99,3 +106,63 @@ def test_the_whole_step_backward_and_optimizer_included(res):
     assert g["ops"]["flops"]["within"] == g["ops"]["flops"]["ops"] == 87
     assert r["ops"]["conv_flops"]["within"] >= 36
     assert g["agreement_counted_roofline"] >= 0.9 and r["agreement_counted_roofline"] >= 0.9
+
+
+def _shapes(by_shape: dict, op: str) -> dict:
+    """{dims: [lowest ratio, highest, calls]} of one operator in a check's by_shape."""
+    return {k.split(" ", 1)[1]: v for k, v in by_shape.items() if k.split(" ", 1)[0] == op}
+
+
+def test_the_backward_reads_as_its_kernels_do(res):
+    """Whole step (H100, 2026-12-06): the backward's reads against ncu's DRAM reads, modelled per
+    kernel the operator launches where its stock kernels move more than the minimum."""
+    g = res["programs"]["gpt2-eager-step2-full"]["ops"]
+    reads = g["reads"]["by_shape"]
+    # layer norm: dx and dw/db are two kernels, each reading dy and x (the one-read model was 0.50)
+    ln = _shapes(reads, "aten::native_layer_norm_backward")
+    assert sum(v[2] for v in ln.values()) == 13 and all(0.95 <= v[0] and v[1] <= 1.05 for v in ln.values())
+    # log-softmax backward over 201 KB rows: cunn_SoftMaxBackward reads dy twice (was 0.69)
+    (ls,) = _shapes(reads, "aten::_log_softmax_backward_data").values()
+    assert 1.0 <= ls[0] and ls[1] <= 1.1
+    # embedding backward: the feature kernel reads the rows it adds into (was 0.50), the sorted path
+    # its fp32 partial sums (was 5.9: the [50257, 768] zeroing, a fill_ of its own, counted here)
+    emb = _shapes(reads, "aten::embedding_dense_backward")
+    assert len(emb) == 2 and all(0.9 <= v[0] and v[1] <= 1.05 for v in emb.values())
+    assert [x[0] for x in g["reads"]["outside"]] == ["aten::_foreach_add_"]
+    assert g["reads"]["time_share_within"] > 0.99
+    # fill_ writes only (was 82,341x ncu's reads), nll_loss_backward reads the targets and writes
+    # one element per row (was 21,113x): under 1 MiB, a kernel's own few KB apart
+    small = g["reads_below_1mib"]
+    fills = [v for k, v in small.items() if k.startswith("aten::fill_ ")]
+    assert len(fills) == 4 and all(m == 0 and n <= 10_000 for m, n in fills)
+    m, n = small["aten::nll_loss_backward [[],[4096,50257],[4096],[],[],[],[]]"]
+    assert m <= n <= m + 10_000
+
+
+def test_what_stays_outside_in_the_backward_and_why(res):
+    r = res["programs"]["resnet18-step3-full"]["ops"]
+    # batch-norm backward is one kernel (batch_norm_backward_kernel, a block per channel) that reads
+    # dy and x for the channel's sums, then again for dx: the second pass comes from a cache while
+    # they are small (6.4-25.7 MB, <= 200 KB a block: ncu counts one read) and from DRAM at 51.4
+    # and 205.5 MB (two reads). The model keeps one read: the split is the caches', not the shapes'.
+    bn = _shapes(r["reads"]["by_shape"], "aten::native_batch_norm_backward")
+    one = [v for k, v in bn.items() if not k.startswith(("[[64,64,56,56]", "[[64,64,112,112]"))]
+    two = [v for k, v in bn.items() if k.startswith(("[[64,64,56,56]", "[[64,64,112,112]"))]
+    assert sum(v[2] for v in one) == 15 and all(0.98 <= v[0] and v[1] <= 1.02 for v in one)
+    assert sum(v[2] for v in two) == 5 and all(0.49 <= v[0] and v[1] <= 0.51 for v in two)
+    assert {x[0] for x in r["reads"]["outside"]} == {"aten::native_batch_norm_backward"}
+    # the expanded [64, 512, 1, 1] bf16 divided by an int64 49: 64 KB read, 88 KB counted (a
+    # kernel's own reads); it writes bf16 (the 0-d int64 widened it to 12.8 MB before)
+    assert r["reads_below_1mib"]["aten::div [[64,512,7,7],[]]"] == [65544, 88576]
+    # convolution backward FLOPs, cuDNN's tiles: the stem's weight gradient runs over 8 padded
+    # channels in four 128-wide tiles (2 x 64 x 512 x 804,224 counted; 147 of 512 columns are the
+    # filter's); the 1x1 stride-2's dgrad counts twice its useful products and its wgrad's split-K
+    # rounds 12,544 up to 29 x 448
+    conv = r["conv_flops"]["by_shape"]
+    assert conv["aten::convolution_backward [[64,64,112,112],[64,3,224,224],[64,3,7,7],[],[],[],[],[],[],[],[]]"][
+        0
+    ] == pytest.approx(0.286, abs=0.005)
+    assert conv["aten::convolution_backward [[64,256,14,14],[64,128,28,28],[256,128,1,1],[],[],[],[],[],[],[],[]]"][
+        0
+    ] == pytest.approx(0.649, abs=0.01)
+    assert r["conv_flops"]["within"] == 36 and r["conv_flops"]["ops"] == 40

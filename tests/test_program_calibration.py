@@ -6,9 +6,7 @@ import importlib.util
 import re
 
 import pytest
-from profdata import DATA, PROFILES, ROOT
-
-PAIRS = DATA / "program-pairs"
+from profdata import PROFILES, ROOT
 
 
 def _bench():
@@ -19,9 +17,9 @@ def _bench():
 
 
 @pytest.fixture(scope="module")
-def table():
+def table(data_set):
     bench = _bench()
-    return bench, bench.run_programs(PROFILES, PAIRS)
+    return bench, bench.run_programs(PROFILES, data_set("program-pairs"))
 
 
 def test_six_changes_each_holds(table):

@@ -4,7 +4,6 @@ pushes `step N` on its main thread while autograd launches the backward from its
 ncu's NVTX filter reads the launching thread's ranges and would measure the forward alone; the
 launch-index window holds the whole step."""
 import pytest
-from profdata import DATA
 
 from profkit.capture.step_plan import step_window
 from profkit.core.errors import BadArgument
@@ -16,10 +15,10 @@ RUN = "pair-sync-before-item"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(tmp_path_factory, data_set):
     d = tmp_path_factory.mktemp("step")
     (d / "pairs").mkdir()
-    (d / "pairs" / RUN).symlink_to((DATA / "program-pairs" / RUN).resolve())
+    (d / "pairs" / RUN).symlink_to(data_set("program-pairs") / RUN)
     db = str(d / "p.db")
     load_profiles(d / "pairs", db)
     s = Store(db)

@@ -21,7 +21,6 @@ from profkit.parsers import _ncu_framing
 from profkit.cli import cli
 
 WS = DATA / "field-h100" / "ws_nonvtx.ncu-rep.xz"  # our H100 capture: 40 launches, 53 MB raw, ncu 2025.3
-OCC = DATA / "lean-parity" / "occupancy-lean.ncu-rep.xz"  # 3 launches, 86 KB raw
 
 
 def run(*args):
@@ -81,12 +80,18 @@ def _blocks(data: bytes) -> list[tuple[int, str]]:
     return out
 
 
-def test_every_cut_of_a_real_report_is_seen_except_between_launches():
+@pytest.fixture
+def occ(data_set):
+    """An H200 capture of the lab's occupancy kernel (tests/data/lean-parity): 3 launches, 86 KB raw."""
+    return data_set("lean-parity") / "occupancy-lean.ncu-rep.xz"
+
+
+def test_every_cut_of_a_real_report_is_seen_except_between_launches(occ):
     """Every one of the 86,239 prefixes of a real report (3 launches): the framing refuses it,
     unless it ends exactly after a whole launch, or after the session facts that follow the first
     launch (what no framing can see: no launch count, no end marker), or before any launch
     (then the parser refuses it: no profiled kernel)."""
-    data = lzma.decompress(OCC.read_bytes())
+    data = lzma.decompress(occ.read_bytes())
     f = io.BytesIO(data)
     assert _ncu_framing.check_stream(f, len(data)) is None
     unseen = []
@@ -105,9 +110,9 @@ def test_every_cut_of_a_real_report_is_seen_except_between_launches():
     assert len(unseen) <= 5  # of 86,239 cut positions
 
 
-def test_cut_between_launches_loads_with_a_caveat(tmp_path, db):
+def test_cut_between_launches_loads_with_a_caveat(tmp_path, db, occ):
     """What framing cannot see is said: the load prints a note (and names what it is)."""
-    data = lzma.decompress(OCC.read_bytes())
+    data = lzma.decompress(occ.read_bytes())
     cut = [end for end, what in _blocks(data) if what == "launch"][1]  # after the 2nd of 3 launches
     part = tmp_path / "part.ncu-rep"
     part.write_bytes(data[:cut])
@@ -117,11 +122,14 @@ def test_cut_between_launches_loads_with_a_caveat(tmp_path, db):
     assert "2 kernels" in lines[0] and lines[1] == f"  note: {_ncu_framing.CAVEAT}"
 
 
-def test_whole_reports_of_every_ncu_version_pass_the_framing_check(tmp_path):
-    """ncu 2025.3 (our H100 and H200 captures) here; 2020.3 to 2025.x from the public reports
-    beside the project (../shared/field-reports, ../field-extra) when they are on this machine."""
+def test_whole_reports_of_every_ncu_version_pass_the_framing_check(tmp_path, data_set):
+    """ncu 2025.3 (our H100 and H200 captures, the packed sets' too) here; 2020.3 to 2025.x from
+    the public reports beside the project (../shared/field-reports, ../field-extra) when they are
+    on this machine."""
     seen = 0
-    for xz in sorted((ROOT / "profiles").glob("*/*.ncu-rep.xz")) + sorted(DATA.glob("*/*.ncu-rep.xz")):
+    packed = [*data_set("hotspots").glob("*.ncu-rep.xz"), *data_set("lean-parity").glob("*.ncu-rep.xz")]
+    ours = [*(ROOT / "profiles").glob("*/*.ncu-rep.xz"), *DATA.glob("*/*.ncu-rep.xz"), *packed]
+    for xz in sorted(ours):
         raw = tmp_path / "r.ncu-rep"
         raw.write_bytes(lzma.decompress(xz.read_bytes()))
         assert _ncu_framing.check(raw) is None, xz

@@ -4,19 +4,21 @@ taken for it: the same program on cuDNN's fused backend, a ResNet training step
 import json
 
 import pytest
-from profdata import DATA
 
 from profkit.analyses import advise as adv
 from profkit.analyses import unfused_attention as ua
 from profkit.store.ingest import ingest
 from profkit.store.store import Store
 
-PAIRS = DATA / "program-pairs"
+
+@pytest.fixture
+def pairs(data_set):
+    return data_set("program-pairs")
 
 
-def _blocks(run: str, tmp_path):
+def _blocks(pairs, run: str, tmp_path):
     db = str(tmp_path / f"{run}.db")
-    ingest(db, sorted((PAIRS / run).glob("*.nsys.sqlite.xz")) + [PAIRS / run / "capture.json"], run=run)
+    ingest(db, sorted((pairs / run).glob("*.nsys.sqlite.xz")) + [pairs / run / "capture.json"], run=run)
     s = Store(db)
     ks = adv._read(s, run, None)
 
@@ -32,8 +34,8 @@ def _blocks(run: str, tmp_path):
     return s, ua.find(ks.names, ks.kname, ks.family, ks.families, ks.stream, ks.dur, grid_z)
 
 
-def test_the_math_backend_is_found_pass_by_pass(tmp_path):
-    _, blocks = _blocks("pair-sdpa-before-math", tmp_path)
+def test_the_math_backend_is_found_pass_by_pass(pairs, tmp_path):
+    _, blocks = _blocks(pairs, "pair-sdpa-before-math", tmp_path)
     fwd = [b for b in blocks if b.pass_ == "fwd"]
     bwd = [b for b in blocks if b.pass_ == "bwd"]
     # 30 timed steps and 5 warm-up steps, one forward and one backward each
@@ -47,11 +49,11 @@ def test_the_math_backend_is_found_pass_by_pass(tmp_path):
     assert {len(b.ix) for b in fwd} == {19} and {len(b.ix) for b in bwd} == {14}
 
 
-def test_the_switch_is_priced_from_the_measured_ratios(tmp_path):
+def test_the_switch_is_priced_from_the_measured_ratios(pairs, tmp_path):
     """The math backend's forward runs 27.8x and its backward 8.7x the fastest fused backend's
     time at S 512 (the sweep on the H100, profkit/model/attainable_measured.json): the pieces'
     1.29 ms a step become ~0.1 ms."""
-    _, blocks = _blocks("pair-sdpa-before-math", tmp_path)
+    _, blocks = _blocks(pairs, "pair-sdpa-before-math", tmp_path)
     sw = ua.predict(blocks)
     assert sw is not None and sw.backend == "cudnn"
     per_step_before, per_step_after = sw.pieces_ns / 35, sw.fused_ns / 35
@@ -61,8 +63,8 @@ def test_the_switch_is_priced_from_the_measured_ratios(tmp_path):
 
 
 @pytest.mark.parametrize("run", ["pair-sdpa-after-cudnn", "pair-sync-after-end"])
-def test_fused_attention_and_convnets_hold_none(run, tmp_path):
-    _, blocks = _blocks(run, tmp_path)
+def test_fused_attention_and_convnets_hold_none(pairs, run, tmp_path):
+    _, blocks = _blocks(pairs, run, tmp_path)
     assert blocks == []
 
 

@@ -35,6 +35,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 import statistics
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -187,6 +188,28 @@ class _Launches:
 
     def path_of(self, i: int) -> str | None:
         return self.paths[self.path[i]] if self.path[i] >= 0 else None
+
+
+# a PyTorch operator's range (emit_nvtx, nsys --pytorch=autograd-shapes-nvtx): aten::mm, c10d::...
+_OPERATOR_RANGE = re.compile(r"^[A-Za-z_]\w*::[\w.]+$")
+
+
+def _without_operator_ranges(store: Store, run: str, ks: _Launches) -> _Launches:
+    """Paths cut at the first PyTorch operator range, in a run whose operator ranges carried
+    shapes: the program's own range (`block.eager`) is the item, its operators are its fusion
+    floor's ops, and a launch under operator ranges alone is outside any range."""
+    if not store.query("SELECT 1 FROM op_row WHERE run = ? AND source = 'nvtx' LIMIT 1", (run,)):
+        return ks
+    kept: dict[str, int] = {}
+    code = []
+    for p in ks.paths:
+        parts = p.split("/")
+        cut = next((i for i, x in enumerate(parts) if _OPERATOR_RANGE.match(x)), len(parts))
+        mine = "/".join(parts[:cut])
+        code.append(kept.setdefault(mine, len(kept)) if mine else -1)
+    ks.path = np.array(code + [-1], dtype=np.int64)[ks.path]
+    ks.paths = list(kept)
+    return ks
 
 
 _ARRAYS = ("kid start end has_start has_end dur api_end has_api_end stream ncu name kname path family grid").split()
@@ -1283,7 +1306,7 @@ def _advise(store: Store, run: str, scope, peaks, include_unranged: bool, phase,
     # a scope names the ranges asked about: the steady-state default applies to the whole run only
     win, phase_line = (None, "") if scope and phase is None else phases.selected(store, run, phase)
     later = pool.submit(_ranges, store.path, run, scope, win) if pool else None
-    ks = every = _keep(_read(store, run, scope), win)
+    ks = every = _without_operator_ranges(store, run, _keep(_read(store, run, scope), win))
     notes = [phase_line] if phase_line else []
     ranged = ks.ranged()
     if scope is None and not include_unranged and ranged.any():

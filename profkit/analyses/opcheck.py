@@ -8,8 +8,9 @@ a backward on the autograd thread is absent from it). Then, per operator whose k
 paired:
 
 - FLOPs: the model's vs ncu's (tensor-pipe ops plus FP32/FP64 add, mul and 2 x fma);
-- bytes: the model's reads vs ncu's DRAM reads (the stock kernel's where the model knows it
-  moves more than the minimum: aten.kernel_bytes), and the model's writes vs ncu's DRAM writes.
+- bytes: the model's reads vs ncu's DRAM reads (the stock kernels' where the model knows they
+  move more than the minimum: aten.kernel_traffic), and the model's writes (aten.written) vs
+  ncu's DRAM writes.
   ncu replays each kernel with the caches flushed, so its reads are cold, as the model's are;
   but a kernel's output lands in the 50 MB L2 (H100) and reaches DRAM after the kernel ends,
   so ncu's DRAM writes of a kernel whose output fits in L2 fall short of what it wrote;
@@ -81,17 +82,18 @@ def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
             flops += sum(perf.work(c).values())
             rd += lookup(c, "dram_read_bytes") or 0.0
             wr += lookup(c, "dram_write_bytes") or 0.0
-        written = moved = None
+        written = read = None
         if o["family"] == "optimizer" and o["min_bytes"]:
             # the lists its kernels' functor writes, of all it touches
             mt = optimizers.multi_tensor(shape_labels._kernels(store, o) or [])
             written = o["min_bytes"] * mt["writes"] / (mt["reads"] + mt["writes"]) if mt else None
         elif o["family"] is not None:
             ins = shape_labels._operands(o)
-            out_t = aten.output_of(o["op"], ins)
-            written = float(out_t.nbytes) if out_t is not None and out_t.dims is not None else None
-            kb = aten.kernel_bytes(o["op"], ins)
-            moved = kb[0] if kb else None
+            written = aten.written(o["op"], ins)
+            kt = aten.kernel_traffic(o["op"], ins)
+            read = kt[0] if kt else None
+        if read is None and written is not None and o["min_bytes"] is not None:
+            read = o["min_bytes"] - written
         out.append(
             {
                 "op_id": op_id,
@@ -103,7 +105,7 @@ def operators(store: Store, timeline_run: str, counters_run: str) -> list[dict]:
                 "model_flops": o["flops"],
                 "model_bytes": o["min_bytes"],
                 "model_write": written,
-                "model_kernel_bytes": moved,
+                "model_read": read,  # the stock kernels' where the model knows them (aten.kernel_traffic)
                 "ncu_flops": flops,
                 "ncu_read": rd,
                 "ncu_write": wr,

@@ -28,6 +28,7 @@ from profkit.core.errors import BadArgument, ProfkitError, ToolFailed, ToolMissi
 from profkit.core.metrics import metric_names
 from profkit.core.rows import KERNEL_FIELDS
 from profkit.core.steps import STEP_RE
+from profkit.parsers._ops import clean_torch_ranges
 
 RESULT_ENV = environment.RESULT_ENV  # the variables whose values a capture records
 # NVLink multicast stays off in everything capture launches: a program using it can take a
@@ -348,28 +349,6 @@ def gpu_problem() -> str | None:
 
 
 # ---- windows: which part of the program ncu profiles ---------------------------------------------
-# PyTorch's emit_nvtx names each range "op, seq = N, op_id = M[, sizes = [...]]": one name per call
-_TORCH_SUFFIX = re.compile(r", (?:seq|op_id|sizes|input_op_ids) = [^/]*")
-
-
-def clean_torch_name(text):
-    return _TORCH_SUFFIX.sub("", text) if isinstance(text, str) else text
-
-
-def clean_torch_ranges(report) -> None:
-    """Range names as PyTorch's operators are called (aten::addmm), without the per-call
-    sequence and op ids emit_nvtx appends: the same operator is one range name again."""
-    from profkit.core.rows import RANGE_FIELDS
-    from profkit.parsers._ops import ops_from_kernel_ranges
-
-    if not report.ops:  # the launcher records shapes: each kernel's operator, before the names are cleaned
-        report.ops = ops_from_kernel_ranges(report.kernels)
-    kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
-    report.kernels = [k[:kr] + (clean_torch_name(k[kr]), clean_torch_name(k[kp])) + k[kp + 1 :] for k in report.kernels]
-    t, pth = RANGE_FIELDS.index("text"), RANGE_FIELDS.index("path")
-    report.ranges = [tuple(clean_torch_name(x) if i in (t, pth) else x for i, x in enumerate(r)) for r in report.ranges]
-
-
 def range_names(report) -> dict[str, tuple[str | None, str]]:
     """{range text: (domain, kind)} of a parsed timeline."""
     from profkit.core.rows import RANGE_FIELDS

@@ -37,7 +37,7 @@ TABLE: dict[str, Attainable] = {
         "the tensor (or FP32) peak of its precision, large shapes",
         "cuBLAS bf16 8192^3 at ~700-800 of 989 dense TFLOP/s on an H100 SXM (published; "
         "/work/shared/anchors.md): 75-85 %; measured here, cuBLAS nvjet 8192x4096x1024 bf16 at 755 "
-        "TFLOP/s, 76 % (H100, 2026-12-05, tests/data/program-pairs/pair-compile-before-eager)",
+        "TFLOP/s, 76 % (H100, 2026-12-05, tests/data/program-pairs: pair-compile-before-eager)",
     ),
     "gemm_small": Attainable(
         0.50,
@@ -51,7 +51,7 @@ TABLE: dict[str, Attainable] = {
         "FlashAttention-2/3 and cuDNN SDPA forward reach ~60-70 % of the dense bf16 peak at "
         "long sequences (FlashAttention-3 paper, H100); short ones far less: measured here, cuDNN's "
         "fused SDPA at B8 H12 S512 D64 causal at 165 (fwd) and 176 (bwd) TFLOP/s, 17 % (H100, "
-        "2026-12-05, tests/data/program-pairs/pair-sdpa-after-cudnn)",
+        "2026-12-05, tests/data/program-pairs: pair-sdpa-after-cudnn)",
     ),
     "conv": Attainable(
         0.70,

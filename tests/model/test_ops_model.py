@@ -1,5 +1,6 @@
 """The operator model against hand-derived numbers, and (matmul, convolution, attention) against
 torch.utils.flop_counter.FlopCounterMode on CPU tensors: an independent count of the same ops."""
+
 import pytest
 
 from profkit.model.ops import aten
@@ -24,6 +25,7 @@ def est(op, *ins):
 
 # --- hand-derived ------------------------------------------------------------------------------
 
+
 def test_addmm_as_a_trace_records_it():
     # aten::addmm [3072] x [4096, 1024] x [1024, 3072] bf16 (tf.kineto.json.gz)
     ins = operands([[3072], [4096, 1024], [1024, 3072], [], []], [BF16] * 3 + ["Scalar"] * 2, ["", "", "", "1", "1"])
@@ -41,8 +43,13 @@ def test_linear_and_matmul_flatten_the_batch():
 
 
 def test_scaled_mm_is_fp8_in_bf16_out():
-    e = est("aten::_scaled_mm", T(128, 256, dtype="c10::Float8_e4m3fn"), T(256, 512, dtype="c10::Float8_e4m3fn"),
-            T(128, 1, dtype=F32), T(1, 512, dtype=F32))
+    e = est(
+        "aten::_scaled_mm",
+        T(128, 256, dtype="c10::Float8_e4m3fn"),
+        T(256, 512, dtype="c10::Float8_e4m3fn"),
+        T(128, 1, dtype=F32),
+        T(1, 512, dtype=F32),
+    )
     assert e.dtype == "fp8" and e.flops == 2 * 128 * 256 * 512
     assert e.bytes == 128 * 256 + 256 * 512 + 128 * 512 * 2 + (128 + 512) * 4
 
@@ -59,38 +66,92 @@ def test_attention_causal_computes_whole_tiles_and_backward_is_two_and_a_half():
     # 4 query tiles of 128 rows run to 1, 2, 3, 4 key tiles of 128: 10 of 16 (H100 ncu: 4.09e9
     # counted vs 4.03e9 modelled on GPT-2's [8, 12, 512, 64], tests/test_opcheck.py)
     assert f.flops == full * 10 // 16 and "62.5 %" in f.note
-    long = est("aten::_scaled_dot_product_cudnn_attention", T(1, 1, 8192, 64), T(1, 1, 8192, 64),
-               T(1, 1, 8192, 64), Operand(), S(True), S(0.0), S(True), S(False))
+    long = est(
+        "aten::_scaled_dot_product_cudnn_attention",
+        T(1, 1, 8192, 64),
+        T(1, 1, 8192, 64),
+        T(1, 1, 8192, 64),
+        Operand(),
+        S(True),
+        S(0.0),
+        S(True),
+        S(False),
+    )
     assert abs(long.flops / (4 * 8192 * 8192 * 64) - 0.5) < 0.01
     assert f.bytes == 4 * 8 * 16 * 512 * 64 * 2 + 4 * 8 * 16 * 512
-    b = est("aten::_scaled_dot_product_flash_attention_backward", q, q, q, q, q, T(8, 16, 512, dtype=F32),
-            Operand(), Operand(), S(512), S(512), S(0.0), S(False))
+    b = est(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        q,
+        q,
+        q,
+        q,
+        q,
+        T(8, 16, 512, dtype=F32),
+        Operand(),
+        Operand(),
+        S(512),
+        S(512),
+        S(0.0),
+        S(False),
+    )
     assert b.flops == int(2.5 * full)
 
 
 def test_varlen_flash_attention_is_an_upper_bound():
     q = T(3000, 16, 64)  # three sequences, 3000 tokens, the longest 1024
-    e = est("aten::_flash_attention_forward", q, q, q, T(4, dtype="int"), T(4, dtype="int"), S(1024), S(1024),
-            S(0.0), S(True))
+    e = est(
+        "aten::_flash_attention_forward",
+        q,
+        q,
+        q,
+        T(4, dtype="int"),
+        T(4, dtype="int"),
+        S(1024),
+        S(1024),
+        S(0.0),
+        S(True),
+    )
     # causal: the share of the longest sequence's square, 9 of 16 tiles at 1024 tokens
     assert e.flops == round(4 * 16 * 3000 * 1024 * 64 * 9 / 16) and "upper bound" in e.note
 
 
 def test_layer_norm_forward_and_backward():
-    f = est("aten::native_layer_norm", T(8, 512, 1024, dtype=F32), Operand(None, "ScalarList", "[1024]"),
-            T(1024, dtype=F32), T(1024, dtype=F32), S(1e-5))
+    f = est(
+        "aten::native_layer_norm",
+        T(8, 512, 1024, dtype=F32),
+        Operand(None, "ScalarList", "[1024]"),
+        T(1024, dtype=F32),
+        T(1024, dtype=F32),
+        S(1e-5),
+    )
     n = 8 * 512 * 1024
     assert f.flops == 5 * n + n and f.bytes == 2 * n * 4 + 2 * 1024 * 4 + 8 * 4096
-    b = est("aten::native_layer_norm_backward", T(8, 512, 1024, dtype=F32), T(8, 512, 1024, dtype=F32),
-            Operand(None, "ScalarList", "[1024]"), T(8, 512, 1, dtype=F32), T(8, 512, 1, dtype=F32),
-            T(1024, dtype=F32), T(1024, dtype=F32))
+    b = est(
+        "aten::native_layer_norm_backward",
+        T(8, 512, 1024, dtype=F32),
+        T(8, 512, 1024, dtype=F32),
+        Operand(None, "ScalarList", "[1024]"),
+        T(8, 512, 1, dtype=F32),
+        T(8, 512, 1, dtype=F32),
+        T(1024, dtype=F32),
+        T(1024, dtype=F32),
+    )
     assert b.bytes == 3 * n * 4 + 8 * 4096 + 3 * 1024 * 4
 
 
 def test_rms_group_and_batch_norm():
     assert est("aten::rms_norm", T(4096, 4096), Operand(None, "ScalarList", "[4096]"), T(4096)).flops == 4 * 4096 * 4096
-    g = est("aten::native_group_norm", T(2, 64, 8, 8, dtype=F32), T(64, dtype=F32), T(64, dtype=F32), S(2), S(64),
-            S(64), S(32), S(1e-5))
+    g = est(
+        "aten::native_group_norm",
+        T(2, 64, 8, 8, dtype=F32),
+        T(64, dtype=F32),
+        T(64, dtype=F32),
+        S(2),
+        S(64),
+        S(64),
+        S(32),
+        S(1e-5),
+    )
     assert g.family == "norm" and g.bytes >= 2 * 2 * 64 * 64 * 4
     assert est("aten::cudnn_batch_norm", T(32, 64, 56, 56, dtype=F32), T(64, dtype=F32)).family == "norm"
 
@@ -105,7 +166,87 @@ def test_embedding_forward_and_dense_backward():
     f = est("aten::embedding", T(8192, 1024, dtype=F32), T(8, 512, dtype=I64))
     assert f.flops == 0 and f.bytes == 4096 * 8 + 2 * 4096 * 1024 * 4
     b = est("aten::embedding_dense_backward", T(8, 512, 1024, dtype=F32), T(8, 512, dtype=I64), S(8192), S(-1))
-    assert b.bytes == 4096 * 8 + 4096 * 1024 * 4 + 8192 * 1024 * 4
+    # the [8192, 1024] gradient is zeroed by a fill_ of its own: the kernels write the rows the
+    # 4096 indices touch (at most 4096 of them)
+    assert b.bytes == 4096 * 8 + 4096 * 1024 * 4 + 4096 * 1024 * 4
+
+
+def test_embedding_backward_kernels_by_path():
+    # GPT-2's position embedding (512 indices: the feature kernel adds into the zeroed rows, so
+    # it reads them too; H100 ncu 3.15 MB read) and token embedding (4096 indices: sorted, fp32
+    # partial sums written and read back; ncu 26.0 MB read)
+    pos = [T(512, 768, dtype=F32), T(512, dtype=I64), S(512), S(-1), S(False)]
+    assert aten.written("aten::embedding_dense_backward", pos) == 512 * 768 * 4
+    assert aten.output_of("aten::embedding_dense_backward", pos).dims == (512, 768)
+    rd, wr, _ = aten.kernel_traffic("aten::embedding_dense_backward", pos)
+    assert rd == 512 * 8 + 2 * 512 * 768 * 4 and wr == 512 * 768 * 4
+    tok = [T(8, 512, 768, dtype=F32), T(8, 512, dtype=I64), S(50257), S(-1), S(False)]
+    rd, wr, why = aten.kernel_traffic("aten::embedding_dense_backward", tok)
+    assert rd == 4096 * 8 + 4096 * 768 * 4 + 4096 * 768 * 4 and "sorted" in why
+    assert aten.output_of("aten::embedding_dense_backward", tok).dims == (50257, 768)
+
+
+def test_fill_writes_and_reads_nothing():
+    # GPT-2's loss gradient zeroed: [4096, 50257] fp32 written once (H100 ncu: 10 KB read)
+    for op in ("aten::fill_", "aten::zero_"):
+        e = est(op, T(4096, 50257, dtype=F32), S(0))
+        assert e.bytes == 4096 * 50257 * 4 and e.flops == 0
+        assert aten.written(op, [T(4096, 50257, dtype=F32), S(0)]) == e.bytes
+    assert est("aten::zeros_like", T(64, 64, dtype=F32)).bytes == 64 * 64 * 4
+
+
+def test_nll_loss_backward_writes_one_element_per_row():
+    # (grad_output, self, target, weight, reduction, ignore_index, total_weight) as GPT-2's trace
+    # records it; grad_input is zeroed by a fill_ of its own (H100 ncu: 39 KB read, the 32 KB
+    # targets and a kernel's own few KB)
+    ins = operands(
+        [[], [4096, 50257], [4096], [], [], [], []],
+        [F32, F32, I64, "", "Scalar", "Scalar", F32],
+        ["", "", "", "", "1", "-100", ""],
+    )
+    e = est("aten::nll_loss_backward", *ins)
+    assert e.bytes == 4096 * 8 + 4 + 4 + 4096 * 4 and e.flops == 4096
+    assert aten.written("aten::nll_loss_backward", ins) == 4096 * 4
+    assert aten.output_of("aten::nll_loss_backward", ins).dims == (4096, 50257)
+
+
+def test_layer_norm_backward_runs_two_kernels_each_reading_dy_and_x():
+    n, g = 8 * 512 * 768, 8 * 512
+    ins = operands(
+        [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []],
+        [F32, F32, "ScalarList", F32, F32, F32, F32, "ScalarList"],
+        ["", "", "[768]", "", "", "", "", "[True, True, True]"],
+    )
+    minimum = est("aten::native_layer_norm_backward", *ins)
+    assert minimum.bytes == 3 * n * 4 + 8 * g + 3 * 768 * 4
+    rd, wr, why = aten.kernel_traffic("aten::native_layer_norm_backward", ins)
+    # dx: dy, x, stats, w read; dw and db: dy, x, stats read (H100 ncu: 50.43 MB, 2 x 25.2)
+    assert rd == 2 * (2 * n * 4 + 8 * g) + 768 * 4 and wr == n * 4 + 2 * 768 * 4 and "two kernels" in why
+    assert aten.kernel_bytes("aten::native_layer_norm_backward", ins)[0] == rd + wr
+    only_dx = operands(
+        [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []],
+        [F32, F32, "ScalarList", F32, F32, F32, F32, "ScalarList"],
+        ["", "", "[768]", "", "", "", "", "[True, False, False]"],
+    )
+    assert aten.kernel_traffic("aten::native_layer_norm_backward", only_dx) is None
+
+
+def test_log_softmax_backward_over_long_rows_reads_the_gradient_twice():
+    go, y = T(4096, 50257, dtype=F32), T(4096, 50257, dtype=F32)
+    rd, wr, _ = aten.kernel_traffic("aten::_log_softmax_backward_data", [go, y, S(1), S(6)])
+    assert rd == 3 * go.nbytes and wr == go.nbytes  # H100 ncu: 2.403 GB read (1.03)
+    assert aten.kernel_traffic("aten::_log_softmax_backward_data", [T(64, 1000), T(64, 1000), S(1), S(15)]) is None
+
+
+def test_a_zero_dim_operand_does_not_widen_the_result():
+    # ResNet-18's avg-pool backward: bf16 [64, 512, 7, 7] (expanded from [64, 512, 1, 1]) / an
+    # int64 0-d 49: the kernel (BUnaryFunctor<BFloat16, ...>) writes bf16
+    ins = operands([[64, 512, 7, 7], []], [BF16, I64], None, [[512, 1, 0, 0], []])
+    assert aten.output_of("aten::div", ins).dtype == BF16
+    assert est("aten::div", *ins).bytes == 64 * 512 * 2 + 8 + 64 * 512 * 49 * 2
+    # a 0-d float over an integer tensor: the default float
+    assert aten.output_of("aten::mul", [T(1024, dtype=I64), T(dtype=F32)]).dtype == F32
+    assert aten.output_of("aten::add", [T(1024, dtype=F32), T(1024)]).dtype == F32
 
 
 def test_elementwise_broadcast_and_mixed_dtypes():
@@ -165,8 +306,11 @@ ADD_LISTS_KERNEL = (
 
 def test_optimizer_lists_sized_from_their_kernels():
     # GPT-2's 76 parameters (81.5 M fp32 elements) in 1,293 chunks over five launches
-    ins = operands([[]] * 6 + [[]] * 7 + [[], []], ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""],
-                   [""] * 6 + ["0.0003", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
+    ins = operands(
+        [[]] * 6 + [[]] * 7 + [[], []],
+        ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""],
+        [""] * 6 + ["0.0003", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""],
+    )
     e, why = estimate("aten::_fused_adamw_", ins, [(ADAMW_KERNEL, 320)] * 4 + [(ADAMW_KERNEL, 13)])
     assert e is not None, why
     n = 1293 * 65536
@@ -210,15 +354,20 @@ def _counted(fn) -> int:
 
 def _ops(*ts):
     names = {torch.bfloat16: BF16, torch.float32: F32, torch.int64: I64}
-    return [Operand(tuple(t.shape), names[t.dtype]) if isinstance(t, torch.Tensor) else
-            Operand(None, "Scalar", str(t)) for t in ts]
+    return [
+        Operand(tuple(t.shape), names[t.dtype]) if isinstance(t, torch.Tensor) else Operand(None, "Scalar", str(t))
+        for t in ts
+    ]
 
 
-@pytest.mark.parametrize("op,shapes", [
-    ("mm", [(64, 32), (32, 48)]),
-    ("bmm", [(3, 64, 32), (3, 32, 48)]),
-    ("matmul", [(2, 5, 64, 32), (32, 48)]),
-])
+@pytest.mark.parametrize(
+    "op,shapes",
+    [
+        ("mm", [(64, 32), (32, 48)]),
+        ("bmm", [(3, 64, 32), (3, 32, 48)]),
+        ("matmul", [(2, 5, 64, 32), (32, 48)]),
+    ],
+)
 def test_matmul_family_matches_flop_counter(op, shapes):
     ts = [torch.randn(*s) for s in shapes]
     fn = getattr(torch, op)
@@ -238,17 +387,29 @@ def test_convolution_forward_and_backward_match_flop_counter(stride, padding, di
     x = torch.randn(2, 8, 17, 15, requires_grad=True)
     w = torch.randn(16, 8 // groups, 3, 3, requires_grad=True)
     y = torch.nn.functional.conv2d(x, w, None, stride, padding, dilation, groups)
-    conv_args = [Operand(None, "ScalarList", str([stride] * 2)), Operand(None, "ScalarList", str([padding] * 2)),
-                 Operand(None, "ScalarList", str([dilation] * 2)), S(False), Operand(None, "ScalarList", "[0, 0]"),
-                 S(groups)]
+    conv_args = [
+        Operand(None, "ScalarList", str([stride] * 2)),
+        Operand(None, "ScalarList", str([padding] * 2)),
+        Operand(None, "ScalarList", str([dilation] * 2)),
+        S(False),
+        Operand(None, "ScalarList", "[0, 0]"),
+        S(groups),
+    ]
     f = est("aten::convolution", *_ops(x, w), Operand(), *conv_args)
     assert f.flops == _counted(lambda: torch.nn.functional.conv2d(x, w, None, stride, padding, dilation, groups))
     go = torch.randn_like(y)
-    counted = _counted(lambda: torch.ops.aten.convolution_backward(go, x, w, None, [stride] * 2, [padding] * 2,
-                                                                   [dilation] * 2, False, [0, 0], groups,
-                                                                   [True, True, False]))
-    b = est("aten::convolution_backward", *_ops(go, x, w), Operand(None, "ScalarList", "[16]"), *conv_args,
-            Operand(None, "ScalarList", "[True, True, False]"))
+    counted = _counted(
+        lambda: torch.ops.aten.convolution_backward(
+            go, x, w, None, [stride] * 2, [padding] * 2, [dilation] * 2, False, [0, 0], groups, [True, True, False]
+        )
+    )
+    b = est(
+        "aten::convolution_backward",
+        *_ops(go, x, w),
+        Operand(None, "ScalarList", "[16]"),
+        *conv_args,
+        Operand(None, "ScalarList", "[True, True, False]"),
+    )
     # grad_input and grad_weight each cost the forward's products; the counter counts a grouped
     # convolution's grad_weight over every input channel (groups x the products done)
     assert counted == b.flops // 2 * (1 + groups)
@@ -265,8 +426,13 @@ def test_attention_matches_flop_counter(lq, lk, e, ev):
     assert f.flops == sdpa_flop_count(q.shape, k.shape, v.shape)
 
     go = torch.randn(2, 4, lq, ev)
-    b = est("aten::_scaled_dot_product_efficient_attention_backward", *_ops(go, q, k, v, go),
-            T(2, 4, lq, dtype=F32), S(0.0), S(False))
+    b = est(
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        *_ops(go, q, k, v, go),
+        T(2, 4, lq, dtype=F32),
+        S(0.0),
+        S(False),
+    )
     assert b.flops == sdpa_backward_flop_count(go.shape, q.shape, k.shape, v.shape)
 
 
@@ -290,13 +456,18 @@ def test_max_pool_with_indices_forward_and_backward():
     b = est("aten::max_pool2d_with_indices_backward", g, x, k, s, p, d, S(False), T(64, 64, 56, 56, dtype="long int"))
     assert b.bytes == n_out * 2 + n_out * 8 + n_in * 2
     assert est("aten::avg_pool2d", T(8, 3, 32, 32), Operand(None, "ScalarList", "[2, 2]")).bytes == (
-        8 * 3 * 32 * 32 * 2 + 8 * 3 * 16 * 16 * 2)
+        8 * 3 * 32 * 32 * 2 + 8 * 3 * 16 * 16 * 2
+    )
 
 
 def test_an_expanded_index_is_read_as_its_storage():
     # GPT-2's position gather: an int64 index [4096, 768] expanded from [4096] (strides [1, 0])
-    ins = operands([[50257, 768], [], [4096, 768], [], [4096, 768]], ["float", "Scalar", "long int", "Scalar", "float"],
-                   ["", "0", "", "False", ""], [[768, 1], [], [1, 0], [], [768, 1]])
+    ins = operands(
+        [[50257, 768], [], [4096, 768], [], [4096, 768]],
+        ["float", "Scalar", "long int", "Scalar", "float"],
+        ["", "0", "", "False", ""],
+        [[768, 1], [], [1, 0], [], [768, 1]],
+    )
     e, _ = estimate("aten::gather", ins)
     assert e.bytes == 4096 * 8 + 2 * 4096 * 768 * 4
     plain, _ = estimate("aten::gather", operands([[50257, 768], [], [4096, 768]], ["float", "Scalar", "long int"]))
@@ -315,12 +486,18 @@ def test_cudnn_convolution_reads_padding_before_stride():
     # ResNet-18's 1x1 stride-2 downsample as the trace records it: (self, weight, padding [0, 0],
     # stride [2, 2], dilation, groups, ...): 28x28 -> 14x14 (read as stride/padding/dilation of
     # aten::convolution it came out 15x15: 1.10-1.22x ncu's FLOPs on H100)
-    ins = operands([[64, 128, 28, 28], [256, 128, 1, 1], [], [], [], [], [], [], []], [BF16, BF16] + ["ScalarList"] * 3
-                   + ["Scalar"] * 4, ["", "", "[0, 0]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    ins = operands(
+        [[64, 128, 28, 28], [256, 128, 1, 1], [], [], [], [], [], [], []],
+        [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+        ["", "", "[0, 0]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
     e, _ = estimate("aten::cudnn_convolution", ins)
     assert e.flops == 2 * 64 * 256 * 14 * 14 * 128
-    stem = operands([[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
-                    ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    stem = operands(
+        [[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
+        [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+        ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert estimate("aten::cudnn_convolution", stem)[0].flops == 2 * 64 * 64 * 112 * 112 * 3 * 49
 
 
@@ -336,9 +513,11 @@ def test_gradients_size_the_lists_where_their_chunks_are_the_blocks():
 
 def test_a_convolution_returns_its_output_shape():
     # ResNet-18's stem as aten::cudnn_convolution records it: (self, weight, padding, stride, ...)
-    ins = operands([[64, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
-                   [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
-                   ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
+    ins = operands(
+        [[64, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+        [BF16, BF16] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+        ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert aten.output_of("aten::cudnn_convolution", ins).dims == (64, 64, 112, 112)
     go, x, w = T(64, 64, 112, 112), T(64, 3, 224, 224), T(64, 3, 7, 7)
     assert aten.output_of("aten::convolution_backward", [go, x, w]).dims == (64, 3, 224, 224)

@@ -459,9 +459,14 @@ def _softmax(name: str, ins: list[Operand]) -> Estimate | None:
             return Estimate("softmax", d["flops"], d["bytes"], short(x.dtype))
         # nll_loss gathers one log-probability per row
         return Estimate("softmax", rows, rows * (8 + 2 * x.esize), short(x.dtype))
-    if name in ("nll_loss_backward", "nll_loss2d_backward"):
-        gi = t[1] if len(t) > 1 else x  # (grad_output, self, target, ...): grad_input is self's size, zeroed
-        return Estimate("softmax", gi.numel // max(gi.shape[-1], 1), gi.nbytes, short(gi.dtype))
+    if name in ("nll_loss_backward", "nll_loss2d_backward") and len(ins) > 3:
+        # (grad_output, self, target, weight, reduction, ignore_index, total_weight)
+        go, gi, target, weight = ins[0], ins[1], ins[2], ins[3]
+        rows = gi.numel // gi.shape[1] if len(gi.shape) > 1 and gi.shape[1] else 1  # [N, C(, H, W)]: N(*H*W)
+        d = softmax.nll_loss_backward(
+            rows, gi.esize, go.nbytes, target.esize or 8, weight.tensor and bool(weight.shape)
+        )
+        return Estimate("softmax", d["flops"], d["bytes"], short(gi.dtype), "grad_input zeroed by a fill_ of its own")
     return None
 
 
@@ -538,19 +543,6 @@ def _memory(name: str, ins: list[Operand]) -> Estimate | None:
         idx = next((o for o in t[1:] if short(o.dtype) in ("int64", "int32")), None)
         d = memory.scatter(src.numel, src.esize, idx.numel if idx else 0, 8, accumulate="add" in name or "put" in name)
         return Estimate("memory", d["flops"], d["bytes"], None)
-    if name in (
-        "fill_",
-        "zero_",
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "normal_",
-        "uniform_",
-        "random_",
-        "bernoulli_",
-        "masked_fill_",
-    ):
-        return Estimate("elementwise", 0, t[0].nbytes, None)
     return None
 
 
@@ -634,12 +626,36 @@ def _reduction(name: str, ins: list[Operand]) -> Estimate | None:
     return Estimate("reduction", d["flops"], d["bytes"], short(x.dtype))
 
 
+# operators that write their output without reading it: the tensor they are given is a template
+# (zeros_like) or the destination (fill_), not an operand of the arithmetic
+_FILLS = {"fill_", "zero_", "zeros_like", "ones_like", "full_like", "normal_", "uniform_", "random_", "bernoulli_"}
+
+
+def _category(o: Operand) -> int:
+    s = short(o.dtype) or ""
+    return 0 if s == "bool" else 1 if s.startswith(("int", "uint")) else 2
+
+
+def _result(t: list[Operand]) -> Operand:
+    """The dtype an elementwise operator computes in (torch's type promotion,
+    c10/core/ScalarType.h promoteTypes and TensorIterator's compute_types): the tensors with
+    dims decide; a 0-d tensor (a wrapped scalar: `x / 49` with an int64 49) only where it is of
+    a higher category (bool < integer < floating), and then the default float."""
+    dimmed = [o for o in t if o.shape] or t
+    top = max(dimmed, key=lambda o: (_category(o), o.esize))
+    if any(_category(o) > _category(top) for o in t if not o.shape):
+        return Operand(top.shape, "float")
+    return top
+
+
 def _elementwise(name: str, ins: list[Operand]) -> Estimate | None:
     t = _tensors(ins)
     if not t:
         return None
+    if name in _FILLS:  # written once, read not at all
+        return Estimate("elementwise", 0, t[0].nbytes, short(t[0].dtype))
     out = _broadcast([o.shape for o in t])
-    out_e = max(o.esize for o in t)
+    out_e = _result(t).esize
     base = name.rstrip("_") if name.endswith("_") and not name.endswith("__") else name
     fl = elementwise.FLOPS_PER_ELEMENT.get(name, elementwise.FLOPS_PER_ELEMENT.get(base, 1))
     d = elementwise.elementwise(sum(o.nbytes for o in t), prod(out), out_e, fl)
@@ -851,7 +867,8 @@ def family_of(op: str) -> str | None:
     if (
         name in elementwise.FLOPS_PER_ELEMENT
         or base in elementwise.FLOPS_PER_ELEMENT
-        or name in ("fill_", "zero_", "ones_like", "zeros_like", "full_like", "masked_fill_", "normal_", "uniform_")
+        or name in _FILLS
+        or name == "masked_fill_"
     ):
         return "elementwise"
     if op.startswith(("nccl:", "c10d::", "record_param_comms")):
@@ -894,10 +911,8 @@ def estimate(
         est = _optimizer(name, ins, kernels, grads) if fam == "optimizer" else fn(name, ins)
     except (TypeError, ValueError, IndexError, ZeroDivisionError):
         est = None
-    if est is None:
-        if fam == "elementwise" and name in ("fill_", "zero_"):
-            return None, f"{op}: no tensor input"
-        est = _memory(name, ins) if fam == "elementwise" else None
+    if est is None and fam == "elementwise" and name in _FILLS:
+        return None, f"{op}: no tensor input"
     if est is None:
         return None, f"{op}: the recorded inputs do not give its {fam} shape"
     return est, ""
@@ -912,24 +927,78 @@ def collective(kind: str, nelems: int, dtype: str | None, ranks: int) -> Estimat
     return Estimate("collective", d["flops"], d["bytes"], short(dtype), f"bus bytes over {ranks} ranks", bus=True)
 
 
-def kernel_bytes(op: str, ins: list[Operand]) -> tuple[float, str] | None:
-    """(bytes, why) where PyTorch's stock CUDA kernel for the operator is known to move more than
-    the minimum `estimate` gives (softmax over rows too long for a block's shared memory); None
-    where it moves the minimum, as far as the model knows."""
+def written(op: str, ins: list[Operand]) -> float | None:
+    """Bytes the operator's own kernels write at least: its output, or the part of it they write
+    where aten zeroes the output in an operator of its own first (nll_loss_backward writes one
+    element per row, embedding_dense_backward the rows its indices touch). None where unknown."""
     name = op.removeprefix("aten::")
-    if name not in ("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"):
-        return None
-    e, _ = estimate(op, ins)
+    if name in ("nll_loss_backward", "nll_loss2d_backward"):
+        e, _ = estimate(op, ins)
+        gi = ins[1] if len(ins) > 1 else None
+        if e is None or gi is None or not gi.tensor:
+            return None
+        return float(e.flops * gi.esize)  # one element per row (a FLOP each)
+    if name == "embedding_dense_backward":
+        t = _tensors(ins)
+        vocab = next((v for v in (_val(o) for o in ins[2:]) if isinstance(v, int) and v > 0), None)
+        if len(t) < 2 or vocab is None:
+            return None
+        return float(embedding.backward(t[1].numel, t[0].shape[-1], vocab, t[0].esize)["written"])
+    out = output_of(op, ins)
+    return float(out.nbytes) if out is not None and out.dims is not None else None
+
+
+_SOFTMAX_FWD = ("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax")
+
+
+def kernel_traffic(op: str, ins: list[Operand]) -> tuple[float, float, str] | None:
+    """(bytes read, bytes written, why) where PyTorch's stock CUDA kernels for the operator are
+    known to move more than the minimum `estimate` gives; None where they move the minimum, as
+    far as the model knows. The minimum stays the floor (fusion, advise); these are what the
+    stock kernels' counters show and place their label."""
+    name = op.removeprefix("aten::")
     t = _tensors(ins)
-    if e is None or not t or not t[0].shape:
+    if not t or not t[0].shape:
         return None
     x = t[0]
-    reads = softmax.stock_cuda_reads(x.shape[-1] * x.esize)
-    if reads == 1:
-        return None
-    return e.bytes + (
-        reads - 1
-    ) * x.nbytes, f"rows of {x.shape[-1] * x.esize / 1024:,.0f} KB: the CUDA kernel reads each {reads} times"
+    if name in _SOFTMAX_FWD:
+        e, _ = estimate(op, ins)
+        reads = softmax.stock_cuda_reads(x.shape[-1] * x.esize)
+        if e is None or reads == 1:
+            return None
+        why = f"rows of {x.shape[-1] * x.esize / 1024:,.0f} KB: the CUDA kernel reads each {reads} times"
+        return reads * x.nbytes, e.bytes - x.nbytes, why
+    if name in ("_softmax_backward_data", "_log_softmax_backward_data") and len(t) >= 2:
+        go, y = t[0], t[1]  # (grad_output, output, dim, input_dtype)
+        n = softmax.stock_cuda_backward_grad_reads(go.shape[-1] * go.esize)
+        if n == 1:
+            return None
+        why = f"rows of {go.shape[-1] * go.esize / 1024:,.0f} KB: the CUDA kernel reads the gradient's {n} times"
+        return n * go.nbytes + y.nbytes, float(go.numel * go.esize), why
+    if name == "native_layer_norm_backward" and len(t) >= 2:
+        # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
+        go, xi = t[0], t[1]
+        normalized = _val(ins[2], None) if len(ins) > 2 else None
+        n = prod(normalized) if isinstance(normalized, (list, tuple)) and normalized else xi.shape[-1]
+        mask = _val(ins[7], [True, True, True]) if len(ins) > 7 else [True, True, True]
+        dw = len(mask) > 2 and bool(mask[1] or mask[2])
+        if not (mask[0] and dw):
+            return None  # one kernel: the minimum
+        k = norms.layer_norm_backward_kernels(xi.numel, n, xi.numel // max(n, 1), xi.esize, True, True)
+        return k["reads"], k["writes"], "two kernels (dx; dw and db), each reading dy and x"
+    if name == "embedding_dense_backward" and len(t) >= 2:
+        vocab = next((v for v in (_val(o) for o in ins[2:]) if isinstance(v, int) and v > 0), None)
+        if vocab is None:
+            return None
+        k = embedding.backward_kernels(t[1].numel, x.shape[-1], vocab, x.esize, t[1].esize or 8)
+        return k["reads"], k["writes"], k["path"]
+    return None
+
+
+def kernel_bytes(op: str, ins: list[Operand]) -> tuple[float, str] | None:
+    """(bytes, why): `kernel_traffic`'s reads and writes together."""
+    k = kernel_traffic(op, ins)
+    return (k[0] + k[1], k[2]) if k else None
 
 
 def describe(op: str, ins: list[Operand]) -> str:
@@ -984,6 +1053,11 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
         if name == "_to_copy":
             code: Any = _val(ins[1], None) if len(ins) > 1 else None
             return Operand(x.shape, _TYPE_OF_CODE.get(code, x.dtype))
+        if name in ("nll_loss_backward", "nll_loss2d_backward"):  # (grad_output, self, ...): self's gradient
+            return Operand(t[1].shape, t[1].dtype)
+        if name == "embedding_dense_backward":  # (grad_output, indices, num_weights, ...): [V, D]
+            vocab = _val(ins[2], None) if len(ins) > 2 else None
+            return Operand((vocab, x.shape[-1]), x.dtype) if isinstance(vocab, int) else None
         if name in ("nll_loss", "nll_loss_forward", "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss"):
             # reduction (after self, target, weight): 0 none -> a loss per row, else one scalar
             how = _val(ins[3], 1) if len(ins) > 3 else 1
@@ -996,7 +1070,7 @@ def output_of(op: str, ins: list[Operand]) -> Operand | None:
         if fam == "embedding" and name in ("embedding", "embedding_bag", "_embedding_bag"):
             return Operand((*t[1].shape, x.shape[-1]), x.dtype)
         if fam == "elementwise":
-            return Operand(_broadcast([o.shape for o in t]), max(t, key=lambda o: o.esize).dtype)
+            return Operand(_broadcast([o.shape for o in t]), _result(t).dtype)
         if fam == "pooling":
             if name.endswith("_backward"):
                 return Operand(t[1].shape, t[0].dtype)

@@ -74,3 +74,17 @@ def norm_backward(numel: int, features: int, groups: int, e: int, *, flops_per: 
     """dy and x read, dx written, the saved mean/rstd read; dw (and db) reduced and written."""
     b = 3 * numel * e + 8 * groups + (3 * features * e if affine else 0)
     return {"bytes": b, "flops": flops_per * numel}
+
+
+def layer_norm_backward_kernels(
+    numel: int, features: int, groups: int, e: int, grad_input: bool = True, grad_weight: bool = True
+) -> dict:
+    """The bytes of PyTorch's CUDA layer-norm backward (aten/src/ATen/native/cuda/
+    layer_norm_kernel.cu, LayerNormBackwardKernelImplInternal): two kernels, each reading dy and x
+    and the saved mean/rstd (fp32 per group). layer_norm_grad_input_kernel also reads the weight
+    and writes dx; GammaBetaBackwardCUDAKernel writes dw and db. The minimum (`norm_backward`)
+    reads dy and x once; H100 ncu counts 2 x (dy + x) over the two (GPT-2 [8, 512, 768] fp32)."""
+    stats = 8 * groups
+    reads = (2 * numel * e + stats) * (int(grad_input) + int(grad_weight)) + (features * e if grad_input else 0)
+    writes = (numel * e if grad_input else 0) + (2 * features * e if grad_weight else 0)
+    return {"reads": reads, "writes": writes}

@@ -42,6 +42,14 @@ def rowwise_backward(numel: int, e: int) -> dict:
     return {"bytes": 3 * numel * e, "flops": 4 * numel}
 
 
+def nll_loss_backward(rows: int, e: int, go_bytes: int, idx_e: int = 8, weighted: bool = False) -> dict:
+    """grad_input of nll_loss: -grad_output * weight[target] / total_weight at each row's target.
+    aten zeroes grad_input first (nll_loss_backward_out_cuda: grad_input.zero_(), a fill_ of its
+    own in a trace); the kernel then reads the targets, grad_output (a scalar when reduced),
+    total_weight and the targets' class weights, and writes one element per row."""
+    return {"bytes": rows * idx_e + go_bytes + e + (rows * e if weighted else 0) + rows * e, "flops": rows}
+
+
 def cross_entropy(rows: int, classes: int, e: int, reduced: bool = True) -> dict:
     """Logits [rows, classes] and int64 targets read, a loss per row (or one) written."""
     n = rows * classes
@@ -54,3 +62,11 @@ SMEM_PER_BLOCK = 48 * 1024  # the default shared memory of a block, which SoftMa
 def stock_cuda_reads(row_bytes: int) -> int:
     """How many times PyTorch's CUDA softmax / log-softmax forward reads each input row."""
     return 1 if row_bytes <= SMEM_PER_BLOCK else 3
+
+
+def stock_cuda_backward_grad_reads(row_bytes: int) -> int:
+    """How many times PyTorch's CUDA softmax / log-softmax backward reads each row of the output's
+    gradient: rows that fit a block's shared memory are cached there (cunn_SoftMaxBackwardSmem);
+    longer ones run cunn_SoftMaxBackward, which reads dy for the row's sum, then dy and the
+    output again for dx (SoftMax.cu host_softmax_backward). The output is read once either way."""
+    return 1 if row_bytes <= SMEM_PER_BLOCK else 2
