@@ -1295,8 +1295,9 @@ def advise(
     step = step or (lambda what: None)
     run = store.require_run(run)
     # the range table (graph items) is read beside the rest where another connection sees what
-    # this one does: a database file, nothing uncommitted
-    aside = store.path != ":memory:" and not store.conn.in_transaction
+    # this one does: a database file, nothing uncommitted, nothing written here (that connection
+    # reads through ADBC: Store.int_columns says why not after a write)
+    aside = store.path != ":memory:" and not store.conn.in_transaction and not store.conn.total_changes
     with ThreadPoolExecutor(1) if aside else contextlib.nullcontext() as pool:
         return _advise(store, run, scope, peaks, include_unranged, phase, step, pool)
 
