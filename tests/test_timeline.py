@@ -4,6 +4,7 @@ Expected values read once from the committed captures and cross-checked here wit
 SQL over the loaded rows (containment of the launching call in the range, union of the
 kernel intervals computed apart from the library).
 """
+
 import json
 
 import pytest
@@ -72,12 +73,15 @@ def test_agrees_with_plain_sql(known):
     sweep here: same counts and busy times as the library's bisect per instance."""
     got = {r["path"]: r for r in timeline.ranges(known, "known")}
     for path, r in got.items():
-        ks = known.query("""
+        ks = known.query(
+            """
             SELECT l.start_ns s, l.end_ns e FROM launch l JOIN nvtx_range n
               ON n.run = l.run AND n.file_id = l.file_id AND n.pid = l.pid AND n.tid = l.tid
              AND l.api_start_ns BETWEEN n.start_ns AND n.end_ns
             WHERE l.run = 'known' AND n.path = ? AND n.kind = 'push_pop' AND l.timeline_id IS NULL
-            ORDER BY l.start_ns""", (path,))
+            ORDER BY l.start_ns""",
+            (path,),
+        )
         busy, end = 0, None
         for k in ks:
             if end is None or k["s"] >= end:
@@ -94,15 +98,23 @@ def test_prefix_and_operator_shares(known):
     rows = timeline.ranges(known, "known", prefix="known/gemm_cublas")
     assert [r["path"] for r in rows] == ["known/gemm_cublas", "known/gemm_cublas/bf16_4096"]
     ops = timeline.operators(known, "known", "known")
-    assert [o["operator"] for o in ops] == ["occupancy_limited", "rmsnorm_eager", "bf16_4096", "rmsnorm_triton", "burst"]
+    assert [o["operator"] for o in ops] == [
+        "occupancy_limited",
+        "rmsnorm_eager",
+        "bf16_4096",
+        "rmsnorm_triton",
+        "burst",
+    ]
     assert sum(o["share_pct"] for o in ops) == pytest.approx(100.0)
     assert ops[1]["kernels"] == 24 and ops[1]["top_kernel"] == "elementwise_kernel"
     assert ops[0]["share_pct"] == pytest.approx(47.48, abs=0.01)
 
 
 def test_cli(known):
-    res = CliRunner().invoke(cli, ["timeline", "--db", known.path, "--range", "known/tiny_launches",
-                                   "--ops", "known/tiny_launches", "--json"])
+    res = CliRunner().invoke(
+        cli,
+        ["timeline", "--db", known.path, "--range", "known/tiny_launches", "--ops", "known/tiny_launches", "--json"],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert d["run"] == "known"
@@ -115,6 +127,7 @@ def test_cli(known):
 
 
 # --- the decoder stack: eager launches vs CUDA-graph replay ----------------------------------
+
 
 def test_decode_step_launch_overhead(e2e):
     """12 traced decode steps per variant. Eager: 173 kernels, 173 launches, the GPU idle 80 %
@@ -139,8 +152,11 @@ def test_decode_step_launch_overhead(e2e):
 
 
 def test_graph_kernels_hang_under_the_replay(e2e):
-    rows = e2e.query("""SELECT api_name, count(*) n FROM kernels WHERE run = 'e2e-decode'
-                        AND nvtx_path = ? GROUP BY 1 ORDER BY 1""", (DEC.format("graph") + "/step",))
+    rows = e2e.query(
+        """SELECT api_name, count(*) n FROM kernels WHERE run = 'e2e-decode'
+                        AND nvtx_path = ? GROUP BY 1 ORDER BY 1""",
+        (DEC.format("graph") + "/step",),
+    )
     assert [(r["api_name"], r["n"]) for r in rows] == [("cudaGraphLaunch_v10000", 2064), ("cudaLaunchKernel_v7000", 12)]
 
 
@@ -171,5 +187,36 @@ def test_results_file_matches_the_committed_captures(e2e):
         there = {r["path"]: r for r in saved[run]["calls"]}
         assert set(here) == set(there)
         for p, r in here.items():
-            assert (r["kernels"], r["window_ns"], r["busy_ns"]) == (there[p]["kernels"], there[p]["window_ns"],
-                                                                      there[p]["busy_ns"]), p
+            assert (r["kernels"], r["window_ns"], r["busy_ns"]) == (
+                there[p]["kernels"],
+                there[p]["window_ns"],
+                there[p]["busy_ns"],
+            ), p
+
+
+def test_ranges_read_a_stretch_at_a_time_sum_as_one_read(e2e, monkeypatch):
+    """The ranges are read and summed a stretch of row ids at a time: stretches of 7 rows (each
+    path's instances spread over many, a path's first instance in a later one than others') give
+    the rows of one read, names and all."""
+    whole = timeline.ranges(e2e, "e2e-decode")
+    chunks = timeline._range_chunks
+    monkeypatch.setattr(timeline, "_range_chunks", lambda store, run: chunks(store, run, chunk=7))
+    assert timeline.ranges(e2e, "e2e-decode") == whole
+    assert sum(r["instances"] for r in whole) > 100
+
+
+def test_columns_after_a_write_are_read_on_the_writer(tmp_path, monkeypatch):
+    """Once the store's connection has written, columns are not read through a second copy of
+    SQLite (closing, it would remove the -wal holding those writes: a malformed database)."""
+    db = str(tmp_path / "k.db")
+    ingest(db, [KNOWN_NSYS], run="known")
+    import profkit.store.store as store_module
+
+    with Store(db) as s:
+        sql = "SELECT id FROM launch_row WHERE run = ?"
+        got = s.int_columns(sql, ("known",), 1)[0][0]  # through the file's own reader
+        from profkit.analyses import advise
+
+        s.replace_advice("known", None, advise.rows(advise.advise(s, "known")))  # as `profkit advise` does
+        monkeypatch.setattr(store_module, "read_columns", lambda *a, **k: pytest.fail("read through ADBC"))
+        assert (s.int_columns(sql, ("known",), 1)[0][0] == got).all()

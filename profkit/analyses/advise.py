@@ -47,6 +47,7 @@ from profkit.analyses import fusion, phases, unfused_attention
 from profkit.analyses import timeline as tl
 from profkit.analyses.advice_item import LAUNCH_GAP_NS, Item
 from profkit.analyses.classify import MEM_PCT, SM_PCT, Facts, label_facts
+from profkit.analyses.selection import id_bounds
 from profkit.core import columns
 from profkit.core.errors import BadArgument, BadInput
 from profkit.core.intervals import minus_arrays, union_arrays
@@ -224,25 +225,39 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     paths_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM nvtx_path").fetchone()[0]
     if names_n >= 1 << 31 or paths_n >= 1 << 31:
         raise BadInput(store.path, "name or path ids past 2^31: not a database profkit wrote")
-    p = columns.ints(
-        c,
+    # the run's stretch of launch_row (selection.id_bounds), not a walk of its index
+    bounds = id_bounds(store, "launch_row", run)
+    within = "0" if bounds is None else f"launch_row.id BETWEEN {bounds[0]} AND {bounds[1]}"
+    p = store.int_columns(
         f"""
         SELECT id, coalesce(start_ns, 0), coalesce(end_ns, 0), duration_ns, coalesce(api_end_ns, 0),
                (start_ns IS NOT NULL) + 2 * (end_ns IS NOT NULL) + 4 * (api_end_ns IS NOT NULL)
                + 8 * (source = 'ncu') + 16 * (rank IS NULL) + 32 * (device IS NULL) + 64 * (stream IS NULL),
                coalesce(rank, -1), coalesce(device, -1), coalesce(stream, -1),
                name_id * {names_n} + coalesce(short_id, -1) + 1,
-               (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(i.path_id, launch_row.path_id, -1) + 1,
+               (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(path_id, -1) + 1,
                coalesce(nullif(grid_x, 0), 1) * coalesce(nullif(grid_y, 0), 1) * coalesce(nullif(grid_z, 0), 1)
-        FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
-        WHERE run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL AND duration_ns != 0""",
+        FROM launch_row
+        WHERE {within} AND +run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL
+          AND duration_ns != 0""",
         (run,),
         12,
+    )[0]
+    # an inherited launch's path is its lead thread's (the few rows of launch_inherit, placed by id)
+    inherit = columns.ints(
+        c,
+        "SELECT i.launch_id, i.path_id FROM launch_inherit i CROSS JOIN launch_row l ON l.id = i.launch_id "
+        "WHERE l.run = ? AND l.timeline_id IS NULL",
+        (run,),
+        2,
     )
-    o = np.lexsort((p[:, 0], p[:, 1]))  # as ORDER BY coalesce(start_ns, 0), kernel_id
-    kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (
-        p[o, i] for i in range(12)
-    )
+    if len(inherit) and len(p[0]):
+        by_id = np.argsort(p[0])
+        at = by_id[np.minimum(np.searchsorted(p[0], inherit[:, 0], sorter=by_id), len(by_id) - 1)]
+        hit = p[0][at] == inherit[:, 0]
+        p[10][at[hit]] += inherit[hit, 1] - (p[10][at[hit]] % paths_n - 1)
+    o = columns.lex_order([p[0], p[1]])  # as ORDER BY coalesce(start_ns, 0), kernel_id
+    kid, start, end, dur, api_end, flags, rank, device, stream, name_pair, call_path, grid = (x[o] for x in p)
     del p, o
     name_id = name_pair // names_n
     api_id, path_id = np.divmod(call_path, paths_n)  # each one more than its id (0: none)
@@ -251,8 +266,8 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
 
     def code(ids, of) -> np.ndarray:
         """Codes into `names` of name ids, through of(id) -> text."""
-        u, inv = np.unique(ids, return_inverse=True)
-        return np.array([names.setdefault(of(int(i)), len(names)) for i in u], dtype=np.int64)[inv.reshape(-1)]
+        u, inv = columns.unique_inverse(ids)
+        return np.array([names.setdefault(of(int(i)), len(names)) for i in u], dtype=np.int64)[inv]
 
     kname = code(name_id, text.__getitem__)
     # short name, else kernel name
@@ -260,18 +275,9 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     # the readable path: the lead thread's where the launch inherited it (the kernels view's,
     # profkit.store.inherit), a launch's own where launch_nvtx holds one, else its path's
     paths: dict[str, int] = {}
-    path_text = dict(
-        c.execute(
-            "SELECT id, path FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM launch_row WHERE run = ?) "
-            "OR id IN (SELECT i.path_id FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id "
-            "WHERE l.run = ?)",
-            (run, run),
-        )
-    )
-    u, inv = np.unique(path_id, return_inverse=True)
-    path = np.array([paths.setdefault(path_text[int(i) - 1], len(paths)) if i else -1 for i in u], dtype=np.int64)[
-        inv.reshape(-1)
-    ]
+    path_text = dict(c.execute("SELECT id, path FROM nvtx_path"))
+    u, inv = columns.unique_inverse(path_id)
+    path = np.array([paths.setdefault(path_text[int(i) - 1], len(paths)) if i else -1 for i in u], dtype=np.int64)[inv]
     own = c.execute(
         "SELECT o.launch_id, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id WHERE l.run = ? "
         "AND o.launch_id NOT IN (SELECT launch_id FROM launch_inherit)",
@@ -1289,8 +1295,9 @@ def advise(
     step = step or (lambda what: None)
     run = store.require_run(run)
     # the range table (graph items) is read beside the rest where another connection sees what
-    # this one does: a database file, nothing uncommitted
-    aside = store.path != ":memory:" and not store.conn.in_transaction
+    # this one does: a database file, nothing uncommitted, nothing written here (that connection
+    # reads through ADBC: Store.int_columns says why not after a write)
+    aside = store.path != ":memory:" and not store.conn.in_transaction and not store.conn.total_changes
     with ThreadPoolExecutor(1) if aside else contextlib.nullcontext() as pool:
         return _advise(store, run, scope, peaks, include_unranged, phase, step, pool)
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from profkit.analyses.selection import id_bounds
 from profkit.store.store import Store
 
 CAUSES = ("copy", "sync", "alloc", "module", "launch", "latency", "other")
@@ -94,6 +95,41 @@ def _rows(store: Store, sql: str, params) -> list[tuple]:
         return []
 
 
+def _launches(store: Store, run: str, src, rank, window) -> np.ndarray:
+    """The timeline's launches of one rank (in `window`): start, end, api start (-1: none), by
+    start. Read as columns (a Python tuple per launch costs more than the rest of gaps()); a
+    run whose launches share a start is read in SQLite's order instead, so that the launch
+    after a gap is the one it always was."""
+    bounds = id_bounds(store, "launch_row", run)
+    if bounds is None or src is None:
+        return np.zeros((0, 3), dtype=np.int64)
+    where = "" if window is None else f" AND start_ns >= {int(window[0])} AND start_ns < {int(window[1])}"
+    on_rank = "rank IS NULL" if rank is None else f"rank = {int(rank)}"
+    start, end, api = store.int_columns(
+        f"""
+        SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch_row
+        WHERE id BETWEEN {bounds[0]} AND {bounds[1]} AND +run = ? AND source = ? AND timeline_id IS NULL
+          AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND {on_rank}{where}""",
+        (run, src),
+        3,
+        at_most=bounds[1] - bounds[0] + 1,
+    )[0]
+    order = np.argsort(start, kind="stable")
+    k = np.column_stack([start[order], end[order], api[order]])
+    if len(k) > 1 and not (np.diff(k[:, 0]) > 0).all():
+        lo, hi = window if window else (None, None)
+        k = np.array(
+            store.conn.execute(
+                "SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch WHERE run = ? AND source = ? "
+                "AND timeline_id IS NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND rank IS ? "
+                "AND (? IS NULL OR (start_ns >= ? AND start_ns < ?)) ORDER BY start_ns",
+                (run, src, rank, lo, lo, hi),
+            ).fetchall(),
+            dtype=np.int64,
+        ).reshape(-1, 3)
+    return k
+
+
 @dataclass
 class Gaps:
     """Each idle gap of a window with its cause: the columns `analyse` sums. `call_*` and `tid`:
@@ -142,16 +178,8 @@ def gaps(store: Store, run: str, window: tuple[int, int] | None = None, rank=Non
     lo, hi = window if window else (None, None)
     src = store.timeline_source(run)
     if rank is None:
-        rank = store.query("SELECT min(rank) AS r FROM launch WHERE run = ?", (run,))[0]["r"]
-    k = np.array(
-        store.conn.execute(
-            "SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch WHERE run = ? AND source = ? "
-            "AND timeline_id IS NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND rank IS ? "
-            "AND (? IS NULL OR (start_ns >= ? AND start_ns < ?)) ORDER BY start_ns",
-            (run, src, rank, lo, lo, hi),
-        ).fetchall(),
-        dtype=np.int64,
-    ).reshape(-1, 3)
+        rank = store.query("SELECT min(rank) AS r FROM launch_row WHERE run = ?", (run,))[0]["r"]
+    k = _launches(store, run, src, rank, window)
     if not len(k):
         return None
     w0, w1 = int(k[:, 0].min()), int(k[:, 1].max())

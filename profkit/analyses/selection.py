@@ -186,7 +186,7 @@ def _instance_of(held: dict, row: dict):
     return ids[i] if i >= 0 and ends[i] >= t else None
 
 
-_NULL = -(1 << 63)  # a NULL in an integer column read as an array
+NULL = -(1 << 63)  # a NULL in an integer column read as an array
 
 
 def launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
@@ -201,8 +201,8 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
     if sel.run not in store.runs():
         raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
     c = store.conn
-    n = _NULL
-    within, at_most = _span(store, "launch_row", sel.run)
+    n = NULL
+    within, at_most = id_span(store, "launch_row", sel.run)
     kid, name, path_id, start, end, dur, api, rank, pid, tid = store.int_columns(
         f"""
         SELECT id, name_id, coalesce(path_id, {n}), coalesce(start_ns, {n}), coalesce(end_ns, {n}),
@@ -294,25 +294,31 @@ def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
     return out
 
 
-def _span(store: Store, table: str, run: str) -> tuple[str, int]:
-    """SQL limiting `table` (launch_row, nvtx_event) to the span of row ids its run's report
-    files wrote (read from their file_id index in a few steps), and the span's length (a bound
-    on the rows): a run's rows are read in one stretch of the table, not by a walk of the run's
-    index or a scan of every run's rows."""
+def id_bounds(store: Store, table: str, run: str) -> tuple[int, int] | None:
+    """The first and last row id that the run's report files wrote into `table` (launch_row,
+    nvtx_event), read from their file_id index in a few steps (None: no rows)."""
     lo, hi = store.conn.execute(
         f"SELECT min(a), max(b) FROM (SELECT (SELECT min(id) FROM {table} WHERE file_id = f.id) AS a, "
         f"(SELECT max(id) FROM {table} WHERE file_id = f.id) AS b FROM report_file f WHERE f.run = ?)",
         (run,),
     ).fetchone()
-    return ("0", 0) if lo is None else (f"id BETWEEN {int(lo)} AND {int(hi)}", int(hi) - int(lo) + 1)
+    return None if lo is None else (int(lo), int(hi))
+
+
+def id_span(store: Store, table: str, run: str) -> tuple[str, int]:
+    """SQL limiting `table` to the span of row ids its run's report files wrote (id_bounds),
+    and the span's length (a bound on the rows): a run's rows are read in one stretch of the
+    table, not by a walk of the run's index or a scan of every run's rows."""
+    got = id_bounds(store, table, run)
+    return ("0", 0) if got is None else (f"id BETWEEN {got[0]} AND {got[1]}", got[1] - got[0] + 1)
 
 
 def _instances_of(store: Store, run: str, info: list, combo, api, thread: list) -> np.ndarray:
     """_instance_of for launches as columns: the id of the latest instance of its path (names,
     else text) on its thread (rank, pid, tid) that started at or before its launch call and
     had not ended (NO_CALL: none, or no launch call time)."""
-    n = _NULL
-    within, at_most = _span(store, "nvtx_event", run)
+    n = NULL
+    within, at_most = id_span(store, "nvtx_event", run)
     rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
         f"""
         SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns

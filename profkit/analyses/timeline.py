@@ -34,6 +34,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from profkit.analyses.selection import NULL, id_bounds, id_span
 from profkit.core import columns
 from profkit.core.columns import slice_covered, slice_max, slice_min
 from profkit.core.errors import BadArgument
@@ -85,48 +86,81 @@ def _launches(store: Store, run: str) -> list[dict]:
     )
 
 
-def _columns(store: Store, run: str, window: tuple[int, int] | None):
+def _launch_columns(store: Store, run: str, window: tuple[int, int] | None):
     """The timeline's launches that have a launching call, as columns sorted by thread, then
     call (api start, correlation id): thread, api start, start, end, correlation id; and the
-    run's push/pop ranges: path id, thread, start, end (threads numbered across both). A launch
-    that inherited its lead thread's ranges (profkit.store.inherit) is on both threads: the lead
-    thread's ranges and its own thread's each hold it."""
+    threads' keys (file, pid, tid: one row per thread number). A launch that inherited its lead
+    thread's ranges (profkit.store.inherit) is on both threads: the lead thread's ranges and
+    its own thread's each hold it."""
     src = store.timeline_source(run)
     if not src:
         return None, None
-    cond = "" if window is None else " AND l.start_ns >= ? AND l.start_ns < ?"
-    ks = columns.ints(
-        store.conn,
+    n = NULL
+    within, at_most = id_span(store, "launch_row", run)
+    kid, file_id, pid, tid, api, start, end, corr = store.int_columns(
         f"""
-        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(l.tid, -1), l.api_start_ns, l.start_ns,
-               l.end_ns, coalesce(l.correlation_id, -1)
-        FROM launch_row l
-        WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL AND l.start_ns IS NOT NULL
-          AND l.end_ns IS NOT NULL AND l.api_start_ns IS NOT NULL{cond}
-        UNION ALL
-        SELECT coalesce(l.file_id, -2), coalesce(l.pid, -1), coalesce(i.tid, -1), l.api_start_ns, l.start_ns,
-               l.end_ns, coalesce(l.correlation_id, -1)
-        FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id
-        WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL AND l.start_ns IS NOT NULL
-          AND l.end_ns IS NOT NULL AND l.api_start_ns IS NOT NULL{cond}""",
-        (run, src, *(window or ()), run, src, *(window or ())),
-        7,
-    )
-    rs = columns.ints(
+        SELECT id, coalesce(file_id, -2), coalesce(pid, -1), coalesce(tid, -1), coalesce(api_start_ns, {n}),
+               coalesce(start_ns, {n}), coalesce(end_ns, {n}), coalesce(correlation_id, -1)
+        FROM launch_row WHERE {within} AND +run = ? AND source = ? AND timeline_id IS NULL""",
+        (run, src),
+        8,
+        at_most=at_most,
+    )[0]
+    keep = (api != n) & (start != n) & (end != n)
+    if window is not None:
+        keep &= (start >= window[0]) & (start < window[1])
+    # the inherited launches once more, on the lead thread (CROSS JOIN: SQLite walks the few
+    # rows of launch_inherit, not every launch of the run)
+    inherit = columns.ints(
         store.conn,
-        """
-        SELECT file_id, coalesce(pid, -1), coalesce(tid, -1), path_id, start_ns, end_ns FROM nvtx_event
-        WHERE run = ? AND kind = 'push_pop' AND path_id IS NOT NULL AND end_ns IS NOT NULL
-          AND start_ns IS NOT NULL""",
-        (run,),
-        6,
+        "SELECT i.launch_id, coalesce(i.tid, -1) FROM launch_inherit i CROSS JOIN launch_row l "
+        "ON l.id = i.launch_id WHERE l.run = ? AND l.source = ? AND l.timeline_id IS NULL",
+        (run, src),
+        2,
     )
-    if not len(ks) or not len(rs):
+    rows = np.flatnonzero(keep)
+    if len(inherit):
+        order = np.argsort(kid)
+        at = np.minimum(np.searchsorted(kid, inherit[:, 0], sorter=order), len(kid) - 1)
+        at = order[at]
+        found = (kid[at] == inherit[:, 0]) & keep[at]
+        at, lead_tid = at[found], inherit[found, 1]
+        rows = np.concatenate([rows, at])
+        tid = np.concatenate([tid[rows[: len(rows) - len(at)]], lead_tid])
+    else:
+        tid = tid[rows]
+    if not len(rows):
         return None, None
-    thread = columns.row_key(np.concatenate([ks[:, :3], rs[:, :3]]))
-    ks = np.column_stack([thread[: len(ks)], ks[:, 3:]])
+    file_id, pid, api, start, end, corr = (x[rows] for x in (file_id, pid, api, start, end, corr))
+    key = np.column_stack([file_id, pid, tid])
+    _, first, thread = np.unique(columns.row_key(key), return_index=True, return_inverse=True)
+    threads, thread = key[first], thread.reshape(-1)
+    ks = np.column_stack([thread, api, start, end, corr])
     ks = ks[np.lexsort((ks[:, 4], ks[:, 1], ks[:, 0]))]
-    return ks, np.column_stack([rs[:, 3], thread[len(ks) :], rs[:, 4:]])
+    return ks, threads
+
+
+def _range_chunks(store: Store, run: str, chunk: int = 1 << 21):
+    """The run's push/pop ranges, in row order, a stretch of about `chunk` row ids at a time:
+    (n, 6) arrays of file, pid, tid, path id, start, end (the whole table at once would hold
+    gigabytes at 16 M ranges)."""
+    bounds = id_bounds(store, "nvtx_event", run)
+    if bounds is None:
+        return
+    lo, hi = bounds
+    for a in range(lo, hi + 1, chunk):
+        b = min(hi, a + chunk - 1)
+        cols = store.int_columns(
+            f"""
+            SELECT file_id, coalesce(pid, -1), coalesce(tid, -1), path_id, start_ns, end_ns FROM nvtx_event
+            WHERE id BETWEEN {a} AND {b} AND +run = ? AND kind = 'push_pop' AND path_id IS NOT NULL
+              AND end_ns IS NOT NULL AND start_ns IS NOT NULL""",
+            (run,),
+            6,
+            at_most=b - a + 1,
+        )[0]
+        if len(cols[0]):
+            yield np.column_stack(cols)
 
 
 def ranges(
@@ -137,65 +171,71 @@ def ranges(
     `window`: only launches starting in this GPU window (a phase, profkit.analyses.phases).
 
     Column-at-a-time: a range instance's launches are the slice of its thread's launches whose
-    call starts inside it, found by one binary search per range over all threads at once."""
+    call starts inside it, found by one binary search per range over all threads at once; the
+    ranges are read and summed a stretch at a time (16 M of them at once: gigabytes)."""
     run = store.require_run(run)
-    ks, rs = _columns(store, run, window)
+    ks, threads = _launch_columns(store, run, window)
     if ks is None:
         return []
     thread, api, start, end, corr = ks.T
     # the paths under `prefix`, numbered by their readable path (several name lists may share one)
     paths: list[str] = []
     number: dict[str, int] = {}
-    of_id = np.full(int(rs[:, 0].max()) + 1, -1, dtype=np.int64)
-    for pid_, path, names in store.conn.execute(
-        "SELECT id, path, names FROM nvtx_path WHERE id IN (SELECT DISTINCT path_id FROM nvtx_event "
-        "WHERE run = ? AND kind = 'push_pop')",
-        (run,),
-    ):
-        if _under(_names(names, path), prefix):
+    names: dict[int, str | None] = {}
+    path_rows = store.conn.execute("SELECT id, path, names FROM nvtx_path").fetchall()
+    of_id = np.full(max((r[0] for r in path_rows), default=0) + 1, -1, dtype=np.int64)
+    for pid_, path, js in path_rows:
+        names[pid_] = js
+        if _under(_names(js, path), prefix):
             of_id[pid_] = number.setdefault(path, len(number))
             if len(paths) < len(number):
                 paths.append(path)
-    rs = rs[of_id[rs[:, 0]] >= 0]
-    if not len(rs):
+    if not paths:
         return []
-    group = of_id[rs[:, 0]]
-    # (thread, api start) as one sortable key: threads far apart on one axis
-    zero = int(min(api.min(), rs[:, 2].min()))
-    span = int(max(api.max(), rs[:, 3].max())) - zero + 2
+    # (thread, api start) as one sortable key: threads far apart on one axis; a range's ends
+    # are clamped into the launches' span (the same launches lie inside it)
+    zero = int(api.min()) - 1
+    span = int(api.max()) + 1 - zero + 1
     flat = thread * span + (api - zero)
-    lo = np.searchsorted(flat, rs[:, 1] * span + (rs[:, 2] - zero), side="left")
-    hi = np.searchsorted(flat, rs[:, 1] * span + (rs[:, 3] - zero), side="right")
-    some = hi > lo
-    rs, group, lo, hi = rs[some], group[some], lo[some], hi[some]
-    if not len(rs):
-        return []
     kernel_ns = np.concatenate([[0], np.cumsum(end - start)])
     new_call = np.ones(len(api), dtype=bool)  # a launch whose call differs from the one before it
     new_call[1:] = (api[1:] != api[:-1]) | (corr[1:] != corr[:-1]) | (thread[1:] != thread[:-1])
     calls_before = np.concatenate([[0], np.cumsum(new_call)])
-    per = {
-        "instances": np.ones(len(rs), dtype=np.int64),
-        "kernels": hi - lo,
-        "launch_calls": 1 + calls_before[hi] - calls_before[lo + 1],
-        "cpu_ns": rs[:, 3] - rs[:, 2],
-        "window_ns": slice_max(end, lo, hi) - slice_min(start, lo, hi),
-        "busy_ns": slice_covered(start, end, lo, hi),
-        "kernel_ns": kernel_ns[hi] - kernel_ns[lo],
-    }
-    sums = {k: _sum_by(group, v, len(paths)) for k, v in per.items()}
-    # a path's names: those of its first instance (several name lists may read as one path)
-    first = np.lexsort((rs[:, 2], group))
-    lead = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
-    names = dict(
-        store.conn.execute(
-            f"SELECT id, names FROM nvtx_path WHERE id IN ({','.join(str(int(x)) for x in set(rs[lead, 0]))})"
-        )
-    )
+    keys = ("instances", "kernels", "launch_calls", "cpu_ns", "window_ns", "busy_ns", "kernel_ns")
+    sums = {k: np.zeros(len(paths), dtype=np.int64) for k in keys}
+    # each path's first instance (by start, then row order): its names are the path's
+    first_start = np.full(len(paths), np.iinfo(np.int64).max, dtype=np.int64)
+    first_id = np.full(len(paths), -1, dtype=np.int64)
+    for rs in _range_chunks(store, run):
+        group = of_id[rs[:, 3]]
+        rs, group = rs[group >= 0], group[group >= 0]
+        on = _thread_of(threads, rs[:, :3])
+        rs, group, on = rs[on >= 0], group[on >= 0], on[on >= 0]
+        lo = np.searchsorted(flat, on * span + (np.clip(rs[:, 4], zero, zero + span - 1) - zero), side="left")
+        hi = np.searchsorted(flat, on * span + (np.clip(rs[:, 5], zero, zero + span - 1) - zero), side="right")
+        some = hi > lo
+        rs, group, lo, hi = rs[some], group[some], lo[some], hi[some]
+        if not len(rs):
+            continue
+        per = {
+            "instances": np.ones(len(rs), dtype=np.int64),
+            "kernels": hi - lo,
+            "launch_calls": 1 + calls_before[hi] - calls_before[lo + 1],
+            "cpu_ns": rs[:, 5] - rs[:, 4],
+            "window_ns": slice_max(end, lo, hi) - slice_min(start, lo, hi),
+            "busy_ns": slice_covered(start, end, lo, hi),
+            "kernel_ns": kernel_ns[hi] - kernel_ns[lo],
+        }
+        for k, v in per.items():
+            sums[k] += _sum_by(group, v, len(paths))
+        first = np.lexsort((rs[:, 4], group))
+        lead = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
+        g = group[lead]
+        earlier = rs[lead, 4] < first_start[g]  # (a tie: the earlier stretch's instance)
+        first_start[g[earlier]], first_id[g[earlier]] = rs[lead[earlier], 4], rs[lead[earlier], 3]
     out = []
-    for i in lead:
-        g = group[i]
-        a = {"path": paths[g], "names": names[int(rs[i, 0])], **{k: int(v[g]) for k, v in sums.items()}}
+    for g in np.flatnonzero(first_id >= 0).tolist():
+        a = {"path": paths[g], "names": names[int(first_id[g])], **{k: int(v[g]) for k, v in sums.items()}}
         n = a["instances"]
         a["idle_ns"] = a["window_ns"] - a["busy_ns"]
         a["idle_pct"] = 100.0 * a["idle_ns"] / a["window_ns"] if a["window_ns"] else 0.0
@@ -206,6 +246,18 @@ def ranges(
         a["launch_calls_per_instance"] = a["launch_calls"] / n
         out.append(a)
     return sorted(out, key=lambda a: a["path"])
+
+
+def _thread_of(threads: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The thread number of each (file, pid, tid) row among `threads` (-1: a thread that
+    launched nothing)."""
+    if len(threads) == 1:
+        return np.where((rows == threads[0]).all(axis=1), 0, -1)
+    key = columns.row_key(np.concatenate([threads, rows]))
+    known, mine = key[: len(threads)], key[len(threads) :]
+    order = np.argsort(known)
+    at = np.minimum(np.searchsorted(known, mine, sorter=order), len(known) - 1)
+    return np.where(known[order[at]] == mine, order[at], -1)
 
 
 def _sum_by(group: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:

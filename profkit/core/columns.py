@@ -44,6 +44,20 @@ def row_key(a) -> np.ndarray:
     return key
 
 
+def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(a, return_inverse=True) of an int array, counted instead of sorted where its
+    values span little more than its length (ids, codes)."""
+    if not len(a):
+        return a[:0], np.zeros(0, dtype=np.intp)
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo >= 4 * len(a) + 1024:
+        u, inv = np.unique(a, return_inverse=True)
+        return u, inv.reshape(-1)
+    seen = np.bincount(a - lo, minlength=hi - lo + 1) > 0
+    rank = np.cumsum(seen) - 1
+    return np.flatnonzero(seen) + lo, rank[a - lo]
+
+
 def lex_order(cols: list[np.ndarray]) -> np.ndarray:
     """np.lexsort(cols) (the last column the primary key; equal rows kept in their order), by
     one stable sort of a single integer made of them where their spans multiply within 62
@@ -91,12 +105,17 @@ def slice_covered(
     every slice non-empty. Each slice's intervals are sorted by start and swept together, in
     chunks of about `chunk` intervals in all (nested slices repeat their intervals)."""
     out = np.zeros(len(lo), dtype=np.int64)
+    # a slice of one interval covers its length (most slices, where each call has its range)
+    one = hi - lo == 1
+    out[one] = np.maximum(end[lo[one]] - start[lo[one]], 0)
+    many = np.flatnonzero(~one)
+    lo, hi = lo[many], hi[many]
     total = np.cumsum(hi - lo)
     first = 0
     while first < len(lo):
         done = total[first - 1] if first else 0
         last = max(first + 1, int(np.searchsorted(total, done + chunk, side="right")))
-        out[first:last] = _covered(start, end, lo[first:last], hi[first:last])
+        out[many[first:last]] = _covered(start, end, lo[first:last], hi[first:last])
         first = last
     return out
 

@@ -79,8 +79,9 @@ def add_sampled(conn: sqlite3.Connection, run: str, out: dict) -> None:
 def timeline_source(conn: sqlite3.Connection, run: str) -> str | None:
     """The tool whose launches are the run's timeline: the most preferred one it has
     (nsys over the CUPTI tracer, ...); None for a counters-only run."""
-    have = {r[0] for r in conn.execute("SELECT DISTINCT source FROM launch WHERE run = ?", (run,))}
-    return next((s for s in timeline_sources() if s in have), None)
+    # one seek of the (run, source) index per tool, not a walk of every launch of the run
+    have = "SELECT EXISTS (SELECT 1 FROM launch_row WHERE run = ? AND source = ?)"
+    return next((s for s in timeline_sources() if conn.execute(have, (run, s)).fetchone()[0]), None)
 
 
 def command_of(meta: dict) -> list[str] | None:

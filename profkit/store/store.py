@@ -147,8 +147,11 @@ class Store:
         `blob` one last bytes column as (codes, distinct values): read_columns' answer. Through a
         reader of the file of its own (rows become columns in C, several times faster than a
         Python tuple per row) where it sees what this connection does: a file, nothing
-        uncommitted; else on this connection. `at_most`: a bound on its rows (filled in place)."""
-        if self.path != ":memory:" and not self.conn.in_transaction:
+        uncommitted, and nothing written by this connection (the reader is another copy of SQLite:
+        closing it, it takes itself for the file's last connection and removes the -wal that
+        holds this connection's writes, `database disk image is malformed` after); else on this
+        connection. `at_most`: a bound on its rows (filled in place)."""
+        if self.path != ":memory:" and not self.conn.in_transaction and not self.conn.total_changes:
             return read_columns(self.path, _inline(sql, params), n, blob, n_rows=at_most, bound=at_most is not None)
         return read_columns_on(self.conn, sql, params, n, blob)
 
