@@ -209,17 +209,18 @@ def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkey
 
 
 def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
-    """capture's PyTorch clean-up hands paths as plain text, which the store splits at '/': a
-    TensorRT range named with '/' then has names whose innermost is not the launch's range
+    """A parser that hands paths as plain text (not NvtxPath) has them split at '/' by the store:
+    a TensorRT range named with '/' then has names whose innermost is not the launch's range
     text. The launch keeps its own text (launch_nvtx), as the launch table did."""
     from profkit.parsers import nsys_sqlite
 
-    from profkit.capture.session import clean_torch_ranges
-    from profkit.core.rows import KERNEL_FIELDS
+    from profkit.core.rows import KERNEL_FIELDS, RANGE_FIELDS
 
     rep = nsys_sqlite.parse(FIELD_H100 / "ws.nsys.sqlite")
     assert rep.bulk is None  # (the row path: _add_rows)
-    clean_torch_ranges(rep)
+    at, rp = KERNEL_FIELDS.index("nvtx_path"), RANGE_FIELDS.index("path")
+    rep.kernels = [k[:at] + (None if k[at] is None else str(k[at]),) + k[at + 1 :] for k in rep.kernels]
+    rep.ranges = [r[:rp] + (None if r[rp] is None else str(r[rp]),) + r[rp + 1 :] for r in rep.ranges]
     kr, kp = KERNEL_FIELDS.index("nvtx_range"), KERNEL_FIELDS.index("nvtx_path")
     want = [{"nvtx_range": k[kr], "nvtx_path": None if k[kp] is None else str(k[kp])} for k in rep.kernels]
     with Store(db) as s:
@@ -228,3 +229,19 @@ def test_a_launchs_own_range_text_is_kept_where_it_is_not_its_paths(db):
         assert s.query("SELECT nvtx_range, nvtx_path FROM kernels ORDER BY kernel_id") == want
         own = s.query("SELECT nvtx_range FROM launch_nvtx")
         assert [r["nvtx_range"] for r in own] == ["/layer1/Conv + /relu/Relu"] * 3
+
+
+def test_the_pytorch_clean_up_keeps_a_paths_exact_names():
+    """emit_nvtx's suffixes come off name by name: a range named with '/' stays one name."""
+    from profkit.parsers import nsys_sqlite
+    from profkit.parsers._ops import clean_torch_ranges
+
+    from profkit.core.nvtx import NvtxPath
+    from profkit.core.rows import KERNEL_FIELDS
+
+    rep = nsys_sqlite.parse(FIELD_H100 / "ws.nsys.sqlite")
+    clean_torch_ranges(rep)
+    at = KERNEL_FIELDS.index("nvtx_path")
+    paths = [k[at] for k in rep.kernels if k[at] is not None]
+    assert paths and all(isinstance(p, NvtxPath) for p in paths)
+    assert sum(p.names[-1] == "/layer1/Conv + /relu/Relu" for p in paths) == 3
