@@ -134,12 +134,12 @@ def _families(store: Store, run: str) -> dict[tuple, str | None]:
 
 # each launch of a run with its timeline facts: duration, launch-call time, and the idle gap
 # before it on its stream (on the timeline: source not ncu, a start)
-_TIMED = """
+_GAP = """start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
+                                      ORDER BY start_ns)"""
+_TIMED = f"""
     SELECT id, name_id, coalesce(i.path_id, launch_row.path_id) AS path_id, i.launch_id IS NOT NULL AS inherited,
            api_id, sampled_from, source != 'ncu' AND start_ns IS NOT NULL AS timed, duration_ns,
-           api_end_ns - api_start_ns AS api_ns,
-           start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
-                                        ORDER BY start_ns) AS gap_ns
+           api_end_ns - api_start_ns AS api_ns, {_GAP} AS gap_ns
     FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
     WHERE run = ? AND timeline_id IS NULL"""
 
@@ -884,19 +884,32 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         return None
     ridge = run_ridge(counters.values(), options[0])
     try:
+        # _TIMED's columns; the few inherited paths read apart (a join a launch costs more)
         cols, _ = store.int_columns(
-            f"SELECT id, name_id, coalesce(path_id, -1), inherited, coalesce(sampled_from, -1), timed,"
+            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1), timed,"
             f" coalesce(duration_ns, {_NULL}), coalesce(api_ns, {_NULL}), coalesce(gap_ns, {_NULL}),"
             " typeof(duration_ns) NOT IN ('integer', 'null') OR typeof(api_ns) NOT IN ('integer', 'null')"
-            f" OR typeof(gap_ns) NOT IN ('integer', 'null') FROM ({_TIMED})",
+            f" OR typeof(gap_ns) NOT IN ('integer', 'null') FROM (SELECT id, name_id, path_id, sampled_from,"
+            " source != 'ncu' AND start_ns IS NOT NULL AS timed, duration_ns, api_end_ns - api_start_ns AS api_ns,"
+            f" {_GAP} AS gap_ns FROM launch_row WHERE run = ? AND timeline_id IS NULL)",
             (run,),
-            10,
+            9,
         )
     except Exception:  # a value no integer column holds (a damaged file): the general path says what
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)
     cols = [x[by_id] for x in cols]
-    kid, name_id, path_id, inherited, sampled, timed, dur, api, gap, odd = cols
+    kid, name_id, path_id, sampled, timed, dur, api, gap, odd = cols
+    inherited = np.zeros(len(kid), dtype=bool)
+    heir = columns.ints(
+        c,
+        "SELECT i.launch_id, i.path_id FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id"
+        " WHERE l.run = ? AND l.timeline_id IS NULL",
+        (run,),
+        2,
+    )
+    at = np.searchsorted(kid, heir[:, 0])
+    path_id[at], inherited[at] = heir[:, 1], True
     measured = np.array(sorted(counters), dtype=np.int64)
     general = (
         np.isin(kid, measured)
