@@ -187,7 +187,7 @@ def test_a_measured_launchs_siblings_carry_its_values_and_their_own_timeline(tmp
     assert len({k[0] for k in kept}) == 7
 
 
-def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, tmp_path):
+def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, tmp_path, monkeypatch):
     """classify's table path labels the launches without counters as columns and stores each
     distinct evidence JSON once (label_evidence), the timeline per launch: the classifications
     view gives back label_rows' text, reason and evidence alike, and the table is by_range's
@@ -202,16 +202,21 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
         for r in runs:
             rows = cl.label_rows(s, r)
             columns += cl._classify_columns(s, r) is not None
-            assert cl.classify_by_range(s, r) == cl.by_range(s, r, rows)
+            table = cl.by_range(s, r, rows)
+            assert cl.classify_by_range(s, r) == table
             stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,))
             want = [{k: x[k] for k in ("kernel_id", "kernel_name", "label", "reason", "evidence")} for x in rows]
             assert [{k: x[k] for k in want[0]} for x in stored] == sorted(want, key=lambda x: x["kernel_id"])
             cl.classify(s, r)  # the same rows stored one at a time
             assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,)) == stored
+            monkeypatch.setattr(cl, "_fast", False)  # the table path without columns: the same
+            assert cl.classify_by_range(s, r) == table
+            assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,)) == stored
+            monkeypatch.setattr(cl, "_fast", True)
             shared, launches = s.conn.execute(
                 "SELECT (SELECT count(*) FROM label_evidence WHERE run = ?), count(*) FROM label WHERE run = ?", (r, r)
             ).fetchone()
             assert launches == len(rows) and shared <= launches
             total = (total[0] + shared, total[1] + launches)
-        assert columns >= 3  # (the others need the general path throughout: several GPUs, or operators)
+        assert columns >= 3  # (a run with several candidate GPUs, or operators with shapes: the general path)
         assert total[0] < total[1] / 20, total  # most launches share their evidence JSON
