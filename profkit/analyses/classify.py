@@ -866,21 +866,16 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     launch call or the idle gap, else unknown), their evidence is one JSON per label and rule
     with each launch's timeline beside it (label_evidence). The launches with counters (their
     own or a sampled sibling's), with ncu rule results, or with a timeline value that is not an
-    integer go through iter_labels; the stored labels and the table are the same as its. None
-    where the run needs iter_labels throughout: several candidate GPUs, reports naming
-    different GPUs, or operators with shapes (shape_labels relabels the unknown launches)."""
+    integer, or that the timeline leaves unknown (shape_labels labels them from shapes or the
+    kernel family) go through iter_labels; the stored labels and the table are the same as its.
+    None where the run needs iter_labels throughout: several candidate GPUs, or reports naming
+    different GPUs."""
     c = store.conn
     counters = store.counters(run, sampled=False)
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     v0 = _no_counter_values(options[0])[0]
-    if (
-        len(options) != 1
-        or not _fast
-        or gpus_by_file(store, run)
-        or set(v0) - {"sm_count", "sm_count_from"}
-        or c.execute("SELECT 1 FROM op_row WHERE run = ? LIMIT 1", (run,)).fetchone()
-    ):
+    if len(options) != 1 or not _fast or gpus_by_file(store, run) or set(v0) - {"sm_count", "sm_count_from"}:
         return None
     ridge = run_ridge(counters.values(), options[0])
     try:
@@ -932,6 +927,10 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     by_gap = ~comm & short & ~by_call & (gap != _NULL) & (gap >= dur)
     # 0 unknown, 1 communication, 2 launch overhead by its call, 3 by its gap
     cat = np.where(comm, 1, np.where(by_call, 2, np.where(by_gap, 3, 0))).astype(np.int64)
+    # those the timeline leaves unknown: shape_labels labels them from their operator's shapes
+    # or their kernel's family, a launch at a time
+    general |= cat == 0
+    fast = ~general
     outcome = [
         classify_one(v0, None, ridge, None, "bf16_tensor", None),
         classify_one(v0, None, ridge, None, "bf16_tensor", "nccl"),
@@ -994,8 +993,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         )
         if tick:
             tick(len(at))
-        for r in iter_labels(store, run, kid[general].tolist()) if general.any() else ():
-            general_rows.append(r)
+        if general.any():
+            general_rows.extend(_with_shapes(store, run, iter_labels(store, run, kid[general].tolist())))
         w.add([w.row(r) for r in general_rows])
         if tick:
             tick(len(general_rows))
