@@ -952,7 +952,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             reasons[at] = texts[inv.reshape(-1)]
     for k in (0, 1):
         reasons[fast & (cat == k)] = outcome[k][1]
-    general_rows: list[dict] = []
+    general_rows: list[tuple] = []  # (kernel id, nvtx path, label, reason) of those labelled one at a time
+    ncu: dict = {}
 
     def fill(w) -> None:
         # each (label, rule)'s evidence: around the timeline (timed launches), whole (the others)
@@ -993,22 +994,45 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         )
         if tick:
             tick(len(at))
-        if general.any():
-            general_rows.extend(_with_shapes(store, run, iter_labels(store, run, kid[general].tolist())))
-        w.add([w.row(r) for r in general_rows])
+        # the others a launch at a time, written a chunk at a time; kept: what the table reads
+        batch: list[tuple] = []
+        for r in _with_shapes(store, run, iter_labels(store, run, kid[general].tolist())) if general.any() else ():
+            batch.append(w.row(r))
+            general_rows.append((r["kernel_id"], r["nvtx_path"], r["label"], r["reason"]))
+            _ncu_add(ncu, (r["nvtx_path"] or NO_RANGE, r["label"]), r["evidence"])
+            if len(batch) >= 50_000:
+                w.add(batch)
+                if tick:
+                    tick(len(batch))
+                batch = []
+        w.add(batch)
         if tick:
-            tick(len(general_rows))
+            tick(len(batch))
 
     store.write_labels(run, fill)
     labels = [o[0] for o in outcome]
     return _columns_table(
-        store, run, kid, cat, labels, reasons, path_id, inherited, np.where(dur == _NULL, 0, dur), odd, general_rows
+        store,
+        run,
+        kid,
+        cat,
+        labels,
+        reasons,
+        path_id,
+        inherited,
+        np.where(dur == _NULL, 0, dur),
+        odd,
+        general_rows,
+        ncu,
     )
 
 
-def _columns_table(store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows) -> list[dict]:
+def _columns_table(
+    store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows, ncu
+) -> list[dict]:
     """by_range's table from _classify_columns' columns (the launches in kernel id order; those
-    of general_rows, labelled one at a time, take their row's path, label and reason)."""
+    of general_rows, labelled one at a time, take their row's path, label and reason; `ncu`:
+    their ncu rule results, counted)."""
     c = store.conn
     paths = dict(c.execute("SELECT id, path FROM nvtx_path"))
     texts: dict[str, int] = {}
@@ -1023,11 +1047,9 @@ def _columns_table(store, run, kid, cat, outcome, reasons, path_id, inherited, d
         i = int(np.searchsorted(kid, k))
         if i < len(kid) and kid[i] == k and not inherited[i]:
             where[i] = code(path)
-    ncu: dict = {}
-    at = np.searchsorted(kid, np.array([r["kernel_id"] for r in general_rows], dtype=np.int64))
-    for i, r in zip(at.tolist(), general_rows):
-        where[i], reasons[i] = code(r["nvtx_path"]), r["reason"]
-        _ncu_add(ncu, (r["nvtx_path"] or NO_RANGE, r["label"]), r["evidence"])
+    at = np.searchsorted(kid, np.array([r[0] for r in general_rows], dtype=np.int64))
+    for i, (_, path, _, reason) in zip(at.tolist(), general_rows):
+        where[i], reasons[i] = code(path), reason
     us = dur.astype(np.float64) / 1e3
     if odd.any():  # a duration stored as a real number: its own value
         for k, d in c.execute(
@@ -1038,10 +1060,10 @@ def _columns_table(store, run, kid, cat, outcome, reasons, path_id, inherited, d
     # a code per label: the outcomes' for the launches labelled as columns, then the others'
     names = list(dict.fromkeys(outcome))
     lcode = np.array([names.index(x) for x in outcome], dtype=np.int64)[cat]
-    for i, r in zip(at.tolist(), general_rows):
-        if r["label"] not in names:
-            names.append(r["label"])
-        lcode[i] = names.index(r["label"])
+    for i, (_, _, label, _) in zip(at.tolist(), general_rows):
+        if label not in names:
+            names.append(label)
+        lcode[i] = names.index(label)
     key = where * len(names) + lcode
     groups, first, inv = np.unique(key, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
