@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any, TypedDict
 
 import numpy as np
@@ -915,10 +916,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     fast = ~general
     # communication: by the kernel's family or name (the kernels view's family is its name's
     # but for Triton's, which is never nccl), once per name
-    comm_names = np.array(
-        sorted(i for i, n, f in c.execute("SELECT id, name, family FROM launch_name") if f == "nccl" or is_comm(n)),
-        dtype=np.int64,
-    )
+    names = {i: (n, f) for i, n, f in c.execute("SELECT id, name, family FROM launch_name")}
+    comm_names = np.array(sorted(i for i, (n, f) in names.items() if f == "nccl" or is_comm(n)), dtype=np.int64)
     comm = np.isin(name_id, comm_names)
     # classify_one's timeline rules for a launch whose values are its GPU's SM count at most
     R = RULES["launch_overhead"]["threshold"]
@@ -928,9 +927,9 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     # 0 unknown, 1 communication, 2 launch overhead by its call, 3 by its gap
     cat = np.where(comm, 1, np.where(by_call, 2, np.where(by_gap, 3, 0))).astype(np.int64)
     # those the timeline leaves unknown: shape_labels labels them from their operator's shapes
-    # or their kernel's family, a launch at a time
-    general |= cat == 0
-    fast = ~general
+    # or their kernel's family, a launch at a time (their rows made here, as iter_labels would)
+    unknown = fast & (cat == 0)
+    fast &= ~unknown
     outcome = [
         classify_one(v0, None, ridge, None, "bf16_tensor", None),
         classify_one(v0, None, ridge, None, "bf16_tensor", "nccl"),
@@ -994,9 +993,54 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         )
         if tick:
             tick(len(at))
+
+        def unknown_rows() -> Iterator[dict]:
+            """iter_labels' rows of the launches the timeline leaves unknown."""
+            label, reason, rule = outcome[0]
+            whole = _EVIDENCE.encode({**_no_counter_evidence(label, rule, options[0], ridge, found), "timeline": None})
+            cut = whole.index(', "timeline": null, "values": ')
+            head, tail = whole[: cut + 14], whole[cut + 18 :]
+            paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
+            own = _own_paths(store, run)
+            at = np.flatnonzero(unknown)
+            none = (None, None)
+
+            def text(x) -> str:
+                return "null" if x is None else str(x)
+
+            for k, n, pid, heir, t_on, a, d, g in zip(
+                kid[at].tolist(),
+                name_id[at].tolist(),
+                path_id[at].tolist(),
+                inherited[at].tolist(),
+                on[at].tolist(),
+                fact_of(api, at),
+                fact_of(dur, at),
+                fact_of(gap, at),
+            ):
+                rng, path = (not heir and own.get(k)) or paths.get(pid, none)
+                timeline = f'{{"api_ns": {text(a)}, "duration_ns": {text(d)}, "gap_ns": {text(g)}}}'
+                yield {
+                    "run": run,
+                    "kernel_id": k,
+                    "kernel_name": names[n][0],
+                    "nvtx_range": rng,
+                    "nvtx_path": path,
+                    "label": label,
+                    "reason": reason,
+                    "evidence": head + timeline + tail if t_on else whole,
+                    "sampled_from": None,
+                }
+
+        def fact_of(x, at):
+            out = x[at].astype(object)
+            out[(x[at] == _NULL) | ~on[at]] = None
+            return out.tolist()
+
         # the others a launch at a time, written a chunk at a time; kept: what the table reads
         batch: list[tuple] = []
-        for r in _with_shapes(store, run, iter_labels(store, run, kid[general].tolist())) if general.any() else ():
+        ones = chain(iter_labels(store, run, kid[general].tolist()) if general.any() else (), unknown_rows())
+        for r in _with_shapes(store, run, ones):
             batch.append(w.row(r))
             general_rows.append((r["kernel_id"], r["nvtx_path"], r["label"], r["reason"]))
             _ncu_add(ncu, (r["nvtx_path"] or NO_RANGE, r["label"]), r["evidence"])
