@@ -85,9 +85,17 @@ def test_timeline_only(db):
 
 def test_classifications_view(both):
     db, _ = both
-    r = CliRunner().invoke(cli, ["sql", "--db", db, "--json",
-                                 "SELECT label, json_extract(evidence, '$.rule') = 'family' fam, count(*) n"
-                                 " FROM classifications WHERE run='known' GROUP BY 1, 2 ORDER BY 1, 2"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "sql",
+            "--db",
+            db,
+            "--json",
+            "SELECT label, json_extract(evidence, '$.rule') = 'family' fam, count(*) n"
+            " FROM classifications WHERE run='known' GROUP BY 1, 2 ORDER BY 1, 2",
+        ],
+    )
     got = {(x["label"], x["fam"]): x["n"] for x in json.loads(r.output)}
     assert got[("launch_overhead", 0)] >= 100 and got[("tensor_core", 0)] == 3 and got[("occupancy", 0)] == 3
     # the one GEMM launch ncu did not measure: labelled from its family, and SQL tells it apart
