@@ -1,4 +1,5 @@
 """Known answers from the real H200 capture of profkit.kernels.known (nsys + ncu)."""
+
 import json
 import shutil
 
@@ -20,7 +21,10 @@ def _labels(db, run):
 
 def _time_share(db, run, rows, nvtx_range, label):
     s = Store(db)
-    dur = {k["kernel_id"]: k["duration_ns"] for k in s.query("SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))}
+    dur = {
+        k["kernel_id"]: k["duration_ns"]
+        for k in s.query("SELECT kernel_id, duration_ns FROM kernels WHERE run = ?", (run,))
+    }
     s.close()
     mine = [r for r in rows if r["nvtx_range"] == nvtx_range]
     return sum(dur[r["kernel_id"]] for r in mine if r["label"] == label) / sum(dur[r["kernel_id"]] for r in mine)
@@ -39,9 +43,9 @@ def test_known_answers_timeline_and_counters(both):
     by = {}
     for r in rows:
         by.setdefault(r["nvtx_range"], set()).add(r["label"])
-    assert by["bf16_4096"] == {"tensor_core"}          # cuBLAS GEMM, 14.6 % achieved occupancy by design
+    assert by["bf16_4096"] == {"tensor_core"}  # cuBLAS GEMM, 14.6 % achieved occupancy by design
     assert by["rmsnorm_triton"] == {"dram"}
-    assert by["burst"] == {"launch_overhead"}           # 2 us, one block: launch overhead, not occupancy
+    assert by["burst"] == {"launch_overhead"}  # 2 us, one block: launch overhead, not occupancy
     assert by["occupancy_limited"] == {"occupancy"}
     assert _time_share(db, "known", rows, "rmsnorm_eager", "dram") > 0.5
     gemm = next(r for r in rows if r["nvtx_range"] == "bf16_4096")
@@ -49,8 +53,10 @@ def test_known_answers_timeline_and_counters(both):
     assert ev["rule"] == "tensor_core" and ev["values"]["tensor_pct"] > 90 and ev["values"]["achieved_occupancy"] < 20
     assert "HighPipeUtilization" in ev["citation"]
     occ = json.loads(next(r for r in rows if r["nvtx_range"] == "occupancy_limited")["evidence"])
-    assert occ["values"]["limit_shared_mem"] == 1 and "shared_mem" in next(
-        r for r in rows if r["nvtx_range"] == "occupancy_limited")["reason"]
+    assert (
+        occ["values"]["limit_shared_mem"] == 1
+        and "shared_mem" in next(r for r in rows if r["nvtx_range"] == "occupancy_limited")["reason"]
+    )
 
 
 def test_counters_only(db):
@@ -79,9 +85,17 @@ def test_timeline_only(db):
 
 def test_classifications_view(both):
     db, _ = both
-    r = CliRunner().invoke(cli, ["sql", "--db", db, "--json",
-                                 "SELECT label, json_extract(evidence, '$.rule') = 'family' fam, count(*) n"
-                                 " FROM classifications WHERE run='known' GROUP BY 1, 2 ORDER BY 1, 2"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "sql",
+            "--db",
+            db,
+            "--json",
+            "SELECT label, json_extract(evidence, '$.rule') = 'family' fam, count(*) n"
+            " FROM classifications WHERE run='known' GROUP BY 1, 2 ORDER BY 1, 2",
+        ],
+    )
     got = {(x["label"], x["fam"]): x["n"] for x in json.loads(r.output)}
     assert got[("launch_overhead", 0)] >= 100 and got[("tensor_core", 0)] == 3 and got[("occupancy", 0)] == 3
     # the one GEMM launch ncu did not measure: labelled from its family, and SQL tells it apart
@@ -179,3 +193,38 @@ def test_a_measured_launchs_siblings_carry_its_values_and_their_own_timeline(tmp
         rest = {k: v for k, v in e.items() if k != "timeline"}
         assert kept.setdefault((r["sampled_from"], r["label"]), rest) == rest
     assert len({k[0] for k in kept}) == 7
+
+
+def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, tmp_path, monkeypatch):
+    """classify's table path labels the launches without counters as columns and stores each
+    distinct evidence JSON once (label_evidence), the timeline per launch: the classifications
+    view gives back label_rows' text, reason and evidence alike, and the table is by_range's
+    (timeline only, timeline + counters with ncu rules, a multi-rank run with NCCL kernels)."""
+    from profkit.analyses import classify as cl
+
+    db = str(tmp_path / "f.db")
+    shutil.copyfile(profiles_db_built, db)
+    with Store(db) as s:
+        runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm-eager-vs-triton-h200"]
+        columns, total = 0, (0, 0)
+        for r in runs:
+            rows = cl.label_rows(s, r)
+            columns += cl._classify_columns(s, r) is not None
+            table = cl.by_range(s, r, rows)
+            assert cl.classify_by_range(s, r) == table
+            stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,))
+            want = [{k: x[k] for k in ("kernel_id", "kernel_name", "label", "reason", "evidence")} for x in rows]
+            assert [{k: x[k] for k in want[0]} for x in stored] == sorted(want, key=lambda x: x["kernel_id"])
+            cl.classify(s, r)  # the same rows stored one at a time
+            assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,)) == stored
+            monkeypatch.setattr(cl, "_fast", False)  # the table path without columns: the same
+            assert cl.classify_by_range(s, r) == table
+            assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (r,)) == stored
+            monkeypatch.setattr(cl, "_fast", True)
+            shared, launches = s.conn.execute(
+                "SELECT (SELECT count(*) FROM label_evidence WHERE run = ?), count(*) FROM label WHERE run = ?", (r, r)
+            ).fetchone()
+            assert launches == len(rows) and shared <= launches
+            total = (total[0] + shared, total[1] + launches)
+        assert columns >= 3  # (a run with several candidate GPUs, or operators with shapes: the general path)
+        assert total[0] < total[1] / 20, total  # most launches share their evidence JSON

@@ -1,5 +1,6 @@
 """Schema 10 (issue 19): launch rows hold name ids and a path id, `launch` is a view with the
 table's old columns in their old order, and every view shows what it showed before."""
+
 import lzma
 import re
 import sqlite3
@@ -14,7 +15,8 @@ from profkit.store.store import Store
 V9 = DATA / "schema-v9" / "profkit-v9.db.xz"  # written by profkit at schema 8 and 9 (README there)
 # tables and views made by migrations after 9: schema 10's own and those of later ones
 NEW = {"launch_row", "launch_name", "launch_nvtx", "schema_migrations"} | {
-    m.group(1) for v, _, sql in MIGRATIONS if v > 10 for m in re.finditer(r"CREATE (?:TABLE|VIEW) (\w+)", sql)}
+    m.group(1) for v, _, sql in MIGRATIONS if v > 10 for m in re.finditer(r"CREATE (?:TABLE|VIEW) (\w+)", sql)
+}
 
 
 def _v9(tmp_path) -> str:
@@ -28,13 +30,16 @@ def _dump(db: str, names=None) -> dict:
     c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         out = {}
-        for (name,) in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                                 " AND name NOT LIKE 'sqlite_%' ORDER BY name"):
+        for (name,) in c.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        ):
             if names is not None and name not in names:
                 continue
             info = c.execute(f'PRAGMA table_info("{name}")').fetchall()
             order = ", ".join(str(i + 1) for i in range(len(info)))
-            rows = [tuple((type(v).__name__, v) for v in r) for r in c.execute(f'SELECT * FROM "{name}" ORDER BY {order}')]
+            rows = [
+                tuple((type(v).__name__, v) for v in r) for r in c.execute(f'SELECT * FROM "{name}" ORDER BY {order}')
+            ]
             out[name] = ([r[1] for r in info], [r[2] for r in info], rows)
         return out
     finally:
@@ -49,7 +54,8 @@ def test_a_populated_v9_database_migrates_with_every_view_unchanged(tmp_path):
     Store(db).close()
     after = _dump(db)
     assert {n for n in after if (n not in NEW or n in before) and n != "schema_migrations"} == {
-        n for n in before if n != "schema_migrations"}
+        n for n in before if n != "schema_migrations"
+    }
     for name in before:
         if name != "schema_migrations":
             got = after[name]
@@ -58,12 +64,21 @@ def test_a_populated_v9_database_migrates_with_every_view_unchanged(tmp_path):
                 ti = got[0].index("tid")
                 assert all(r[-2] == ("int", 0) and r[-1] == r[ti] for r in got[2])  # no launch inherits
                 got = (got[0][:-3], got[1][:-3], sorted(r[:-3] for r in got[2]))
+            if name == "label":  # schema 21: the evidence of the labels stored before stays whole in each row
+                at = [got[0].index(x) for x in before[name][0]]
+                assert all(r[i] == ("NoneType", None) for r in got[2] for i in range(len(r)) if i not in at)
+                got = (before[name][0], [got[1][i] for i in at], [tuple(r[i] for i in at) for r in got[2]])
+                assert got[1] == ["INTEGER", "TEXT", "TEXT", "TEXT", "TEXT"]  # (reason, evidence: NULL allowed)
+                got = (got[0], before[name][1], got[2])
             assert got == before[name], name  # `launch` too: a view now, the same columns and rows
     c = sqlite3.connect(db)
     try:
         assert c.execute("SELECT type FROM sqlite_master WHERE name = 'launch'").fetchone() == ("view",)
         # the three ws launches loaded under schema 8 in a range named with '/' keep their own text
-        assert c.execute("SELECT count(*), min(nvtx_range) FROM launch_nvtx").fetchone() == (3, "/layer1/Conv + /relu/Relu")
+        assert c.execute("SELECT count(*), min(nvtx_range) FROM launch_nvtx").fetchone() == (
+            3,
+            "/layer1/Conv + /relu/Relu",
+        )
         assert c.execute("PRAGMA foreign_key_check").fetchall() == []
         assert c.execute("SELECT count(*) FROM launch_name").fetchone()[0] < 100  # names once, not per launch
     finally:
@@ -93,11 +108,15 @@ def test_foreign_keys_still_refuse_a_row_of_a_missing_launch(tmp_path, db_kind):
         last, name = c.execute("SELECT max(id), max(name_id) FROM launch_row").fetchone()
         c.execute("BEGIN")
         c.execute("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, 'm', 'u', 1)", (last,))
-        c.execute("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, 'fk', 'x', 'y', '{}')", (last,))
-        for sql in ("INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, 'm', 'u', 1)",
-                    "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, 'fk', 'x', 'y', '{}')",
-                    "INSERT INTO rule_result (launch_id, rule, message) VALUES (?, 'r', 'm')",
-                    "INSERT INTO launch_nvtx (launch_id) VALUES (?)"):
+        c.execute(
+            "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, 'fk', 'x', 'y', '{}')", (last,)
+        )
+        for sql in (
+            "INSERT INTO counter (launch_id, metric, unit, value) VALUES (?, 'm', 'u', 1)",
+            "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, 'fk', 'x', 'y', '{}')",
+            "INSERT INTO rule_result (launch_id, rule, message) VALUES (?, 'r', 'm')",
+            "INSERT INTO launch_nvtx (launch_id) VALUES (?)",
+        ):
             with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
                 c.execute(sql, (last + 1,))
         with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):  # a name id naming nothing
@@ -115,8 +134,12 @@ def _real_exports():
 # how the column path writes its kernels: JSON chunks of all of them or of 7; a side writer
 # building the last share meanwhile (copied in by SQLite's transfer); the kernel's three
 # columns packed in one JSON value, or the launch call's rowid in a second array and table
-_WRITES = {"one chunk": (None, False, True), "chunks of 7 kernels": (7, False, True),
-           "side writer": (None, True, True), "side writer, chunks of 7, two arrays": (7, True, False)}
+_WRITES = {
+    "one chunk": (None, False, True),
+    "chunks of 7 kernels": (7, False, True),
+    "side writer": (None, True, True),
+    "side writer, chunks of 7, two arrays": (7, True, False),
+}
 
 
 @pytest.mark.parametrize("writes", list(_WRITES))
@@ -138,8 +161,11 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
         monkeypatch.setattr(rows_module, "_PACK_BITS", 0)
     sides = []
     start = side_writer.SideWriter.start.__func__
-    monkeypatch.setattr(side_writer.SideWriter, "start",
-                        classmethod(lambda cls, *a, **k: sides.append(start(cls, *a, **k)) or sides[-1]))
+    monkeypatch.setattr(
+        side_writer.SideWriter,
+        "start",
+        classmethod(lambda cls, *a, **k: sides.append(start(cls, *a, **k)) or sides[-1]),
+    )
 
     bulk_loads = []
     from profkit.store import bulk as bulk_module
@@ -158,7 +184,11 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
         got[side] = _dump(db, {"launch", "kernels", "nvtx_range"})
         cols, types, rows = got[side]["launch"]  # path ids are numbered in another order (paths compare by text)
         at = cols.index("path_id")
-        got[side]["launch"] = (cols[:at] + cols[at + 1:], types[:at] + types[at + 1:], [r[:at] + r[at + 1:] for r in rows])
+        got[side]["launch"] = (
+            cols[:at] + cols[at + 1 :],
+            types[:at] + types[at + 1 :],
+            [r[:at] + r[at + 1 :] for r in rows],
+        )
     if isinstance(got["row"], str):
         assert got["column"] == got["row"]
         pytest.skip(f"not loadable: {got['row']}")
@@ -169,11 +199,14 @@ def test_the_column_path_stores_the_row_paths_launches(export, writes, tmp_path,
 
 
 @pytest.mark.parametrize("side", [False, True], ids=["one writer", "side writer"])
-@pytest.mark.parametrize("change", [
-    "R nameId = '' WHERE r % 2 = 0",  # launch-call names that are not keys (found by the fuzzer)
-    "K correlationId = 'c' || correlationId WHERE r % 9 = 0",  # join keys as text: SQLite's join
-    "K shortName = 'text ' || r WHERE r % 7 = 0",  # a kernel name as text, not a key
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "R nameId = '' WHERE r % 2 = 0",  # launch-call names that are not keys (found by the fuzzer)
+        "K correlationId = 'c' || correlationId WHERE r % 9 = 0",  # join keys as text: SQLite's join
+        "K shortName = 'text ' || r WHERE r % 7 = 0",  # a kernel name as text, not a key
+    ],
+)
 def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkeypatch):
     """An export whose keys are not all integers takes the column path's slower ways (the
     calls' names read through a staged kernel table, SQLite's join, the name scan): the store
@@ -204,7 +237,11 @@ def test_odd_keys_load_as_the_row_path_loads_them(change, side, tmp_path, monkey
         got[path] = _dump(str(tmp_path / f"{path}.db"), {"launch", "kernels", "nvtx_range"})
         cols, types, launches = got[path]["launch"]  # (path ids are numbered in another order)
         at = cols.index("path_id")
-        got[path]["launch"] = (cols[:at] + cols[at + 1:], types[:at] + types[at + 1:], [x[:at] + x[at + 1:] for x in launches])
+        got[path]["launch"] = (
+            cols[:at] + cols[at + 1 :],
+            types[:at] + types[at + 1 :],
+            [x[:at] + x[at + 1 :] for x in launches],
+        )
     assert got["column"] == got["row"] and got["row"]["launch"][2]
 
 

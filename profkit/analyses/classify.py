@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any, TypedDict
 
 import numpy as np
@@ -100,24 +101,22 @@ SM_PCT = "SM throughput"
 MEM_PCT = "memory throughput (busiest of DRAM, L2, L1)"
 
 
-def _launches(store: Store, run: str) -> Iterator[tuple[tuple, tuple | None]]:
-    """Each launch of the kernels view, by kernel id, as (kernel id, kernel name, nvtx range,
-    nvtx path, sampled from, family), with its timeline facts where it is on the timeline
-    (source not ncu, a start): (kernel id, duration, launch-call time, idle gap before it on its
-    stream). One pass over launch_row, the names read once each (the view's per-row lookups cost
-    more than the labelling at a million launches)."""
-    c = store.conn
-    names = dict(c.execute("SELECT id, name FROM launch_name"))
-    paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
-    own = dict(
+def _own_paths(store: Store, run: str) -> dict[int, tuple]:
+    """{launch id: (nvtx range, nvtx path)} of the launches whose own range is not their path row's."""
+    return dict(
         (r[0], (r[1], r[2]))
-        for r in c.execute(
+        for r in store.conn.execute(
             "SELECT o.launch_id, o.nvtx_range, o.nvtx_path FROM launch_nvtx o JOIN launch_row l ON l.id = o.launch_id"
             " WHERE l.run = ?",
             (run,),
         )
     )
-    # the view's family, read once per kernel name and launch call
+
+
+def _families(store: Store, run: str) -> dict[tuple, str | None]:
+    """{(name id, launch-call id): the kernels view's family}, read once per kernel name and
+    launch call."""
+    c = store.conn
     first = {
         (n, a): i
         for n, a, i in c.execute(
@@ -131,17 +130,40 @@ def _launches(store: Store, run: str) -> Iterator[tuple[tuple, tuple | None]]:
             (json.dumps(list(first.values())),),
         )
     )
-    family = {k: fam_of.get(i) for k, i in first.items()}
-    rows = c.execute(
-        """
-        SELECT id, name_id, coalesce(i.path_id, launch_row.path_id), i.launch_id IS NOT NULL, api_id, sampled_from,
-               source != 'ncu' AND start_ns IS NOT NULL, duration_ns, api_end_ns - api_start_ns,
-               start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
-                                            ORDER BY start_ns)
-        FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
-        WHERE run = ? AND timeline_id IS NULL ORDER BY id""",
-        (run,),
-    )
+    return {k: fam_of.get(i) for k, i in first.items()}
+
+
+# each launch of a run with its timeline facts: duration, launch-call time, and the idle gap
+# before it on its stream (on the timeline: source not ncu, a start)
+_GAP = """start_ns - lag(end_ns) OVER (PARTITION BY source != 'ncu' AND start_ns IS NOT NULL, device, stream
+                                      ORDER BY start_ns)"""
+_TIMED = f"""
+    SELECT id, name_id, coalesce(i.path_id, launch_row.path_id) AS path_id, i.launch_id IS NOT NULL AS inherited,
+           api_id, sampled_from, source != 'ncu' AND start_ns IS NOT NULL AS timed, duration_ns,
+           api_end_ns - api_start_ns AS api_ns, {_GAP} AS gap_ns
+    FROM launch_row LEFT JOIN launch_inherit i ON i.launch_id = launch_row.id
+    WHERE run = ? AND timeline_id IS NULL"""
+
+
+def _launches(store: Store, run: str, only: list[int] | None = None) -> Iterator[tuple[tuple, tuple | None]]:
+    """Each launch of the kernels view, by kernel id, as (kernel id, kernel name, nvtx range,
+    nvtx path, sampled from, family), with its timeline facts where it is on the timeline
+    (source not ncu, a start): (kernel id, duration, launch-call time, idle gap before it on its
+    stream). One pass over launch_row, the names read once each (the view's per-row lookups cost
+    more than the labelling at a million launches). `only`: these launches alone (their gaps
+    still those of the whole run)."""
+    c = store.conn
+    names = dict(c.execute("SELECT id, name FROM launch_name"))
+    paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
+    own = _own_paths(store, run)
+    family = _families(store, run)
+    if only is None:
+        rows = c.execute(f"{_TIMED} ORDER BY id", (run,))
+    else:
+        rows = c.execute(
+            f"SELECT * FROM ({_TIMED}) WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (run, json.dumps(only)),
+        )
     none = (None, None)
     # the kernels view's path: the lead thread's where the launch inherited it (profkit.store.inherit)
     for kid, name_id, path_id, inherited, api_id, sampled_from, timed, dur, api_ns, gap_ns in rows:
@@ -321,6 +343,11 @@ def _warp_specialised(v: dict, sm: float, mem: float, tensor: float, theo: float
     )
 
 
+# a launch-overhead reason from the timeline: (kernel us, launch-call us) and (kernel us, gap us)
+BY_CALL = "{:.1f} us kernel, shorter than its {:.1f} us launch call"
+BY_GAP = "{:.1f} us kernel after a {:.1f} us idle gap on its stream"
+
+
 def classify_one(
     v: dict,
     t: dict | None,
@@ -346,17 +373,9 @@ def classify_one(
         )
     if dur is not None and dur < R["launch_overhead"]["duration_ns"]:
         if t and t.get("api_ns") is not None and t["api_ns"] >= dur:
-            return (
-                "launch_overhead",
-                f"{dur / 1e3:.1f} us kernel, shorter than its {t['api_ns'] / 1e3:.1f} us launch call",
-                "launch_overhead",
-            )
+            return "launch_overhead", BY_CALL.format(dur / 1e3, t["api_ns"] / 1e3), "launch_overhead"
         if t and t.get("gap_ns") is not None and t["gap_ns"] >= dur:
-            return (
-                "launch_overhead",
-                f"{dur / 1e3:.1f} us kernel after a {t['gap_ns'] / 1e3:.1f} us idle gap on its stream",
-                "launch_overhead",
-            )
+            return "launch_overhead", BY_GAP.format(dur / 1e3, t["gap_ns"] / 1e3), "launch_overhead"
         grid, sms = v.get("grid_size"), v.get("sm_count")
         if grid is not None and sms and grid < sms and dur < R["launch_overhead"]["tiny_duration_ns"]:
             return (
@@ -618,6 +637,28 @@ def _timeline_json(t: dict | None) -> str:
     )
 
 
+def _no_counter_evidence(label: str, rule: str, gpu: gpus.Gpu | None, ridge: float | None, found: str) -> dict:
+    """The evidence of a launch without counters on the run's one GPU row, but its timeline
+    (and ncu's rules): the same for every such launch of this label and rule."""
+    v0, missing0, peaks0 = _no_counter_values(gpu)
+    r = RULES.get(rule)
+    evidence: dict[str, Any] = {
+        "rule": rule,
+        "values": v0,
+        "thresholds": r["threshold"] if r else None,
+        "citation": r["citation"] if r else None,
+        "ridge_flop_per_byte": ridge,
+        "ridge_of": "bf16_tensor",
+    }
+    if peaks0:
+        evidence["peaks"] = peaks0
+    if missing0:
+        evidence["missing"] = missing0
+    if any(h.startswith(FROM_TABLE) for h in peaks0.values()):
+        evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(gpu), "label": label}]}
+    return evidence
+
+
 def label_rows(store: Store, run: str | None = None) -> list[dict]:
     """The label of every launch of a run, with its reason and evidence; writes nothing
     (iter_labels one launch at a time)."""
@@ -639,13 +680,14 @@ def _with_shapes(store: Store, run: str, rows: Iterator[dict], chunk: int = 50_0
         yield from shape_labels.relabel(store, run, batch, counted)
 
 
-def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
+def iter_labels(store: Store, run: str | None = None, only: list[int] | None = None) -> Iterator[dict]:
     """The label of every launch of a run, with its reason and evidence, one at a time.
 
     Peaks come from the report (profkit.model.perf.rates); where it has none, from the known-GPU
     table: the run's GPU by name, else every known GPU of its compute capability. With several
     candidates a launch is labelled under each; one label for all stands (the evidence names
-    them), different labels make it `unknown` with the labels per GPU in the reason."""
+    them), different labels make it `unknown` with the labels per GPU in the reason. `only`:
+    these launches alone."""
     run = store.require_run(run)
     counters = store.counters(run, sampled=False)  # a sampled launch's label says whose counters it read
     candidates, found = gpu_context(store, run, counters)
@@ -672,34 +714,19 @@ def iter_labels(store: Store, run: str | None = None) -> Iterator[dict]:
     # per-candidate lists (35 k launches in the main job).
     one = len(options) == 1 and _fast and not per_file
     if one:
-        v0, missing0, peaks0 = _no_counter_values(options[0])
-        table0 = any(h.startswith(FROM_TABLE) for h in peaks0.values())
+        v0 = _no_counter_values(options[0])[0]
         around: dict = {}  # (label, rule) -> the evidence's JSON before and after its timeline
     default = (options, ridges, found)
     shared: dict = {}  # (measured launch, GPU of the file) -> _inputs per GPU row
     # (measured launch, GPU of the file, (label, rule) per GPU row) -> a sibling's evidence JSON
     # before and after its timeline: the same for every sibling but the timeline
     sibling_json: dict = {}
-    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run):
+    for (kid, name, nvtx_range, nvtx_path, sampled_from, family), trow in _launches(store, run, only):
         t = _facts(trow)
         if one and kid not in counters and sampled_from not in counters:
             label, reason, rule = classify_one(v0, t, ridges[0], name, "bf16_tensor", family)
             if kid in ncu_rules or (label, rule) not in around:
-                r = RULES.get(rule)
-                evidence: dict[str, Any] = {
-                    "rule": rule,
-                    "values": v0,
-                    "thresholds": r["threshold"] if r else None,
-                    "citation": r["citation"] if r else None,
-                    "ridge_flop_per_byte": ridges[0],
-                    "ridge_of": "bf16_tensor",
-                }
-                if peaks0:
-                    evidence["peaks"] = peaks0
-                if missing0:
-                    evidence["missing"] = missing0
-                if table0:
-                    evidence["gpu"] = {"found": found, "candidates": [{"gpu": _gpu_name(options[0]), "label": label}]}
+                evidence = _no_counter_evidence(label, rule, options[0], ridges[0], found)
             if kid in ncu_rules:
                 evidence.update(_ncu_side(label, ncu_rules[kid]))
                 text = _EVIDENCE.encode(
@@ -825,7 +852,277 @@ def classify_by_range(store: Store, run: str | None = None, tick=None) -> list[d
     are written as they come (one transaction) and summed per path and label. `tick(n)`: n
     more launches labelled (a progress bar)."""
     run = store.require_run(run)
+    done = _classify_columns(store, run, tick)
+    if done is not None:
+        return done
     return by_range(store, run, store.replace_labels_iter(run, _with_shapes(store, run, iter_labels(store, run)), tick))
+
+
+_NULL = -(1 << 63)  # a NULL among _classify_columns' integers (no time is this)
+
+
+def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
+    """classify_by_range with the launches without counters labelled as columns: their label
+    rests on the timeline alone (communication by name, launch overhead by duration against the
+    launch call or the idle gap, else unknown), their evidence is one JSON per label and rule
+    with each launch's timeline beside it (label_evidence). The launches with counters (their
+    own or a sampled sibling's), with ncu rule results, or with a timeline value that is not an
+    integer, or that the timeline leaves unknown (shape_labels labels them from shapes or the
+    kernel family) go through iter_labels; the stored labels and the table are the same as its.
+    None where the run needs iter_labels throughout: several candidate GPUs, or reports naming
+    different GPUs."""
+    c = store.conn
+    counters = store.counters(run, sampled=False)
+    candidates, found = gpu_context(store, run, counters)
+    options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
+    v0 = _no_counter_values(options[0])[0]
+    if len(options) != 1 or not _fast or gpus_by_file(store, run) or set(v0) - {"sm_count", "sm_count_from"}:
+        return None
+    ridge = run_ridge(counters.values(), options[0])
+    try:
+        # _TIMED's columns; the few inherited paths read apart (a join a launch costs more)
+        cols, _ = store.int_columns(
+            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1), timed,"
+            f" coalesce(duration_ns, {_NULL}), coalesce(api_ns, {_NULL}), coalesce(gap_ns, {_NULL}),"
+            " typeof(duration_ns) NOT IN ('integer', 'null') OR typeof(api_ns) NOT IN ('integer', 'null')"
+            f" OR typeof(gap_ns) NOT IN ('integer', 'null') FROM (SELECT id, name_id, path_id, sampled_from,"
+            " source != 'ncu' AND start_ns IS NOT NULL AS timed, duration_ns, api_end_ns - api_start_ns AS api_ns,"
+            f" {_GAP} AS gap_ns FROM launch_row WHERE run = ? AND timeline_id IS NULL)",
+            (run,),
+            9,
+        )
+    except Exception:  # a value no integer column holds (a damaged file): the general path says what
+        return None
+    by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)
+    cols = [x[by_id] for x in cols]
+    kid, name_id, path_id, sampled, timed, dur, api, gap, odd = cols
+    inherited = np.zeros(len(kid), dtype=bool)
+    heir = columns.ints(
+        c,
+        "SELECT i.launch_id, i.path_id FROM launch_inherit i JOIN launch_row l ON l.id = i.launch_id"
+        " WHERE l.run = ? AND l.timeline_id IS NULL",
+        (run,),
+        2,
+    )
+    at = np.searchsorted(kid, heir[:, 0])
+    path_id[at], inherited[at] = heir[:, 1], True
+    measured = np.array(sorted(counters), dtype=np.int64)
+    general = (
+        np.isin(kid, measured)
+        | np.isin(sampled, measured)
+        | np.isin(kid, np.array(sorted(_rules(store, run)), dtype=np.int64))
+        | (odd != 0)
+    )
+    fast = ~general
+    # communication: by the kernel's family or name (the kernels view's family is its name's
+    # but for Triton's, which is never nccl), once per name
+    names = {i: (n, f) for i, n, f in c.execute("SELECT id, name, family FROM launch_name")}
+    comm_names = np.array(sorted(i for i, (n, f) in names.items() if f == "nccl" or is_comm(n)), dtype=np.int64)
+    comm = np.isin(name_id, comm_names)
+    # classify_one's timeline rules for a launch whose values are its GPU's SM count at most
+    R = RULES["launch_overhead"]["threshold"]
+    short = (timed != 0) & (dur != _NULL) & (dur < R["duration_ns"])
+    by_call = ~comm & short & (api != _NULL) & (api >= dur)
+    by_gap = ~comm & short & ~by_call & (gap != _NULL) & (gap >= dur)
+    # 0 unknown, 1 communication, 2 launch overhead by its call, 3 by its gap
+    cat = np.where(comm, 1, np.where(by_call, 2, np.where(by_gap, 3, 0))).astype(np.int64)
+    # those the timeline leaves unknown: shape_labels labels them from their operator's shapes
+    # or their kernel's family, a launch at a time (their rows made here, as iter_labels would)
+    unknown = fast & (cat == 0)
+    fast &= ~unknown
+    outcome = [
+        classify_one(v0, None, ridge, None, "bf16_tensor", None),
+        classify_one(v0, None, ridge, None, "bf16_tensor", "nccl"),
+    ]
+    if outcome[0][0] != "unknown" or outcome[1][0] != "communication":
+        return None  # (the rules changed under this path: the general one decides)
+    outcome += [("launch_overhead", "", "launch_overhead")] * 2
+    # launch-overhead reasons, one string per distinct (duration, call or gap)
+    reasons = np.full(len(kid), None, dtype=object)
+    for k, fmt, other in ((2, BY_CALL, api), (3, BY_GAP, gap)):
+        at = np.flatnonzero(fast & (cat == k))
+        if len(at):
+            key = columns.row_key([dur[at], other[at]])
+            _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            texts = np.array(
+                [fmt.format(d / 1e3, o / 1e3) for d, o in zip(dur[at][first].tolist(), other[at][first].tolist())],
+                dtype=object,
+            )
+            reasons[at] = texts[inv.reshape(-1)]
+    for k in (0, 1):
+        reasons[fast & (cat == k)] = outcome[k][1]
+    general_rows: list[tuple] = []  # (kernel id, nvtx path, label, reason) of those labelled one at a time
+    ncu: dict = {}
+
+    def fill(w) -> None:
+        # each (label, rule)'s evidence: around the timeline (timed launches), whole (the others)
+        eid_timed = np.zeros(4, dtype=np.int64)
+        eid_whole = np.zeros(4, dtype=np.int64)
+        shared = np.full(4 * 2, None, dtype=object)
+        on = timed != 0
+        for k, (lab, _, rule) in enumerate(outcome):
+            whole = _EVIDENCE.encode({**_no_counter_evidence(lab, rule, options[0], ridge, found), "timeline": None})
+            cut = whole.index(', "timeline": null, "values": ')
+            for timeline, ids in ((True, eid_timed), (False, eid_whole)):
+                at = np.flatnonzero(fast & (cat == k) & (on == timeline))
+                if len(at):  # the reason of its first launch
+                    head, tail = (whole[: cut + 14], whole[cut + 18 :]) if timeline else (whole, None)
+                    ids[k], shared[2 * k + (not timeline)] = w.evidence(head, tail, reasons[at[0]], rule)
+        at = np.flatnonzero(fast)
+        eid = np.where(on, eid_timed[cat], eid_whole[cat])[at]
+        own = reasons[at]
+        own[own == shared[2 * cat[at] + (~on[at]).astype(np.int64)]] = None
+        labels = np.array([o[0] for o in outcome], dtype=object)[cat[at]]
+
+        def fact(x):
+            out = x[at].astype(object)
+            out[(x[at] == _NULL) | ~on[at]] = None
+            return out.tolist()
+
+        w.add(
+            zip(
+                kid[at].tolist(),
+                [run] * len(at),
+                labels.tolist(),
+                own.tolist(),
+                eid.tolist(),
+                fact(api),
+                fact(dur),
+                fact(gap),
+            )
+        )
+        if tick:
+            tick(len(at))
+
+        def unknown_rows() -> Iterator[dict]:
+            """iter_labels' rows of the launches the timeline leaves unknown."""
+            label, reason, rule = outcome[0]
+            whole = _EVIDENCE.encode({**_no_counter_evidence(label, rule, options[0], ridge, found), "timeline": None})
+            cut = whole.index(', "timeline": null, "values": ')
+            head, tail = whole[: cut + 14], whole[cut + 18 :]
+            paths = {i: (t, p) for i, t, p in c.execute("SELECT id, text, path FROM nvtx_path")}
+            own = _own_paths(store, run)
+            at = np.flatnonzero(unknown)
+            none = (None, None)
+
+            def text(x) -> str:
+                return "null" if x is None else str(x)
+
+            for k, n, pid, heir, t_on, a, d, g in zip(
+                kid[at].tolist(),
+                name_id[at].tolist(),
+                path_id[at].tolist(),
+                inherited[at].tolist(),
+                on[at].tolist(),
+                fact_of(api, at),
+                fact_of(dur, at),
+                fact_of(gap, at),
+            ):
+                rng, path = (not heir and own.get(k)) or paths.get(pid, none)
+                timeline = f'{{"api_ns": {text(a)}, "duration_ns": {text(d)}, "gap_ns": {text(g)}}}'
+                yield {
+                    "run": run,
+                    "kernel_id": k,
+                    "kernel_name": names[n][0],
+                    "nvtx_range": rng,
+                    "nvtx_path": path,
+                    "label": label,
+                    "reason": reason,
+                    "evidence": head + timeline + tail if t_on else whole,
+                    "sampled_from": None,
+                }
+
+        def fact_of(x, at):
+            out = x[at].astype(object)
+            out[(x[at] == _NULL) | ~on[at]] = None
+            return out.tolist()
+
+        # the others a launch at a time, written a chunk at a time; kept: what the table reads
+        batch: list[tuple] = []
+        ones = chain(iter_labels(store, run, kid[general].tolist()) if general.any() else (), unknown_rows())
+        for r in _with_shapes(store, run, ones):
+            batch.append(w.row(r))
+            general_rows.append((r["kernel_id"], r["nvtx_path"], r["label"], r["reason"]))
+            _ncu_add(ncu, (r["nvtx_path"] or NO_RANGE, r["label"]), r["evidence"])
+            if len(batch) >= 50_000:
+                w.add(batch)
+                if tick:
+                    tick(len(batch))
+                batch = []
+        w.add(batch)
+        if tick:
+            tick(len(batch))
+
+    store.write_labels(run, fill)
+    labels = [o[0] for o in outcome]
+    return _columns_table(
+        store,
+        run,
+        kid,
+        cat,
+        labels,
+        reasons,
+        path_id,
+        inherited,
+        np.where(dur == _NULL, 0, dur),
+        odd,
+        general_rows,
+        ncu,
+    )
+
+
+def _columns_table(
+    store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows, ncu
+) -> list[dict]:
+    """by_range's table from _classify_columns' columns (the launches in kernel id order; those
+    of general_rows, labelled one at a time, take their row's path, label and reason; `ncu`:
+    their ncu rule results, counted)."""
+    c = store.conn
+    paths = dict(c.execute("SELECT id, path FROM nvtx_path"))
+    texts: dict[str, int] = {}
+
+    def code(text: str | None) -> int:
+        return texts.setdefault(text or NO_RANGE, len(texts))
+
+    # the kernels view's path (as _launches reads it), one code per distinct text
+    distinct, inv = np.unique(path_id, return_inverse=True)
+    where = np.array([code(paths.get(p)) for p in distinct.tolist()], dtype=np.int64)[inv.reshape(-1)]
+    for k, (_, path) in _own_paths(store, run).items():
+        i = int(np.searchsorted(kid, k))
+        if i < len(kid) and kid[i] == k and not inherited[i]:
+            where[i] = code(path)
+    at = np.searchsorted(kid, np.array([r[0] for r in general_rows], dtype=np.int64))
+    for i, (_, path, _, reason) in zip(at.tolist(), general_rows):
+        where[i], reasons[i] = code(path), reason
+    us = dur.astype(np.float64) / 1e3
+    if odd.any():  # a duration stored as a real number: its own value
+        for k, d in c.execute(
+            "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(kid[odd != 0].tolist()),),
+        ):
+            us[int(np.searchsorted(kid, k))] = d / 1e3
+    # a code per label: the outcomes' for the launches labelled as columns, then the others'
+    names = list(dict.fromkeys(outcome))
+    lcode = np.array([names.index(x) for x in outcome], dtype=np.int64)[cat]
+    for i, (_, _, label, _) in zip(at.tolist(), general_rows):
+        if label not in names:
+            names.append(label)
+        lcode[i] = names.index(label)
+    key = where * len(names) + lcode
+    groups, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")  # each group's launches together, in kernel id order
+    counts = np.bincount(inv, minlength=len(groups))
+    ends = np.cumsum(counts)
+    text_of = {v: k for k, v in texts.items()}
+    summary: dict = {}
+    for g in np.argsort(first, kind="stable").tolist():  # groups in the order their first launch comes
+        i = int(first[g])
+        lo, hi = int(ends[g] - counts[g]), int(ends[g])
+        # summed one launch after another, as by_range does (a float sum depends on its order)
+        total = float(np.cumsum(us[order[lo:hi]])[-1])
+        summary[text_of[int(where[i])], names[int(lcode[i])]] = [int(counts[g]), total, reasons[i]]
+    return _range_table(summary, ncu)
 
 
 def labels(store: Store, run: str) -> dict[int, str]:
@@ -855,6 +1152,13 @@ class Facts:
 
 # a run's stored labels (those of its timeline launches, as the classifications view has them)
 _HELD = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
+# the same with each label's evidence row (schema 21), and the rule that gave a label: its
+# evidence row's, or in the JSON of a label stored before
+_WITH_EVIDENCE = (
+    "FROM label l JOIN launch_row r ON r.id = l.kernel_id LEFT JOIN label_evidence e ON e.id = l.evidence_id"
+    " WHERE r.run = ? AND r.timeline_id IS NULL"
+)
+_RULE = "coalesce(e.rule, json_extract(l.evidence, '$.rule'))"
 
 
 def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
@@ -872,8 +1176,8 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
         ids = json.dumps(sorted(measured))
         stale = bool(
             c.execute(
-                f"SELECT count(*) {held} AND (l.kernel_id IN (SELECT value FROM json_each(?)) OR r.sampled_from IN "
-                "(SELECT value FROM json_each(?))) AND json_extract(l.evidence, '$.rule') = 'none'",
+                f"SELECT count(*) {_WITH_EVIDENCE} AND (l.kernel_id IN (SELECT value FROM json_each(?)) OR r.sampled_from"
+                f" IN (SELECT value FROM json_each(?))) AND {_RULE} = 'none'",
                 (run, ids, ids),
             ).fetchone()[0]
         )
@@ -920,7 +1224,7 @@ def _stored_facts(store: Store, run: str) -> Facts:
 
     def one(kid: int) -> tuple[str, str, str] | None:
         r = c.execute(
-            f"SELECT l.label, json_extract(l.evidence, '$.rule'), l.reason {held} AND l.kernel_id = ?", (run, kid)
+            f"SELECT l.label, {_RULE}, coalesce(l.reason, e.reason) {_WITH_EVIDENCE} AND l.kernel_id = ?", (run, kid)
         ).fetchone()
         return (r[0], r[1] or "none", r[2]) if r else None
 
@@ -960,17 +1264,27 @@ def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
         e = summary.setdefault(key, [0, 0.0, r["reason"]])
         e[0] += 1
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
-        # only evidence that names ncu's rules is read back (most launches have none)
-        ev = json.loads(r["evidence"]) if '"ncu_rules"' in r["evidence"] else {}
-        if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
-            n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
-            if ev.get("ncu_agrees") is not None:
-                n["judged"] += 1
-                n["agree"] += ev["ncu_agrees"]
-            n["says"].update(ev.get("ncu_says") or ())
-            top = ev["ncu_rules"][0]
-            if top.get("estimated_speedup_pct") is not None and n["top"] is None:
-                n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
+        _ncu_add(ncu, key, r["evidence"])
+    return _range_table(summary, ncu)
+
+
+def _ncu_add(ncu: dict, key: tuple, text: str) -> None:
+    """Count one launch's ncu rule results (in its evidence JSON) under its path and label."""
+    # only evidence that names ncu's rules is read back (most launches have none)
+    ev = json.loads(text) if '"ncu_rules"' in text else {}
+    if ev.get("ncu_rules"):  # ncu's own rule results beside the label (where the report has them)
+        n = ncu.setdefault(key, {"agree": 0, "judged": 0, "says": set(), "top": None})
+        if ev.get("ncu_agrees") is not None:
+            n["judged"] += 1
+            n["agree"] += ev["ncu_agrees"]
+        n["says"].update(ev.get("ncu_says") or ())
+        top = ev["ncu_rules"][0]
+        if top.get("estimated_speedup_pct") is not None and n["top"] is None:
+            n["top"] = f"{top['rule']} {top['estimated_speedup_pct']:.0f} %"
+
+
+def _range_table(summary: dict, ncu: dict) -> list[dict]:
+    """by_range's rows: {(path, label): [launches, GPU us, example reason]} in their order."""
     table_rows = []
     for k, v in summary.items():
         row = {"nvtx_path": k[0], "label": k[1], "launches": v[0], "GPU us": v[1], "example reason": v[2]}

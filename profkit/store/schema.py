@@ -802,11 +802,66 @@ ALTER TABLE op_row ADD COLUMN input_op_ids TEXT;
     )
 )
 
+# A label's evidence is stored once per distinct JSON (issue 53): most launches of a run share
+# theirs but for the timeline (duration, launch call, idle gap), which stays with each launch as
+# columns and is spliced back in by the classifications view (head || timeline || tail), the
+# same text as one JSON a launch. A reason is the evidence row's unless the launch names its own
+# (a launch-overhead reason carries its times). Labels stored before keep their whole JSON in
+# label.evidence (no evidence row) and read the same. The table is rebuilt the 12-step way to
+# lift NOT NULL off reason and evidence. The view's columns are one-row subqueries, not CASE,
+# so that they keep their declared types (a compound's is its last part's: a column, not the splice).
+MIGRATIONS.append(
+    (
+        21,
+        "label_evidence: a label's evidence once per distinct JSON, the timeline per launch",
+        """
+DROP VIEW classifications;
+CREATE TABLE label_evidence (
+    id      INTEGER PRIMARY KEY,
+    run     TEXT NOT NULL,
+    rule    TEXT,                               -- the rule that gave the label (the JSON's "rule")
+    reason  TEXT NOT NULL,                      -- the reason of its launches that have none of their own
+    head    TEXT NOT NULL,                      -- the JSON, or with tail: the JSON before the timeline
+    tail    TEXT                                -- the JSON after the timeline (NULL: head is all of it)
+);
+CREATE INDEX label_evidence_run ON label_evidence(run);
+CREATE TABLE label_compact (
+    kernel_id    INTEGER PRIMARY KEY REFERENCES launch_row(id),
+    run          TEXT NOT NULL,
+    label        TEXT NOT NULL,
+    reason       TEXT,                          -- NULL: its evidence row's
+    evidence_id  INTEGER REFERENCES label_evidence(id),
+    api_ns       INTEGER,                       -- the timeline's launch call, duration and idle gap
+    duration_ns  INTEGER,                       -- before it on its stream (the evidence's "timeline",
+    gap_ns       INTEGER,                       -- where its evidence row has a tail)
+    evidence     TEXT                           -- the whole JSON of a label stored before schema 21
+);
+INSERT INTO label_compact (kernel_id, run, label, reason, evidence)
+SELECT kernel_id, run, label, reason, evidence FROM label ORDER BY kernel_id;
+DROP TABLE label;
+ALTER TABLE label_compact RENAME TO label;
+CREATE INDEX label_run_kernel_label ON label(run, kernel_id, label);
+CREATE VIEW classifications AS
+SELECT k.run, k.kernel_id, k.kernel_name, k.nvtx_range, l.label,
+       (SELECT l.reason WHERE l.reason IS NOT NULL UNION ALL SELECT e.reason) AS reason,
+       (SELECT l.evidence WHERE l.evidence IS NOT NULL
+        UNION ALL SELECT e.head || '{"api_ns": ' || ifnull(l.api_ns, 'null') || ', "duration_ns": '
+                         || ifnull(l.duration_ns, 'null') || ', "gap_ns": ' || ifnull(l.gap_ns, 'null') || '}' || e.tail
+                  WHERE e.tail IS NOT NULL
+        UNION ALL SELECT e.head WHERE e.tail IS NULL
+       ) AS evidence,
+       k.rank, k.sampled_from
+FROM label l LEFT JOIN label_evidence e ON e.id = l.evidence_id JOIN kernels k ON k.kernel_id = l.kernel_id;
+""",
+    )
+)
+
 REBUILDS = {
     10: (
         ("launch", "counter", "label", "rule_result"),
         ("launch_row", "launch_nvtx", "counter", "label", "rule_result"),
-    )
+    ),
+    21: (("label",), ("label",)),
 }
 
 # version -> what fills its tables from the rows already stored, where SQL alone cannot

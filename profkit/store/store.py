@@ -188,6 +188,11 @@ class Store:
         self._cache.writing()
         return write.replace_labels_iter(self.conn, run, rows, tick)
 
+    def write_labels(self, run: str, fill) -> None:
+        """Replace a run's labels in one transaction: fill(write.Labels) writes them."""
+        self._cache.writing()
+        write.write_labels(self.conn, run, fill)
+
     def replace_labels(self, run: str, rows: list[dict]) -> None:
         """Replace a run's classification labels in one transaction."""
         self._cache.writing()

@@ -11,8 +11,9 @@ import dataclasses
 import json
 import operator
 import os
+import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -219,33 +220,84 @@ def _add_host(c: sqlite3.Connection, run: str, file_id: int, rank: int | None, r
     )
 
 
+# the timeline facts in a label's evidence JSON, as classify writes them (sorted keys, integers)
+_TIMELINE = re.compile(r'\{"api_ns": (-?\d+|null), "duration_ns": (-?\d+|null), "gap_ns": (-?\d+|null)\}')
+_LABEL = "INSERT INTO label (kernel_id, run, label, reason, evidence_id, api_ns, duration_ns, gap_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+class Labels:
+    """A run's labels, written in the writer's transaction: each distinct evidence JSON once
+    (label_evidence: the JSON around the timeline, the rule and a reason), each launch's label,
+    its own reason where it differs from its evidence row's, and its timeline facts (schema 21)."""
+
+    def __init__(self, conn: sqlite3.Connection, run: str) -> None:
+        conn.execute("DELETE FROM label WHERE run = ?", (run,))
+        conn.execute("DELETE FROM label_evidence WHERE run = ?", (run,))
+        self.conn, self.run = conn, run
+        self._ids: dict[tuple[str, str | None], tuple[int, str]] = {}
+        self._next = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM label_evidence").fetchone()[0]
+
+    def evidence(self, head: str, tail: str | None, reason: str, rule: str | None = None) -> tuple[int, str]:
+        """(id, reason) of the evidence row of this JSON (head, or head + timeline + tail), made
+        with `reason` where it is new."""
+        got = self._ids.get((head, tail))
+        if got is None:
+            if rule is None:
+                rule = json.loads(head if tail is None else f"{head}null{tail}").get("rule")
+            got = self._ids[head, tail] = (self._next, reason)
+            self.conn.execute(
+                "INSERT INTO label_evidence (id, run, rule, reason, head, tail) VALUES (?, ?, ?, ?, ?, ?)",
+                (self._next, self.run, rule, reason, head, tail),
+            )
+            self._next += 1
+        return got
+
+    def row(self, r: dict) -> tuple:
+        """The label row of one of classify's rows (its evidence JSON split at its timeline)."""
+        text, reason = r["evidence"], r["reason"]
+        at = text.rfind(', "timeline": {')
+        m = _TIMELINE.match(text, at + 14) if at >= 0 else None
+        if m is None:
+            eid, shared = self.evidence(text, None, reason)
+            t: tuple = (None, None, None)
+        else:
+            eid, shared = self.evidence(text[: at + 14], text[m.end() :], reason)
+            t = tuple(None if x == "null" else int(x) for x in m.groups())
+        return (r["kernel_id"], self.run, r["label"], None if reason == shared else reason, eid, *t)
+
+    def add(self, rows: Iterable[tuple]) -> None:
+        """Label rows: (kernel id, run, label, own reason or None, evidence id, api_ns, duration_ns, gap_ns)."""
+        self.conn.executemany(_LABEL, rows)
+
+
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
     with transaction(conn):
-        conn.execute("DELETE FROM label WHERE run = ?", (run,))
-        conn.executemany(
-            "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)",
-            [(r["kernel_id"], run, r["label"], r["reason"], r["evidence"]) for r in rows],
-        )
+        w = Labels(conn, run)
+        w.add([w.row(r) for r in rows])
 
 
 def replace_labels_iter(conn: sqlite3.Connection, run: str, rows, tick=None, chunk: int = 50_000):
     """replace_labels for rows that come one at a time: a chunk held at most."""
     with transaction(conn):
-        conn.execute("DELETE FROM label WHERE run = ?", (run,))
+        w = Labels(conn, run)
         batch = []
         for r in rows:
-            batch.append((r["kernel_id"], run, r["label"], r["reason"], r["evidence"]))
+            batch.append(w.row(r))
             yield r
             if len(batch) >= chunk:
-                conn.executemany(
-                    "INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)", batch
-                )
+                w.add(batch)
                 if tick:
                     tick(len(batch))
                 batch = []
-        conn.executemany("INSERT INTO label (kernel_id, run, label, reason, evidence) VALUES (?, ?, ?, ?, ?)", batch)
+        w.add(batch)
         if tick:
             tick(len(batch))
+
+
+def write_labels(conn: sqlite3.Connection, run: str, fill) -> None:
+    """A run's labels in one transaction: fill(Labels) writes them."""
+    with transaction(conn):
+        fill(Labels(conn, run))
 
 
 _ADVICE = (
