@@ -1,4 +1,5 @@
 """Selectors pair before/after NVTX ranges on the shipped H200 profiles."""
+
 import pytest
 from profdata import PROFILES
 
@@ -51,8 +52,11 @@ def test_key_of():
 
 
 def test_variants_of_one_run_pair_on_op_and_shape(store):
-    pairs = selection.pair(store, selection.parse("rmsnorm-eager-vs-triton-h200:eager"),
-                           selection.parse("rmsnorm-eager-vs-triton-h200:triton"))
+    pairs = selection.pair(
+        store,
+        selection.parse("rmsnorm-eager-vs-triton-h200:eager"),
+        selection.parse("rmsnorm-eager-vs-triton-h200:triton"),
+    )
     assert [p.key for p in pairs] == ["rmsnorm/qwen7b-t4096"]
     p = pairs[0]
     # eager: 8 PyTorch kernels per call, 3 calls; triton: one kernel per call
@@ -109,12 +113,27 @@ def test_launch_groups_are_the_groups_as_columns(store):
     roofline the rows; both must be the same selection (ddp-2gpu holds inherited launches)."""
     checked = 0
     for run in store.runs():
-        paths = [r["nvtx_path"] for r in store.query(
-            "SELECT DISTINCT nvtx_path FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL", (run,))]
+        paths = [
+            r["nvtx_path"]
+            for r in store.query(
+                "SELECT DISTINCT nvtx_path FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL", (run,)
+            )
+        ]
         for comp in [None, *selection.variants(paths)[:4], "no-such-part"]:
             checked += _same_groups(store, selection.Selector(run, comp))
     assert checked > 100
     assert store.query("SELECT count(*) AS n FROM launch_inherit")[0]["n"] > 0
+
+
+def test_launch_groups_read_the_ranges_a_stretch_at_a_time(store, monkeypatch):
+    """compare reads a run's ranges a few row ids at a time (all 16 M at once hold gigabytes):
+    with stretches of 5 ids, a launch's instance and the ranges that started later than it
+    fall in other stretches than its own, and the instances are still the rows' ones."""
+    monkeypatch.setattr(selection._instances_of, "__defaults__", (5,))
+    checked = 0
+    for run in store.runs():
+        checked += _same_groups(store, selection.Selector(run, None))
+    assert checked > 20
 
 
 def test_launch_groups_read_a_launchs_own_path_text(tmp_path, store):
@@ -128,11 +147,17 @@ def test_launch_groups_read_a_launchs_own_path_text(tmp_path, store):
     s = Store(str(db))
     try:
         run = "rmsnorm-eager-vs-triton-h200"
-        ids = [r["kernel_id"] for r in s.query(
-            "SELECT kernel_id FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL ORDER BY kernel_id", (run,))]
+        ids = [
+            r["kernel_id"]
+            for r in s.query(
+                "SELECT kernel_id FROM kernels WHERE run = ? AND nvtx_path IS NOT NULL ORDER BY kernel_id", (run,)
+            )
+        ]
         with s.conn:
-            s.conn.executemany("INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)",
-                               [(k, "mine", "rmsnorm/mine/qwen7b-t4096") for k in ids[:5]])
+            s.conn.executemany(
+                "INSERT INTO launch_nvtx (launch_id, nvtx_range, nvtx_path) VALUES (?, ?, ?)",
+                [(k, "mine", "rmsnorm/mine/qwen7b-t4096") for k in ids[:5]],
+            )
         assert _same_groups(s, selection.Selector(run, None)) > 1
         paths = {g.path for g in selection._launch_groups(s, selection.Selector(run, None)).values()}
         assert "rmsnorm/mine/qwen7b-t4096" in paths

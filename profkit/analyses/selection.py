@@ -313,27 +313,18 @@ def id_span(store: Store, table: str, run: str) -> tuple[str, int]:
     return ("0", 0) if got is None else (f"id BETWEEN {got[0]} AND {got[1]}", got[1] - got[0] + 1)
 
 
-def _instances_of(store: Store, run: str, info: list, combo, api, thread: list) -> np.ndarray:
+def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, chunk: int = 1 << 21) -> np.ndarray:
     """_instance_of for launches as columns: the id of the latest instance of its path (names,
     else text) on its thread (rank, pid, tid) that started at or before its launch call and
-    had not ended (NO_CALL: none, or no launch call time)."""
+    had not ended (NO_CALL: none, or no launch call time). The run's ranges are read a stretch
+    of about `chunk` row ids at a time, each stretch's latest instance kept where it started
+    no earlier than the one before (all 16 M ranges at once would hold gigabytes)."""
     n = NULL
-    within, at_most = id_span(store, "nvtx_event", run)
-    rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
-        f"""
-        SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
-        FROM nvtx_event WHERE {within} AND +run = ? AND start_ns IS NOT NULL
-              AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
-        (run,),
-        7,
-        at_most=at_most,
-    )[0]
-    out = np.full(len(combo), NO_CALL, dtype=np.int64)
-    if not len(rid) or not len(combo):
+    nk = len(combo)
+    out = np.full(nk, NO_CALL, dtype=np.int64)
+    bounds = id_bounds(store, "nvtx_event", run)
+    if bounds is None or not nk:
         return out
-    if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
-        by_id = np.argsort(rid, kind="stable")
-        rid, rpath, rank, pid, tid, rstart, rend = (x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend))
     # one code per instance key text (names, else path), shared by launches and ranges
     text: dict[str, int] = {}
     launch_text = np.array([text.setdefault(names or path, len(text)) for names, path in info], dtype=np.int64)
@@ -341,26 +332,58 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list) 
         p: text.setdefault(names or path, len(text))
         for p, names, path in store.conn.execute("SELECT id, names, path FROM nvtx_path")
     }
-    ids, back = np.unique(rpath, return_inverse=True)
-    rtext = np.array([path_text[p] for p in ids.tolist()], dtype=np.int64)[back.reshape(-1)]
-    nk = len(combo)
-    key = columns.row_key(
-        [np.concatenate([launch_text[combo], rtext]), *(np.concatenate(x) for x in zip(thread, (rank, pid, tid)))]
-    )
+    ltext = launch_text[combo]
+    wanted = np.zeros(len(text), dtype=bool)  # texts some launch has: no other range can match
+    wanted[ltext] = True
     has = api != n
-    # ranges and launch calls on one sorted line per key: a launch call after every range that
-    # started at or before it (bisect_right), ranges of equal start by id (their order here)
-    t = np.concatenate([np.where(has, api, rstart.min()), rstart])  # (a launch without a call: anywhere)
-    kind = np.concatenate([np.ones(nk, dtype=np.int64), np.zeros(len(rid), dtype=np.int64)])
-    order = columns.lex_order([kind, t, key])
-    is_range = kind[order] == 0
-    last = np.maximum.accumulate(np.where(is_range, np.arange(len(order)), -1))  # latest range so far
-    launch = order[~is_range]
-    r = last[~is_range]
-    ok = r >= 0
-    rr = order[np.where(ok, r, 0)] - nk  # that range's row
-    ok &= (key[nk + rr] == key[launch]) & (rend[rr] >= api[launch]) & has[launch]
-    out[launch[ok]] = rid[rr[ok]]
+    best_id = np.full(nk, NO_CALL, dtype=np.int64)
+    best_start = np.zeros(nk, dtype=np.int64)
+    best_end = np.zeros(nk, dtype=np.int64)
+    lo, hi = bounds
+    for a in range(lo, hi + 1, chunk):
+        b = min(hi, a + chunk - 1)
+        rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
+            f"""
+            SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
+            FROM nvtx_event WHERE id BETWEEN {a} AND {b} AND +run = ? AND start_ns IS NOT NULL
+                  AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
+            (run,),
+            7,
+            at_most=b - a + 1,
+        )[0]
+        if not len(rid):
+            continue
+        ids, back = np.unique(rpath, return_inverse=True)
+        rtext = np.array([path_text[p] for p in ids.tolist()], dtype=np.int64)[back.reshape(-1)]
+        keep = np.flatnonzero(wanted[rtext])
+        if not len(keep):
+            continue
+        rid, rtext, rank, pid, tid, rstart, rend = (x[keep] for x in (rid, rtext, rank, pid, tid, rstart, rend))
+        if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
+            by_id = np.argsort(rid, kind="stable")
+            rid, rtext, rank, pid, tid, rstart, rend = (x[by_id] for x in (rid, rtext, rank, pid, tid, rstart, rend))
+        key = columns.row_key(
+            [np.concatenate([ltext, rtext]), *(np.concatenate(x) for x in zip(thread, (rank, pid, tid)))]
+        )
+        # ranges and launch calls on one sorted line per key: a launch call after every range
+        # that started at or before it (bisect_right), ranges of equal start by id (their order)
+        t = np.concatenate([np.where(has, api, rstart.min()), rstart])  # (a launch without a call: anywhere)
+        kind = np.concatenate([np.ones(nk, dtype=np.int64), np.zeros(len(rid), dtype=np.int64)])
+        order = columns.lex_order([kind, t, key])
+        is_range = kind[order] == 0
+        last = np.maximum.accumulate(np.where(is_range, np.arange(len(order)), -1))  # latest range so far
+        launch = order[~is_range]
+        r = last[~is_range]
+        ok = r >= 0
+        rr = order[np.where(ok, r, 0)] - nk  # that range's row
+        ok &= key[nk + rr] == key[launch]
+        launch, rr = launch[ok], rr[ok]
+        # a later stretch's ids are larger: of equal starts, its instance is the later one
+        take = (best_id[launch] == NO_CALL) | (rstart[rr] >= best_start[launch])
+        launch, rr = launch[take], rr[take]
+        best_id[launch], best_start[launch], best_end[launch] = rid[rr], rstart[rr], rend[rr]
+    ok = (best_id != NO_CALL) & has & (best_end >= api)
+    out[ok] = best_id[ok]
     return out
 
 
