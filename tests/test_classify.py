@@ -199,11 +199,17 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
     """classify's table path labels the launches without counters as columns and stores each
     distinct evidence JSON once (label_evidence), the timeline per launch: the classifications
     view gives back label_rows' text, reason and evidence alike, and the table is by_range's
-    (timeline only, timeline + counters with ncu rules, a multi-rank run with NCCL kernels)."""
+    (timeline only, timeline + counters with ncu rules, a multi-rank run with NCCL kernels); the
+    launches the timeline leaves unknown in a run without operator shapes are labelled from their
+    kernel family as columns too."""
     from profkit.analyses import classify as cl
+    from profkit.analyses import shape_labels
 
     db = str(tmp_path / "f.db")
     shutil.copyfile(profiles_db_built, db)
+    by_family = []
+    groups = shape_labels.family_groups
+    monkeypatch.setattr(shape_labels, "family_groups", lambda *a: by_family.append(a[1]) or groups(*a))
     with Store(db) as s:
         runs = ["e2e-decode", "ddp-2gpu", "hf-llama-decode", "known", "rmsnorm-eager-vs-triton-h200"]
         columns, total = 0, (0, 0)
@@ -227,4 +233,5 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
             assert launches == len(rows) and shared <= launches
             total = (total[0] + shared, total[1] + launches)
         assert columns >= 3  # (a run with several candidate GPUs, or operators with shapes: the general path)
+        assert by_family, "no run labelled its unknown launches from their family as columns"
         assert total[0] < total[1] / 20, total  # most launches share their evidence JSON

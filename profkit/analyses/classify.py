@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, TypedDict
 
 import numpy as np
@@ -953,6 +953,9 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         reasons[fast & (cat == k)] = outcome[k][1]
     general_rows: list[tuple] = []  # (kernel id, nvtx path, label, reason) of those labelled one at a time
     ncu: dict = {}
+    # without operator shapes, the unknown ones are labelled from their kernel family as columns
+    grid = _grids(store, run, kid) if unknown.any() and not shape_labels.has_shapes(store, run) else None
+    by_family: dict = {}  # their labels and reasons (the table's), once labelled
 
     def fill(w) -> None:
         # each (label, rule)'s evidence: around the timeline (timed launches), whole (the others)
@@ -1037,9 +1040,63 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             out[(x[at] == _NULL) | ~on[at]] = None
             return out.tolist()
 
+        def family_rows() -> None:
+            """The unknown ones' rows as columns: shape_labels.relabel's, a label and reason per
+            group of family_groups, each evidence row made once (in launch order, as one at a time)."""
+            assert grid is not None  # (called only where the grids were read)
+            at = np.flatnonzero(unknown)
+            label, reason, rule = outcome[0]
+            whole = _EVIDENCE.encode({**_no_counter_evidence(label, rule, options[0], ridge, found), "timeline": None})
+            cut = whole.index(', "timeline": null, "values": ')
+            head, tail = whole[: cut + 14], whole[cut + 18 :]
+            group, groups = shape_labels.family_groups(
+                store, run, {i: n for i, (n, _) in names.items()}, name_id[at], dur[at], grid[at], _NULL
+            )
+            made: dict = {}
+            glabel, greason, keys = [], [], []
+            for lab, why, ev, same in groups:
+                if lab is None:
+                    glabel.append(label)
+                    greason.append(f"{reason}{shape_labels.NO_OP}; from the kernel family: {why}")
+                    keys.append(((head, tail), (whole, None)))
+                    continue
+                glabel.append(lab)
+                greason.append(why)
+                text = shape_labels._with(whole, ev, same, made)
+                i = text.rfind(', "timeline": null')
+                keys.append(((text[: i + 14], text[i + 18 :]), (text, None)))
+            on_at = on[at].astype(np.int64)
+            combo = group * 2 + on_at
+            uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+            eids = np.zeros(len(uniq), dtype=np.int64)
+            owns = np.full(len(uniq), None, dtype=object)
+            for u in np.argsort(first, kind="stable").tolist():  # in the order their first launch comes
+                g, t = divmod(int(uniq[u]), 2)
+                eid, shared = w.evidence(*keys[g][0 if t else 1], greason[g])
+                eids[u], owns[u] = eid, None if greason[g] == shared else greason[g]
+            inv = inv.reshape(-1)
+            labs = np.array(glabel, dtype=object)[group]
+            by_family.update(at=at, labels=labs, reasons=np.array(greason, dtype=object)[group])
+            rows = zip(
+                kid[at].tolist(),
+                [run] * len(at),
+                labs.tolist(),
+                owns[inv].tolist(),
+                eids[inv].tolist(),
+                fact_of(api, at),
+                fact_of(dur, at),
+                fact_of(gap, at),
+            )
+            for lo in range(0, len(at), 50_000):
+                w.add(islice(rows, 50_000))
+                if tick:
+                    tick(min(50_000, len(at) - lo))
+
         # the others a launch at a time, written a chunk at a time; kept: what the table reads
         batch: list[tuple] = []
-        ones = chain(iter_labels(store, run, kid[general].tolist()) if general.any() else (), unknown_rows())
+        ones = iter_labels(store, run, kid[general].tolist()) if general.any() else iter(())
+        if grid is None:
+            ones = chain(ones, unknown_rows())
         for r in _with_shapes(store, run, ones):
             batch.append(w.row(r))
             general_rows.append((r["kernel_id"], r["nvtx_path"], r["label"], r["reason"]))
@@ -1052,6 +1109,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         w.add(batch)
         if tick:
             tick(len(batch))
+        if grid is not None:
+            family_rows()
 
     store.write_labels(run, fill)
     labels = [o[0] for o in outcome]
@@ -1068,11 +1127,12 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         odd,
         general_rows,
         ncu,
+        by_family,
     )
 
 
 def _columns_table(
-    store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows, ncu
+    store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows, ncu, by_family=None
 ) -> list[dict]:
     """by_range's table from _classify_columns' columns (the launches in kernel id order; those
     of general_rows, labelled one at a time, take their row's path, label and reason; `ncu`:
@@ -1108,6 +1168,13 @@ def _columns_table(
         if label not in names:
             names.append(label)
         lcode[i] = names.index(label)
+    if by_family:  # those labelled from their kernel family as columns: their labels and reasons
+        at = by_family["at"]
+        reasons[at] = by_family["reasons"]
+        for label in dict.fromkeys(by_family["labels"].tolist()):
+            if label not in names:
+                names.append(label)
+        lcode[at] = np.array([names.index(x) for x in by_family["labels"].tolist()], dtype=np.int64)
     key = where * len(names) + lcode
     groups, first, inv = np.unique(key, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
@@ -1266,6 +1333,27 @@ def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
         _ncu_add(ncu, key, r["evidence"])
     return _range_table(summary, ncu)
+
+
+def _grids(store: Store, run: str, kid: np.ndarray) -> np.ndarray | None:
+    """Each launch's grid blocks as shape_labels.family_labels reads them (_NULL: none), in the
+    order of `kid`; None where a grid is not an integer (the launches go one at a time then)."""
+    c = store.conn
+    q = (
+        "SELECT id, coalesce(CASE WHEN grid_x THEN grid_x * coalesce(nullif(grid_y, 0), 1)"
+        f" * coalesce(nullif(grid_z, 0), 1) END, {_NULL}) FROM launch_row WHERE run = ? AND timeline_id IS NULL"
+    )
+    odd = (
+        "SELECT 1 FROM launch_row WHERE run = ? AND timeline_id IS NULL AND (typeof(grid_x) NOT IN ('integer', 'null')"
+        " OR typeof(grid_y) NOT IN ('integer', 'null') OR typeof(grid_z) NOT IN ('integer', 'null')) LIMIT 1"
+    )
+    if c.execute(odd, (run,)).fetchone() is not None:
+        return None
+    got = columns.ints(c, q, (run,), 2)
+    got = got[np.argsort(got[:, 0], kind="stable")]
+    if len(got) != len(kid) or not np.array_equal(got[:, 0], kid):
+        return None
+    return got[:, 1]
 
 
 def _ncu_add(ncu: dict, key: tuple, text: str) -> None:

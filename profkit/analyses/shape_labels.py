@@ -23,6 +23,9 @@ import json
 from bisect import bisect_left
 from math import prod
 
+import numpy as np
+
+from profkit.core import columns
 from profkit.model import families, gpus
 from profkit.model.ops import aten
 from profkit.parsers._ops import GRAD_OP
@@ -197,6 +200,19 @@ def _peaks(store: Store, run: str) -> tuple[dict | None, str]:
     return g.ceilings, f"{g.name} datasheet peaks ({found})"
 
 
+NO_OP = (
+    "; from shapes: no operator with recorded shapes holds its launch "
+    "(a graph replay, a custom op without shapes, or a launch outside any op)"
+)
+
+
+def has_shapes(store: Store, run: str) -> bool:
+    """Whether any launch of the run has an operator with recorded shapes (else relabel labels
+    every launch from its kernel family)."""
+    q = "SELECT 1 FROM op_launch l JOIN op_row o ON o.id = l.op_id WHERE o.run = ? LIMIT 1"
+    return store.conn.execute(q, (run,)).fetchone() is not None
+
+
 def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     """Rows of label_rows whose launch has no counters (not in `counted`) and is `unknown` get the
     operator model's label, else their kernel family's (family_labels); the others are returned
@@ -212,10 +228,7 @@ def relabel(store: Store, run: str, rows: list[dict], counted) -> list[dict]:
     for r in todo:
         o = ops.get(r["kernel_id"])
         if o is None:
-            r["reason"] = (
-                f"{r['reason']}; from shapes: no operator with recorded shapes holds its launch "
-                "(a graph replay, a custom op without shapes, or a launch outside any op)"
-            )
+            r["reason"] = f"{r['reason']}{NO_OP}"
             left.append(r)
             continue
         label, reason, ev = label_of(o, ceilings, whose)
@@ -274,6 +287,30 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
         # what `ev` holds: the family's facts (per name), or the grid (launch overhead)
         same = (ev["rule"], name if ev["rule"] == "family" else grid)
         r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, same, made))
+
+
+def family_groups(
+    store: Store, run: str, names: dict[int, str], name_id: np.ndarray, dur: np.ndarray, grid: np.ndarray, null: int
+) -> tuple[np.ndarray, list[tuple[str | None, str, dict, tuple]]]:
+    """family_labels of launches given as columns (name id, duration, grid blocks; `null` where
+    none), computed once per (name, duration) or, where the grid decides, (duration, grid): the
+    group of each launch and each group's (label, reason, evidence added, what makes that
+    evidence the same: _with's `same`)."""
+    gpu, found = _gpu(store, run)
+    sms = gpu.sms if gpu is not None and gpu.sms else 0
+    tiny = (dur != null) & (dur < TINY_NS) & (grid != null) & (grid < sms) & (sms > 0)
+    key = columns.row_key([tiny.astype(np.int64), np.where(tiny, 0, name_id), dur, np.where(tiny, grid, 0)])
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    fam_of: dict[int, tuple[str, str]] = {}
+    groups: list[tuple[str | None, str, dict, tuple]] = []
+    for n, d, g in zip(name_id[first].tolist(), dur[first].tolist(), grid[first].tolist()):
+        name = names[n]
+        if n not in fam_of:
+            fam_of[n] = families.explain(name)
+        grid_n = None if g == null else g
+        label, reason, ev = family_label(fam_of[n], name, None if d == null else d, grid_n, gpu, found)
+        groups.append((label, reason, ev, (ev.get("rule"), name if ev.get("rule") == "family" else grid_n)))
+    return inv.reshape(-1), groups
 
 
 # a no-counter launch's evidence differs from its siblings' by its timeline facts only (a flat
