@@ -264,11 +264,18 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
 
     The reason starts "from the kernel family:" and evidence `rule` is `family` (or
     `launch_overhead` with `timeline_grid`), so a guess is told from a measurement."""
-    gpu, found = _gpu(store, run)
+    from profkit.analyses.classify import gpus_by_file  # (classify imports this module)
+
+    run_gpu = _gpu(store, run)
+    # ranks of one job on different GPU models: a launch is labelled on its own report's GPU
+    by_file: dict[int, tuple[gpus.Gpu | None, str]] = {}
+    for fid, gname in gpus_by_file(store, run).items():
+        cands, how = gpus.candidates(gname, None)
+        by_file[fid] = (cands[0] if cands else None, how)
     facts = {
-        i: (name, dur, gx, gy, gz)
-        for i, name, dur, gx, gy, gz in store.conn.execute(
-            "SELECT r.id, n.name, r.duration_ns, r.grid_x, r.grid_y, r.grid_z FROM launch_row r"
+        i: (name, dur, gx, gy, gz, fid)
+        for i, name, dur, gx, gy, gz, fid in store.conn.execute(
+            "SELECT r.id, n.name, r.duration_ns, r.grid_x, r.grid_y, r.grid_z, r.file_id FROM launch_row r"
             " JOIN launch_name n ON n.id = r.name_id WHERE r.id IN (SELECT value FROM json_each(?))",
             (json.dumps([r["kernel_id"] for r in rows]),),
         )
@@ -276,16 +283,17 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
     fam_of: dict[str, tuple[str, str]] = {}
     made: dict[tuple, tuple[str, str]] = {}
     for r in rows:
-        name, dur, gx, gy, gz = facts.get(r["kernel_id"], (r["kernel_name"], None, None, None, None))
+        name, dur, gx, gy, gz, fid = facts.get(r["kernel_id"], (r["kernel_name"], None, None, None, None, None))
         if name not in fam_of:
             fam_of[name] = families.explain(name)
         grid = (gx or 1) * (gy or 1) * (gz or 1) if gx else None
+        gpu, found = by_file.get(fid, run_gpu)
         label, reason, ev = family_label(fam_of[name], name, dur, grid, gpu, found)
         if label is None:
             r["reason"] = f"{r['reason']}; from the kernel family: {reason}"
             continue
-        # what `ev` holds: the family's facts (per name), or the grid (launch overhead)
-        same = (ev["rule"], name if ev["rule"] == "family" else grid)
+        # what `ev` holds: the family's facts (per name), or the grid on a GPU (launch overhead)
+        same = (ev["rule"], name if ev["rule"] == "family" else (grid, found))
         r.update(label=label, reason=reason, evidence=_with(r["evidence"], ev, same, made))
 
 
