@@ -526,16 +526,6 @@ def gpu_context(store: Store, run: str, counters: dict | None = None) -> tuple[l
     return gpus.candidates(name, cc)
 
 
-def gpus_by_file(store: Store, run: str) -> dict[int, str]:
-    """{report file id: the GPU it names} of a run whose reports name more than one GPU model
-    (ranks of one job on an H100 and an A100); {} when they name one or none."""
-    rows = store.conn.execute(
-        "SELECT id, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)", (run,)
-    ).fetchall()
-    named = {fid: g for fid, g in rows if isinstance(g, str) and g}
-    return named if len(set(named.values())) > 1 else {}
-
-
 _NO_COUNTERS: dict = {}
 
 
@@ -695,7 +685,7 @@ def iter_labels(store: Store, run: str | None = None, only: list[int] | None = N
     ridges = [run_ridge(counters.values(), g) for g in options]
     # ranks of one job on different GPU models: each launch is labelled on the GPU its own
     # report names (the run's GPU is its first report's)
-    per_file = gpus_by_file(store, run)
+    per_file = shape_labels.gpus_by_file(store, run)
     file_of: dict[int, int] = {}
     by_gpu: dict[str, tuple[list, list, str]] = {}
     if per_file:
@@ -876,7 +866,12 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
     v0 = _no_counter_values(options[0])[0]
-    if len(options) != 1 or not _fast or gpus_by_file(store, run) or set(v0) - {"sm_count", "sm_count_from"}:
+    if (
+        len(options) != 1
+        or not _fast
+        or shape_labels.gpus_by_file(store, run)
+        or set(v0) - {"sm_count", "sm_count_from"}
+    ):
         return None
     ridge = run_ridge(counters.values(), options[0])
     try:

@@ -252,6 +252,16 @@ FAMILY_CITATION = (
 )
 
 
+def gpus_by_file(store: Store, run: str) -> dict[int, str]:
+    """{report file id: the GPU it names} of a run whose reports name more than one GPU model
+    (ranks of one job on an H100 and an A100); {} when they name one or none."""
+    rows = store.conn.execute(
+        "SELECT id, json_extract(facts, '$.gpu_name') FROM report_file WHERE run = ? AND json_valid(facts)", (run,)
+    ).fetchall()
+    named = {fid: g for fid, g in rows if isinstance(g, str) and g}
+    return named if len(set(named.values())) > 1 else {}
+
+
 def family_labels(store: Store, run: str, rows: list[dict]) -> None:
     """Label `unknown` rows without counters or shapes from the timeline and the kernel family:
 
@@ -264,8 +274,6 @@ def family_labels(store: Store, run: str, rows: list[dict]) -> None:
 
     The reason starts "from the kernel family:" and evidence `rule` is `family` (or
     `launch_overhead` with `timeline_grid`), so a guess is told from a measurement."""
-    from profkit.analyses.classify import gpus_by_file  # (classify imports this module)
-
     run_gpu = _gpu(store, run)
     # ranks of one job on different GPU models: a launch is labelled on its own report's GPU
     by_file: dict[int, tuple[gpus.Gpu | None, str]] = {}
