@@ -235,3 +235,86 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
         assert columns >= 3  # (a run with several candidate GPUs, or operators with shapes: the general path)
         assert by_family, "no run labelled its unknown launches from their family as columns"
         assert total[0] < total[1] / 20, total  # most launches share their evidence JSON
+
+
+def test_stream_gaps_are_sqlites_window_and_ties_are_left_to_it():
+    """classify's idle gap as a column is the _GAP window's value of every timed launch (streams
+    of several devices, a NULL stream, untimed launches between them); two launches of a stream
+    that start together give None (SQLite's sort orders them)."""
+    import sqlite3
+
+    import numpy as np
+
+    from profkit.analyses.classify import _GAP, _NULL, stream_gaps
+
+    rng = np.random.default_rng(7)
+    n = 400
+    start = rng.choice(np.arange(10**6), n, replace=False)
+    end = start + rng.integers(1, 5_000, n)
+    device, stream = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    null_stream, untimed = rng.random(n) < 0.1, rng.random(n) < 0.2
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE launch_row (id INTEGER PRIMARY KEY, source, device, stream, start_ns, end_ns)")
+    c.executemany(
+        "INSERT INTO launch_row VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (i + 1, "ncu" if u else "nsys", int(d), None if ns else int(st), int(s), int(e))
+            for i, (d, st, ns, u, s, e) in enumerate(zip(device, stream, null_stream, untimed, start, end))
+        ],
+    )
+    want = dict(c.execute(f"SELECT id, {_GAP} FROM launch_row"))
+    stream_col = np.where(null_stream, _NULL, stream)
+    got = stream_gaps(~untimed, device, stream_col, start, end, _NULL)
+    assert got is not None
+    timed = [i for i in range(n) if not untimed[i]]
+    assert [None if got[i] == _NULL else int(got[i]) for i in timed] == [want[i + 1] for i in timed]
+    assert sum(want[i + 1] is not None for i in timed) > n // 2
+    a, b = (
+        timed[0],
+        next(i for i in timed[1:] if device[i] == device[timed[0]] and stream_col[i] == stream_col[timed[0]]),
+    )
+    start[b] = start[a]
+    assert stream_gaps(~untimed, device, stream_col, start, end, _NULL) is None
+
+
+def test_label_columns_write_the_rows_one_at_a_time_would(tmp_path, monkeypatch):
+    """Labels.add_columns (ids and kinds packed per chunk, the gaps beside) stores what add()
+    stores for the same launches: timed and untimed kinds, own reasons and shared ones, NULL
+    gaps, chunks of a few rows, and chunks split where ids lie too far apart for the packing."""
+    from profkit.store import write
+
+    db = str(tmp_path / "l.db")
+    ingest(db, [KNOWN_NSYS], run="known")
+    with Store(db) as s:
+        c = s.conn
+        launches = c.execute(
+            "SELECT id, duration_ns, api_end_ns - api_start_ns FROM launch_row WHERE run = 'known' ORDER BY id"
+        ).fetchall()[::3]  # ids 3 apart
+        kinds = [("unknown", None, True), ("launch_overhead", "its own", True), ("unknown", None, False)]
+        code = [i % 3 for i in range(len(launches))]
+        gap = [-(1 << 63) if i % 5 == 0 else 1000 + i for i in range(len(launches))]
+
+        def labels():
+            w = write.Labels(c, "known")
+            return w, [
+                (lab, why, w.evidence(f'{{"rule": "r{i}"}}', None, "shared")[0], t)
+                for i, (lab, why, t) in enumerate(kinds)
+            ]
+
+        def stored():
+            return c.execute("SELECT * FROM label WHERE run = 'known' ORDER BY kernel_id").fetchall()
+
+        with c:
+            w, ks = labels()
+            w.add(
+                (k, "known", *ks[x][:3], *((a, d, None if g < 0 else g) if ks[x][3] else (None,) * 3))
+                for (k, d, a), x, g in zip(launches, code, gap)
+            )
+        one_at_a_time = stored()
+        assert len(one_at_a_time) == len(launches) > 20
+        for chunk, pack in ((7, 62), (1 << 20, 5)):  # 5 bits: 2 for the kind, ids 8 apart a chunk each
+            monkeypatch.setattr(write, "_PACK_BITS", pack)
+            with c:
+                w, ks = labels()
+                w.add_columns([k for k, *_ in launches], ks, code, gap, -(1 << 63), chunk=chunk)
+            assert stored() == one_at_a_time

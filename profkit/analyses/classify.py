@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, TypedDict
 
 import numpy as np
@@ -849,6 +849,36 @@ def classify_by_range(store: Store, run: str | None = None, tick=None) -> list[d
 
 
 _NULL = -(1 << 63)  # a NULL among _classify_columns' integers (no time is this)
+# what of a launch is not integers: 1 its duration or call, 2 its grid, 4 its start or end
+_ODD = (
+    "(typeof(duration_ns) NOT IN ('integer', 'null') OR typeof(api_end_ns - api_start_ns) NOT IN ('integer', 'null'))"
+    " | (typeof(grid_x) NOT IN ('integer', 'null') OR typeof(grid_y) NOT IN ('integer', 'null')"
+    " OR typeof(grid_z) NOT IN ('integer', 'null')) * 2"
+    " | (typeof(start_ns) NOT IN ('integer', 'null') OR typeof(end_ns) NOT IN ('integer', 'null')) * 4"
+)
+# a launch's grid in blocks as shape_labels.family_labels reads it (_NULL: none)
+_GRID_BLOCKS = (
+    "coalesce(CASE WHEN grid_x THEN grid_x * coalesce(nullif(grid_y, 0), 1)"
+    f" * coalesce(nullif(grid_z, 0), 1) END, {_NULL})"
+)
+
+
+def stream_gaps(
+    timed: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray, null: int
+):
+    """_GAP of the timed launches as a column (`null` for the first on its stream and for the
+    untimed, whose gap no rule reads): start minus the end of the launch before it on its
+    device and stream. None where two timed launches of a stream start together (which one
+    comes first is SQLite's sort's to say)."""
+    at = np.flatnonzero(timed)
+    at = at[np.lexsort((start[at], stream[at], device[at]))]
+    same = (device[at][1:] == device[at][:-1]) & (stream[at][1:] == stream[at][:-1])
+    if (same & (start[at][1:] == start[at][:-1])).any():
+        return None
+    gap = np.full(len(timed), null, dtype=np.int64)
+    after = at[1:][same]
+    gap[after] = start[after] - end[at[:-1][same]]
+    return gap
 
 
 def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
@@ -875,22 +905,34 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         return None
     ridge = run_ridge(counters.values(), options[0])
     try:
-        # _TIMED's columns; the few inherited paths read apart (a join a launch costs more)
+        # _TIMED's columns (the idle gap from the times, below) and the grid's blocks
+        # (family_labels reads them; a grid that is not integers sends those launches one at a
+        # time); the few inherited paths read apart (a join a launch costs more)
         cols, _ = store.int_columns(
-            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1), timed,"
-            f" coalesce(duration_ns, {_NULL}), coalesce(api_ns, {_NULL}), coalesce(gap_ns, {_NULL}),"
-            " typeof(duration_ns) NOT IN ('integer', 'null') OR typeof(api_ns) NOT IN ('integer', 'null')"
-            f" OR typeof(gap_ns) NOT IN ('integer', 'null') FROM (SELECT id, name_id, path_id, sampled_from,"
-            " source != 'ncu' AND start_ns IS NOT NULL AS timed, duration_ns, api_end_ns - api_start_ns AS api_ns,"
-            f" {_GAP} AS gap_ns FROM launch_row WHERE run = ? AND timeline_id IS NULL)",
+            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1),"
+            f" source != 'ncu' AND start_ns IS NOT NULL, coalesce(duration_ns, {_NULL}),"
+            f" coalesce(api_end_ns - api_start_ns, {_NULL}), {_GRID_BLOCKS}, coalesce(start_ns, {_NULL}),"
+            f" coalesce(end_ns, {_NULL}), coalesce(device, {_NULL}), coalesce(stream, {_NULL}), {_ODD}"
+            " FROM launch_row WHERE run = ? AND timeline_id IS NULL",
             (run,),
-            9,
+            13,
         )
     except Exception:  # a value no integer column holds (a damaged file): the general path says what
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)
     cols = [x[by_id] for x in cols]
-    kid, name_id, path_id, sampled, timed, dur, api, gap, odd = cols
+    kid, name_id, path_id, sampled, timed, dur, api, blocks, start, end, device, stream, flags = cols
+    odd, odd_grid, odd_time = flags & 1, flags & 2, flags & 4
+    gap = None if odd_time.any() else stream_gaps(timed != 0, device, stream, start, end, _NULL)
+    if gap is None:  # times that are not integers, or launches that start together: SQLite's own order decides
+        (gid, gap, odd_gap), _ = store.int_columns(
+            f"SELECT id, coalesce(gap_ns, {_NULL}), typeof(gap_ns) NOT IN ('integer', 'null') FROM (SELECT id,"
+            f" {_GAP} AS gap_ns FROM launch_row WHERE run = ? AND timeline_id IS NULL)",
+            (run,),
+            3,
+        )
+        by_id = np.argsort(gid, kind="stable")
+        gap, odd = gap[by_id], odd | odd_gap[by_id]
     inherited = np.zeros(len(kid), dtype=bool)
     heir = columns.ints(
         c,
@@ -934,6 +976,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     outcome += [("launch_overhead", "", "launch_overhead")] * 2
     # launch-overhead reasons, one string per distinct (duration, call or gap)
     reasons = np.full(len(kid), None, dtype=object)
+    reason_code = np.zeros(len(kid), dtype=np.int64)  # equal where the reason is (a kind's part)
     for k, fmt, other in ((2, BY_CALL, api), (3, BY_GAP, gap)):
         at = np.flatnonzero(fast & (cat == k))
         if len(at):
@@ -944,12 +987,13 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
                 dtype=object,
             )
             reasons[at] = texts[inv.reshape(-1)]
+            reason_code[at] = inv.reshape(-1)
     for k in (0, 1):
         reasons[fast & (cat == k)] = outcome[k][1]
     general_rows: list[tuple] = []  # (kernel id, nvtx path, label, reason) of those labelled one at a time
     ncu: dict = {}
     # without operator shapes, the unknown ones are labelled from their kernel family as columns
-    grid = _grids(store, run, kid) if unknown.any() and not shape_labels.has_shapes(store, run) else None
+    grid = blocks if unknown.any() and not odd_grid.any() and not shape_labels.has_shapes(store, run) else None
     by_family: dict = {}  # their labels and reasons (the table's), once labelled
 
     def fill(w) -> None:
@@ -967,30 +1011,16 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
                     head, tail = (whole[: cut + 14], whole[cut + 18 :]) if timeline else (whole, None)
                     ids[k], shared[2 * k + (not timeline)] = w.evidence(head, tail, reasons[at[0]], rule)
         at = np.flatnonzero(fast)
-        eid = np.where(on, eid_timed[cat], eid_whole[cat])[at]
-        own = reasons[at]
-        own[own == shared[2 * cat[at] + (~on[at]).astype(np.int64)]] = None
-        labels = np.array([o[0] for o in outcome], dtype=object)[cat[at]]
-
-        def fact(x):
-            out = x[at].astype(object)
-            out[(x[at] == _NULL) | ~on[at]] = None
-            return out.tolist()
-
-        w.add(
-            zip(
-                kid[at].tolist(),
-                [run] * len(at),
-                labels.tolist(),
-                own.tolist(),
-                eid.tolist(),
-                fact(api),
-                fact(dur),
-                fact(gap),
-            )
+        # a kind per (label, timed, reason): the rows differ by their timeline facts alone
+        _, first, kind = np.unique(
+            columns.row_key([cat[at], on[at].astype(np.int64), reason_code[at]]), return_index=True, return_inverse=True
         )
-        if tick:
-            tick(len(at))
+        kinds = []
+        for i in at[first].tolist():
+            k, t_on = int(cat[i]), bool(on[i])
+            own = reasons[i] if reasons[i] != shared[2 * k + (not t_on)] else None
+            kinds.append((outcome[k][0], own, int((eid_timed if t_on else eid_whole)[k]), t_on))
+        w.add_columns(kid[at], kinds, kind.reshape(-1), np.where(on[at], gap[at], _NULL), _NULL, tick=tick)
 
         def unknown_rows() -> Iterator[dict]:
             """iter_labels' rows of the launches the timeline leaves unknown."""
@@ -1069,23 +1099,13 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
                 g, t = divmod(int(uniq[u]), 2)
                 eid, shared = w.evidence(*keys[g][0 if t else 1], greason[g])
                 eids[u], owns[u] = eid, None if greason[g] == shared else greason[g]
-            inv = inv.reshape(-1)
             labs = np.array(glabel, dtype=object)[group]
             by_family.update(at=at, labels=labs, reasons=np.array(greason, dtype=object)[group])
-            rows = zip(
-                kid[at].tolist(),
-                [run] * len(at),
-                labs.tolist(),
-                owns[inv].tolist(),
-                eids[inv].tolist(),
-                fact_of(api, at),
-                fact_of(dur, at),
-                fact_of(gap, at),
-            )
-            for lo in range(0, len(at), 50_000):
-                w.add(islice(rows, 50_000))
-                if tick:
-                    tick(min(50_000, len(at) - lo))
+            kinds = []
+            for u, x in enumerate(uniq.tolist()):
+                g, t = divmod(x, 2)
+                kinds.append((glabel[g], owns[u], int(eids[u]), bool(t)))
+            w.add_columns(kid[at], kinds, inv.reshape(-1), np.where(on[at], gap[at], _NULL), _NULL, tick=tick)
 
         # the others a launch at a time, written a chunk at a time; kept: what the table reads
         batch: list[tuple] = []
@@ -1328,27 +1348,6 @@ def by_range(store: Store, run: str, rows: Iterable[dict]) -> list[dict]:
         e[1] += dur.get(r["kernel_id"], 0) / 1e3
         _ncu_add(ncu, key, r["evidence"])
     return _range_table(summary, ncu)
-
-
-def _grids(store: Store, run: str, kid: np.ndarray) -> np.ndarray | None:
-    """Each launch's grid blocks as shape_labels.family_labels reads them (_NULL: none), in the
-    order of `kid`; None where a grid is not an integer (the launches go one at a time then)."""
-    c = store.conn
-    q = (
-        "SELECT id, coalesce(CASE WHEN grid_x THEN grid_x * coalesce(nullif(grid_y, 0), 1)"
-        f" * coalesce(nullif(grid_z, 0), 1) END, {_NULL}) FROM launch_row WHERE run = ? AND timeline_id IS NULL"
-    )
-    odd = (
-        "SELECT 1 FROM launch_row WHERE run = ? AND timeline_id IS NULL AND (typeof(grid_x) NOT IN ('integer', 'null')"
-        " OR typeof(grid_y) NOT IN ('integer', 'null') OR typeof(grid_z) NOT IN ('integer', 'null')) LIMIT 1"
-    )
-    if c.execute(odd, (run,)).fetchone() is not None:
-        return None
-    got = columns.ints(c, q, (run,), 2)
-    got = got[np.argsort(got[:, 0], kind="stable")]
-    if len(got) != len(kid) or not np.array_equal(got[:, 0], kid):
-        return None
-    return got[:, 1]
 
 
 def _ncu_add(ncu: dict, key: tuple, text: str) -> None:
