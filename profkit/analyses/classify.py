@@ -1231,6 +1231,10 @@ class Facts:
     def get(self, kid: int) -> tuple[str, str, str] | None:
         return self._one(kid)
 
+    def __len__(self) -> int:
+        """Launches with a label."""
+        return len(self._kid)
+
 
 # a run's stored labels (those of its timeline launches, as the classifications view has them)
 _HELD = "FROM label l JOIN launch_row r ON r.id = l.kernel_id WHERE r.run = ? AND r.timeline_id IS NULL"
@@ -1250,10 +1254,9 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
     whether `classify` ran, or ran before the counters came. Read as columns: a run may have a
     million labels."""
     c = store.conn
-    held = _HELD
-    have = c.execute(f"SELECT count(*) {held}", (run,)).fetchone()[0]
+    stored = _stored_facts(store, run)
     n = c.execute("SELECT count(*) FROM launch_row WHERE run = ? AND timeline_id IS NULL", (run,)).fetchone()[0]
-    stale = have != n
+    stale = len(stored) != n
     if not stale and measured:
         ids = json.dumps(sorted(measured))
         stale = bool(
@@ -1272,7 +1275,7 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
         kid = np.fromiter(facts, dtype=np.int64, count=len(facts))
         code = np.fromiter((names.index(f[0]) for f in facts.values()), dtype=np.int64, count=len(facts))
         return Facts(kid, code, names, facts.get)
-    return _stored_facts(store, run)
+    return stored
 
 
 def label_codes(store: Store, run: str) -> Facts:
@@ -1297,12 +1300,9 @@ def label_codes(store: Store, run: str) -> Facts:
 def _stored_facts(store: Store, run: str) -> Facts:
     """The run's stored labels as Facts."""
     c = store.conn
-    held = _HELD
-    names = [x for (x,) in c.execute(f"SELECT DISTINCT l.label {held}", (run,))]
-    if not names:
-        return Facts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], lambda kid: None)
-    cases = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
-    got = columns.ints(c, f"SELECT l.kernel_id, CASE l.label {cases} END {held}", (*names, run), 2)
+    (kid,), (code, names) = store.int_columns(
+        f"SELECT l.kernel_id, CAST(l.label AS BLOB) {_HELD}", (run,), 1, blob=True
+    )
 
     def one(kid: int) -> tuple[str, str, str] | None:
         r = c.execute(
@@ -1310,7 +1310,7 @@ def _stored_facts(store: Store, run: str) -> Facts:
         ).fetchone()
         return (r[0], r[1] or "none", r[2]) if r else None
 
-    return Facts(got[:, 0], got[:, 1], names, one)
+    return Facts(kid, code.astype(np.int64), [b.decode() for b in names], one)
 
 
 NO_RANGE = "(outside any NVTX range)"
