@@ -132,6 +132,21 @@ def test_bootstrap_is_the_pure_python_resampling_bit_for_bit():
         assert _bootstrap_ratios(before, after) == loop(before, after)
 
 
+@pytest.mark.parametrize("by", ["gpu", "host"])
+def test_json_is_the_rows_text(db, monkeypatch, by):
+    # --json streams the rows: json.dumps(rows, indent=2)'s text, each side's per-call times
+    # over several chunks here (3 calls, 2 a chunk)
+    from profkit.outputs import jsonstream
+
+    monkeypatch.setattr(jsonstream, "CHUNK", 2)
+    r = CliRunner().invoke(cli, ["compare", f"{RMS}:eager", f"{RMS}:triton", "--db", db, "--by", by, "--json"])
+    assert r.exit_code == 0, r.output
+    with Store(db, readonly=True) as s:
+        got = compare.rows(s, f"{RMS}:eager", f"{RMS}:triton", by)
+    assert len(got[0]["before_detail"]["gpu_us"]) == 3
+    assert r.stdout == json.dumps(got, indent=2) + "\n"
+
+
 def test_timeline_of_a_side(db):
     s = Store(db)
     try:

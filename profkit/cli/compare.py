@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 from rich.table import Table
 from rich.text import Text
 
 from profkit.cli.plumbing import db_option, handled, out, working
+from profkit.outputs.jsonstream import pieces
 from profkit.outputs.tables import plain
 from profkit.store.store import Store
 
@@ -44,7 +43,11 @@ def compare(before, after, db, as_json, by):
         with working(f"compare {before} -> {after}"):
             got = compare_rows(s, before, after, by)
     if as_json:
-        click.echo(json.dumps(got, indent=2))
+        # json.dumps(got, indent=2)'s text, a piece at a time: each call's times, millions of
+        # numbers at 16 M ranges, never all as text at once
+        for piece in pieces(got):
+            click.echo(piece, nl=False)
+        click.echo()
         return
 
     def pct(x):
