@@ -32,3 +32,21 @@ def test_large_union_is_the_python_union(monkeypatch):
     fast = intervals.union(pairs)
     monkeypatch.setattr(intervals, "_VECTOR", 10**9)
     assert fast == intervals.union(pairs) and all(type(x) is int for x in fast[0])
+
+
+def test_segment_lengths_match_python():
+    rng = np.random.default_rng(3)
+    for scale in (1, 1 << 52):  # (spans of 2^60 and more: the lifted segments pass 62 bits, so chunks)
+        for _ in range(100):
+            sizes = rng.integers(1, 8, int(rng.integers(1, 12)))
+            start = rng.integers(0, 1000, int(sizes.sum())) * scale
+            end = start + rng.integers(-50, 300, len(start)) * scale  # (some backwards: they cover nothing)
+            first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            seg = np.repeat(np.arange(len(sizes)), sizes)
+            order = np.lexsort((start, seg))
+            start, end = start[order], end[order]
+            want = [
+                intervals.covered((s, max(s, e)) for s, e in zip(start[a:b].tolist(), end[a:b].tolist()))
+                for a, b in zip(first, np.append(first[1:], len(start)))
+            ]
+            assert intervals.segment_lengths(first, start, end).tolist() == want

@@ -52,6 +52,38 @@ def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     return s[first], reach[np.append(first[1:] - 1, len(s) - 1)]
 
 
+def segment_lengths(first: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Length of the union of each segment's intervals, for rows sorted by segment, then start;
+    `first`: the row each segment starts at (ascending, from 0). A backwards interval covers
+    nothing."""
+    out = np.zeros(len(first), dtype=np.int64)
+    if not len(first):
+        return out
+    end = np.maximum(end, start)
+    span = np.maximum.reduceat(end, first) - start[first] + 1
+    # each segment lifted past the ones before it (a gap of one between): one running max of the
+    # ends then serves them all, no segment reaching into the next. Segments a chunk at a time
+    # where their lifted spans would pass 62 bits.
+    last = np.append(first[1:], len(start))
+    total = np.cumsum(span.astype(np.float64))  # (as floats: in order past 63 bits)
+    lo = 0
+    while lo < len(first):
+        done = float(total[lo - 1]) if lo else 0.0
+        hi = max(lo + 1, int(np.searchsorted(total, done + 2.0**62, side="left")))
+        n = last[lo:hi] - first[lo:hi]
+        base = np.repeat(start[first[lo:hi]], n)
+        offset = np.repeat(np.cumsum(span[lo:hi]) - span[lo:hi], n)
+        rows = slice(int(first[lo]), int(last[hi - 1]))
+        s, e = start[rows] - base + offset, end[rows] - base + offset
+        before = np.empty_like(e)
+        before[0] = s[0]
+        before[1:] = np.maximum.accumulate(e)[:-1]
+        gain = np.maximum(e - np.maximum(s, before), 0)
+        out[lo:hi] = np.add.reduceat(gain, first[lo:hi] - first[lo])
+        lo = hi
+    return out
+
+
 def minus_arrays(start: np.ndarray, end: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
     """The lengths of the pieces of merged intervals [start, end) outside merged intervals
     [bs, be) (each piece a maximal stretch of positive length), in no particular order."""
