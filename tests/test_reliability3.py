@@ -250,6 +250,43 @@ def test_a_read_command_stuck_in_sqlite_stops_on_a_signal(tmp_path, command, stu
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_column_read_stuck_in_the_adbc_driver_stops_on_a_signal(tmp_path, sig):
+    """The ADBC driver runs a statement in C without signal checks: the columns are read on a
+    thread of their own, so a signal still unwinds the command at once."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("adbc_driver_sqlite")
+    db = tmp_path / "c.db"
+    sqlite3.connect(db).close()
+    forever = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT max(x) FROM r"
+    code = (
+        "import signal, sys\n"
+        "from profkit.core import dbfile\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+        f"print('reading', flush=True)\ndbfile.read_columns({str(db)!r}, {forever!r}, 1, strict=True)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "reading\n"
+    time.sleep(1.5)
+    assert p.poll() is None, p.communicate()
+    t0 = time.monotonic()
+    p.send_signal(getattr(signal, sig))
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail(f"a column read ignored {sig}")
+    assert time.monotonic() - t0 < 5
+    assert p.returncode == (143 if sig == "SIGTERM" else -signal.SIGINT), err  # (an uncaught Ctrl-C: killed by it)
+    assert sig == "SIGTERM" or "KeyboardInterrupt" in err
+
+
 # --- item 17: kernels of 0 ns ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("zero_side", ["before", "after", "both"])

@@ -124,7 +124,7 @@ def read_columns(
             raise ColumnsError("no ADBC driver: no strictly typed read")
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
     try:
-        return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
+        return _on_a_thread(_read_adbc, path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
     except ColumnsError:
         raise
     except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
@@ -142,12 +142,57 @@ def _has_adbc() -> bool:
     return True
 
 
+def _on_a_thread(fn, *args):
+    """fn(*args) on a reader thread while this one waits where signals land: the ADBC driver
+    runs a statement in C without signal checks (a view redefined to run forever would hold
+    Ctrl-C and SIGTERM off for good). On a signal the reader's statement is cancelled and the
+    reader, a daemon, left behind: the signal's exception unwinds at once."""
+    import threading
+
+    got: list = []
+
+    def run() -> None:
+        try:
+            got.append((True, fn(*args)))
+        except BaseException as e:  # raised in the waiting thread below
+            got.append((False, e))
+
+    t = threading.Thread(target=run, name="profkit-read", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except BaseException:
+        _cancel(t)
+        raise
+    ok, value = got[0]
+    if not ok:
+        raise value
+    return value
+
+
+_OPEN: dict[int, _Adbc] = {}  # reader thread -> its open ADBC connection (cancelled on a signal)
+
+
+def _cancel(t) -> None:
+    """Cancel the statement of reader thread `t` (best effort: the driver may not stop)."""
+    conn = _OPEN.get(t.ident or -1)
+    stmt = getattr(conn, "_stmt", None)
+    if stmt is not None:
+        try:
+            stmt.cancel()
+        except Exception:  # noqa: BLE001 - a driver without cancel: the daemon reader is left as it is
+            pass
+
+
 class _Adbc:
     """A read-only ADBC SQLite connection through the driver manager's low-level API (its
     DB-API module imports pyarrow.dataset and pandas: 0.2 s before the first row).
     cursor() is itself: execute(sql) then fetch_record_batch(), one query at a time."""
 
     def __init__(self, path):
+        import threading
+
         import adbc_driver_manager
         import adbc_driver_sqlite
 
@@ -156,6 +201,8 @@ class _Adbc:
         self._conn = adbc_driver_manager.AdbcConnection(self._db)
         self._stmt = None
         self.batch_rows = 1 << 16
+        self._thread = threading.get_ident()
+        _OPEN[self._thread] = self
 
     def cursor(self) -> _Adbc:
         return self
@@ -178,6 +225,8 @@ class _Adbc:
         return self
 
     def __exit__(self, *exc) -> None:  # (twice: as the connection and as its cursor)
+        if _OPEN.get(self._thread) is self:
+            del _OPEN[self._thread]
         for name in ("_stmt", "_conn", "_db"):
             x = getattr(self, name)
             setattr(self, name, None)
@@ -328,10 +377,12 @@ def read_columns_in_parts(
                 t.join(0.1)
                 if on_rows:
                     on_rows(sum(seen))
-    except BaseException as e:  # an interrupt: the parts stop at their next batch
+    except BaseException as e:  # an interrupt: the parts stop at their next batch, or are cancelled
         errors.append(e)
         for t in threads:
-            t.join()
+            t.join(1.0)
+            if t.is_alive():
+                _cancel(t)
         raise
     if errors:
         first = next(
