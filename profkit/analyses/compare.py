@@ -471,11 +471,12 @@ def _resampled_medians(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     for first in range(0, BOOTSTRAP_SAMPLES, block):
         m = slice(first, min(first + block, BOOTSTRAP_SAMPLES))
         c = inside[m]
-        rows = np.repeat(np.arange(len(c)), c)
-        counts = np.bincount(rows * width + gen.integers(0, width, int(c.sum())), minlength=len(c) * width)
+        at = gen.integers(0, width, int(c.sum()))
+        at += np.repeat(np.arange(len(c)) * width, c)  # each resample's draws in its own row
+        counts = np.bincount(at, minlength=len(c) * width)
         seen = np.cumsum(counts.reshape(len(c), width), axis=1)  # draws at or below each window value
         r_lo = (seen > (k_lo - below[m])[:, None]).argmax(axis=1)
-        r_hi = (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
+        r_hi = r_lo if k_hi == k_lo else (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
         out[m] = (x[lo + r_lo] + x[lo + r_hi]) / 2
     missed = np.flatnonzero((below > k_lo) | (below + inside <= k_hi))
     for i in missed.tolist():  # the resample drawn whole, its counts below and above as drawn
