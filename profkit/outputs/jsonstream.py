@@ -69,25 +69,19 @@ def _thousandths(chunk: list[float], sep: str) -> str | None:
         return None
     whole, frac = np.divmod(k.astype(np.int64), 1000)
     width = len(str(int(whole.max()))) if len(whole) else 1
-    head = np.frombuffer(sep.encode(), dtype=np.uint8)
-    s = len(head)
-    rows = np.zeros((len(a), s + width + 4), dtype=np.uint8)  # 0: no character
-    rows[:, :s] = head
-    digits = whole.copy()
-    for j in range(s + width - 1, s - 1, -1):  # the whole part's digits, right to left
-        digits, d = np.divmod(digits, 10)
-        rows[:, j] = d + ord("0")
-    # a leading zero is dropped: a digit left of the number's own, its units digit kept
-    size = np.ones(len(whole), dtype=np.int64)
-    for i in range(1, width):
-        size += whole >= 10**i
-    rows[:, s : s + width][np.arange(width) < (width - size)[:, None]] = 0
-    rows[:, s + width] = ord(".")
-    rows[:, s + width + 1] = frac // 100 + ord("0")  # (".0" for a whole number)
-    rows[:, s + width + 2] = np.where(frac % 100 != 0, frac // 10 % 10 + ord("0"), 0)
-    rows[:, s + width + 3] = np.where(frac % 10 != 0, frac % 10 + ord("0"), 0)
+    rows = np.zeros((len(a), width + 5), dtype=np.uint8)  # 0: no character
+    rows[:, 0] = ord(",")  # each value's separator, "," until the text is whole
+    rest = whole
+    for p in range(width):  # the whole part's digits, right to left; its leading zeros dropped
+        rest, d = np.divmod(rest, 10)
+        rows[:, width - p] = d + ord("0") if p == 0 else np.where(whole >= 10**p, d + ord("0"), 0)
+    rows[:, width + 1] = ord(".")
+    rows[:, width + 2] = frac // 100 + ord("0")  # (".0" for a whole number)
+    rows[:, width + 3] = np.where(frac % 100 != 0, frac // 10 % 10 + ord("0"), 0)
+    rows[:, width + 4] = np.where(frac % 10 != 0, frac % 10 + ord("0"), 0)
     flat = rows.ravel()
-    return flat[flat != 0].tobytes().decode()[s:]  # (the first value has no separator before it)
+    # (the first value has no separator before it)
+    return flat[flat != 0].tobytes().decode()[1:].replace(",", sep)
 
 
 def _encode(obj, step: int, depth: int) -> Iterator[str]:
