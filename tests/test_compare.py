@@ -85,6 +85,26 @@ def _side(calls, correctness=None, counters=True):
     return Side("r", "op/v/s", len(calls), 1, calls, None, "dram", 1.0, counters=counters, correctness=correctness)
 
 
+def test_a_sides_median_sorts_its_list_once(monkeypatch):
+    """The speed-up, verdict, notes and row each ask a side's medians: its list is sorted once,
+    read again where the list is replaced, and the value is statistics.median's (an int of an
+    odd count of ints, the mean of the middle two of an even count)."""
+    import statistics
+
+    sorted_, median = [], statistics.median
+    monkeypatch.setattr(compare.statistics, "median", lambda xs: sorted_.append(1) or median(xs))
+    s = _side([3.0, 1.0, 4.0, 2.0])
+    assert [s.median_us, s.median("gpu_us"), s.times_median("gpu"), s.median_us] == [2.5] * 4
+    assert len(sorted_) == 1
+    s.gpu_us = [5, 1, 3]
+    assert s.median_us == 3 and type(s.median_us) is int and len(sorted_) == 2
+    s.gpu_us.append(7)  # (a list grown in place is read again too)
+    assert s.median_us == 4.0
+    assert s.median("span_us") is None and s.times_median("host") is None  # (no list: no median)
+    row = compare.Comparison("k", s, _side([1.0]), 4.0, (1.0, 9.0), "m", "supported", "w").row()
+    assert row["before_gpu_us"] == 4.0 and "_medians" not in row["before_detail"]
+
+
 def test_verdict_rules():
     ok = {"ok": True, "rel_err": 1.7e-3, "tol": 1e-2}
     b, a = [10.0, 10.2, 9.9], [5.0, 5.1, 4.9]

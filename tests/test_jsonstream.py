@@ -70,3 +70,21 @@ def test_a_long_list_of_floats_is_handed_on_a_chunk_at_a_time(monkeypatch):
 def test_what_json_refuses_is_refused():
     with pytest.raises(TypeError):
         "".join(jsonstream.pieces({"a": [1.0, object()]}))
+
+
+def test_whole_thousandths_are_written_as_their_repr(monkeypatch):
+    """Times in us made from integer ns are written digit by digit: every width of whole part,
+    fractions with trailing zeros, and values that are not whole thousandths (or -0.0, or
+    1e12 and up) beside them, all as json.dumps writes them."""
+    monkeypatch.setattr(jsonstream, "CHUNK", 64)
+    rng = random.Random(11)
+    ks = [0, 1, 5, 10, 50, 100, 999, 1000, 1001, 1010, 1100, 10**15 - 1] + [
+        rng.randrange(10 ** rng.randrange(1, 16)) for _ in range(3000)
+    ]
+    xs = [k / 1e3 for k in ks]
+    assert jsonstream._thousandths(xs[:64], ", ") == ", ".join(map(repr, xs[:64]))  # (the digit path itself)
+    for odd in (-0.0, 0.0001, 1 / 3, 1e12, 2.5e-10, -1.0, float("nan")):
+        assert jsonstream._thousandths([*xs[:10], odd], ", ") is None
+        ys = xs[:500] + [odd] + xs[500:]
+        assert "".join(jsonstream.pieces({"a": ys})) == json.dumps({"a": ys}, indent=2)
+    assert "".join(jsonstream.pieces(xs, 4)) == json.dumps(xs, indent=4)

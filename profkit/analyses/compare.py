@@ -78,21 +78,37 @@ class Side:
     correctness: dict | None = None
     host_us: list[float] | None = None  # host time of each call but the last (None: no API times)
     hotspot: dict | None = None  # Source Counters: the top line of its most-sampled kernel, and its stall
+    # median() per list: (the list, its length, its median)
+    _medians: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def median_us(self) -> float:
-        return statistics.median(self.gpu_us)
+        return self.median("gpu_us")
+
+    def median(self, name: str):
+        """statistics.median of the per-call list `name` (gpu_us, host_us or span_us; None where
+        that is None or empty), its list sorted once: the speed-up, band, verdict, notes and row
+        each ask, of a million calls a side."""
+        xs = getattr(self, name)
+        if not xs:
+            return None
+        got = self._medians.get(name)
+        if got is None or got[0] is not xs or got[1] != len(xs):
+            got = self._medians[name] = (xs, len(xs), statistics.median(xs))
+        return got[2]
 
     def times(self, by: str) -> list[float] | None:
         """The per-call times `by` measures: "gpu" (GPU time) or "host" (host time)."""
         return self.gpu_us if by == "gpu" else self.host_us
 
+    def times_median(self, by: str):
+        """median() of times(by)."""
+        return self.median("gpu_us" if by == "gpu" else "host_us")
+
     def host_bound(self) -> bool:
         """The launcher, not the GPU, sets the pace: the median host time of a call exceeds its
         median span by more than a tenth."""
-        return bool(
-            self.host_us and self.span_us and statistics.median(self.host_us) > 1.1 * statistics.median(self.span_us)
-        )
+        return bool(self.host_us and self.span_us and self.median("host_us") > 1.1 * self.median("span_us"))
 
 
 @dataclass
@@ -112,23 +128,19 @@ class Comparison:
     def row(self) -> dict:
         """Flat JSON row (`profkit compare --json`)."""
         b, a = self.before, self.after
-
-        def med(xs):
-            return statistics.median(xs) if xs else None
-
         out = {
             "range": self.key,
             "before": f"{b.run}:{b.path}",
             "after": f"{a.run}:{a.path}",
             "by": self.by,
-            "before_us": med(b.times(self.by)),
-            "after_us": med(a.times(self.by)),
+            "before_us": b.times_median(self.by),
+            "after_us": a.times_median(self.by),
             "before_gpu_us": b.median_us,
             "after_gpu_us": a.median_us,
-            "before_host_us": med(b.host_us),
-            "after_host_us": med(a.host_us),
-            "before_span_us": med(b.span_us),
-            "after_span_us": med(a.span_us),
+            "before_host_us": b.median("host_us"),
+            "after_host_us": a.median("host_us"),
+            "before_span_us": b.median("span_us"),
+            "after_span_us": a.median("span_us"),
             "speedup": self.speedup,
             "speedup_low": self.band[0],
             "speedup_high": self.band[1],
@@ -144,7 +156,7 @@ class Comparison:
         }
         for name, side in (("before_detail", b), ("after_detail", a)):
             # asdict() deep-copies value by value: seconds for a side of 100 k calls
-            d = {f.name: getattr(side, f.name) for f in fields(side) if f.name not in ("run", "path")}
+            d = {f.name: getattr(side, f.name) for f in fields(side) if f.name not in ("run", "path", "_medians")}
             out[name] = {
                 k: copy.deepcopy(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
                 for k, v in d.items()
@@ -459,11 +471,12 @@ def _resampled_medians(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     for first in range(0, BOOTSTRAP_SAMPLES, block):
         m = slice(first, min(first + block, BOOTSTRAP_SAMPLES))
         c = inside[m]
-        rows = np.repeat(np.arange(len(c)), c)
-        counts = np.bincount(rows * width + gen.integers(0, width, int(c.sum())), minlength=len(c) * width)
+        at = gen.integers(0, width, int(c.sum()))
+        at += np.repeat(np.arange(len(c)) * width, c)  # each resample's draws in its own row
+        counts = np.bincount(at, minlength=len(c) * width)
         seen = np.cumsum(counts.reshape(len(c), width), axis=1)  # draws at or below each window value
         r_lo = (seen > (k_lo - below[m])[:, None]).argmax(axis=1)
-        r_hi = (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
+        r_hi = r_lo if k_hi == k_lo else (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
         out[m] = (x[lo + r_lo] + x[lo + r_hi]) / 2
     missed = np.flatnonzero((below > k_lo) | (below + inside <= k_hi))
     for i in missed.tolist():  # the resample drawn whole, its counts below and above as drawn
@@ -521,7 +534,7 @@ def _check_text(rec: dict | None) -> str:
 def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu") -> Comparison:
     tb, ta = before.times(by), after.times(by)
     assert tb is not None and ta is not None  # compare() refuses --by host for a side without host times
-    mb, ma = statistics.median(tb), statistics.median(ta)
+    mb, ma = before.times_median(by), after.times_median(by)
     speedup = mb / ma if ma else float("inf")
     band, method = noise_band(tb, ta)
     if by == "host":

@@ -317,8 +317,10 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, 
     """_instance_of for launches as columns: the id of the latest instance of its path (names,
     else text) on its thread (rank, pid, tid) that started at or before its launch call and
     had not ended (NO_CALL: none, or no launch call time). The run's ranges are read a stretch
-    of about `chunk` row ids at a time, each stretch's latest instance kept where it started
-    no earlier than the one before (all 16 M ranges at once would hold gigabytes)."""
+    of about `chunk` row ids at a time, only those of a path some launch has (a launch's
+    innermost range: a fraction of the run's nested ranges), and matched to the launches in
+    batches of about `chunk` ranges, each batch's latest instance kept where it started no
+    earlier than the one before (all 16 M ranges at once would hold gigabytes)."""
     n = NULL
     nk = len(combo)
     out = np.full(nk, NO_CALL, dtype=np.int64)
@@ -335,33 +337,18 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, 
     ltext = launch_text[combo]
     wanted = np.zeros(len(text), dtype=bool)  # texts some launch has: no other range can match
     wanted[ltext] = True
+    paths = [p for p, t in path_text.items() if wanted[t]]
+    if not paths:
+        return out
+    text_of = np.zeros(max(paths) + 1, dtype=np.int64)  # path id -> its text code
+    text_of[paths] = [path_text[p] for p in paths]
     has = api != n
     best_id = np.full(nk, NO_CALL, dtype=np.int64)
     best_start = np.zeros(nk, dtype=np.int64)
     best_end = np.zeros(nk, dtype=np.int64)
-    lo, hi = bounds
-    for a in range(lo, hi + 1, chunk):
-        b = min(hi, a + chunk - 1)
-        rid, rpath, rank, pid, tid, rstart, rend = store.int_columns(
-            f"""
-            SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
-            FROM nvtx_event WHERE id BETWEEN {a} AND {b} AND +run = ? AND start_ns IS NOT NULL
-                  AND end_ns IS NOT NULL AND path_id IS NOT NULL""",
-            (run,),
-            7,
-            at_most=b - a + 1,
-        )[0]
-        if not len(rid):
-            continue
-        ids, back = np.unique(rpath, return_inverse=True)
-        rtext = np.array([path_text[p] for p in ids.tolist()], dtype=np.int64)[back.reshape(-1)]
-        keep = np.flatnonzero(wanted[rtext])
-        if not len(keep):
-            continue
-        rid, rtext, rank, pid, tid, rstart, rend = (x[keep] for x in (rid, rtext, rank, pid, tid, rstart, rend))
-        if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
-            by_id = np.argsort(rid, kind="stable")
-            rid, rtext, rank, pid, tid, rstart, rend = (x[by_id] for x in (rid, rtext, rank, pid, tid, rstart, rend))
+
+    def match(rid, rtext, rank, pid, tid, rstart, rend) -> None:
+        """Keep, per launch, the latest of these ranges (in id order) that holds its call."""
         key = columns.row_key(
             [np.concatenate([ltext, rtext]), *(np.concatenate(x) for x in zip(thread, (rank, pid, tid)))]
         )
@@ -378,10 +365,38 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, 
         rr = order[np.where(ok, r, 0)] - nk  # that range's row
         ok &= key[nk + rr] == key[launch]
         launch, rr = launch[ok], rr[ok]
-        # a later stretch's ids are larger: of equal starts, its instance is the later one
+        # a later batch's ids are larger: of equal starts, its instance is the later one
         take = (best_id[launch] == NO_CALL) | (rstart[rr] >= best_start[launch])
         launch, rr = launch[take], rr[take]
         best_id[launch], best_start[launch], best_end[launch] = rid[rr], rstart[rr], rend[rr]
+
+    held: list[tuple] = []  # stretches read and not yet matched
+    lo, hi = bounds
+    for a in range(lo, hi + 1, chunk):
+        b = min(hi, a + chunk - 1)
+        # (the path test first: it turns most rows away before the run's text is compared)
+        got = store.int_columns(
+            f"""
+            SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
+            FROM nvtx_event WHERE id BETWEEN {a} AND {b} AND path_id IN ({",".join(map(str, paths))})
+                  AND +run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
+            (run,),
+            7,
+            at_most=b - a + 1,
+        )[0]
+        if len(got[0]):
+            held.append(tuple(got))
+        if held and (b == hi or sum(len(h[0]) for h in held) >= chunk):
+            rid, rpath, rank, pid, tid, rstart, rend = (
+                np.concatenate(x) if len(held) > 1 else x[0] for x in zip(*held)
+            )
+            held = []
+            if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
+                by_id = np.argsort(rid, kind="stable")
+                rid, rpath, rank, pid, tid, rstart, rend = (
+                    x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend)
+                )
+            match(rid, text_of[rpath], rank, pid, tid, rstart, rend)
     ok = (best_id != NO_CALL) & has & (best_end >= api)
     out[ok] = best_id[ok]
     return out
