@@ -996,6 +996,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     grid = blocks if unknown.any() and not odd_grid.any() and not shape_labels.has_shapes(store, run) else None
     by_family: dict = {}  # their labels and reasons (the table's), once labelled
 
+    pending: list[tuple] = []  # (launch ids, kinds, kind of each, gap of each) written as columns
+
     def fill(w) -> None:
         # each (label, rule)'s evidence: around the timeline (timed launches), whole (the others)
         eid_timed = np.zeros(4, dtype=np.int64)
@@ -1020,7 +1022,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             k, t_on = int(cat[i]), bool(on[i])
             own = reasons[i] if reasons[i] != shared[2 * k + (not t_on)] else None
             kinds.append((outcome[k][0], own, int((eid_timed if t_on else eid_whole)[k]), t_on))
-        w.add_columns(kid[at], kinds, kind.reshape(-1), np.where(on[at], gap[at], _NULL), _NULL, tick=tick)
+        pending.append((kid[at], kinds, kind.reshape(-1), np.where(on[at], gap[at], _NULL)))
 
         def unknown_rows() -> Iterator[dict]:
             """iter_labels' rows of the launches the timeline leaves unknown."""
@@ -1105,7 +1107,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             for u, x in enumerate(uniq.tolist()):
                 g, t = divmod(x, 2)
                 kinds.append((glabel[g], owns[u], int(eids[u]), bool(t)))
-            w.add_columns(kid[at], kinds, inv.reshape(-1), np.where(on[at], gap[at], _NULL), _NULL, tick=tick)
+            pending.append((kid[at], kinds, inv.reshape(-1), np.where(on[at], gap[at], _NULL)))
 
         # the others a launch at a time, written a chunk at a time; kept: what the table reads
         batch: list[tuple] = []
@@ -1126,6 +1128,20 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             tick(len(batch))
         if grid is not None:
             family_rows()
+        # the rows labelled as columns in one insert in id order: rows appended to the table and
+        # its index, not put between others (a third less time)
+        ids = np.concatenate([p[0] for p in pending])
+        base = np.cumsum([0] + [len(p[1]) for p in pending[:-1]])
+        codes = np.concatenate([p[2] + b for p, b in zip(pending, base.tolist())])
+        order = np.argsort(ids, kind="stable")
+        w.add_columns(
+            ids[order],
+            [k for p in pending for k in p[1]],
+            codes[order],
+            np.concatenate([p[3] for p in pending])[order],
+            _NULL,
+            tick=tick,
+        )
 
     store.write_labels(run, fill)
     labels = [o[0] for o in outcome]
