@@ -22,6 +22,7 @@ from pathlib import Path
 from profkit.core import environment, tempfiles
 from profkit.core.dbfile import (
     ColumnsError,
+    Pending,
     TooManyRows,
     check_whole,
     open_readonly,
@@ -581,7 +582,7 @@ def _parse_bulk(
             dev = np.where(dev >= 0, dev, -2)
         return _KernelRead(row, start, numeric, dev, name, short, corr, gpid, np.zeros(len(row), dtype=np.uint8))
 
-    kernels_read = _Deferred(read_kernels)
+    kernels_read = Pending(read_kernels, name="profkit-kernels")
     # the kernel -> launch call join (the longest read: every runtime row) runs in a thread of
     # its own (SQLite and the ADBC driver work without the GIL) while this one reads the NVTX
     # ranges
@@ -616,7 +617,9 @@ def _parse_bulk(
     nested: list = []  # the ranges' Nesting, once made: the kernel part places the calls in it
     kernel_rows = [krow_all, kstart_all]  # (handed over: the kernel part lets them go once ordered)
     del krow_all, kstart_all
-    kernels = _Deferred(lambda: _refused_part(path, t, rt, join, kernel_rows, r, ranges_done, nested))
+    kernels = Pending(
+        lambda: _refused_part(path, t, rt, join, kernel_rows, r, ranges_done, nested), name="profkit-kernels"
+    )
     try:
         if progress:
             progress("NVTX projection", 0, None)
@@ -863,33 +866,6 @@ def _release_arrow_memory() -> None:
         pyarrow.default_memory_pool().release_unused()
     except ImportError:
         pass
-
-
-class _Deferred:
-    """fn() in a thread of its own; result() waits for it and returns its value or raises its
-    error in the caller's thread (each time it is asked)."""
-
-    def __init__(self, fn):
-        self._fn, self._out, self._error = fn, None, None
-        self._thread = threading.Thread(target=self._run, name="profkit-kernels", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        fn, self._fn = self._fn, None  # (its closure's columns go once it has run)
-        try:
-            self._out = fn()
-        except BaseException as e:  # handed to the caller's thread by result()
-            self._error = e
-
-    def result(self):
-        while self._thread.is_alive():
-            self._thread.join(0.1)
-        if self._error is not None:
-            raise self._error
-        return self._out
-
-    def done(self) -> bool:
-        return not self._thread.is_alive()
 
 
 def _refused_part(path: Path, *a) -> KernelPart:

@@ -237,6 +237,70 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
         assert total[0] < total[1] / 20, total  # most launches share their evidence JSON
 
 
+@pytest.mark.parametrize(
+    "change, which",
+    [
+        ("duration_ns = duration_ns + 0.5", "%launch call%"),
+        ("start_ns = start_ns + 0.25", "%launch call%"),
+        ("grid_x = grid_x + 0.5", "%GEMM of%"),
+        ("grid_y = 'wide'", "%GEMM of%"),
+    ],
+)
+def test_launch_values_that_are_not_integers_label_as_the_general_path(
+    profiles_db_built, tmp_path, monkeypatch, change, which
+):
+    """The column path reads the launches strictly typed; a duration, start or grid of another
+    type (a real number, text) on a launch whose label shows it makes it read again with typeof(): the table and the stored labels are the general
+    path's (e2e-decode, timeline only)."""
+    from profkit.analyses import classify as cl
+
+    db = str(tmp_path / "odd.db")
+    shutil.copyfile(profiles_db_built, db)
+    run = "e2e-decode"
+    with Store(db) as s:
+        cl.classify_by_range(s, run)
+        (at,) = s.conn.execute(
+            "SELECT min(kernel_id) FROM classifications WHERE run = ? AND reason LIKE ?", (run, which)
+        ).fetchone()
+        with s.conn:
+            s.conn.execute(f"UPDATE launch_row SET {change} WHERE id = ?", (at,))
+    typed = []
+    columns = cl._launch_columns
+    monkeypatch.setattr(cl, "_launch_columns", lambda *a: typed.append(a[2]) or columns(*a))
+    with Store(db) as s:
+        fast = cl.classify_by_range(s, run)
+        stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,))
+    assert typed, "the column path was not taken"
+    monkeypatch.setattr(cl, "_fast", False)
+    with Store(db) as s:
+        assert cl.classify_by_range(s, run) == fast
+        assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,)) == stored
+
+
+def test_a_grid_whose_blocks_pass_64_bits_is_no_grid(profiles_db_built, tmp_path):
+    """A damaged grid whose blocks do not fit 64 bits (SQLite's product is then a real number)
+    reads as no grid, never as its product wrapped round to a few blocks (which the tiny-grid
+    rule would call launch overhead)."""
+    from profkit.analyses import classify as cl
+
+    db = str(tmp_path / "grid.db")
+    shutil.copyfile(profiles_db_built, db)
+    run = "e2e-decode"
+    with Store(db) as s:
+        (at,) = s.conn.execute("SELECT min(id) FROM launch_row WHERE run = ?", (run,)).fetchone()
+        with s.conn:
+            s.conn.execute(
+                "UPDATE launch_row SET grid_x = 1 << 40, grid_y = 1 << 40, grid_z = 1 << 10 WHERE id = ?", (at,)
+            )
+    with Store(db) as s:  # (a connection that has written reads on itself, never strictly typed)
+        read = s.int_columns(cl._LAUNCHES, (run,), len(cl._LAUNCH_COLUMNS), strict=True, later=True)
+        cols = cl._launch_columns(s, run, read)
+    assert cols is not None
+    kid, blocks = cols[0], cols[7]
+    assert blocks[kid == at].tolist() == [cl._NULL]
+    assert (blocks[kid != at] != cl._NULL).any()
+
+
 def test_stream_gaps_are_sqlites_window_and_ties_are_left_to_it():
     """classify's idle gap as a column is the _GAP window's value of every timed launch (streams
     of several devices, a NULL stream, untimed launches between them); two launches of a stream

@@ -863,6 +863,55 @@ _GRID_BLOCKS = (
 )
 
 
+# _TIMED's columns (the idle gap from the times, below) and the grid (family_labels reads its
+# blocks), as they are: a clean run's are all integers, which ADBC's strictly typed read proves
+_LAUNCH_COLUMNS = (
+    "id",
+    "name_id",
+    "coalesce(path_id, -1)",
+    "coalesce(sampled_from, -1)",
+    "source != 'ncu' AND start_ns IS NOT NULL",
+    f"coalesce(duration_ns, {_NULL})",
+    f"coalesce(api_end_ns - api_start_ns, {_NULL})",
+    f"coalesce(start_ns, {_NULL})",
+    f"coalesce(end_ns, {_NULL})",
+    f"coalesce(device, {_NULL})",
+    f"coalesce(stream, {_NULL})",
+    "coalesce(grid_x, 0)",
+    "coalesce(grid_y, 0)",
+    "coalesce(grid_z, 0)",
+)
+_LAUNCHES = f"SELECT {', '.join(_LAUNCH_COLUMNS)} FROM launch_row WHERE run = ? AND timeline_id IS NULL"
+
+
+def _launch_columns(store: Store, run: str, read) -> list | None:
+    """The launches' columns (id, name, path, sampled from, timed, duration, call, grid blocks,
+    start, end, device, stream, _ODD) from `read`, the strictly typed read of _LAUNCHES; where
+    a value is not an integer, read again with typeof() saying which launches. None: not read as integers at all (a damaged file: the general
+    path says what)."""
+    try:
+        *cols, gx, gy, gz = read.result()[0]
+        gy, gz = np.where(gy != 0, gy, 1), np.where(gz != 0, gz, 1)
+        # blocks past 64 bits (a damaged grid: SQLite's product, a real number) are no grid
+        fits = np.abs(gx.astype(np.float64) * gy * gz) < 2.0**62
+        blocks = np.where((gx != 0) & fits, gx * gy * gz, _NULL)
+        return [*cols[:7], blocks, *cols[7:], np.zeros(len(blocks), dtype=np.int64)]
+    except Exception:  # (a value of another type: which ones, typeof() says)
+        pass
+    try:
+        return store.int_columns(
+            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1),"
+            f" source != 'ncu' AND start_ns IS NOT NULL, coalesce(duration_ns, {_NULL}),"
+            f" coalesce(api_end_ns - api_start_ns, {_NULL}), {_GRID_BLOCKS}, coalesce(start_ns, {_NULL}),"
+            f" coalesce(end_ns, {_NULL}), coalesce(device, {_NULL}), coalesce(stream, {_NULL}), {_ODD}"
+            " FROM launch_row WHERE run = ? AND timeline_id IS NULL",
+            (run,),
+            13,
+        )[0]
+    except Exception:  # a value no integer column holds (a damaged file): the general path says what
+        return None
+
+
 def stream_gaps(
     timed: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray, null: int
 ):
@@ -892,6 +941,8 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     None where the run needs iter_labels throughout: several candidate GPUs, or reports naming
     different GPUs."""
     c = store.conn
+    # the launches' columns come on a thread of their own while the run's context is read here
+    read = store.int_columns(_LAUNCHES, (run,), len(_LAUNCH_COLUMNS), strict=True, later=True)
     counters = store.counters(run, sampled=False)
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
@@ -902,22 +953,11 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         or shape_labels.gpus_by_file(store, run)
         or set(v0) - {"sm_count", "sm_count_from"}
     ):
+        read.cancel()
         return None
     ridge = run_ridge(counters.values(), options[0])
-    try:
-        # _TIMED's columns (the idle gap from the times, below) and the grid's blocks
-        # (family_labels reads them; a grid that is not integers sends those launches one at a
-        # time); the few inherited paths read apart (a join a launch costs more)
-        cols, _ = store.int_columns(
-            f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1),"
-            f" source != 'ncu' AND start_ns IS NOT NULL, coalesce(duration_ns, {_NULL}),"
-            f" coalesce(api_end_ns - api_start_ns, {_NULL}), {_GRID_BLOCKS}, coalesce(start_ns, {_NULL}),"
-            f" coalesce(end_ns, {_NULL}), coalesce(device, {_NULL}), coalesce(stream, {_NULL}), {_ODD}"
-            " FROM launch_row WHERE run = ? AND timeline_id IS NULL",
-            (run,),
-            13,
-        )
-    except Exception:  # a value no integer column holds (a damaged file): the general path says what
+    cols = _launch_columns(store, run, read)
+    if cols is None:
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)
     cols = [x[by_id] for x in cols]

@@ -91,6 +91,7 @@ def read_columns(
     max_rows: int | None = None,
     bound: bool = False,
     strict: bool = False,
+    later: bool = False,
 ):
     """The result of `sql` on a read-only SQLite file as numpy columns: the first `n_int`
     columns are 64-bit integers, never NULL (the query coalesces); with `blob`, one last
@@ -107,7 +108,8 @@ def read_columns(
     the sqlite3 read (which would truncate a real number): the caller asks with typeof() then.
     `max_rows`: more rows than this raise TooManyRows as soon as they are read (a join that
     multiplies rows stops there, not after filling memory).
-    Returns (list of arrays, (codes, values) or None).
+    Returns (list of arrays, (codes, values) or None); with `later`, a Pending read whose
+    result() is that (the caller works meanwhile: the read runs on a thread of its own).
     """
     dtypes = dtypes or ["int64"] * n_int
     if max_rows is not None:
@@ -122,15 +124,24 @@ def read_columns(
     if not _has_adbc():
         if strict:
             raise ColumnsError("no ADBC driver: no strictly typed read")
+        if not later:
+            return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
+        return Pending(_read_sqlite3, path, sql, n_int, blob, on_rows, batch_rows, dtypes)
+
+    def read():
+        try:
+            return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
+        except ColumnsError:
+            raise
+        except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
+            if (
+                strict
+            ):  # (a type the driver refused, or anything else it could not read: the caller's typed read judges it)
+                raise ColumnsError(f"not read as 64-bit integers ({e})") from None
         return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
-    try:
-        return _on_a_thread(_read_adbc, path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
-    except ColumnsError:
-        raise
-    except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
-        if strict:  # (a type the driver refused, or anything else it could not read: the caller's typed read judges it)
-            raise ColumnsError(f"not read as 64-bit integers ({e})") from None
-        return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
+
+    pending = Pending(read)
+    return pending if later else pending.result()
 
 
 def _has_adbc() -> bool:
@@ -142,33 +153,62 @@ def _has_adbc() -> bool:
     return True
 
 
-def _on_a_thread(fn, *args):
-    """fn(*args) on a reader thread while this one waits where signals land: the ADBC driver
-    runs a statement in C without signal checks (a view redefined to run forever would hold
-    Ctrl-C and SIGTERM off for good). On a signal the reader's statement is cancelled and the
-    reader, a daemon, left behind: the signal's exception unwinds at once."""
-    import threading
+class Pending:
+    """fn(*args) under way on a thread of its own (a daemon): result() waits where signals land
+    and returns its value or raises its error, each time it is asked. On a signal meanwhile, or
+    cancel(), a read of its thread's through ADBC is cancelled and the thread left behind (the
+    driver runs a statement in C without signal checks: a view redefined to run forever would
+    hold Ctrl-C and SIGTERM off for good)."""
 
-    got: list = []
+    def __init__(self, fn, *args, name: str = "profkit-read") -> None:
+        import threading
 
-    def run() -> None:
+        self._got: list = []
+
+        def run() -> None:
+            try:
+                self._got.append((True, fn(*args)))
+            except BaseException as e:  # raised in the waiting thread by result()
+                self._got.append((False, e))
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def result(self):
         try:
-            got.append((True, fn(*args)))
-        except BaseException as e:  # raised in the waiting thread below
-            got.append((False, e))
+            while self._thread.is_alive():
+                self._thread.join(0.1)
+        except BaseException:
+            self.cancel()
+            raise
+        ok, value = self._got[0]
+        if not ok:
+            raise value
+        return value
 
-    t = threading.Thread(target=run, name="profkit-read", daemon=True)
-    t.start()
-    try:
-        while t.is_alive():
-            t.join(0.1)
-    except BaseException:
-        _cancel(t)
-        raise
-    ok, value = got[0]
-    if not ok:
-        raise value
-    return value
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def cancel(self) -> None:
+        _cancel(self._thread)
+
+
+class Ready:
+    """A Pending's face for work done where it is asked for: result() runs fn() then (once)."""
+
+    def __init__(self, fn) -> None:
+        self._fn, self._got = fn, None
+
+    def result(self):
+        if self._fn is not None:
+            self._got, self._fn = self._fn(), None
+        return self._got
+
+    def done(self) -> bool:
+        return True
+
+    def cancel(self) -> None:
+        pass
 
 
 _OPEN: dict[int, _Adbc] = {}  # reader thread -> its open ADBC connection (cancelled on a signal)

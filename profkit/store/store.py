@@ -19,7 +19,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 
-from profkit.core.dbfile import read_columns, read_columns_on
+from profkit.core.dbfile import ColumnsError, Ready, read_columns, read_columns_on
 from profkit.core.errors import ProfkitError
 from profkit.core.rows import Parsed
 from profkit.store import read, write
@@ -142,7 +142,16 @@ class Store:
         with self._cache.keep_counters():
             yield self
 
-    def int_columns(self, sql: str, params: tuple, n: int, blob: bool = False, at_most: int | None = None):
+    def int_columns(
+        self,
+        sql: str,
+        params: tuple,
+        n: int,
+        blob: bool = False,
+        at_most: int | None = None,
+        strict: bool = False,
+        later: bool = False,
+    ):
         """The first `n` columns of a query as int64 arrays (NULLs coalesced in the SQL), with
         `blob` one last bytes column as (codes, distinct values): read_columns' answer. Through a
         reader of the file of its own (rows become columns in C, several times faster than a
@@ -150,10 +159,28 @@ class Store:
         uncommitted, and nothing written by this connection (the reader is another copy of SQLite:
         closing it, it takes itself for the file's last connection and removes the -wal that
         holds this connection's writes, `database disk image is malformed` after); else on this
-        connection. `at_most`: a bound on its rows (filled in place)."""
+        connection. `at_most`: a bound on its rows (filled in place). `strict`: read_columns'
+        (on this connection, where no read is strictly typed: ColumnsError). `later`:
+        a read whose result() is the answer, under way on a thread of its own while the caller
+        works (on this connection: read when asked)."""
         if self.path != ":memory:" and not self.conn.in_transaction and not self.conn.total_changes:
-            return read_columns(self.path, _inline(sql, params), n, blob, n_rows=at_most, bound=at_most is not None)
-        return read_columns_on(self.conn, sql, params, n, blob)
+            return read_columns(
+                self.path,
+                _inline(sql, params),
+                n,
+                blob,
+                n_rows=at_most,
+                bound=at_most is not None,
+                strict=strict,
+                later=later,
+            )
+
+        def here():
+            if strict:
+                raise ColumnsError("no strictly typed read on a connection that has written")
+            return read_columns_on(self.conn, sql, params, n, blob)
+
+        return Ready(here) if later else here()
 
     def remember(self, key: tuple, compute):
         """compute(), answered once per key within snapshot() (outside it: computed each time).
