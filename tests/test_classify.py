@@ -342,9 +342,10 @@ def test_stream_gaps_are_sqlites_window_and_ties_are_left_to_it():
 
 
 def test_label_columns_write_the_rows_one_at_a_time_would(tmp_path, monkeypatch):
-    """Labels.add_columns (ids and kinds packed per chunk, the gaps beside) stores what add()
-    stores for the same launches: timed and untimed kinds, own reasons and shared ones, NULL
-    gaps, chunks of a few rows, and chunks split where ids lie too far apart for the packing."""
+    """Labels.add_columns (ids, gaps and kinds packed per chunk) stores what add() stores for
+    the same launches: timed and untimed kinds, own reasons and shared ones, NULL gaps, negative
+    ones and those too far from the rest to pack, chunks of a few rows, and chunks split where
+    ids lie too far apart for the packing."""
     from profkit.store import write
 
     db = str(tmp_path / "l.db")
@@ -356,7 +357,9 @@ def test_label_columns_write_the_rows_one_at_a_time_would(tmp_path, monkeypatch)
         ).fetchall()[::3]  # ids 3 apart
         kinds = [("unknown", None, True), ("launch_overhead", "its own", True), ("unknown", None, False)]
         code = [i % 3 for i in range(len(launches))]
-        gap = [-(1 << 63) if i % 5 == 0 else 1000 + i for i in range(len(launches))]
+        # NULLs, overlaps, gaps far outside 32 bits of the least (set after the insert)
+        far = (-(1 << 40), 1 << 40, 5 << 33, -(1 << 31) - 1)
+        gap = [-(1 << 63) if i % 5 == 0 else far[i % 4] if i % 7 == 0 else i - 20 for i in range(len(launches))]
 
         def labels():
             w = write.Labels(c, "known")
@@ -371,12 +374,13 @@ def test_label_columns_write_the_rows_one_at_a_time_would(tmp_path, monkeypatch)
         with c:
             w, ks = labels()
             w.add(
-                (k, "known", *ks[x][:3], *((a, d, None if g < 0 else g) if ks[x][3] else (None,) * 3))
+                (k, "known", *ks[x][:3], *((a, d, None if g == -(1 << 63) else g) if ks[x][3] else (None,) * 3))
                 for (k, d, a), x, g in zip(launches, code, gap)
             )
         one_at_a_time = stored()
         assert len(one_at_a_time) == len(launches) > 20
-        for chunk, pack in ((7, 62), (1 << 20, 5)):  # 5 bits: 2 for the kind, ids 8 apart a chunk each
+        # 5 bits: 2 for the kind, 2 for the gap (most set after), ids 2 apart a chunk each
+        for chunk, pack in ((7, 62), (1 << 20, 62), (1 << 20, 5)):
             monkeypatch.setattr(write, "_PACK_BITS", pack)
             with c:
                 w, ks = labels()

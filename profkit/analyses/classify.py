@@ -957,6 +957,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         return None
     ridge = run_ridge(counters.values(), options[0])
     cols = _launch_columns(store, run, read)
+    del read  # (it holds the columns as read: sorted below, they go)
     if cols is None:
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)

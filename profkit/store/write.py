@@ -270,50 +270,57 @@ class Labels:
         """Label rows: (kernel id, run, label, own reason or None, evidence id, api_ns, duration_ns, gap_ns)."""
         self.conn.executemany(_LABEL, rows)
 
-    def add_columns(self, kid, kinds: list[tuple], code, gap, null: int, chunk: int = 1 << 20, tick=None) -> None:
+    def add_columns(self, kid, kinds: list[tuple], code, gap, null: int, chunk: int = 1 << 18, tick=None) -> None:
         """Label rows as columns: launch ids `kid` (ascending), each of kind `kinds[code]`
         ((label, own reason or None, evidence id, timed)), `gap` its idle gap (`null`: none).
         A timed kind's api_ns and duration_ns are its launch's own (launch_row's call length
-        and duration). Each chunk's id and kind go to SQLite packed in one JSON integer, the
-        gaps in a second array: SQLite unpacks them in C (a bound tuple a row costs ~3 us).
+        and duration). Each chunk goes to SQLite as one JSON array of integers, a launch's id
+        offset, gap and kind packed in each: SQLite unpacks them in C (a bound tuple a row
+        costs ~3 us, a second array joined by position a temporary table). A gap outside the
+        32 bits above the run's least (from -2 s) is set after, by its launch's id.
         `tick(n)`: n more rows written."""
         import numpy as np
 
         c = self.conn
+        kid, code, gap = (np.asarray(x, dtype=np.int64) for x in (kid, code, gap))
         c.execute("DROP TABLE IF EXISTS temp.label_kind")
-        c.execute("DROP TABLE IF EXISTS temp.label_gap")
         c.execute("CREATE TEMP TABLE label_kind (code INTEGER PRIMARY KEY, label, reason, evidence_id, timed)")
-        c.execute("CREATE TEMP TABLE label_gap (seq INTEGER PRIMARY KEY, gap)")
         c.executemany(
             "INSERT INTO temp.label_kind VALUES (?, ?, ?, ?, ?)",
             ((i, lab, why, eid, int(timed)) for i, (lab, why, eid, timed) in enumerate(kinds)),
         )
-        bits = max(len(kinds) - 1, 1).bit_length()
-        span = 1 << (_PACK_BITS - bits)  # ids past a chunk's first within this fit beside the kind
-        kid, code, gap = (np.asarray(x, dtype=np.int64) for x in (kid, code, gap))
-        lo = 0
-        while lo < len(kid):
-            hi = min(lo + chunk, int(np.searchsorted(kid, kid[lo] + span)))
-            base = int(kid[lo])
-            packed = ((kid[lo:hi] - base) << bits) | code[lo:hi]
-            c.execute("DELETE FROM temp.label_gap")
-            c.execute(
-                "INSERT INTO temp.label_gap SELECT key, nullif(value, ?) FROM json_each(?)",
-                (null, json.dumps(gap[lo:hi].tolist())),
-            )
+        kbits = max(len(kinds) - 1, 1).bit_length()
+        has = gap != null
+        low = gap[has & (gap >= -(1 << 31))]
+        least = int(low.min()) if len(low) else 0
+        room = max(_PACK_BITS - kbits - 1, 0)  # (an id offset keeps a bit at least)
+        gbits = min((int(gap[has].max()) - least + 1).bit_length(), 32, room) if len(low) else 0
+        fits = has & (gap >= least) & (gap < least + (1 << gbits) - 1)
+        slot = np.where(fits, gap - least + 1, 0)  # 0: none (or set after)
+        span = 1 << (_PACK_BITS - kbits - gbits)  # ids past a chunk's first within this fit beside the rest
+        at = 0
+        while at < len(kid):
+            hi = min(at + chunk, int(np.searchsorted(kid, kid[at] + span)))
+            base = int(kid[at])
+            packed = ((((kid[at:hi] - base) << gbits) | slot[at:hi]) << kbits) | code[at:hi]
             c.execute(
                 "INSERT INTO label (kernel_id, run, label, reason, evidence_id, api_ns, duration_ns, gap_ns)"
                 " SELECT l.id, ?, k.label, k.reason, k.evidence_id, CASE WHEN k.timed THEN l.api_end_ns - l.api_start_ns END,"
-                " CASE WHEN k.timed THEN l.duration_ns END, CASE WHEN k.timed THEN g.gap END"
-                f" FROM json_each(?) j JOIN temp.label_kind k ON k.code = j.value & {(1 << bits) - 1}"
-                f" JOIN launch_row l ON l.id = (j.value >> {bits}) + ? JOIN temp.label_gap g ON g.seq = j.key",
+                " CASE WHEN k.timed THEN l.duration_ns END,"
+                f" CASE WHEN k.timed THEN nullif((j.value >> {kbits}) & {(1 << gbits) - 1}, 0) + {least - 1} END"
+                f" FROM json_each(?) j JOIN temp.label_kind k ON k.code = j.value & {(1 << kbits) - 1}"
+                f" JOIN launch_row l ON l.id = (j.value >> {kbits + gbits}) + ?",
                 (self.run, json.dumps(packed.tolist()), base),
             )
             if tick:
-                tick(hi - lo)
-            lo = hi
+                tick(hi - at)
+            at = hi
+        far = np.flatnonzero(has & ~fits)
+        c.executemany(
+            "UPDATE label SET gap_ns = ? WHERE kernel_id = ? AND (SELECT timed FROM temp.label_kind WHERE code = ?)",
+            zip(gap[far].tolist(), kid[far].tolist(), code[far].tolist()),
+        )
         c.execute("DROP TABLE temp.label_kind")
-        c.execute("DROP TABLE temp.label_gap")
 
 
 def replace_labels(conn: sqlite3.Connection, run: str, rows: list[dict]) -> None:
