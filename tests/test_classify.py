@@ -277,6 +277,30 @@ def test_launch_values_that_are_not_integers_label_as_the_general_path(
         assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,)) == stored
 
 
+def test_launches_read_in_halves_label_as_one_read(profiles_db_built, tmp_path, monkeypatch):
+    """On a large table the launches are read as two halves of its ids at once: the table and the
+    stored labels are those of one read (the run that holds the table's middle id, both halves
+    with launches)."""
+    from profkit.analyses import classify as cl
+
+    db = str(tmp_path / "halves.db")
+    shutil.copyfile(profiles_db_built, db)
+    with Store(db) as s:
+        (run,) = s.conn.execute(
+            "SELECT run FROM launch_row WHERE id >= ((SELECT min(id) FROM launch_row) + (SELECT max(id) FROM launch_row)"
+            " + 1) / 2 ORDER BY id LIMIT 1"
+        ).fetchone()
+        assert len(cl._read_launches(s, run)) == 1
+        whole = cl.classify_by_range(s, run)
+        stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,))
+    monkeypatch.setattr(cl, "_SPLIT", 1)
+    with Store(db) as s:
+        halves = cl._read_launches(s, run)
+        assert len(halves) == 2 and all(len(h.result()[0][0]) for h in halves), run
+        assert cl.classify_by_range(s, run) == whole
+        assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,)) == stored
+
+
 def test_a_grid_whose_blocks_pass_64_bits_is_no_grid(profiles_db_built, tmp_path):
     """A damaged grid whose blocks do not fit 64 bits (SQLite's product is then a real number)
     reads as no grid, never as its product wrapped round to a few blocks (which the tiny-grid
@@ -293,8 +317,7 @@ def test_a_grid_whose_blocks_pass_64_bits_is_no_grid(profiles_db_built, tmp_path
                 "UPDATE launch_row SET grid_x = 1 << 40, grid_y = 1 << 40, grid_z = 1 << 10 WHERE id = ?", (at,)
             )
     with Store(db) as s:  # (a connection that has written reads on itself, never strictly typed)
-        read = s.int_columns(cl._LAUNCHES, (run,), len(cl._LAUNCH_COLUMNS), strict=True, later=True)
-        cols = cl._launch_columns(s, run, read)
+        cols = cl._launch_columns(s, run, cl._read_launches(s, run))
     assert cols is not None
     kid, blocks = cols[0], cols[7]
     assert blocks[kid == at].tolist() == [cl._NULL]

@@ -297,6 +297,64 @@ def test_a_column_read_stuck_in_the_adbc_driver_stops_on_a_signal(tmp_path, sig)
     assert sig == "SIGTERM" or "KeyboardInterrupt" in err
 
 
+def test_a_stopped_column_read_ends_at_its_next_batch(tmp_path):
+    """A read under way on its thread (read_columns' `later`) that its caller no longer wants
+    ends at its next batch on cancel(): stop() then returns at once, and the caller may write
+    the file (20 M rows would take seconds more)."""
+    import sqlite3
+    import time
+
+    pytest.importorskip("adbc_driver_sqlite")
+    from profkit.core import dbfile
+
+    db = tmp_path / "s.db"
+    sqlite3.connect(db).close()
+    many = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 20000000) SELECT x FROM r"
+    read = dbfile.read_columns(db, many, 1, strict=True, later=True)
+    time.sleep(0.3)
+    assert not read.done()
+    t0 = time.monotonic()
+    read.cancel()
+    read._thread.join(5)  # (not stop(): a read that ignored cancel() would hold the test for its whole run)
+    assert read.done() and time.monotonic() - t0 < 1.0
+    with pytest.raises(dbfile.ColumnsError, match="stopped"):
+        read.result()
+    read.stop()  # (done: at once)
+
+
+def test_a_column_read_waits_for_a_writers_lock_as_sqlite3_does(tmp_path):
+    """The ADBC driver sets no busy timeout: a read started while a writer holds the file's lock
+    (or while another reader opens its write-ahead log) would fail at once with "database is
+    locked". It waits, as profkit's sqlite3 connections do, and reads what was committed (the
+    writer another process: locks within one process are not seen by another copy of SQLite)."""
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("adbc_driver_sqlite")
+    from profkit.core import dbfile
+
+    db = tmp_path / "w.db"
+    c = sqlite3.connect(db, isolation_level=None)
+    c.execute("CREATE TABLE t (x INTEGER)")
+    c.execute("INSERT INTO t VALUES (1)")
+    c.close()
+    writer = (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE'); c.execute('INSERT INTO t VALUES (2)')\n"
+        "print('locked', flush=True); time.sleep(1.5); c.execute('COMMIT')\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "locked\n"
+    read = dbfile.read_columns(db, "SELECT x FROM t ORDER BY x", 1, strict=True, later=True)
+    time.sleep(0.5)
+    assert not read.done()  # (waiting on the lock)
+    assert read.result()[0][0].tolist() == [1, 2]
+    assert p.wait(10) == 0
+
+
 # --- item 17: kernels of 0 ns ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("zero_side", ["before", "after", "both"])

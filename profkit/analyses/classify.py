@@ -884,20 +884,44 @@ _LAUNCH_COLUMNS = (
 _LAUNCHES = f"SELECT {', '.join(_LAUNCH_COLUMNS)} FROM launch_row WHERE run = ? AND timeline_id IS NULL"
 
 
-def _launch_columns(store: Store, run: str, read) -> list | None:
+_SPLIT = 200_000  # launch ids from which the launches are read in two halves at once
+
+
+def _read_launches(store: Store, run: str) -> list:
+    """_LAUNCHES read strictly typed on threads of their own (reads whose result() is the
+    answer): on a large table, the two halves of its ids at once (SQLite and the ADBC driver
+    work without the GIL; halves of the rows, each walked once: halves of the columns would
+    walk every row twice). The table's id span, not the run's: a run in one half reads in one."""
+    lo, hi = store.conn.execute(  # (each apart: SQLite finds one min() or max() in the b-tree, not both)
+        "SELECT (SELECT min(id) FROM launch_row), (SELECT max(id) FROM launch_row)"
+    ).fetchone()
+    n = len(_LAUNCH_COLUMNS)
+    if hi is None or hi - lo < _SPLIT:
+        return [store.int_columns(_LAUNCHES, (run,), n, strict=True, later=True)]
+    mid = (lo + hi + 1) // 2
+    return [
+        store.int_columns(f"{_LAUNCHES} AND id < ?", (run, mid), n, strict=True, later=True),
+        store.int_columns(f"{_LAUNCHES} AND id >= ?", (run, mid), n, strict=True, later=True),
+    ]
+
+
+def _launch_columns(store: Store, run: str, reads: list) -> list | None:
     """The launches' columns (id, name, path, sampled from, timed, duration, call, grid blocks,
-    start, end, device, stream, _ODD) from `read`, the strictly typed read of _LAUNCHES; where
-    a value is not an integer, read again with typeof() saying which launches. None: not read as integers at all (a damaged file: the general
-    path says what)."""
+    start, end, device, stream, _ODD) from `reads`, _read_launches' parts; where a value is not
+    an integer, read again with typeof() saying which launches. None: not read as integers at
+    all (a damaged file: the general path says what)."""
     try:
-        *cols, gx, gy, gz = read.result()[0]
+        parts = [r.result()[0] for r in reads]
+        *cols, gx, gy, gz = parts[0] if len(parts) == 1 else [np.concatenate(x) for x in zip(*parts)]
+        del parts
         gy, gz = np.where(gy != 0, gy, 1), np.where(gz != 0, gz, 1)
         # blocks past 64 bits (a damaged grid: SQLite's product, a real number) are no grid
         fits = np.abs(gx.astype(np.float64) * gy * gz) < 2.0**62
         blocks = np.where((gx != 0) & fits, gx * gy * gz, _NULL)
         return [*cols[:7], blocks, *cols[7:], np.zeros(len(blocks), dtype=np.int64)]
     except Exception:  # (a value of another type: which ones, typeof() says)
-        pass
+        for r in reads:
+            r.stop()
     try:
         return store.int_columns(
             f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1),"
@@ -942,7 +966,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     different GPUs."""
     c = store.conn
     # the launches' columns come on a thread of their own while the run's context is read here
-    read = store.int_columns(_LAUNCHES, (run,), len(_LAUNCH_COLUMNS), strict=True, later=True)
+    reads = _read_launches(store, run)
     counters = store.counters(run, sampled=False)
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
@@ -953,11 +977,12 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         or shape_labels.gpus_by_file(store, run)
         or set(v0) - {"sm_count", "sm_count_from"}
     ):
-        read.cancel()
+        for r in reads:
+            r.stop()
         return None
     ridge = run_ridge(counters.values(), options[0])
-    cols = _launch_columns(store, run, read)
-    del read  # (it holds the columns as read: sorted below, they go)
+    cols = _launch_columns(store, run, reads)
+    del reads  # (they hold the columns as read: sorted below, they go)
     if cols is None:
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)

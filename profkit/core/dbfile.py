@@ -128,19 +128,27 @@ def read_columns(
             return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
         return Pending(_read_sqlite3, path, sql, n_int, blob, on_rows, batch_rows, dtypes)
 
+    halt: list = []  # Pending.cancel()'s word: the read stops at its next batch
+    each = on_rows
+
+    def on_batch(done):
+        if halt:
+            raise ColumnsError("the read was stopped")
+        if each:
+            each(done)
+
     def read():
         try:
-            return _read_adbc(path, sql, n_int, blob, on_rows, batch_rows, dtypes, n_rows, max_rows, bound)
+            return _read_adbc(path, sql, n_int, blob, on_batch, batch_rows, dtypes, n_rows, max_rows, bound)
         except ColumnsError:
             raise
         except Exception as e:  # the driver infers a column's type from its first rows: an odd file reads the slow way
-            if (
-                strict
-            ):  # (a type the driver refused, or anything else it could not read: the caller's typed read judges it)
+            # (a type the driver refused, or anything else it could not read: a strict caller's typed read judges it)
+            if strict:
                 raise ColumnsError(f"not read as 64-bit integers ({e})") from None
-        return _read_sqlite3(path, sql, n_int, blob, on_rows, batch_rows, dtypes)
+        return _read_sqlite3(path, sql, n_int, blob, on_batch, batch_rows, dtypes)
 
-    pending = Pending(read)
+    pending = Pending(read, halt=halt)
     return pending if later else pending.result()
 
 
@@ -156,14 +164,15 @@ def _has_adbc() -> bool:
 class Pending:
     """fn(*args) under way on a thread of its own (a daemon): result() waits where signals land
     and returns its value or raises its error, each time it is asked. On a signal meanwhile, or
-    cancel(), a read of its thread's through ADBC is cancelled and the thread left behind (the
-    driver runs a statement in C without signal checks: a view redefined to run forever would
-    hold Ctrl-C and SIGTERM off for good)."""
+    cancel(), `halt` gets an item (a read checks it between batches) and a read of its thread's
+    through ADBC is cancelled, the thread left behind (the driver runs a statement in C without
+    signal checks: a view redefined to run forever would hold Ctrl-C and SIGTERM off for good)."""
 
-    def __init__(self, fn, *args, name: str = "profkit-read") -> None:
+    def __init__(self, fn, *args, name: str = "profkit-read", halt: list | None = None) -> None:
         import threading
 
         self._got: list = []
+        self._halt = [] if halt is None else halt  # cancel() appends: fn's own checks see it
 
         def run() -> None:
             try:
@@ -190,7 +199,18 @@ class Pending:
         return not self._thread.is_alive()
 
     def cancel(self) -> None:
+        self._halt.append(True)
         _cancel(self._thread)
+
+    def stop(self) -> None:
+        """cancel() and wait for the thread to end, its answer or error dropped: before this
+        process writes the file (a reader of another copy of SQLite that closes after a write
+        takes itself for the file's last connection)."""
+        self.cancel()
+        try:
+            self.result()
+        except Exception:  # noqa: BLE001 - the answer is not wanted
+            pass
 
 
 class Ready:
@@ -208,6 +228,9 @@ class Ready:
         return True
 
     def cancel(self) -> None:
+        pass
+
+    def stop(self) -> None:
         pass
 
 
@@ -239,6 +262,14 @@ class _Adbc:
         self._am = adbc_driver_manager
         self._db = adbc_driver_sqlite.connect(f"{Path(path).resolve().as_uri()}?mode=ro")
         self._conn = adbc_driver_manager.AdbcConnection(self._db)
+        # a reader that starts while another opens the write-ahead log waits, as sqlite3's do
+        # (the driver sets no busy timeout: "database is locked" at once)
+        busy = adbc_driver_manager.AdbcStatement(self._conn)
+        try:
+            busy.set_sql_query(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            busy.execute_update()
+        finally:
+            busy.close()
         self._stmt = None
         self.batch_rows = 1 << 16
         self._thread = threading.get_ident()
