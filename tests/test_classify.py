@@ -232,6 +232,7 @@ def test_stored_labels_read_as_the_rows_they_were_made_from(profiles_db_built, t
             ).fetchone()
             assert launches == len(rows) and shared <= launches
             total = (total[0] + shared, total[1] + launches)
+        assert not s.conn.execute("PRAGMA foreign_key_check(label)").fetchall()  # (written unchecked)
         assert columns >= 3  # (a run with several candidate GPUs, or operators with shapes: the general path)
         assert by_family, "no run labelled its unknown launches from their family as columns"
         assert total[0] < total[1] / 20, total  # most launches share their evidence JSON
