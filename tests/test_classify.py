@@ -279,27 +279,28 @@ def test_launch_values_that_are_not_integers_label_as_the_general_path(
 
 
 def test_launches_read_in_halves_label_as_one_read(profiles_db_built, tmp_path, monkeypatch):
-    """On a large table the launches are read as two halves of its ids at once: the table and the
-    stored labels are those of one read (the run that holds the table's middle id, both halves
-    with launches)."""
+    """On a large run the launches are read as two halves of its row ids at once: the table and
+    the stored labels are those of one read (e2e-decode; llama-decode-cudagraphs, whose labels
+    read counters)."""
     from profkit.analyses import classify as cl
+    from profkit.core.dbfile import Joined
+    from profkit.store import store as store_module
 
     db = str(tmp_path / "halves.db")
     shutil.copyfile(profiles_db_built, db)
-    with Store(db) as s:
-        (run,) = s.conn.execute(
-            "SELECT run FROM launch_row WHERE id >= ((SELECT min(id) FROM launch_row) + (SELECT max(id) FROM launch_row)"
-            " + 1) / 2 ORDER BY id LIMIT 1"
-        ).fetchone()
-        assert len(cl._read_launches(s, run)) == 1
-        whole = cl.classify_by_range(s, run)
-        stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,))
-    monkeypatch.setattr(cl, "_SPLIT", 1)
-    with Store(db) as s:
-        halves = cl._read_launches(s, run)
-        assert len(halves) == 2 and all(len(h.result()[0][0]) for h in halves), run
-        assert cl.classify_by_range(s, run) == whole
-        assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,)) == stored
+    for run in ("e2e-decode", "llama-decode-cudagraphs"):
+        with Store(db) as s:
+            assert not isinstance(cl._read_launches(s, run), Joined)
+            whole = cl.classify_by_range(s, run)
+            stored = s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,))
+        monkeypatch.setattr(store_module, "SPLIT", 2)
+        with Store(db) as s:
+            halves = cl._read_launches(s, run)
+            assert isinstance(halves, Joined)
+            assert all(len(h.result()[0][0]) for h in halves._reads), run  # (each half has launches)
+            assert cl.classify_by_range(s, run) == whole
+            assert s.query("SELECT * FROM classifications WHERE run = ? ORDER BY kernel_id", (run,)) == stored
+        monkeypatch.setattr(store_module, "SPLIT", 200_000)
 
 
 def test_a_grid_whose_blocks_pass_64_bits_is_no_grid(profiles_db_built, tmp_path):

@@ -16,7 +16,9 @@ from typing import Any, TypedDict
 import numpy as np
 
 from profkit.analyses import hotspots, shape_labels
+from profkit.analyses.selection import id_bounds
 from profkit.core import columns
+from profkit.core.dbfile import Ready
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.core.names import is_comm
@@ -881,47 +883,33 @@ _LAUNCH_COLUMNS = (
     "coalesce(grid_y, 0)",
     "coalesce(grid_z, 0)",
 )
-_LAUNCHES = f"SELECT {', '.join(_LAUNCH_COLUMNS)} FROM launch_row WHERE run = ? AND timeline_id IS NULL"
+# ({between}: the run's stretch of row ids; +run: SQLite reads that stretch, not the run's index)
+_LAUNCHES = (
+    f"SELECT {', '.join(_LAUNCH_COLUMNS)} FROM launch_row WHERE id {{between}} AND +run = ? AND timeline_id IS NULL"
+)
 
 
-_SPLIT = 200_000  # launch ids from which the launches are read in two halves at once
+def _read_launches(store: Store, run: str):
+    """_LAUNCHES read strictly typed on threads of their own (result() is the answer): the run's
+    stretch of row ids (selection.id_bounds), its halves at once on a large run."""
+    ids = id_bounds(store, "launch_row", run) or (1, 0)
+    return store.int_columns_by_ids(_LAUNCHES, (run,), len(_LAUNCH_COLUMNS), ids, strict=True, later=True)
 
 
-def _read_launches(store: Store, run: str) -> list:
-    """_LAUNCHES read strictly typed on threads of their own (reads whose result() is the
-    answer): on a large table, the two halves of its ids at once (SQLite and the ADBC driver
-    work without the GIL; halves of the rows, each walked once: halves of the columns would
-    walk every row twice). The table's id span, not the run's: a run in one half reads in one."""
-    lo, hi = store.conn.execute(  # (each apart: SQLite finds one min() or max() in the b-tree, not both)
-        "SELECT (SELECT min(id) FROM launch_row), (SELECT max(id) FROM launch_row)"
-    ).fetchone()
-    n = len(_LAUNCH_COLUMNS)
-    if hi is None or hi - lo < _SPLIT:
-        return [store.int_columns(_LAUNCHES, (run,), n, strict=True, later=True)]
-    mid = (lo + hi + 1) // 2
-    return [
-        store.int_columns(f"{_LAUNCHES} AND id < ?", (run, mid), n, strict=True, later=True),
-        store.int_columns(f"{_LAUNCHES} AND id >= ?", (run, mid), n, strict=True, later=True),
-    ]
-
-
-def _launch_columns(store: Store, run: str, reads: list) -> list | None:
+def _launch_columns(store: Store, run: str, read) -> list | None:
     """The launches' columns (id, name, path, sampled from, timed, duration, call, grid blocks,
-    start, end, device, stream, _ODD) from `reads`, _read_launches' parts; where a value is not
+    start, end, device, stream, _ODD) from `read`, _read_launches' answer; where a value is not
     an integer, read again with typeof() saying which launches. None: not read as integers at
     all (a damaged file: the general path says what)."""
     try:
-        parts = [r.result()[0] for r in reads]
-        *cols, gx, gy, gz = parts[0] if len(parts) == 1 else [np.concatenate(x) for x in zip(*parts)]
-        del parts
+        *cols, gx, gy, gz = read.result()[0]
         gy, gz = np.where(gy != 0, gy, 1), np.where(gz != 0, gz, 1)
         # blocks past 64 bits (a damaged grid: SQLite's product, a real number) are no grid
         fits = np.abs(gx.astype(np.float64) * gy * gz) < 2.0**62
         blocks = np.where((gx != 0) & fits, gx * gy * gz, _NULL)
         return [*cols[:7], blocks, *cols[7:], np.zeros(len(blocks), dtype=np.int64)]
     except Exception:  # (a value of another type: which ones, typeof() says)
-        for r in reads:
-            r.stop()
+        read.stop()
     try:
         return store.int_columns(
             f"SELECT id, name_id, coalesce(path_id, -1), coalesce(sampled_from, -1),"
@@ -966,7 +954,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     different GPUs."""
     c = store.conn
     # the launches' columns come on a thread of their own while the run's context is read here
-    reads = _read_launches(store, run)
+    read = _read_launches(store, run)
     counters = store.counters(run, sampled=False)
     candidates, found = gpu_context(store, run, counters)
     options: list[gpus.Gpu | None] = [*candidates] if candidates else [None]
@@ -977,12 +965,11 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         or shape_labels.gpus_by_file(store, run)
         or set(v0) - {"sm_count", "sm_count_from"}
     ):
-        for r in reads:
-            r.stop()
+        read.stop()
         return None
     ridge = run_ridge(counters.values(), options[0])
-    cols = _launch_columns(store, run, reads)
-    del reads  # (they hold the columns as read: sorted below, they go)
+    cols = _launch_columns(store, run, read)
+    del read  # (it holds the columns as read: sorted below, they go)
     if cols is None:
         return None
     by_id = np.argsort(cols[0], kind="stable")  # (sorted here: SQLite's sort of the rows costs more)
@@ -1360,23 +1347,40 @@ def label_facts(store: Store, run: str, measured: set | None = None) -> Facts:
     return stored
 
 
-def label_codes(store: Store, run: str) -> Facts:
-    """labels() as columns: the stored labels, else computed here without storing them."""
+def label_codes(store: Store, run: str, later: bool = False):
+    """labels() as columns: the stored labels, else computed here without storing them. With
+    `later`, an answer whose result() is that: the stored labels' read under way meanwhile."""
     if store.conn.execute(f"SELECT 1 {_HELD} LIMIT 1", (run,)).fetchone():
         # every label of the run, a timeline launch's or not: codes() is asked of timeline launches
-        (kid,), (code, names) = store.int_columns(
-            "SELECT kernel_id, CAST(label AS BLOB) FROM label WHERE run = ?", (run,), 1, blob=True
+        # (in halves of the run's launch ids at once on a large run: the label index's stretches)
+        ids = id_bounds(store, "launch_row", run) or (1, 0)
+        read = store.int_columns_by_ids(
+            "SELECT kernel_id, CAST(label AS BLOB) FROM label WHERE run = ? AND kernel_id {between}",
+            (run,),
+            1,
+            ids,
+            blob=True,
+            later=True,
         )
-        return Facts(kid, code.astype(np.int64), [b.decode() for b in names], lambda kid: None)
-    got = {r["kernel_id"]: r["label"] for r in label_rows(store, run)}
-    names = list(dict.fromkeys(got.values()))
-    code = {n: i for i, n in enumerate(names)}
-    return Facts(
-        np.fromiter(got, dtype=np.int64, count=len(got)),
-        np.fromiter((code[x] for x in got.values()), dtype=np.int64, count=len(got)),
-        names,
-        lambda kid: None,
-    )
+
+        def stored() -> Facts:
+            (kid,), (code, names) = read.result()
+            return Facts(kid, code.astype(np.int64), [b.decode() for b in names], lambda kid: None)
+
+        return Ready(stored, read) if later else stored()
+
+    def computed() -> Facts:
+        got = {r["kernel_id"]: r["label"] for r in label_rows(store, run)}
+        names = list(dict.fromkeys(got.values()))
+        code = {n: i for i, n in enumerate(names)}
+        return Facts(
+            np.fromiter(got, dtype=np.int64, count=len(got)),
+            np.fromiter((code[x] for x in got.values()), dtype=np.int64, count=len(got)),
+            names,
+            lambda kid: None,
+        )
+
+    return Ready(computed) if later else computed()
 
 
 def _stored_facts(store: Store, run: str) -> Facts:

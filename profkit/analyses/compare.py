@@ -173,8 +173,14 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
     if by not in BY:
         raise BadArgument(f"compare by {by!r}: one of {', '.join(BY)}")
     sb, sa = selection.parse(before), selection.parse(after)
-    pairs = selection.pair(store, sb, sa, as_columns=True)
-    ctx = {run: _RunContext(store, run) for run in dict.fromkeys((sb.run, sa.run))}
+    runs = [r for r in dict.fromkeys((sb.run, sa.run)) if r in store.runs()]
+    labels = {run: label_codes(store, run, later=True) for run in runs}  # (read while the launches are paired)
+    try:
+        pairs = selection.pair(store, sb, sa, as_columns=True)
+        ctx = {run: _RunContext(store, run, labels[run].result()) for run in runs}
+    finally:
+        for got in labels.values():
+            got.stop()  # (read or not: ended before the caller goes on)
     out, timeless = [], []
     for p in pairs:
         b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
@@ -255,9 +261,9 @@ def timeline(store: Store, selector: str) -> list[dict]:
 class _RunContext:
     """A run's labels, counters and correctness record, read once."""
 
-    def __init__(self, store: Store, run: str):
+    def __init__(self, store: Store, run: str, labels=None):
         self.run = run
-        self.labels = label_codes(store, run)
+        self.labels = label_codes(store, run) if labels is None else labels
         self.hot = hotspots.evidence(store, run)
         self.counters = store.counters(run)
         meta = store.query("SELECT meta FROM runs WHERE run = ?", (run,))
@@ -465,19 +471,22 @@ def _resampled_medians(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     below = gen.binomial(n, lo / n, BOOTSTRAP_SAMPLES)
     above = gen.binomial(n - below, (n - hi) / (n - lo))
     inside = n - below - above
-    out = np.empty(BOOTSTRAP_SAMPLES)
-    # a block of resamples at a time: their counts per window value (block x width)
+    # a block of resamples at a time (about block x width draws held)
     block = max(1, BOOTSTRAP_DRAWS // width)
+    r_lo, r_hi = np.zeros(BOOTSTRAP_SAMPLES, dtype=np.intp), np.zeros(BOOTSTRAP_SAMPLES, dtype=np.intp)
     for first in range(0, BOOTSTRAP_SAMPLES, block):
         m = slice(first, min(first + block, BOOTSTRAP_SAMPLES))
-        c = inside[m]
-        at = gen.integers(0, width, int(c.sum()))
-        at += np.repeat(np.arange(len(c)) * width, c)  # each resample's draws in its own row
-        counts = np.bincount(at, minlength=len(c) * width)
-        seen = np.cumsum(counts.reshape(len(c), width), axis=1)  # draws at or below each window value
-        r_lo = (seen > (k_lo - below[m])[:, None]).argmax(axis=1)
-        r_hi = r_lo if k_hi == k_lo else (seen > (k_hi - below[m])[:, None]).argmax(axis=1)
-        out[m] = (x[lo + r_lo] + x[lo + r_hi]) / 2
+        at = gen.integers(0, width, int(inside[m].sum()))  # each resample's draws in turn
+        ends = np.cumsum(inside[m]).tolist()
+        # each resample's middle draws: its (k - below)-th smallest in the window, by a
+        # partition of its own draws (the second middle: the least of those after the first)
+        for i, a, b, end in zip(range(first, m.stop), (k_lo - below[m]).tolist(), (k_hi - below[m]).tolist(), ends):
+            start = end - int(inside[i])
+            if 0 <= a and b < end - start:  # (else its middle lies outside the window: below)
+                part = np.partition(at[start:end], a)
+                r_lo[i] = part[a]
+                r_hi[i] = part[a] if b == a else part[a + 1 :].min()
+    out = (x[lo + r_lo] + x[lo + r_hi]) / 2
     missed = np.flatnonzero((below > k_lo) | (below + inside <= k_hi))
     for i in missed.tolist():  # the resample drawn whole, its counts below and above as drawn
         parts = [(0, lo, below[i]), (lo, hi, inside[i]), (hi, n, above[i])]

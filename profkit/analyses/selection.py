@@ -189,30 +189,37 @@ def _instance_of(held: dict, row: dict):
 NULL = -(1 << 63)  # a NULL in an integer column read as an array
 
 
-def launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
+def launch_groups(store: Store, sel: Selector, read=None) -> dict[str, Launches]:
     """groups() as columns: the same launches under the same keys, in the same order, with the
     same range instance each (a million launches as rows cost gigabytes and minutes). Read from
     the tables the `kernels` view is made of: the view's per-row subqueries cost more than the
-    rest of a comparison."""
-    return dict(store.remember(("launch_groups", sel), lambda: _launch_groups(store, sel)))
+    rest of a comparison. `read`: launch_read()'s, started before (else read here)."""
+    return dict(store.remember(("launch_groups", sel), lambda: _launch_groups(store, sel, read)))
 
 
-def _launch_groups(store: Store, sel: Selector) -> dict[str, Launches]:
-    if sel.run not in store.runs():
-        raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
-    c = store.conn
+def launch_read(store: Store, run: str):
+    """The run's launches as launch_groups reads them, under way on threads of their own
+    (result() is the columns): started while other work is done."""
     n = NULL
-    within, at_most = id_span(store, "launch_row", sel.run)
-    kid, name, path_id, start, end, dur, api, rank, pid, tid = store.int_columns(
+    return store.int_columns_by_ids(
         f"""
         SELECT id, name_id, coalesce(path_id, {n}), coalesce(start_ns, {n}), coalesce(end_ns, {n}),
                coalesce(duration_ns, 0), coalesce(api_start_ns, {n}), coalesce(rank, {n}), coalesce(pid, {n}),
                coalesce(tid, {n})
-        FROM launch_row WHERE {within} AND +run = ? AND timeline_id IS NULL""",
-        (sel.run,),
+        FROM launch_row WHERE id {{between}} AND +run = ? AND timeline_id IS NULL""",
+        (run,),
         10,
-        at_most=at_most,
-    )[0]
+        id_bounds(store, "launch_row", run) or (1, 0),
+        later=True,
+    )
+
+
+def _launch_groups(store: Store, sel: Selector, read=None) -> dict[str, Launches]:
+    if sel.run not in store.runs():
+        raise NoSuchRun(f"no run {sel.run!r} in {store.path}; runs: {', '.join(store.runs()) or 'none'}")
+    c = store.conn
+    n = NULL
+    kid, name, path_id, start, end, dur, api, rank, pid, tid = (read or launch_read(store, sel.run)).result()[0]
     path_id, tid = path_id.copy(), tid.copy()
     # the `kernels` view's paths: a launch that inherited its lead thread's ranges is read under
     # that path and thread; a launch with its own path text (launch_nvtx) keeps its names' row.
@@ -375,14 +382,14 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, 
     for a in range(lo, hi + 1, chunk):
         b = min(hi, a + chunk - 1)
         # (the path test first: it turns most rows away before the run's text is compared)
-        got = store.int_columns(
+        got = store.int_columns_by_ids(
             f"""
             SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
-            FROM nvtx_event WHERE id BETWEEN {a} AND {b} AND path_id IN ({",".join(map(str, paths))})
+            FROM nvtx_event WHERE id {{between}} AND path_id IN ({",".join(map(str, paths))})
                   AND +run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
             (run,),
             7,
-            at_most=b - a + 1,
+            (a, b),
         )[0]
         if len(got[0]):
             held.append(tuple(got))
@@ -425,8 +432,15 @@ def pair(store: Store, before: Selector, after: Selector, as_columns: bool = Fal
     as Launches, else as a Group's rows)."""
     if before == after:
         raise BadArgument(f"{before} compared with itself: name two runs, or RUN:BEFORE RUN:AFTER")
-    read = launch_groups if as_columns else groups
-    a, b = read(store, before), read(store, after)
+    if as_columns:  # (the after side's launches read while the before side's are grouped)
+        ahead = launch_read(store, after.run) if after.run != before.run else None
+        try:
+            a, b = launch_groups(store, before), launch_groups(store, after, ahead)
+        finally:
+            if ahead is not None:
+                ahead.stop()  # (read or not: ended before the caller goes on)
+    else:
+        a, b = groups(store, before), groups(store, after)
     pairs = [Pair(k, a[k], b[k]) for k in a if k in b]
     if not pairs:
         raise BadArgument(

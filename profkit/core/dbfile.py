@@ -214,10 +214,11 @@ class Pending:
 
 
 class Ready:
-    """A Pending's face for work done where it is asked for: result() runs fn() then (once)."""
+    """A Pending's face for work done where it is asked for: result() runs fn() then (once).
+    `inner`: a read fn() waits on, which cancel() and stop() reach."""
 
-    def __init__(self, fn) -> None:
-        self._fn, self._got = fn, None
+    def __init__(self, fn, inner=None) -> None:
+        self._fn, self._got, self._inner = fn, None, inner
 
     def result(self):
         if self._fn is not None:
@@ -225,13 +226,46 @@ class Ready:
         return self._got
 
     def done(self) -> bool:
-        return True
+        return self._inner is None or self._inner.done()
 
     def cancel(self) -> None:
-        pass
+        if self._inner is not None:
+            self._inner.cancel()
 
     def stop(self) -> None:
-        pass
+        if self._inner is not None:
+            self._inner.stop()
+
+
+class Joined:
+    """Reads of consecutive stretches of rows (Pending or Ready, each read_columns' answer) as
+    one: result() is their columns end to end (the byte columns' codes merged), cancel() and
+    stop() reach each."""
+
+    def __init__(self, reads: list) -> None:
+        self._reads = reads
+
+    def result(self):
+        import numpy as np
+
+        try:
+            got = [r.result() for r in self._reads]
+        except BaseException:
+            self.stop()  # (the others may still run: they end before the caller goes on)
+            raise
+        cols = [np.concatenate(x) for x in zip(*(g[0] for g in got))]
+        return cols, (_merge_codes([g[1] for g in got]) if got[0][1] is not None else None)
+
+    def done(self) -> bool:
+        return all(r.done() for r in self._reads)
+
+    def cancel(self) -> None:
+        for r in self._reads:
+            r.cancel()
+
+    def stop(self) -> None:
+        for r in self._reads:
+            r.stop()
 
 
 _OPEN: dict[int, _Adbc] = {}  # reader thread -> its open ADBC connection (cancelled on a signal)

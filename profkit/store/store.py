@@ -19,7 +19,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 
-from profkit.core.dbfile import ColumnsError, Ready, read_columns, read_columns_on
+from profkit.core.dbfile import ColumnsError, Joined, Ready, read_columns, read_columns_on
 from profkit.core.errors import ProfkitError
 from profkit.core.rows import Parsed
 from profkit.store import read, write
@@ -27,6 +27,8 @@ from profkit.store.connection import default_db, open_reader, open_writer, ready
 from profkit.store.read import command_of, lab_op
 from profkit.store.readonly import open_readonly
 from profkit.store.snapshot import Cache
+
+SPLIT = 200_000  # row ids from which int_columns_by_ids reads two halves at once
 
 
 def _inline(sql: str, params: tuple) -> str:
@@ -181,6 +183,36 @@ class Store:
             return read_columns_on(self.conn, sql, params, n, blob)
 
         return Ready(here) if later else here()
+
+    def int_columns_by_ids(
+        self,
+        sql: str,
+        params: tuple,
+        n: int,
+        ids: tuple[int, int],
+        blob: bool = False,
+        strict: bool = False,
+        later: bool = False,
+    ):
+        """int_columns of `sql`, whose `{between}` follows a row id column and stands for a range
+        of the ids `ids` (first, last: the rows are at most its length): from SPLIT ids on, its two halves read at once
+        (SQLite and the ADBC driver work without the GIL; halves of the rows, each walked once),
+        their columns end to end."""
+        lo, hi = ids
+        if hi - lo + 1 < SPLIT:
+            return self.int_columns(
+                sql.replace("{between}", f"BETWEEN {lo} AND {hi}"), params, n, blob, max(hi - lo + 1, 0), strict, later
+            )
+        mid = (lo + hi) // 2
+        reads = Joined(
+            [
+                self.int_columns(
+                    sql.replace("{between}", f"BETWEEN {a} AND {b}"), params, n, blob, b - a + 1, strict, True
+                )
+                for a, b in ((lo, mid), (mid + 1, hi))
+            ]
+        )
+        return reads if later else reads.result()
 
     def remember(self, key: tuple, compute):
         """compute(), answered once per key within snapshot() (outside it: computed each time).
