@@ -379,31 +379,43 @@ def _instances_of(store: Store, run: str, info: list, combo, api, thread: list, 
 
     held: list[tuple] = []  # stretches read and not yet matched
     lo, hi = bounds
-    for a in range(lo, hi + 1, chunk):
-        b = min(hi, a + chunk - 1)
-        # (the path test first: it turns most rows away before the run's text is compared)
-        got = store.int_columns_by_ids(
+    stretches = [(a, min(hi, a + chunk - 1)) for a in range(lo, hi + 1, chunk)]
+
+    def read(k: int):
+        """Stretch k's ranges, under way on threads of their own (the next is read while one is
+        matched). (The path test first: it turns most rows away before the run's text is compared.)"""
+        return store.int_columns_by_ids(
             f"""
             SELECT id, path_id, coalesce(rank, {n}), coalesce(pid, {n}), coalesce(tid, {n}), start_ns, end_ns
             FROM nvtx_event WHERE id {{between}} AND path_id IN ({",".join(map(str, paths))})
                   AND +run = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL""",
             (run,),
             7,
-            (a, b),
-        )[0]
-        if len(got[0]):
-            held.append(tuple(got))
-        if held and (b == hi or sum(len(h[0]) for h in held) >= chunk):
-            rid, rpath, rank, pid, tid, rstart, rend = (
-                np.concatenate(x) if len(held) > 1 else x[0] for x in zip(*held)
-            )
-            held = []
-            if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
-                by_id = np.argsort(rid, kind="stable")
+            stretches[k],
+            later=True,
+        )
+
+    ahead = read(0)
+    try:
+        for k, (_, b) in enumerate(stretches):
+            got = ahead.result()[0]
+            ahead = read(k + 1) if k + 1 < len(stretches) else None
+            if len(got[0]):
+                held.append(tuple(got))
+            if held and (b == hi or sum(len(h[0]) for h in held) >= chunk):
                 rid, rpath, rank, pid, tid, rstart, rend = (
-                    x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend)
+                    np.concatenate(x) if len(held) > 1 else x[0] for x in zip(*held)
                 )
-            match(rid, text_of[rpath], rank, pid, tid, rstart, rend)
+                held = []
+                if not (np.diff(rid) > 0).all():  # (in id order, as SQLite gives a table's rows)
+                    by_id = np.argsort(rid, kind="stable")
+                    rid, rpath, rank, pid, tid, rstart, rend = (
+                        x[by_id] for x in (rid, rpath, rank, pid, tid, rstart, rend)
+                    )
+                match(rid, text_of[rpath], rank, pid, tid, rstart, rend)
+    finally:
+        if ahead is not None:
+            ahead.stop()  # (an error or an interrupt: the read ends before the caller goes on)
     ok = (best_id != NO_CALL) & has & (best_end >= api)
     out[ok] = best_id[ok]
     return out
