@@ -18,7 +18,7 @@ import numpy as np
 from profkit.analyses import hotspots, shape_labels
 from profkit.analyses.selection import id_bounds
 from profkit.core import columns
-from profkit.core.dbfile import Ready
+from profkit.core.dbfile import Pending, Ready
 from profkit.core.families import warp_specialised
 from profkit.core.metrics import BY_SHORT, lookup
 from profkit.core.names import is_comm
@@ -1050,6 +1050,7 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
     by_family: dict = {}  # their labels and reasons (the table's), once labelled
 
     pending: list[tuple] = []  # (launch ids, kinds, kind of each, gap of each) written as columns
+    table: list = []  # the table's sum, under way while the labels are written
 
     def fill(w) -> None:
         # each (label, rule)'s evidence: around the timeline (timed launches), whole (the others)
@@ -1187,6 +1188,24 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
         base = np.cumsum([0] + [len(p[1]) for p in pending[:-1]])
         codes = np.concatenate([p[2] + b for p, b in zip(pending, base.tolist())])
         order = np.argsort(ids, kind="stable")
+        # the table, summed on a thread of its own while SQLite inserts (its reads made here)
+        inputs = _table_inputs(store, run, kid, odd, np.where(dur == _NULL, 0, dur))
+        table.append(
+            Pending(
+                _columns_table,
+                kid,
+                cat,
+                [o[0] for o in outcome],
+                reasons,
+                path_id,
+                inherited,
+                inputs,
+                general_rows,
+                ncu,
+                by_family,
+                name="profkit-table",
+            )
+        )
         w.add_columns(
             ids[order],
             [k for p in pending for k in p[1]],
@@ -1196,33 +1215,37 @@ def _classify_columns(store: Store, run: str, tick=None) -> list[dict] | None:
             tick=tick,
         )
 
-    store.write_labels(run, fill)
-    labels = [o[0] for o in outcome]
-    return _columns_table(
-        store,
-        run,
-        kid,
-        cat,
-        labels,
-        reasons,
-        path_id,
-        inherited,
-        np.where(dur == _NULL, 0, dur),
-        odd,
-        general_rows,
-        ncu,
-        by_family,
-    )
+    try:
+        store.write_labels(run, fill)
+    finally:
+        for t in table:  # (an error or an interrupt meanwhile: its thread ends first)
+            t.stop()
+    return table[0].result()
+
+
+def _table_inputs(store: Store, run: str, kid, odd, dur) -> tuple:
+    """What _columns_table reads of the database: the paths' texts, the launches whose own
+    path is not their path row's, and each launch's duration in us (a duration stored as a
+    real number: its own value)."""
+    c = store.conn
+    paths = dict(c.execute("SELECT id, path FROM nvtx_path"))
+    us = dur.astype(np.float64) / 1e3
+    if odd.any():
+        for k, d in c.execute(
+            "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(kid[odd != 0].tolist()),),
+        ):
+            us[int(np.searchsorted(kid, k))] = d / 1e3
+    return paths, _own_paths(store, run), us
 
 
 def _columns_table(
-    store, run, kid, cat, outcome, reasons, path_id, inherited, dur, odd, general_rows, ncu, by_family=None
+    kid, cat, outcome, reasons, path_id, inherited, inputs, general_rows, ncu, by_family=None
 ) -> list[dict]:
     """by_range's table from _classify_columns' columns (the launches in kernel id order; those
     of general_rows, labelled one at a time, take their row's path, label and reason; `ncu`:
-    their ncu rule results, counted)."""
-    c = store.conn
-    paths = dict(c.execute("SELECT id, path FROM nvtx_path"))
+    their ncu rule results, counted; `inputs`: _table_inputs'). Reads nothing of the database."""
+    paths, own, us = inputs
     texts: dict[str, int] = {}
 
     def code(text: str | None) -> int:
@@ -1231,20 +1254,13 @@ def _columns_table(
     # the kernels view's path (as _launches reads it), one code per distinct text
     distinct, inv = np.unique(path_id, return_inverse=True)
     where = np.array([code(paths.get(p)) for p in distinct.tolist()], dtype=np.int64)[inv.reshape(-1)]
-    for k, (_, path) in _own_paths(store, run).items():
+    for k, (_, path) in own.items():
         i = int(np.searchsorted(kid, k))
         if i < len(kid) and kid[i] == k and not inherited[i]:
             where[i] = code(path)
     at = np.searchsorted(kid, np.array([r[0] for r in general_rows], dtype=np.int64))
     for i, (_, path, _, reason) in zip(at.tolist(), general_rows):
         where[i], reasons[i] = code(path), reason
-    us = dur.astype(np.float64) / 1e3
-    if odd.any():  # a duration stored as a real number: its own value
-        for k, d in c.execute(
-            "SELECT id, coalesce(duration_ns, 0) FROM launch_row WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(kid[odd != 0].tolist()),),
-        ):
-            us[int(np.searchsorted(kid, k))] = d / 1e3
     # a code per label: the outcomes' for the launches labelled as columns, then the others'
     names = list(dict.fromkeys(outcome))
     lcode = np.array([names.index(x) for x in outcome], dtype=np.int64)[cat]
