@@ -444,6 +444,8 @@ def pair(store: Store, before: Selector, after: Selector, as_columns: bool = Fal
     as Launches, else as a Group's rows)."""
     if before == after:
         raise BadArgument(f"{before} compared with itself: name two runs, or RUN:BEFORE RUN:AFTER")
+    a: dict[str, Launches] | dict[str, Group]
+    b: dict[str, Launches] | dict[str, Group]
     if as_columns:  # (the after side's launches read while the before side's are grouped)
         ahead = launch_read(store, after.run) if after.run != before.run else None
         try:
