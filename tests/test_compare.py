@@ -89,10 +89,8 @@ def test_a_sides_median_sorts_its_list_once(monkeypatch):
     """The speed-up, verdict, notes and row each ask a side's medians: its list is sorted once,
     read again where the list is replaced, and the value is statistics.median's (an int of an
     odd count of ints, the mean of the middle two of an even count)."""
-    import statistics
-
-    sorted_, median = [], statistics.median
-    monkeypatch.setattr(compare.statistics, "median", lambda xs: sorted_.append(1) or median(xs))
+    sorted_, median = [], compare._median
+    monkeypatch.setattr(compare, "_median", lambda xs: sorted_.append(1) or median(xs))
     s = _side([3.0, 1.0, 4.0, 2.0])
     assert [s.median_us, s.median("gpu_us"), s.times_median("gpu"), s.median_us] == [2.5] * 4
     assert len(sorted_) == 1
@@ -264,6 +262,22 @@ def test_by_host_refuses_one_call_ranges_of_a_field_report(tmp_path):
     assert len(r.output.strip().splitlines()) == 1 and "one call" in r.output and "2 calls or more" in r.output
     (row,) = _json(db, "trt:Identity_0", "trt:Identity_1")  # the GPU comparison still answers
     assert row["before_detail"]["calls"] == 1 and row["before_detail"]["host_us"] is None
+
+
+def test_a_sides_median_is_statistics_median():
+    """A side's medians come from numpy's partition: the same float as statistics.median (odd
+    and even counts, ties, one or two calls, values whose mean of the middle two rounds)."""
+    import random
+    import statistics
+
+    from profkit.analyses.compare import _median
+
+    rng = random.Random(4)
+    cases = [[5.0], [1.0, 2.0], [0.1, 0.2, 0.7], [3.0] * 6, [1e16, 1.0, 3.0, 1e16 + 2]]
+    cases += [[rng.lognormvariate(0, 1) for _ in range(n)] for n in (9, 10, 1001, 1002)]
+    cases += [[float(rng.randint(1, 4)) for _ in range(n)] for n in (99, 100)]
+    for xs in cases:
+        assert _median(xs) == statistics.median(xs), xs[:5]
 
 
 def test_bootstrap_of_many_calls_is_the_same_bootstrap():
