@@ -225,10 +225,9 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
     paths_n = c.execute("SELECT coalesce(max(id), 0) + 2 FROM nvtx_path").fetchone()[0]
     if names_n >= 1 << 31 or paths_n >= 1 << 31:
         raise BadInput(store.path, "name or path ids past 2^31: not a database profkit wrote")
-    # the run's stretch of launch_row (selection.id_bounds), not a walk of its index
-    bounds = id_bounds(store, "launch_row", run)
-    within = "0" if bounds is None else f"launch_row.id BETWEEN {bounds[0]} AND {bounds[1]}"
-    p = store.int_columns(
+    # the run's stretch of launch_row (selection.id_bounds), not a walk of its index; its halves
+    # at once on a large run
+    p = store.int_columns_by_ids(
         f"""
         SELECT id, coalesce(start_ns, 0), coalesce(end_ns, 0), duration_ns, coalesce(api_end_ns, 0),
                (start_ns IS NOT NULL) + 2 * (end_ns IS NOT NULL) + 4 * (api_end_ns IS NOT NULL)
@@ -238,10 +237,11 @@ def _read(store: Store, run: str, scope: str | None) -> _Launches:
                (coalesce(api_id, -1) + 1) * {paths_n} + coalesce(path_id, -1) + 1,
                coalesce(nullif(grid_x, 0), 1) * coalesce(nullif(grid_y, 0), 1) * coalesce(nullif(grid_z, 0), 1)
         FROM launch_row
-        WHERE {within} AND +run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL
+        WHERE id {{between}} AND +run = ? AND timeline_id IS NULL AND duration_ns IS NOT NULL
           AND duration_ns != 0""",
         (run,),
         12,
+        id_bounds(store, "launch_row", run) or (1, 0),
     )[0]
     # an inherited launch's path is its lead thread's (the few rows of launch_inherit, placed by id)
     inherit = columns.ints(

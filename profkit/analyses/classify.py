@@ -1402,8 +1402,14 @@ def label_codes(store: Store, run: str, later: bool = False):
 def _stored_facts(store: Store, run: str) -> Facts:
     """The run's stored labels as Facts."""
     c = store.conn
-    (kid,), (code, names) = store.int_columns(
-        f"SELECT l.kernel_id, CAST(l.label AS BLOB) {_HELD}", (run,), 1, blob=True
+    # (_HELD by the run's stretch of launch ids, its halves at once on a large run)
+    (kid,), (code, names) = store.int_columns_by_ids(
+        "SELECT l.kernel_id, CAST(l.label AS BLOB) FROM label l JOIN launch_row r ON r.id = l.kernel_id"
+        " WHERE r.id {between} AND +r.run = ? AND r.timeline_id IS NULL",
+        (run,),
+        1,
+        id_bounds(store, "launch_row", run) or (1, 0),
+        blob=True,
     )
 
     def one(kid: int) -> tuple[str, str, str] | None:

@@ -105,14 +105,14 @@ def _launches(store: Store, run: str, src, rank, window) -> np.ndarray:
         return np.zeros((0, 3), dtype=np.int64)
     where = "" if window is None else f" AND start_ns >= {int(window[0])} AND start_ns < {int(window[1])}"
     on_rank = "rank IS NULL" if rank is None else f"rank = {int(rank)}"
-    start, end, api = store.int_columns(
+    start, end, api = store.int_columns_by_ids(
         f"""
         SELECT start_ns, end_ns, coalesce(api_start_ns, -1) FROM launch_row
-        WHERE id BETWEEN {bounds[0]} AND {bounds[1]} AND +run = ? AND source = ? AND timeline_id IS NULL
+        WHERE id {{between}} AND +run = ? AND source = ? AND timeline_id IS NULL
           AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND {on_rank}{where}""",
         (run, src),
         3,
-        at_most=bounds[1] - bounds[0] + 1,
+        bounds,
     )[0]
     order = np.argsort(start, kind="stable")
     k = np.column_stack([start[order], end[order], api[order]])
