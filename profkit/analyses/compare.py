@@ -44,6 +44,7 @@ from profkit.analyses import hotspots, selection
 from profkit.analyses.classify import label_codes
 from profkit.analyses.classify import labels as _labels
 from profkit.core.columns import slice_covered, slice_max, slice_min
+from profkit.core.dbfile import Pending
 from profkit.core.errors import BadArgument
 from profkit.core.intervals import covered
 from profkit.core.metrics import lookup
@@ -196,27 +197,45 @@ def compare(store: Store, before: str, after: str, by: str = "gpu") -> list[Comp
         for got in labels.values():
             got.stop()  # (read or not: ended before the caller goes on)
     out, timeless = [], []
-    for p in pairs:
-        b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
-        if by == "gpu" and not (b.median_us > 0 and a.median_us > 0):
-            # kernels of 0 ns (a trace's rounding, a hostile file): no ratio to take
-            timeless.append(f"{p.key} ({', '.join(s.run for s in (b, a) if not s.median_us > 0)})")
-            continue
-        if by == "host":
-            for side in (b, a):
-                if not side.host_us:
-                    why = (
-                        "one call: a host time runs from one call's first launch to the next's, so it needs "
-                        "2 calls or more"
-                        if side.calls < 2
-                        else "no API start times on its launches (an nsys or CUPTI timeline has them, an ncu-only "
-                        "run does not)"
-                    )
-                    raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
-        c = _compare_pair(p, b, a, by)
+    band: Pending | None = None  # the last pair's noise band, drawn on a thread while the next pair's sides are read
+    held: tuple = ()
+
+    def finish() -> None:
+        assert band is not None
+        p, b, a = held
+        c = _compare_pair(p, b, a, by, band.result())
         if b.hotspot or a.hotspot:
             c.notes.append(f"hotspot {_hot(b.hotspot)} -> {_hot(a.hotspot)} (profkit hotspots)")
         out.append(c)
+
+    try:
+        for p in pairs:
+            b, a = ctx[sb.run].side(p.before), ctx[sa.run].side(p.after)
+            if by == "gpu" and not (b.median_us > 0 and a.median_us > 0):
+                # kernels of 0 ns (a trace's rounding, a hostile file): no ratio to take
+                timeless.append(f"{p.key} ({', '.join(s.run for s in (b, a) if not s.median_us > 0)})")
+                continue
+            if by == "host":
+                for side in (b, a):
+                    if not side.host_us:
+                        why = (
+                            "one call: a host time runs from one call's first launch to the next's, so it needs "
+                            "2 calls or more"
+                            if side.calls < 2
+                            else "no API start times on its launches (an nsys or CUPTI timeline has them, an "
+                            "ncu-only run does not)"
+                        )
+                        raise BadArgument(f"--by host: {side.run}:{side.path} has no host time per call: {why}")
+            if band is not None:
+                finish()
+            # (numpy's resampling runs without the GIL: one band at a time, beside this thread)
+            band, held = Pending(noise_band, b.times(by), a.times(by), name="profkit-band"), (p, b, a)
+        if band is not None:
+            finish()
+            band = None
+    finally:
+        if band is not None:
+            band.stop()  # (an error or an interrupt: the thread ends before the caller goes on)
     if timeless and not out:
         raise BadArgument(
             f"{before} vs {after}: no GPU time to compare (kernels of 0 ns) in "
@@ -554,12 +573,13 @@ def _check_text(rec: dict | None) -> str:
     return ", ".join(parts) or ("passed" if rec.get("ok") else "failed")
 
 
-def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu") -> Comparison:
+def _compare_pair(p: selection.Pair, before: Side, after: Side, by: str = "gpu", banded=None) -> Comparison:
+    """`banded`: noise_band's answer for the pair, drawn already."""
     tb, ta = before.times(by), after.times(by)
     assert tb is not None and ta is not None  # compare() refuses --by host for a side without host times
     mb, ma = before.times_median(by), after.times_median(by)
     speedup = mb / ma if ma else float("inf")
-    band, method = noise_band(tb, ta)
+    band, method = banded or noise_band(tb, ta)
     if by == "host":
         method = "host time per call: " + method
     v, why, caveats = verdict(speedup, band, before, after, by)
